@@ -1,0 +1,142 @@
+/*
+ * api.h - helpers shared by the resource handlers: the server context,
+ * routes, pagination, If-Match, audit, project access.
+ */
+#ifndef GP_API_API_H
+#define GP_API_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth/roles.h"
+#include "core/json.h"
+#include "core/request.h"
+#include "db/db.h"
+
+struct catalog;
+
+/* Server-wide, read-only after start-up; request->ctx points here. */
+struct app {
+	int schema_version;             /* what this binary expects */
+	int session_ttl_s;              /* login token lifetime */
+	int login_max_user_failures;    /* per user name, per window */
+	int login_max_ip_failures;      /* per client address, per window */
+	int login_window_s;
+	const char *openapi;            /* the contract, embedded */
+	size_t openapi_len;
+	const struct catalog *catalog;
+};
+
+typedef int (*route_handler_fn)(struct request *req, struct response *res,
+				struct gp_error *err);
+
+/* Who may call a route (bits); per-object checks happen in the handler. */
+enum {
+	ALLOW_PUBLIC = 1 << 0,          /* no token needed */
+	ALLOW_USER = 1 << 1,            /* any authenticated user */
+	ALLOW_ADMIN = 1 << 2,
+	ALLOW_OPERATOR = 1 << 3,
+	ALLOW_BILLING = 1 << 4,
+};
+
+struct route {
+	const char *method;
+	const char *pattern;            /* "/v1/projects/{}/members/{}" */
+	route_handler_fn handler;
+	unsigned allow;
+};
+
+extern const struct route api_routes[];
+extern const int api_nroutes;
+
+/* Entry point given to http/: match, authenticate, authorize, run, record. */
+void api_dispatch(struct request *req, struct response *res);
+
+/* The server context of a request. */
+struct app *api_app(const struct request *req);
+
+/* Parse the body as a JSON object (400/422 on failure). */
+int api_body(struct request *req, struct json_object **out, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* limit (default 50, max 500) and cursor query parameters. */
+int api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Reply {"items": items, "next_cursor": ...}; next 0 gives null. */
+void api_reply_list(struct request *req, struct response *res,
+		    struct json_object *items, int64_t next);
+
+/* Opaque cursor text for a position. */
+const char *api_cursor_encode(struct arena *a, int64_t pos);
+
+/* If-Match: *expected = generation (0 when absent); 412 on junk. */
+int api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Set ETag from a generation. */
+void api_etag(struct request *req, struct response *res, int64_t generation);
+
+/* Write an audit row for the current request (inside its transaction). */
+int api_audit(struct db *db, struct request *req, const char *action,
+	      const char *object_type, const char *object_id, int64_t project_id,
+	      struct json_object *before, struct json_object *after,
+	      struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Caller's global role. */
+enum role api_role(const struct request *req);
+
+/* Parse a decimal id from a path parameter (404 when not an id). */
+int api_param_id(struct request *req, int idx, int64_t *out, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* A query parameter as RFC 3339 time (0 when absent). */
+int api_query_time(struct request *req, const char *name, int64_t *out,
+		   struct gp_error *err) __attribute__((warn_unused_result));
+
+struct project_row;
+
+enum project_access {
+	PROJECT_READ,           /* members, admin, operator, billing */
+	PROJECT_SUBMIT,         /* owners and members (requests) */
+	PROJECT_MANAGE,         /* owners and admin */
+};
+
+/*
+ * Load project `name` as the caller may see it: 404 when it does not
+ * exist or the caller may not see it, 403 when visible but `need` is
+ * not granted. *prole gets the caller's project role (NONE for staff).
+ */
+int api_project_access(struct db *db, struct request *req, const char *name,
+		       enum project_access need, struct project_row *out,
+		       enum project_role *prole, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Handlers (one file per resource). */
+int api_healthz(struct request *req, struct response *res, struct gp_error *err);
+int api_readyz(struct request *req, struct response *res, struct gp_error *err);
+int api_metrics(struct request *req, struct response *res, struct gp_error *err);
+int api_openapi(struct request *req, struct response *res, struct gp_error *err);
+
+int api_login(struct request *req, struct response *res, struct gp_error *err);
+int api_me(struct request *req, struct response *res, struct gp_error *err);
+int api_tokens_create(struct request *req, struct response *res, struct gp_error *err);
+int api_tokens_list(struct request *req, struct response *res, struct gp_error *err);
+int api_tokens_delete(struct request *req, struct response *res, struct gp_error *err);
+
+int api_users_create(struct request *req, struct response *res, struct gp_error *err);
+int api_users_list(struct request *req, struct response *res, struct gp_error *err);
+int api_users_get(struct request *req, struct response *res, struct gp_error *err);
+int api_users_patch(struct request *req, struct response *res, struct gp_error *err);
+
+int api_projects_create(struct request *req, struct response *res, struct gp_error *err);
+int api_projects_list(struct request *req, struct response *res, struct gp_error *err);
+int api_projects_get(struct request *req, struct response *res, struct gp_error *err);
+int api_projects_patch(struct request *req, struct response *res, struct gp_error *err);
+int api_members_list(struct request *req, struct response *res, struct gp_error *err);
+int api_members_put(struct request *req, struct response *res, struct gp_error *err);
+int api_members_delete(struct request *req, struct response *res, struct gp_error *err);
+
+int api_audit_list(struct request *req, struct response *res, struct gp_error *err);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * common.c - helpers shared by the handlers: bodies, pagination,
+ * cursors, If-Match/ETag, audit rows, ids in paths.
+ */
+#include "api.h"
+
+#include "core/timeutil.h"
+#include "db/db_audit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE_DEFAULT 50
+#define PAGE_MAX 500
+
+int
+api_body(struct request *req, struct json_object **out, struct gp_error *err)
+{
+	return json_parse_object(req->arena, req->body, req->body_len, out, err);
+}
+
+static bool
+parse_int64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL || *s == '\0' || *s == ' ' || *s == '+')
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return false;
+	*out = v;
+	return true;
+}
+
+const char *
+api_cursor_encode(struct arena *a, int64_t pos)
+{
+	/* opaque to clients; "c" + hex keeps it URL-safe */
+	return arena_printf(a, "c%llx", (unsigned long long)pos);
+}
+
+static bool
+cursor_decode(const char *s, int64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s[0] != 'c' || s[1] == '\0' || strlen(s) > 17)
+		return false;
+	errno = 0;
+	v = strtoull(s + 1, &end, 16);
+	if (errno != 0 || *end != '\0' || v > (unsigned long long)INT64_MAX)
+		return false;
+	*out = (int64_t)v;
+	return true;
+}
+
+int
+api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *err)
+{
+	const char *l = req->query(req, "limit");
+	const char *c = req->query(req, "cursor");
+	int64_t v;
+
+	*limit = PAGE_DEFAULT;
+	*cursor = 0;
+	if (l != NULL) {
+		if (!parse_int64(l, &v) || v < 1 || v > PAGE_MAX)
+			return gp_error_field(err, "limit", "must be an integer from 1 to %d", PAGE_MAX);
+		*limit = (int)v;
+	}
+	if (c != NULL && !cursor_decode(c, cursor))
+		return gp_error_field(err, "cursor", "is not a cursor this server issued");
+	return 0;
+}
+
+void
+api_reply_list(struct request *req, struct response *res, struct json_object *items,
+	       int64_t next)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "items", items);
+	json_add_str(o, "next_cursor", next ? api_cursor_encode(req->arena, next) : NULL);
+	response_json(req, res, 200, o);
+}
+
+int
+api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
+{
+	const char *h = req->header(req, "If-Match");
+	char buf[32];
+	size_t n;
+
+	*expected = 0;
+	if (h == NULL || strcmp(h, "*") == 0)
+		return 0;
+	if (strncmp(h, "W/", 2) == 0)
+		h += 2;
+	n = strlen(h);
+	if (n < 3 || n >= sizeof(buf) || h[0] != '"' || h[n - 1] != '"')
+		return gp_error_set(err, 412, "precondition_failed",
+				    "If-Match must be an ETag this server issued");
+	memcpy(buf, h + 1, n - 2);
+	buf[n - 2] = '\0';
+	if (!parse_int64(buf, expected) || *expected < 1)
+		return gp_error_set(err, 412, "precondition_failed",
+				    "If-Match must be an ETag this server issued");
+	return 0;
+}
+
+void
+api_etag(struct request *req, struct response *res, int64_t generation)
+{
+	response_header(res, "ETag", arena_printf(req->arena, "\"%lld\"", (long long)generation));
+}
+
+int
+api_audit(struct db *db, struct request *req, const char *action, const char *object_type,
+	  const char *object_id, int64_t project_id, struct json_object *before,
+	  struct json_object *after, struct gp_error *err)
+{
+	struct audit_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.actor_id = req->principal.user_id;
+	e.actor = req->principal.username;
+	e.action = action;
+	e.object_type = object_type;
+	e.object_id = object_id;
+	e.project_id = project_id;
+	e.request_id = req->request_id;
+	e.before_json = before ? json_to_arena(req->arena, before, NULL) : NULL;
+	e.after_json = after ? json_to_arena(req->arena, after, NULL) : NULL;
+	return db_audit_insert(db, req->arena, &e, err);
+}
+
+int
+api_param_id(struct request *req, int idx, int64_t *out, struct gp_error *err)
+{
+	if (idx >= req->nparams || !parse_int64(req->params[idx], out) || *out < 1)
+		return gp_error_set(err, 404, "not_found", "no such object");
+	return 0;
+}
+
+int
+api_query_time(struct request *req, const char *name, int64_t *out, struct gp_error *err)
+{
+	const char *v = req->query(req, name);
+
+	*out = 0;
+	if (v == NULL)
+		return 0;
+	if (time_parse_rfc3339(v, out) < 0)
+		return gp_error_field(err, name, "must be an RFC 3339 timestamp");
+	return 0;
+}

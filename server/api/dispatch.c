@@ -1,0 +1,308 @@
+/*
+ * dispatch.c - every check that precedes a handler, in one place:
+ * route match (404/405), bearer authentication (401), global role (403),
+ * content type (415), Idempotency-Key claim and replay; then the handler,
+ * the problem+json conversion of its error, and the metrics.
+ */
+#include "api.h"
+#include "metrics.h"
+
+#include "auth/token.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "db/db_idempotency.h"
+#include "db/db_users.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define IDEMPOTENCY_KEY_MAX 200
+#define TOKEN_TOUCH_INTERVAL_US (60 * 1000000LL)
+
+struct app *
+api_app(const struct request *req)
+{
+	return req->ctx;
+}
+
+enum role
+api_role(const struct request *req)
+{
+	return (enum role)req->principal.role;
+}
+
+/* Match path against "/a/{}/b"; fills params. */
+static bool
+route_match(const char *pattern, const char *path, struct request *req, bool capture)
+{
+	const char *p = pattern, *s = path;
+	int n = 0;
+
+	while (*p != '\0' && *s != '\0') {
+		if (p[0] == '{' && p[1] == '}') {
+			const char *end = strchr(s, '/');
+			size_t len = end ? (size_t)(end - s) : strlen(s);
+
+			if (len == 0 || n >= REQUEST_MAX_PARAMS)
+				return false;
+			if (capture)
+				req->params[n] = arena_strndup(req->arena, s, len);
+			n++;
+			p += 2;
+			s += len;
+			continue;
+		}
+		if (*p != *s)
+			return false;
+		p++;
+		s++;
+	}
+	if (*p != '\0' || *s != '\0')
+		return false;
+	if (capture)
+		req->nparams = n;
+	return true;
+}
+
+static int
+find_route(struct request *req, struct response *res, struct gp_error *err)
+{
+	char allow[128] = "";
+	size_t off = 0;
+	bool path_known = false;
+
+	for (int i = 0; i < api_nroutes; i++) {
+		if (!route_match(api_routes[i].pattern, req->path, req, false))
+			continue;
+		path_known = true;
+		if (strcmp(api_routes[i].method, req->method) == 0) {
+			route_match(api_routes[i].pattern, req->path, req, true);
+			req->route_pattern = api_routes[i].pattern;
+			return i;
+		}
+		if (off < sizeof(allow)) {
+			int n = snprintf(allow + off, sizeof(allow) - off, "%s%s",
+					 off > 0 ? ", " : "", api_routes[i].method);
+
+			if (n > 0)
+				off += (size_t)n;
+		}
+	}
+	if (path_known) {
+		response_header(res, "Allow", arena_strdup(req->arena, allow));
+		gp_error_set(err, 405, "method_not_allowed", "%s is not allowed on %s",
+			     req->method, req->path);
+	} else {
+		gp_error_set(err, 404, "not_found", "no such endpoint: %s", req->path);
+	}
+	return -1;
+}
+
+static int
+authenticate(struct request *req, struct gp_error *err)
+{
+	const char *h = req->header(req, "Authorization");
+	unsigned char digest[TOKEN_DIGEST_LEN];
+	struct token_auth ta;
+	bool found = false;
+	size_t len;
+	enum role role;
+
+	if (h == NULL)
+		return gp_error_set(err, 401, "unauthorized", "missing bearer token");
+	if (strncasecmp(h, "Bearer ", 7) != 0)
+		return gp_error_set(err, 401, "unauthorized", "the Authorization header must be a bearer token");
+	h += 7;
+	len = strlen(h);
+	if (len < 10 || len > TOKEN_MAX_LEN)
+		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
+	token_digest(h, len, digest);
+	if (db_token_authenticate(db_thread(), req->arena, digest, &ta, &found, err) < 0)
+		return -1;
+	if (!found)
+		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
+	if (role_parse(ta.role, &role) < 0)
+		role = ROLE_NONE;
+	req->principal.user_id = ta.user_id;
+	req->principal.token_id = ta.token_id;
+	req->principal.username = ta.username;
+	req->principal.role = role;
+	if (time_now_us() - ta.last_used_us > TOKEN_TOUCH_INTERVAL_US) {
+		struct gp_error ignored;
+
+		if (db_token_touch(db_thread(), ta.token_id, &ignored) < 0)
+			log_warn(req->request_id, "could not record token use", "error", ignored.message);
+	}
+	return 0;
+}
+
+static int
+authorize(const struct route *rt, const struct request *req, struct gp_error *err)
+{
+	enum role role = api_role(req);
+
+	if (rt->allow & ALLOW_USER)
+		return 0;
+	if ((rt->allow & ALLOW_ADMIN) && role == ROLE_ADMIN)
+		return 0;
+	if ((rt->allow & ALLOW_OPERATOR) && role == ROLE_OPERATOR)
+		return 0;
+	if ((rt->allow & ALLOW_BILLING) && role == ROLE_BILLING)
+		return 0;
+	return gp_error_set(err, 403, "forbidden", "your role may not %s %s",
+			    req->method, req->route_pattern);
+}
+
+static int
+check_content_type(struct request *req, struct gp_error *err)
+{
+	const char *ct;
+
+	if (req->body_len == 0)
+		return 0;
+	ct = req->header(req, "Content-Type");
+	if (ct == NULL || strncasecmp(ct, "application/json", 16) != 0 ||
+	    (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))
+		return gp_error_set(err, 415, "unsupported_media_type",
+				    "the request body must be application/json");
+	return 0;
+}
+
+static void
+request_hash(struct request *req, unsigned char *out)
+{
+	size_t plen = strlen(req->method) + strlen(req->path) + 2;
+	char *buf = arena_alloc(req->arena, plen + req->body_len + 1);
+
+	snprintf(buf, plen + 1, "%s\n%s\n", req->method, req->path);
+	if (req->body_len > 0)
+		memcpy(buf + plen, req->body, req->body_len);
+	token_digest(buf, plen + req->body_len, out);
+}
+
+static const char *
+header_value(const struct response *res, const char *name)
+{
+	for (int i = 0; i < res->nheaders; i++)
+		if (strcasecmp(res->headers[i].name, name) == 0)
+			return res->headers[i].value;
+	return NULL;
+}
+
+/* Returns 1 when the response was produced from the store, 0 to run the handler. */
+static int
+idempotency_begin(struct request *req, struct response *res, const char *key,
+		  struct gp_error *err)
+{
+	unsigned char hash[TOKEN_DIGEST_LEN];
+	struct idem_response stored;
+	enum idem_claim claim;
+
+	if (strlen(key) == 0 || strlen(key) > IDEMPOTENCY_KEY_MAX)
+		return gp_error_field(err, "Idempotency-Key", "must be 1 to %d characters",
+				      IDEMPOTENCY_KEY_MAX);
+	request_hash(req, hash);
+	memset(&stored, 0, sizeof(stored));
+	if (db_idem_claim(db_thread(), req->arena, req->principal.user_id, key, hash,
+			  &claim, &stored, err) < 0)
+		return -1;
+	switch (claim) {
+	case IDEM_CLAIMED:
+		return 0;
+	case IDEM_IN_FLIGHT:
+		err->retry_after = 1;
+		return gp_error_set(err, 409, "idempotency_conflict",
+				    "a request with this Idempotency-Key is still in progress");
+	case IDEM_MISMATCH:
+		return gp_error_set(err, 422, "idempotency_mismatch",
+				    "this Idempotency-Key was used with a different request");
+	case IDEM_REPLAY:
+		response_raw(res, stored.status, stored.content_type, stored.body, stored.body_len);
+		if (stored.etag != NULL)
+			response_header(res, "ETag", stored.etag);
+		if (stored.location != NULL)
+			response_header(res, "Location", stored.location);
+		response_header(res, "Idempotent-Replayed", "true");
+		return 1;
+	}
+	return 0;
+}
+
+static void
+idempotency_end(struct request *req, struct response *res, const char *key)
+{
+	struct gp_error err;
+
+	gp_error_clear(&err);
+	if (res->status >= 500) {
+		if (db_idem_release(db_thread(), req->principal.user_id, key, &err) < 0)
+			log_warn(req->request_id, "could not release an idempotency key",
+				 "error", err.message);
+		return;
+	}
+	{
+		struct idem_response stored = {
+			.status = res->status,
+			.content_type = res->content_type,
+			.etag = header_value(res, "ETag"),
+			.location = header_value(res, "Location"),
+			.body = res->body,
+			.body_len = res->body_len,
+		};
+
+		if (db_idem_complete(db_thread(), req->principal.user_id, key, &stored, &err) < 0)
+			log_warn(req->request_id, "could not store an idempotent response",
+				 "error", err.message);
+	}
+}
+
+void
+api_dispatch(struct request *req, struct response *res)
+{
+	struct gp_error err;
+	const struct route *rt = NULL;
+	const char *idem_key = NULL;
+	int idx, rc;
+
+	gp_error_clear(&err);
+	idx = find_route(req, res, &err);
+	if (idx < 0)
+		goto fail;
+	rt = &api_routes[idx];
+	if (!(rt->allow & ALLOW_PUBLIC)) {
+		if (authenticate(req, &err) < 0 || authorize(rt, req, &err) < 0)
+			goto fail;
+	}
+	if (check_content_type(req, &err) < 0)
+		goto fail;
+	if (strcmp(req->method, "POST") == 0 && req->principal.user_id != 0)
+		idem_key = req->header(req, "Idempotency-Key");
+	if (idem_key != NULL) {
+		rc = idempotency_begin(req, res, idem_key, &err);
+		if (rc < 0) {
+			idem_key = NULL;
+			goto fail;
+		}
+		if (rc == 1)
+			goto done;
+	}
+	rc = rt->handler(req, res, &err);
+	if (rc < 0 || res->status == 0) {
+		if (!gp_error_isset(&err))
+			gp_error_set(&err, 500, "internal", "the handler failed without a reason");
+		goto fail;
+	}
+	goto finish;
+fail:
+	if (err.status == 401)
+		response_header(res, "WWW-Authenticate", "Bearer realm=\"gpupool\"");
+	if (err.status >= 500)
+		log_error(req->request_id, "request failed", "code", err.code, "error", err.message);
+	response_problem(req, res, &err);
+finish:
+	if (idem_key != NULL)
+		idempotency_end(req, res, idem_key);
+done:
+	metrics_observe(idx, res->status, time_mono_us() - req->started_us);
+}

@@ -1,0 +1,56 @@
+/*
+ * health.c - /healthz, /readyz, /metrics and the served contract.
+ */
+#include "api.h"
+#include "metrics.h"
+
+#include "db/migrate.h"
+
+int
+api_healthz(struct request *req, struct response *res, struct gp_error *err)
+{
+	(void)req;
+	(void)err;
+	response_raw(res, 200, "application/json", "{\"status\":\"ok\"}", 15);
+	return 0;
+}
+
+int
+api_readyz(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct json_object *o;
+	int version = 0;
+
+	if (migrate_current_version(db_thread(), &version, err) < 0)
+		return -1;
+	if (version != api_app(req)->schema_version)
+		return gp_error_set(err, 503, "schema_mismatch",
+				    "the database schema is at version %d, this server needs %d",
+				    version, api_app(req)->schema_version);
+	o = json_object_new_object();
+	json_add_str(o, "status", "ready");
+	json_add_int(o, "schema_version", version);
+	response_json(req, res, 200, o);
+	return 0;
+}
+
+int
+api_metrics(struct request *req, struct response *res, struct gp_error *err)
+{
+	size_t len;
+	const char *body = metrics_render(req->arena, &len);
+
+	(void)err;
+	response_raw(res, 200, "text/plain; version=0.0.4", body, len);
+	return 0;
+}
+
+int
+api_openapi(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct app *app = api_app(req);
+
+	(void)err;
+	response_raw(res, 200, "application/yaml", app->openapi, app->openapi_len);
+	return 0;
+}

@@ -1,0 +1,167 @@
+/*
+ * metrics.c - lock-free counters (C11 atomics) indexed by route and
+ * status; rendered in the Prometheus text format.
+ */
+#include "metrics.h"
+#include "api.h"
+
+#include "db/db.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define METRICS_MAX_ROUTES 160
+#define METRICS_NBUCKETS 12
+
+static const int tracked_status[] = {
+	200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415,
+	422, 428, 429, 500, 503, 0 /* other */
+};
+#define NSTATUS ((int)(sizeof(tracked_status) / sizeof(tracked_status[0])))
+
+/* upper bounds in microseconds */
+static const int64_t bucket_us[METRICS_NBUCKETS] = {
+	500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+	1000000, 5000000
+};
+
+static atomic_uint_fast64_t counts[METRICS_MAX_ROUTES + 1][NSTATUS];
+static atomic_uint_fast64_t buckets[METRICS_MAX_ROUTES + 1][METRICS_NBUCKETS + 1];
+static atomic_uint_fast64_t sum_us[METRICS_MAX_ROUTES + 1];
+
+void
+metrics_observe(int route_idx, int status, int64_t duration_us)
+{
+	int r = route_idx < 0 || route_idx >= METRICS_MAX_ROUTES ? METRICS_MAX_ROUTES : route_idx;
+	int s = NSTATUS - 1, b = METRICS_NBUCKETS;
+
+	for (int i = 0; i < NSTATUS - 1; i++) {
+		if (tracked_status[i] == status) {
+			s = i;
+			break;
+		}
+	}
+	for (int i = 0; i < METRICS_NBUCKETS; i++) {
+		if (duration_us <= bucket_us[i]) {
+			b = i;
+			break;
+		}
+	}
+	atomic_fetch_add_explicit(&counts[r][s], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&buckets[r][b], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sum_us[r], (uint_fast64_t)(duration_us > 0 ? duration_us : 0),
+				  memory_order_relaxed);
+}
+
+struct sbuf {
+	struct arena *a;
+	char *p;
+	size_t len;
+	size_t cap;
+};
+
+static void __attribute__((format(printf, 2, 3)))
+sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n >= 0 && (size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = b->cap * 2 + (size_t)(n > 0 ? n : 0);
+			char *np = arena_alloc(b->a, cap);
+
+			memcpy(np, b->p, b->len);
+			b->p = np;
+			b->cap = cap;
+		}
+	}
+}
+
+static void
+route_labels(int r, const char **method, const char **route)
+{
+	if (r >= api_nroutes || r == METRICS_MAX_ROUTES) {
+		*method = "";
+		*route = "unmatched";
+		return;
+	}
+	*method = api_routes[r].method;
+	*route = api_routes[r].pattern;
+}
+
+const char *
+metrics_render(struct arena *a, size_t *len)
+{
+	struct sbuf b = { a, NULL, 0, 16384 };
+	int nr = api_nroutes < METRICS_MAX_ROUTES ? api_nroutes : METRICS_MAX_ROUTES;
+
+	b.p = arena_alloc(a, b.cap);
+	sb_printf(&b, "# HELP gpupool_http_requests_total HTTP requests by route and status.\n"
+		      "# TYPE gpupool_http_requests_total counter\n");
+	for (int r = 0; r <= METRICS_MAX_ROUTES; r++) {
+		const char *method, *route;
+
+		if (r >= nr && r != METRICS_MAX_ROUTES)
+			continue;
+		route_labels(r, &method, &route);
+		for (int s = 0; s < NSTATUS; s++) {
+			uint64_t c = atomic_load(&counts[r][s]);
+
+			if (c == 0)
+				continue;
+			if (tracked_status[s] == 0)
+				sb_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+					  method, route, (unsigned long long)c);
+			else
+				sb_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+					  method, route, tracked_status[s], (unsigned long long)c);
+		}
+	}
+	sb_printf(&b, "# HELP gpupool_http_request_duration_seconds HTTP request latency by route.\n"
+		      "# TYPE gpupool_http_request_duration_seconds histogram\n");
+	for (int r = 0; r <= METRICS_MAX_ROUTES; r++) {
+		const char *method, *route;
+		uint64_t cum = 0;
+
+		if (r >= nr && r != METRICS_MAX_ROUTES)
+			continue;
+		route_labels(r, &method, &route);
+		for (int i = 0; i <= METRICS_NBUCKETS; i++)
+			cum += atomic_load(&buckets[r][i]);
+		if (cum == 0)
+			continue;
+		cum = 0;
+		for (int i = 0; i < METRICS_NBUCKETS; i++) {
+			cum += atomic_load(&buckets[r][i]);
+			sb_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
+				  method, route, (double)bucket_us[i] / 1e6, (unsigned long long)cum);
+		}
+		cum += atomic_load(&buckets[r][METRICS_NBUCKETS]);
+		sb_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
+			  method, route, (unsigned long long)cum);
+		sb_printf(&b, "gpupool_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
+			  method, route, (double)atomic_load(&sum_us[r]) / 1e6);
+		sb_printf(&b, "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
+			  method, route, (unsigned long long)cum);
+	}
+	sb_printf(&b, "# HELP gpupool_db_errors_total Failed database operations.\n"
+		      "# TYPE gpupool_db_errors_total counter\n"
+		      "gpupool_db_errors_total %llu\n",
+		  (unsigned long long)db_stat_errors());
+	sb_printf(&b, "# HELP gpupool_db_reconnects_total Database reconnections.\n"
+		      "# TYPE gpupool_db_reconnects_total counter\n"
+		      "gpupool_db_reconnects_total %llu\n",
+		  (unsigned long long)db_stat_reconnects());
+	*len = b.len;
+	return b.p;
+}

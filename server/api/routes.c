@@ -1,0 +1,35 @@
+/*
+ * routes.c - the route table: every endpoint of gpupoold, in one place.
+ * api/openapi.yaml must describe exactly these (tests/integration/test_contract.c).
+ */
+#include "api.h"
+
+const struct route api_routes[] = {
+	{ "GET", "/healthz", api_healthz, ALLOW_PUBLIC },
+	{ "GET", "/readyz", api_readyz, ALLOW_PUBLIC },
+	{ "GET", "/metrics", api_metrics, ALLOW_PUBLIC },
+	{ "GET", "/v1/openapi.yaml", api_openapi, ALLOW_PUBLIC },
+
+	{ "POST", "/v1/auth/login", api_login, ALLOW_PUBLIC },
+	{ "GET", "/v1/me", api_me, ALLOW_USER },
+	{ "POST", "/v1/tokens", api_tokens_create, ALLOW_USER },
+	{ "GET", "/v1/tokens", api_tokens_list, ALLOW_USER },
+	{ "DELETE", "/v1/tokens/{}", api_tokens_delete, ALLOW_USER },
+
+	{ "POST", "/v1/users", api_users_create, ALLOW_ADMIN },
+	{ "GET", "/v1/users", api_users_list, ALLOW_ADMIN },
+	{ "GET", "/v1/users/{}", api_users_get, ALLOW_ADMIN },
+	{ "PATCH", "/v1/users/{}", api_users_patch, ALLOW_ADMIN },
+
+	{ "POST", "/v1/projects", api_projects_create, ALLOW_ADMIN },
+	{ "GET", "/v1/projects", api_projects_list, ALLOW_USER },
+	{ "GET", "/v1/projects/{}", api_projects_get, ALLOW_USER },
+	{ "PATCH", "/v1/projects/{}", api_projects_patch, ALLOW_USER },
+	{ "GET", "/v1/projects/{}/members", api_members_list, ALLOW_USER },
+	{ "PUT", "/v1/projects/{}/members/{}", api_members_put, ALLOW_USER },
+	{ "DELETE", "/v1/projects/{}/members/{}", api_members_delete, ALLOW_USER },
+
+	{ "GET", "/v1/audit", api_audit_list, ALLOW_ADMIN },
+};
+
+const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

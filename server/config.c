@@ -1,0 +1,97 @@
+/*
+ * config.c - settings from the environment with checked parsing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int
+env_int(const char *name, int min, int max, int *out, char *errbuf, int errlen)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (v == NULL || *v == '\0')
+		return 0;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < min || n > max) {
+		snprintf(errbuf, (size_t)errlen, "%s must be an integer from %d to %d", name, min, max);
+		return -1;
+	}
+	*out = (int)n;
+	return 0;
+}
+
+int
+config_parse_listen(struct config *cfg, const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	char *end;
+	long port;
+	size_t hlen;
+
+	if (colon == NULL)
+		return -1;
+	hlen = (size_t)(colon - s);
+	if (hlen == 0 || hlen >= sizeof(cfg->listen_host))
+		return -1;
+	errno = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || colon[1] == '\0' || port < 0 || port > 65535)
+		return -1;
+	memcpy(cfg->listen_host, s, hlen);
+	cfg->listen_host[hlen] = '\0';
+	if (strcmp(cfg->listen_host, "localhost") == 0)
+		snprintf(cfg->listen_host, sizeof(cfg->listen_host), "127.0.0.1");
+	cfg->listen_port = (int)port;
+	return 0;
+}
+
+int
+config_load(struct config *cfg, char *errbuf, int errlen)
+{
+	const char *v;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->database_url = getenv("GPUPOOL_DATABASE_URL");
+	snprintf(cfg->listen_host, sizeof(cfg->listen_host), "127.0.0.1");
+	cfg->listen_port = 8080;
+	cfg->threads = ncpu > 0 ? (int)(ncpu * 2) : 4;
+	cfg->max_connections = 1024;
+	cfg->max_connections_per_ip = 256;
+	cfg->connection_timeout_s = 30;
+	cfg->statement_timeout_ms = 5000;
+	cfg->session_ttl_s = 12 * 3600;
+	cfg->shutdown_grace_s = 10;
+	cfg->idempotency_ttl_s = 72 * 3600;
+	cfg->access_log = true;
+	cfg->log_level = "info";
+	v = getenv("GPUPOOL_LISTEN");
+	if (v != NULL && *v != '\0' && config_parse_listen(cfg, v) < 0) {
+		snprintf(errbuf, (size_t)errlen, "GPUPOOL_LISTEN must be host:port");
+		return -1;
+	}
+	if (env_int("GPUPOOL_THREADS", 1, 256, &cfg->threads, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_MAX_CONNECTIONS", 1, 100000, &cfg->max_connections, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_MAX_CONNECTIONS_PER_IP", 1, 100000, &cfg->max_connections_per_ip, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_CONNECTION_TIMEOUT", 1, 3600, &cfg->connection_timeout_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_STATEMENT_TIMEOUT_MS", 100, 600000, &cfg->statement_timeout_ms, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_SESSION_TTL", 60, 30 * 86400, &cfg->session_ttl_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_SHUTDOWN_GRACE", 0, 600, &cfg->shutdown_grace_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_IDEMPOTENCY_TTL", 72 * 3600, 365 * 86400, &cfg->idempotency_ttl_s, errbuf, errlen) < 0)
+		return -1;
+	v = getenv("GPUPOOL_ACCESS_LOG");
+	if (v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "off") == 0))
+		cfg->access_log = false;
+	v = getenv("GPUPOOL_LOG_LEVEL");
+	if (v != NULL && *v != '\0')
+		cfg->log_level = v;
+	return 0;
+}

@@ -1,0 +1,31 @@
+/*
+ * config.h - gpupoold settings from GPUPOOL_* variables and flags.
+ */
+#ifndef GP_CONFIG_H
+#define GP_CONFIG_H
+
+#include <stdbool.h>
+
+struct config {
+	const char *database_url;       /* GPUPOOL_DATABASE_URL */
+	char listen_host[64];           /* GPUPOOL_LISTEN host part */
+	int listen_port;                /* GPUPOOL_LISTEN port; 0 picks one */
+	int threads;                    /* GPUPOOL_THREADS */
+	int max_connections;            /* GPUPOOL_MAX_CONNECTIONS */
+	int max_connections_per_ip;     /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
+	int connection_timeout_s;       /* GPUPOOL_CONNECTION_TIMEOUT */
+	int statement_timeout_ms;       /* GPUPOOL_STATEMENT_TIMEOUT_MS */
+	int session_ttl_s;              /* GPUPOOL_SESSION_TTL */
+	int shutdown_grace_s;           /* GPUPOOL_SHUTDOWN_GRACE */
+	int idempotency_ttl_s;          /* GPUPOOL_IDEMPOTENCY_TTL */
+	bool access_log;                /* GPUPOOL_ACCESS_LOG */
+	const char *log_level;          /* GPUPOOL_LOG_LEVEL */
+};
+
+/* Defaults overridden by the environment; -1 with a message on bad values. */
+int config_load(struct config *cfg, char *errbuf, int errlen);
+
+/* Parse "host:port" into cfg; -1 on malformed input. */
+int config_parse_listen(struct config *cfg, const char *s);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * request.h - one HTTP exchange as the rest of the server sees it.
+ *
+ * http/ fills struct request from libmicrohttpd and turns struct
+ * response back into an MHD response; nothing outside http/ sees MHD.
+ * Every pointer in both structs lives in req->arena.
+ */
+#ifndef GP_CORE_REQUEST_H
+#define GP_CORE_REQUEST_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "error.h"
+
+#define REQUEST_MAX_PARAMS 4
+#define RESPONSE_MAX_HEADERS 8
+
+struct request;
+
+typedef const char *(*request_lookup_fn)(const struct request *req, const char *name);
+
+struct principal {
+	int64_t user_id;        /* 0 for anonymous */
+	int64_t token_id;       /* API token id, 0 for a login session token */
+	const char *username;
+	int role;               /* enum role from auth/roles.h */
+	int64_t node_id;        /* node tokens (agent issue); 0 otherwise */
+};
+
+struct request {
+	struct arena *arena;
+	const char *method;
+	const char *path;           /* without the query string */
+	const char *request_id;
+	const char *client_ip;
+	const char *body;           /* NUL-terminated copy, may be NULL */
+	size_t body_len;
+	int64_t started_us;         /* monotonic */
+
+	request_lookup_fn header;   /* case-insensitive header lookup */
+	request_lookup_fn query;    /* query-string argument lookup */
+	void *transport;            /* http/ private */
+
+	/* filled by the dispatcher */
+	const char *params[REQUEST_MAX_PARAMS];
+	int nparams;
+	const char *route_pattern;
+	struct principal principal;
+	void *ctx;                  /* server-wide context (struct app) */
+};
+
+struct response_header {
+	const char *name;
+	const char *value;
+};
+
+struct response {
+	int status;
+	const char *content_type;
+	const char *body;
+	size_t body_len;
+	struct response_header headers[RESPONSE_MAX_HEADERS];
+	int nheaders;
+};
+
+/* Add a header; silently ignores more than RESPONSE_MAX_HEADERS. */
+void response_header(struct response *res, const char *name, const char *value);
+
+/* Serialize obj as the body (application/json). Ownership of obj passes here. */
+void response_json(struct request *req, struct response *res, int status,
+		   struct json_object *obj);
+
+/* An RFC 9457 problem+json body from err. */
+void response_problem(struct request *req, struct response *res,
+		      const struct gp_error *err);
+
+/* Empty body with status (204). */
+void response_empty(struct response *res, int status);
+
+/* Raw body already in arena memory. */
+void response_raw(struct response *res, int status, const char *content_type,
+		  const char *body, size_t len);
+
+#endif

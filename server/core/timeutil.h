@@ -1,0 +1,29 @@
+/*
+ * timeutil.h - wall and monotonic clocks, RFC 3339 UTC formatting and parsing.
+ */
+#ifndef GP_CORE_TIMEUTIL_H
+#define GP_CORE_TIMEUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Microseconds since the epoch (CLOCK_REALTIME). */
+int64_t time_now_us(void);
+
+/* Microseconds from CLOCK_MONOTONIC, for durations. */
+int64_t time_mono_us(void);
+
+/* "2026-11-22T01:02:03.456Z" into buf (at least 32 bytes). */
+void time_format_rfc3339_ms(int64_t us, char *buf, size_t len);
+
+/* "2026-11-22T01:02:03Z" into buf (at least 32 bytes). */
+void time_format_rfc3339(int64_t us, char *buf, size_t len);
+
+/*
+ * Parse RFC 3339 ("2026-11-22T01:02:03Z", fractional seconds and
+ * "+hh:mm" offsets accepted) into microseconds since the epoch.
+ * Returns -1 on malformed input.
+ */
+int time_parse_rfc3339(const char *s, int64_t *out_us);
+
+#endif

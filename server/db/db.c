@@ -1,0 +1,386 @@
+/*
+ * db.c - per-thread libpq connections, prepared statements, transactions
+ * with retry and SQLSTATE mapping. The only file that opens connections.
+ */
+#include "db.h"
+#include "db_internal.h"
+
+#include "core/log.h"
+#include "core/timeutil.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DB_MAX_PREPARED 256
+#define DB_TX_ATTEMPTS 6
+#define DB_RECONNECT_BACKOFF_US 200000
+
+struct db {
+	PGconn *conn;
+	const struct db_stmt *prepared[DB_MAX_PREPARED];
+	int nprepared;
+	bool in_tx;
+	bool retryable;                 /* last error was 40001/40P01 */
+	int64_t last_failed_connect_us;
+	char constraint[64];
+	unsigned int seed;
+};
+
+static struct db_config config;
+static char config_options[128];
+static pthread_key_t db_key;
+static pthread_once_t db_key_once = PTHREAD_ONCE_INIT;
+static atomic_uint_fast64_t stat_errors;
+static atomic_uint_fast64_t stat_reconnects;
+
+static void
+db_free(void *p)
+{
+	struct db *db = p;
+
+	if (db == NULL)
+		return;
+	if (db->conn != NULL)
+		PQfinish(db->conn);
+	free(db);
+}
+
+static void
+db_key_create(void)
+{
+	pthread_key_create(&db_key, db_free);
+}
+
+void
+db_init(const struct db_config *cfg)
+{
+	config = *cfg;
+	if (config.statement_timeout_ms <= 0)
+		config.statement_timeout_ms = 5000;
+	if (config.connect_timeout_s <= 0)
+		config.connect_timeout_s = 3;
+	if (config.application_name == NULL)
+		config.application_name = "gpupoold";
+	snprintf(config_options, sizeof(config_options),
+		 "-c statement_timeout=%d -c search_path=public -c TimeZone=UTC",
+		 config.statement_timeout_ms);
+	pthread_once(&db_key_once, db_key_create);
+}
+
+struct db *
+db_thread(void)
+{
+	struct db *db;
+
+	pthread_once(&db_key_once, db_key_create);
+	db = pthread_getspecific(db_key);
+	if (db == NULL) {
+		db = calloc(1, sizeof(*db));
+		if (db == NULL)
+			fatal("out of memory");
+		db->seed = (unsigned int)time_mono_us() ^ (unsigned int)(uintptr_t)db;
+		pthread_setspecific(db_key, db);
+	}
+	return db;
+}
+
+void
+db_thread_close(void)
+{
+	struct db *db = pthread_getspecific(db_key);
+
+	db_free(db);
+	pthread_setspecific(db_key, NULL);
+}
+
+uint64_t
+db_stat_errors(void)
+{
+	return atomic_load(&stat_errors);
+}
+
+uint64_t
+db_stat_reconnects(void)
+{
+	return atomic_load(&stat_reconnects);
+}
+
+const char *
+db_last_constraint(const struct db *db)
+{
+	return db->constraint;
+}
+
+static int
+db_unavailable(struct gp_error *err, const char *why)
+{
+	gp_error_set(err, 503, "database_unavailable",
+		     "the database is unavailable, try again shortly (%s)", why);
+	if (err != NULL)
+		err->retry_after = 1;
+	return -1;
+}
+
+PGconn *
+db_conn(struct db *db, struct gp_error *err)
+{
+	char timeout[16];
+	const char *keys[] = { "dbname", "application_name", "options",
+			       "connect_timeout", NULL };
+	const char *vals[5];
+	int64_t now;
+
+	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK)
+		return db->conn;
+	if (db->in_tx) {
+		db_unavailable(err, "connection lost in a transaction");
+		return NULL;
+	}
+	now = time_mono_us();
+	if (db->last_failed_connect_us != 0 &&
+	    now - db->last_failed_connect_us < DB_RECONNECT_BACKOFF_US) {
+		db_unavailable(err, "recent connection attempt failed");
+		return NULL;
+	}
+	if (db->conn != NULL) {
+		PQfinish(db->conn);
+		db->conn = NULL;
+		atomic_fetch_add(&stat_reconnects, 1);
+	}
+	db->nprepared = 0;
+	snprintf(timeout, sizeof(timeout), "%d", config.connect_timeout_s);
+	vals[0] = config.url;
+	vals[1] = config.application_name;
+	vals[2] = config_options;
+	vals[3] = timeout;
+	vals[4] = NULL;
+	db->conn = PQconnectdbParams(keys, vals, 1);
+	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", db->conn ? PQerrorMessage(db->conn) : "out of memory");
+		msg[strcspn(msg, "\n")] = '\0';
+		log_warn(NULL, "could not connect to the database", "error", msg);
+		if (db->conn != NULL) {
+			PQfinish(db->conn);
+			db->conn = NULL;
+		}
+		db->last_failed_connect_us = now;
+		atomic_fetch_add(&stat_errors, 1);
+		db_unavailable(err, "could not connect");
+		return NULL;
+	}
+	db->last_failed_connect_us = 0;
+	return db->conn;
+}
+
+static void
+db_result_clear(void *p)
+{
+	PQclear(p);
+}
+
+int
+db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *constraint = r ? PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME) : NULL;
+	const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+	atomic_fetch_add(&stat_errors, 1);
+	snprintf(db->constraint, sizeof(db->constraint), "%s", constraint ? constraint : "");
+	db->retryable = false;
+	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK || state == NULL ||
+	    strncmp(state, "08", 2) == 0 || strcmp(state, "57P01") == 0 ||
+	    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0)
+		return db_unavailable(err, "connection lost");
+	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0) {
+		db->retryable = true;
+		return gp_error_set(err, 409, "conflict",
+				    "the transaction conflicted with another, retry the request");
+	}
+	if (strcmp(state, "23505") == 0 || strcmp(state, "23P01") == 0)
+		return gp_error_set(err, 409, "conflict", "%s", msg ? msg : "conflict");
+	if (strcmp(state, "23503") == 0)
+		return gp_error_set(err, 409, "conflict", "the object is still referenced or refers to a missing object");
+	if (strncmp(state, "23", 2) == 0 || strncmp(state, "22", 2) == 0)
+		return gp_error_set(err, 422, "validation_failed", "%s", msg ? msg : "invalid value");
+	if (strcmp(state, "57014") == 0) {
+		gp_error_set(err, 503, "timeout", "the database did not answer in time");
+		if (err != NULL)
+			err->retry_after = 1;
+		return -1;
+	}
+	log_error(NULL, "database error", "sqlstate", state, "error", msg ? msg : "");
+	return gp_error_set(err, 500, "internal", "internal database error");
+}
+
+static bool
+db_is_prepared(struct db *db, const struct db_stmt *st)
+{
+	for (int i = 0; i < db->nprepared; i++)
+		if (db->prepared[i] == st)
+			return true;
+	return false;
+}
+
+PGresult *
+db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+	   const char *const *values, const int *lengths, const int *formats,
+	   struct gp_error *err)
+{
+	PGconn *conn = db_conn(db, err);
+	PGresult *r;
+	ExecStatusType status;
+
+	if (conn == NULL)
+		return NULL;
+	if (!db_is_prepared(db, st)) {
+		r = PQprepare(conn, st->name, st->sql, 0, NULL);
+		if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			if (r != NULL && PQstatus(conn) == CONNECTION_OK)
+				log_error(NULL, "could not prepare a statement", "statement", st->name,
+					  "error", PQresultErrorMessage(r));
+			db_error_from_result(db, r, err);
+			PQclear(r);
+			return NULL;
+		}
+		PQclear(r);
+		if (db->nprepared < DB_MAX_PREPARED)
+			db->prepared[db->nprepared++] = st;
+	}
+	r = PQexecPrepared(conn, st->name, nparams, values, lengths, formats, 0);
+	status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+		db_error_from_result(db, r, err);
+		PQclear(r);
+		return NULL;
+	}
+	arena_defer(a, db_result_clear, r);
+	return r;
+}
+
+PGresult *
+db_exec(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+	const char *const *values, struct gp_error *err)
+{
+	return db_exec_ex(db, a, st, nparams, values, NULL, NULL, err);
+}
+
+int
+db_exec_simple(struct db *db, const char *sql, struct gp_error *err)
+{
+	PGconn *conn = db_conn(db, err);
+	PGresult *r;
+	int rc = 0;
+
+	if (conn == NULL)
+		return -1;
+	r = PQexec(conn, sql);
+	if (r == NULL || (PQresultStatus(r) != PGRES_COMMAND_OK &&
+			  PQresultStatus(r) != PGRES_TUPLES_OK)) {
+		db_error_from_result(db, r, err);
+		rc = -1;
+	}
+	PQclear(r);
+	return rc;
+}
+
+static void
+db_backoff(struct db *db, int attempt)
+{
+	struct timespec ts;
+	long us = (1000L << attempt) + (long)(rand_r(&db->seed) % (1000 << attempt));
+
+	ts.tv_sec = 0;
+	ts.tv_nsec = us * 1000;
+	nanosleep(&ts, NULL);
+}
+
+static int
+db_tx_run(struct db *db, const char *begin, db_tx_fn fn, void *arg, struct gp_error *err)
+{
+	for (int attempt = 0; attempt < DB_TX_ATTEMPTS; attempt++) {
+		int rc;
+
+		gp_error_clear(err);
+		db->retryable = false;
+		if (db_exec_simple(db, begin, err) < 0)
+			return -1;
+		db->in_tx = true;
+		rc = fn(db, arg, err);
+		if (rc == 0 && db_exec_simple(db, "COMMIT", err) == 0) {
+			db->in_tx = false;
+			return 0;
+		}
+		if (rc == 0 && !gp_error_isset(err))
+			gp_error_set(err, 500, "internal", "could not commit");
+		if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK &&
+		    PQtransactionStatus(db->conn) != PQTRANS_IDLE) {
+			PGresult *r = PQexec(db->conn, "ROLLBACK");
+
+			PQclear(r);
+		}
+		db->in_tx = false;
+		if (!db->retryable)
+			return -1;
+		db_backoff(db, attempt);
+	}
+	return -1;
+}
+
+int
+db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
+{
+	return db_tx_run(db, "BEGIN", fn, arg, err);
+}
+
+int
+db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
+{
+	return db_tx_run(db, "BEGIN ISOLATION LEVEL SERIALIZABLE", fn, arg, err);
+}
+
+int
+db_ping(struct db *db, struct gp_error *err)
+{
+	return db_exec_simple(db, "SELECT 1", err);
+}
+
+const char *
+db_text(struct arena *a, const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return NULL;
+	return arena_strndup(a, PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col));
+}
+
+int64_t
+db_int64(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return 0;
+	return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+bool
+db_bool(const PGresult *r, int row, int col)
+{
+	return !PQgetisnull(r, row, col) && PQgetvalue(r, row, col)[0] == 't';
+}
+
+bool
+db_null(const PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col);
+}
+
+const char *
+db_param_int(struct arena *a, int64_t v)
+{
+	return arena_printf(a, "%lld", (long long)v);
+}

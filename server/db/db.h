@@ -1,0 +1,62 @@
+/*
+ * db.h - PostgreSQL access: one connection per thread, transactions with
+ * retry, and the mapping of SQLSTATEs to API errors.
+ *
+ * Each thread that calls db_thread() gets its own connection, created
+ * lazily and re-created (with statements re-prepared) when it breaks.
+ * While PostgreSQL is unreachable every call fails with 503
+ * "database_unavailable" and Retry-After; service resumes by itself.
+ */
+#ifndef GP_DB_DB_H
+#define GP_DB_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+
+struct db;
+
+struct db_config {
+	const char *url;                /* libpq conninfo or URI */
+	int statement_timeout_ms;       /* per statement */
+	int connect_timeout_s;
+	const char *application_name;
+};
+
+/* Process-wide set-up; copies cfg. Call once before any thread uses db_thread(). */
+void db_init(const struct db_config *cfg);
+
+/* The calling thread's handle (connects lazily); never NULL. */
+struct db *db_thread(void);
+
+/* Close the calling thread's connection (worker exit). */
+void db_thread_close(void);
+
+typedef int (*db_tx_fn)(struct db *db, void *arg, struct gp_error *err);
+
+/*
+ * Run fn inside BEGIN/COMMIT. When fn or COMMIT fails with a
+ * serialization failure or deadlock (40001/40P01) the transaction is
+ * retried with jittered backoff (fn must be re-runnable). fn returns 0
+ * to commit or -1 (with err set) to roll back.
+ */
+int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Same with SERIALIZABLE isolation. */
+int db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* SELECT 1 on this thread's connection (reconnecting if needed). */
+int db_ping(struct db *db, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Counters for /metrics. */
+uint64_t db_stat_errors(void);
+uint64_t db_stat_reconnects(void);
+
+/* The name of the constraint behind the last 23xxx error on db, or "". */
+const char *db_last_constraint(const struct db *db);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * db_internal.h - what the files of db/ share; never included outside db/.
+ */
+#ifndef GP_DB_INTERNAL_H
+#define GP_DB_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+
+/* A named statement, prepared once per connection on first use. */
+struct db_stmt {
+	const char *name;
+	const char *sql;
+};
+
+#define DB_STMT(var, text) static const struct db_stmt var = { #var, text }
+
+/*
+ * Execute st with text parameters (NULL = SQL NULL). The PGresult is
+ * owned by arena a. Returns NULL with err filled on any failure
+ * (SQLSTATE mapped: 23505/23P01 -> 409 conflict, 23514 -> 422,
+ * 40001/40P01 -> retry inside db_tx, 57014/08xxx -> 503).
+ */
+PGresult *db_exec(struct db *db, struct arena *a, const struct db_stmt *st,
+		  int nparams, const char *const *values, struct gp_error *err);
+
+/* Same with an explicit length for binary-safe values. */
+PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st,
+		     int nparams, const char *const *values, const int *lengths,
+		     const int *formats, struct gp_error *err);
+
+/* Run literal SQL without parameters (BEGIN, migrations). */
+int db_exec_simple(struct db *db, const char *sql, struct gp_error *err);
+
+/* The raw connection, connecting first if needed; NULL with err on failure. */
+PGconn *db_conn(struct db *db, struct gp_error *err);
+
+/* Column accessors: copies live in arena a. */
+const char *db_text(struct arena *a, const PGresult *r, int row, int col);
+int64_t db_int64(const PGresult *r, int row, int col);
+bool db_bool(const PGresult *r, int row, int col);
+bool db_null(const PGresult *r, int row, int col);
+
+/* Integer to arena text for parameters. */
+const char *db_param_int(struct arena *a, int64_t v);
+
+/* Map a failed PGresult (or broken connection) to err; returns -1. */
+int db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err);
+
+#endif

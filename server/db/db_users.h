@@ -1,0 +1,117 @@
+/*
+ * db_users.h - users, bearer tokens and failed-login counters.
+ */
+#ifndef GP_DB_USERS_H
+#define GP_DB_USERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+
+struct user_row {
+	int64_t id;
+	const char *username;
+	const char *password_hash;
+	const char *role;
+	bool disabled;
+	int64_t generation;
+	int64_t created_us;
+	int64_t updated_us;
+};
+
+struct token_row {
+	int64_t id;
+	int64_t user_id;
+	const char *kind;       /* "session" or "api" */
+	const char *name;
+	const char *prefix;
+	int64_t created_us;
+	int64_t expires_us;     /* 0: never */
+	int64_t revoked_us;     /* 0: live */
+	int64_t last_used_us;   /* 0: never */
+};
+
+/* The caller behind a live token (not revoked, not expired, user enabled). */
+struct token_auth {
+	int64_t token_id;
+	const char *kind;
+	int64_t user_id;
+	const char *username;
+	const char *role;
+	int64_t last_used_us;
+};
+
+/* 0 and *found=false when no such user. */
+int db_user_get(struct db *db, struct arena *a, const char *username,
+		struct user_row *out, bool *found, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Insert; 409 conflict when the name is taken. */
+int db_user_insert(struct db *db, struct arena *a, const char *username,
+		   const char *password_hash, const char *role,
+		   struct user_row *out, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/*
+ * Update role / disabled / password_hash (NULL = keep) when generation
+ * matches (expected_generation 0 = any). *found false: no such user;
+ * *stale true: generation mismatch.
+ */
+int db_user_update(struct db *db, struct arena *a, const char *username,
+		   const char *role, const bool *disabled, const char *password_hash,
+		   int64_t expected_generation, struct user_row *out, bool *found,
+		   bool *stale, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Replace the stored hash (rehash on login). */
+int db_user_set_password(struct db *db, int64_t user_id, const char *password_hash,
+			 struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Users with id > after_id, ordered by id; up to limit rows into *out. */
+int db_users_list(struct db *db, struct arena *a, int64_t after_id, int limit,
+		  struct user_row **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Look up a live token by SHA-256 digest. */
+int db_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
+			  struct token_auth *out, bool *found, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Record that a token was used now. */
+int db_token_touch(struct db *db, int64_t token_id, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Insert a token; expires_us 0 = never. */
+int db_token_insert(struct db *db, struct arena *a, int64_t user_id, const char *kind,
+		    const char *name, const unsigned char *digest, const char *prefix,
+		    int64_t expires_us, struct token_row *out, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* A user's API tokens (not session tokens) with id > after_id. */
+int db_tokens_list(struct db *db, struct arena *a, int64_t user_id, int64_t after_id,
+		   int limit, struct token_row **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Revoke token id of user_id (any kind); *found false when none is live. */
+int db_token_revoke(struct db *db, struct arena *a, int64_t user_id, int64_t token_id,
+		    struct token_row *out, bool *found, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Revoke every token of a user (disabled users, password changes). */
+int db_tokens_revoke_user(struct db *db, int64_t user_id, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Failures recorded for key within the last window_s seconds. */
+int db_login_failures(struct db *db, const char *key, int window_s, int *out,
+		      struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Count one failure for key (window restarts when older than window_s). */
+int db_login_failure_add(struct db *db, const char *key, int window_s,
+			 struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Forget failures for key (after a successful login). */
+int db_login_failures_clear(struct db *db, const char *key, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * server.c - libmicrohttpd glue (the only includer of microhttpd.h).
+ *
+ * A request arena is created on the first callback and destroyed in
+ * MHD_OPTION_NOTIFY_COMPLETED. The response is queued on the second
+ * callback at the earliest: libmicrohttpd 0.9.75 answers
+ * "Connection: close" to one queued on the first, which costs keep-alive.
+ */
+#include "server.h"
+
+#include "core/log.h"
+#include "core/timeutil.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+struct http_server {
+	struct MHD_Daemon *daemon;
+	struct http_config cfg;
+	http_dispatch_fn dispatch;
+	atomic_int in_flight;
+};
+
+struct exchange {
+	struct arena *arena;
+	struct http_server *server;
+	char *body;
+	size_t len;
+	size_t cap;
+	bool too_large;
+	bool dispatched;
+	int64_t started_us;
+};
+
+static const char *
+lookup_header(const struct request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->transport, MHD_HEADER_KIND, name);
+}
+
+static const char *
+lookup_query(const struct request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->transport, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static bool
+request_id_valid(const char *s)
+{
+	size_t n = 0;
+
+	if (s == NULL)
+		return false;
+	for (; s[n] != '\0'; n++) {
+		char c = s[n];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			return false;
+		if (n >= 64)
+			return false;
+	}
+	return n > 0;
+}
+
+static const char *
+request_id_new(struct arena *a)
+{
+	static const char alphabet[] = "0123456789abcdefghijklmnopqrstuv";
+	unsigned char raw[16];
+	char *id = arena_alloc(a, sizeof(raw) + 1);
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		int64_t t = time_mono_us();
+
+		memcpy(raw, &t, sizeof(t));
+		memcpy(raw + 8, &t, sizeof(t));
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		id[i] = alphabet[raw[i] & 31];
+	return id;
+}
+
+static const char *
+client_ip(struct arena *a, struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char buf[INET6_ADDRSTRLEN] = "unknown";
+
+	if (ci != NULL && ci->client_addr != NULL) {
+		if (ci->client_addr->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr,
+				  buf, sizeof(buf));
+		else if (ci->client_addr->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr,
+				  buf, sizeof(buf));
+	}
+	return arena_strdup(a, buf);
+}
+
+static enum MHD_Result
+send_response(struct MHD_Connection *conn, const struct request *req,
+	      const struct response *res)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(res->body_len, (void *)(uintptr_t)res->body,
+					    MHD_RESPMEM_PERSISTENT);
+	if (r == NULL)
+		return MHD_NO;
+	if (res->content_type != NULL)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->content_type);
+	MHD_add_response_header(r, "X-Request-Id", req->request_id);
+	for (int i = 0; i < res->nheaders; i++)
+		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	ret = MHD_queue_response(conn, (unsigned int)res->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static void
+fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url,
+	     const char *method, struct request *req)
+{
+	const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+
+	memset(req, 0, sizeof(*req));
+	req->arena = x->arena;
+	req->method = method;
+	req->path = url;
+	req->request_id = request_id_valid(rid) ? arena_strdup(x->arena, rid) : request_id_new(x->arena);
+	req->client_ip = client_ip(x->arena, conn);
+	req->body = x->body;
+	req->body_len = x->len;
+	req->started_us = x->started_us;
+	req->header = lookup_header;
+	req->query = lookup_query;
+	req->transport = conn;
+	req->ctx = x->server->cfg.ctx;
+}
+
+static void
+too_large(struct request *req, struct response *res, size_t max)
+{
+	struct gp_error err;
+
+	gp_error_clear(&err);
+	gp_error_set(&err, 413, "payload_too_large",
+		     "the request body exceeds the limit of %zu bytes", max);
+	response_problem(req, res, &err);
+	response_header(res, "Connection", "close");
+}
+
+static enum MHD_Result
+on_request(void *cls, struct MHD_Connection *conn, const char *url,
+	   const char *method, const char *version, const char *upload_data,
+	   size_t *upload_data_size, void **con_cls)
+{
+	struct http_server *s = cls;
+	struct exchange *x = *con_cls;
+	struct request req;
+	struct response res;
+
+	(void)version;
+	if (x == NULL) {
+		const char *cl;
+
+		x = calloc(1, sizeof(*x));
+		if (x == NULL)
+			return MHD_NO;
+		x->arena = arena_create();
+		x->server = s;
+		x->started_us = time_mono_us();
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl != NULL) {
+			char *end;
+			unsigned long long n = strtoull(cl, &end, 10);
+
+			if (*end != '\0' || n > s->cfg.max_body)
+				x->too_large = true;
+		}
+		atomic_fetch_add(&s->in_flight, 1);
+		*con_cls = x;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (x->too_large)
+			return MHD_YES;
+		if (x->len + n > s->cfg.max_body) {
+			x->too_large = true;
+			return MHD_YES;
+		}
+		if (x->len + n + 1 > x->cap) {
+			size_t cap = x->cap ? x->cap : 1024;
+			char *nb;
+
+			while (cap < x->len + n + 1)
+				cap *= 2;
+			nb = arena_alloc(x->arena, cap);
+			if (x->len > 0)
+				memcpy(nb, x->body, x->len);
+			x->body = nb;
+			x->cap = cap;
+		}
+		memcpy(x->body + x->len, upload_data, n);
+		x->len += n;
+		x->body[x->len] = '\0';
+		return MHD_YES;
+	}
+	if (x->dispatched)
+		return MHD_NO;
+	x->dispatched = true;
+	fill_request(x, conn, url, method, &req);
+	memset(&res, 0, sizeof(res));
+	if (x->too_large)
+		too_large(&req, &res, s->cfg.max_body);
+	else
+		s->dispatch(&req, &res);
+	if (s->cfg.access_log) {
+		char status[8], dur[32];
+
+		snprintf(status, sizeof(status), "%d", res.status);
+		snprintf(dur, sizeof(dur), "%.3f", (double)(time_mono_us() - x->started_us) / 1000.0);
+		log_info(req.request_id, "request", "method", method, "path", url,
+			 "status", status, "duration_ms", dur, "client", req.client_ip);
+	}
+	return send_response(conn, &req, &res);
+}
+
+static void
+on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+	     enum MHD_RequestTerminationCode toe)
+{
+	struct http_server *s = cls;
+	struct exchange *x = *con_cls;
+
+	(void)conn;
+	(void)toe;
+	if (x == NULL)
+		return;
+	arena_destroy(x->arena);
+	free(x);
+	*con_cls = NULL;
+	atomic_fetch_sub(&s->in_flight, 1);
+}
+
+static void
+on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	buf[strcspn(buf, "\n")] = '\0';
+	log_warn(NULL, "libmicrohttpd", "detail", buf);
+}
+
+int
+http_start(struct http_server **out, const struct http_config *cfg,
+	   http_dispatch_fn dispatch, int *bound_port)
+{
+	struct http_server *s = calloc(1, sizeof(*s));
+	struct sockaddr_in addr;
+	const union MHD_DaemonInfo *info;
+
+	if (s == NULL)
+		return -1;
+	s->cfg = *cfg;
+	s->dispatch = dispatch;
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons((uint16_t)cfg->port);
+	if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
+		log_error(NULL, "could not parse the listen address", "host", cfg->host);
+		free(s);
+		return -1;
+	}
+	s->daemon = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+		MHD_USE_TURBO | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, s,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->connection_limit,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_limit,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
+		MHD_OPTION_END);
+	if (s->daemon == NULL) {
+		free(s);
+		return -1;
+	}
+	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	*bound_port = info ? info->port : cfg->port;
+	*out = s;
+	return 0;
+}
+
+int
+http_in_flight(const struct http_server *s)
+{
+	return atomic_load(&s->in_flight);
+}
+
+void
+http_stop(struct http_server *s, int grace_ms)
+{
+	MHD_socket fd;
+	int waited = 0;
+
+	if (s == NULL)
+		return;
+	fd = MHD_quiesce_daemon(s->daemon);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	while (atomic_load(&s->in_flight) > 0 && waited < grace_ms) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		waited += 10;
+	}
+	MHD_stop_daemon(s->daemon);
+	free(s);
+}

@@ -1,0 +1,46 @@
+/*
+ * server.h - the HTTP daemon (libmicrohttpd, internal thread pool, epoll).
+ *
+ * Turns each exchange into a struct request, hands it to the dispatch
+ * callback on a pool thread and sends back the struct response. Bodies
+ * over max_body answer 413 without reaching the dispatcher.
+ */
+#ifndef GP_HTTP_SERVER_H
+#define GP_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/request.h"
+
+typedef void (*http_dispatch_fn)(struct request *req, struct response *res);
+
+struct http_config {
+	const char *host;               /* IPv4 literal, "127.0.0.1" */
+	int port;                       /* 0 picks a free port */
+	int threads;
+	int connection_limit;
+	int per_ip_limit;
+	int timeout_s;                  /* idle connection timeout */
+	size_t max_body;
+	bool access_log;
+	void *ctx;                      /* copied into every request->ctx */
+};
+
+struct http_server;
+
+/* Start listening; *bound_port gets the port in use. */
+int http_start(struct http_server **out, const struct http_config *cfg,
+	       http_dispatch_fn dispatch, int *bound_port)
+	__attribute__((warn_unused_result));
+
+/*
+ * Stop accepting, wait up to grace_ms for in-flight requests to finish,
+ * then stop the daemon and free it.
+ */
+void http_stop(struct http_server *s, int grace_ms);
+
+/* Requests currently being served. */
+int http_in_flight(const struct http_server *s);
+
+#endif

@@ -1,0 +1,292 @@
+/*
+ * main.c - gpupoold: "serve" (the REST server), "migrate" and
+ * "admin create-user". Start-up failures are fatal; nothing after the
+ * daemon starts exits the process except SIGTERM/SIGINT.
+ */
+#include "config.h"
+
+#include "api/api.h"
+#include "auth/password.h"
+#include "auth/roles.h"
+#include "core/log.h"
+#include "db/db.h"
+#include "db/db_audit.h"
+#include "db/db_users.h"
+#include "db/migrate.h"
+#include "domain/catalog.h"
+#include "domain/catalog_data.h"
+#include "http/server.h"
+#include "workers/maintenance.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GPUPOOLD_VERSION "0.1.0"
+
+extern const char gp_openapi_yaml[];
+extern const size_t gp_openapi_yaml_len;
+
+static void
+usage(FILE *out)
+{
+	fputs("usage: gpupoold [serve]\n"
+	      "       gpupoold migrate\n"
+	      "       gpupoold admin create-user --username NAME --role admin|operator|billing|none\n"
+	      "                (password on stdin; exits 3 when the user already exists)\n"
+	      "       gpupoold version\n"
+	      "\n"
+	      "environment: GPUPOOL_DATABASE_URL (required), GPUPOOL_LISTEN (host:port, default\n"
+	      "127.0.0.1:8080, port 0 picks a free one), GPUPOOL_THREADS, GPUPOOL_LOG_LEVEL,\n"
+	      "GPUPOOL_ACCESS_LOG, GPUPOOL_MAX_CONNECTIONS, GPUPOOL_MAX_CONNECTIONS_PER_IP,\n"
+	      "GPUPOOL_CONNECTION_TIMEOUT, GPUPOOL_STATEMENT_TIMEOUT_MS, GPUPOOL_SESSION_TTL,\n"
+	      "GPUPOOL_SHUTDOWN_GRACE, GPUPOOL_IDEMPOTENCY_TTL (see docs/operations.md)\n", out);
+}
+
+static void
+setup(struct config *cfg)
+{
+	char errbuf[256];
+	enum log_level level;
+	struct db_config dc;
+
+	if (config_load(cfg, errbuf, sizeof(errbuf)) < 0)
+		fatal("invalid configuration: %s", errbuf);
+	if (log_parse_level(cfg->log_level, &level) < 0)
+		fatal("GPUPOOL_LOG_LEVEL must be debug, info, warn or error");
+	log_set_level(level);
+	if (cfg->database_url == NULL || cfg->database_url[0] == '\0')
+		fatal("GPUPOOL_DATABASE_URL is not set");
+	memset(&dc, 0, sizeof(dc));
+	dc.url = cfg->database_url;
+	dc.statement_timeout_ms = cfg->statement_timeout_ms;
+	dc.application_name = "gpupoold";
+	db_init(&dc);
+}
+
+static int
+cmd_migrate(struct config *cfg)
+{
+	struct gp_error err;
+	int version = 0;
+
+	setup(cfg);
+	gp_error_clear(&err);
+	if (migrate_apply(db_thread(), &err) < 0 ||
+	    migrate_current_version(db_thread(), &version, &err) < 0) {
+		log_error(NULL, "migration failed", "error", err.message);
+		return 1;
+	}
+	{
+		char v[16];
+
+		snprintf(v, sizeof(v), "%d", version);
+		log_info(NULL, "schema is current", "version", v);
+	}
+	db_thread_close();
+	return 0;
+}
+
+struct create_user {
+	const char *username;
+	const char *role;
+	const char *phc;
+	bool exists;
+};
+
+static int
+create_user_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct create_user *c = arg;
+	struct arena *a = arena_create();
+	struct user_row u;
+	struct audit_entry e;
+	int rc = -1;
+
+	if (db_user_get(db, a, c->username, &u, &c->exists, err) < 0 || c->exists)
+		goto fail;
+	if (db_user_insert(db, a, c->username, c->phc, c->role, &u, err) < 0)
+		goto fail;
+	memset(&e, 0, sizeof(e));
+	e.actor = "gpupoold admin";
+	e.action = "user.create";
+	e.object_type = "user";
+	e.object_id = c->username;
+	e.after_json = arena_printf(a, "{\"username\":\"%s\",\"role\":\"%s\"}", u.username, u.role);
+	rc = db_audit_insert(db, a, &e, err);
+fail:
+	arena_destroy(a);
+	return c->exists ? 0 : rc;
+}
+
+static int
+cmd_create_user(struct config *cfg, int argc, char **argv)
+{
+	struct create_user c = { 0 };
+	struct gp_error err;
+	enum role role;
+	char password[PASSWORD_MAX_LEN + 2];
+	char phc[PASSWORD_HASH_MAX];
+	size_t n;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--username") == 0 && i + 1 < argc)
+			c.username = argv[++i];
+		else if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+			c.role = argv[++i];
+		else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (c.username == NULL || c.role == NULL || role_parse(c.role, &role) < 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (fgets(password, sizeof(password), stdin) == NULL) {
+		fputs("gpupoold: could not read the password from stdin\n", stderr);
+		return 2;
+	}
+	n = strcspn(password, "\r\n");
+	password[n] = '\0';
+	if (n < PASSWORD_MIN_LEN || n > PASSWORD_MAX_LEN) {
+		fprintf(stderr, "gpupoold: the password must be %d to %d characters\n",
+			PASSWORD_MIN_LEN, PASSWORD_MAX_LEN);
+		explicit_bzero(password, sizeof(password));
+		return 2;
+	}
+	setup(cfg);
+	if (password_hash(password, phc, sizeof(phc)) < 0) {
+		explicit_bzero(password, sizeof(password));
+		fputs("gpupoold: could not hash the password\n", stderr);
+		return 1;
+	}
+	explicit_bzero(password, sizeof(password));
+	c.phc = phc;
+	gp_error_clear(&err);
+	if (db_tx(db_thread(), create_user_tx, &c, &err) < 0) {
+		fprintf(stderr, "gpupoold: could not create the user: %s\n", err.message);
+		return 1;
+	}
+	db_thread_close();
+	if (c.exists) {
+		fprintf(stderr, "gpupoold: user %s already exists\n", c.username);
+		return 3;
+	}
+	fprintf(stderr, "gpupoold: created user %s with role %s\n", c.username, c.role);
+	return 0;
+}
+
+static void
+check_schema(struct app *app)
+{
+	struct gp_error err;
+	int version = -1;
+
+	for (int attempt = 0; attempt < 20; attempt++) {
+		gp_error_clear(&err);
+		if (migrate_current_version(db_thread(), &version, &err) == 0)
+			break;
+		usleep(250000);
+	}
+	if (version < 0) {
+		log_warn(NULL, "database unreachable at start-up; serving 503 until it is back");
+		return;
+	}
+	if (version > app->schema_version)
+		fatal("the database schema (version %d) is newer than this gpupoold knows (%d); "
+		      "upgrade gpupoold", version, app->schema_version);
+	if (version < app->schema_version)
+		log_warn(NULL, "the database schema is behind; run gpupoold migrate");
+}
+
+static int
+cmd_serve(struct config *cfg)
+{
+	struct app app;
+	struct http_config hc;
+	struct http_server *server = NULL;
+	struct maintenance *maint = NULL;
+	struct catalog *catalog = NULL;
+	struct gp_error err;
+	sigset_t set;
+	int port = 0, sig = 0;
+
+	setup(cfg);
+	gp_error_clear(&err);
+	if (catalog_load(&catalog, gp_catalog_json, gp_catalog_json_len, &err) < 0)
+		fatal("could not load the GPU catalog: %s", err.message);
+	memset(&app, 0, sizeof(app));
+	app.schema_version = migrate_latest_version();
+	app.session_ttl_s = cfg->session_ttl_s;
+	app.login_max_user_failures = 10;
+	app.login_max_ip_failures = 100;
+	app.login_window_s = 900;
+	app.openapi = gp_openapi_yaml;
+	app.openapi_len = gp_openapi_yaml_len;
+	app.catalog = catalog;
+	check_schema(&app);
+	db_thread_close();
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&hc, 0, sizeof(hc));
+	hc.host = cfg->listen_host;
+	hc.port = cfg->listen_port;
+	hc.threads = cfg->threads;
+	hc.connection_limit = cfg->max_connections;
+	hc.per_ip_limit = cfg->max_connections_per_ip;
+	hc.timeout_s = cfg->connection_timeout_s;
+	hc.max_body = 1024 * 1024;
+	hc.access_log = cfg->access_log;
+	hc.ctx = &app;
+	if (http_start(&server, &hc, api_dispatch, &port) < 0)
+		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
+	if (maintenance_start(&maint, cfg->idempotency_ttl_s, 3600) < 0)
+		fatal("could not start the maintenance worker");
+	{
+		char p[16], t[16];
+
+		snprintf(p, sizeof(p), "%d", port);
+		snprintf(t, sizeof(t), "%d", cfg->threads);
+		log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads", t,
+			 "version", GPUPOOLD_VERSION);
+	}
+	sigwait(&set, &sig);
+	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	http_stop(server, cfg->shutdown_grace_s * 1000);
+	maintenance_stop(maint);
+	catalog_free(catalog);
+	log_info(NULL, "stopped");
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct config cfg;
+	const char *cmd = argc > 1 ? argv[1] : "serve";
+
+	if (strcmp(cmd, "serve") == 0)
+		return cmd_serve(&cfg);
+	if (strcmp(cmd, "migrate") == 0)
+		return cmd_migrate(&cfg);
+	if (strcmp(cmd, "admin") == 0 && argc > 2 && strcmp(argv[2], "create-user") == 0)
+		return cmd_create_user(&cfg, argc - 3, argv + 3);
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("gpupoold %s (schema %d)\n", GPUPOOLD_VERSION, migrate_latest_version());
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	usage(stderr);
+	return 2;
+}
