@@ -1,0 +1,468 @@
+/*
+ * cli.c - dispatching through the command tables, option parsing,
+ * help text, and the server call / error reporting every command uses.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLI_PATH_MAX 2048
+#define CLI_MAX_PAGES 10000
+
+static const struct cli_command *
+cli_find(const struct cli_command *table, const char *name)
+{
+	for (; table->name != NULL; table++) {
+		if (strcmp(table->name, name) == 0)
+			return table;
+	}
+	return NULL;
+}
+
+static bool
+cli_is_help(const char *arg)
+{
+	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+void
+cli_print_table_help(const struct cli_command *table, const char *prefix, bool to_stderr)
+{
+	FILE *out = to_stderr ? stderr : stdout;
+	int width = 0;
+
+	for (const struct cli_command *c = table; c->name != NULL; c++) {
+		int w = (int)strlen(c->name);
+
+		if (w > width)
+			width = w;
+	}
+	fprintf(out, "usage: %s COMMAND [ARGS]\n\ncommands:\n", prefix);
+	for (const struct cli_command *c = table; c->name != NULL; c++)
+		fprintf(out, "  %-*s   %s\n", width, c->name, c->summary);
+	fprintf(out, "\nRun '%s COMMAND --help' for the details of a command.\n", prefix);
+}
+
+static void
+cli_print_usage_line(FILE *out, const char *prefix, const struct cli_command *cmd)
+{
+	fprintf(out, "usage: %s %s%s%s\n", prefix, cmd->name,
+		cmd->usage && cmd->usage[0] ? " " : "", cmd->usage ? cmd->usage : "");
+}
+
+static void
+cli_print_command_help(const char *prefix, const struct cli_command *cmd)
+{
+	cli_print_usage_line(stdout, prefix, cmd);
+	printf("\n%s\n", cmd->help != NULL ? cmd->help : cmd->summary);
+	if (cmd->options != NULL && cmd->options[0].name != NULL) {
+		printf("\noptions:\n");
+		for (const struct cli_option *o = cmd->options; o->name != NULL; o++) {
+			char left[96];
+
+			snprintf(left, sizeof(left), "--%s%s%s", o->name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+			printf("  %-26s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
+		}
+	}
+	printf("\nglobal options: -o table|json, --server URL\n");
+}
+
+static const struct cli_option *
+cli_find_option(const struct cli_command *cmd, const char *name, size_t len)
+{
+	if (cmd->options == NULL)
+		return NULL;
+	for (const struct cli_option *o = cmd->options; o->name != NULL; o++) {
+		if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+static int
+cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cmd,
+	       int argc, char **argv, struct cli_args *out, bool *help)
+{
+	bool dashdash = false;
+
+	memset(out, 0, sizeof(*out));
+	*help = false;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const struct cli_option *o;
+		const char *eq, *value;
+		size_t nlen;
+
+		if (!dashdash && strcmp(a, "--") == 0) {
+			dashdash = true;
+			continue;
+		}
+		if (!dashdash && cli_is_help(a)) {
+			*help = true;
+			return 0;
+		}
+		if (dashdash || a[0] != '-' || a[1] == '\0') {
+			if (out->npos >= CLI_MAX_POSITIONAL || out->npos >= cmd->max_args)
+				goto usage_extra;
+			out->pos[out->npos++] = a;
+			continue;
+		}
+		if (a[1] != '-') {
+			fprintf(stderr, "%s: unknown option %s\n", cli->prog, a);
+			goto usage;
+		}
+		eq = strchr(a + 2, '=');
+		nlen = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+		o = cli_find_option(cmd, a + 2, nlen);
+		if (o == NULL) {
+			fprintf(stderr, "%s: unknown option %.*s\n", cli->prog, (int)(nlen + 2), a);
+			goto usage;
+		}
+		if (o->arg == NULL) {
+			if (eq != NULL) {
+				fprintf(stderr, "%s: option --%s takes no value\n", cli->prog, o->name);
+				goto usage;
+			}
+			value = "";
+		} else if (eq != NULL) {
+			value = eq + 1;
+		} else if (i + 1 < argc) {
+			value = argv[++i];
+		} else {
+			fprintf(stderr, "%s: option --%s needs a value (%s)\n", cli->prog, o->name, o->arg);
+			goto usage;
+		}
+		if (!o->repeat && cli_opt(out, o->name) != NULL) {
+			fprintf(stderr, "%s: option --%s given more than once\n", cli->prog, o->name);
+			goto usage;
+		}
+		if (out->nopt >= CLI_MAX_OPTIONS) {
+			fprintf(stderr, "%s: too many options\n", cli->prog);
+			goto usage;
+		}
+		out->opt[out->nopt].name = o->name;
+		out->opt[out->nopt].value = value;
+		out->nopt++;
+	}
+	if (out->npos < cmd->min_args) {
+		fprintf(stderr, "%s: %s %s: missing arguments\n", cli->prog, prefix, cmd->name);
+		goto usage;
+	}
+	return 0;
+usage_extra:
+	fprintf(stderr, "%s: %s %s: too many arguments\n", cli->prog, prefix, cmd->name);
+usage:
+	cli_print_usage_line(stderr, prefix, cmd);
+	return -1;
+}
+
+int
+cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix,
+	     int argc, char **argv)
+{
+	const struct cli_command *cmd;
+	struct cli_args args;
+	bool help;
+
+	if (argc < 1) {
+		cli_print_table_help(table, prefix, true);
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_is_help(argv[0]) || strcmp(argv[0], "help") == 0) {
+		cli_print_table_help(table, prefix, false);
+		return CLI_EXIT_OK;
+	}
+	cmd = cli_find(table, argv[0]);
+	if (cmd == NULL) {
+		fprintf(stderr, "%s: unknown command \"%s\" for \"%s\"\n\n", cli->prog, argv[0], prefix);
+		cli_print_table_help(table, prefix, true);
+		return CLI_EXIT_USAGE;
+	}
+	if (cmd->subcommands != NULL) {
+		char sub[256];
+		int n = snprintf(sub, sizeof(sub), "%s %s", prefix, cmd->name);
+
+		if (n < 0 || (size_t)n >= sizeof(sub))
+			return cli_fail(cli, "the command path is too long");
+		return cli_dispatch(cli, cmd->subcommands, sub, argc - 1, argv + 1);
+	}
+	if (cli_parse_args(cli, prefix, cmd, argc - 1, argv + 1, &args, &help) != 0)
+		return CLI_EXIT_USAGE;
+	if (help) {
+		cli_print_command_help(prefix, cmd);
+		return CLI_EXIT_OK;
+	}
+	return cmd->run(cli, cmd, &args);
+}
+
+const char *
+cli_opt(const struct cli_args *args, const char *name)
+{
+	const char *v = NULL;
+
+	for (int i = 0; i < args->nopt; i++) {
+		if (strcmp(args->opt[i].name, name) == 0)
+			v = args->opt[i].value;
+	}
+	return v;
+}
+
+int
+cli_opt_all(const struct cli_args *args, const char *name, const char **vals, int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < args->nopt && n < max; i++) {
+		if (strcmp(args->opt[i].name, name) == 0)
+			vals[n++] = args->opt[i].value;
+	}
+	return n;
+}
+
+int
+cli_usage_error(struct cli *cli, const struct cli_command *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", cli->prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (cmd != NULL)
+		fprintf(stderr, "usage: ... %s %s\n", cmd->name, cmd->usage ? cmd->usage : "");
+	return CLI_EXIT_USAGE;
+}
+
+int
+cli_fail(struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", cli->prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CLI_EXIT_FAIL;
+}
+
+const char *
+cli_server(const struct cli *cli)
+{
+	const char *s = cli->server_flag;
+
+	if (s == NULL || s[0] == '\0')
+		s = getenv("GPUPOOL_SERVER");
+	if (s == NULL || s[0] == '\0')
+		s = config_get(&cli->config, "server");
+	if (s == NULL || s[0] == '\0')
+		return NULL;
+	return s;
+}
+
+struct gp_client *
+cli_client(struct cli *cli)
+{
+	const char *server, *token;
+
+	if (cli->client != NULL)
+		return cli->client;
+	server = cli_server(cli);
+	if (server == NULL) {
+		cli_fail(cli, "no server configured: use --server URL, GPUPOOL_SERVER or "
+			 "'gpupool login --server URL'");
+		return NULL;
+	}
+	token = getenv("GPUPOOL_TOKEN");
+	if (token == NULL || token[0] == '\0')
+		token = config_get(&cli->config, "token");
+	cli->client = gp_client_create(server, token);
+	if (cli->client == NULL) {
+		cli_fail(cli, "invalid server URL \"%s\": expected http://HOST:PORT or https://...", server);
+		return NULL;
+	}
+	gp_client_set_retries(cli->client, 2);
+	return cli->client;
+}
+
+/* Print what went wrong with r to stderr. */
+static void
+cli_report(struct cli *cli, const struct gp_client_response *r)
+{
+	struct gp_error err;
+
+	gp_client_error_from_response(r, &err);
+	if (err.status == 0) {
+		fprintf(stderr, "%s: %s\n", cli->prog, err.message);
+		return;
+	}
+	fprintf(stderr, "%s: %s (%s, HTTP %d)\n", cli->prog, err.message, err.code, err.status);
+	for (int i = 0; i < err.nfields; i++)
+		fprintf(stderr, "  %s: %s\n", err.fields[i].field[0] ? err.fields[i].field : "-",
+			err.fields[i].message);
+	if (r->status == 401)
+		fprintf(stderr, "hint: run '%s login' to get a new token\n", cli->prog);
+}
+
+int
+cli_call(struct cli *cli, const char *method, const char *path,
+	 struct json_object *body, struct gp_client_response *out)
+{
+	struct gp_client *c = cli_client(cli);
+	char key[40];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (c == NULL)
+		return CLI_EXIT_FAIL;
+	if (strcmp(method, "POST") == 0) {
+		if (gp_client_random_key(key, sizeof(key)) != 0)
+			return cli_fail(cli, "could not generate an idempotency key");
+		rc = gp_client_send_json(c, method, path, body, key, out);
+	} else {
+		rc = gp_client_send_json(c, method, path, body, NULL, out);
+	}
+	return cli_check_response(cli, rc, out);
+}
+
+int
+cli_check_response(struct cli *cli, int rc, struct gp_client_response *out)
+{
+	if (rc == 0 && gp_client_ok(out))
+		return CLI_EXIT_OK;
+	cli_report(cli, out);
+	gp_client_response_free(out);
+	return CLI_EXIT_FAIL;
+}
+
+static int
+cli_page_path(char *buf, size_t len, const char *path, const char *limit, const char *cursor)
+{
+	char esc[1024];
+	int n;
+
+	n = snprintf(buf, len, "%s%climit=%s", path, strchr(path, '?') ? '&' : '?', limit);
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	if (cursor != NULL) {
+		size_t used = (size_t)n;
+
+		if (gp_client_escape(cursor, esc, sizeof(esc)) != 0)
+			return -1;
+		n = snprintf(buf + used, len - used, "&cursor=%s", esc);
+		if (n < 0 || (size_t)n >= len - used)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+cli_check_limit(struct cli *cli, const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 1 || v > 500) {
+		fprintf(stderr, "%s: --limit must be an integer from 1 to 500\n", cli->prog);
+		return -1;
+	}
+	return 0;
+}
+
+int
+cli_list(struct cli *cli, const char *path, const struct cli_args *args,
+	 struct json_object **out)
+{
+	const char *limit = cli_opt(args, "limit"), *cursor = cli_opt(args, "cursor");
+	struct json_object *doc = NULL, *items = NULL;
+	struct gp_client_response r;
+	char page[CLI_PATH_MAX], next[1024];
+	bool one_page = limit != NULL || cursor != NULL;
+	int rc;
+
+	*out = NULL;
+	if (limit != NULL && cli_check_limit(cli, limit) != 0)
+		return CLI_EXIT_USAGE;
+	if (limit == NULL)
+		limit = one_page ? "50" : "500";
+	doc = json_object_new_object();
+	items = json_object_new_array();
+	if (doc == NULL || items == NULL)
+		goto oom;
+	for (int pages = 0;; pages++) {
+		struct json_object *got, *nc;
+		size_t n;
+
+		if (pages >= CLI_MAX_PAGES) {
+			rc = cli_fail(cli, "the listing did not end after %d pages", CLI_MAX_PAGES);
+			goto fail;
+		}
+		if (cli_page_path(page, sizeof(page), path, limit, cursor) != 0) {
+			rc = cli_fail(cli, "the request path is too long");
+			goto fail;
+		}
+		rc = cli_call(cli, "GET", page, NULL, &r);
+		if (rc != CLI_EXIT_OK)
+			goto fail;
+		got = gp_client_json_get(r.json, "items");
+		if (got == NULL || !json_object_is_type(got, json_type_array)) {
+			gp_client_response_free(&r);
+			rc = cli_fail(cli, "the server's answer has no \"items\" list");
+			goto fail;
+		}
+		n = json_object_array_length(got);
+		for (size_t i = 0; i < n; i++) {
+			if (json_object_array_add(items, json_object_get(json_object_array_get_idx(got, i))) != 0) {
+				gp_client_response_free(&r);
+				goto oom;
+			}
+		}
+		nc = gp_client_json_get(r.json, "next_cursor");
+		cursor = NULL;
+		if (nc != NULL && json_object_is_type(nc, json_type_string) &&
+		    json_object_get_string_len(nc) > 0) {
+			if ((size_t)json_object_get_string_len(nc) >= sizeof(next)) {
+				gp_client_response_free(&r);
+				rc = cli_fail(cli, "the server's cursor is too long");
+				goto fail;
+			}
+			snprintf(next, sizeof(next), "%s", json_object_get_string(nc));
+			cursor = next;
+		}
+		gp_client_response_free(&r);
+		if (one_page || cursor == NULL)
+			break;
+	}
+	json_object_object_add(doc, "items", items);
+	json_object_object_add(doc, "next_cursor", cursor ? json_object_new_string(cursor) : NULL);
+	*out = doc;
+	return CLI_EXIT_OK;
+oom:
+	rc = cli_fail(cli, "out of memory");
+fail:
+	json_object_put(items);
+	json_object_put(doc);
+	return rc;
+}
+
+int
+cli_escape(struct cli *cli, const char *s, char *buf, size_t len)
+{
+	if (s[0] == '\0') {
+		cli_fail(cli, "an empty name is not allowed here");
+		return -1;
+	}
+	if (gp_client_escape(s, buf, len) != 0) {
+		cli_fail(cli, "\"%.40s...\" is too long", s);
+		return -1;
+	}
+	return 0;
+}

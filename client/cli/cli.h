@@ -1,0 +1,149 @@
+/*
+ * cli.h - the command table, argument parsing, server calls and error
+ * reporting shared by every gpupool command group.
+ *
+ * A command group (cmd_projects.c ...) exports a NULL-terminated table of
+ * struct cli_command; main.c lists the groups. The dispatcher parses the
+ * options a command declares, answers --help from the table, and calls
+ * run() with the parsed arguments. run() returns the process exit
+ * status: CLI_EXIT_OK, CLI_EXIT_FAIL (the server or the network said
+ * no) or CLI_EXIT_USAGE.
+ */
+#ifndef GP_CLI_H
+#define GP_CLI_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "gp_client.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+#define CLI_MAX_POSITIONAL 8
+#define CLI_MAX_OPTIONS 32
+
+enum cli_output {
+	CLI_OUTPUT_TABLE,
+	CLI_OUTPUT_JSON,
+};
+
+/* Process-wide state, owned by main. */
+struct cli {
+	const char *prog;               /* "gpupool" */
+	enum cli_output output;
+	const char *server_flag;        /* --server, NULL when not given */
+	struct config config;           /* the config file as loaded */
+	struct gp_client *client;       /* created on first use */
+};
+
+struct cli_option {
+	const char *name;               /* "display-name" (given as --display-name) */
+	const char *arg;                /* "X" when it takes a value, NULL for a flag */
+	const char *help;
+	bool repeat;                    /* may be given more than once */
+};
+
+struct cli_args {
+	int npos;
+	const char *pos[CLI_MAX_POSITIONAL];
+	int nopt;
+	struct {
+		const char *name;
+		const char *value;      /* "" for a flag */
+	} opt[CLI_MAX_OPTIONS];
+};
+
+struct cli_command;
+
+typedef int (*cli_run_fn)(struct cli *cli, const struct cli_command *cmd,
+			  const struct cli_args *args);
+
+struct cli_command {
+	const char *name;
+	const char *usage;              /* what follows the name: "NAME --role R" */
+	const char *summary;            /* one line for the listing */
+	const char *help;               /* longer text for --help, may be NULL */
+	int min_args;                   /* positional arguments */
+	int max_args;
+	const struct cli_option *options;       /* ends with name == NULL; may be NULL */
+	cli_run_fn run;                 /* NULL for a group */
+	const struct cli_command *subcommands;  /* ends with name == NULL; groups only */
+};
+
+/*
+ * Find argv[0] in table and run it (recursing into groups). prefix is the
+ * command path so far ("gpupool projects") for help and messages.
+ * Returns the exit status.
+ */
+int cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix,
+		 int argc, char **argv);
+
+/* Print the listing of a table under a usage line to out. */
+void cli_print_table_help(const struct cli_command *table, const char *prefix, bool to_stderr);
+
+/* The last value of option name, NULL when absent. */
+const char *cli_opt(const struct cli_args *args, const char *name);
+
+/* Every value of a repeatable option into vals (at most max); returns the count. */
+int cli_opt_all(const struct cli_args *args, const char *name, const char **vals, int max);
+
+/* Report a usage error for cmd ("gpupool: ...", then the usage line); returns CLI_EXIT_USAGE. */
+int cli_usage_error(struct cli *cli, const struct cli_command *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Report a local failure to stderr; returns CLI_EXIT_FAIL. */
+int cli_fail(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * The client for the configured server and token (flag, environment,
+ * config file), created on first use. Prints the reason and returns
+ * NULL when no server is configured.
+ */
+struct gp_client *cli_client(struct cli *cli);
+
+/* The server URL in effect, NULL when none. */
+const char *cli_server(const struct cli *cli);
+
+/*
+ * Send a request; body (may be NULL) stays the caller's. POSTs carry a
+ * fresh Idempotency-Key so the automatic retries are safe. Returns
+ * CLI_EXIT_OK for a 2xx answer (out then holds it and must be freed),
+ * otherwise prints the problem detail and field errors to stderr,
+ * frees out and returns CLI_EXIT_FAIL.
+ */
+int cli_call(struct cli *cli, const char *method, const char *path,
+	     struct json_object *body, struct gp_client_response *out);
+
+/*
+ * Judge the result rc of a gp_client call and its answer out: returns
+ * CLI_EXIT_OK for a 2xx answer, otherwise prints the problem detail and
+ * field errors (or the transport error) to stderr, frees out and returns
+ * CLI_EXIT_FAIL.
+ */
+int cli_check_response(struct cli *cli, int rc, struct gp_client_response *out);
+
+/*
+ * Fetch a list endpoint. With --limit or --cursor in args one page is
+ * fetched as asked; otherwise every page is fetched and the items are
+ * merged. *out is {"items":[...],"next_cursor":...}, owned by the caller.
+ */
+int cli_list(struct cli *cli, const char *path, const struct cli_args *args,
+	     struct json_object **out);
+
+/* The --limit/--cursor options every list command accepts. */
+#define CLI_LIST_OPTIONS \
+	{ "limit", "N", "fetch one page of at most N items (1..500)", false }, \
+	{ "cursor", "C", "continue a listing from the cursor of an earlier page", false }
+
+/*
+ * Percent-encode s as one path segment into buf; prints an error and
+ * returns -1 when it does not fit.
+ */
+int cli_escape(struct cli *cli, const char *s, char *buf, size_t len)
+	__attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,180 @@
+/*
+ * main.c - the gpupool command-line client: global options, the config
+ * file, and the top-level command table assembled from the command
+ * group files (cmd_*.c). To add a command group, write cmd_<group>.c
+ * exporting a table and list it in command_groups below.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cmd_auth.h"
+#include "cmd_projects.h"
+#include "cmd_tokens.h"
+#include "cmd_users.h"
+
+#define MAIN_MAX_COMMANDS 64
+#define MAIN_VERSION "0.1.0"
+
+static const struct cli_command *const command_groups[] = {
+	cmd_auth_commands,
+	cmd_projects_commands,
+	cmd_tokens_commands,
+	cmd_users_commands,
+	NULL,
+};
+
+static struct cli_command commands[MAIN_MAX_COMMANDS + 1];
+
+static void
+main_build_table(void)
+{
+	size_t n = 0;
+
+	for (size_t g = 0; command_groups[g] != NULL; g++) {
+		for (const struct cli_command *c = command_groups[g]; c->name != NULL; c++) {
+			if (n < MAIN_MAX_COMMANDS)
+				commands[n++] = *c;
+		}
+	}
+	commands[n].name = NULL;
+}
+
+static void
+main_help(FILE *out)
+{
+	cli_print_table_help(commands, "gpupool", out == stderr);
+	fprintf(out,
+		"\nglobal options (anywhere on the command line):\n"
+		"  -o, --output table|json   output format (default table)\n"
+		"  --server URL              the gpupool server, e.g. http://127.0.0.1:8080\n"
+		"  -h, --help                this help; after a command, that command's help\n"
+		"  --version                 print the version\n"
+		"\nenvironment: GPUPOOL_SERVER, GPUPOOL_TOKEN override the config file\n"
+		"config file: $XDG_CONFIG_HOME/gpupool/config or ~/.config/gpupool/config\n"
+		"exit status: 0 success, 1 the server or the network failed, 2 usage error\n");
+}
+
+static int
+main_set_output(struct cli *cli, const char *v)
+{
+	if (strcmp(v, "table") == 0)
+		cli->output = CLI_OUTPUT_TABLE;
+	else if (strcmp(v, "json") == 0)
+		cli->output = CLI_OUTPUT_JSON;
+	else {
+		fprintf(stderr, "gpupool: unknown output format \"%s\" (expected table or json)\n", v);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Take the global options out of argv, leaving the command and its own
+ * arguments in rest. Returns 0 to go on, or -1 to end now (help,
+ * version, usage error) with the exit status in *status.
+ */
+static int
+main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nrest,
+		   int *status)
+{
+	bool have_command = false, dashdash = false;
+
+	*nrest = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = NULL;
+
+		if (dashdash) {
+			rest[(*nrest)++] = argv[i];
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			dashdash = true;
+			rest[(*nrest)++] = argv[i];
+			continue;
+		}
+		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--server") == 0) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "gpupool: option %s needs a value\n", a);
+				goto usage;
+			}
+			val = argv[++i];
+		} else if (strncmp(a, "--output=", 9) == 0) {
+			val = a + 9;
+		} else if (strncmp(a, "-o", 2) == 0 && a[2] != '\0') {
+			val = a + 2;
+		} else if (strncmp(a, "--server=", 9) == 0) {
+			val = a + 9;
+		}
+		if (val != NULL) {
+			if (a[1] == 'o' || strncmp(a, "--output", 8) == 0) {
+				if (main_set_output(cli, val) != 0)
+					goto usage;
+			} else {
+				cli->server_flag = val;
+			}
+			continue;
+		}
+		if (!have_command && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+			main_help(stdout);
+			goto stop;
+		}
+		if (!have_command && strcmp(a, "--version") == 0) {
+			printf("gpupool %s\n", MAIN_VERSION);
+			goto stop;
+		}
+		if (!have_command && a[0] == '-') {
+			fprintf(stderr, "gpupool: unknown option %s\n", a);
+			goto usage;
+		}
+		have_command = true;
+		rest[(*nrest)++] = argv[i];
+	}
+	return 0;
+usage:
+	*status = CLI_EXIT_USAGE;
+	return -1;
+stop:
+	*status = CLI_EXIT_OK;
+	return -1;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct cli cli;
+	char errbuf[512];
+	char **rest = NULL;
+	int nrest, rc;
+
+	memset(&cli, 0, sizeof(cli));
+	cli.prog = "gpupool";
+	cli.output = CLI_OUTPUT_TABLE;
+	main_build_table();
+	rest = calloc((size_t)argc + 1, sizeof(*rest));
+	if (rest == NULL) {
+		fputs("gpupool: out of memory\n", stderr);
+		return CLI_EXIT_FAIL;
+	}
+	if (main_parse_globals(&cli, argc, argv, rest, &nrest, &rc) != 0)
+		goto done;
+	if (nrest == 0) {
+		main_help(stderr);
+		rc = CLI_EXIT_USAGE;
+		goto done;
+	}
+	if (config_load(&cli.config, errbuf, sizeof(errbuf)) != 0) {
+		rc = cli_fail(&cli, "%s", errbuf);
+		goto done;
+	}
+	rc = cli_dispatch(&cli, commands, "gpupool", nrest, rest);
+done:
+	if (fflush(stdout) != 0 && rc == CLI_EXIT_OK)
+		rc = cli_fail(&cli, "could not write the output");
+	gp_client_destroy(cli.client);
+	config_free(&cli.config);
+	free(rest);
+	return rc;
+}

@@ -1,0 +1,194 @@
+/*
+ * output.c - table and JSON rendering for the CLI. Cells are sanitized
+ * (control characters become '?') so server data cannot drive the
+ * terminal, and columns are aligned by code points, not bytes.
+ */
+#include "output.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_client.h"
+
+#define OUTPUT_MAX_COLUMNS 16
+#define OUTPUT_GAP 3
+
+void
+output_json(FILE *out, struct json_object *obj)
+{
+	fputs(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY |
+		JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE), out);
+	fputc('\n', out);
+}
+
+static bool
+output_is_scalar(struct json_object *v)
+{
+	return v == NULL || (!json_object_is_type(v, json_type_object) &&
+			     !json_object_is_type(v, json_type_array));
+}
+
+/* A malloc'd, sanitized rendering of v. NULL only when out of memory. */
+static char *
+output_cell(struct json_object *v)
+{
+	const char *text;
+	char *d;
+	size_t n;
+
+	if (v == NULL) {
+		text = "-";
+	} else if (json_object_is_type(v, json_type_string)) {
+		text = json_object_get_string(v);
+		if (text[0] == '\0')
+			text = "-";
+	} else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) == 0) {
+		text = "-";
+	} else if (json_object_is_type(v, json_type_array)) {
+		size_t len = json_object_array_length(v), total = 1;
+		bool scalars = true;
+
+		for (size_t i = 0; i < len; i++) {
+			struct json_object *e = json_object_array_get_idx(v, i);
+
+			if (!output_is_scalar(e)) {
+				scalars = false;
+				break;
+			}
+			total += strlen(e ? json_object_get_string(e) : "null") + 1;
+		}
+		if (scalars) {
+			d = malloc(total);
+			if (d == NULL)
+				return NULL;
+			d[0] = '\0';
+			n = 0;
+			for (size_t i = 0; i < len; i++) {
+				struct json_object *e = json_object_array_get_idx(v, i);
+				const char *s = e ? json_object_get_string(e) : "null";
+				size_t sl = strlen(s);
+
+				if (i > 0)
+					d[n++] = ',';
+				memcpy(d + n, s, sl);
+				n += sl;
+			}
+			d[n] = '\0';
+			goto sanitize;
+		}
+		text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+						      JSON_C_TO_STRING_NOSLASHESCAPE);
+	} else if (json_object_is_type(v, json_type_object)) {
+		text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+						      JSON_C_TO_STRING_NOSLASHESCAPE);
+	} else {
+		text = json_object_get_string(v);
+	}
+	n = strlen(text);
+	d = malloc(n + 1);
+	if (d == NULL)
+		return NULL;
+	memcpy(d, text, n + 1);
+sanitize:
+	for (char *p = d; *p != '\0'; p++) {
+		unsigned char ch = (unsigned char)*p;
+
+		if (ch < 0x20 || ch == 0x7f)
+			*p = '?';
+	}
+	return d;
+}
+
+/* Display width: code points, not bytes. */
+static size_t
+output_width(const char *s)
+{
+	size_t w = 0;
+
+	for (; *s != '\0'; s++) {
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	}
+	return w;
+}
+
+static void
+output_pad(FILE *out, size_t n)
+{
+	while (n-- > 0)
+		fputc(' ', out);
+}
+
+void
+output_table(FILE *out, struct json_object *rows, const struct output_column *cols)
+{
+	size_t ncols = 0, nrows = 0, width[OUTPUT_MAX_COLUMNS];
+	char **cells = NULL;
+
+	while (cols[ncols].header != NULL && ncols < OUTPUT_MAX_COLUMNS)
+		ncols++;
+	if (rows != NULL && json_object_is_type(rows, json_type_array))
+		nrows = json_object_array_length(rows);
+	if (nrows > 0) {
+		cells = calloc(nrows * ncols, sizeof(*cells));
+		if (cells == NULL) {
+			fputs("out of memory\n", stderr);
+			return;
+		}
+	}
+	for (size_t c = 0; c < ncols; c++)
+		width[c] = output_width(cols[c].header);
+	for (size_t r = 0; r < nrows; r++) {
+		struct json_object *row = json_object_array_get_idx(rows, r);
+
+		if (row == NULL || !json_object_is_type(row, json_type_object))
+			continue;
+		for (size_t c = 0; c < ncols; c++) {
+			char *cell = output_cell(gp_client_json_get(row, cols[c].path));
+			size_t w;
+
+			if (cell == NULL)
+				goto done;
+			cells[r * ncols + c] = cell;
+			w = output_width(cell);
+			if (w > width[c])
+				width[c] = w;
+		}
+	}
+	for (size_t c = 0; c < ncols; c++) {
+		fputs(cols[c].header, out);
+		if (c + 1 < ncols)
+			output_pad(out, width[c] - output_width(cols[c].header) + OUTPUT_GAP);
+	}
+	fputc('\n', out);
+	for (size_t r = 0; r < nrows; r++) {
+		if (cells[r * ncols] == NULL)
+			continue;
+		for (size_t c = 0; c < ncols; c++) {
+			const char *cell = cells[r * ncols + c];
+
+			fputs(cell, out);
+			if (c + 1 < ncols)
+				output_pad(out, width[c] - output_width(cell) + OUTPUT_GAP);
+		}
+		fputc('\n', out);
+	}
+done:
+	for (size_t i = 0; i < nrows * ncols; i++)
+		free(cells[i]);
+	free(cells);
+}
+
+void
+output_row(FILE *out, struct json_object *obj, const struct output_column *cols)
+{
+	struct json_object *rows = json_object_new_array();
+
+	if (rows == NULL)
+		return;
+	if (obj != NULL && json_object_array_add(rows, json_object_get(obj)) != 0)
+		json_object_put(obj);
+	output_table(out, rows, cols);
+	json_object_put(rows);
+}

@@ -1,0 +1,32 @@
+/*
+ * output.h - printing server answers as aligned tables or pretty JSON.
+ *
+ * Columns name a dotted path into each row ("owner.name", "namespaces");
+ * strings print as they are, null or missing values as "-", arrays of
+ * scalars joined by commas, anything else as compact JSON.
+ */
+#ifndef GP_CLI_OUTPUT_H
+#define GP_CLI_OUTPUT_H
+
+#include <json-c/json.h>
+#include <stdio.h>
+
+struct output_column {
+	const char *header;     /* "DISPLAY NAME" */
+	const char *path;       /* "display_name" */
+};
+
+/* Pretty-print obj (2-space indent) and a newline to out. */
+void output_json(FILE *out, struct json_object *obj);
+
+/*
+ * An aligned table of the objects in rows (a JSON array; non-objects are
+ * skipped), columns ending with header == NULL. Prints the header line
+ * even when rows is empty.
+ */
+void output_table(FILE *out, struct json_object *rows, const struct output_column *cols);
+
+/* output_table() for a single object. */
+void output_row(FILE *out, struct json_object *obj, const struct output_column *cols);
+
+#endif
