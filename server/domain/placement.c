@@ -1,0 +1,859 @@
+/*
+ * placement.c - the placement engine: choosing GPUs and MIG starts for a
+ * request, all or nothing, plus per-GPU capacity figures (headroom,
+ * stranded compute). See placement.h for the rules and their limits.
+ */
+#include "domain/placement.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One instance to place: which item, which profile (NULL: whole GPU). */
+struct unit {
+	int item;
+	const struct mig_profile *p;
+};
+
+/* A candidate (GPU, start) with the keys it is ranked by. */
+struct cand {
+	int gpu;
+	int start;
+	bool sw;
+	int instances;
+	uint32_t future;
+};
+
+/* Sort record for the search's canonical GPU order. */
+struct gpu_ref {
+	int idx;
+	const struct placement_gpu *g;
+};
+
+static uint8_t
+run_mask(int start, int size)
+{
+	return (uint8_t)(((1u << size) - 1u) << start);
+}
+
+static int
+popcount8(uint8_t v)
+{
+	int n = 0;
+
+	for (; v != 0; v &= (uint8_t)(v - 1))
+		n++;
+	return n;
+}
+
+static bool
+gpu_empty(const struct placement_gpu *g)
+{
+	return g->used_mask == 0 && g->instances == 0 && !g->full_used;
+}
+
+static bool
+profile_of(const struct gpu_model *m, const struct mig_profile *p)
+{
+	return p->index >= 0 && p->index < m->nprofiles && &m->profiles[p->index] == p;
+}
+
+/*
+ * GPU-level rules for p on g, starts aside: true when some start could
+ * take p, with *sw telling whether the MIG mode must change.
+ */
+static bool
+gpu_admits(const struct placement_gpu *g, const struct mig_profile *p, bool *sw)
+{
+	const struct gpu_model *m = g->model;
+
+	if (p == NULL) {
+		if (!gpu_empty(g))
+			return false;
+		*sw = g->mig_enabled;
+		return true;
+	}
+	if (g->full_used || !m->mig_capable)
+		return false;
+	if (!g->mig_enabled && !gpu_empty(g))
+		return false;
+	if (g->profile_count[p->index] >= p->max_instances ||
+	    g->compute_used + p->compute_slices > m->compute_slices)
+		return false;
+	*sw = !g->mig_enabled;
+	return true;
+}
+
+static void
+gpu_apply(struct placement_gpu *g, const struct mig_profile *p, int start, bool sw)
+{
+	if (p == NULL) {
+		g->full_used = true;
+		g->used_mask = run_mask(0, g->model->full_slices);
+		if (sw)
+			g->mig_enabled = false;
+		return;
+	}
+	g->used_mask |= run_mask(start, p->memory_slices);
+	g->instances++;
+	g->compute_used += p->compute_slices;
+	g->profile_count[p->index]++;
+	if (sw)
+		g->mig_enabled = true;
+}
+
+static void
+gpu_unapply(struct placement_gpu *g, const struct mig_profile *p, int start, bool sw)
+{
+	if (p == NULL) {
+		g->full_used = false;
+		g->used_mask = 0;
+		if (sw)
+			g->mig_enabled = true;
+		return;
+	}
+	g->used_mask &= (uint8_t)~run_mask(start, p->memory_slices);
+	g->instances--;
+	g->compute_used -= p->compute_slices;
+	g->profile_count[p->index]--;
+	if (sw)
+		g->mig_enabled = false;
+}
+
+/*
+ * Future-usable space of a layout: for each run size (1..8 slices) the
+ * number of the model's distinct catalog runs still free, one nibble per
+ * size with the largest size most significant, so that comparing keys
+ * compares the largest free run first, then how many of them remain.
+ */
+static uint32_t
+future_key(const struct gpu_model *m, uint8_t mask)
+{
+	uint32_t k = 0;
+
+	for (int i = 0; i < m->nruns; i++) {
+		if ((mask & m->run_mask[i]) == 0)
+			k += 1u << (4 * (m->run_size[i] - 1));
+	}
+	return k;
+}
+
+static bool
+cand_better(const struct placement_gpu *gpus, const struct cand *a, const struct cand *b)
+{
+	const struct placement_gpu *ga = &gpus[a->gpu], *gb = &gpus[b->gpu];
+
+	if (a->instances != b->instances)
+		return a->instances > b->instances;
+	if (a->sw != b->sw)
+		return !a->sw;
+	if (a->future != b->future)
+		return a->future > b->future;
+	if (ga->node_id != gb->node_id)
+		return ga->node_id < gb->node_id;
+	if (ga->index != gb->index)
+		return ga->index < gb->index;
+	if (ga->id != gb->id)
+		return ga->id < gb->id;
+	if (a->gpu != b->gpu)
+		return a->gpu < b->gpu;
+	return a->start < b->start;
+}
+
+/* The preferred candidate for one instance of p on model m, if any. */
+static bool
+place_best(const struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
+	   const struct mig_profile *p, struct cand *best)
+{
+	bool have = false;
+
+	for (int i = 0; i < ngpus; i++) {
+		const struct placement_gpu *g = &gpus[i];
+		struct cand c;
+		bool sw;
+
+		if (g->model != m || !gpu_admits(g, p, &sw))
+			continue;
+		c.gpu = i;
+		c.sw = sw;
+		c.instances = g->instances;
+		/* the GPU-level keys alone may already lose */
+		if (have && (c.instances < best->instances ||
+			     (c.instances == best->instances && sw && !best->sw)))
+			continue;
+		if (p == NULL) {
+			c.start = 0;
+			c.future = 0;
+			if (!have || cand_better(gpus, &c, best)) {
+				*best = c;
+				have = true;
+			}
+			continue;
+		}
+		for (int j = 0; j < p->nplacements; j++) {
+			uint8_t r = run_mask(p->placements[j], p->memory_slices);
+
+			if ((g->used_mask & r) != 0)
+				continue;
+			c.start = p->placements[j];
+			c.future = future_key(m, (uint8_t)(g->used_mask | r));
+			if (!have || cand_better(gpus, &c, best)) {
+				*best = c;
+				have = true;
+			}
+		}
+	}
+	return have;
+}
+
+void
+placement_gpu_init(struct placement_gpu *g, const struct gpu_model *m, int64_t id,
+		   int64_t node_id, int index, bool mig_enabled)
+{
+	memset(g, 0, sizeof(*g));
+	g->id = id;
+	g->node_id = node_id;
+	g->index = index;
+	g->model = m;
+	g->mig_enabled = mig_enabled && m->mig_capable;
+}
+
+bool
+placement_gpu_fits(const struct placement_gpu *g, const struct mig_profile *p, int start)
+{
+	bool sw;
+
+	if (p != NULL && !profile_of(g->model, p))
+		return false;
+	if (!gpu_admits(g, p, &sw))
+		return false;
+	if (p == NULL)
+		return start == 0;
+	return catalog_profile_allows(p, start) &&
+	       (g->used_mask & run_mask(start, p->memory_slices)) == 0;
+}
+
+int
+placement_gpu_add(struct placement_gpu *g, const struct mig_profile *p, int start,
+		  struct gp_error *err)
+{
+	const struct gpu_model *m = g->model;
+
+	if (p == NULL) {
+		if (start != 0)
+			return gp_error_set(err, 409, "conflict",
+					    "a whole-gpu allocation starts at slice 0, not %d", start);
+		if (!gpu_empty(g))
+			return gp_error_set(err, 409, "conflict",
+					    "gpu %lld is not empty: a whole-gpu allocation needs all of it",
+					    (long long)g->id);
+		gpu_apply(g, NULL, 0, g->mig_enabled);
+		return 0;
+	}
+	if (!profile_of(m, p))
+		return gp_error_set(err, 409, "conflict", "%s is not a profile of model %s",
+				    p->name, m->id);
+	if (g->full_used)
+		return gp_error_set(err, 409, "conflict",
+				    "gpu %lld is held by a whole-gpu allocation", (long long)g->id);
+	if (!catalog_profile_allows(p, start))
+		return gp_error_set(err, 409, "conflict",
+				    "start %d is not a catalog placement of %s on %s",
+				    start, p->name, m->id);
+	if ((g->used_mask & run_mask(start, p->memory_slices)) != 0)
+		return gp_error_set(err, 409, "conflict",
+				    "slices [%d, %d) of gpu %lld overlap a live allocation",
+				    start, start + p->memory_slices, (long long)g->id);
+	if (g->profile_count[p->index] >= p->max_instances)
+		return gp_error_set(err, 409, "conflict",
+				    "gpu %lld already holds %d instances of %s, the most it takes",
+				    (long long)g->id, p->max_instances, p->name);
+	if (g->compute_used + p->compute_slices > m->compute_slices)
+		return gp_error_set(err, 409, "conflict",
+				    "%s needs %d compute slices but gpu %lld has %d free",
+				    p->name, p->compute_slices, (long long)g->id,
+				    m->compute_slices - g->compute_used);
+	gpu_apply(g, p, start, !g->mig_enabled);
+	return 0;
+}
+
+int
+placement_gpu_remove(struct placement_gpu *g, const struct mig_profile *p, int start,
+		     struct gp_error *err)
+{
+	if (p == NULL) {
+		if (!g->full_used || start != 0)
+			return gp_error_set(err, 409, "conflict",
+					    "gpu %lld holds no whole-gpu allocation", (long long)g->id);
+		g->full_used = false;
+		g->used_mask = 0;
+		return 0;
+	}
+	if (!profile_of(g->model, p) || g->profile_count[p->index] == 0 ||
+	    !catalog_profile_allows(p, start) ||
+	    (g->used_mask & run_mask(start, p->memory_slices)) !=
+		    run_mask(start, p->memory_slices))
+		return gp_error_set(err, 409, "conflict",
+				    "gpu %lld holds no %s instance at slice %d",
+				    (long long)g->id, p->name, start);
+	g->used_mask &= (uint8_t)~run_mask(start, p->memory_slices);
+	g->instances--;
+	g->compute_used -= p->compute_slices;
+	g->profile_count[p->index]--;
+	return 0;
+}
+
+/* Most instances of p that fit in the free slices of mask (no other limit). */
+static int
+headroom_slices(const struct mig_profile *p, uint8_t mask, int from)
+{
+	int best = 0;
+
+	for (int i = from; i < p->nplacements; i++) {
+		uint8_t r = run_mask(p->placements[i], p->memory_slices);
+		int n;
+
+		if ((mask & r) != 0)
+			continue;
+		n = 1 + headroom_slices(p, (uint8_t)(mask | r), i + 1);
+		if (n > best)
+			best = n;
+	}
+	return best;
+}
+
+int
+placement_gpu_headroom(const struct placement_gpu *g, const struct mig_profile *p)
+{
+	bool sw;
+	int n, lim;
+
+	if (p != NULL && !profile_of(g->model, p))
+		return 0;
+	if (!gpu_admits(g, p, &sw))
+		return 0;
+	if (p == NULL)
+		return 1;
+	n = headroom_slices(p, g->used_mask, 0);
+	lim = p->max_instances - g->profile_count[p->index];
+	if (lim < n)
+		n = lim;
+	lim = (g->model->compute_slices - g->compute_used) / p->compute_slices;
+	return lim < n ? lim : n;
+}
+
+/*
+ * Most compute slices any set of further instances could add to g:
+ * depth-first over (profile, start) pairs in a fixed order, each set once.
+ */
+static void
+reach_dfs(struct placement_gpu *g, int from, int gained, int goal, int *best)
+{
+	const struct gpu_model *m = g->model;
+
+	if (gained > *best)
+		*best = gained;
+	for (int idx = from; idx < m->nprofiles * CATALOG_MAX_SLICES && *best < goal; idx++) {
+		const struct mig_profile *p = &m->profiles[idx / CATALOG_MAX_SLICES];
+		int j = idx % CATALOG_MAX_SLICES;
+		int start;
+		bool sw;
+
+		if (j >= p->nplacements || !gpu_admits(g, p, &sw))
+			continue;
+		start = p->placements[j];
+		if ((g->used_mask & run_mask(start, p->memory_slices)) != 0)
+			continue;
+		gpu_apply(g, p, start, false);
+		reach_dfs(g, idx + 1, gained + p->compute_slices, goal, best);
+		gpu_unapply(g, p, start, false);
+	}
+}
+
+int
+placement_gpu_stranded(const struct placement_gpu *g)
+{
+	struct placement_gpu copy;
+	int free_compute, best = 0;
+
+	if (g->full_used || !g->model->mig_capable || g->instances == 0)
+		return 0;
+	free_compute = g->model->compute_slices - g->compute_used;
+	if (free_compute <= 0)
+		return 0;
+	copy = *g;
+	copy.mig_enabled = true;
+	reach_dfs(&copy, 0, 0, free_compute, &best);
+	return free_compute - best;
+}
+
+void
+placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus, int ngpus,
+		   struct placement_capacity *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < ngpus; i++) {
+		const struct placement_gpu *g = &gpus[i];
+
+		if (g->model != m)
+			continue;
+		out->gpus++;
+		if (gpu_empty(g))
+			out->empty_gpus++;
+		if (g->full_used) {
+			out->full_gpus++;
+			continue;
+		}
+		out->instances += g->instances;
+		out->compute_free += m->compute_slices - g->compute_used;
+		out->compute_stranded += placement_gpu_stranded(g);
+		for (int j = 0; j < m->nprofiles; j++)
+			out->headroom[j] += placement_gpu_headroom(g, &m->profiles[j]);
+	}
+}
+
+/* ---- the exact search, run only when the greedy pass falls short ---- */
+
+static int
+gpu_ref_cmp(const void *a, const void *b)
+{
+	const struct gpu_ref *ra = a, *rb = b;
+	const struct placement_gpu *x = ra->g, *y = rb->g;
+	int r;
+
+	if (x->instances != y->instances)
+		return x->instances > y->instances ? -1 : 1;
+	if (x->mig_enabled != y->mig_enabled)
+		return x->mig_enabled ? -1 : 1;
+	if (x->full_used != y->full_used)
+		return x->full_used ? 1 : -1;
+	if (x->used_mask != y->used_mask)
+		return x->used_mask < y->used_mask ? -1 : 1;
+	if (x->compute_used != y->compute_used)
+		return x->compute_used < y->compute_used ? -1 : 1;
+	r = memcmp(x->profile_count, y->profile_count, sizeof(x->profile_count));
+	if (r != 0)
+		return r;
+	if (x->node_id != y->node_id)
+		return x->node_id < y->node_id ? -1 : 1;
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return (ra->idx > rb->idx) - (ra->idx < rb->idx);
+}
+
+static bool
+gpu_same_state(const struct placement_gpu *x, const struct placement_gpu *y)
+{
+	return x->instances == y->instances && x->mig_enabled == y->mig_enabled &&
+	       x->full_used == y->full_used && x->used_mask == y->used_mask &&
+	       x->compute_used == y->compute_used &&
+	       memcmp(x->profile_count, y->profile_count, sizeof(x->profile_count)) == 0;
+}
+
+struct search {
+	struct placement_gpu *gpus;
+	const struct unit *units;
+	int nunits;
+	int npos;
+	int *pos;                       /* canonical order -> gpus index */
+	int *klass;                     /* equal initial state -> equal class, contiguous */
+	int *touched;                   /* instances this search put there */
+	int *cur_pos, *cur_si;          /* per level: next candidate to try */
+	long budget;
+	bool exhausted;
+};
+
+/*
+ * Necessary conditions (a cheap proof of "no"): per profile the demand
+ * within the summed headroom, whole GPUs within the empty ones, compute and
+ * memory within what is free.
+ */
+static bool
+search_may_fit(const struct search *s, const struct gpu_model *m)
+{
+	int demand[CATALOG_MAX_PROFILES] = {0};
+	int full = 0, compute = 0, slices = 0;
+	int empty = 0, free_compute = 0, free_slices = 0;
+
+	for (int k = 0; k < s->nunits; k++) {
+		const struct mig_profile *p = s->units[k].p;
+
+		if (p == NULL) {
+			full++;
+			slices += m->full_slices;
+			continue;
+		}
+		demand[p->index]++;
+		compute += p->compute_slices;
+		slices += p->memory_slices;
+	}
+	for (int i = 0; i < s->npos; i++) {
+		const struct placement_gpu *g = &s->gpus[s->pos[i]];
+		bool sw;
+
+		if (gpu_empty(g))
+			empty++;
+		if (g->full_used)
+			continue;
+		free_slices += (m->mig_capable ? m->memory_slices : m->full_slices) -
+			       popcount8(g->used_mask);
+		if (m->mig_capable && (g->mig_enabled || gpu_empty(g)))
+			free_compute += m->compute_slices - g->compute_used;
+		for (int j = 0; j < m->nprofiles; j++) {
+			if (demand[j] > 0 && gpu_admits(g, &m->profiles[j], &sw))
+				demand[j] -= placement_gpu_headroom(g, &m->profiles[j]);
+		}
+	}
+	for (int j = 0; j < m->nprofiles; j++) {
+		if (demand[j] > 0)
+			return false;
+	}
+	return full <= empty && compute <= free_compute && slices <= free_slices;
+}
+
+/* True when an untouched GPU of p's class was allowed earlier at this level. */
+static bool
+search_symmetric(const struct search *s, int p, int lb_pos)
+{
+	for (int q = p - 1; q >= lb_pos && s->klass[q] == s->klass[p]; q--) {
+		if (s->touched[q] == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Advance level k's cursor to its next fitting candidate. */
+static bool
+search_next(struct search *s, int k, int lb_pos, int *out_pos, int *out_si, bool *out_sw)
+{
+	const struct mig_profile *p = s->units[k].p;
+	int nstarts = p != NULL ? p->nplacements : 1;
+
+	for (int i = s->cur_pos[k]; i < s->npos; i++) {
+		struct placement_gpu *g = &s->gpus[s->pos[i]];
+		int si = i == s->cur_pos[k] ? s->cur_si[k] : 0;
+		bool sw;
+
+		if (--s->budget < 0) {
+			s->exhausted = true;
+			return false;
+		}
+		if (si >= nstarts || !gpu_admits(g, p, &sw))
+			continue;
+		if (s->touched[i] == 0 && search_symmetric(s, i, lb_pos))
+			continue;
+		for (; si < nstarts; si++) {
+			int start = p != NULL ? p->placements[si] : 0;
+
+			if (p != NULL && (g->used_mask & run_mask(start, p->memory_slices)) != 0)
+				continue;
+			s->cur_pos[k] = i;
+			s->cur_si[k] = si + 1;
+			*out_pos = i;
+			*out_si = si;
+			*out_sw = sw;
+			return true;
+		}
+	}
+	s->cur_pos[k] = s->npos;
+	return false;
+}
+
+/* Lower bound of level k: after the previous instance of the same item. */
+static void
+search_enter(struct search *s, int k, int *lb_pos)
+{
+	if (k > 0 && s->units[k].item == s->units[k - 1].item) {
+		s->cur_pos[k] = s->cur_pos[k - 1];
+		s->cur_si[k] = s->cur_si[k - 1] - 1;
+	} else {
+		s->cur_pos[k] = 0;
+		s->cur_si[k] = 0;
+	}
+	*lb_pos = s->cur_pos[k];
+}
+
+/*
+ * Depth-first search over the instances in s->units, placements written to
+ * out[0..nunits). Returns 1 when found (applied to gpus), 0 when none
+ * exists or the budget ran out (s->exhausted), gpus left as they were.
+ */
+static int
+search_run(struct search *s, struct placement *out)
+{
+	int *lb = s->cur_pos + s->nunits;   /* lower bound per level, see search_alloc */
+	int k = 0;
+
+	search_enter(s, 0, &lb[0]);
+	for (;;) {
+		int pi, si;
+		bool sw;
+
+		if (k == s->nunits)
+			return 1;
+		if (search_next(s, k, lb[k], &pi, &si, &sw)) {
+			const struct unit *u = &s->units[k];
+			int start = u->p != NULL ? u->p->placements[si] : 0;
+			struct placement_gpu *g = &s->gpus[s->pos[pi]];
+
+			gpu_apply(g, u->p, start, sw);
+			s->touched[pi]++;
+			out[k].item = u->item;
+			out[k].gpu = s->pos[pi];
+			out[k].profile = u->p;
+			out[k].start = start;
+			out[k].size = u->p != NULL ? u->p->memory_slices : g->model->full_slices;
+			out[k].mode_switch = sw;
+			k++;
+			if (k < s->nunits)
+				search_enter(s, k, &lb[k]);
+			continue;
+		}
+		if (s->exhausted || k == 0)
+			break;
+		k--;
+		s->touched[s->cur_pos[k]]--;
+		gpu_unapply(&s->gpus[out[k].gpu], out[k].profile, out[k].start, out[k].mode_switch);
+	}
+	while (k > 0) {
+		k--;
+		s->touched[s->cur_pos[k]]--;
+		gpu_unapply(&s->gpus[out[k].gpu], out[k].profile, out[k].start, out[k].mode_switch);
+	}
+	return 0;
+}
+
+/*
+ * Search a placement for the instances of model m's items (in the greedy
+ * order `order`), appending to out. Returns 1 found, 0 not found, -1 when
+ * scratch memory could not be had.
+ */
+static int
+search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
+	     const struct spec_count *items, const struct gpu_model **models,
+	     const struct mig_profile **profs, const int *order, int nitems,
+	     struct placement *out, struct placement_result *res)
+{
+	struct search s;
+	struct gpu_ref *refs = NULL;
+	struct unit *units = NULL;
+	int *ints = NULL;
+	int nunits = 0, rc = -1;
+
+	memset(&s, 0, sizeof(s));
+	for (int i = 0; i < nitems; i++) {
+		if (models[order[i]] == m)
+			nunits += items[order[i]].count;
+	}
+	units = malloc((size_t)nunits * sizeof(*units));
+	refs = malloc((size_t)(ngpus > 0 ? ngpus : 1) * sizeof(*refs));
+	/* pos, klass, touched: ngpus each; cur_pos, cur_si, lb: nunits each */
+	ints = malloc((size_t)(3 * ngpus + 3 * nunits + 1) * sizeof(*ints));
+	if (units == NULL || refs == NULL || ints == NULL)
+		goto fail;
+	nunits = 0;
+	for (int i = 0; i < nitems; i++) {
+		int it = order[i];
+
+		if (models[it] != m)
+			continue;
+		for (int k = 0; k < items[it].count; k++) {
+			units[nunits].item = it;
+			units[nunits].p = profs[it];
+			nunits++;
+		}
+	}
+	for (int i = 0; i < ngpus; i++) {
+		if (gpus[i].model != m)
+			continue;
+		refs[s.npos].idx = i;
+		refs[s.npos].g = &gpus[i];
+		s.npos++;
+	}
+	qsort(refs, (size_t)s.npos, sizeof(*refs), gpu_ref_cmp);
+	s.gpus = gpus;
+	s.units = units;
+	s.nunits = nunits;
+	s.pos = ints;
+	s.klass = ints + ngpus;
+	s.touched = ints + 2 * ngpus;
+	s.cur_pos = ints + 3 * ngpus;
+	s.cur_si = s.cur_pos + 2 * nunits;
+	/* search_run keeps the per-level lower bounds in cur_pos[nunits..2*nunits) */
+	s.budget = PLACEMENT_SEARCH_BUDGET;
+	for (int i = 0; i < s.npos; i++) {
+		s.pos[i] = refs[i].idx;
+		s.touched[i] = 0;
+		s.klass[i] = i == 0 ? 0 : s.klass[i - 1] +
+			(gpu_same_state(refs[i - 1].g, refs[i].g) ? 0 : 1);
+	}
+	res->searched = true;
+	if (!search_may_fit(&s, m)) {
+		rc = 0;
+		goto fail;
+	}
+	rc = search_run(&s, out);
+	if (s.exhausted)
+		res->search_exhausted = true;
+fail:
+	free(units);
+	free(refs);
+	free(ints);
+	return rc;
+}
+
+/* Larger profiles first: whole GPUs, then memory slices, then compute. */
+static int
+unit_rank(const struct gpu_model *m, const struct mig_profile *p)
+{
+	if (p == NULL)
+		return 1 << 16 | (m->full_slices << 8);
+	return p->memory_slices << 8 | p->compute_slices;
+}
+
+static int
+placement_cmp(const void *a, const void *b)
+{
+	const struct placement *x = a, *y = b;
+
+	if (x->item != y->item)
+		return x->item < y->item ? -1 : 1;
+	if (x->gpu != y->gpu)
+		return x->gpu < y->gpu ? -1 : 1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+static void
+undo_all(struct placement_gpu *gpus, const struct placement *out, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		gpu_unapply(&gpus[out[i].gpu], out[i].profile, out[i].start, out[i].mode_switch);
+}
+
+int
+placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
+	       const struct spec_count *items, int nitems, unsigned flags,
+	       struct placement_result *res, struct gp_error *err)
+{
+	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
+	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
+	int order[PLACEMENT_MAX_ITEMS];
+	struct placement *out = res->placements;
+	int total = 0, n = 0, short_total = 0;
+	bool bad = false;
+
+	res->nplacements = 0;
+	res->searched = false;
+	res->search_exhausted = false;
+	memset(res->missing, 0, sizeof(res->missing));
+	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
+		return gp_error_field(err, "items", "must hold at most %d items",
+				      PLACEMENT_MAX_ITEMS);
+	for (int i = 0; i < nitems; i++) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "items[%d]", i);
+		if (spec_validate(&items[i], c, path, &models[i], &profs[i], err) < 0)
+			bad = true;
+		else
+			total += items[i].count;
+	}
+	if (bad)
+		return -1;
+	if (total > res->cap || (total > 0 && out == NULL))
+		return gp_error_set(err, 500, "internal",
+				    "the placement buffer holds %d entries but %d are needed",
+				    res->cap, total);
+	/* order items: larger profiles first, then item index (stable) */
+	for (int i = 0; i < nitems; i++) {
+		int r = unit_rank(models[i], profs[i]), j = i;
+
+		while (j > 0 && unit_rank(models[order[j - 1]], profs[order[j - 1]]) < r) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = i;
+	}
+	/* greedy pass */
+	for (int oi = 0; oi < nitems; oi++) {
+		int it = order[oi];
+
+		for (int k = 0; k < items[it].count; k++) {
+			struct cand best;
+
+			if (!place_best(gpus, ngpus, models[it], profs[it], &best)) {
+				res->missing[it] = items[it].count - k;
+				break;
+			}
+			gpu_apply(&gpus[best.gpu], profs[it], best.start, best.sw);
+			out[n].item = it;
+			out[n].gpu = best.gpu;
+			out[n].profile = profs[it];
+			out[n].start = best.start;
+			out[n].size = profs[it] != NULL ? profs[it]->memory_slices
+							: models[it]->full_slices;
+			out[n].mode_switch = best.sw;
+			n++;
+		}
+	}
+	/* exact search for each model that fell short */
+	for (int oi = 0; oi < nitems; oi++) {
+		const struct gpu_model *m = models[order[oi]];
+		bool short_m = false;
+		int keep = 0, rc;
+
+		for (int i = 0; i < nitems; i++)
+			short_m = short_m || (models[i] == m && res->missing[i] > 0);
+		if (!short_m)
+			continue;
+		/* take back this model's greedy placements, newest first */
+		for (int i = n - 1; i >= 0; i--) {
+			if (models[out[i].item] == m)
+				gpu_unapply(&gpus[out[i].gpu], out[i].profile, out[i].start,
+					    out[i].mode_switch);
+		}
+		for (int i = 0; i < n; i++) {
+			if (models[out[i].item] != m)
+				out[keep++] = out[i];
+		}
+		n = keep;
+		rc = search_model(gpus, ngpus, m, items, models, profs, order, nitems,
+				  out + n, res);
+		if (rc < 0) {
+			undo_all(gpus, out, n);
+			return gp_error_set(err, 500, "internal",
+					    "could not allocate memory for the placement search");
+		}
+		if (rc == 0)
+			goto fail;
+		for (int i = 0; i < nitems; i++) {
+			if (models[i] == m) {
+				n += items[i].count;
+				res->missing[i] = 0;
+			}
+		}
+	}
+	if (!(flags & PLACEMENT_APPLY))
+		undo_all(gpus, out, n);
+	qsort(out, (size_t)n, sizeof(*out), placement_cmp);
+	res->nplacements = n;
+	return 0;
+fail:
+	undo_all(gpus, out, n);
+	for (int i = 0; i < nitems; i++)
+		short_total += res->missing[i];
+	gp_error_set(err, 409, "insufficient_capacity",
+		     "%d of %d requested instances could not be placed", short_total, total);
+	for (int i = 0; i < nitems; i++) {
+		char path[32];
+
+		if (res->missing[i] == 0)
+			continue;
+		snprintf(path, sizeof(path), "items[%d]", i);
+		gp_error_field(err, path, "%d of %d %s/%s could not be placed",
+			       res->missing[i], items[i].count, items[i].model, items[i].profile);
+	}
+	return -1;
+}

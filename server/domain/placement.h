@@ -1,0 +1,181 @@
+/*
+ * placement.h - the placement engine: where each instance of a request
+ * goes on real GPUs (DESIGN.md section 4). Pure computation: no I/O, no
+ * locks, no global state; the greedy path allocates nothing.
+ *
+ * Rules enforced for every placement:
+ *  - a MIG instance of profile P starts at one of P's catalog placements
+ *    and holds memory slices [start, start + P.memory_slices), which must
+ *    be free;
+ *  - at most P.max_instances live instances of P per GPU, and the compute
+ *    slices of all instances on a GPU at most the model's compute_slices;
+ *  - "full" takes only an empty GPU (start 0, size model->full_slices:
+ *    8, 4 on an A30, 1 on a model without MIG) and then the GPU carries
+ *    nothing else; MIG instances never go on a GPU held by "full";
+ *  - an empty GPU may change MIG mode (placement.mode_switch says so),
+ *    a GPU with instances may not.
+ *
+ * Preference for each instance (deterministic, in this order):
+ *  1. the GPU already carrying the most instances (pack; keep whole GPUs
+ *     free);
+ *  2. a GPU that needs no MIG mode switch;
+ *  3. the start that leaves the best future-usable free space: the free
+ *     slice runs that catalog placements of the model could still take,
+ *     compared largest run size first, then how many runs of that size
+ *     remain (so a 1g does not take a slot that strands a 3g spot);
+ *  4. the lowest (node_id, index, id), then array position, then start.
+ *
+ * A request is placed all-or-nothing. Larger profiles go first ("full",
+ * then by memory slices, then by compute slices). Each model's items are
+ * placed independently of other models'. When the greedy pass leaves any
+ * instance of a model unplaced, a bounded exact search (depth-first over
+ * instances, with symmetry pruning of identical untouched GPUs and of
+ * identical instances of one item) looks for any placement of that
+ * model's items; it is complete within PLACEMENT_SEARCH_BUDGET candidate
+ * checks. Limits, honestly:
+ *  - the greedy result is a good packing, not an optimal one (the
+ *    preference is local to each instance);
+ *  - when the search stops at its budget (placement_result.search_exhausted)
+ *    a placement that exists may not have been found; this needs large
+ *    requests over many partly used GPUs whose capacity almost but not
+ *    quite suffices;
+ *  - on failure "missing" counts come from the greedy pass: how many
+ *    instances of each item the greedy order could not place (they sum to
+ *    at least the true shortfall but may name a different item when
+ *    another order would have placed it);
+ *  - the future-space measure is memory geometry only; compute and
+ *    max_instances limits are applied to the candidate itself, not to
+ *    the space it leaves.
+ * The catalog must have been validated (catalog_load does): placements
+ * within the GPU, at most CATALOG_MAX_SLICES slices.
+ */
+#ifndef GP_DOMAIN_PLACEMENT_H
+#define GP_DOMAIN_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "domain/catalog.h"
+#include "domain/spec.h"
+
+#define PLACEMENT_MAX_ITEMS 64
+#define PLACEMENT_SEARCH_BUDGET 2000000L  /* candidate checks per model */
+
+/* placement_find() flags */
+#define PLACEMENT_APPLY 0x1u    /* on success leave gpus[] holding the new layout */
+
+/*
+ * One candidate GPU as the engine sees it. The caller lists only GPUs that
+ * may take work (ready node, ok health). Fill it with placement_gpu_init()
+ * and one placement_gpu_add() per live allocation; the layout fields are
+ * kept consistent by those calls and by the engine.
+ */
+struct placement_gpu {
+	int64_t id;                     /* database id */
+	int64_t node_id;                /* orders GPUs together with index */
+	int index;                      /* GPU index on its node */
+	const struct gpu_model *model;
+	bool mig_enabled;               /* current MIG mode */
+	/* layout */
+	uint8_t used_mask;              /* bit i set: memory slice i is held */
+	bool full_used;                 /* a whole-GPU allocation holds it */
+	int instances;                  /* live MIG instances */
+	int compute_used;               /* their compute slices */
+	uint8_t profile_count[CATALOG_MAX_PROFILES]; /* live instances per model->profiles[i] */
+};
+
+/* One placed instance. */
+struct placement {
+	int item;                       /* index into the request's items */
+	int gpu;                        /* index into the gpus array */
+	const struct mig_profile *profile; /* NULL for a whole GPU */
+	int start;                      /* first memory slice */
+	int size;                       /* memory slices held */
+	bool mode_switch;               /* the GPU must change MIG mode first
+					 * (enable for MIG, disable for full) */
+};
+
+struct placement_result {
+	struct placement *placements;   /* caller's buffer of cap entries */
+	int cap;                        /* must cover the sum of item counts */
+	int nplacements;                /* on success: ordered by item, gpu, start */
+	int missing[PLACEMENT_MAX_ITEMS]; /* on insufficient capacity, per item */
+	bool searched;                  /* the exact search ran */
+	bool search_exhausted;          /* ...and stopped at its budget */
+};
+
+/* Capacity figures over the GPUs of one model (see placement_capacity). */
+struct placement_capacity {
+	int gpus;                       /* GPUs of the model */
+	int empty_gpus;                 /* could take "full" now */
+	int full_gpus;                  /* held by a whole-GPU allocation */
+	int instances;                  /* live MIG instances */
+	int compute_free;               /* free compute slices on GPUs not held whole */
+	int compute_stranded;           /* of those, unusable by any profile */
+	int headroom[CATALOG_MAX_PROFILES]; /* per profile: sum over GPUs of
+					 * placement_gpu_headroom, each profile alone */
+};
+
+/* Start g as an empty GPU of model m. */
+void placement_gpu_init(struct placement_gpu *g, const struct gpu_model *m, int64_t id,
+			int64_t node_id, int index, bool mig_enabled);
+
+/*
+ * True when an instance of p (NULL: a whole GPU) could be placed on g at
+ * start now, by every rule above (MIG mode switches of empty GPUs allowed).
+ */
+bool placement_gpu_fits(const struct placement_gpu *g, const struct mig_profile *p,
+			int start);
+
+/*
+ * Record a live allocation of p (NULL: whole GPU) at start on g. Fails with
+ * 409 "conflict" when it breaks a rule (overlap, start not in the catalog,
+ * max_instances, compute, full on a used GPU), leaving g unchanged. A MIG
+ * allocation also sets mig_enabled, a whole one on a MIG model clears it.
+ */
+int placement_gpu_add(struct placement_gpu *g, const struct mig_profile *p, int start,
+		      struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Remove a recorded allocation; 409 "conflict" when g holds no such one. */
+int placement_gpu_remove(struct placement_gpu *g, const struct mig_profile *p, int start,
+			 struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * How many more instances of p (NULL: whole GPU, so 0 or 1) g could take
+ * right now, placing p alone: the exact maximum over the catalog starts,
+ * within max_instances and the compute slices.
+ */
+int placement_gpu_headroom(const struct placement_gpu *g, const struct mig_profile *p);
+
+/*
+ * Stranded compute slices of g: free compute slices that no combination of
+ * the model's profiles could use given the held memory slices and the
+ * per-profile limits (H100-80GB holding 2 x 3g.40gb: 1). 0 for an empty
+ * GPU, a whole-GPU allocation or a model without MIG.
+ */
+int placement_gpu_stranded(const struct placement_gpu *g);
+
+/*
+ * Place every instance of items[0..nitems) on gpus[0..ngpus), all or
+ * nothing. Items are validated against c (422 validation_failed naming
+ * "items[i].model" ...). On success returns 0 with res->placements[0..
+ * nplacements) filled; gpus[] is left as it was unless flags has
+ * PLACEMENT_APPLY, then it holds the layout with the new instances (and
+ * switched MIG modes). When an instance cannot be placed returns -1 with
+ * 409 insufficient_capacity, one error field "items[i]" per short item,
+ * res->missing[i] set, no placement listed and gpus[] unchanged. A buffer
+ * smaller than the sum of counts is a 500 "internal" error; so is a failed
+ * allocation of the search's scratch memory. This is the one entry point
+ * for approvals and for capacity simulation.
+ */
+int placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
+		   const struct spec_count *items, int nitems, unsigned flags,
+		   struct placement_result *res, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Sum capacity figures over the GPUs of model m in gpus[0..ngpus). */
+void placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus,
+			int ngpus, struct placement_capacity *out);
+
+#endif
