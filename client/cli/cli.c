@@ -197,6 +197,7 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 		cli_print_command_help(prefix, cmd);
 		return CLI_EXIT_OK;
 	}
+	cli->command_path = prefix;
 	return cmd->run(cli, cmd, &args);
 }
 
@@ -235,7 +236,7 @@ cli_usage_error(struct cli *cli, const struct cli_command *cmd, const char *fmt,
 	va_end(ap);
 	fputc('\n', stderr);
 	if (cmd != NULL)
-		fprintf(stderr, "usage: ... %s %s\n", cmd->name, cmd->usage ? cmd->usage : "");
+		cli_print_usage_line(stderr, cli->command_path ? cli->command_path : cli->prog, cmd);
 	return CLI_EXIT_USAGE;
 }
 

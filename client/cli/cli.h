@@ -38,6 +38,7 @@ struct cli {
 	const char *server_flag;        /* --server, NULL when not given */
 	struct config config;           /* the config file as loaded */
 	struct gp_client *client;       /* created on first use */
+	const char *command_path;       /* "gpupool projects", set while a command runs */
 };
 
 struct cli_option {

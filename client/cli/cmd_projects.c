@@ -24,6 +24,7 @@ static const struct output_column project_columns[] = {
 static const struct output_column member_columns[] = {
 	{ "USERNAME", "username" },
 	{ "ROLE", "role" },
+	{ "ADDED", "added_at" },
 	{ NULL, NULL },
 };
 

@@ -482,13 +482,23 @@ fail:
 	return ret;
 }
 
+/* Where initdb and pg_ctl live: $GPUPOOL_TEST_PGBIN or the build-time default. */
+static const char *
+fx_pg_bindir(void)
+{
+	const char *d = getenv("GPUPOOL_TEST_PGBIN");
+
+	return d != NULL && d[0] != '\0' ? d : FIXTURE_PG_BINDIR;
+}
+
 static int
 fx_pg_ctl(struct fixture *fx, const char *action)
 {
 	struct fx_cluster *pg = &fx->priv->pg;
-	const char *argv_start[] = { FIXTURE_PG_BINDIR "/pg_ctl", "-D", pg->datadir, "-l", pg->logfile,
+	const char *pg_ctl = fx_str(fx, "%s/pg_ctl", fx_pg_bindir());
+	const char *argv_start[] = { pg_ctl, "-D", pg->datadir, "-l", pg->logfile,
 				     "-w", "-t", "120", "start", NULL };
-	const char *argv_stop[] = { FIXTURE_PG_BINDIR "/pg_ctl", "-D", pg->datadir, "-m", "fast",
+	const char *argv_stop[] = { pg_ctl, "-D", pg->datadir, "-m", "fast",
 				    "-w", "-t", "120", "stop", NULL };
 	const char *const *argv = strcmp(action, "start") == 0 ? argv_start : argv_stop;
 	struct fx_proc p;
@@ -507,7 +517,7 @@ static int
 fx_pg_create_cluster(struct fixture *fx)
 {
 	struct fx_cluster *pg = &fx->priv->pg;
-	const char *initdb[] = { FIXTURE_PG_BINDIR "/initdb", "-D", pg->datadir, "-U", "postgres",
+	const char *initdb[] = { fx_str(fx, "%s/initdb", fx_pg_bindir()), "-D", pg->datadir, "-U", "postgres",
 				 "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync", NULL };
 	char hex[20];
 	unsigned int portnum;
@@ -1345,7 +1355,7 @@ int
 fixture_create(const struct fixture_options *opts, struct fixture **out)
 {
 	static const struct fixture_options defaults = { 0 };
-	const char *tmp = getenv("GPUPOOL_TEST_TMPDIR");
+	const char *tmp = getenv("GPUPOOL_TEST_TMPDIR");	/* else $TMPDIR, else /tmp */
 	struct fixture *fx;
 	const char *keep = getenv("GPUPOOL_TEST_KEEP");
 
@@ -1360,8 +1370,10 @@ fixture_create(const struct fixture_options *opts, struct fixture **out)
 	fx->priv = arena_alloc(fx->arena, sizeof(*fx->priv));
 	fx->priv->server_env = opts->server_env;
 	fx->priv->keep = keep != NULL && keep[0] != '\0' && strcmp(keep, "0") != 0;
-	/* short: PostgreSQL's socket path must stay under 107 bytes */
 	if (tmp == NULL || tmp[0] == '\0')
+		tmp = getenv("TMPDIR");
+	/* PostgreSQL's socket path (<tmpdir>/pg/.s.PGSQL.NNNNN) must stay under 107 bytes */
+	if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 60)
 		tmp = "/tmp";
 	if (snprintf(fx->tmpdir, sizeof(fx->tmpdir), "%s/gpfx-XXXXXX", tmp) >= (int)sizeof(fx->tmpdir) ||
 	    mkdtemp(fx->tmpdir) == NULL) {

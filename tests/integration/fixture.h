@@ -28,8 +28,9 @@
  * Database: when the test runner exports GPUPOOL_TEST_PGHOST (socket
  * directory), GPUPOOL_TEST_PGPORT and GPUPOOL_TEST_PGUSER (a superuser)
  * the fixture uses that cluster; otherwise it starts its own with initdb
- * and pg_ctl in a temporary directory (unix socket only, fsync off) and
- * stops it at teardown. Either way each fixture gets a fresh database
+ * and pg_ctl in a temporary directory (unix socket only, fsync off, run
+ * as the postgres user when the test runs as root) and stops it at
+ * teardown. Either way each fixture gets a fresh database
  * gp_<random>, dropped at teardown.
  *
  * Memory: everything the helpers return (responses, strings, process
@@ -37,7 +38,9 @@
  *
  * Failures: helpers that can fail call cmocka's fail with the caller's
  * file and line, print what they got and the tail of the server log.
- * Set GPUPOOL_TEST_KEEP=1 to keep the temporary directory (logs, data).
+ * Environment: GPUPOOL_TEST_KEEP=1 keeps the temporary directory (logs,
+ * data); GPUPOOL_TEST_TMPDIR (else TMPDIR, else /tmp) is where it goes;
+ * GPUPOOL_TEST_PGBIN names the directory of initdb and pg_ctl.
  */
 #ifndef GP_TEST_FIXTURE_H
 #define GP_TEST_FIXTURE_H

@@ -153,6 +153,30 @@ test_cli_login_and_me(void **state)
 	assert_json_str(me, "username", FIXTURE_ADMIN_USER);
 	assert_json_str(me, "role", "admin");
 
+	/* a rewrite keeps comments and keys the CLI does not know */
+	f = fopen(cfg_path, "w");
+	assert_non_null(f);
+	fprintf(f, "# written by hand\nserver = http://127.0.0.1:1\ncolor = never\n");
+	fclose(f);
+	cli_login_admin(fx);
+	f = fopen(cfg_path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof(line), f));
+	assert_string_equal(line, "# written by hand\n");
+	assert_non_null(fgets(line, sizeof(line), f));
+	assert_string_equal(line, fx_str(fx, "server = %s\n", fx->server->base_url));
+	assert_non_null(fgets(line, sizeof(line), f));
+	assert_string_equal(line, "color = never\n");
+	fclose(f);
+
+	/* $XDG_CONFIG_HOME wins over $HOME */
+	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "XDG_CONFIG_HOME=%s/xdg", fx->tmpdir), NULL },
+		   FIXTURE_ADMIN_PASSWORD "\n", "--server", fx->server->base_url, "login",
+		   "--username", FIXTURE_ADMIN_USER, NULL);
+	assert_cli_ok(p);
+	assert_int_equal(stat(fx_str(fx, "%s/xdg/gpupool/config", fx->tmpdir), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+
 	/* the environment overrides the config file, --server overrides both */
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_SERVER=http://127.0.0.1:1", NULL }, NULL,
 		   "me", NULL);
