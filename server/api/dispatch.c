@@ -229,10 +229,40 @@ idempotency_begin(struct request *req, struct response *res, const char *key,
 	return 0;
 }
 
+/*
+ * A successful response marked "Cache-Control: no-store" holds a secret
+ * that is shown once (a new API token): it must not be kept for replays,
+ * since secrets are stored only as digests. What is kept instead is the
+ * answer a retry gets: 409 naming the object the first request created.
+ */
+static const struct response *
+idempotency_replayable(struct request *req, const struct response *res,
+		       struct response *scratch)
+{
+	const char *cc = header_value(res, "Cache-Control");
+	const char *loc = header_value(res, "Location");
+	struct gp_error err;
+
+	if (res->status >= 300 || cc == NULL || strstr(cc, "no-store") == NULL)
+		return res;
+	memset(scratch, 0, sizeof(*scratch));
+	gp_error_clear(&err);
+	gp_error_set(&err, 409, "conflict",
+		     "a request with this Idempotency-Key already succeeded%s%s; its response "
+		     "held a secret that is shown only once and is not replayed",
+		     loc != NULL ? ", creating " : "", loc != NULL ? loc : "");
+	response_problem(req, scratch, &err);
+	if (loc != NULL)
+		response_header(scratch, "Location", loc);
+	return scratch;
+}
+
 static void
 idempotency_end(struct request *req, struct response *res, const char *key)
 {
 	struct gp_error err;
+	struct response scratch;
+	const struct response *keep;
 
 	gp_error_clear(&err);
 	if (res->status >= 500) {
@@ -241,14 +271,15 @@ idempotency_end(struct request *req, struct response *res, const char *key)
 				 "error", err.message);
 		return;
 	}
+	keep = idempotency_replayable(req, res, &scratch);
 	{
 		struct idem_response stored = {
-			.status = res->status,
-			.content_type = res->content_type,
-			.etag = header_value(res, "ETag"),
-			.location = header_value(res, "Location"),
-			.body = res->body,
-			.body_len = res->body_len,
+			.status = keep->status,
+			.content_type = keep->content_type,
+			.etag = header_value(keep, "ETag"),
+			.location = header_value(keep, "Location"),
+			.body = keep->body,
+			.body_len = keep->body_len,
 		};
 
 		if (db_idem_complete(db_thread(), req->principal.user_id, key, &stored, &err) < 0)
