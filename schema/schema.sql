@@ -1,3 +1,134 @@
+CREATE EXTENSION IF NOT EXISTS btree_gist WITH SCHEMA public;
+
+COMMENT ON EXTENSION btree_gist IS 'support for indexing common datatypes in GiST';
+
+CREATE FUNCTION public.allocations_check_placement() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	m gpu_models%ROWTYPE;
+	p mig_profiles%ROWTYPE;
+BEGIN
+	SELECT gm.* INTO m FROM gpus g JOIN gpu_models gm ON gm.id = g.model
+	WHERE g.id = NEW.gpu_id;
+	IF NOT FOUND THEN
+		RETURN NEW;     -- the foreign key reports it
+	END IF;
+	IF NEW.profile = 'full' THEN
+		IF NEW.start <> 0 OR NEW.size <> m.full_slices THEN
+			RAISE EXCEPTION 'a whole-gpu allocation on % holds slices [0, %)',
+				m.id, m.full_slices
+				USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
+		END IF;
+		RETURN NEW;
+	END IF;
+	SELECT * INTO p FROM mig_profiles WHERE model = m.id AND name = NEW.profile;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model % offers no MIG profile %', m.id, NEW.profile
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
+	END IF;
+	IF NOT (NEW.start = ANY (p.placements)) OR NEW.size <> p.memory_slices THEN
+		RAISE EXCEPTION '% on % takes % slices from a start in %, not % from %',
+			p.name, m.id, p.memory_slices, p.placements, NEW.size, NEW.start
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
+	END IF;
+	RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.allocations_layout_sync() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	ids bigint[];
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		SELECT array_agg(DISTINCT gpu_id) INTO ids FROM new_rows;
+	ELSIF TG_OP = 'DELETE' THEN
+		SELECT array_agg(DISTINCT gpu_id) INTO ids FROM old_rows;
+	ELSE
+		SELECT array_agg(DISTINCT x.gpu_id) INTO ids FROM (
+			SELECT o.gpu_id FROM old_rows o JOIN new_rows n USING (id)
+			WHERE (o.gpu_id, o.profile, o.start, o.size, o.state = 'released')
+			      IS DISTINCT FROM (n.gpu_id, n.profile, n.start, n.size, n.state = 'released')
+			UNION ALL
+			SELECT n.gpu_id FROM old_rows o JOIN new_rows n USING (id)
+			WHERE (o.gpu_id, o.profile, o.start, o.size, o.state = 'released')
+			      IS DISTINCT FROM (n.gpu_id, n.profile, n.start, n.size, n.state = 'released')
+		) x;
+	END IF;
+	PERFORM gpu_layout_refresh(ids);
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.gpu_layout_refresh(ids bigint[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF ids IS NULL OR cardinality(ids) = 0 THEN
+		RETURN;
+	END IF;
+	PERFORM 1 FROM gpus WHERE id = ANY (ids) ORDER BY id FOR NO KEY UPDATE;
+	UPDATE gpus g SET layout = s.layout, used_mask = s.used_mask
+	FROM (SELECT u.id,
+	             coalesce(string_agg(a.profile || '@' || a.start, ',' ORDER BY a.start), '')
+	                 AS layout,
+	             coalesce(bit_or(((1 << a.size) - 1) << a.start), 0)::smallint AS used_mask
+	      FROM unnest(ids) AS u (id)
+	      LEFT JOIN allocations a ON a.gpu_id = u.id AND a.state <> 'released'
+	      GROUP BY u.id) s
+	WHERE g.id = s.id AND (g.layout <> s.layout OR g.used_mask <> s.used_mask);
+END
+$$;
+
+CREATE FUNCTION public.gpus_from_node() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	SELECT n.cluster_id, n.status INTO NEW.cluster_id, NEW.node_status
+	FROM nodes n WHERE n.id = NEW.node_id;
+	RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.nodes_status_to_gpus() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	UPDATE gpus SET node_status = NEW.status, cluster_id = NEW.cluster_id
+	WHERE node_id = NEW.id;
+	RETURN NULL;
+END
+$$;
+
+CREATE TABLE public.allocations (
+    id bigint NOT NULL,
+    gpu_id bigint NOT NULL,
+    profile text NOT NULL,
+    start integer NOT NULL,
+    size integer NOT NULL,
+    state text DEFAULT 'reserved'::text NOT NULL,
+    pool_id bigint,
+    device_uuid text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    released_at timestamp with time zone,
+    CONSTRAINT allocations_size_check CHECK ((size > 0)),
+    CONSTRAINT allocations_start_check CHECK ((start >= 0)),
+    CONSTRAINT allocations_state_check CHECK ((state = ANY (ARRAY['reserved'::text, 'provisioning'::text, 'ready'::text, 'failed'::text, 'releasing'::text, 'released'::text]))),
+    CONSTRAINT allocations_within_gpu CHECK (((start + size) <= 8))
+);
+
+ALTER TABLE public.allocations ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.allocations_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.audit_log (
     id bigint NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
@@ -14,6 +145,77 @@ CREATE TABLE public.audit_log (
 
 ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.audit_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.clusters (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    region text DEFAULT ''::text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    generation bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT clusters_description_check CHECK ((length(description) <= 500)),
+    CONSTRAINT clusters_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'::text)),
+    CONSTRAINT clusters_region_check CHECK ((length(region) <= 63))
+);
+
+ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.clusters_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.gpu_models (
+    id text NOT NULL,
+    memory_mib integer NOT NULL,
+    mig_capable boolean NOT NULL,
+    memory_slices integer NOT NULL,
+    compute_slices integer NOT NULL,
+    full_slices integer NOT NULL,
+    product_names text[] NOT NULL,
+    pci_device_ids text[] NOT NULL,
+    CONSTRAINT gpu_models_check CHECK ((mig_capable = (memory_slices > 0))),
+    CONSTRAINT gpu_models_compute_slices_check CHECK (((compute_slices >= 0) AND (compute_slices <= 8))),
+    CONSTRAINT gpu_models_full_slices_check CHECK (((full_slices >= 1) AND (full_slices <= 8))),
+    CONSTRAINT gpu_models_memory_mib_check CHECK ((memory_mib > 0)),
+    CONSTRAINT gpu_models_memory_slices_check CHECK (((memory_slices >= 0) AND (memory_slices <= 8)))
+);
+
+CREATE TABLE public.gpus (
+    id bigint NOT NULL,
+    node_id bigint NOT NULL,
+    cluster_id bigint NOT NULL,
+    gpu_index integer NOT NULL,
+    uuid text NOT NULL,
+    model text NOT NULL,
+    memory_mib integer NOT NULL,
+    mig_enabled boolean DEFAULT false NOT NULL,
+    health text DEFAULT 'ok'::text NOT NULL,
+    health_reason text,
+    node_status text NOT NULL,
+    layout text DEFAULT ''::text NOT NULL,
+    used_mask smallint DEFAULT 0 NOT NULL,
+    generation bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT gpus_gpu_index_check CHECK (((gpu_index >= 0) AND (gpu_index <= 15))),
+    CONSTRAINT gpus_health_check CHECK ((health = ANY (ARRAY['ok'::text, 'degraded'::text, 'failed'::text]))),
+    CONSTRAINT gpus_memory_mib_check CHECK ((memory_mib > 0)),
+    CONSTRAINT gpus_used_mask_check CHECK (((used_mask >= 0) AND (used_mask <= 255))),
+    CONSTRAINT gpus_uuid_check CHECK ((uuid ~ '^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'::text))
+);
+
+ALTER TABLE public.gpus ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.gpus_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -39,6 +241,57 @@ CREATE TABLE public.login_failures (
     key text NOT NULL,
     failures integer NOT NULL,
     window_start timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.mig_profiles (
+    model text NOT NULL,
+    name text NOT NULL,
+    profile_id integer NOT NULL,
+    compute_slices integer NOT NULL,
+    memory_slices integer NOT NULL,
+    max_instances integer NOT NULL,
+    sm_count integer NOT NULL,
+    memory_mib integer NOT NULL,
+    placements integer[] NOT NULL,
+    media_extensions boolean NOT NULL,
+    confirmed boolean NOT NULL,
+    CONSTRAINT mig_profiles_compute_slices_check CHECK ((compute_slices > 0)),
+    CONSTRAINT mig_profiles_max_instances_check CHECK ((max_instances > 0)),
+    CONSTRAINT mig_profiles_memory_slices_check CHECK (((memory_slices >= 1) AND (memory_slices <= 8))),
+    CONSTRAINT mig_profiles_placements_check CHECK ((cardinality(placements) > 0))
+);
+
+CREATE TABLE public.nodes (
+    id bigint NOT NULL,
+    cluster_id bigint NOT NULL,
+    name text NOT NULL,
+    hostname text NOT NULL,
+    status text DEFAULT 'ready'::text NOT NULL,
+    status_reason text,
+    cpu_millicores bigint NOT NULL,
+    memory_bytes bigint NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    agent_version text,
+    agent_heartbeat_at timestamp with time zone,
+    generation bigint DEFAULT 1 NOT NULL,
+    observed_generation bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT nodes_cpu_millicores_check CHECK ((cpu_millicores >= 0)),
+    CONSTRAINT nodes_hostname_check CHECK (((length(hostname) >= 1) AND (length(hostname) <= 253))),
+    CONSTRAINT nodes_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
+    CONSTRAINT nodes_memory_bytes_check CHECK ((memory_bytes >= 0)),
+    CONSTRAINT nodes_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$'::text)),
+    CONSTRAINT nodes_status_check CHECK ((status = ANY (ARRAY['ready'::text, 'cordoned'::text, 'draining'::text, 'down'::text, 'unknown'::text])))
+);
+
+ALTER TABLE public.nodes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.nodes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 CREATE TABLE public.project_members (
@@ -127,14 +380,47 @@ ALTER TABLE public.users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_no_overlap EXCLUDE USING gist (gpu_id WITH =, int4range(start, (start + size)) WITH &&) WHERE ((state <> 'released'::text));
+
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.clusters
+    ADD CONSTRAINT clusters_name_key UNIQUE (name);
+
+ALTER TABLE ONLY public.clusters
+    ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.gpu_models
+    ADD CONSTRAINT gpu_models_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.gpus
+    ADD CONSTRAINT gpus_node_id_gpu_index_key UNIQUE (node_id, gpu_index);
+
+ALTER TABLE ONLY public.gpus
+    ADD CONSTRAINT gpus_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.gpus
+    ADD CONSTRAINT gpus_uuid_key UNIQUE (uuid);
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, key);
 
 ALTER TABLE ONLY public.login_failures
     ADD CONSTRAINT login_failures_pkey PRIMARY KEY (key);
+
+ALTER TABLE ONLY public.mig_profiles
+    ADD CONSTRAINT mig_profiles_pkey PRIMARY KEY (model, name);
+
+ALTER TABLE ONLY public.nodes
+    ADD CONSTRAINT nodes_name_key UNIQUE (name);
+
+ALTER TABLE ONLY public.nodes
+    ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.project_members
     ADD CONSTRAINT project_members_pkey PRIMARY KEY (project_id, user_id);
@@ -163,13 +449,29 @@ ALTER TABLE ONLY public.users
 ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_username_key UNIQUE (username);
 
+CREATE INDEX allocations_gpu_live_idx ON public.allocations USING btree (gpu_id, start) WHERE (state <> 'released'::text);
+
+CREATE INDEX allocations_pool_idx ON public.allocations USING btree (pool_id) WHERE (pool_id IS NOT NULL);
+
 CREATE INDEX audit_log_action_idx ON public.audit_log USING btree (action, id);
 
 CREATE INDEX audit_log_actor_idx ON public.audit_log USING btree (actor, id);
 
 CREATE INDEX audit_log_project_idx ON public.audit_log USING btree (project_id, id);
 
+CREATE INDEX gpus_cluster_idx ON public.gpus USING btree (cluster_id, id);
+
+CREATE INDEX gpus_model_idx ON public.gpus USING btree (model, id);
+
+CREATE INDEX gpus_placeable_idx ON public.gpus USING btree (model, mig_enabled, layout, node_id, gpu_index, id) WHERE ((health = 'ok'::text) AND (node_status = 'ready'::text));
+
 CREATE INDEX idempotency_keys_created_idx ON public.idempotency_keys USING btree (created_at);
+
+CREATE INDEX nodes_cluster_idx ON public.nodes USING btree (cluster_id, id);
+
+CREATE INDEX nodes_labels_idx ON public.nodes USING gin (labels jsonb_path_ops);
+
+CREATE INDEX nodes_status_idx ON public.nodes USING btree (status, id);
 
 CREATE INDEX project_members_user_idx ON public.project_members USING btree (user_id);
 
@@ -177,8 +479,38 @@ CREATE INDEX project_namespaces_project_idx ON public.project_namespaces USING b
 
 CREATE INDEX tokens_user_idx ON public.tokens USING btree (user_id, id);
 
+CREATE TRIGGER allocations_check_placement BEFORE INSERT OR UPDATE OF gpu_id, profile, start, size ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.allocations_check_placement();
+
+CREATE TRIGGER allocations_layout_delete AFTER DELETE ON public.allocations REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
+
+CREATE TRIGGER allocations_layout_insert AFTER INSERT ON public.allocations REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
+
+CREATE TRIGGER allocations_layout_update AFTER UPDATE ON public.allocations REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
+
+CREATE TRIGGER gpus_from_node BEFORE INSERT OR UPDATE OF node_id ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_from_node();
+
+CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
+
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
+
+ALTER TABLE ONLY public.gpus
+    ADD CONSTRAINT gpus_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
+
+ALTER TABLE ONLY public.gpus
+    ADD CONSTRAINT gpus_model_fkey FOREIGN KEY (model) REFERENCES public.gpu_models(id);
+
+ALTER TABLE ONLY public.gpus
+    ADD CONSTRAINT gpus_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
+
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.mig_profiles
+    ADD CONSTRAINT mig_profiles_model_fkey FOREIGN KEY (model) REFERENCES public.gpu_models(id);
+
+ALTER TABLE ONLY public.nodes
+    ADD CONSTRAINT nodes_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
 
 ALTER TABLE ONLY public.project_members
     ADD CONSTRAINT project_members_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
