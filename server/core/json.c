@@ -34,6 +34,55 @@ json_to_arena(struct arena *a, struct json_object *obj, size_t *len)
 	return d;
 }
 
+/*
+ * RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above
+ * U+10FFFF. json-c's own check only looks at the byte pattern and lets
+ * those through to PostgreSQL, which then refuses them. Returns the
+ * offset of the first bad byte, or len when all is well.
+ */
+static size_t
+utf8_check(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char c = s[i];
+		uint32_t cp, min;
+		size_t n;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xE0) == 0xC0) {
+			n = 1;
+			cp = c & 0x1F;
+			min = 0x80;
+		} else if ((c & 0xF0) == 0xE0) {
+			n = 2;
+			cp = c & 0x0F;
+			min = 0x800;
+		} else if ((c & 0xF8) == 0xF0) {
+			n = 3;
+			cp = c & 0x07;
+			min = 0x10000;
+		} else {
+			return i;
+		}
+		if (len - i <= n)
+			return i;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return i;
+			cp = (cp << 6) | (uint32_t)(s[i + k] & 0x3F);
+		}
+		if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return i;
+		i += n + 1;
+	}
+	return len;
+}
+
 int
 json_parse_object(struct arena *a, const char *body, size_t len,
 		  struct json_object **out, struct gp_error *err)
@@ -41,12 +90,17 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 	struct json_tokener *tok;
 	struct json_object *obj;
 	enum json_tokener_error jerr;
+	bool ended = false;
 	size_t end;
 
 	if (body == NULL || len == 0)
 		return gp_error_set(err, 400, "malformed_json", "the request body is empty");
 	if (len > INT32_MAX)
 		return gp_error_set(err, 413, "payload_too_large", "the request body is too large");
+	end = utf8_check((const unsigned char *)body, len);
+	if (end != len)
+		return gp_error_set(err, 400, "malformed_json",
+				    "the body is not valid UTF-8 at byte %zu", end);
 	tok = json_tokener_new_ex(JSON_MAX_DEPTH);
 	if (tok == NULL)
 		return gp_error_set(err, 500, "internal", "could not allocate a JSON parser");
@@ -54,11 +108,17 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 	obj = json_tokener_parse_ex(tok, body, (int)len);
 	jerr = json_tokener_get_error(tok);
 	end = json_tokener_get_parse_end(tok);
+	if (jerr == json_tokener_continue) {
+		/* a number or literal may end exactly at the end of the input: say it is over */
+		obj = json_tokener_parse_ex(tok, "", 1);
+		jerr = json_tokener_get_error(tok);
+		end = len;
+		ended = true;
+	}
 	json_tokener_free(tok);
-	if (obj == NULL || jerr != json_tokener_success) {
-		if (obj != NULL)
-			json_object_put(obj);
-		if (jerr == json_tokener_continue)
+	if (jerr != json_tokener_success) {
+		json_object_put(obj);
+		if (ended)
 			return gp_error_set(err, 400, "malformed_json", "the JSON body is truncated");
 		if (jerr == json_tokener_error_depth)
 			return gp_error_set(err, 400, "malformed_json",
@@ -67,13 +127,18 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 				    json_tokener_error_desc(jerr), end);
 	}
 	json_own(a, obj);
-	while (end < len && strchr(" \t\r\n", body[end]) != NULL)
+	/* only JSON whitespace may follow (not NUL, which strchr would match) */
+	while (end < len && (body[end] == ' ' || body[end] == '\t' || body[end] == '\r' ||
+			     body[end] == '\n'))
 		end++;
 	if (end != len)
 		return gp_error_set(err, 400, "malformed_json",
 				    "unexpected data after the JSON value at byte %zu", end);
-	if (!json_object_is_type(obj, json_type_object))
-		return gp_error_set(err, 422, "validation_failed", "the body must be a JSON object");
+	if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
+		/* obj is NULL for a JSON null */
+		gp_error_set(err, 422, "validation_failed", "the body must be a JSON object");
+		return gp_error_field(err, "", "must be a JSON object");
+	}
 	*out = obj;
 	return 0;
 }

@@ -23,8 +23,10 @@
 /*
  * Parse len bytes as one JSON object. On success *out is owned by the
  * arena (released at arena_destroy). On failure fills err with
- * 400 malformed_json (or 422 validation_failed when the value is not an
- * object) and returns -1.
+ * 400 malformed_json (not strict UTF-8, not JSON, deeper than
+ * JSON_MAX_DEPTH, anything but whitespace after the value) or 422
+ * validation_failed with the field "" (the body itself) when the value
+ * is valid JSON but not an object, and returns -1.
  */
 int json_parse_object(struct arena *a, const char *body, size_t len,
 		      struct json_object **out, struct gp_error *err);
