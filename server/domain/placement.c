@@ -13,6 +13,7 @@
 struct unit {
 	int item;
 	const struct mig_profile *p;
+	int kind;                       /* index of p among the search's kinds */
 };
 
 /* A candidate (GPU, start) with the keys it is ranked by. */
@@ -303,23 +304,26 @@ placement_gpu_remove(struct placement_gpu *g, const struct mig_profile *p, int s
 	return 0;
 }
 
-/* Most instances of p that fit in the free slices of mask (no other limit). */
+/*
+ * Most instances of p that fit in the free slices of mask (no other limit).
+ * The runs of one profile are intervals of equal length with ascending
+ * starts, so taking each free run that begins after the last one taken
+ * (earliest end first) is the optimal interval schedule.
+ */
 static int
-headroom_slices(const struct mig_profile *p, uint8_t mask, int from)
+headroom_slices(const struct mig_profile *p, uint8_t mask)
 {
-	int best = 0;
+	int n = 0, end = 0;
 
-	for (int i = from; i < p->nplacements; i++) {
-		uint8_t r = run_mask(p->placements[i], p->memory_slices);
-		int n;
+	for (int i = 0; i < p->nplacements; i++) {
+		int start = p->placements[i];
 
-		if ((mask & r) != 0)
+		if (start < end || (mask & run_mask(start, p->memory_slices)) != 0)
 			continue;
-		n = 1 + headroom_slices(p, (uint8_t)(mask | r), i + 1);
-		if (n > best)
-			best = n;
+		n++;
+		end = start + p->memory_slices;
 	}
-	return best;
+	return n;
 }
 
 int
@@ -334,7 +338,7 @@ placement_gpu_headroom(const struct placement_gpu *g, const struct mig_profile *
 		return 0;
 	if (p == NULL)
 		return 1;
-	n = headroom_slices(p, g->used_mask, 0);
+	n = headroom_slices(p, g->used_mask);
 	lim = p->max_instances - g->profile_count[p->index];
 	if (lim < n)
 		n = lim;
@@ -452,65 +456,98 @@ gpu_same_state(const struct placement_gpu *x, const struct placement_gpu *y)
 	       memcmp(x->profile_count, y->profile_count, sizeof(x->profile_count)) == 0;
 }
 
+#define SEARCH_MAX_KINDS (CATALOG_MAX_PROFILES + 1)
+
 struct search {
 	struct placement_gpu *gpus;
+	const struct gpu_model *m;
 	const struct unit *units;
 	int nunits;
 	int npos;
 	int *pos;                       /* canonical order -> gpus index */
 	int *klass;                     /* equal initial state -> equal class, contiguous */
 	int *touched;                   /* instances this search put there */
-	int *cur_pos, *cur_si;          /* per level: next candidate to try */
+	int *cur_pos, *cur_si, *lb;     /* per level: next candidate, lower bound */
+	/* distinct profiles asked for (NULL: whole GPU) and running bounds */
+	const struct mig_profile *kinds[SEARCH_MAX_KINDS];
+	int nkinds;
+	int rem[SEARCH_MAX_KINDS];      /* instances not yet placed, per kind */
+	int hsum[SEARCH_MAX_KINDS];     /* summed headroom over the GPUs, per kind */
+	int rem_compute, rem_slices;    /* what the unplaced instances need */
+	int free_compute, free_slices;  /* what the GPUs have */
 	long budget;
 	bool exhausted;
 };
 
+/* Free compute and memory slices of g that instances could still use. */
+static void
+gpu_free(const struct gpu_model *m, const struct placement_gpu *g, int *compute, int *slices)
+{
+	*compute = 0;
+	*slices = 0;
+	if (g->full_used)
+		return;
+	*slices = (m->mig_capable ? m->memory_slices : m->full_slices) - popcount8(g->used_mask);
+	if (m->mig_capable && (g->mig_enabled || gpu_empty(g)))
+		*compute = m->compute_slices - g->compute_used;
+}
+
+/* Add (sign 1) or take away (sign -1) g's share of the running bounds. */
+static void
+search_account(struct search *s, const struct placement_gpu *g, int sign)
+{
+	int fc, fs;
+
+	gpu_free(s->m, g, &fc, &fs);
+	s->free_compute += sign * fc;
+	s->free_slices += sign * fs;
+	for (int i = 0; i < s->nkinds; i++)
+		s->hsum[i] += sign * placement_gpu_headroom(g, s->kinds[i]);
+}
+
+static void
+search_unit_need(struct search *s, const struct unit *u, int sign)
+{
+	s->rem[u->kind] += sign;
+	if (u->p == NULL) {
+		s->rem_slices += sign * s->m->full_slices;
+	} else {
+		s->rem_compute += sign * u->p->compute_slices;
+		s->rem_slices += sign * u->p->memory_slices;
+	}
+}
+
 /*
- * Necessary conditions (a cheap proof of "no"): per profile the demand
- * within the summed headroom, whole GPUs within the empty ones, compute and
- * memory within what is free.
+ * Necessary conditions for the unplaced instances (a cheap proof of "no"):
+ * per profile the demand within the summed headroom of each GPU alone, and
+ * compute and memory within what is free.
  */
 static bool
-search_may_fit(const struct search *s, const struct gpu_model *m)
+search_bound_ok(const struct search *s)
 {
-	int demand[CATALOG_MAX_PROFILES] = {0};
-	int full = 0, compute = 0, slices = 0;
-	int empty = 0, free_compute = 0, free_slices = 0;
-
-	for (int k = 0; k < s->nunits; k++) {
-		const struct mig_profile *p = s->units[k].p;
-
-		if (p == NULL) {
-			full++;
-			slices += m->full_slices;
-			continue;
-		}
-		demand[p->index]++;
-		compute += p->compute_slices;
-		slices += p->memory_slices;
-	}
-	for (int i = 0; i < s->npos; i++) {
-		const struct placement_gpu *g = &s->gpus[s->pos[i]];
-		bool sw;
-
-		if (gpu_empty(g))
-			empty++;
-		if (g->full_used)
-			continue;
-		free_slices += (m->mig_capable ? m->memory_slices : m->full_slices) -
-			       popcount8(g->used_mask);
-		if (m->mig_capable && (g->mig_enabled || gpu_empty(g)))
-			free_compute += m->compute_slices - g->compute_used;
-		for (int j = 0; j < m->nprofiles; j++) {
-			if (demand[j] > 0 && gpu_admits(g, &m->profiles[j], &sw))
-				demand[j] -= placement_gpu_headroom(g, &m->profiles[j]);
-		}
-	}
-	for (int j = 0; j < m->nprofiles; j++) {
-		if (demand[j] > 0)
+	for (int i = 0; i < s->nkinds; i++) {
+		if (s->rem[i] > s->hsum[i])
 			return false;
 	}
-	return full <= empty && compute <= free_compute && slices <= free_slices;
+	return s->rem_compute <= s->free_compute && s->rem_slices <= s->free_slices;
+}
+
+/* Place or take back unit k at position pi, keeping the bounds current. */
+static void
+search_do(struct search *s, int k, int pi, int start, bool sw, bool undo)
+{
+	struct placement_gpu *g = &s->gpus[s->pos[pi]];
+	const struct unit *u = &s->units[k];
+
+	search_account(s, g, -1);
+	if (undo)
+		gpu_unapply(g, u->p, start, sw);
+	else
+		gpu_apply(g, u->p, start, sw);
+	search_account(s, g, 1);
+	search_unit_need(s, u, undo ? 1 : -1);
+	s->touched[pi] += undo ? -1 : 1;
+	s->budget -= 2 * s->nkinds;
 }
 
 /* True when an untouched GPU of p's class was allowed earlier at this level. */
@@ -526,7 +563,7 @@ search_symmetric(const struct search *s, int p, int lb_pos)
 
 /* Advance level k's cursor to its next fitting candidate. */
 static bool
-search_next(struct search *s, int k, int lb_pos, int *out_pos, int *out_si, bool *out_sw)
+search_next(struct search *s, int k, int *out_pos, int *out_si, bool *out_sw)
 {
 	const struct mig_profile *p = s->units[k].p;
 	int nstarts = p != NULL ? p->nplacements : 1;
@@ -542,7 +579,7 @@ search_next(struct search *s, int k, int lb_pos, int *out_pos, int *out_si, bool
 		}
 		if (si >= nstarts || !gpu_admits(g, p, &sw))
 			continue;
-		if (s->touched[i] == 0 && search_symmetric(s, i, lb_pos))
+		if (s->touched[i] == 0 && search_symmetric(s, i, s->lb[k]))
 			continue;
 		for (; si < nstarts; si++) {
 			int start = p != NULL ? p->placements[si] : 0;
@@ -561,18 +598,21 @@ search_next(struct search *s, int k, int lb_pos, int *out_pos, int *out_si, bool
 	return false;
 }
 
-/* Lower bound of level k: after the previous instance of the same item. */
+/*
+ * Level k starts after the previous instance of the same profile: instances
+ * of one profile are interchangeable, so only ordered choices are tried.
+ */
 static void
-search_enter(struct search *s, int k, int *lb_pos)
+search_enter(struct search *s, int k)
 {
-	if (k > 0 && s->units[k].item == s->units[k - 1].item) {
+	if (k > 0 && s->units[k].kind == s->units[k - 1].kind) {
 		s->cur_pos[k] = s->cur_pos[k - 1];
 		s->cur_si[k] = s->cur_si[k - 1] - 1;
 	} else {
 		s->cur_pos[k] = 0;
 		s->cur_si[k] = 0;
 	}
-	*lb_pos = s->cur_pos[k];
+	s->lb[k] = s->cur_pos[k];
 }
 
 /*
@@ -583,44 +623,45 @@ search_enter(struct search *s, int k, int *lb_pos)
 static int
 search_run(struct search *s, struct placement *out)
 {
-	int *lb = s->cur_pos + s->nunits;   /* lower bound per level, see search_alloc */
 	int k = 0;
 
-	search_enter(s, 0, &lb[0]);
+	if (!search_bound_ok(s))
+		return 0;
+	search_enter(s, 0);
 	for (;;) {
 		int pi, si;
 		bool sw;
 
 		if (k == s->nunits)
 			return 1;
-		if (search_next(s, k, lb[k], &pi, &si, &sw)) {
+		if (search_next(s, k, &pi, &si, &sw)) {
 			const struct unit *u = &s->units[k];
 			int start = u->p != NULL ? u->p->placements[si] : 0;
-			struct placement_gpu *g = &s->gpus[s->pos[pi]];
 
-			gpu_apply(g, u->p, start, sw);
-			s->touched[pi]++;
+			search_do(s, k, pi, start, sw, false);
+			if (!search_bound_ok(s)) {
+				search_do(s, k, pi, start, sw, true);
+				continue;
+			}
 			out[k].item = u->item;
 			out[k].gpu = s->pos[pi];
 			out[k].profile = u->p;
 			out[k].start = start;
-			out[k].size = u->p != NULL ? u->p->memory_slices : g->model->full_slices;
+			out[k].size = u->p != NULL ? u->p->memory_slices : s->m->full_slices;
 			out[k].mode_switch = sw;
 			k++;
 			if (k < s->nunits)
-				search_enter(s, k, &lb[k]);
+				search_enter(s, k);
 			continue;
 		}
 		if (s->exhausted || k == 0)
 			break;
 		k--;
-		s->touched[s->cur_pos[k]]--;
-		gpu_unapply(&s->gpus[out[k].gpu], out[k].profile, out[k].start, out[k].mode_switch);
+		search_do(s, k, s->cur_pos[k], out[k].start, out[k].mode_switch, true);
 	}
 	while (k > 0) {
 		k--;
-		s->touched[s->cur_pos[k]]--;
-		gpu_unapply(&s->gpus[out[k].gpu], out[k].profile, out[k].start, out[k].mode_switch);
+		search_do(s, k, s->cur_pos[k], out[k].start, out[k].mode_switch, true);
 	}
 	return 0;
 }
@@ -653,15 +694,22 @@ search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
 	ints = malloc((size_t)(3 * ngpus + 3 * nunits + 1) * sizeof(*ints));
 	if (units == NULL || refs == NULL || ints == NULL)
 		goto fail;
+	s.m = m;
 	nunits = 0;
 	for (int i = 0; i < nitems; i++) {
-		int it = order[i];
+		int it = order[i], kind = 0;
 
 		if (models[it] != m)
 			continue;
+		while (kind < s.nkinds && s.kinds[kind] != profs[it])
+			kind++;
+		if (kind == s.nkinds)
+			s.kinds[s.nkinds++] = profs[it];
 		for (int k = 0; k < items[it].count; k++) {
 			units[nunits].item = it;
 			units[nunits].p = profs[it];
+			units[nunits].kind = kind;
+			search_unit_need(&s, &units[nunits], 1);
 			nunits++;
 		}
 	}
@@ -671,6 +719,7 @@ search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
 		refs[s.npos].idx = i;
 		refs[s.npos].g = &gpus[i];
 		s.npos++;
+		search_account(&s, &gpus[i], 1);
 	}
 	qsort(refs, (size_t)s.npos, sizeof(*refs), gpu_ref_cmp);
 	s.gpus = gpus;
@@ -680,8 +729,8 @@ search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
 	s.klass = ints + ngpus;
 	s.touched = ints + 2 * ngpus;
 	s.cur_pos = ints + 3 * ngpus;
-	s.cur_si = s.cur_pos + 2 * nunits;
-	/* search_run keeps the per-level lower bounds in cur_pos[nunits..2*nunits) */
+	s.cur_si = s.cur_pos + nunits;
+	s.lb = s.cur_si + nunits;
 	s.budget = PLACEMENT_SEARCH_BUDGET;
 	for (int i = 0; i < s.npos; i++) {
 		s.pos[i] = refs[i].idx;
@@ -690,10 +739,6 @@ search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
 			(gpu_same_state(refs[i - 1].g, refs[i].g) ? 0 : 1);
 	}
 	res->searched = true;
-	if (!search_may_fit(&s, m)) {
-		rc = 0;
-		goto fail;
-	}
 	rc = search_run(&s, out);
 	if (s.exhausted)
 		res->search_exhausted = true;
@@ -704,13 +749,31 @@ fail:
 	return rc;
 }
 
-/* Larger profiles first: whole GPUs, then memory slices, then compute. */
+/*
+ * Order of items: larger profiles first (whole GPUs, then memory slices,
+ * then compute slices), items of one profile next to each other, then by
+ * item index.
+ */
 static int
 unit_rank(const struct gpu_model *m, const struct mig_profile *p)
 {
 	if (p == NULL)
 		return 1 << 16 | (m->full_slices << 8);
 	return p->memory_slices << 8 | p->compute_slices;
+}
+
+static bool
+item_before(const struct gpu_model **models, const struct mig_profile **profs, int a, int b)
+{
+	int ra = unit_rank(models[a], profs[a]), rb = unit_rank(models[b], profs[b]);
+	int pa = profs[a] != NULL ? profs[a]->index : -1;
+	int pb = profs[b] != NULL ? profs[b]->index : -1;
+
+	if (ra != rb)
+		return ra > rb;
+	if (pa != pb)
+		return pa < pb;
+	return a < b;
 }
 
 static int
@@ -766,11 +829,10 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 		return gp_error_set(err, 500, "internal",
 				    "the placement buffer holds %d entries but %d are needed",
 				    res->cap, total);
-	/* order items: larger profiles first, then item index (stable) */
 	for (int i = 0; i < nitems; i++) {
-		int r = unit_rank(models[i], profs[i]), j = i;
+		int j = i;
 
-		while (j > 0 && unit_rank(models[order[j - 1]], profs[order[j - 1]]) < r) {
+		while (j > 0 && item_before(models, profs, i, order[j - 1])) {
 			order[j] = order[j - 1];
 			j--;
 		}

@@ -3,9 +3,11 @@
  *
  * One node's 8 H100-80GB GPUs with random MIG layouts (a seeded PRNG,
  * so runs compare); each call places one item. Prints decisions per
- * second for single instances, for multi-item requests, and for requests
- * that do not fit (those also run the exact search). Not a test: run
- * it by hand, optionally with an iteration count.
+ * second for single instances, for multi-item requests, for requests
+ * that do not fit (those also run the exact search) and for requests cut
+ * to the node's remaining capacity, the search's worst case, with the
+ * slowest call. Not a test: run it by hand, optionally with an iteration
+ * count. Times are the thread's CPU time, so a busy machine skews them less.
  *
  *   bench_placement [iterations]
  */
@@ -44,7 +46,7 @@ now_s(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -94,6 +96,55 @@ bench_run(const struct catalog *c, struct placement_gpu (*layouts)[NODE_GPUS],
 		f->calls++;
 	}
 	f->seconds = now_s() - t0;
+}
+
+/*
+ * Requests sized to what each layout could still take: up to three
+ * profiles, each asking about its share of the summed headroom. Reports
+ * the slowest call in CPU time.
+ */
+static void
+bench_near_capacity(const struct catalog *c, const struct gpu_model *m,
+		    struct placement_gpu (*layouts)[NODE_GPUS], int calls, struct figure *f,
+		    double *slowest, int *exhausted)
+{
+	struct placement out[256];
+	struct placement_result res;
+	struct gp_error err;
+
+	memset(f, 0, sizeof(*f));
+	memset(&res, 0, sizeof(res));
+	res.placements = out;
+	res.cap = 256;
+	*slowest = 0;
+	*exhausted = 0;
+	for (int it = 0; it < calls; it++) {
+		struct placement_gpu *g = layouts[it % LAYOUTS];
+		struct placement_capacity cap;
+		struct spec_count items[3];
+		int nitems = 1 + rng_below(3);
+		struct timespec a, b;
+		double dt;
+
+		placement_capacity(m, g, NODE_GPUS, &cap);
+		for (int i = 0; i < nitems; i++) {
+			int j = rng_below(m->nprofiles);
+			int n = cap.headroom[j] / nitems + rng_below(3);
+
+			if (spec_set(&items[i], m->id, m->profiles[j].name, n > 0 ? n : 1, "", &err) < 0)
+				return;
+		}
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+		if (placement_find(c, g, NODE_GPUS, items, nitems, 0, &res, &err) == 0)
+			f->placed++;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+		dt = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+		f->seconds += dt;
+		if (dt > *slowest)
+			*slowest = dt;
+		*exhausted += res.search_exhausted;
+		f->calls++;
+	}
 }
 
 static void
@@ -162,6 +213,15 @@ main(int argc, char **argv)
 	bench_print("3 items (2x3g, 2x2g, 3x1g), random layouts:", &f);
 	bench_run(c, layouts, big, 1, 2, iterations / 20, &f);
 	bench_print("too big (9x3g, 9x1g): greedy + search:", &f);
+	{
+		double slowest;
+		int exhausted;
+
+		bench_near_capacity(c, m, layouts, 4000, &f, &slowest, &exhausted);
+		bench_print("near capacity (1-3 profiles ~ headroom):", &f);
+		printf("  slowest call %.2f ms CPU, %d of %ld stopped at the search budget\n",
+		       slowest * 1e3, exhausted, f.calls);
+	}
 	catalog_free(c);
 	return 0;
 }
