@@ -107,26 +107,28 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 			return 0;
 		}
 		if (dashdash || a[0] != '-' || a[1] == '\0') {
-			if (out->npos >= CLI_MAX_POSITIONAL || out->npos >= cmd->max_args)
-				goto usage_extra;
+			if (out->npos >= CLI_MAX_POSITIONAL || out->npos >= cmd->max_args) {
+				fprintf(stderr, "%s: %s %s: too many arguments\n", cli->prog, prefix, cmd->name);
+				goto fail;
+			}
 			out->pos[out->npos++] = a;
 			continue;
 		}
 		if (a[1] != '-') {
 			fprintf(stderr, "%s: unknown option %s\n", cli->prog, a);
-			goto usage;
+			goto fail;
 		}
 		eq = strchr(a + 2, '=');
 		nlen = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
 		o = cli_find_option(cmd, a + 2, nlen);
 		if (o == NULL) {
 			fprintf(stderr, "%s: unknown option %.*s\n", cli->prog, (int)(nlen + 2), a);
-			goto usage;
+			goto fail;
 		}
 		if (o->arg == NULL) {
 			if (eq != NULL) {
 				fprintf(stderr, "%s: option --%s takes no value\n", cli->prog, o->name);
-				goto usage;
+				goto fail;
 			}
 			value = "";
 		} else if (eq != NULL) {
@@ -135,15 +137,15 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 			value = argv[++i];
 		} else {
 			fprintf(stderr, "%s: option --%s needs a value (%s)\n", cli->prog, o->name, o->arg);
-			goto usage;
+			goto fail;
 		}
 		if (!o->repeat && cli_opt(out, o->name) != NULL) {
 			fprintf(stderr, "%s: option --%s given more than once\n", cli->prog, o->name);
-			goto usage;
+			goto fail;
 		}
 		if (out->nopt >= CLI_MAX_OPTIONS) {
 			fprintf(stderr, "%s: too many options\n", cli->prog);
-			goto usage;
+			goto fail;
 		}
 		out->opt[out->nopt].name = o->name;
 		out->opt[out->nopt].value = value;
@@ -151,12 +153,10 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 	}
 	if (out->npos < cmd->min_args) {
 		fprintf(stderr, "%s: %s %s: missing arguments\n", cli->prog, prefix, cmd->name);
-		goto usage;
+		goto fail;
 	}
 	return 0;
-usage_extra:
-	fprintf(stderr, "%s: %s %s: too many arguments\n", cli->prog, prefix, cmd->name);
-usage:
+fail:
 	cli_print_usage_line(stderr, prefix, cmd);
 	return -1;
 }
@@ -396,8 +396,10 @@ cli_list(struct cli *cli, const char *path, const struct cli_args *args,
 		limit = one_page ? "50" : "500";
 	doc = json_object_new_object();
 	items = json_object_new_array();
-	if (doc == NULL || items == NULL)
-		goto oom;
+	if (doc == NULL || items == NULL) {
+		rc = cli_fail(cli, "out of memory");
+		goto fail;
+	}
 	for (int pages = 0;; pages++) {
 		struct json_object *got, *nc;
 		size_t n;
@@ -423,7 +425,8 @@ cli_list(struct cli *cli, const char *path, const struct cli_args *args,
 		for (size_t i = 0; i < n; i++) {
 			if (json_object_array_add(items, json_object_get(json_object_array_get_idx(got, i))) != 0) {
 				gp_client_response_free(&r);
-				goto oom;
+				rc = cli_fail(cli, "out of memory");
+				goto fail;
 			}
 		}
 		nc = gp_client_json_get(r.json, "next_cursor");
@@ -446,8 +449,6 @@ cli_list(struct cli *cli, const char *path, const struct cli_args *args,
 	json_object_object_add(doc, "next_cursor", cursor ? json_object_new_string(cursor) : NULL);
 	*out = doc;
 	return CLI_EXIT_OK;
-oom:
-	rc = cli_fail(cli, "out of memory");
 fail:
 	json_object_put(items);
 	json_object_put(doc);

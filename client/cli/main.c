@@ -82,6 +82,7 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 	bool have_command = false, dashdash = false;
 
 	*nrest = 0;
+	*status = CLI_EXIT_USAGE;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *val = NULL;
@@ -98,7 +99,7 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--server") == 0) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "gpupool: option %s needs a value\n", a);
-				goto usage;
+				return -1;
 			}
 			val = argv[++i];
 		} else if (strncmp(a, "--output=", 9) == 0) {
@@ -111,7 +112,7 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 		if (val != NULL) {
 			if (a[1] == 'o' || strncmp(a, "--output", 8) == 0) {
 				if (main_set_output(cli, val) != 0)
-					goto usage;
+					return -1;
 			} else {
 				cli->server_flag = val;
 			}
@@ -119,26 +120,22 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 		}
 		if (!have_command && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
 			main_help(stdout);
-			goto stop;
+			*status = CLI_EXIT_OK;
+			return -1;
 		}
 		if (!have_command && strcmp(a, "--version") == 0) {
 			printf("gpupool %s\n", MAIN_VERSION);
-			goto stop;
+			*status = CLI_EXIT_OK;
+			return -1;
 		}
 		if (!have_command && a[0] == '-') {
 			fprintf(stderr, "gpupool: unknown option %s\n", a);
-			goto usage;
+			return -1;
 		}
 		have_command = true;
 		rest[(*nrest)++] = argv[i];
 	}
 	return 0;
-usage:
-	*status = CLI_EXIT_USAGE;
-	return -1;
-stop:
-	*status = CLI_EXIT_OK;
-	return -1;
 }
 
 int

@@ -29,13 +29,43 @@ output_is_scalar(struct json_object *v)
 			     !json_object_is_type(v, json_type_array));
 }
 
+/* The elements of an array of scalars joined by commas (malloc'd); NULL otherwise. */
+static char *
+output_join(struct json_object *v)
+{
+	size_t len = json_object_array_length(v), total = 1, n = 0;
+	char *d;
+
+	for (size_t i = 0; i < len; i++) {
+		struct json_object *e = json_object_array_get_idx(v, i);
+
+		if (!output_is_scalar(e))
+			return NULL;
+		total += strlen(e ? json_object_get_string(e) : "null") + 1;
+	}
+	d = malloc(total);
+	if (d == NULL)
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		struct json_object *e = json_object_array_get_idx(v, i);
+		const char *s = e ? json_object_get_string(e) : "null";
+		size_t sl = strlen(s);
+
+		if (i > 0)
+			d[n++] = ',';
+		memcpy(d + n, s, sl);
+		n += sl;
+	}
+	d[n] = '\0';
+	return d;
+}
+
 /* A malloc'd, sanitized rendering of v. NULL only when out of memory. */
 static char *
 output_cell(struct json_object *v)
 {
 	const char *text;
-	char *d;
-	size_t n;
+	char *d = NULL;
 
 	if (v == NULL) {
 		text = "-";
@@ -45,52 +75,22 @@ output_cell(struct json_object *v)
 			text = "-";
 	} else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) == 0) {
 		text = "-";
-	} else if (json_object_is_type(v, json_type_array)) {
-		size_t len = json_object_array_length(v), total = 1;
-		bool scalars = true;
-
-		for (size_t i = 0; i < len; i++) {
-			struct json_object *e = json_object_array_get_idx(v, i);
-
-			if (!output_is_scalar(e)) {
-				scalars = false;
-				break;
-			}
-			total += strlen(e ? json_object_get_string(e) : "null") + 1;
-		}
-		if (scalars) {
-			d = malloc(total);
-			if (d == NULL)
-				return NULL;
-			d[0] = '\0';
-			n = 0;
-			for (size_t i = 0; i < len; i++) {
-				struct json_object *e = json_object_array_get_idx(v, i);
-				const char *s = e ? json_object_get_string(e) : "null";
-				size_t sl = strlen(s);
-
-				if (i > 0)
-					d[n++] = ',';
-				memcpy(d + n, s, sl);
-				n += sl;
-			}
-			d[n] = '\0';
-			goto sanitize;
-		}
-		text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
-						      JSON_C_TO_STRING_NOSLASHESCAPE);
-	} else if (json_object_is_type(v, json_type_object)) {
+	} else if (json_object_is_type(v, json_type_array) || json_object_is_type(v, json_type_object)) {
+		if (json_object_is_type(v, json_type_array))
+			d = output_join(v);
 		text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
 						      JSON_C_TO_STRING_NOSLASHESCAPE);
 	} else {
 		text = json_object_get_string(v);
 	}
-	n = strlen(text);
-	d = malloc(n + 1);
-	if (d == NULL)
-		return NULL;
-	memcpy(d, text, n + 1);
-sanitize:
+	if (d == NULL) {
+		size_t n = strlen(text);
+
+		d = malloc(n + 1);
+		if (d == NULL)
+			return NULL;
+		memcpy(d, text, n + 1);
+	}
 	for (char *p = d; *p != '\0'; p++) {
 		unsigned char ch = (unsigned char)*p;
 

@@ -375,6 +375,7 @@ client_perform(struct gp_client *c, const char *method, const char *path,
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char *url = NULL, *auth = NULL;
 	bool failed = false;
+	long nconn = 0;
 	size_t ulen;
 	CURLcode rc;
 	CURL *h = c->curl;
@@ -448,6 +449,8 @@ client_perform(struct gp_client *c, const char *method, const char *path,
 		goto fail;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+	if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn) == CURLE_OK)
+		out->connection_reused = nconn == 0;
 	if (out->body == NULL) {
 		out->body = calloc(1, 1);
 		if (out->body == NULL) {

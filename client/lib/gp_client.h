@@ -33,6 +33,7 @@ struct gp_client_response {
 	char *body;                     /* NUL-terminated, malloc'd, may be empty */
 	size_t body_len;
 	struct json_object *json;       /* parsed body, NULL when not JSON */
+	bool connection_reused;         /* sent on a kept-alive connection */
 	char error[256];                /* transport error when the call returned -1 */
 };
 

@@ -519,7 +519,6 @@ fx_pg_create_cluster(struct fixture *fx)
 	struct fx_cluster *pg = &fx->priv->pg;
 	const char *initdb[] = { fx_str(fx, "%s/initdb", fx_pg_bindir()), "-D", pg->datadir, "-U", "postgres",
 				 "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync", NULL };
-	char hex[20];
 	unsigned int portnum;
 	struct fx_proc p;
 	const char *conf;
@@ -562,9 +561,9 @@ fx_pg_create_cluster(struct fixture *fx)
 		return -1;
 	}
 	/* the socket directory is private, so any port number is free in it */
-	if (fx_random_hex(hex, sizeof(hex)) != 0)
+	if (getrandom(&portnum, sizeof(portnum), 0) != (ssize_t)sizeof(portnum))
 		return -1;
-	portnum = 20000u + (unsigned int)strtoul(hex + 12, NULL, 16) % 40000u;
+	portnum = 20000u + portnum % 40000u;
 	snprintf(pg->port, sizeof(pg->port), "%u", portnum);
 	conf = fx_str(fx, "%s/postgresql.conf", pg->datadir);
 	f = fopen(conf, "a");
@@ -784,13 +783,23 @@ fx_sql_exec_at(struct fixture *fx, const char *file, int line, const char *sql, 
 {
 	PGresult *res;
 	const char *tuples;
+	char *end;
+	long long n;
 	va_list ap;
 
 	va_start(ap, sql);
 	res = fx_sql_vexec(fx, file, line, sql, ap);
 	va_end(ap);
 	tuples = PQcmdTuples(res);
-	return tuples[0] != '\0' ? (int64_t)strtoll(tuples, NULL, 10) : 0;
+	if (tuples[0] == '\0')
+		return 0;
+	errno = 0;
+	n = strtoll(tuples, &end, 10);
+	if (errno != 0 || *end != '\0') {
+		print_error("fixture: \"%s\" reported \"%s\" rows\n", sql, tuples);
+		_fail(file, line);
+	}
+	return (int64_t)n;
 }
 
 /* ---- servers ---- */
