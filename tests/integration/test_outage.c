@@ -1,0 +1,350 @@
+/*
+ * test_outage.c - PostgreSQL goes away under load and comes back.
+ *
+ * Worker threads (each with its own gp_client) send authenticated
+ * GET /v1/me and POST /v1/projects in a loop while the test stops the
+ * private cluster. During the outage every answer must be a 503
+ * database_unavailable problem with Retry-After: no 500s, no dropped
+ * connections, no request hanging; /healthz stays 200 and /readyz says
+ * 503. After PostgreSQL restarts the same gpupoold process (same pid)
+ * must serve again within seconds, /metrics must count the reconnects,
+ * and what was committed must be whole (every project has its audit
+ * row). The fixture then checks that the server exits 0 on SIGTERM.
+ */
+#include "fixture.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timeutil.h"
+
+#define NWORKERS 4
+#define CLIENT_TIMEOUT_MS 10000
+#define MAX_LATENCY_MS 4000             /* no request may take longer, outage or not */
+#define RECOVERY_LIMIT_MS 5000          /* from pg_ctl start returning to the first 2xx */
+
+enum phase {
+	PHASE_UP,               /* PostgreSQL running */
+	PHASE_STOPPING,         /* pg_ctl stop in progress */
+	PHASE_DOWN,             /* stopped: every answer must be 503 */
+	PHASE_STARTING,         /* pg_ctl start in progress */
+	PHASE_BACK,             /* running again */
+};
+
+static atomic_int phase;
+static atomic_bool stop_workers;
+
+struct worker {
+	pthread_t thread;
+	int id;
+	const char *base_url;
+	const char *token;
+	/* written by the worker, read by main after a relaxed poll or the join */
+	atomic_int ok_up;               /* 2xx with PostgreSQL up, before the outage */
+	atomic_int unavailable_down;    /* well-formed 503s sent entirely within the outage */
+	atomic_int ok_back;             /* 2xx after the restart */
+	atomic_llong first_ok_back_us;  /* when the first of those arrived (mono), 0: none */
+	int created;                    /* 201s from POST /v1/projects */
+	int unavailable;                /* well-formed 503s, any phase */
+	int bad;                        /* anything else: 500s, transport errors, malformed 503s ... */
+	char bad_first[512];
+	long max_latency_ms;
+	int seq;
+};
+
+static void
+worker_bad(struct worker *w, const char *what, const char *method, const char *path,
+	   const struct gp_client_response *r)
+{
+	w->bad++;
+	if (w->bad == 1)
+		snprintf(w->bad_first, sizeof(w->bad_first),
+			 "worker %d: %s %s (phase %d): %s: HTTP %ld %s %.200s", w->id, method, path,
+			 atomic_load(&phase), what, r->status, r->status == 0 ? r->error : r->content_type,
+			 r->body ? r->body : "");
+}
+
+/* True when r is the 503 the design promises while the database is away. */
+static bool
+is_db_unavailable(const struct gp_client_response *r)
+{
+	struct json_object *code = gp_client_json_get(r->json, "code");
+	struct json_object *st = gp_client_json_get(r->json, "status");
+
+	return r->status == 503 &&
+	       strncmp(r->content_type, "application/problem+json", 24) == 0 &&
+	       code != NULL && json_object_is_type(code, json_type_string) &&
+	       strcmp(json_object_get_string(code), "database_unavailable") == 0 &&
+	       st != NULL && json_object_get_int64(st) == 503 &&
+	       gp_client_json_get(r->json, "detail") != NULL &&
+	       r->retry_after >= 1 && r->request_id[0] != '\0';
+}
+
+static void
+worker_one(struct worker *w, struct gp_client *c, bool post)
+{
+	struct gp_client_response r;
+	const char *method = post ? "POST" : "GET";
+	const char *path = post ? "/v1/projects" : "/v1/me";
+	char body[128];
+	int p_start, p_end, rc;
+	int64_t t0, ms;
+
+	if (post) {
+		w->seq++;
+		snprintf(body, sizeof(body), "{\"name\":\"out-%d-%d\",\"namespaces\":[\"out-%d-%d\"]}",
+			 w->id, w->seq, w->id, w->seq);
+	}
+	p_start = atomic_load(&phase);
+	t0 = time_mono_us();
+	rc = gp_client_request(c, method, path, post ? body : NULL, post ? strlen(body) : 0, NULL, &r);
+	ms = (time_mono_us() - t0) / 1000;
+	p_end = atomic_load(&phase);
+	if (ms > w->max_latency_ms)
+		w->max_latency_ms = (long)ms;
+	if (rc != 0 || r.status == 0) {
+		worker_bad(w, "no response", method, path, &r);
+	} else if (r.status == 503) {
+		if (!is_db_unavailable(&r)) {
+			worker_bad(w, "a 503 that is not database_unavailable with Retry-After",
+				   method, path, &r);
+		} else {
+			w->unavailable++;
+			if (p_start == PHASE_DOWN && p_end == PHASE_DOWN)
+				atomic_fetch_add(&w->unavailable_down, 1);
+			if (p_start == PHASE_UP && p_end == PHASE_UP)
+				worker_bad(w, "503 while PostgreSQL was up", method, path, &r);
+		}
+	} else if (r.status == (post ? 201 : 200)) {
+		if (p_start == PHASE_DOWN && p_end == PHASE_DOWN)
+			worker_bad(w, "success while PostgreSQL was stopped", method, path, &r);
+		if (post)
+			w->created++;
+		if (p_start == PHASE_UP && p_end == PHASE_UP)
+			atomic_fetch_add(&w->ok_up, 1);
+		if (p_start == PHASE_BACK) {
+			atomic_fetch_add(&w->ok_back, 1);
+			if (atomic_load(&w->first_ok_back_us) == 0)
+				atomic_store(&w->first_ok_back_us, time_mono_us());
+		}
+	} else {
+		worker_bad(w, "unexpected status", method, path, &r);
+	}
+	gp_client_response_free(&r);
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct gp_client *c = gp_client_create(w->base_url, w->token);
+	struct timespec nap = { 0, 2 * 1000 * 1000 };
+	bool post = false;
+
+	if (c == NULL) {
+		w->bad++;
+		snprintf(w->bad_first, sizeof(w->bad_first), "worker %d: no client", w->id);
+		return NULL;
+	}
+	gp_client_set_timeouts(c, CLIENT_TIMEOUT_MS, 2000);
+	while (!atomic_load(&stop_workers)) {
+		worker_one(w, c, post);
+		post = !post;
+		nanosleep(&nap, NULL);
+	}
+	gp_client_destroy(c);
+	return NULL;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Wait up to limit_ms until every worker's counter reaches min; false on timeout. */
+static bool
+wait_workers(struct worker *ws, size_t off, int min, long limit_ms)
+{
+	int64_t deadline = time_mono_us() + limit_ms * 1000;
+
+	for (;;) {
+		bool all = true;
+
+		for (int i = 0; i < NWORKERS; i++) {
+			atomic_int *ctr = (atomic_int *)(void *)((char *)&ws[i] + off);
+
+			if (atomic_load(ctr) < min)
+				all = false;
+		}
+		if (all)
+			return true;
+		if (time_mono_us() > deadline)
+			return false;
+		sleep_ms(10);
+	}
+}
+
+/* The value of an unlabelled metric line "name N"; -1 when absent. */
+static long long
+metric_value(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = text;
+
+	while ((p = strstr(p, name)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return strtoll(p + n + 1, NULL, 10);
+		p += n;
+	}
+	return -1;
+}
+
+static void
+test_outage_and_recovery(void **state)
+{
+	/* static: a failed assertion longjmps out while the workers still run */
+	static struct worker ws[NWORKERS];
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	pid_t pid = fx->server->pid;
+	int64_t back_us;
+	int created = 0, total_bad = 0;
+	long long reconnects;
+
+	memset(ws, 0, sizeof(ws));
+	atomic_store(&phase, PHASE_UP);
+	atomic_store(&stop_workers, false);
+	r = fx_request(fx, NULL, "GET", "/readyz", NULL);
+	assert_status(r, 200);
+	for (int i = 0; i < NWORKERS; i++) {
+		ws[i].id = i;
+		ws[i].base_url = fx->server->base_url;
+		ws[i].token = fx->admin_token;
+		assert_int_equal(pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]), 0);
+	}
+
+	/* load with PostgreSQL up */
+	if (!wait_workers(ws, offsetof(struct worker, ok_up), 5, 10000))
+		print_error("the workers did not get 5 successes each before the outage\n");
+
+	/* PostgreSQL goes away under load */
+	atomic_store(&phase, PHASE_STOPPING);
+	assert_int_equal(fixture_pg_stop(fx), 0);
+	atomic_store(&phase, PHASE_DOWN);
+	if (!wait_workers(ws, offsetof(struct worker, unavailable_down), 5, 5000))
+		print_error("the workers did not see 5 503s each during the outage\n");
+	for (int i = 0; i < 3; i++) {
+		r = fx_request(fx, NULL, "GET", "/healthz", NULL);
+		assert_status(r, 200);
+		assert_json_str(r->json, "status", "ok");
+		r = fx_request(fx, NULL, "GET", "/readyz", NULL);
+		assert_problem(r, 503, "database_unavailable");
+		assert_true(r->retry_after >= 1);
+		r = fx_request(fx, fx->admin_token, "GET", "/v1/tokens", NULL);
+		assert_problem(r, 503, "database_unavailable");
+		assert_true(r->retry_after >= 1);
+		/* a login is refused the same way, not as bad credentials */
+		r = fx_request(fx, NULL, "POST", "/v1/auth/login",
+			       "{\"username\":\"%s\",\"password\":\"%s\"}",
+			       FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+		assert_problem(r, 503, "database_unavailable");
+		sleep_ms(150);
+	}
+	/* bad input that needs no database (a public route) still gets its 4xx */
+	r = fx_request(fx, NULL, "POST", "/v1/auth/login", "{\"username\":");
+	assert_problem(r, 400, "malformed_json");
+
+	/* PostgreSQL comes back; gpupoold recovers by itself */
+	atomic_store(&phase, PHASE_STARTING);
+	assert_int_equal(fixture_pg_start(fx), 0);
+	back_us = time_mono_us();
+	atomic_store(&phase, PHASE_BACK);
+	if (!wait_workers(ws, offsetof(struct worker, ok_back), 5, RECOVERY_LIMIT_MS + 5000))
+		print_error("the workers did not recover\n");
+	atomic_store(&stop_workers, true);
+	for (int i = 0; i < NWORKERS; i++)
+		assert_int_equal(pthread_join(ws[i].thread, NULL), 0);
+
+	for (int i = 0; i < NWORKERS; i++) {
+		struct worker *w = &ws[i];
+		long long first = atomic_load(&w->first_ok_back_us);
+
+		fprintf(stderr, "worker %d: %d ok before, %d 503 during, %d ok after (first after %lld ms), "
+			"%d bad, max latency %ld ms\n", w->id, atomic_load(&w->ok_up),
+			atomic_load(&w->unavailable_down), atomic_load(&w->ok_back),
+			first ? (first - back_us) / 1000 : -1, w->bad, w->max_latency_ms);
+		if (w->bad > 0)
+			print_error("%s (%d bad in all)\n", w->bad_first, w->bad);
+		total_bad += w->bad;
+		created += w->created;
+	}
+	assert_int_equal(total_bad, 0);
+	for (int i = 0; i < NWORKERS; i++) {
+		struct worker *w = &ws[i];
+		long long first = atomic_load(&w->first_ok_back_us);
+
+		assert_true(atomic_load(&w->ok_up) >= 5);
+		assert_true(atomic_load(&w->unavailable_down) >= 5);
+		assert_true(atomic_load(&w->ok_back) >= 5);
+		assert_true(first > 0);
+		assert_true((first - back_us) / 1000 < RECOVERY_LIMIT_MS);
+		assert_true(w->max_latency_ms < MAX_LATENCY_MS);
+	}
+
+	/* the same process, still healthy, now ready */
+	assert_int_equal(fx->server->pid, pid);
+	assert_int_equal(kill(pid, 0), 0);
+	r = fx_request(fx, NULL, "GET", "/readyz", NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "status", "ready");
+	assert_int_equal(fx_json_int(r->json, "schema_version"),
+			 fx_sql_int64(fx, "SELECT max(version) FROM schema_migrations"));
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/me", NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "username", FIXTURE_ADMIN_USER);
+
+	/* the outage is visible in /metrics */
+	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	assert_status(r, 200);
+	reconnects = metric_value(r->body, "gpupool_db_reconnects_total");
+	fprintf(stderr, "gpupool_db_reconnects_total %lld\n", reconnects);
+	assert_true(reconnects > 0);
+	assert_true(metric_value(r->body, "gpupool_db_errors_total") > 0);
+	assert_non_null(strstr(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"503\"} "));
+	assert_non_null(strstr(r->body, "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"503\"} "));
+	assert_null(strstr(r->body, "status=\"500\""));
+
+	/* what committed is whole: every 201 is there, each project with its audit row */
+	{
+		int64_t projects = fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name LIKE 'out-%'");
+		int64_t audited = fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'project.create' "
+					       "AND object_id LIKE 'out-%'");
+		int64_t namespaces = fx_sql_int64(fx, "SELECT count(*) FROM project_namespaces n "
+						  "JOIN projects p ON p.id = n.project_id WHERE p.name LIKE 'out-%'");
+
+		assert_true(created > 0);
+		assert_true(projects >= created);
+		assert_int_equal(audited, projects);
+		assert_int_equal(namespaces, projects);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_outage_and_recovery),
+	};
+
+	return fixture_exit_status(cmocka_run_group_tests(tests, fixture_group_setup_private_pg,
+							  fixture_group_teardown));
+}
