@@ -139,4 +139,27 @@ int api_members_delete(struct request *req, struct response *res, struct gp_erro
 
 int api_audit_list(struct request *req, struct response *res, struct gp_error *err);
 
+/* capacity inventory (catalog.c, clusters.c, nodes.c, gpus.c, capacity.c) */
+int api_catalog_models_list(struct request *req, struct response *res, struct gp_error *err);
+int api_catalog_models_get(struct request *req, struct response *res, struct gp_error *err);
+int api_clusters_create(struct request *req, struct response *res, struct gp_error *err);
+int api_clusters_list(struct request *req, struct response *res, struct gp_error *err);
+int api_clusters_get(struct request *req, struct response *res, struct gp_error *err);
+int api_clusters_patch(struct request *req, struct response *res, struct gp_error *err);
+int api_clusters_delete(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_create(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_list(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_get(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_patch(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_cordon(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_uncordon(struct request *req, struct response *res, struct gp_error *err);
+int api_nodes_drain(struct request *req, struct response *res, struct gp_error *err);
+int api_gpus_create(struct request *req, struct response *res, struct gp_error *err);
+int api_node_gpus_list(struct request *req, struct response *res, struct gp_error *err);
+int api_gpus_list(struct request *req, struct response *res, struct gp_error *err);
+int api_gpus_get(struct request *req, struct response *res, struct gp_error *err);
+int api_gpus_patch(struct request *req, struct response *res, struct gp_error *err);
+int api_capacity_get(struct request *req, struct response *res, struct gp_error *err);
+int api_capacity_simulate(struct request *req, struct response *res, struct gp_error *err);
+
 #endif

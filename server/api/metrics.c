@@ -4,6 +4,7 @@
  */
 #include "metrics.h"
 #include "api.h"
+#include "capacity.h"
 
 #include "db/db.h"
 
@@ -162,6 +163,13 @@ metrics_render(struct arena *a, size_t *len)
 		      "# TYPE gpupool_db_reconnects_total counter\n"
 		      "gpupool_db_reconnects_total %llu\n",
 		  (unsigned long long)db_stat_reconnects());
+	{
+		/* capacity gauges: one grouped scan of gpus; skipped when the database is away */
+		const char *cap = capacity_metrics_text(a);
+
+		if (cap != NULL)
+			sb_printf(&b, "%s", cap);
+	}
 	*len = b.len;
 	return b.p;
 }

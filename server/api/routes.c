@@ -4,6 +4,9 @@
  */
 #include "api.h"
 
+#define CAP_WRITE (ALLOW_ADMIN | ALLOW_OPERATOR)
+#define CAP_READ (ALLOW_ADMIN | ALLOW_OPERATOR | ALLOW_BILLING)
+
 const struct route api_routes[] = {
 	{ "GET", "/healthz", api_healthz, ALLOW_PUBLIC },
 	{ "GET", "/readyz", api_readyz, ALLOW_PUBLIC },
@@ -30,6 +33,29 @@ const struct route api_routes[] = {
 	{ "DELETE", "/v1/projects/{}/members/{}", api_members_delete, ALLOW_USER },
 
 	{ "GET", "/v1/audit", api_audit_list, ALLOW_ADMIN },
+
+	/* capacity inventory: operators and admins write, billing reads too */
+	{ "GET", "/v1/catalog/models", api_catalog_models_list, ALLOW_USER },
+	{ "GET", "/v1/catalog/models/{}", api_catalog_models_get, ALLOW_USER },
+	{ "POST", "/v1/clusters", api_clusters_create, CAP_WRITE },
+	{ "GET", "/v1/clusters", api_clusters_list, CAP_READ },
+	{ "GET", "/v1/clusters/{}", api_clusters_get, CAP_READ },
+	{ "PATCH", "/v1/clusters/{}", api_clusters_patch, CAP_WRITE },
+	{ "DELETE", "/v1/clusters/{}", api_clusters_delete, CAP_WRITE },
+	{ "POST", "/v1/nodes", api_nodes_create, CAP_WRITE },
+	{ "GET", "/v1/nodes", api_nodes_list, CAP_READ },
+	{ "GET", "/v1/nodes/{}", api_nodes_get, CAP_READ },
+	{ "PATCH", "/v1/nodes/{}", api_nodes_patch, CAP_WRITE },
+	{ "POST", "/v1/nodes/{}/cordon", api_nodes_cordon, CAP_WRITE },
+	{ "POST", "/v1/nodes/{}/uncordon", api_nodes_uncordon, CAP_WRITE },
+	{ "POST", "/v1/nodes/{}/drain", api_nodes_drain, CAP_WRITE },
+	{ "POST", "/v1/nodes/{}/gpus", api_gpus_create, CAP_WRITE },
+	{ "GET", "/v1/nodes/{}/gpus", api_node_gpus_list, CAP_READ },
+	{ "GET", "/v1/gpus", api_gpus_list, CAP_READ },
+	{ "GET", "/v1/gpus/{}", api_gpus_get, CAP_READ },
+	{ "PATCH", "/v1/gpus/{}", api_gpus_patch, CAP_WRITE },
+	{ "GET", "/v1/capacity", api_capacity_get, CAP_READ },
+	{ "POST", "/v1/capacity/simulate", api_capacity_simulate, CAP_READ },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

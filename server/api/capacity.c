@@ -1,0 +1,594 @@
+/*
+ * capacity.c - capacity views: GET /v1/capacity (per model: GPUs, memory
+ * and compute slices, stranded slices, per-profile allocated and
+ * placeable), POST /v1/capacity/simulate (would these items fit now, and
+ * where; changes nothing), the /metrics gauges, and the engine view of
+ * the fleet that simulation and approvals place on.
+ *
+ * Figures are computed per layout class (GPUs alike in model, MIG mode,
+ * health, node readiness and layout) and multiplied by the class size,
+ * so the cost follows the number of distinct layouts, not of GPUs.
+ */
+#include "api.h"
+#include "capacity.h"
+
+#include "core/log.h"
+#include "db/db_capacity.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- layouts ---- */
+
+static int
+popcount8(unsigned v)
+{
+	int n = 0;
+
+	for (; v != 0; v &= v - 1)
+		n++;
+	return n;
+}
+
+int
+capacity_layout_apply(struct placement_gpu *g, const char *layout)
+{
+	const char *s = layout;
+	int rc = 0;
+
+	if (s == NULL)
+		return 0;
+	while (*s != '\0') {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		const char *at = NULL;
+		char name[CATALOG_NAME_MAX];
+		const struct mig_profile *p = NULL;
+		int start = -1, size;
+		struct gp_error e;
+
+		for (size_t i = 0; i < len; i++)
+			if (s[i] == '@')
+				at = s + i;
+		if (at == NULL || (size_t)(at - s) >= sizeof(name) || at + 1 >= s + len) {
+			rc = -1;
+			goto next;
+		}
+		memcpy(name, s, (size_t)(at - s));
+		name[at - s] = '\0';
+		start = 0;
+		for (const char *d = at + 1; d < s + len; d++) {
+			if (*d < '0' || *d > '9' || start > 7) {
+				start = -1;
+				break;
+			}
+			start = start * 10 + (*d - '0');
+		}
+		if (start < 0 || start >= CATALOG_MAX_SLICES) {
+			rc = -1;
+			goto next;
+		}
+		if (strcmp(name, SPEC_FULL) != 0) {
+			p = catalog_profile(g->model, name);
+			if (p == NULL) {
+				rc = -1;
+				goto next;
+			}
+		}
+		gp_error_clear(&e);
+		if (placement_gpu_add(g, p, start, &e) < 0) {
+			/* keep the slices held, whatever the rule it broke */
+			size = p != NULL ? p->memory_slices : g->model->full_slices;
+			if (start + size <= CATALOG_MAX_SLICES)
+				g->used_mask |= (uint8_t)(((1u << size) - 1u) << start);
+			rc = -1;
+		}
+next:
+		if (end == NULL)
+			break;
+		s = end + 1;
+	}
+	return rc;
+}
+
+/* ---- the engine's view of the fleet ---- */
+
+int
+capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
+		    int64_t cluster_id, const struct spec_count *items, int nitems,
+		    struct capacity_fleet *out, struct gp_error *err)
+{
+	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nitems + 1));
+	int *per_class = arena_alloc(a, sizeof(*per_class) * (size_t)(nitems + 1));
+	struct candidate_row *rows;
+	int nmodels = 0, n, k = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < nitems; i++) {
+		int j;
+
+		for (j = 0; j < nmodels; j++)
+			if (strcmp(models[j], items[i].model) == 0)
+				break;
+		if (j == nmodels) {
+			models[nmodels] = items[i].model;
+			per_class[nmodels++] = 0;
+		}
+		per_class[j] += items[i].count;
+	}
+	if (nmodels == 0)
+		return 0;
+	if (db_capacity_candidates(db, a, cluster_id, models, per_class, nmodels, &rows, &n,
+				   err) < 0)
+		return -1;
+	out->gpus = arena_alloc(a, sizeof(*out->gpus) * (size_t)(n + 1));
+	{
+		struct candidate_row *kept = arena_alloc(a, sizeof(*kept) * (size_t)(n + 1));
+
+		for (int i = 0; i < n; i++) {
+			const struct gpu_model *m = catalog_model(c, rows[i].model);
+			struct placement_gpu *g = &out->gpus[k];
+
+			if (m == NULL)
+				continue;
+			placement_gpu_init(g, m, rows[i].id, rows[i].node_id, rows[i].index,
+					   rows[i].mig_enabled);
+			if (capacity_layout_apply(g, rows[i].layout) < 0) {
+				log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
+					 "gpu", rows[i].uuid, "layout", rows[i].layout);
+				continue;
+			}
+			kept[k++] = rows[i];
+		}
+		out->rows = kept;
+	}
+	out->ngpus = k;
+	return 0;
+}
+
+/* ---- figures ---- */
+
+static void
+class_add(struct model_capacity *mc, const struct layout_class *cl)
+{
+	const struct gpu_model *m = mc->model;
+	struct placement_gpu g;
+	int64_t n = cl->count;
+	bool ok, placeable;
+	int ctotal = m->mig_capable ? m->compute_slices : 1;
+	int mtotal = m->mig_capable ? m->memory_slices : m->full_slices;
+
+	placement_gpu_init(&g, m, 0, 0, 0, cl->mig_enabled);
+	ok = capacity_layout_apply(&g, cl->layout) == 0;
+	placeable = ok && cl->healthy && cl->node_ready;
+	mc->gpus_total += n;
+	mc->gpus_healthy += cl->healthy ? n : 0;
+	mc->gpus_mig_enabled += cl->mig_enabled ? n : 0;
+	mc->gpus_placeable += placeable ? n : 0;
+	mc->compute_total += n * ctotal;
+	mc->memory_total += n * mtotal;
+	mc->memory_used += n * popcount8(g.used_mask);
+	if (g.full_used)
+		mc->compute_used += n * ctotal;
+	else
+		mc->compute_used += n * g.compute_used;
+	if (ok)
+		mc->compute_stranded += n * placement_gpu_stranded(&g);
+	mc->allocated[0] += g.full_used ? n : 0;
+	for (int i = 0; i < m->nprofiles; i++)
+		mc->allocated[1 + i] += n * g.profile_count[i];
+	if (!placeable)
+		return;
+	mc->placeable[0] += n * placement_gpu_headroom(&g, NULL);
+	for (int i = 0; i < m->nprofiles; i++)
+		mc->placeable[1 + i] += n * placement_gpu_headroom(&g, &m->profiles[i]);
+}
+
+int
+capacity_compute(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+		 const char *model, struct model_capacity **out, struct gp_error *err)
+{
+	int nm = catalog_nmodels(c), n;
+	struct model_capacity *mc = arena_alloc(a, sizeof(*mc) * (size_t)(nm + 1));
+	struct layout_class *cl;
+
+	for (int i = 0; i < nm; i++)
+		mc[i].model = catalog_model_at(c, i);
+	if (db_capacity_classes(db, a, cluster_id, model, &cl, &n, err) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		int j;
+
+		for (j = 0; j < nm; j++)
+			if (strcmp(mc[j].model->id, cl[i].model) == 0)
+				break;
+		if (j < nm)
+			class_add(&mc[j], &cl[i]);
+	}
+	*out = mc;
+	return 0;
+}
+
+/* ---- lookups shared by the inventory handlers ---- */
+
+int
+capacity_cluster_id(struct db *db, struct arena *a, const char *name, const char *field,
+		    int64_t *id, struct gp_error *err)
+{
+	struct cluster_row c;
+	bool found;
+
+	*id = 0;
+	if (name == NULL)
+		return 0;
+	if (strlen(name) > 63)
+		return gp_error_field(err, field, "no such cluster");
+	if (db_cluster_get(db, a, name, &c, &found, err) < 0)
+		return -1;
+	if (!found)
+		return gp_error_field(err, field, "no such cluster: %s", name);
+	*id = c.id;
+	return 0;
+}
+
+int
+capacity_model_param(const struct catalog *c, const char *model, const char *field,
+		     struct gp_error *err)
+{
+	if (model == NULL || catalog_model(c, model) != NULL)
+		return 0;
+	if (strlen(model) < 64 && catalog_model_by_product(c, model) != NULL)
+		return gp_error_field(err, field, "%s is a product name; the model id is %s", model,
+				      catalog_model_by_product(c, model)->id);
+	return gp_error_field(err, field, "no such model in the catalog (see /v1/catalog/models)");
+}
+
+/* ---- GET /v1/capacity ---- */
+
+static struct json_object *
+model_capacity_json(const struct model_capacity *mc)
+{
+	const struct gpu_model *m = mc->model;
+	struct json_object *o = json_object_new_object();
+	struct json_object *g = json_object_new_object();
+	struct json_object *cs = json_object_new_object();
+	struct json_object *ms = json_object_new_object();
+	struct json_object *profs = json_object_new_array();
+
+	json_add_str(o, "model", m->id);
+	json_add_bool(o, "mig_capable", m->mig_capable);
+	json_add_int(g, "total", mc->gpus_total);
+	json_add_int(g, "healthy", mc->gpus_healthy);
+	json_add_int(g, "mig_enabled", mc->gpus_mig_enabled);
+	json_add_int(g, "placeable", mc->gpus_placeable);
+	json_object_object_add(o, "gpus", g);
+	json_add_int(cs, "total", mc->compute_total);
+	json_add_int(cs, "used", mc->compute_used);
+	json_add_int(cs, "free", mc->compute_total - mc->compute_used);
+	json_add_int(cs, "stranded", mc->compute_stranded);
+	json_object_object_add(o, "compute_slices", cs);
+	json_add_int(ms, "total", mc->memory_total);
+	json_add_int(ms, "used", mc->memory_used);
+	json_add_int(ms, "free", mc->memory_total - mc->memory_used);
+	json_object_object_add(o, "memory_slices", ms);
+	for (int i = 0; i <= m->nprofiles; i++) {
+		struct json_object *p = json_object_new_object();
+
+		json_add_str(p, "profile", i == 0 ? SPEC_FULL : m->profiles[i - 1].name);
+		json_add_int(p, "allocated", mc->allocated[i]);
+		json_add_int(p, "placeable", mc->placeable[i]);
+		json_object_array_add(profs, p);
+	}
+	json_object_object_add(o, "profiles", profs);
+	return o;
+}
+
+int
+api_capacity_get(struct request *req, struct response *res, struct gp_error *err)
+{
+	const struct catalog *c = api_app(req)->catalog;
+	const char *cluster = req->query(req, "cluster");
+	const char *model = req->query(req, "model");
+	struct model_capacity *mc;
+	struct json_object *o, *arr;
+	int64_t cluster_id;
+
+	if (capacity_model_param(c, model, "model", err) < 0)
+		return -1;
+	if (capacity_cluster_id(db_thread(), req->arena, cluster, "cluster", &cluster_id, err) < 0)
+		return -1;
+	if (capacity_compute(db_thread(), req->arena, c, cluster_id, model, &mc, err) < 0)
+		return -1;
+	o = json_object_new_object();
+	arr = json_object_new_array();
+	for (int i = 0; i < catalog_nmodels(c); i++) {
+		if (mc[i].gpus_total == 0 && (model == NULL || strcmp(model, mc[i].model->id) != 0))
+			continue;
+		json_object_array_add(arr, model_capacity_json(&mc[i]));
+	}
+	json_add_str(o, "cluster", cluster);
+	json_object_object_add(o, "models", arr);
+	response_json(req, res, 200, o);
+	return 0;
+}
+
+/* ---- POST /v1/capacity/simulate ---- */
+
+static int
+read_items(struct request *req, struct json_object *arr, const struct catalog *c,
+	   struct spec_count **out, int *nout, struct gp_error *err)
+{
+	size_t n = json_object_array_length(arr);
+	struct spec_count *items;
+	int64_t total = 0;
+
+	if (n == 0)
+		return gp_error_field(err, "items", "must hold at least one item");
+	if (n > PLACEMENT_MAX_ITEMS)
+		return gp_error_field(err, "items", "must hold at most %d items", PLACEMENT_MAX_ITEMS);
+	items = arena_alloc(req->arena, sizeof(*items) * n);
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *v = json_object_array_get_idx(arr, i);
+		const char *path = arena_printf(req->arena, "items[%zu]", i);
+		struct gp_error e;
+
+		gp_error_clear(&e);
+		if (json_object_is_type(v, json_type_string)) {
+			if (spec_parse(json_object_get_string(v), &items[i], path, &e) < 0 ||
+			    spec_validate(&items[i], c, path, NULL, NULL, &e) < 0)
+				goto copy;
+		} else if (json_object_is_type(v, json_type_object)) {
+			struct jfields f;
+			const char *model = NULL, *profile = NULL;
+			int64_t count = 0;
+			bool has;
+
+			jf_init(&f, req->arena, v, path, &e);
+			jf_string(&f, "model", true, CATALOG_NAME_MAX - 1, &model);
+			jf_string(&f, "profile", true, CATALOG_NAME_MAX - 1, &profile);
+			jf_int(&f, "count", true, 1, SPEC_COUNT_MAX, &count, &has);
+			if (jf_finish(&f) < 0)
+				goto copy;
+			if (spec_set(&items[i], model, profile, (int)count, path, &e) < 0 ||
+			    spec_validate(&items[i], c, path, NULL, NULL, &e) < 0)
+				goto copy;
+		} else {
+			gp_error_field(&e, path, "must be a SpecAndCount object or its text form "
+					     "MODEL/PROFILE=COUNT");
+		}
+copy:
+		for (int k = 0; k < e.nfields; k++)
+			gp_error_field(err, e.fields[k].field, "%s", e.fields[k].message);
+		if (gp_error_isset(&e) && e.nfields == 0)
+			gp_error_field(err, path, "%s", e.message);
+		if (!gp_error_isset(&e))
+			total += items[i].count;
+	}
+	if (gp_error_isset(err))
+		return -1;
+	if (total > CAPACITY_SIMULATE_MAX)
+		return gp_error_field(err, "items", "ask for at most %d instances in all",
+				      CAPACITY_SIMULATE_MAX);
+	*out = items;
+	*nout = (int)n;
+	return 0;
+}
+
+int
+api_capacity_simulate(struct request *req, struct response *res, struct gp_error *err)
+{
+	const struct catalog *c = api_app(req)->catalog;
+	struct json_object *body, *arr = NULL, *o, *pl, *sh;
+	struct jfields f;
+	const char *cluster = NULL;
+	struct spec_count *items = NULL;
+	struct capacity_fleet fleet;
+	struct placement_result pr;
+	struct gp_error perr;
+	int nitems = 0, total = 0;
+	int64_t cluster_id;
+	bool fits;
+
+	if (api_body(req, &body, err) < 0)
+		return -1;
+	jf_init(&f, req->arena, body, "", err);
+	if (jf_array(&f, "items", true, &arr) == 0 && arr != NULL)
+		(void)read_items(req, arr, c, &items, &nitems, err);
+	jf_string(&f, "cluster", false, 63, &cluster);
+	if (jf_finish(&f) < 0)
+		return -1;
+	if (capacity_cluster_id(db_thread(), req->arena, cluster, "cluster", &cluster_id, err) < 0)
+		return -1;
+	if (capacity_fleet_load(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet,
+				err) < 0)
+		return -1;
+	for (int i = 0; i < nitems; i++)
+		total += items[i].count;
+	memset(&pr, 0, sizeof(pr));
+	pr.cap = total;
+	pr.placements = arena_alloc(req->arena, sizeof(*pr.placements) * (size_t)(total + 1));
+	gp_error_clear(&perr);
+	if (placement_find(c, fleet.gpus, fleet.ngpus, items, nitems, 0, &pr, &perr) == 0) {
+		fits = true;
+	} else if (perr.status == 409) {
+		fits = false;
+	} else {
+		*err = perr;
+		return -1;
+	}
+	o = json_object_new_object();
+	pl = json_object_new_array();
+	sh = json_object_new_array();
+	json_add_bool(o, "fits", fits);
+	for (int i = 0; fits && i < pr.nplacements; i++) {
+		const struct placement *p = &pr.placements[i];
+		const struct candidate_row *row = &fleet.rows[p->gpu];
+		struct json_object *x = json_object_new_object();
+
+		json_add_str(x, "model", items[p->item].model);
+		json_add_str(x, "profile", items[p->item].profile);
+		json_add_str(x, "node", row->node);
+		json_add_str(x, "gpu_uuid", row->uuid);
+		json_add_int(x, "gpu_index", row->index);
+		json_add_int(x, "start", p->start);
+		json_add_int(x, "size", p->size);
+		json_add_bool(x, "mode_switch", p->mode_switch);
+		json_add_int(x, "item", p->item);
+		json_object_array_add(pl, x);
+	}
+	for (int i = 0; !fits && i < nitems; i++) {
+		struct json_object *x;
+
+		if (pr.missing[i] == 0)
+			continue;
+		x = json_object_new_object();
+		json_add_str(x, "model", items[i].model);
+		json_add_str(x, "profile", items[i].profile);
+		json_add_int(x, "missing", pr.missing[i]);
+		json_add_int(x, "item", i);
+		json_object_array_add(sh, x);
+	}
+	json_object_object_add(o, "placements", pl);
+	json_object_object_add(o, "short", sh);
+	json_add_bool(o, "search_exhausted", pr.search_exhausted);
+	response_json(req, res, 200, o);
+	return 0;
+}
+
+/* ---- /metrics ---- */
+
+static pthread_once_t metrics_catalog_once = PTHREAD_ONCE_INIT;
+static struct catalog *metrics_catalog;  /* process lifetime, read-only */
+
+static void
+metrics_catalog_load(void)
+{
+	struct gp_error e;
+
+	gp_error_clear(&e);
+	if (catalog_load_builtin(&metrics_catalog, &e) < 0) {
+		log_error(NULL, "could not load the catalog for capacity metrics", "error", e.message);
+		metrics_catalog = NULL;
+	}
+}
+
+struct tbuf {
+	struct arena *a;
+	char *p;
+	size_t len, cap;
+};
+
+static void __attribute__((format(printf, 2, 3)))
+tb_printf(struct tbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = b->cap * 2 + (size_t)n;
+			char *np = arena_alloc(b->a, cap);
+
+			memcpy(np, b->p, b->len);
+			b->p = np;
+			b->cap = cap;
+		}
+	}
+}
+
+const char *
+capacity_metrics_text(struct arena *a)
+{
+	struct tbuf b = { a, NULL, 0, 8192 };
+	struct model_capacity *mc;
+	struct gp_error e;
+	int nm;
+
+	pthread_once(&metrics_catalog_once, metrics_catalog_load);
+	if (metrics_catalog == NULL)
+		return NULL;
+	gp_error_clear(&e);
+	if (capacity_compute(db_thread(), a, metrics_catalog, 0, NULL, &mc, &e) < 0)
+		return NULL;
+	nm = catalog_nmodels(metrics_catalog);
+	b.p = arena_alloc(a, b.cap);
+	tb_printf(&b, "# HELP gpupool_capacity_gpus Physical GPUs by model and state.\n"
+		      "# TYPE gpupool_capacity_gpus gauge\n");
+	for (int i = 0; i < nm; i++) {
+		const char *id = mc[i].model->id;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		tb_printf(&b, "gpupool_capacity_gpus{model=\"%s\",state=\"total\"} %lld\n"
+			      "gpupool_capacity_gpus{model=\"%s\",state=\"healthy\"} %lld\n"
+			      "gpupool_capacity_gpus{model=\"%s\",state=\"mig_enabled\"} %lld\n"
+			      "gpupool_capacity_gpus{model=\"%s\",state=\"placeable\"} %lld\n",
+			  id, (long long)mc[i].gpus_total, id, (long long)mc[i].gpus_healthy,
+			  id, (long long)mc[i].gpus_mig_enabled, id, (long long)mc[i].gpus_placeable);
+	}
+	tb_printf(&b, "# HELP gpupool_capacity_compute_slices Compute slices by model: total, used, free, stranded (free but unusable by any profile).\n"
+		      "# TYPE gpupool_capacity_compute_slices gauge\n");
+	for (int i = 0; i < nm; i++) {
+		const char *id = mc[i].model->id;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		tb_printf(&b, "gpupool_capacity_compute_slices{model=\"%s\",kind=\"total\"} %lld\n"
+			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"used\"} %lld\n"
+			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"free\"} %lld\n"
+			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"stranded\"} %lld\n",
+			  id, (long long)mc[i].compute_total, id, (long long)mc[i].compute_used,
+			  id, (long long)(mc[i].compute_total - mc[i].compute_used),
+			  id, (long long)mc[i].compute_stranded);
+	}
+	tb_printf(&b, "# HELP gpupool_capacity_memory_slices Memory slices by model: total, used, free.\n"
+		      "# TYPE gpupool_capacity_memory_slices gauge\n");
+	for (int i = 0; i < nm; i++) {
+		const char *id = mc[i].model->id;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		tb_printf(&b, "gpupool_capacity_memory_slices{model=\"%s\",kind=\"total\"} %lld\n"
+			      "gpupool_capacity_memory_slices{model=\"%s\",kind=\"used\"} %lld\n"
+			      "gpupool_capacity_memory_slices{model=\"%s\",kind=\"free\"} %lld\n",
+			  id, (long long)mc[i].memory_total, id, (long long)mc[i].memory_used,
+			  id, (long long)(mc[i].memory_total - mc[i].memory_used));
+	}
+	tb_printf(&b, "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
+		      "# TYPE gpupool_capacity_profile_allocated gauge\n");
+	for (int i = 0; i < nm; i++) {
+		const struct gpu_model *m = mc[i].model;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		for (int j = 0; j <= m->nprofiles; j++)
+			tb_printf(&b, "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
+				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
+				  (long long)mc[i].allocated[j]);
+	}
+	tb_printf(&b, "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
+		      "# TYPE gpupool_capacity_profile_placeable gauge\n");
+	for (int i = 0; i < nm; i++) {
+		const struct gpu_model *m = mc[i].model;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		for (int j = 0; j <= m->nprofiles; j++)
+			tb_printf(&b, "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
+				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
+				  (long long)mc[i].placeable[j]);
+	}
+	return b.p;
+}

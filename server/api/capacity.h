@@ -1,0 +1,102 @@
+/*
+ * capacity.h - what the capacity module offers the rest of the server:
+ * an engine view of the fleet (placement_gpu arrays built from the
+ * database, for simulation and for approvals), per-model capacity
+ * figures, the /metrics gauges, and the filter lookups the inventory
+ * handlers (clusters, nodes, gpus, capacity) share.
+ */
+#ifndef GP_API_CAPACITY_H
+#define GP_API_CAPACITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "db/db.h"
+#include "domain/catalog.h"
+#include "domain/placement.h"
+#include "domain/spec.h"
+
+struct candidate_row;
+struct request;
+
+/* Most instances one simulation may ask for, all items together. */
+#define CAPACITY_SIMULATE_MAX 4096
+
+/*
+ * Candidate GPUs for placing items: gpus[i] is the engine's view of the
+ * GPU rows[i] describes (id, node, uuid, index). See
+ * db_capacity_candidates for why this subset places exactly as the
+ * whole fleet would.
+ */
+struct capacity_fleet {
+	struct placement_gpu *gpus;
+	const struct candidate_row *rows;
+	int ngpus;
+};
+
+/*
+ * Load the candidate GPUs for items[0..nitems) (already validated with
+ * spec_validate) from the ready nodes of cluster_id (0: every cluster).
+ * Arrays live in arena a. A GPU whose stored layout the engine rejects
+ * (it cannot happen through gpupool) is left out and logged.
+ */
+int capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
+			int64_t cluster_id, const struct spec_count *items, int nitems,
+			struct capacity_fleet *out, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/*
+ * Record on g (fresh from placement_gpu_init) every allocation of a
+ * layout text ("3g.40gb@0,1g.10gb@6", "full@0", ""). Returns -1 when the
+ * text names an unknown profile or breaks a hardware rule; g then holds
+ * at least the slices the text names (conservative).
+ */
+int capacity_layout_apply(struct placement_gpu *g, const char *layout);
+
+/* Capacity of one model, summed over GPUs (see docs/capacity.md). */
+struct model_capacity {
+	const struct gpu_model *model;
+	int64_t gpus_total;
+	int64_t gpus_healthy;           /* health ok */
+	int64_t gpus_mig_enabled;
+	int64_t gpus_placeable;         /* health ok on a ready node */
+	int64_t compute_total;
+	int64_t compute_used;
+	int64_t compute_stranded;
+	int64_t memory_total;
+	int64_t memory_used;
+	/* [0]: "full"; [1 + i]: model->profiles[i] */
+	int64_t allocated[CATALOG_MAX_PROFILES + 1];
+	int64_t placeable[CATALOG_MAX_PROFILES + 1];
+};
+
+/*
+ * Figures per catalog model: out[i] for catalog_model_at(c, i), in arena
+ * memory (catalog_nmodels entries). cluster_id 0 and model NULL do not
+ * filter. One grouped scan of gpus.
+ */
+int capacity_compute(struct db *db, struct arena *a, const struct catalog *c,
+		     int64_t cluster_id, const char *model, struct model_capacity **out,
+		     struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * The capacity gauges in the Prometheus text format, in arena memory;
+ * NULL when the database could not be read (the rest of /metrics is
+ * still served). Uses the embedded catalog.
+ */
+const char *capacity_metrics_text(struct arena *a);
+
+/*
+ * The id of the cluster named name, for a filter or body field `field`:
+ * 0 when name is NULL, 422 on field when there is no such cluster.
+ */
+int capacity_cluster_id(struct db *db, struct arena *a, const char *name, const char *field,
+			int64_t *id, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* A model query parameter: NULL when absent, 422 on field when unknown. */
+int capacity_model_param(const struct catalog *c, const char *model, const char *field,
+			 struct gp_error *err) __attribute__((warn_unused_result));
+
+#endif
