@@ -1,5 +1,11 @@
 /*
  * db_idempotency.c - Idempotency-Key claims and stored responses.
+ *
+ * While a request runs, its claimant holds a session advisory lock on
+ * (user, key) besides the 'in_flight' row. The lock, not the row, says
+ * the claimant is alive: when its server dies, PostgreSQL ends the
+ * session and drops the lock, and the next request with the key takes
+ * the claim over instead of answering 409 until the row expires.
  */
 #include "db_idempotency.h"
 #include "db_internal.h"
@@ -7,6 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* two-key advisory locks: a lock space apart from the migration lock's int8 key */
+#define IDEM_LOCK_ARGS "1768189028, hashtext($1::text || ':' || $2::text)"
+
+DB_STMT(stmt_idem_lock, "SELECT pg_try_advisory_lock(" IDEM_LOCK_ARGS ")");
+DB_STMT(stmt_idem_unlock, "SELECT pg_advisory_unlock(" IDEM_LOCK_ARGS ")");
 DB_STMT(stmt_idem_claim,
 	"INSERT INTO idempotency_keys (user_id, key, request_hash, state) "
 	"VALUES ($1, $2, $3, 'in_flight') ON CONFLICT (user_id, key) DO NOTHING RETURNING 1");
@@ -21,6 +32,16 @@ DB_STMT(stmt_idem_release,
 DB_STMT(stmt_idem_expire,
 	"DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1::int)");
 
+/* Drop the claim lock; the answer is already decided, so errors only get logged by db/. */
+static void
+idem_unlock(struct db *db, struct arena *a, const char *const *p)
+{
+	struct gp_error ignored;
+
+	gp_error_clear(&ignored);
+	(void)db_exec(db, a, &stmt_idem_unlock, 2, p, &ignored);
+}
+
 int
 db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 	      const unsigned char *hash, enum idem_claim *out,
@@ -29,25 +50,33 @@ db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 	const char *p[3];
 	int lens[3] = { 0, 0, 32 };
 	int fmts[3] = { 0, 0, 1 };
+	bool locked;
 	PGresult *r;
 
 	p[0] = db_param_int(a, user_id);
 	p[1] = key;
 	p[2] = (const char *)hash;
-	r = db_exec_ex(db, a, &stmt_idem_claim, 3, p, lens, fmts, err);
+	/* lock first, so that nobody sees our row before we hold the lock */
+	r = db_exec(db, a, &stmt_idem_lock, 2, p, err);
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) == 1) {
-		*out = IDEM_CLAIMED;
-		return 0;
+	locked = db_bool(r, 0, 0);
+	if (locked) {
+		r = db_exec_ex(db, a, &stmt_idem_claim, 3, p, lens, fmts, err);
+		if (r == NULL)
+			goto fail;
+		if (PQntuples(r) == 1) {
+			*out = IDEM_CLAIMED;    /* the lock is held until complete/release */
+			return 0;
+		}
 	}
 	r = db_exec_ex(db, a, &stmt_idem_get, 2, p, NULL, NULL, err);
 	if (r == NULL)
-		return -1;
+		goto fail;
 	if (PQntuples(r) != 1) {
-		/* released between our insert and select: treat as in flight */
+		/* released between the claim and this select: treat as in flight */
 		*out = IDEM_IN_FLIGHT;
-		return 0;
+		goto unlock;
 	}
 	{
 		size_t hlen = 0;
@@ -57,11 +86,16 @@ db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 		PQfreemem(h);
 		if (!same) {
 			*out = IDEM_MISMATCH;
-			return 0;
+			goto unlock;
 		}
 	}
 	if (strcmp(PQgetvalue(r, 0, 1), "done") != 0) {
-		*out = IDEM_IN_FLIGHT;
+		/*
+		 * In flight. When we got the lock, the session that claimed
+		 * the key has ended (its server died) and its transaction was
+		 * rolled back: the request is ours to run.
+		 */
+		*out = locked ? IDEM_CLAIMED : IDEM_IN_FLIGHT;
 		return 0;
 	}
 	*out = IDEM_REPLAY;
@@ -73,13 +107,22 @@ db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 		size_t blen = 0;
 		unsigned char *b = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 6), &blen);
 
-		if (b == NULL)
-			return gp_error_set(err, 500, "internal", "could not decode a stored response");
+		if (b == NULL) {
+			gp_error_set(err, 500, "internal", "could not decode a stored response");
+			goto fail;
+		}
 		stored->body = arena_strndup(a, (const char *)b, blen);
 		stored->body_len = blen;
 		PQfreemem(b);
 	}
+unlock:
+	if (locked)
+		idem_unlock(db, a, p);
 	return 0;
+fail:
+	if (locked)
+		idem_unlock(db, a, p);
+	return -1;
 }
 
 int
@@ -101,6 +144,8 @@ db_idem_complete(struct db *db, int64_t user_id, const char *key,
 	p[6] = res->body ? res->body : "";
 	lens[6] = (int)res->body_len;
 	rc = db_exec_ex(db, a, &stmt_idem_complete, 7, p, lens, fmts, err) ? 0 : -1;
+	/* only now, with the response committed, may another request take the key */
+	idem_unlock(db, a, p);
 	arena_destroy(a);
 	return rc;
 }
@@ -112,6 +157,7 @@ db_idem_release(struct db *db, int64_t user_id, const char *key, struct gp_error
 	const char *p[2] = { db_param_int(a, user_id), key };
 	int rc = db_exec(db, a, &stmt_idem_release, 2, p, err) ? 0 : -1;
 
+	idem_unlock(db, a, p);
 	arena_destroy(a);
 	return rc;
 }

@@ -29,7 +29,12 @@ struct idem_response {
 	size_t body_len;
 };
 
-/* Claim (user_id, key) for a request whose SHA-256 is hash[32]. */
+/*
+ * Claim (user_id, key) for a request whose SHA-256 is hash[32]. On
+ * IDEM_CLAIMED this connection holds a session lock on the key until
+ * db_idem_complete() or db_idem_release(); a key left in flight by a
+ * session that has ended is claimed again.
+ */
 int db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 		  const unsigned char *hash, enum idem_claim *out,
 		  struct idem_response *stored, struct gp_error *err)
