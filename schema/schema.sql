@@ -114,6 +114,8 @@ CREATE TABLE public.allocations (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     released_at timestamp with time zone,
+    request_id bigint,
+    release_request_id bigint,
     CONSTRAINT allocations_size_check CHECK ((size > 0)),
     CONSTRAINT allocations_start_check CHECK ((start >= 0)),
     CONSTRAINT allocations_state_check CHECK ((state = ANY (ARRAY['reserved'::text, 'provisioning'::text, 'ready'::text, 'failed'::text, 'releasing'::text, 'released'::text]))),
@@ -294,6 +296,107 @@ ALTER TABLE public.nodes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.outbox (
+    id bigint NOT NULL,
+    node_id bigint NOT NULL,
+    generation bigint NOT NULL,
+    kind text DEFAULT 'desired_state'::text NOT NULL,
+    request_id bigint,
+    pool_id bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivered_at timestamp with time zone,
+    last_error text
+);
+
+ALTER TABLE public.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.outbox_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.pool_request_events (
+    id bigint NOT NULL,
+    request_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    from_state text,
+    to_state text NOT NULL,
+    actor_id bigint,
+    actor text,
+    note text
+);
+
+ALTER TABLE public.pool_request_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.pool_request_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.pool_requests (
+    id bigint NOT NULL,
+    project_id bigint NOT NULL,
+    pool_id bigint NOT NULL,
+    action text NOT NULL,
+    items jsonb DEFAULT '[]'::jsonb NOT NULL,
+    justification text DEFAULT ''::text NOT NULL,
+    ends_at timestamp with time zone,
+    state text DEFAULT 'pending'::text NOT NULL,
+    requested_by bigint,
+    requested_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    decided_by bigint,
+    decided_at timestamp with time zone,
+    note text,
+    generation bigint DEFAULT 1 NOT NULL,
+    CONSTRAINT pool_requests_action_check CHECK ((action = ANY (ARRAY['create'::text, 'expand'::text, 'shrink'::text, 'release'::text]))),
+    CONSTRAINT pool_requests_check CHECK (((action = 'release'::text) = (items = '[]'::jsonb))),
+    CONSTRAINT pool_requests_items_check CHECK ((jsonb_typeof(items) = 'array'::text)),
+    CONSTRAINT pool_requests_justification_check CHECK ((length(justification) <= 2000)),
+    CONSTRAINT pool_requests_note_check CHECK ((length(note) <= 2000)),
+    CONSTRAINT pool_requests_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'approved'::text, 'fulfilled'::text, 'failed'::text, 'rejected'::text, 'cancelled'::text, 'expired'::text])))
+);
+
+ALTER TABLE public.pool_requests ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.pool_requests_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.pools (
+    id bigint NOT NULL,
+    project_id bigint NOT NULL,
+    name text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    items jsonb DEFAULT '[]'::jsonb NOT NULL,
+    ends_at timestamp with time zone,
+    generation bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    released_at timestamp with time zone,
+    CONSTRAINT pools_items_check CHECK ((jsonb_typeof(items) = 'array'::text)),
+    CONSTRAINT pools_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'::text)),
+    CONSTRAINT pools_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'provisioning'::text, 'active'::text, 'degraded'::text, 'releasing'::text, 'released'::text])))
+);
+
+ALTER TABLE public.pools ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.pools_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.project_members (
     project_id bigint NOT NULL,
     user_id bigint NOT NULL,
@@ -306,6 +409,14 @@ CREATE TABLE public.project_namespaces (
     project_id bigint NOT NULL,
     namespace text NOT NULL,
     CONSTRAINT project_namespaces_namespace_check CHECK ((namespace ~ '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'::text))
+);
+
+CREATE TABLE public.project_quotas (
+    project_id bigint NOT NULL,
+    items jsonb NOT NULL,
+    generation bigint DEFAULT 1 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT project_quotas_items_check CHECK ((jsonb_typeof(items) = 'array'::text))
 );
 
 CREATE TABLE public.projects (
@@ -351,6 +462,30 @@ CREATE TABLE public.tokens (
 
 ALTER TABLE public.tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.usage_ledger (
+    id bigint NOT NULL,
+    pool_id bigint NOT NULL,
+    project_id bigint NOT NULL,
+    model text NOT NULL,
+    profile text NOT NULL,
+    count integer NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    opened_by bigint NOT NULL,
+    closed_by bigint,
+    CONSTRAINT usage_ledger_check CHECK (((ended_at IS NULL) OR (ended_at >= started_at))),
+    CONSTRAINT usage_ledger_count_check CHECK ((count > 0))
+);
+
+ALTER TABLE public.usage_ledger ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.usage_ledger_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -422,11 +557,26 @@ ALTER TABLE ONLY public.nodes
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.pool_request_events
+    ADD CONSTRAINT pool_request_events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.pool_requests
+    ADD CONSTRAINT pool_requests_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.pools
+    ADD CONSTRAINT pools_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.project_members
     ADD CONSTRAINT project_members_pkey PRIMARY KEY (project_id, user_id);
 
 ALTER TABLE ONLY public.project_namespaces
     ADD CONSTRAINT project_namespaces_pkey PRIMARY KEY (namespace);
+
+ALTER TABLE ONLY public.project_quotas
+    ADD CONSTRAINT project_quotas_pkey PRIMARY KEY (project_id);
 
 ALTER TABLE ONLY public.projects
     ADD CONSTRAINT projects_name_key UNIQUE (name);
@@ -443,6 +593,9 @@ ALTER TABLE ONLY public.tokens
 ALTER TABLE ONLY public.tokens
     ADD CONSTRAINT tokens_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
 
@@ -452,6 +605,8 @@ ALTER TABLE ONLY public.users
 CREATE INDEX allocations_gpu_live_idx ON public.allocations USING btree (gpu_id, start) WHERE (state <> 'released'::text);
 
 CREATE INDEX allocations_pool_idx ON public.allocations USING btree (pool_id) WHERE (pool_id IS NOT NULL);
+
+CREATE INDEX allocations_request_idx ON public.allocations USING btree (request_id) WHERE (request_id IS NOT NULL);
 
 CREATE INDEX audit_log_action_idx ON public.audit_log USING btree (action, id);
 
@@ -473,11 +628,37 @@ CREATE INDEX nodes_labels_idx ON public.nodes USING gin (labels jsonb_path_ops);
 
 CREATE INDEX nodes_status_idx ON public.nodes USING btree (status, id);
 
+CREATE INDEX outbox_node_idx ON public.outbox USING btree (node_id, id);
+
+CREATE INDEX outbox_pending_idx ON public.outbox USING btree (next_attempt_at, id) WHERE (delivered_at IS NULL);
+
+CREATE INDEX pool_request_events_request_idx ON public.pool_request_events USING btree (request_id, id);
+
+CREATE INDEX pool_requests_expiry_idx ON public.pool_requests USING btree (expires_at) WHERE (state = 'pending'::text);
+
+CREATE INDEX pool_requests_pool_idx ON public.pool_requests USING btree (pool_id, id);
+
+CREATE INDEX pool_requests_project_idx ON public.pool_requests USING btree (project_id, id);
+
+CREATE INDEX pool_requests_state_idx ON public.pool_requests USING btree (state, id);
+
+CREATE INDEX pools_ends_at_idx ON public.pools USING btree (ends_at) WHERE ((ends_at IS NOT NULL) AND (status = ANY (ARRAY['provisioning'::text, 'active'::text, 'degraded'::text])));
+
+CREATE INDEX pools_project_idx ON public.pools USING btree (project_id, id);
+
+CREATE UNIQUE INDEX pools_project_name_key ON public.pools USING btree (project_id, name) WHERE (status <> 'released'::text);
+
+CREATE INDEX pools_releasing_idx ON public.pools USING btree (id) WHERE (status = 'releasing'::text);
+
 CREATE INDEX project_members_user_idx ON public.project_members USING btree (user_id);
 
 CREATE INDEX project_namespaces_project_idx ON public.project_namespaces USING btree (project_id);
 
 CREATE INDEX tokens_user_idx ON public.tokens USING btree (user_id, id);
+
+CREATE INDEX usage_ledger_open_idx ON public.usage_ledger USING btree (pool_id, model, profile) WHERE (ended_at IS NULL);
+
+CREATE INDEX usage_ledger_project_idx ON public.usage_ledger USING btree (project_id, started_at);
 
 CREATE TRIGGER allocations_check_placement BEFORE INSERT OR UPDATE OF gpu_id, profile, start, size ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.allocations_check_placement();
 
@@ -493,6 +674,15 @@ CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
+
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_pool_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_release_request_id_fkey FOREIGN KEY (release_request_id) REFERENCES public.pool_requests(id);
+
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.pool_requests(id);
 
 ALTER TABLE ONLY public.gpus
     ADD CONSTRAINT gpus_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
@@ -512,6 +702,33 @@ ALTER TABLE ONLY public.mig_profiles
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
 
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.pool_requests(id);
+
+ALTER TABLE ONLY public.pool_request_events
+    ADD CONSTRAINT pool_request_events_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.pool_requests(id);
+
+ALTER TABLE ONLY public.pool_requests
+    ADD CONSTRAINT pool_requests_decided_by_fkey FOREIGN KEY (decided_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.pool_requests
+    ADD CONSTRAINT pool_requests_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.pool_requests
+    ADD CONSTRAINT pool_requests_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
+ALTER TABLE ONLY public.pool_requests
+    ADD CONSTRAINT pool_requests_requested_by_fkey FOREIGN KEY (requested_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.pools
+    ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
 ALTER TABLE ONLY public.project_members
     ADD CONSTRAINT project_members_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
 
@@ -521,6 +738,24 @@ ALTER TABLE ONLY public.project_members
 ALTER TABLE ONLY public.project_namespaces
     ADD CONSTRAINT project_namespaces_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
 
+ALTER TABLE ONLY public.project_quotas
+    ADD CONSTRAINT project_quotas_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.tokens
     ADD CONSTRAINT tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_closed_by_fkey FOREIGN KEY (closed_by) REFERENCES public.pool_requests(id);
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_model_fkey FOREIGN KEY (model) REFERENCES public.gpu_models(id);
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_opened_by_fkey FOREIGN KEY (opened_by) REFERENCES public.pool_requests(id);
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
 

@@ -25,6 +25,7 @@ struct db {
 	int nprepared;
 	bool in_tx;
 	bool retryable;                 /* last error was 40001/40P01 */
+	bool exclusion;                 /* last error was 23P01 */
 	int64_t last_failed_connect_us;
 	char constraint[64];
 	unsigned int seed;
@@ -194,6 +195,7 @@ db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err)
 	atomic_fetch_add(&stat_errors, 1);
 	snprintf(db->constraint, sizeof(db->constraint), "%s", constraint ? constraint : "");
 	db->retryable = false;
+	db->exclusion = state != NULL && strcmp(state, "23P01") == 0;
 	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK || state == NULL ||
 	    strncmp(state, "08", 2) == 0 || strcmp(state, "57P01") == 0 ||
 	    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0)
@@ -302,13 +304,15 @@ db_backoff(struct db *db, int attempt)
 }
 
 static int
-db_tx_run(struct db *db, const char *begin, db_tx_fn fn, void *arg, struct gp_error *err)
+db_tx_run(struct db *db, const char *begin, unsigned flags, db_tx_fn fn, void *arg,
+	  struct gp_error *err)
 {
 	for (int attempt = 0; attempt < DB_TX_ATTEMPTS; attempt++) {
 		int rc;
 
 		gp_error_clear(err);
 		db->retryable = false;
+		db->exclusion = false;
 		if (db_exec_simple(db, begin, err) < 0)
 			return -1;
 		db->in_tx = true;
@@ -326,7 +330,7 @@ db_tx_run(struct db *db, const char *begin, db_tx_fn fn, void *arg, struct gp_er
 			PQclear(r);
 		}
 		db->in_tx = false;
-		if (!db->retryable)
+		if (!db->retryable && !(db->exclusion && (flags & DB_TX_RETRY_EXCLUSION)))
 			return -1;
 		db_backoff(db, attempt);
 	}
@@ -336,13 +340,19 @@ db_tx_run(struct db *db, const char *begin, db_tx_fn fn, void *arg, struct gp_er
 int
 db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	return db_tx_run(db, "BEGIN", fn, arg, err);
+	return db_tx_run(db, "BEGIN", 0, fn, arg, err);
+}
+
+int
+db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
+{
+	return db_tx_run(db, "BEGIN", flags, fn, arg, err);
 }
 
 int
 db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	return db_tx_run(db, "BEGIN ISOLATION LEVEL SERIALIZABLE", fn, arg, err);
+	return db_tx_run(db, "BEGIN ISOLATION LEVEL SERIALIZABLE", 0, fn, arg, err);
 }
 
 int

@@ -45,6 +45,20 @@ typedef int (*db_tx_fn)(struct db *db, void *arg, struct gp_error *err);
 int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
+/* db_tx_ex() flags */
+#define DB_TX_RETRY_EXCLUSION 0x1u      /* also retry on 23P01 (exclusion_violation) */
+
+/*
+ * db_tx with flags. DB_TX_RETRY_EXCLUSION treats an exclusion-constraint
+ * violation like a serialization failure: the transaction is rolled back
+ * and fn runs again (it must re-read what it decided from). For work
+ * whose decision a concurrent writer can invalidate, such as placing
+ * allocations (allocations_no_overlap): a lost race is retried, never
+ * answered as an error; after the last attempt it is a 409 conflict.
+ */
+int db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
 /* Same with SERIALIZABLE isolation. */
 int db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 	__attribute__((warn_unused_result));

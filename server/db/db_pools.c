@@ -1,0 +1,946 @@
+/*
+ * db_pools.c - quotas, pools, pool requests, the approval statements and
+ * the expiry worker's claims (see db_pools.h).
+ */
+#include "db_pools.h"
+#include "db_internal.h"
+#include "db_sql.h"
+
+#include <string.h>
+
+/* An integer parameter of microseconds since the epoch as timestamptz; 0 is NULL. */
+#define TS_PARAM(n) "('epoch'::timestamptz + nullif(" n "::int8, 0) * interval '1 microsecond')"
+
+#define POOL_COLS "p.id, p.project_id, pr.name, p.name, p.status, p.items::text, " \
+	EPOCH_US("p.ends_at") ", p.generation, " EPOCH_US("p.created_at") ", " \
+	EPOCH_US("p.updated_at") ", " EPOCH_US("p.released_at")
+#define POOL_FROM "FROM pools p JOIN projects pr ON pr.id = p.project_id "
+
+#define REQ_COLS "r.id, r.project_id, pr.name, r.pool_id, p.name, r.action, r.items::text, " \
+	"r.justification, " EPOCH_US("r.ends_at") ", r.state, coalesce(r.requested_by, 0), " \
+	"ru.username, " EPOCH_US("r.requested_at") ", " EPOCH_US("r.expires_at") ", " \
+	"du.username, " EPOCH_US("r.decided_at") ", r.note, r.generation"
+#define REQ_FROM "FROM pool_requests r JOIN projects pr ON pr.id = r.project_id " \
+	"JOIN pools p ON p.id = r.pool_id LEFT JOIN users ru ON ru.id = r.requested_by " \
+	"LEFT JOIN users du ON du.id = r.decided_by "
+
+#define ALLOC_COLS "a.id, a.pool_id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
+	"g.model, a.profile, a.start, a.size, a.state, a.device_uuid, coalesce(a.request_id, 0)"
+
+/* ---- quotas ---- */
+
+DB_STMT(stmt_pools_quota_get,
+	"SELECT items::text, generation, " EPOCH_US("updated_at") " FROM project_quotas "
+	"WHERE project_id = $1");
+DB_STMT(stmt_pools_quota_lock,
+	"SELECT items::text FROM project_quotas WHERE project_id = $1 FOR UPDATE");
+DB_STMT(stmt_pools_quota_put,
+	"INSERT INTO project_quotas (project_id, items) VALUES ($1, $2::jsonb) "
+	"ON CONFLICT (project_id) DO UPDATE SET items = EXCLUDED.items, "
+	"generation = project_quotas.generation + 1, updated_at = now() "
+	"RETURNING generation, " EPOCH_US("updated_at"));
+DB_STMT(stmt_pools_quota_delete,
+	"DELETE FROM project_quotas WHERE project_id = $1 RETURNING project_id");
+/* what the project's pools hold, per kind, canonical order */
+DB_STMT(stmt_pools_usage,
+	"SELECT coalesce(jsonb_agg(jsonb_build_object('model', m, 'profile', pf, 'count', c) "
+	"ORDER BY m, pf), '[]')::text FROM (SELECT i->>'model' AS m, i->>'profile' AS pf, "
+	"sum((i->>'count')::int) AS c FROM pools p, jsonb_array_elements(p.items) i "
+	"WHERE p.project_id = $1 AND p.status <> 'released' GROUP BY 1, 2) s");
+
+/* ---- pools ---- */
+
+DB_STMT(stmt_pools_get, "SELECT " POOL_COLS " " POOL_FROM "WHERE p.id = $1");
+DB_STMT(stmt_pools_by_name,
+	"SELECT " POOL_COLS " " POOL_FROM
+	"WHERE p.project_id = $1 AND p.name = $2 AND p.status <> 'released'");
+DB_STMT(stmt_pools_list,
+	"SELECT " POOL_COLS " " POOL_FROM
+	"WHERE p.project_id = $1 AND p.id > $2 AND ($4::text IS NULL OR p.status = $4) "
+	"ORDER BY p.id LIMIT $3");
+DB_STMT(stmt_pools_allocs,
+	"SELECT " ALLOC_COLS " FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+	"JOIN nodes n ON n.id = g.node_id "
+	"WHERE a.pool_id = ANY ($1::int8[]) AND a.state <> 'released' "
+	"AND ($2::int8 = 0 OR a.request_id = $2) "
+	"ORDER BY a.pool_id, n.name, g.gpu_index, a.start");
+
+/* ---- requests ---- */
+
+DB_STMT(stmt_pools_submit,
+	"WITH pool AS ("
+	" INSERT INTO pools (project_id, name) SELECT $1, $3 WHERE $2::int8 = 0 RETURNING id"
+	"), req AS ("
+	" INSERT INTO pool_requests (project_id, pool_id, action, items, justification, ends_at, "
+	" requested_by, expires_at) SELECT $1, coalesce((SELECT id FROM pool), $2), $4, $5::jsonb, "
+	" $6, " TS_PARAM("$7") ", nullif($8::int8, 0), now() + make_interval(secs => $9::int4) "
+	" RETURNING id, pool_id, requested_at, expires_at"
+	"), ev AS ("
+	" INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
+	" SELECT id, requested_at, NULL, 'pending', nullif($8::int8, 0), $10 FROM req"
+	"), au AS ("
+	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
+	" request_id, after) SELECT nullif($8::int8, 0), $10, 'pool_request.submit', "
+	" 'pool_request', req.id::text, $1, $11, $12::jsonb || jsonb_build_object('id', req.id, "
+	" 'pool_id', req.pool_id) FROM req"
+	") SELECT id, pool_id, " EPOCH_US("requested_at") ", " EPOCH_US("expires_at") " FROM req");
+DB_STMT(stmt_pools_req_get, "SELECT " REQ_COLS " " REQ_FROM "WHERE r.id = $1");
+DB_STMT(stmt_pools_req_list,
+	"SELECT " REQ_COLS " " REQ_FROM
+	"WHERE r.id > $1 AND ($3::int8 = 0 OR r.project_id = $3) "
+	"AND ($4::int8 = 0 OR r.project_id IN "
+	"(SELECT m.project_id FROM project_members m WHERE m.user_id = $4)) "
+	"AND ($5::text IS NULL OR r.state = $5) AND ($6::int8 = 0 OR r.pool_id = $6) "
+	"ORDER BY r.id LIMIT $2");
+DB_STMT(stmt_pools_req_events,
+	"SELECT " EPOCH_US("at") ", from_state, to_state, actor, note FROM pool_request_events "
+	"WHERE request_id = $1 ORDER BY id");
+DB_STMT(stmt_pools_req_lock,
+	"SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US("p.ends_at") ", "
+	"EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), "
+	EPOCH_US("now()") " " REQ_FROM "WHERE r.id = $1 FOR NO KEY UPDATE OF r, p");
+DB_STMT(stmt_pools_req_close,
+	"WITH rq AS ("
+	" UPDATE pool_requests SET state = $2, decided_by = nullif($3::int8, 0), "
+	" decided_at = now(), note = $5, generation = generation + 1 "
+	" WHERE id = $1 AND state = 'pending' RETURNING id, project_id, pool_id, action"
+	"), pl AS ("
+	" UPDATE pools SET status = 'released', released_at = now(), generation = generation + 1, "
+	" updated_at = now() WHERE id = (SELECT pool_id FROM rq WHERE action = 'create') "
+	" AND status = 'pending' RETURNING id"
+	"), ev AS ("
+	" INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) "
+	" SELECT id, 'pending', $2, nullif($3::int8, 0), $4, $5 FROM rq"
+	"), au AS ("
+	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
+	" request_id, before, after) SELECT nullif($3::int8, 0), $4, $7, 'pool_request', "
+	" id::text, project_id, $6, $8::jsonb, $8::jsonb || jsonb_build_object('state', $2::text, "
+	" 'note', $5::text) FROM rq"
+	") SELECT count(*) FROM rq");
+
+/* ---- candidates ---- */
+
+/* distinct (mig_enabled, layout) of a model's placeable GPUs: a skip scan */
+DB_STMT(stmt_pools_classes,
+	"WITH RECURSIVE c AS ("
+	" (SELECT mig_enabled, layout FROM gpus WHERE model = $1 AND health = 'ok' "
+	" AND node_status = 'ready' ORDER BY mig_enabled, layout LIMIT 1) "
+	" UNION ALL SELECT x.mig_enabled, x.layout FROM c CROSS JOIN LATERAL "
+	" (SELECT g.mig_enabled, g.layout FROM gpus g WHERE g.model = $1 AND g.health = 'ok' "
+	" AND g.node_status = 'ready' AND (g.mig_enabled, g.layout) > (c.mig_enabled, c.layout) "
+	" ORDER BY g.mig_enabled, g.layout LIMIT 1) x"
+	") SELECT mig_enabled, layout FROM c");
+
+/*
+ * The advisory lock (class 0x67707031, "gpp1"; key: the node id) marks a
+ * node an approval is placing on; pg_try_advisory_xact_lock is
+ * re-entrant within a transaction, so a re-check after a row lock wait
+ * passes again.
+ */
+#define CAND_SELECT \
+	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
+	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY " \
+	"AS w (model, mig, layout, lim, ord) CROSS JOIN LATERAL (" \
+	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid " \
+	"FROM gpus x WHERE x.model = w.model AND x.mig_enabled = w.mig AND x.layout = w.layout " \
+	"AND x.health = 'ok' AND x.node_status = 'ready' "
+DB_STMT(stmt_pools_cand_skip,
+	CAND_SELECT
+	"AND pg_try_advisory_xact_lock(1735421233, (x.node_id % 2147483647)::int4) "
+	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x SKIP LOCKED) g "
+	"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+DB_STMT(stmt_pools_cand_wait,
+	CAND_SELECT
+	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x) g "
+	"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+
+/* ---- approvals ---- */
+
+/* the request, history, audit: shared by both approval statements */
+#define APPROVE_COMMON \
+	"rq AS (" \
+	" UPDATE pool_requests SET state = 'approved', decided_by = nullif($15::int8, 0), " \
+	" decided_at = now(), note = $17, generation = generation + 1 " \
+	" WHERE id = $1 AND state = 'pending' RETURNING id" \
+	"), pl AS (" \
+	" UPDATE pools SET items = $4::jsonb, status = $5, " \
+	" ends_at = CASE WHEN $21 = 'create' THEN " TS_PARAM("$6") " ELSE ends_at END, " \
+	" released_at = CASE WHEN $5 = 'released' THEN now() END, " \
+	" generation = generation + 1, updated_at = now() WHERE id = $2 RETURNING generation" \
+	"), nb AS (" \
+	" UPDATE nodes n SET generation = n.generation + 1, updated_at = now() " \
+	" FROM (SELECT id FROM nodes WHERE id = ANY ($14::int8[]) ORDER BY id FOR NO KEY UPDATE) s " \
+	" WHERE n.id = s.id RETURNING n.id, n.generation" \
+	"), ob AS (" \
+	" INSERT INTO outbox (node_id, generation, request_id, pool_id) " \
+	" SELECT id, generation, $1, $2 FROM nb" \
+	"), ev AS (" \
+	" INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
+	" VALUES ($1, 'pending', 'approved', nullif($15::int8, 0), $16, $17)" \
+	"), au AS (" \
+	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, " \
+	" request_id, before, after) VALUES (nullif($15::int8, 0), $16, " \
+	" 'pool_request.approve', 'pool_request', $1::text, $3, $18, $19::jsonb, $20::jsonb)" \
+	")"
+
+/* the ledger's timestamp: the approval's, or the pool's end time */
+#define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
+
+DB_STMT(stmt_pools_approve_grow,
+	"WITH ins AS ("
+	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "
+	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 "
+	" FROM unnest($7::int8[], $8::text[], $9::int4[], $10::int4[]) AS u (gpu, profile, start, size) "
+	" RETURNING id"
+	"), led AS ("
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
+	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
+	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)"
+	"), " APPROVE_COMMON
+	" SELECT (SELECT count(*) FROM rq), (SELECT count(*) FROM ins), "
+	"(SELECT generation FROM pl), " EPOCH_US("now()"));
+
+DB_STMT(stmt_pools_approve_free,
+	"WITH fr AS ("
+	" UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
+	" WHERE id = ANY ($7::int8[]) AND pool_id = $2 AND state NOT IN ('releasing', 'released') "
+	" RETURNING id"
+	"), lc AS ("
+	" UPDATE usage_ledger SET ended_at = greatest(" LEDGER_TS ", started_at), closed_by = $1 "
+	" WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
+	" (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
+	"), lo AS ("
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
+	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
+	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
+	" WHERE u.count > 0"
+	"), " APPROVE_COMMON
+	" SELECT (SELECT count(*) FROM rq), (SELECT count(*) FROM fr), "
+	"(SELECT generation FROM pl), " EPOCH_US("now()") ", $10::int4");
+
+DB_STMT(stmt_pools_live_allocs,
+	"SELECT a.id, a.gpu_id, g.node_id, coalesce(a.pool_id, 0), g.model, a.profile, a.start, "
+	"a.size FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+	"WHERE a.state NOT IN ('releasing', 'released') AND (a.pool_id = $1 OR ($2::bool AND "
+	"a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
+	"AND b.state NOT IN ('releasing', 'released')))) ORDER BY a.gpu_id, a.start");
+
+/* ---- expiry ---- */
+
+DB_STMT(stmt_pools_expire,
+	"WITH due AS ("
+	" SELECT id FROM pool_requests WHERE state = 'pending' AND expires_at <= now() "
+	" ORDER BY expires_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
+	"), rq AS ("
+	" UPDATE pool_requests r SET state = 'expired', decided_at = now(), "
+	" generation = r.generation + 1 FROM due WHERE r.id = due.id "
+	" RETURNING r.id, r.project_id, r.pool_id, r.action"
+	"), pl AS ("
+	" UPDATE pools p SET status = 'released', released_at = now(), "
+	" generation = p.generation + 1, updated_at = now() FROM rq "
+	" WHERE p.id = rq.pool_id AND rq.action = 'create' AND p.status = 'pending' RETURNING p.id"
+	"), ev AS ("
+	" INSERT INTO pool_request_events (request_id, from_state, to_state, note) "
+	" SELECT id, 'pending', 'expired', 'pending longer than the request lifetime' FROM rq"
+	"), au AS ("
+	" INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
+	" SELECT 'pool_request.expire', 'pool_request', id::text, project_id, "
+	" '{\"state\":\"pending\"}', '{\"state\":\"expired\"}' FROM rq"
+	") SELECT count(*) FROM rq");
+DB_STMT(stmt_pools_claim_due,
+	"WITH due AS ("
+	" SELECT id, project_id FROM pools WHERE ends_at <= now() "
+	" AND status IN ('provisioning', 'active', 'degraded') "
+	" ORDER BY ends_at, id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
+	"), rq AS ("
+	" INSERT INTO pool_requests (project_id, pool_id, action, justification, expires_at) "
+	" SELECT project_id, id, 'release', 'the pool reached its end time', now() FROM due "
+	" RETURNING id, requested_at"
+	"), ev AS ("
+	" INSERT INTO pool_request_events (request_id, at, to_state, note) "
+	" SELECT id, requested_at, 'pending', 'submitted by the expiry worker' FROM rq"
+	") SELECT due.id, rq.id FROM due, rq");
+DB_STMT(stmt_pools_settle,
+	"WITH rel AS ("
+	" UPDATE pools p SET status = 'released', released_at = now(), "
+	" generation = p.generation + 1, updated_at = now() WHERE p.status = 'releasing' "
+	" AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id "
+	" AND a.state <> 'released') RETURNING p.id, p.project_id"
+	"), act AS ("
+	" UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now() "
+	" WHERE p.status = 'provisioning' AND NOT EXISTS (SELECT 1 FROM allocations a "
+	" WHERE a.pool_id = p.id AND a.state NOT IN ('ready', 'releasing', 'released')) "
+	" RETURNING p.id, p.project_id"
+	"), au AS ("
+	" INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
+	" SELECT 'pool.released', 'pool', id::text, project_id, '{\"status\":\"releasing\"}', "
+	" '{\"status\":\"released\"}' FROM rel UNION ALL "
+	" SELECT 'pool.active', 'pool', id::text, project_id, '{\"status\":\"provisioning\"}', "
+	" '{\"status\":\"active\"}' FROM act"
+	") SELECT (SELECT count(*) FROM rel) + (SELECT count(*) FROM act)");
+
+/* ---- parameter helpers ---- */
+
+/* A PostgreSQL array literal of strings, each double-quoted and escaped. */
+static const char *
+param_text_array(struct arena *a, const char *const *v, int n)
+{
+	size_t len = 3;
+	char *buf, *p;
+
+	for (int i = 0; i < n; i++)
+		len += 2 * strlen(v[i]) + 3;
+	buf = p = arena_alloc(a, len);
+	*p++ = '{';
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		*p++ = '"';
+		for (const char *s = v[i]; *s != '\0'; s++) {
+			if (*s == '"' || *s == '\\')
+				*p++ = '\\';
+			*p++ = *s;
+		}
+		*p++ = '"';
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+static const char *
+param_int64_array(struct arena *a, const int64_t *v, int n)
+{
+	char *buf = arena_alloc(a, 3 + (size_t)n * 21), *p = buf;
+
+	*p++ = '{';
+	for (int i = 0; i < n; i++) {
+		int64_t x = v[i];
+		char tmp[24];
+		int k = 0;
+		bool neg = x < 0;
+		uint64_t u = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+
+		if (i > 0)
+			*p++ = ',';
+		do {
+			tmp[k++] = (char)('0' + (int)(u % 10));
+			u /= 10;
+		} while (u != 0);
+		if (neg)
+			*p++ = '-';
+		while (k > 0)
+			*p++ = tmp[--k];
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+static const char *
+param_int_array(struct arena *a, const int *v, int n)
+{
+	int64_t *w = arena_alloc(a, sizeof(*w) * (size_t)(n + 1));
+
+	for (int i = 0; i < n; i++)
+		w[i] = v[i];
+	return param_int64_array(a, w, n);
+}
+
+static const char *
+param_bool_array(struct arena *a, const bool *v, int n)
+{
+	char *buf = arena_alloc(a, 3 + (size_t)n * 2), *p = buf;
+
+	*p++ = '{';
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		*p++ = v[i] ? 't' : 'f';
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+/* ---- quotas ---- */
+
+int
+db_quota_get(struct db *db, struct arena *a, int64_t project_id, bool *has,
+	     const char **items_json, int64_t *generation, int64_t *updated_us,
+	     struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, project_id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_quota_get, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*has = PQntuples(r) == 1;
+	*items_json = *has ? db_text(a, r, 0, 0) : NULL;
+	if (generation != NULL)
+		*generation = *has ? db_int64(r, 0, 1) : 0;
+	if (updated_us != NULL)
+		*updated_us = *has ? db_int64(r, 0, 2) : 0;
+	return 0;
+}
+
+int
+db_quota_lock(struct db *db, struct arena *a, int64_t project_id, bool *has,
+	      const char **items_json, struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, project_id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_quota_lock, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*has = PQntuples(r) == 1;
+	*items_json = *has ? db_text(a, r, 0, 0) : NULL;
+	return 0;
+}
+
+int
+db_quota_put(struct db *db, struct arena *a, int64_t project_id, const char *items_json,
+	     int64_t *generation, int64_t *updated_us, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, project_id), items_json };
+	PGresult *r = db_exec(db, a, &stmt_pools_quota_put, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*generation = db_int64(r, 0, 0);
+	*updated_us = db_int64(r, 0, 1);
+	return 0;
+}
+
+int
+db_quota_delete(struct db *db, struct arena *a, int64_t project_id, bool *existed,
+		struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, project_id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_quota_delete, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*existed = PQntuples(r) > 0;
+	return 0;
+}
+
+int
+db_project_usage(struct db *db, struct arena *a, int64_t project_id, const char **items_json,
+		 struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, project_id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_usage, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*items_json = db_text(a, r, 0, 0);
+	return 0;
+}
+
+/* ---- pools ---- */
+
+static void
+pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_row *o)
+{
+	o->id = db_int64(r, row, c + 0);
+	o->project_id = db_int64(r, row, c + 1);
+	o->project = db_text(a, r, row, c + 2);
+	o->name = db_text(a, r, row, c + 3);
+	o->status = db_text(a, r, row, c + 4);
+	o->items_json = db_text(a, r, row, c + 5);
+	o->ends_us = db_int64(r, row, c + 6);
+	o->generation = db_int64(r, row, c + 7);
+	o->created_us = db_int64(r, row, c + 8);
+	o->updated_us = db_int64(r, row, c + 9);
+	o->released_us = db_int64(r, row, c + 10);
+}
+
+int
+db_pool_get(struct db *db, struct arena *a, int64_t id, struct pool_row *out, bool *found,
+	    struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_get, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (*found)
+		pool_from_row(a, r, 0, 0, out);
+	return 0;
+}
+
+int
+db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *name,
+		struct pool_row *out, bool *found, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, project_id), name };
+	PGresult *r = db_exec(db, a, &stmt_pools_by_name, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (*found)
+		pool_from_row(a, r, 0, 0, out);
+	return 0;
+}
+
+int
+db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
+	      int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
+{
+	const char *p[4] = { db_param_int(a, project_id), db_param_int(a, after_id),
+			     db_param_int(a, limit), status };
+	PGresult *r = db_exec(db, a, &stmt_pools_list, 4, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++)
+		pool_from_row(a, r, i, 0, &(*out)[i]);
+	return 0;
+}
+
+int
+db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids,
+		    int64_t request_id, struct pool_alloc_row **out, int *n, struct gp_error *err)
+{
+	const char *p[2] = { param_int64_array(a, ids, nids), db_param_int(a, request_id) };
+	PGresult *r;
+
+	*n = 0;
+	*out = NULL;
+	if (nids == 0)
+		return 0;
+	r = db_exec(db, a, &stmt_pools_allocs, 2, p, err);
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct pool_alloc_row *o = &(*out)[i];
+
+		o->id = db_int64(r, i, 0);
+		o->pool_id = db_int64(r, i, 1);
+		o->gpu_id = db_int64(r, i, 2);
+		o->node_id = db_int64(r, i, 3);
+		o->node = db_text(a, r, i, 4);
+		o->gpu_uuid = db_text(a, r, i, 5);
+		o->gpu_index = (int)db_int64(r, i, 6);
+		o->model = db_text(a, r, i, 7);
+		o->profile = db_text(a, r, i, 8);
+		o->start = (int)db_int64(r, i, 9);
+		o->size = (int)db_int64(r, i, 10);
+		o->state = db_text(a, r, i, 11);
+		o->device_uuid = db_text(a, r, i, 12);
+		o->request_id = db_int64(r, i, 13);
+	}
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static void
+request_from_row(struct arena *a, const PGresult *r, int row, struct pool_request_row *o)
+{
+	o->id = db_int64(r, row, 0);
+	o->project_id = db_int64(r, row, 1);
+	o->project = db_text(a, r, row, 2);
+	o->pool_id = db_int64(r, row, 3);
+	o->pool = db_text(a, r, row, 4);
+	o->action = db_text(a, r, row, 5);
+	o->items_json = db_text(a, r, row, 6);
+	o->justification = db_text(a, r, row, 7);
+	o->ends_us = db_int64(r, row, 8);
+	o->state = db_text(a, r, row, 9);
+	o->requested_by_id = db_int64(r, row, 10);
+	o->requested_by = db_text(a, r, row, 11);
+	o->requested_us = db_int64(r, row, 12);
+	o->expires_us = db_int64(r, row, 13);
+	o->decided_by = db_text(a, r, row, 14);
+	o->decided_us = db_int64(r, row, 15);
+	o->note = db_text(a, r, row, 16);
+	o->generation = db_int64(r, row, 17);
+}
+
+#define REQ_NCOLS 18
+
+int
+db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
+		  struct pool_request_row *out, struct gp_error *err)
+{
+	const char *p[12];
+	PGresult *r;
+
+	p[0] = db_param_int(a, s->project_id);
+	p[1] = db_param_int(a, s->pool_id);
+	p[2] = s->pool_name;
+	p[3] = s->action;
+	p[4] = s->items_json;
+	p[5] = s->justification;
+	p[6] = db_param_int(a, s->ends_us);
+	p[7] = db_param_int(a, s->actor_id);
+	p[8] = db_param_int(a, s->ttl_s);
+	p[9] = s->actor;
+	p[10] = s->http_request_id;
+	p[11] = s->audit_after_json;
+	r = db_exec(db, a, &stmt_pools_submit, 12, p, err);
+	if (r == NULL) {
+		if (err->status == 409 && strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
+			gp_error_set(err, 409, "conflict", "the project already has a pool named %s",
+				     s->pool_name);
+		return -1;
+	}
+	if (PQntuples(r) != 1)
+		return gp_error_set(err, 500, "internal", "the request was not inserted");
+	memset(out, 0, sizeof(*out));
+	out->id = db_int64(r, 0, 0);
+	out->pool_id = db_int64(r, 0, 1);
+	out->requested_us = db_int64(r, 0, 2);
+	out->expires_us = db_int64(r, 0, 3);
+	out->project_id = s->project_id;
+	out->pool = s->pool_name;
+	out->action = s->action;
+	out->items_json = s->items_json;
+	out->justification = s->justification;
+	out->ends_us = s->ends_us;
+	out->state = "pending";
+	out->requested_by_id = s->actor_id;
+	out->requested_by = s->actor;
+	out->generation = 1;
+	return 0;
+}
+
+int
+db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
+	       bool *found, struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_get, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (*found)
+		request_from_row(a, r, 0, out);
+	return 0;
+}
+
+int
+db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
+		 int64_t after_id, int limit, struct pool_request_row **out, int *n,
+		 struct gp_error *err)
+{
+	const char *p[6] = { db_param_int(a, after_id), db_param_int(a, limit),
+			     db_param_int(a, f->project_id), db_param_int(a, f->member_user_id),
+			     f->state, db_param_int(a, f->pool_id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_list, 6, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++)
+		request_from_row(a, r, i, &(*out)[i]);
+	return 0;
+}
+
+int
+db_request_events(struct db *db, struct arena *a, int64_t id, struct pool_request_event **out,
+		  int *n, struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_events, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct pool_request_event *e = &(*out)[i];
+
+		e->at_us = db_int64(r, i, 0);
+		e->from_state = db_text(a, r, i, 1);
+		e->to_state = db_text(a, r, i, 2);
+		e->actor = db_text(a, r, i, 3);
+		e->note = db_text(a, r, i, 4);
+	}
+	return 0;
+}
+
+int
+db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx *out,
+		bool *found, struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_lock, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (!*found)
+		return 0;
+	request_from_row(a, r, 0, &out->req);
+	out->pool_status = db_text(a, r, 0, REQ_NCOLS);
+	out->pool_items_json = db_text(a, r, 0, REQ_NCOLS + 1);
+	out->pool_ends_us = db_int64(r, 0, REQ_NCOLS + 2);
+	out->has_quota = db_bool(r, 0, REQ_NCOLS + 3);
+	out->now_us = db_int64(r, 0, REQ_NCOLS + 4);
+	return 0;
+}
+
+int
+db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state,
+		 int64_t actor_id, const char *actor, const char *note,
+		 const char *http_request_id, const char *audit_action,
+		 const char *audit_before_json, struct pool_request_row *out,
+		 struct gp_error *err)
+{
+	const char *p[8] = { db_param_int(a, id), to_state, db_param_int(a, actor_id), actor,
+			     note, http_request_id, audit_action, audit_before_json };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_close, 8, p, err);
+	bool found;
+
+	if (r == NULL)
+		return -1;
+	if (db_int64(r, 0, 0) != 1)
+		return gp_error_set(err, 409, "conflict", "the request is no longer pending");
+	if (db_request_get(db, a, id, out, &found, err) < 0)
+		return -1;
+	if (!found)
+		return gp_error_set(err, 500, "internal", "the request vanished");
+	return 0;
+}
+
+/* ---- candidates ---- */
+
+int
+db_layout_classes(struct db *db, struct arena *a, const char *model, struct layout_key **out,
+		  int *n, struct gp_error *err)
+{
+	const char *p[1] = { model };
+	PGresult *r = db_exec(db, a, &stmt_pools_classes, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		(*out)[i].mig_enabled = db_bool(r, i, 0);
+		(*out)[i].layout = db_text(a, r, i, 1);
+	}
+	return 0;
+}
+
+int
+db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
+		   bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+{
+	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
+	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
+	bool *migs = arena_alloc(a, sizeof(*migs) * (size_t)(nw + 1));
+	int *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nw + 1));
+	const char *p[4];
+	PGresult *r;
+
+	*n = 0;
+	*out = NULL;
+	if (nw == 0)
+		return 0;
+	for (int i = 0; i < nw; i++) {
+		models[i] = w[i].model;
+		layouts[i] = w[i].layout;
+		migs[i] = w[i].mig_enabled;
+		lims[i] = w[i].limit;
+	}
+	p[0] = param_text_array(a, models, nw);
+	p[1] = param_bool_array(a, migs, nw);
+	p[2] = param_text_array(a, layouts, nw);
+	p[3] = param_int_array(a, lims, nw);
+	r = db_exec(db, a, skip ? &stmt_pools_cand_skip : &stmt_pools_cand_wait, 4, p, err);
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct locked_gpu *g = &(*out)[i];
+
+		g->id = db_int64(r, i, 0);
+		g->node_id = db_int64(r, i, 1);
+		g->index = (int)db_int64(r, i, 2);
+		g->model = db_text(a, r, i, 3);
+		g->mig_enabled = db_bool(r, i, 4);
+		g->layout = db_text(a, r, i, 5);
+		g->uuid = db_text(a, r, i, 6);
+		g->node = db_text(a, r, i, 7);
+	}
+	return 0;
+}
+
+/* ---- approvals ---- */
+
+static int64_t *
+distinct_ids(struct arena *a, const int64_t *ids, int n, int *nout)
+{
+	int64_t *v = arena_alloc(a, sizeof(*v) * (size_t)(n + 1));
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		int j;
+
+		for (j = 0; j < k; j++)
+			if (v[j] == ids[i])
+				break;
+		if (j == k)
+			v[k++] = ids[i];
+	}
+	*nout = k;
+	return v;
+}
+
+int
+db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
+		  struct gp_error *err)
+{
+	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
+	const char *p[22];
+	PGresult *r;
+	int nnodes = 0;
+	int64_t *nodes;
+
+	memset(p, 0, sizeof(p));
+	p[0] = db_param_int(a, ap->request_id);
+	p[1] = db_param_int(a, ap->pool_id);
+	p[2] = db_param_int(a, ap->project_id);
+	p[3] = ap->new_items_json;
+	p[4] = ap->new_status;
+	p[5] = db_param_int(a, ap->ends_us);
+	if (grow) {
+		int64_t *gpu = arena_alloc(a, sizeof(*gpu) * (size_t)(ap->nallocs + 1));
+		int64_t *nid = arena_alloc(a, sizeof(*nid) * (size_t)(ap->nallocs + 1));
+		const char **prof = arena_alloc(a, sizeof(*prof) * (size_t)(ap->nallocs + 1));
+		int *start = arena_alloc(a, sizeof(*start) * (size_t)(ap->nallocs + 1));
+		int *size = arena_alloc(a, sizeof(*size) * (size_t)(ap->nallocs + 1));
+
+		for (int i = 0; i < ap->nallocs; i++) {
+			gpu[i] = ap->allocs[i].gpu_id;
+			nid[i] = ap->allocs[i].node_id;
+			prof[i] = ap->allocs[i].profile;
+			start[i] = ap->allocs[i].start;
+			size[i] = ap->allocs[i].size;
+		}
+		nodes = distinct_ids(a, nid, ap->nallocs, &nnodes);
+		p[6] = param_int64_array(a, gpu, ap->nallocs);
+		p[7] = param_text_array(a, prof, ap->nallocs);
+		p[8] = param_int_array(a, start, ap->nallocs);
+		p[9] = param_int_array(a, size, ap->nallocs);
+		p[10] = param_text_array(a, ap->item_models, ap->nitems);
+		p[11] = param_text_array(a, ap->item_profiles, ap->nitems);
+		p[12] = param_int_array(a, ap->item_counts, ap->nitems);
+	} else {
+		nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
+		p[6] = param_int64_array(a, ap->free_ids, ap->nfree);
+		p[7] = param_text_array(a, ap->keep_models, ap->nkeep);
+		p[8] = param_text_array(a, ap->keep_profiles, ap->nkeep);
+		p[9] = db_param_int(a, ap->nfree);
+		p[10] = param_text_array(a, ap->keep_models, ap->nkeep);
+		p[11] = param_text_array(a, ap->keep_profiles, ap->nkeep);
+		p[12] = param_int_array(a, ap->keep_counts, ap->nkeep);
+	}
+	p[13] = param_int64_array(a, nodes, nnodes);
+	p[14] = db_param_int(a, ap->actor_id);
+	p[15] = ap->actor;
+	p[16] = ap->note;
+	p[17] = ap->http_request_id;
+	p[18] = ap->audit_before_json;
+	p[19] = ap->audit_after_json;
+	p[20] = ap->action;
+	p[21] = db_param_int(a, ap->at_us);
+	r = db_exec(db, a, grow ? &stmt_pools_approve_grow : &stmt_pools_approve_free, 22, p, err);
+	if (r == NULL)
+		return -1;
+	if (db_int64(r, 0, 0) != 1)
+		return gp_error_set(err, 409, "conflict", "the request is no longer pending");
+	if (db_int64(r, 0, 1) != (grow ? ap->nallocs : ap->nfree))
+		return gp_error_set(err, 409, "conflict",
+				    "the pool's allocations changed during the approval; retry");
+	return 0;
+}
+
+int
+db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool neighbours,
+			 struct live_alloc **out, int *n, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, pool_id), neighbours ? "true" : "false" };
+	PGresult *r = db_exec(db, a, &stmt_pools_live_allocs, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct live_alloc *o = &(*out)[i];
+
+		o->id = db_int64(r, i, 0);
+		o->gpu_id = db_int64(r, i, 1);
+		o->node_id = db_int64(r, i, 2);
+		o->pool_id = db_int64(r, i, 3);
+		o->model = db_text(a, r, i, 4);
+		o->profile = db_text(a, r, i, 5);
+		o->start = (int)db_int64(r, i, 6);
+		o->size = (int)db_int64(r, i, 7);
+	}
+	return 0;
+}
+
+/* ---- expiry ---- */
+
+int
+db_requests_expire(struct db *db, int limit, int64_t *n, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[1] = { db_param_int(a, limit) };
+	PGresult *r = db_exec(db, a, &stmt_pools_expire, 1, p, err);
+	int rc = -1;
+
+	if (r != NULL) {
+		*n = db_int64(r, 0, 0);
+		rc = 0;
+	}
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out, int64_t *request_id,
+		  bool *found, struct gp_error *err)
+{
+	PGresult *r = db_exec(db, a, &stmt_pools_claim_due, 0, NULL, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (!*found)
+		return 0;
+	*request_id = db_int64(r, 0, 1);
+	if (db_pool_get(db, a, db_int64(r, 0, 0), out, found, err) < 0)
+		return -1;
+	return 0;
+}
+
+int
+db_pools_settle(struct db *db, int64_t *n, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	PGresult *r = db_exec(db, a, &stmt_pools_settle, 0, NULL, err);
+	int rc = -1;
+
+	if (r != NULL) {
+		*n = db_int64(r, 0, 0);
+		rc = 0;
+	}
+	arena_destroy(a);
+	return rc;
+}

@@ -1,0 +1,363 @@
+/*
+ * db_pools.h - quotas, pools, pool requests and their history, and the
+ * statements of the approval workflow: locking a request, candidate GPUs
+ * for placement, applying an approval (allocations, pool, usage ledger,
+ * node generations, outbox, history and audit in one statement), and the
+ * expiry worker's claims.
+ *
+ * Item lists cross this interface as canonical JSON text (see
+ * domain/pool.h) or as parallel arrays; rows become structs whose
+ * strings live in the caller's arena. Statements that write several
+ * tables are single statements with data-modifying CTEs, so a caller's
+ * transaction costs few round trips.
+ */
+#ifndef GP_DB_POOLS_H
+#define GP_DB_POOLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+
+struct pool_row {
+	int64_t id;
+	int64_t project_id;
+	const char *project;            /* project name */
+	const char *name;
+	const char *status;
+	const char *items_json;         /* canonical JSON array */
+	int64_t ends_us;                /* 0: no end time */
+	int64_t generation;
+	int64_t created_us;
+	int64_t updated_us;
+	int64_t released_us;            /* 0 until released */
+};
+
+/* An allocation of a pool as its views show it. */
+struct pool_alloc_row {
+	int64_t id;
+	int64_t pool_id;
+	int64_t gpu_id;
+	int64_t node_id;
+	const char *node;
+	const char *gpu_uuid;
+	int gpu_index;
+	const char *model;
+	const char *profile;
+	int start;
+	int size;
+	const char *state;
+	const char *device_uuid;        /* NULL until the agent reports it */
+	int64_t request_id;             /* 0 when not made by a request */
+};
+
+struct pool_request_row {
+	int64_t id;
+	int64_t project_id;
+	const char *project;
+	int64_t pool_id;
+	const char *pool;
+	const char *action;
+	const char *items_json;
+	const char *justification;
+	int64_t ends_us;                /* 0: none */
+	const char *state;
+	int64_t requested_by_id;        /* 0: the system */
+	const char *requested_by;       /* user name, NULL for the system */
+	int64_t requested_us;
+	int64_t expires_us;
+	const char *decided_by;         /* NULL until decided (or by the system) */
+	int64_t decided_us;             /* 0 until decided */
+	const char *note;               /* approval note or rejection reason */
+	int64_t generation;
+};
+
+struct pool_request_event {
+	int64_t at_us;
+	const char *from_state;         /* NULL for the submission */
+	const char *to_state;
+	const char *actor;              /* NULL: the system */
+	const char *note;
+};
+
+struct request_filter {
+	int64_t project_id;             /* 0: any */
+	int64_t member_user_id;         /* > 0: only projects this user belongs to */
+	const char *state;              /* NULL: any */
+	int64_t pool_id;                /* 0: any */
+};
+
+/* ---- quotas ---- */
+
+/* The project's quota; *has false when it has none. */
+int db_quota_get(struct db *db, struct arena *a, int64_t project_id, bool *has,
+		 const char **items_json, int64_t *generation, int64_t *updated_us,
+		 struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Lock the project's quota row (FOR UPDATE) and read it; *has false when none. */
+int db_quota_lock(struct db *db, struct arena *a, int64_t project_id, bool *has,
+		  const char **items_json, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Set (insert or replace) the quota; *generation gets the new one. */
+int db_quota_put(struct db *db, struct arena *a, int64_t project_id, const char *items_json,
+		 int64_t *generation, int64_t *updated_us, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* Remove the quota (no limit); *existed false when there was none. */
+int db_quota_delete(struct db *db, struct arena *a, int64_t project_id, bool *existed,
+		    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* What the project's pools hold, summed per kind: a canonical JSON array. */
+int db_project_usage(struct db *db, struct arena *a, int64_t project_id,
+		     const char **items_json, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* ---- pools ---- */
+
+int db_pool_get(struct db *db, struct arena *a, int64_t id, struct pool_row *out,
+		bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The project's pool of that name that is not released. */
+int db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *name,
+		    struct pool_row *out, bool *found, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* The project's pools with id > after_id (status NULL: any), by id. */
+int db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
+		  int64_t after_id, int limit, struct pool_row **out, int *n,
+		  struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Allocations that are not released of pools ids[0..nids), by pool,
+ * node, GPU index, start; request_id > 0 restricts to those the request
+ * made.
+ */
+int db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids,
+			int64_t request_id, struct pool_alloc_row **out, int *n,
+			struct gp_error *err) __attribute__((warn_unused_result));
+
+/* ---- requests ---- */
+
+struct request_submit {
+	int64_t project_id;
+	int64_t pool_id;                /* 0 for create: a new pending pool */
+	const char *pool_name;          /* create: the new pool's name */
+	const char *action;
+	const char *items_json;         /* canonical; "[]" for release */
+	const char *justification;
+	int64_t ends_us;                /* 0: none */
+	int ttl_s;                      /* pending lifetime */
+	int64_t actor_id;
+	const char *actor;
+	const char *http_request_id;    /* for the audit row */
+	const char *audit_after_json;   /* the request as submitted (id added here) */
+};
+
+/*
+ * Insert the request (and for create its pending pool), its first
+ * history row and the audit row, in one statement. 409 "conflict" when
+ * create names a pool the project already has.
+ */
+int db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
+		      struct pool_request_row *out, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+int db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
+		   bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Requests matching f with id > after_id, by id. */
+int db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
+		     int64_t after_id, int limit, struct pool_request_row **out, int *n,
+		     struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The request's history, oldest first. */
+int db_request_events(struct db *db, struct arena *a, int64_t id,
+		      struct pool_request_event **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* What an approval starts from: the request and its pool, both locked. */
+struct approval_ctx {
+	struct pool_request_row req;
+	const char *pool_status;
+	const char *pool_items_json;
+	int64_t pool_ends_us;
+	bool has_quota;                 /* the project has a quota (not locked) */
+	int64_t now_us;                 /* the transaction's timestamp */
+};
+
+/* Lock request id and its pool (FOR NO KEY UPDATE) and read them. */
+int db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx *out,
+		    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * A decision that allocates nothing: pending -> rejected | cancelled
+ * (to_state), with history and audit; a create request's pending pool
+ * becomes released. The request must be locked and pending.
+ */
+int db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state,
+		     int64_t actor_id, const char *actor, const char *note,
+		     const char *http_request_id, const char *audit_action,
+		     const char *audit_before_json, struct pool_request_row *out,
+		     struct gp_error *err) __attribute__((warn_unused_result));
+
+/* ---- placement candidates ---- */
+
+struct layout_key {
+	bool mig_enabled;
+	const char *layout;
+};
+
+/*
+ * The distinct (MIG mode, layout) classes of the placeable GPUs (ready
+ * node, health ok) of model, by a skip scan of gpus_placeable_idx: the
+ * cost follows the number of classes, not of GPUs.
+ */
+int db_layout_classes(struct db *db, struct arena *a, const char *model,
+		      struct layout_key **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+struct candidate_want {
+	const char *model;
+	bool mig_enabled;
+	const char *layout;
+	int limit;
+};
+
+/* A locked candidate GPU. */
+struct locked_gpu {
+	int64_t id;
+	int64_t node_id;
+	int index;
+	const char *model;
+	bool mig_enabled;
+	const char *layout;             /* as locked: current */
+	const char *uuid;
+	const char *node;
+};
+
+/*
+ * Lock placement candidates: for each want, at most limit placeable GPUs
+ * of that class in (node, index, id) order, each locked FOR NO KEY
+ * UPDATE, and returned with its current layout (a GPU whose layout
+ * changed before the lock is left out). With skip, GPUs locked by
+ * others are skipped and so is every GPU of a node another approval is
+ * placing on (a transaction-scoped advisory lock per node, taken here):
+ * concurrent approvals spread over nodes instead of queueing. Without
+ * skip, locks are waited for. Duplicates are possible across wants.
+ */
+int db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
+		       bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* ---- applying an approval ---- */
+
+/* One new allocation. */
+struct new_alloc {
+	int64_t gpu_id;
+	int64_t node_id;
+	const char *profile;
+	int start;
+	int size;
+};
+
+/* A change of what a pool holds, at the approval's timestamp. */
+struct approval_apply {
+	int64_t request_id;
+	int64_t pool_id;
+	int64_t project_id;
+	const char *action;             /* create | expand | shrink | release */
+	const char *new_items_json;     /* the pool's SpecAndCount afterwards */
+	const char *new_status;         /* the pool's status afterwards */
+	int64_t ends_us;                /* create: the pool's end time (0 none) */
+	int64_t at_us;                  /* ledger timestamp; 0: the transaction's */
+	/* create / expand: allocations to insert (state reserved) and the
+	 * ledger intervals they open, one per item */
+	const struct new_alloc *allocs;
+	int nallocs;
+	const char *const *item_models;
+	const char *const *item_profiles;
+	const int *item_counts;
+	int nitems;
+	/* shrink / release: allocations to move to releasing; for shrink,
+	 * every kind the request names with what the pool keeps of it
+	 * (its open ledger intervals close, one reopens for a count > 0);
+	 * release closes every open interval and lists nothing */
+	const int64_t *free_ids;
+	int nfree;
+	const char *const *keep_models;
+	const char *const *keep_profiles;
+	const int *keep_counts;
+	int nkeep;
+	const int64_t *free_node_ids;   /* nodes of the freed allocations */
+	int nfree_nodes;
+	/* who and why */
+	int64_t actor_id;               /* 0: the system */
+	const char *actor;
+	const char *note;
+	const char *http_request_id;
+	const char *audit_before_json;
+	const char *audit_after_json;
+};
+
+/*
+ * Apply an approval in one statement: the request becomes approved
+ * (history row), the allocations are inserted or move to releasing, the
+ * pool gets its items and status, ledger intervals open or close at the
+ * transaction timestamp, affected nodes' generation is bumped with one
+ * outbox row each, and the audit row is written. The request and pool
+ * must be locked. An overlap (exclusion constraint) is a retryable
+ * conflict inside db_tx_ex(DB_TX_RETRY_EXCLUSION).
+ */
+int db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
+		      struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Live (not releasing, not released) allocations for a shrink or release. */
+struct live_alloc {
+	int64_t id;
+	int64_t gpu_id;
+	int64_t node_id;
+	int64_t pool_id;
+	const char *model;
+	const char *profile;
+	int start;
+	int size;
+};
+
+/*
+ * The live allocations of pool_id and, with neighbours, every other live
+ * allocation on the GPUs they occupy; by GPU then start.
+ */
+int db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool neighbours,
+			     struct live_alloc **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/* ---- the expiry worker ---- */
+
+/*
+ * Expire at most limit pending requests whose expires_at has passed
+ * (claimed FOR UPDATE SKIP LOCKED, so replicas share the work), with
+ * history and audit; their pending pools are released. *n gets the count.
+ */
+int db_requests_expire(struct db *db, int limit, int64_t *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/*
+ * Claim one pool whose end time has passed and that still holds
+ * resources (FOR NO KEY UPDATE SKIP LOCKED). *found false when none.
+ * Inserts the system's release request for it (approved at once) and
+ * returns its id in *request_id.
+ */
+int db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out,
+		      int64_t *request_id, bool *found, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/*
+ * Settle pool statuses: releasing pools with no allocation left become
+ * released, provisioning pools whose allocations are all ready become
+ * active (audited). *n gets how many changed.
+ */
+int db_pools_settle(struct db *db, int64_t *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+#endif
