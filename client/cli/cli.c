@@ -183,7 +183,8 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 		cli_print_table_help(table, prefix, true);
 		return CLI_EXIT_USAGE;
 	}
-	if (cmd->subcommands != NULL) {
+	if (cmd->subcommands != NULL &&
+	    (cmd->run == NULL || (argc > 1 && cli_find(cmd->subcommands, argv[1]) != NULL))) {
 		char sub[256];
 		int n = snprintf(sub, sizeof(sub), "%s %s", prefix, cmd->name);
 
@@ -195,6 +196,12 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 		return CLI_EXIT_USAGE;
 	if (help) {
 		cli_print_command_help(prefix, cmd);
+		if (cmd->subcommands != NULL) {
+			printf("\nsubcommands:\n");
+			for (const struct cli_command *c = cmd->subcommands; c->name != NULL; c++)
+				printf("  %s %s %s %s\n      %s\n", prefix, cmd->name, c->name,
+				       c->usage ? c->usage : "", c->summary);
+		}
 		return CLI_EXIT_OK;
 	}
 	cli->command_path = prefix;
@@ -466,5 +473,45 @@ cli_escape(struct cli *cli, const char *s, char *buf, size_t len)
 		cli_fail(cli, "\"%.40s...\" is too long", s);
 		return -1;
 	}
+	return 0;
+}
+
+int
+cli_query_add(struct cli *cli, char *buf, size_t len, const char *key, const char *value)
+{
+	char esc[1024];
+	size_t used = strlen(buf);
+	int n;
+
+	if (value == NULL)
+		return 0;
+	if (gp_client_escape(value, esc, sizeof(esc)) != 0) {
+		cli_fail(cli, "the value of %s is too long", key);
+		return -1;
+	}
+	n = snprintf(buf + used, len - used, "%c%s=%s", strchr(buf, '?') ? '&' : '?', key, esc);
+	if (n < 0 || (size_t)n >= len - used) {
+		buf[used] = '\0';
+		cli_fail(cli, "the request path is too long");
+		return -1;
+	}
+	return 0;
+}
+
+int
+cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *option,
+		const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = (s[0] >= '0' && s[0] <= '9') ? strtoll(s, &end, 10) : 0;
+	if (s[0] < '0' || s[0] > '9' || errno != 0 || *end != '\0' || v < min || v > max) {
+		cli_usage_error(cli, cmd, "--%s must be an integer from %lld to %lld, not \"%s\"",
+				option, min, max, s);
+		return -1;
+	}
+	*out = v;
 	return 0;
 }

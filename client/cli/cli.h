@@ -23,7 +23,7 @@
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
-#define CLI_MAX_POSITIONAL 8
+#define CLI_MAX_POSITIONAL 72  /* capacity simulate: 64 items and its name */
 #define CLI_MAX_OPTIONS 32
 
 enum cli_output {
@@ -71,8 +71,13 @@ struct cli_command {
 	int min_args;                   /* positional arguments */
 	int max_args;
 	const struct cli_option *options;       /* ends with name == NULL; may be NULL */
-	cli_run_fn run;                 /* NULL for a group */
-	const struct cli_command *subcommands;  /* ends with name == NULL; groups only */
+	cli_run_fn run;                 /* NULL for a pure group */
+	/*
+	 * Ends with name == NULL; groups only. A group that also has run()
+	 * ("gpupool capacity [--model M]" beside "gpupool capacity simulate")
+	 * runs itself unless its first argument names a subcommand.
+	 */
+	const struct cli_command *subcommands;
 };
 
 /*
@@ -139,6 +144,23 @@ int cli_list(struct cli *cli, const char *path, const struct cli_args *args,
 #define CLI_LIST_OPTIONS \
 	{ "limit", "N", "fetch one page of at most N items (1..500)", false }, \
 	{ "cursor", "C", "continue a listing from the cursor of an earlier page", false }
+
+/*
+ * Append "key=value" (value percent-encoded) to the request path in buf,
+ * after '?' or '&' as needed; value NULL appends nothing. Prints an
+ * error and returns -1 when it does not fit.
+ */
+int cli_query_add(struct cli *cli, char *buf, size_t len, const char *key, const char *value)
+	__attribute__((warn_unused_result));
+
+/*
+ * Parse a decimal integer option value (no sign, spaces or trailing
+ * text) from min to max. On failure prints "--<option> must be ..." and
+ * the usage line of cmd and returns -1.
+ */
+int cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *option,
+		    const char *s, long long min, long long max, long long *out)
+	__attribute__((warn_unused_result));
 
 /*
  * Percent-encode s as one path segment into buf; prints an error and

@@ -10,6 +10,9 @@
 
 #include "cli.h"
 #include "cmd_auth.h"
+#include "cmd_capacity.h"
+#include "cmd_gpus.h"
+#include "cmd_nodes.h"
 #include "cmd_projects.h"
 #include "cmd_tokens.h"
 #include "cmd_users.h"
@@ -22,6 +25,9 @@ static const struct cli_command *const command_groups[] = {
 	cmd_projects_commands,
 	cmd_tokens_commands,
 	cmd_users_commands,
+	cmd_nodes_commands,
+	cmd_gpus_commands,
+	cmd_capacity_commands,
 	NULL,
 };
 

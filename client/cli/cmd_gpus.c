@@ -1,0 +1,311 @@
+/*
+ * cmd_gpus.c - the physical side, part two: GPUs over /v1/gpus and
+ * /v1/nodes/{node}/gpus. Tables show each GPU's layout as a slice bar
+ * (slicebar.h); -o json prints the server's answer unchanged.
+ */
+#include "cmd_gpus.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "output.h"
+#include "slicebar.h"
+
+#define GPUS_PATH_MAX 2048
+#define GPUS_MAX_INSTANCES 16
+
+/* "bar" and "mig" are added by gpus_decorate(). */
+static const struct output_column gpu_columns[] = {
+	{ "NODE", "node" },
+	{ "INDEX", "index" },
+	{ "MODEL", "model" },
+	{ "MIG", "mig" },
+	{ "HEALTH", "health" },
+	{ "LAYOUT", "bar" },
+	{ "FREE", "free_slices" },
+	{ "UUID", "uuid" },
+	{ NULL, NULL },
+};
+
+static const struct output_column instance_columns[] = {
+	{ "PROFILE", "profile" },
+	{ "START", "start" },
+	{ "SIZE", "size" },
+	{ "STATE", "state" },
+	{ "POOL", "pool_id" },
+	{ "DEVICE", "device_uuid" },
+	{ NULL, NULL },
+};
+
+static int
+gpus_int(struct json_object *o, const char *key, int fallback)
+{
+	struct json_object *v = gp_client_json_get(o, key);
+
+	if (v == NULL || !json_object_is_type(v, json_type_int))
+		return fallback;
+	return json_object_get_int(v);
+}
+
+/*
+ * The slice bar of a GPU object (its "memory_slices" and "layout"
+ * array) into buf; when it cannot be drawn, the layout as
+ * "profile@start,..." (or "?") instead.
+ */
+static void
+gpus_bar(struct json_object *gpu, char *buf, size_t len)
+{
+	struct json_object *layout = gp_client_json_get(gpu, "layout");
+	struct slicebar_instance inst[GPUS_MAX_INSTANCES];
+	size_t n = 0, used = 0;
+
+	if (layout != NULL && json_object_is_type(layout, json_type_array))
+		n = json_object_array_length(layout);
+	if (n <= GPUS_MAX_INSTANCES) {
+		for (size_t i = 0; i < n; i++) {
+			struct json_object *x = json_object_array_get_idx(layout, i);
+			struct json_object *p = gp_client_json_get(x, "profile");
+
+			inst[i].profile = p != NULL ? json_object_get_string(p) : NULL;
+			inst[i].start = gpus_int(x, "start", -1);
+			inst[i].size = gpus_int(x, "size", 0);
+		}
+		if (slicebar_render(gpus_int(gpu, "memory_slices", 0), inst, (int)n, buf, len) == 0)
+			return;
+	}
+	snprintf(buf, len, "?");
+	for (size_t i = 0; i < n && n <= GPUS_MAX_INSTANCES; i++) {
+		int w = snprintf(buf + used, len - used, "%s%s@%d", i ? "," : "",
+				 inst[i].profile ? inst[i].profile : "?", inst[i].start);
+
+		if (w < 0 || (size_t)w >= len - used)
+			break;
+		used += (size_t)w;
+	}
+}
+
+/* Add the table's display fields to a GPU object. */
+static void
+gpus_decorate(struct json_object *gpu)
+{
+	struct json_object *mig = gp_client_json_get(gpu, "mig_enabled");
+	char bar[256];
+
+	if (gpu == NULL || !json_object_is_type(gpu, json_type_object))
+		return;
+	gpus_bar(gpu, bar, sizeof(bar));
+	json_object_object_add(gpu, "bar", json_object_new_string(bar));
+	json_object_object_add(gpu, "mig", json_object_new_string(
+		mig == NULL ? "-" : json_object_get_boolean(mig) ? "on" : "off"));
+}
+
+static int
+gpus_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	char path[GPUS_PATH_MAX] = "/v1/gpus";
+	struct json_object *doc, *items;
+	int rc;
+
+	(void)cmd;
+	if (cli_query_add(cli, path, sizeof(path), "node", cli_opt(args, "node")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "model", cli_opt(args, "model")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "cluster", cli_opt(args, "cluster")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "health", cli_opt(args, "health")) != 0)
+		return CLI_EXIT_FAIL;
+	rc = cli_list(cli, path, args, &doc);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	items = gp_client_json_get(doc, "items");
+	if (cli->output == CLI_OUTPUT_JSON) {
+		output_json(stdout, doc);
+	} else {
+		for (size_t i = 0; items != NULL && i < json_object_array_length(items); i++)
+			gpus_decorate(json_object_array_get_idx(items, i));
+		output_table(stdout, items, gpu_columns);
+	}
+	json_object_put(doc);
+	return CLI_EXIT_OK;
+}
+
+/* The GPU line, then its instances. */
+static void
+gpus_print_detail(struct json_object *gpu)
+{
+	struct json_object *layout = gp_client_json_get(gpu, "layout");
+
+	gpus_decorate(gpu);
+	output_row(stdout, gpu, gpu_columns);
+	if (layout != NULL && json_object_is_type(layout, json_type_array) &&
+	    json_object_array_length(layout) > 0) {
+		fputc('\n', stdout);
+		output_table(stdout, layout, instance_columns);
+	}
+}
+
+static int
+gpus_get(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char path[GPUS_PATH_MAX], esc[512];
+	int rc;
+
+	(void)cmd;
+	if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0)
+		return CLI_EXIT_FAIL;
+	snprintf(path, sizeof(path), "/v1/gpus/%s", esc);
+	rc = cli_call(cli, "GET", path, NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, r.json);
+	else
+		gpus_print_detail(r.json);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
+/* "PROFILE@START" into an {"profile","start"} object; NULL after a usage error. */
+static struct json_object *
+gpus_instance(struct cli *cli, const struct cli_command *cmd, const char *text)
+{
+	const char *at = strrchr(text, '@');
+	struct json_object *o;
+	long long start;
+	char name[64];
+
+	if (at == NULL || at == text || (size_t)(at - text) >= sizeof(name)) {
+		cli_usage_error(cli, cmd, "--instance must be PROFILE@START, as 3g.40gb@4, not \"%s\"",
+				text);
+		return NULL;
+	}
+	if (cli_parse_int64(cli, cmd, "instance START", at + 1, 0, 7, &start) != 0)
+		return NULL;
+	memcpy(name, text, (size_t)(at - text));
+	name[at - text] = '\0';
+	o = json_object_new_object();
+	if (o == NULL) {
+		cli_fail(cli, "out of memory");
+		return NULL;
+	}
+	json_object_object_add(o, "profile", json_object_new_string(name));
+	json_object_object_add(o, "start", json_object_new_int((int)start));
+	return o;
+}
+
+static int
+gpus_create(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	const char *index = cli_opt(args, "index"), *uuid = cli_opt(args, "uuid");
+	const char *model = cli_opt(args, "model");
+	const char *inst[GPUS_MAX_INSTANCES];
+	int ninst = cli_opt_all(args, "instance", inst, GPUS_MAX_INSTANCES);
+	struct json_object *body = NULL, *arr = NULL;
+	struct gp_client_response r;
+	char path[GPUS_PATH_MAX], esc[512];
+	long long idx;
+	int rc;
+
+	if (index == NULL || uuid == NULL || model == NULL)
+		return cli_usage_error(cli, cmd, "--index, --uuid and --model are required");
+	if (cli_parse_int64(cli, cmd, "index", index, 0, 15, &idx) != 0)
+		return CLI_EXIT_USAGE;
+	if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0)
+		return CLI_EXIT_FAIL;
+	snprintf(path, sizeof(path), "/v1/nodes/%s/gpus", esc);
+	body = json_object_new_object();
+	arr = json_object_new_array();
+	if (body == NULL || arr == NULL) {
+		json_object_put(arr);
+		rc = cli_fail(cli, "out of memory");
+		goto fail;
+	}
+	json_object_object_add(body, "index", json_object_new_int((int)idx));
+	json_object_object_add(body, "uuid", json_object_new_string(uuid));
+	json_object_object_add(body, "model", json_object_new_string(model));
+	if (cli_opt(args, "mig") != NULL)
+		json_object_object_add(body, "mig_enabled", json_object_new_boolean(1));
+	for (int i = 0; i < ninst; i++) {
+		struct json_object *o = gpus_instance(cli, cmd, inst[i]);
+
+		if (o == NULL) {
+			json_object_put(arr);
+			rc = CLI_EXIT_USAGE;
+			goto fail;
+		}
+		json_object_array_add(arr, o);
+	}
+	if (ninst > 0)
+		json_object_object_add(body, "instances", arr);
+	else
+		json_object_put(arr);
+	rc = cli_call(cli, "POST", path, body, &r);
+	if (rc != CLI_EXIT_OK)
+		goto fail;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, r.json);
+	else
+		gpus_print_detail(r.json);
+	gp_client_response_free(&r);
+fail:
+	json_object_put(body);
+	return rc;
+}
+
+static const struct cli_option list_options[] = {
+	{ "node", "N", "only the GPUs of this node", false },
+	{ "model", "M", "only GPUs of this catalog model (H100-80GB ...)", false },
+	{ "cluster", "C", "only GPUs in this cluster", false },
+	{ "health", "H", "only GPUs in this health: ok, degraded, failed", false },
+	CLI_LIST_OPTIONS,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_option create_options[] = {
+	{ "index", "N", "the GPU's index on its node, 0 to 15 (required)", false },
+	{ "uuid", "U", "its NVIDIA UUID, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (required)", false },
+	{ "model", "M", "its catalog model, e.g. H100-80GB (required)", false },
+	{ "mig", NULL, "MIG mode is on (implied by MIG instances)", false },
+	{ "instance", "P@S", "an instance already on it: profile@start (full@0 for the whole GPU)",
+	  true },
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_command gpus_subcommands[] = {
+	{
+		.name = "list",
+		.usage = "[--node N] [--model M] [--cluster C] [--health H] [--limit N] [--cursor C]",
+		.summary = "list GPUs with their layouts as slice bars",
+		.help = "List GPUs. LAYOUT draws each GPU's memory slices: an instance covers its\n"
+			"slices and shows its profile name (cut to fit), '.' is a free slice and\n"
+			"'|' an instance boundary; every bar has the same width, so an H100's 8\n"
+			"slices take 2 columns each:\n"
+			"\n"
+			"  [3g.40gb    |2g.20|1g|..]   3g.40gb at 0, 2g.20gb at 4, 1g.10gb at 6\n"
+			"  [full                   ]   the whole GPU\n"
+			"  [.. .. .. .. .. .. .. ..]   empty\n"
+			"\n"
+			"FREE counts free memory slices (some may be unusable: see 'gpupool capacity').",
+		.max_args = 0, .options = list_options, .run = gpus_list,
+	},
+	{
+		.name = "get", .usage = "UUID",
+		.summary = "show one GPU, its slice bar and its instances",
+		.min_args = 1, .max_args = 1, .run = gpus_get,
+	},
+	{
+		.name = "create",
+		.usage = "NODE --index N --uuid U --model M [--mig] [--instance PROFILE@START ...]",
+		.summary = "register a GPU on a node by hand (operators)",
+		.min_args = 1, .max_args = 1, .options = create_options, .run = gpus_create,
+	},
+	{ .name = NULL },
+};
+
+const struct cli_command cmd_gpus_commands[] = {
+	{
+		.name = "gpus",
+		.summary = "list, show and register physical GPUs and their MIG layouts",
+		.subcommands = gpus_subcommands,
+	},
+	{ .name = NULL },
+};
