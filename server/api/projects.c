@@ -356,7 +356,8 @@ api_members_put(struct request *req, struct response *res, struct gp_error *err)
 	if (jf_finish(&f) < 0)
 		return -1;
 	c.req = req;
-	if (db_tx(db_thread(), member_change_tx, &c, err) < 0)
+	/* serializable: two owners leaving at once must not both pass the last-owner check */
+	if (db_tx_serializable(db_thread(), member_change_tx, &c, err) < 0)
 		return -1;
 	response_json(req, res, c.before ? 200 : 201, member_json(req->params[1], c.role));
 	return 0;
@@ -369,7 +370,7 @@ api_members_delete(struct request *req, struct response *res, struct gp_error *e
 
 	memset(&c, 0, sizeof(c));
 	c.req = req;
-	if (db_tx(db_thread(), member_change_tx, &c, err) < 0)
+	if (db_tx_serializable(db_thread(), member_change_tx, &c, err) < 0)
 		return -1;
 	response_empty(res, 204);
 	return 0;

@@ -10,8 +10,10 @@
  */
 #include "fixture.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/json.h"
 
@@ -556,6 +558,103 @@ test_members(void **state)
 				      "ON p.id = m.project_id WHERE p.name = 'team' AND m.role = 'owner'"), 1);
 }
 
+/* One request on its own gp_client, for a thread. */
+struct caller {
+	const char *base_url;
+	const char *token;
+	const char *method;
+	const char *path;
+	long status;
+	char code[64];
+};
+
+static void *
+caller_main(void *arg)
+{
+	struct caller *c = arg;
+	struct gp_client *cl = gp_client_create(c->base_url, c->token);
+	struct gp_client_response r;
+
+	c->status = -1;
+	if (cl == NULL)
+		return NULL;
+	gp_client_set_timeouts(cl, 30000, 5000);
+	if (gp_client_request(cl, c->method, c->path, NULL, 0, NULL, &r) == 0) {
+		struct json_object *code = gp_client_json_get(r.json, "code");
+
+		c->status = r.status;
+		snprintf(c->code, sizeof(c->code), "%s", code ? json_object_get_string(code) : "");
+	}
+	gp_client_response_free(&r);
+	gp_client_destroy(cl);
+	return NULL;
+}
+
+/*
+ * Two owners remove each other at the same time. Each checks that an
+ * owner remains after its own change; run side by side, each sees the
+ * other's row still there. The test holds both transactions after that
+ * check (a lock on audit_log) and lets them commit together: at most
+ * one may succeed, the project keeps an owner.
+ */
+static void
+test_last_owner_race(void **state)
+{
+	struct fixture *fx = *state;
+	const char *t1, *t2;
+	struct caller c[2];
+	pthread_t th[2];
+	int waited = 0, ok = 0, refused = 0;
+
+	t1 = fixture_create_user(fx, "race-own1", "none");
+	t2 = fixture_create_user(fx, "race-own2", "none");
+	project_create(fx, "race-team", NULL);
+	member_put(fx, fx->admin_token, "race-team", "race-own1", "owner", 201);
+	member_put(fx, fx->admin_token, "race-team", "race-own2", "owner", 201);
+
+	c[0] = (struct caller){ .base_url = fx->server->base_url, .token = t1, .method = "DELETE",
+				.path = "/v1/projects/race-team/members/race-own2" };
+	c[1] = (struct caller){ .base_url = fx->server->base_url, .token = t2, .method = "DELETE",
+				.path = "/v1/projects/race-team/members/race-own1" };
+	fx_sql_exec(fx, "BEGIN");
+	fx_sql_exec(fx, "LOCK TABLE audit_log IN SHARE ROW EXCLUSIVE MODE");
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, caller_main, &c[i]), 0);
+	/* both wait for the lock, or one already gave up (a server that
+	 * serializes the two checks may refuse one before the lock) */
+	while (fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+			    "AND datname = current_database()") < 2) {
+		if (++waited > 300)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000000L }, NULL);
+	}
+	fx_sql_exec(fx, "COMMIT");
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+
+	for (int i = 0; i < 2; i++) {
+		if (c[i].status == 204) {
+			ok++;
+		} else {
+			/* 409 when it sees the other's removal as it checks the owners,
+			 * 404 when it sees it already as it checks its own access */
+			bool conflict = c[i].status == 409 && strcmp(c[i].code, "conflict") == 0;
+			bool gone = c[i].status == 404 && strcmp(c[i].code, "not_found") == 0;
+
+			if (!conflict && !gone)
+				print_error("%s: %ld %s\n", c[i].path, c[i].status, c[i].code);
+			assert_true(conflict || gone);
+			refused++;
+		}
+	}
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM project_members m JOIN projects p "
+				      "ON p.id = m.project_id WHERE p.name = 'race-team' AND m.role = 'owner'"), 1);
+	assert_int_equal(ok, 1);
+	assert_int_equal(refused, 1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'project.member.remove' "
+				      "AND object_id LIKE 'race-team/%'"), 1);
+}
+
 /* ---- audit ---- */
 
 static void
@@ -717,6 +816,7 @@ main(void)
 		cmocka_unit_test(test_create_refused),
 		cmocka_unit_test(test_patch_if_match),
 		cmocka_unit_test(test_members),
+		cmocka_unit_test(test_last_owner_race),
 		cmocka_unit_test(test_audit_api),
 		cmocka_unit_test(test_audit_same_transaction),
 	};
