@@ -8,6 +8,7 @@
 #include "api/api.h"
 #include "auth/password.h"
 #include "auth/roles.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "db/db.h"
 #include "db/db_audit.h"
@@ -114,7 +115,13 @@ create_user_tx(struct db *db, void *arg, struct gp_error *err)
 	e.action = "user.create";
 	e.object_type = "user";
 	e.object_id = c->username;
-	e.after_json = arena_printf(a, "{\"username\":\"%s\",\"role\":\"%s\"}", u.username, u.role);
+	{
+		struct json_object *after = json_own(a, json_object_new_object());
+
+		json_add_str(after, "username", u.username);
+		json_add_str(after, "role", u.role);
+		e.after_json = json_to_arena(a, after, NULL);
+	}
 	rc = db_audit_insert(db, a, &e, err);
 fail:
 	arena_destroy(a);

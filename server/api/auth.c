@@ -38,6 +38,34 @@ login_rate_check(struct db *db, struct app *app, const char *ukey, const char *i
 	return 0;
 }
 
+struct session_create {
+	struct request *req;
+	const struct user_row *user;
+	const unsigned char *digest;
+	const char *prefix;
+	int64_t expires_us;
+	struct token_row *row;
+};
+
+/* A login token and its audit row, in one transaction. */
+static int
+session_create_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct session_create *c = arg;
+	struct json_object *after;
+
+	if (db_token_insert(db, c->req->arena, c->user->id, "session", "login", c->digest,
+			    c->prefix, c->expires_us, c->row, err) < 0)
+		return -1;
+	after = json_own(c->req->arena, json_object_new_object());
+	json_add_str(after, "username", c->user->username);
+	json_add_str(after, "prefix", c->prefix);
+	json_add_time(after, "expires_at", c->row->expires_us);
+	return api_audit(db, c->req, "session.create", "token",
+			 arena_printf(c->req->arena, "%lld", (long long)c->row->id), 0,
+			 NULL, after, err);
+}
+
 int
 api_login(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -86,10 +114,22 @@ api_login(struct request *req, struct response *res, struct gp_error *err)
 	if (token_generate("gpp", token, sizeof(token)) < 0)
 		return gp_error_set(err, 500, "internal", "could not generate a token");
 	token_digest(token, strlen(token), digest);
-	if (db_token_insert(db, req->arena, u.id, "session", "login", digest,
-			    arena_strndup(req->arena, token, 8),
-			    time_now_us() + (int64_t)app->session_ttl_s * 1000000, &t, err) < 0)
-		goto fail;
+	{
+		struct session_create sc = {
+			.req = req,
+			.user = &u,
+			.digest = digest,
+			.prefix = arena_strndup(req->arena, token, 8),
+			.expires_us = time_now_us() + (int64_t)app->session_ttl_s * 1000000,
+			.row = &t,
+		};
+
+		/* the session is the caller's from here on: audit it as theirs */
+		req->principal.user_id = u.id;
+		req->principal.username = u.username;
+		if (db_tx(db, session_create_tx, &sc, err) < 0)
+			goto fail;
+	}
 	o = json_object_new_object();
 	json_add_str(o, "token", token);
 	json_add_time(o, "expires_at", t.expires_us);

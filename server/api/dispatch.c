@@ -120,7 +120,7 @@ authenticate(struct request *req, struct gp_error *err)
 	token_digest(h, len, digest);
 	if (db_token_authenticate(db_thread(), req->arena, digest, &ta, &found, err) < 0)
 		return -1;
-	if (!found)
+	if (!found || ta.digest == NULL || !token_digest_equal(ta.digest, digest))
 		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
 	if (role_parse(ta.role, &role) < 0)
 		role = ROLE_NONE;

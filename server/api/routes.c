@@ -1,6 +1,6 @@
 /*
  * routes.c - the route table: every endpoint of gpupoold, in one place.
- * api/openapi.yaml must describe exactly these (tests/integration/test_contract.c).
+ * api/openapi.yaml must describe exactly these (tests/contract/test_contract.c).
  */
 #include "api.h"
 

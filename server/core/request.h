@@ -25,7 +25,7 @@ typedef const char *(*request_lookup_fn)(const struct request *req, const char *
 
 struct principal {
 	int64_t user_id;        /* 0 for anonymous */
-	int64_t token_id;       /* API token id, 0 for a login session token */
+	int64_t token_id;       /* the token that authenticated the request */
 	const char *username;
 	int role;               /* enum role from auth/roles.h */
 	int64_t node_id;        /* node tokens (agent issue); 0 otherwise */

@@ -334,6 +334,12 @@ db_tx_run(struct db *db, const char *begin, unsigned flags, db_tx_fn fn, void *a
 			return -1;
 		db_backoff(db, attempt);
 	}
+	/* still conflicting after every attempt: a transient condition, so
+	 * 503 (never stored for Idempotency-Key replays) rather than 409 */
+	gp_error_set(err, 503, "contention",
+		     "the database is busy with conflicting changes, retry the request");
+	if (err != NULL)
+		err->retry_after = 1;
 	return -1;
 }
 

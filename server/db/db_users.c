@@ -207,6 +207,19 @@ db_token_authenticate(struct db *db, struct arena *a, const unsigned char *diges
 	out->username = db_text(a, r, 0, 3);
 	out->role = db_text(a, r, 0, 4);
 	out->last_used_us = db_int64(r, 0, 5);
+	out->digest = NULL;
+	{
+		size_t n = 0;
+		unsigned char *d = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 6), &n);
+
+		if (d != NULL && n == 32) {
+			unsigned char *copy = arena_alloc(a, n);
+
+			memcpy(copy, d, n);
+			out->digest = copy;
+		}
+		PQfreemem(d);
+	}
 	return 0;
 }
 

@@ -40,6 +40,7 @@ struct token_auth {
 	const char *username;
 	const char *role;
 	int64_t last_used_us;
+	const unsigned char *digest;    /* stored SHA-256, TOKEN_DIGEST_LEN bytes */
 };
 
 /* 0 and *found=false when no such user. */
