@@ -490,12 +490,41 @@ test_visibility(void **state)
 	assert_string_equal(fx_json_str(hidden->json, "detail"), "no such project: " OTHER);
 }
 
+/* A change of global role applies to the very next request of an existing token. */
+static void
+test_role_change_next_request(void **state)
+{
+	struct fixture *fx = *state;
+	const char *tok = fixture_create_user(fx, "promoted", "none");
+
+	assert_problem(fx_request(fx, tok, "GET", "/v1/users", NULL), 403, "forbidden");
+	assert_problem(fx_request(fx, tok, "GET", "/v1/projects/" OTHER, NULL), 404, "not_found");
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted", "{\"role\":\"operator\"}"), 200);
+	assert_status(fx_request(fx, tok, "GET", "/v1/projects/" OTHER, NULL), 200);
+	assert_problem(fx_request(fx, tok, "PATCH", "/v1/projects/" OTHER, "{\"display_name\":\"x\"}"),
+		       403, "forbidden");
+	assert_problem(fx_request(fx, tok, "GET", "/v1/users", NULL), 403, "forbidden");
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted", "{\"role\":\"admin\"}"), 200);
+	assert_status(fx_request(fx, tok, "GET", "/v1/users", NULL), 200);
+	assert_status(fx_request(fx, tok, "GET", "/v1/audit", NULL), 200);
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted", "{\"role\":\"none\"}"), 200);
+	assert_problem(fx_request(fx, tok, "GET", "/v1/audit", NULL), 403, "forbidden");
+	assert_problem(fx_request(fx, tok, "GET", "/v1/projects/" OTHER, NULL), 404, "not_found");
+	assert_json_str(fx_request(fx, tok, "GET", "/v1/me", NULL)->json, "role", "none");
+	/* an admin may not be demoted by a non-admin */
+	assert_problem(fx_request(fx, tok, "PATCH", "/v1/users/" FIXTURE_ADMIN_USER, "{\"role\":\"none\"}"),
+		       403, "forbidden");
+	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = $1", FIXTURE_ADMIN_USER),
+			    "admin");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_matrix),
 		cmocka_unit_test(test_visibility),
+		cmocka_unit_test(test_role_change_next_request),
 	};
 
 	return fixture_run_tests(tests);

@@ -560,6 +560,34 @@ test_api_token_revocation(void **state)
 	assert_int_equal(me_status(fx, gina), 200);
 }
 
+/* A new password (set by an admin) ends every session and API token of the user. */
+static void
+test_password_change_ends_tokens(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *session, *api;
+
+	login_failures_reset(fx);
+	session = fixture_create_user(fx, "mona", "none");
+	api = fx_json_str(token_create(fx, session, "m")->json, "token");
+	assert_int_equal(me_status(fx, api), 200);
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/users/mona", "{\"password\":\"another-Passw0rd-42\"}");
+	assert_status(r, 200);
+	assert_int_equal(me_status(fx, session), 401);
+	assert_int_equal(me_status(fx, api), 401);
+	assert_problem(login(fx, "mona", FIXTURE_PASSWORD), 401, "invalid_credentials");
+	r = login(fx, "mona", "another-Passw0rd-42");
+	assert_status(r, 200);
+	assert_int_equal(me_status(fx, fx_json_str(r->json, "token")), 200);
+	/* the audit row of the change holds no password or hash */
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE object_id = 'mona' "
+				      "AND (strpos(audit_log::text, 'another-Passw0rd-42') > 0 "
+				      "OR strpos(audit_log::text, '$argon2') > 0)"), 0);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE object_id = 'mona' "
+				      "AND action = 'user.update'"), 1);
+}
+
 /* ---- rate limiting ---- */
 
 static void
@@ -691,6 +719,7 @@ main(void)
 		cmocka_unit_test(test_api_token_list_pages),
 		cmocka_unit_test(test_api_token_expiry),
 		cmocka_unit_test(test_api_token_revocation),
+		cmocka_unit_test(test_password_change_ends_tokens),
 		cmocka_unit_test(test_login_rate_limit_per_user),
 		cmocka_unit_test(test_login_rate_limit_per_address),
 		cmocka_unit_test(test_password_rehash),

@@ -348,6 +348,10 @@ test_key_length(void **state)
 	r = post(fx, fx->admin_token, "/v1/projects", "", "{\"name\":\"long-key\"}");
 	assert_raw_problem(fx, r, 422, "validation_failed");
 	assert_int_equal(count_projects(fx, "long-key"), 0);
+	/* a key is text: bytes that are not UTF-8 are the client's error, not the server's */
+	r = post(fx, fx->admin_token, "/v1/projects", "bad-\xff\xfe-key", "{\"name\":\"long-key\"}");
+	assert_raw_problem(fx, r, 422, "validation_failed");
+	assert_int_equal(count_projects(fx, "long-key"), 0);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys"), keys);
 
 	/* 200 characters is the longest key */
