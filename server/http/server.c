@@ -12,6 +12,8 @@
 #include "core/timeutil.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +30,14 @@ struct http_server {
 	struct MHD_Daemon *daemon;
 	struct http_config cfg;
 	http_dispatch_fn dispatch;
-	atomic_int in_flight;
+	atomic_int in_flight;           /* requests between first callback and completion */
+	atomic_int fresh;               /* connections accepted that have not begun a request */
+	atomic_bool stopping;
+};
+
+/* Per TCP connection (MHD's socket context): has it begun a request yet? */
+struct conn_state {
+	bool begun;
 };
 
 struct exchange {
@@ -109,7 +119,7 @@ client_ip(struct arena *a, struct MHD_Connection *conn)
 }
 
 static enum MHD_Result
-send_response(struct MHD_Connection *conn, const struct request *req,
+send_response(struct http_server *s, struct MHD_Connection *conn, const struct request *req,
 	      const struct response *res)
 {
 	struct MHD_Response *r;
@@ -124,6 +134,9 @@ send_response(struct MHD_Connection *conn, const struct request *req,
 	MHD_add_response_header(r, "X-Request-Id", req->request_id);
 	for (int i = 0; i < res->nheaders; i++)
 		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	/* draining: no further requests on this connection */
+	if (atomic_load(&s->stopping))
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	ret = MHD_queue_response(conn, (unsigned int)res->status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -174,8 +187,15 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 
 	(void)version;
 	if (x == NULL) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		struct conn_state *cs = ci != NULL ? ci->socket_context : NULL;
 		const char *cl;
 
+		if (cs != NULL && !cs->begun) {
+			cs->begun = true;
+			atomic_fetch_sub(&s->fresh, 1);
+		}
 		x = calloc(1, sizeof(*x));
 		if (x == NULL)
 			return MHD_NO;
@@ -238,7 +258,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		log_info(req.request_id, "request", "method", method, "path", url,
 			 "status", status, "duration_ms", dur, "client", req.client_ip);
 	}
-	return send_response(conn, &req, &res);
+	return send_response(s, conn, &req, &res);
 }
 
 static void
@@ -256,6 +276,33 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(x);
 	*con_cls = NULL;
 	atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/*
+ * Count connections that were accepted but have not begun a request, so
+ * that a graceful stop also waits for requests still on their way in.
+ */
+static void
+on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+	      enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *s = cls;
+	struct conn_state *cs = *socket_context;
+
+	(void)conn;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		cs = calloc(1, sizeof(*cs));
+		*socket_context = cs;
+		if (cs != NULL)
+			atomic_fetch_add(&s->fresh, 1);
+		return;
+	}
+	if (cs == NULL)
+		return;
+	if (!cs->begun)
+		atomic_fetch_sub(&s->fresh, 1);
+	free(cs);
+	*socket_context = NULL;
 }
 
 static void
@@ -300,6 +347,7 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
 		MHD_OPTION_END);
@@ -319,6 +367,33 @@ http_in_flight(const struct http_server *s)
 	return atomic_load(&s->in_flight);
 }
 
+/*
+ * Hand the connections still waiting in the listen backlog to the daemon:
+ * their clients connected before the stop and are owed an answer.
+ */
+static void
+drain_backlog(struct http_server *s, MHD_socket fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return;
+	for (;;) {
+		struct sockaddr_storage addr;
+		socklen_t alen = sizeof(addr);
+		int c = accept(fd, (struct sockaddr *)&addr, &alen);
+
+		if (c < 0) {
+			if (errno == EINTR)
+				continue;
+			break;  /* EAGAIN: the backlog is empty */
+		}
+		(void)fcntl(c, F_SETFD, FD_CLOEXEC);
+		if (MHD_add_connection(s->daemon, c, (struct sockaddr *)&addr, alen) != MHD_YES)
+			log_warn(NULL, "could not hand over a connection while stopping");
+	}
+}
+
 void
 http_stop(struct http_server *s, int grace_ms)
 {
@@ -327,15 +402,24 @@ http_stop(struct http_server *s, int grace_ms)
 
 	if (s == NULL)
 		return;
+	atomic_store(&s->stopping, true);
 	fd = MHD_quiesce_daemon(s->daemon);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
-	while (atomic_load(&s->in_flight) > 0 && waited < grace_ms) {
+	if (fd != MHD_INVALID_SOCKET) {
+		drain_backlog(s, fd);
+		/*
+		 * Refuse new connections now; the descriptor itself is closed
+		 * only after MHD_stop_daemon, as libmicrohttpd requires.
+		 */
+		shutdown(fd, SHUT_RDWR);
+	}
+	while ((atomic_load(&s->in_flight) > 0 || atomic_load(&s->fresh) > 0) && waited < grace_ms) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);
 		waited += 10;
 	}
 	MHD_stop_daemon(s->daemon);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
 	free(s);
 }

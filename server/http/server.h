@@ -35,8 +35,10 @@ int http_start(struct http_server **out, const struct http_config *cfg,
 	__attribute__((warn_unused_result));
 
 /*
- * Stop accepting, wait up to grace_ms for in-flight requests to finish,
- * then stop the daemon and free it.
+ * Stop accepting (clients already in the listen backlog are still served;
+ * later ones are refused), answer "Connection: close" from now on, wait
+ * up to grace_ms for in-flight requests and for accepted connections
+ * that have not begun one, then stop the daemon and free it.
  */
 void http_stop(struct http_server *s, int grace_ms);
 
