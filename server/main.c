@@ -17,6 +17,7 @@
 #include "domain/catalog.h"
 #include "domain/catalog_data.h"
 #include "http/server.h"
+#include "workers/expiry.h"
 #include "workers/maintenance.h"
 
 #include <signal.h>
@@ -216,6 +217,7 @@ cmd_serve(struct config *cfg)
 	struct http_config hc;
 	struct http_server *server = NULL;
 	struct maintenance *maint = NULL;
+	struct expiry *expiry = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
 	sigset_t set;
@@ -234,6 +236,7 @@ cmd_serve(struct config *cfg)
 	app.openapi = gp_openapi_yaml;
 	app.openapi_len = gp_openapi_yaml_len;
 	app.catalog = catalog;
+	app.request_ttl_s = cfg->request_ttl_s;
 	check_schema(&app);
 	db_thread_close();
 
@@ -257,6 +260,8 @@ cmd_serve(struct config *cfg)
 		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
 	if (maintenance_start(&maint, cfg->idempotency_ttl_s, 3600) < 0)
 		fatal("could not start the maintenance worker");
+	if (expiry_start(&expiry, cfg->expiry_interval_s) < 0)
+		fatal("could not start the expiry worker");
 	{
 		char p[16], t[16];
 
@@ -268,6 +273,7 @@ cmd_serve(struct config *cfg)
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	http_stop(server, cfg->shutdown_grace_s * 1000);
+	expiry_stop(expiry);
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	log_info(NULL, "stopped");

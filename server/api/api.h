@@ -25,6 +25,7 @@ struct app {
 	const char *openapi;            /* the contract, embedded */
 	size_t openapi_len;
 	const struct catalog *catalog;
+	int request_ttl_s;              /* a pending pool request expires after this */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res,
@@ -161,5 +162,18 @@ int api_gpus_get(struct request *req, struct response *res, struct gp_error *err
 int api_gpus_patch(struct request *req, struct response *res, struct gp_error *err);
 int api_capacity_get(struct request *req, struct response *res, struct gp_error *err);
 int api_capacity_simulate(struct request *req, struct response *res, struct gp_error *err);
+
+/* pools.c, pool_requests.c: quotas, pools, the pool-request workflow */
+int api_quota_get(struct request *req, struct response *res, struct gp_error *err);
+int api_quota_put(struct request *req, struct response *res, struct gp_error *err);
+int api_quota_delete(struct request *req, struct response *res, struct gp_error *err);
+int api_pools_list(struct request *req, struct response *res, struct gp_error *err);
+int api_pools_get(struct request *req, struct response *res, struct gp_error *err);
+int api_pool_requests_submit(struct request *req, struct response *res, struct gp_error *err);
+int api_pool_requests_list(struct request *req, struct response *res, struct gp_error *err);
+int api_pool_requests_get(struct request *req, struct response *res, struct gp_error *err);
+int api_pool_requests_approve(struct request *req, struct response *res, struct gp_error *err);
+int api_pool_requests_reject(struct request *req, struct response *res, struct gp_error *err);
+int api_pool_requests_cancel(struct request *req, struct response *res, struct gp_error *err);
 
 #endif

@@ -56,6 +56,19 @@ const struct route api_routes[] = {
 	{ "PATCH", "/v1/gpus/{}", api_gpus_patch, CAP_WRITE },
 	{ "GET", "/v1/capacity", api_capacity_get, CAP_READ },
 	{ "POST", "/v1/capacity/simulate", api_capacity_simulate, CAP_READ },
+
+	/* pools and the pool-request workflow (docs/pools.md) */
+	{ "GET", "/v1/projects/{}/quota", api_quota_get, ALLOW_USER },
+	{ "PUT", "/v1/projects/{}/quota", api_quota_put, ALLOW_ADMIN },
+	{ "DELETE", "/v1/projects/{}/quota", api_quota_delete, ALLOW_ADMIN },
+	{ "GET", "/v1/projects/{}/pools", api_pools_list, ALLOW_USER },
+	{ "GET", "/v1/pools/{}", api_pools_get, ALLOW_USER },
+	{ "POST", "/v1/projects/{}/pool-requests", api_pool_requests_submit, ALLOW_USER },
+	{ "GET", "/v1/pool-requests", api_pool_requests_list, ALLOW_USER },
+	{ "GET", "/v1/pool-requests/{}", api_pool_requests_get, ALLOW_USER },
+	{ "POST", "/v1/pool-requests/{}/approve", api_pool_requests_approve, CAP_WRITE },
+	{ "POST", "/v1/pool-requests/{}/reject", api_pool_requests_reject, CAP_WRITE },
+	{ "POST", "/v1/pool-requests/{}/cancel", api_pool_requests_cancel, ALLOW_USER },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

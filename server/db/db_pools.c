@@ -196,6 +196,9 @@ DB_STMT(stmt_pools_approve_grow,
 	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
 	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
 	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)"
+	"), sw AS ("
+	" UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
+	" updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
 	"), " APPROVE_COMMON
 	" SELECT (SELECT count(*) FROM rq), (SELECT count(*) FROM ins), "
 	"(SELECT generation FROM pl), " EPOCH_US("now()"));
@@ -219,8 +222,9 @@ DB_STMT(stmt_pools_approve_free,
 	"(SELECT generation FROM pl), " EPOCH_US("now()") ", $10::int4");
 
 DB_STMT(stmt_pools_live_allocs,
-	"SELECT a.id, a.gpu_id, g.node_id, coalesce(a.pool_id, 0), g.model, a.profile, a.start, "
-	"a.size FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+	"SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, coalesce(a.pool_id, 0), "
+	"g.model, a.profile, a.start, a.size FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+	"JOIN nodes n ON n.id = g.node_id "
 	"WHERE a.state NOT IN ('releasing', 'released') AND (a.pool_id = $1 OR ($2::bool AND "
 	"a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
 	"AND b.state NOT IN ('releasing', 'released')))) ORDER BY a.gpu_id, a.start");
@@ -805,7 +809,7 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 		  struct gp_error *err)
 {
 	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
-	const char *p[22];
+	const char *p[23];
 	PGresult *r;
 	int nnodes = 0;
 	int64_t *nodes;
@@ -858,7 +862,9 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 	p[19] = ap->audit_after_json;
 	p[20] = ap->action;
 	p[21] = db_param_int(a, ap->at_us);
-	r = db_exec(db, a, grow ? &stmt_pools_approve_grow : &stmt_pools_approve_free, 22, p, err);
+	p[22] = param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
+	r = db_exec(db, a, grow ? &stmt_pools_approve_grow : &stmt_pools_approve_free,
+		    grow ? 23 : 22, p, err);
 	if (r == NULL)
 		return -1;
 	if (db_int64(r, 0, 0) != 1)
@@ -886,11 +892,14 @@ db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool n
 		o->id = db_int64(r, i, 0);
 		o->gpu_id = db_int64(r, i, 1);
 		o->node_id = db_int64(r, i, 2);
-		o->pool_id = db_int64(r, i, 3);
-		o->model = db_text(a, r, i, 4);
-		o->profile = db_text(a, r, i, 5);
-		o->start = (int)db_int64(r, i, 6);
-		o->size = (int)db_int64(r, i, 7);
+		o->node = db_text(a, r, i, 3);
+		o->gpu_uuid = db_text(a, r, i, 4);
+		o->gpu_index = (int)db_int64(r, i, 5);
+		o->pool_id = db_int64(r, i, 6);
+		o->model = db_text(a, r, i, 7);
+		o->profile = db_text(a, r, i, 8);
+		o->start = (int)db_int64(r, i, 9);
+		o->size = (int)db_int64(r, i, 10);
 	}
 	return 0;
 }

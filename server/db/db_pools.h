@@ -272,9 +272,12 @@ struct approval_apply {
 	int64_t ends_us;                /* create: the pool's end time (0 none) */
 	int64_t at_us;                  /* ledger timestamp; 0: the transaction's */
 	/* create / expand: allocations to insert (state reserved) and the
-	 * ledger intervals they open, one per item */
+	 * ledger intervals they open, one per item; GPUs whose MIG mode
+	 * the placement switches (empty GPUs only) */
 	const struct new_alloc *allocs;
 	int nallocs;
+	const int64_t *switch_gpu_ids;
+	int nswitch;
 	const char *const *item_models;
 	const char *const *item_profiles;
 	const int *item_counts;
@@ -317,6 +320,9 @@ struct live_alloc {
 	int64_t id;
 	int64_t gpu_id;
 	int64_t node_id;
+	const char *node;
+	const char *gpu_uuid;
+	int gpu_index;
 	int64_t pool_id;
 	const char *model;
 	const char *profile;

@@ -1,0 +1,1113 @@
+/*
+ * pool_requests.c - the pool-request workflow: submit, list, get, and
+ * the decisions approve / reject / cancel. The approval transaction
+ * (docs/pools.md) re-validates the request, locks candidate GPUs, runs
+ * the placement engine and applies the result in one statement; a
+ * shrink or release chooses the allocations to free so that GPUs become
+ * whole again.
+ *
+ * Candidate GPUs. A request never scans the fleet: GPUs alike in model,
+ * MIG mode and layout (a layout class) are interchangeable for the
+ * engine, which breaks ties by (node, index), so it is enough to load,
+ * per useful class, the first few GPUs in that order. The classes of a
+ * model come from a skip scan of gpus_placeable_idx, cached per process
+ * for CLASS_CACHE_MAX_AGE_US (a hint only: every candidate is locked and
+ * its layout re-read before the engine sees it). The fast path takes the
+ * classes that pack best plus the empty GPUs, skipping GPUs and nodes
+ * other approvals hold (SKIP LOCKED and a per-node advisory lock), so
+ * concurrent approvals spread out instead of queueing. When that finds
+ * no placement, the slow path refreshes the classes, takes enough GPUs
+ * of every useful class and waits for locks: only then is the answer
+ * 409 insufficient_capacity.
+ */
+#include "pools.h"
+#include "capacity.h"
+
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "db/db_projects.h"
+#include "domain/placement.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLASS_CACHE_MAX_AGE_US 1000000  /* layout classes of a model, per process */
+#define CLASS_CACHE_MODELS 32
+#define FAST_PARTIAL_CLASSES 4          /* partly used classes the fast path tries */
+#define FAST_PER_CLASS 8                /* GPUs per partly used class, fast path */
+#define SLOW_PER_CLASS 256              /* GPUs per class at most, slow path */
+#define EMPTY_PER_CLASS 512             /* empty GPUs per MIG mode at most */
+#define JUSTIFICATION_MAX 2000
+#define NOTE_MAX 2000
+
+/* ---- layout classes ---- */
+
+struct class_entry {
+	bool mig_enabled;
+	const char *layout;
+	bool valid;                     /* the layout parsed under the rules */
+	struct placement_gpu g;         /* the class as the engine sees one GPU of it */
+};
+
+/*
+ * Process-wide cache of the layout classes per model. Shared by the
+ * request threads under a mutex; entries are replaced whole (malloc'd
+ * copies), readers get arena copies.
+ */
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		char model[CATALOG_NAME_MAX];
+		int64_t fetched_us;
+		struct class_entry *v;  /* malloc: entries, then the layout strings */
+		int n;
+	} m[CLASS_CACHE_MODELS];
+	int n;
+} class_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct class_entry *
+class_copy(struct arena *a, const struct class_entry *v, int n)
+{
+	struct class_entry *out = arena_alloc(a, sizeof(*out) * (size_t)(n + 1));
+
+	for (int i = 0; i < n; i++) {
+		out[i] = v[i];
+		out[i].layout = arena_strdup(a, v[i].layout);
+	}
+	return out;
+}
+
+static void
+class_cache_store(const char *model, const struct class_entry *v, int n, int64_t now)
+{
+	size_t bytes = sizeof(*v) * (size_t)(n + 1);
+	struct class_entry *copy;
+	char *s;
+	int slot;
+
+	for (int i = 0; i < n; i++)
+		bytes += strlen(v[i].layout) + 1;
+	copy = malloc(bytes);
+	if (copy == NULL)
+		return;
+	s = (char *)(copy + n + 1);
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(v[i].layout) + 1;
+
+		copy[i] = v[i];
+		memcpy(s, v[i].layout, len);
+		copy[i].layout = s;
+		s += len;
+	}
+	pthread_mutex_lock(&class_cache.lock);
+	for (slot = 0; slot < class_cache.n; slot++)
+		if (strcmp(class_cache.m[slot].model, model) == 0)
+			break;
+	if (slot == class_cache.n) {
+		if (class_cache.n == CLASS_CACHE_MODELS) {
+			pthread_mutex_unlock(&class_cache.lock);
+			free(copy);
+			return;
+		}
+		class_cache.n++;
+		snprintf(class_cache.m[slot].model, sizeof(class_cache.m[slot].model), "%s", model);
+		class_cache.m[slot].v = NULL;
+	}
+	free(class_cache.m[slot].v);
+	class_cache.m[slot].v = copy;
+	class_cache.m[slot].n = n;
+	class_cache.m[slot].fetched_us = now;
+	pthread_mutex_unlock(&class_cache.lock);
+}
+
+/* The layout classes of model m, at most max_age_us old (0: read them now). */
+static int
+classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t max_age_us,
+	    struct class_entry **out, int *n, struct gp_error *err)
+{
+	int64_t now = time_mono_us();
+	struct layout_key *keys;
+	struct class_entry *v;
+	int nk;
+
+	if (max_age_us > 0) {
+		pthread_mutex_lock(&class_cache.lock);
+		for (int i = 0; i < class_cache.n; i++) {
+			if (strcmp(class_cache.m[i].model, m->id) != 0 ||
+			    now - class_cache.m[i].fetched_us > max_age_us)
+				continue;
+			*out = class_copy(a, class_cache.m[i].v, class_cache.m[i].n);
+			*n = class_cache.m[i].n;
+			pthread_mutex_unlock(&class_cache.lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&class_cache.lock);
+	}
+	if (db_layout_classes(db, a, m->id, &keys, &nk, err) < 0)
+		return -1;
+	v = arena_alloc(a, sizeof(*v) * (size_t)(nk + 1));
+	for (int i = 0; i < nk; i++) {
+		v[i].mig_enabled = keys[i].mig_enabled;
+		v[i].layout = keys[i].layout;
+		placement_gpu_init(&v[i].g, m, 0, 0, 0, keys[i].mig_enabled);
+		v[i].valid = capacity_layout_apply(&v[i].g, keys[i].layout) == 0;
+	}
+	class_cache_store(m->id, v, nk, now);
+	*out = v;
+	*n = nk;
+	return 0;
+}
+
+/* ---- candidates and placement ---- */
+
+struct placed {
+	const struct locked_gpu *gpu;
+	int item;
+	const char *profile;            /* "full" or a MIG profile name */
+	int start;
+	int size;
+	bool mode_switch;
+};
+
+struct class_rank {
+	const struct class_entry *c;
+	int instances;
+};
+
+static int
+class_rank_cmp(const void *pa, const void *pb)
+{
+	const struct class_rank *a = pa, *b = pb;
+
+	if (a->instances != b->instances)
+		return b->instances - a->instances;     /* pack: busiest first */
+	if (a->c->mig_enabled != b->c->mig_enabled)
+		return a->c->mig_enabled ? -1 : 1;
+	return strcmp(a->c->layout, b->c->layout);
+}
+
+/*
+ * Append to w the classes to lock for the items of model m (indexes
+ * idx[0..nidx) into items). fast: the FAST_PARTIAL_CLASSES busiest
+ * useful classes; otherwise every useful class.
+ */
+static int
+wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
+		const struct spec_count *items, const int *idx, int nidx, bool fast,
+		struct candidate_want *w, int *nw, int cap, struct gp_error *err)
+{
+	const struct mig_profile *profs[POOL_MAX_ITEMS];
+	struct class_entry *cls;
+	struct class_rank *rank;
+	struct placement_gpu empty;
+	int ncls, nrank = 0, need = 0, empty_limit = 0, per;
+
+	for (int i = 0; i < nidx; i++) {
+		const struct spec_count *s = &items[idx[i]];
+		int h;
+
+		profs[i] = spec_is_full(s) ? NULL : catalog_profile(m, s->profile);
+		placement_gpu_init(&empty, m, 0, 0, 0, profs[i] != NULL && m->mig_capable);
+		h = placement_gpu_headroom(&empty, profs[i]);
+		need += s->count;
+		empty_limit += (s->count + (h > 0 ? h : 1) - 1) / (h > 0 ? h : 1);
+	}
+	if (classes_get(db, a, m, fast ? CLASS_CACHE_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
+		return -1;
+	rank = arena_alloc(a, sizeof(*rank) * (size_t)(ncls + 1));
+	for (int i = 0; i < ncls; i++) {
+		bool useful = false;
+
+		if (!cls[i].valid || cls[i].layout[0] == '\0')
+			continue;
+		for (int k = 0; k < nidx && !useful; k++)
+			useful = placement_gpu_headroom(&cls[i].g, profs[k]) > 0;
+		if (!useful)
+			continue;
+		rank[nrank].c = &cls[i];
+		rank[nrank].instances = cls[i].g.full_used ? 1 : cls[i].g.instances;
+		nrank++;
+	}
+	qsort(rank, (size_t)nrank, sizeof(*rank), class_rank_cmp);
+	if (fast && nrank > FAST_PARTIAL_CLASSES)
+		nrank = FAST_PARTIAL_CLASSES;
+	per = need < (fast ? FAST_PER_CLASS : SLOW_PER_CLASS) ? need
+							    : (fast ? FAST_PER_CLASS : SLOW_PER_CLASS);
+	for (int i = 0; i < nrank; i++) {
+		if (*nw >= cap)
+			break;
+		w[*nw].model = m->id;
+		w[*nw].mig_enabled = rank[i].c->mig_enabled;
+		w[*nw].layout = rank[i].c->layout;
+		w[*nw].limit = per;
+		(*nw)++;
+	}
+	/* empty GPUs in both modes, whether or not the cache knows them */
+	for (int mode = 1; mode >= 0; mode--) {
+		if (*nw >= cap)
+			break;
+		if (mode == 1 && !m->mig_capable)
+			continue;
+		w[*nw].model = m->id;
+		w[*nw].mig_enabled = mode == 1;
+		w[*nw].layout = "";
+		w[*nw].limit = empty_limit < EMPTY_PER_CLASS ? empty_limit : EMPTY_PER_CLASS;
+		(*nw)++;
+	}
+	return 0;
+}
+
+/* Lock the candidates of one pass and add them (without duplicates) to set. */
+static int
+candidates_add(struct db *db, struct arena *a, const struct catalog *c,
+	       const struct spec_count *items, int nitems, bool fast,
+	       struct locked_gpu **set, int *nset, int *cap, struct gp_error *err)
+{
+	struct candidate_want *w;
+	struct locked_gpu *rows;
+	int nw = 0, wcap = nitems * (FAST_PARTIAL_CLASSES + 2) + 8, n;
+	bool done[POOL_MAX_ITEMS];
+
+	memset(done, 0, sizeof(done));
+	if (!fast)
+		wcap = 0;
+	for (int i = 0; i < nitems && !fast; i++) {
+		struct class_entry *cls;
+		int ncls;
+
+		if (classes_get(db, a, catalog_model(c, items[i].model), CLASS_CACHE_MAX_AGE_US,
+				&cls, &ncls, err) < 0)
+			return -1;
+		wcap += ncls + 2;
+	}
+	w = arena_alloc(a, sizeof(*w) * (size_t)(wcap + 1));
+	for (int i = 0; i < nitems; i++) {
+		const struct gpu_model *m = catalog_model(c, items[i].model);
+		int idx[POOL_MAX_ITEMS], nidx = 0;
+
+		if (done[i])
+			continue;
+		for (int j = i; j < nitems; j++) {
+			if (strcmp(items[j].model, items[i].model) == 0) {
+				idx[nidx++] = j;
+				done[j] = true;
+			}
+		}
+		if (wants_for_model(db, a, m, items, idx, nidx, fast, w, &nw, wcap, err) < 0)
+			return -1;
+	}
+	if (db_candidates_lock(db, a, w, nw, fast, &rows, &n, err) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		int j;
+
+		for (j = 0; j < *nset; j++)
+			if ((*set)[j].id == rows[i].id)
+				break;
+		if (j < *nset) {
+			(*set)[j] = rows[i];    /* the later read is as current */
+			continue;
+		}
+		if (*nset == *cap) {
+			int ncap = *cap * 2 + 16;
+			struct locked_gpu *g = arena_alloc(a, sizeof(*g) * (size_t)ncap);
+
+			if (*nset > 0)
+				memcpy(g, *set, sizeof(*g) * (size_t)*nset);
+			*set = g;
+			*cap = ncap;
+		}
+		(*set)[(*nset)++] = rows[i];
+	}
+	return 0;
+}
+
+/* Run the engine over the locked set. 1: placed, 0: insufficient, -1: error. */
+static int
+place_on(struct arena *a, const struct catalog *c, const struct locked_gpu *set, int nset,
+	 const struct spec_count *items, int nitems, struct placement_result *res,
+	 const struct locked_gpu ***gpu_rows, struct gp_error *err)
+{
+	struct placement_gpu *gpus = arena_alloc(a, sizeof(*gpus) * (size_t)(nset + 1));
+	const struct locked_gpu **rows = arena_alloc(a, sizeof(*rows) * (size_t)(nset + 1));
+	struct gp_error perr;
+	int ng = 0;
+
+	for (int i = 0; i < nset; i++) {
+		const struct gpu_model *m = catalog_model(c, set[i].model);
+
+		if (m == NULL)
+			continue;
+		placement_gpu_init(&gpus[ng], m, set[i].id, set[i].node_id, set[i].index,
+				   set[i].mig_enabled);
+		if (capacity_layout_apply(&gpus[ng], set[i].layout) < 0) {
+			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
+				 "gpu", set[i].uuid, "layout", set[i].layout);
+			continue;
+		}
+		rows[ng++] = &set[i];
+	}
+	gp_error_clear(&perr);
+	res->nplacements = 0;
+	memset(res->missing, 0, sizeof(res->missing));
+	if (placement_find(c, gpus, ng, items, nitems, 0, res, &perr) == 0) {
+		*gpu_rows = rows;
+		return 1;
+	}
+	if (perr.status == 409)
+		return 0;
+	*err = perr;
+	return -1;
+}
+
+/*
+ * Place items (canonical, validated) on locked GPUs: fast path, then slow
+ * path. On success *out[0..*nout) are the placements; when nothing fits
+ * returns -1 with 409 insufficient_capacity and missing[i] per item.
+ */
+static int
+place_items(struct db *db, struct arena *a, const struct catalog *c,
+	    const struct spec_count *items, int nitems, struct placed **out, int *nout,
+	    int *missing, struct gp_error *err)
+{
+	struct locked_gpu *set = NULL;
+	const struct locked_gpu **rows = NULL;
+	struct placement_result res;
+	int nset = 0, cap = 0, total = 0, rc = 0;
+
+	for (int i = 0; i < nitems; i++)
+		total += items[i].count;
+	memset(&res, 0, sizeof(res));
+	res.cap = total;
+	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		if (candidates_add(db, a, c, items, nitems, pass == 0, &set, &nset, &cap, err) < 0)
+			return -1;
+		rc = place_on(a, c, set, nset, items, nitems, &res, &rows, err);
+		if (rc < 0)
+			return -1;
+	}
+	if (rc == 0) {
+		for (int i = 0; i < nitems; i++)
+			missing[i] = res.missing[i];
+		return gp_error_set(err, 409, "insufficient_capacity",
+				    "the free capacity cannot hold every item of the request");
+	}
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(res.nplacements + 1));
+	for (int i = 0; i < res.nplacements; i++) {
+		const struct placement *p = &res.placements[i];
+		struct placed *o = &(*out)[i];
+
+		o->gpu = rows[p->gpu];
+		o->item = p->item;
+		o->profile = p->profile != NULL ? p->profile->name : SPEC_FULL;
+		o->start = p->start;
+		o->size = p->size;
+		o->mode_switch = p->mode_switch;
+	}
+	*nout = res.nplacements;
+	return 0;
+}
+
+/* ---- shared pieces ---- */
+
+static int
+request_load_visible(struct db *db, struct request *req, int64_t id,
+		     struct pool_request_row *out, enum project_role *prole, struct gp_error *err)
+{
+	struct project_row proj;
+	struct gp_error e;
+	bool found;
+
+	if (db_request_get(db, req->arena, id, out, &found, err) < 0)
+		return -1;
+	gp_error_clear(&e);
+	if (!found || api_project_access(db, req, out->project, PROJECT_READ, &proj, prole,
+					 &e) < 0) {
+		if (found && e.status >= 500) {
+			*err = e;
+			return -1;
+		}
+		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+				    (long long)id);
+	}
+	return 0;
+}
+
+/* ---- submit ---- */
+
+struct submit {
+	enum pool_action action;
+	const char *action_name;
+	const char *pool;
+	const char *justification;
+	int64_t ends_us;
+	bool has_ends;
+	struct spec_count items[POOL_MAX_ITEMS];
+	int nitems;
+};
+
+static bool
+dns_label(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+static int
+submit_parse(struct request *req, struct submit *s, struct gp_error *err)
+{
+	struct json_object *body, *arr = NULL;
+	struct jfields f;
+
+	memset(s, 0, sizeof(*s));
+	if (api_body(req, &body, err) < 0)
+		return -1;
+	jf_init(&f, req->arena, body, "", err);
+	if (jf_string(&f, "action", true, 16, &s->action_name) == 0 &&
+	    pool_action_parse(s->action_name, &s->action) < 0)
+		gp_error_field(err, "action", "must be one of create, expand, shrink, release");
+	if (jf_string(&f, "pool", true, 63, &s->pool) == 0 && !dns_label(s->pool))
+		gp_error_field(err, "pool", "must be a DNS label: lower-case letters, digits and '-'");
+	jf_array(&f, "items", false, &arr);
+	jf_string(&f, "justification", false, JUSTIFICATION_MAX, &s->justification);
+	jf_time(&f, "ends_at", false, &s->ends_us, &s->has_ends);
+	if (gp_error_isset(err)) {
+		(void)jf_finish(&f);
+		return -1;
+	}
+	if (s->action == POOL_ACTION_RELEASE) {
+		if (arr != NULL && json_object_array_length(arr) > 0)
+			gp_error_field(err, "items", "a release names no items: it frees the whole pool");
+	} else if (arr == NULL) {
+		gp_error_field(err, "items", "is required for %s", s->action_name);
+	} else if (pools_items_read(req, arr, s->items, &s->nitems, err) < 0) {
+		s->nitems = 0;
+	}
+	if (s->has_ends && s->action != POOL_ACTION_CREATE)
+		gp_error_field(err, "ends_at", "only a create request sets the pool's end time");
+	else if (s->has_ends && s->ends_us <= time_now_us())
+		gp_error_field(err, "ends_at", "must be in the future");
+	if (jf_finish(&f) < 0)
+		return -1;
+	if (s->justification == NULL)
+		s->justification = "";
+	return 0;
+}
+
+static int
+quota_check_now(struct db *db, struct arena *a, int64_t project_id, bool lock,
+		const struct spec_count *add, int nadd, struct json_object **item,
+		struct gp_error *err)
+{
+	struct spec_count quota[POOL_MAX_ITEMS], usage[POOL_MAX_ITEMS];
+	const char *qtext = NULL, *utext = NULL;
+	int nq = 0, nu = 0, bad;
+	bool has;
+
+	if (lock) {
+		if (db_quota_lock(db, a, project_id, &has, &qtext, err) < 0)
+			return -1;
+	} else if (db_quota_get(db, a, project_id, &has, &qtext, NULL, NULL, err) < 0) {
+		return -1;
+	}
+	if (!has)
+		return 0;
+	if (db_project_usage(db, a, project_id, &utext, err) < 0 ||
+	    pools_items_parse(qtext, quota, &nq, err) < 0 ||
+	    pools_items_parse(utext, usage, &nu, err) < 0)
+		return -1;
+	if (pool_quota_check(true, quota, nq, usage, nu, add, nadd, &bad, err) == 0)
+		return 0;
+	if (item != NULL && bad >= 0) {
+		struct json_object *o = json_object_new_object();
+
+		json_add_str(o, "model", add[bad].model);
+		json_add_str(o, "profile", add[bad].profile);
+		json_add_int(o, "count", add[bad].count);
+		json_add_int(o, "limit", pool_items_count(quota, nq, add[bad].model,
+							  add[bad].profile));
+		json_add_int(o, "used", pool_items_count(usage, nu, add[bad].model,
+							 add[bad].profile));
+		*item = json_own(a, o);
+	}
+	return -1;
+}
+
+/*
+ * An error answer with extra members: the problem document of err plus
+ * key: val (ownership of val passes here).
+ */
+static int
+reply_problem_with(struct request *req, struct response *res, const struct gp_error *err,
+		   const char *key, struct json_object *val)
+{
+	struct json_object *o;
+
+	response_problem(req, res, err);
+	o = json_tokener_parse(res->body);
+	if (o == NULL) {
+		json_object_put(val);
+		return 0;
+	}
+	json_object_object_add(o, key, val);
+	response_json(req, res, err->status, o);
+	res->content_type = "application/problem+json";
+	return 0;
+}
+
+int
+api_pool_requests_submit(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct db *db = db_thread();
+	struct project_row proj;
+	struct pool_row pool;
+	struct request_submit rs;
+	struct pool_request_row out;
+	struct json_object *after, *qitem = NULL;
+	struct submit s;
+	bool found;
+
+	if (submit_parse(req, &s, err) < 0)
+		return -1;
+	if (api_project_access(db, req, req->params[0], PROJECT_SUBMIT, &proj, NULL, err) < 0)
+		return -1;
+	memset(&rs, 0, sizeof(rs));
+	if (s.action != POOL_ACTION_CREATE) {
+		struct spec_count have[POOL_MAX_ITEMS], left[POOL_MAX_ITEMS];
+		enum pool_status st;
+		int nhave, nleft;
+
+		if (db_pool_by_name(db, req->arena, proj.id, s.pool, &pool, &found, err) < 0)
+			return -1;
+		if (!found)
+			return gp_error_field(err, "pool", "project %s has no pool named %s",
+					      proj.name, s.pool);
+		if (pool_status_parse(pool.status, &st) < 0)
+			st = POOL_STATUS_RELEASED;
+		if (pool_status_accepts(st, s.action, pool.name, err) < 0)
+			return -1;
+		if (s.action == POOL_ACTION_SHRINK) {
+			if (pools_items_parse(pool.items_json, have, &nhave, err) < 0 ||
+			    pool_items_subtract(have, nhave, s.items, s.nitems, left, &nleft, err) < 0)
+				return -1;
+			if (nleft == 0)
+				return gp_error_set(err, 409, "conflict",
+						    "the shrink would leave pool %s empty; "
+						    "request a release instead", pool.name);
+		}
+		rs.pool_id = pool.id;
+	}
+	if ((s.action == POOL_ACTION_CREATE || s.action == POOL_ACTION_EXPAND) &&
+	    quota_check_now(db, req->arena, proj.id, false, s.items, s.nitems, &qitem, err) < 0) {
+		if (qitem != NULL)
+			return reply_problem_with(req, res, err, "item", json_object_get(qitem));
+		return -1;
+	}
+	after = json_own(req->arena, json_object_new_object());
+	json_add_str(after, "project", proj.name);
+	json_add_str(after, "pool", s.pool);
+	json_add_str(after, "action", s.action_name);
+	json_add_str(after, "state", "pending");
+	json_object_object_add(after, "items", pools_items_json(s.items, s.nitems));
+	json_add_str(after, "justification", s.justification);
+	rs.project_id = proj.id;
+	rs.pool_name = s.pool;
+	rs.action = s.action_name;
+	rs.items_json = pools_items_text(req->arena, s.items, s.nitems);
+	rs.justification = s.justification;
+	rs.ends_us = s.has_ends ? s.ends_us : 0;
+	rs.ttl_s = api_app(req)->request_ttl_s > 0 ? api_app(req)->request_ttl_s : 7 * 86400;
+	rs.actor_id = req->principal.user_id;
+	rs.actor = req->principal.username;
+	rs.http_request_id = req->request_id;
+	rs.audit_after_json = json_to_arena(req->arena, after, NULL);
+	if (db_request_submit(db, req->arena, &rs, &out, err) < 0)
+		return -1;
+	out.project = proj.name;
+	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
+	api_etag(req, res, out.generation);
+	response_header(res, "Location",
+			arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
+	return 0;
+}
+
+/* ---- list and get ---- */
+
+int
+api_pool_requests_list(struct request *req, struct response *res, struct gp_error *err)
+{
+	const char *state = req->query(req, "state");
+	const char *project = req->query(req, "project");
+	struct request_filter f;
+	struct pool_request_row *rows;
+	struct json_object *items;
+	enum pool_request_state st;
+	int64_t cursor;
+	int limit, n;
+
+	memset(&f, 0, sizeof(f));
+	if (api_page(req, &limit, &cursor, err) < 0)
+		return -1;
+	if (state != NULL && pool_request_state_parse(state, &st) < 0)
+		return gp_error_field(err, "state", "must be one of pending, approved, fulfilled, "
+				      "failed, rejected, cancelled, expired");
+	if (project != NULL) {
+		struct project_row p;
+
+		if (api_project_access(db_thread(), req, project, PROJECT_READ, &p, NULL, err) < 0)
+			return -1;
+		f.project_id = p.id;
+	}
+	if (!role_sees_all_projects(api_role(req)))
+		f.member_user_id = req->principal.user_id;
+	f.state = state;
+	if (db_requests_list(db_thread(), req->arena, &f, cursor, limit + 1, &rows, &n, err) < 0)
+		return -1;
+	items = json_object_new_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, pools_request_json(&rows[i], NULL, 0));
+	api_reply_list(req, res, items, n > limit ? rows[limit - 1].id : 0);
+	return 0;
+}
+
+int
+api_pool_requests_get(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct pool_request_row r;
+	struct pool_request_event *ev;
+	int64_t id;
+	int nev;
+
+	if (api_param_id(req, 0, &id, err) < 0)
+		return -1;
+	if (request_load_visible(db_thread(), req, id, &r, NULL, err) < 0)
+		return -1;
+	if (db_request_events(db_thread(), req->arena, id, &ev, &nev, err) < 0)
+		return -1;
+	response_json(req, res, 200, pools_request_json(&r, ev, nev));
+	api_etag(req, res, r.generation);
+	return 0;
+}
+
+/* ---- approve ---- */
+
+struct approve {
+	struct request *req;
+	int64_t id;
+	const char *note;
+	/* filled by the transaction */
+	struct approval_ctx ax;
+	struct spec_count items[POOL_MAX_ITEMS];
+	int nitems;
+	struct placed *placed;
+	int nplaced;
+	struct live_alloc *freed;
+	int nfreed;
+	int missing[POOL_MAX_ITEMS];
+	struct json_object *quota_item;
+};
+
+static struct json_object *
+approve_allocs_json(const struct approve *c)
+{
+	struct json_object *arr = json_object_new_array();
+
+	for (int i = 0; i < c->nplaced; i++) {
+		const struct placed *p = &c->placed[i];
+
+		json_object_array_add(arr, pools_alloc_json(p->gpu->node, p->gpu->uuid,
+							    p->gpu->index, p->gpu->model, p->profile,
+							    p->start, p->size, "reserved", NULL));
+	}
+	for (int i = 0; i < c->nfreed; i++) {
+		const struct live_alloc *f = &c->freed[i];
+
+		json_object_array_add(arr, pools_alloc_json(f->node, f->gpu_uuid, f->gpu_index,
+							    f->model, f->profile, f->start, f->size,
+							    "releasing", NULL));
+	}
+	return arr;
+}
+
+/* The request as the reply and the audit row show it once approved. */
+static struct json_object *
+approve_after_json(const struct approve *c)
+{
+	struct pool_request_row r = c->ax.req;
+	struct json_object *o;
+
+	r.state = "approved";
+	r.decided_by = c->req->principal.username;
+	r.decided_us = c->ax.now_us;
+	r.note = c->note;
+	r.generation++;
+	o = pools_request_json(&r, NULL, 0);
+	json_object_object_add(o, "allocations", approve_allocs_json(c));
+	return o;
+}
+
+/* create / expand: place and insert. */
+static int
+approve_grow(struct db *db, struct approve *c, struct approval_apply *ap,
+	     const struct spec_count *pool_items, int npool, struct gp_error *err)
+{
+	struct request *req = c->req;
+	const struct catalog *cat = api_app(req)->catalog;
+	struct spec_count *next = arena_alloc(req->arena, sizeof(*next) * POOL_MAX_ITEMS);
+	struct new_alloc *na;
+	int64_t *sw;
+	const char **models, **profiles;
+	int *counts, nnext = 0, nsw = 0;
+
+	if (pool_items_add(pool_items, npool, c->items, c->nitems, next, &nnext, err) < 0)
+		return -1;
+	if (c->ax.req.ends_us != 0 && c->ax.req.ends_us <= c->ax.now_us &&
+	    strcmp(c->ax.req.action, "create") == 0)
+		return gp_error_set(err, 409, "conflict",
+				    "the pool's requested end time has passed; reject the request");
+	if (c->ax.has_quota &&
+	    quota_check_now(db, req->arena, c->ax.req.project_id, true, c->items, c->nitems,
+			    &c->quota_item, err) < 0)
+		return -1;
+	if (place_items(db, req->arena, cat, c->items, c->nitems, &c->placed, &c->nplaced,
+			c->missing, err) < 0)
+		return -1;
+	na = arena_alloc(req->arena, sizeof(*na) * (size_t)(c->nplaced + 1));
+	sw = arena_alloc(req->arena, sizeof(*sw) * (size_t)(c->nplaced + 1));
+	for (int i = 0; i < c->nplaced; i++) {
+		const struct placed *p = &c->placed[i];
+		int j;
+
+		na[i].gpu_id = p->gpu->id;
+		na[i].node_id = p->gpu->node_id;
+		na[i].profile = p->profile;
+		na[i].start = p->start;
+		na[i].size = p->size;
+		if (!p->mode_switch)
+			continue;
+		for (j = 0; j < nsw; j++)
+			if (sw[j] == p->gpu->id)
+				break;
+		if (j == nsw)
+			sw[nsw++] = p->gpu->id;
+	}
+	models = arena_alloc(req->arena, sizeof(*models) * (size_t)(c->nitems + 1));
+	profiles = arena_alloc(req->arena, sizeof(*profiles) * (size_t)(c->nitems + 1));
+	counts = arena_alloc(req->arena, sizeof(*counts) * (size_t)(c->nitems + 1));
+	for (int i = 0; i < c->nitems; i++) {
+		models[i] = c->items[i].model;
+		profiles[i] = c->items[i].profile;
+		counts[i] = c->items[i].count;
+	}
+	ap->new_items_json = pools_items_text(req->arena, next, nnext);
+	ap->new_status = "provisioning";
+	ap->ends_us = c->ax.req.ends_us;
+	ap->allocs = na;
+	ap->nallocs = c->nplaced;
+	ap->switch_gpu_ids = sw;
+	ap->nswitch = nsw;
+	ap->item_models = models;
+	ap->item_profiles = profiles;
+	ap->item_counts = counts;
+	ap->nitems = c->nitems;
+	return 0;
+}
+
+/* shrink / release: choose what to free. */
+static int
+approve_free(struct db *db, struct approve *c, struct approval_apply *ap,
+	     const struct spec_count *pool_items, int npool, bool release, struct gp_error *err)
+{
+	struct request *req = c->req;
+	struct spec_count *next = arena_alloc(req->arena, sizeof(*next) * POOL_MAX_ITEMS);
+	struct live_alloc *live;
+	struct shrink_alloc *sa;
+	bool *chosen;
+	int64_t *ids, *nodes;
+	const char **models, **profiles;
+	int *counts, *want, nnext = 0, nlive, k = 0;
+
+	if (!release) {
+		if (pool_items_subtract(pool_items, npool, c->items, c->nitems, next, &nnext,
+					err) < 0)
+			return -1;
+		if (nnext == 0)
+			return gp_error_set(err, 409, "conflict", "the shrink would leave the pool "
+					    "empty; reject it and request a release");
+	}
+	if (db_pool_live_allocations(db, req->arena, c->ax.req.pool_id, !release, &live, &nlive,
+				     err) < 0)
+		return -1;
+	sa = arena_alloc(req->arena, sizeof(*sa) * (size_t)(nlive + 1));
+	chosen = arena_alloc(req->arena, sizeof(*chosen) * (size_t)(nlive + 1));
+	want = arena_alloc(req->arena, sizeof(*want) * (size_t)(c->nitems + 1));
+	for (int i = 0; i < nlive; i++) {
+		sa[i].id = live[i].id;
+		sa[i].gpu_id = live[i].gpu_id;
+		sa[i].start = live[i].start;
+		sa[i].kind = -1;
+		if (live[i].pool_id != c->ax.req.pool_id)
+			continue;
+		if (release) {
+			chosen[i] = true;
+			continue;
+		}
+		for (int j = 0; j < c->nitems; j++)
+			if (strcmp(c->items[j].model, live[i].model) == 0 &&
+			    strcmp(c->items[j].profile, live[i].profile) == 0)
+				sa[i].kind = j;
+	}
+	for (int j = 0; j < c->nitems; j++)
+		want[j] = c->items[j].count;
+	if (!release && pool_shrink_choose(sa, nlive, want, c->nitems, chosen, err) < 0)
+		return -1;
+	ids = arena_alloc(req->arena, sizeof(*ids) * (size_t)(nlive + 1));
+	nodes = arena_alloc(req->arena, sizeof(*nodes) * (size_t)(nlive + 1));
+	c->freed = arena_alloc(req->arena, sizeof(*c->freed) * (size_t)(nlive + 1));
+	for (int i = 0; i < nlive; i++) {
+		if (!chosen[i])
+			continue;
+		ids[k] = live[i].id;
+		nodes[k] = live[i].node_id;
+		c->freed[k++] = live[i];
+	}
+	c->nfreed = k;
+	models = arena_alloc(req->arena, sizeof(*models) * (size_t)(c->nitems + 1));
+	profiles = arena_alloc(req->arena, sizeof(*profiles) * (size_t)(c->nitems + 1));
+	counts = arena_alloc(req->arena, sizeof(*counts) * (size_t)(c->nitems + 1));
+	for (int i = 0; i < c->nitems; i++) {
+		models[i] = c->items[i].model;
+		profiles[i] = c->items[i].profile;
+		counts[i] = pool_items_count(next, nnext, c->items[i].model, c->items[i].profile);
+	}
+	ap->new_items_json = pools_items_text(req->arena, next, nnext);
+	ap->new_status = release ? "releasing" : c->ax.pool_status;
+	ap->free_ids = ids;
+	ap->nfree = k;
+	ap->free_node_ids = nodes;
+	ap->nfree_nodes = k;
+	ap->keep_models = models;
+	ap->keep_profiles = profiles;
+	ap->keep_counts = counts;
+	ap->nkeep = release ? 0 : c->nitems;
+	return 0;
+}
+
+static int
+approve_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct approve *c = arg;
+	struct request *req = c->req;
+	struct spec_count pool_items[POOL_MAX_ITEMS];
+	struct approval_apply ap;
+	enum pool_request_state st;
+	enum pool_status ps;
+	enum pool_action action;
+	int npool = 0;
+	bool found;
+
+	c->placed = NULL;
+	c->nplaced = 0;
+	c->freed = NULL;
+	c->nfreed = 0;
+	c->quota_item = NULL;
+	if (db_request_lock(db, req->arena, c->id, &c->ax, &found, err) < 0)
+		return -1;
+	if (!found)
+		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+				    (long long)c->id);
+	if (pool_request_state_parse(c->ax.req.state, &st) < 0 ||
+	    pool_request_transition(st, POOL_REQUEST_APPROVED, err) < 0)
+		return -1;
+	if (c->ax.req.expires_us <= c->ax.now_us)
+		return gp_error_set(err, 409, "conflict", "the request expired");
+	if (pool_action_parse(c->ax.req.action, &action) < 0 ||
+	    pool_status_parse(c->ax.pool_status, &ps) < 0)
+		return gp_error_set(err, 500, "internal", "a stored request is malformed");
+	if (pool_status_accepts(ps, action, c->ax.req.pool, err) < 0)
+		return -1;
+	if (pools_items_parse(c->ax.req.items_json, c->items, &c->nitems, err) < 0 ||
+	    pools_items_parse(c->ax.pool_items_json, pool_items, &npool, err) < 0)
+		return -1;
+	memset(&ap, 0, sizeof(ap));
+	ap.request_id = c->id;
+	ap.pool_id = c->ax.req.pool_id;
+	ap.project_id = c->ax.req.project_id;
+	ap.action = c->ax.req.action;
+	switch (action) {
+	case POOL_ACTION_CREATE:
+	case POOL_ACTION_EXPAND:
+		if (approve_grow(db, c, &ap, pool_items, npool, err) < 0)
+			return -1;
+		break;
+	case POOL_ACTION_SHRINK:
+	case POOL_ACTION_RELEASE:
+		if (approve_free(db, c, &ap, pool_items, npool, action == POOL_ACTION_RELEASE,
+				 err) < 0)
+			return -1;
+		break;
+	}
+	ap.actor_id = req->principal.user_id;
+	ap.actor = req->principal.username;
+	ap.note = c->note;
+	ap.http_request_id = req->request_id;
+	ap.audit_before_json = json_to_arena(req->arena,
+					     json_own(req->arena,
+						      pools_request_json(&c->ax.req, NULL, 0)), NULL);
+	ap.audit_after_json = json_to_arena(req->arena,
+					    json_own(req->arena, approve_after_json(c)), NULL);
+	return db_approval_apply(db, req->arena, &ap, err);
+}
+
+int
+api_pool_requests_approve(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct json_object *body;
+	struct jfields f;
+	struct approve c;
+
+	memset(&c, 0, sizeof(c));
+	if (api_param_id(req, 0, &c.id, err) < 0)
+		return -1;
+	if (req->body_len > 0) {
+		if (api_body(req, &body, err) < 0)
+			return -1;
+		jf_init(&f, req->arena, body, "", err);
+		jf_string(&f, "note", false, NOTE_MAX, &c.note);
+		if (jf_finish(&f) < 0)
+			return -1;
+	}
+	c.req = req;
+	if (db_tx_ex(db_thread(), DB_TX_RETRY_EXCLUSION, approve_tx, &c, err) < 0) {
+		if (err->status == 409 && strcmp(err->code, "insufficient_capacity") == 0) {
+			struct json_object *sh = json_object_new_array();
+
+			for (int i = 0; i < c.nitems; i++) {
+				struct json_object *x;
+
+				if (c.missing[i] == 0)
+					continue;
+				x = json_object_new_object();
+				json_add_str(x, "model", c.items[i].model);
+				json_add_str(x, "profile", c.items[i].profile);
+				json_add_int(x, "missing", c.missing[i]);
+				json_object_array_add(sh, x);
+			}
+			return reply_problem_with(req, res, err, "short", sh);
+		}
+		if (c.quota_item != NULL && strcmp(err->code, "quota_exceeded") == 0)
+			return reply_problem_with(req, res, err, "item", json_object_get(c.quota_item));
+		return -1;
+	}
+	response_json(req, res, 200, approve_after_json(&c));
+	api_etag(req, res, c.ax.req.generation + 1);
+	return 0;
+}
+
+/* ---- reject and cancel ---- */
+
+struct close {
+	struct request *req;
+	int64_t id;
+	bool cancel;
+	const char *note;
+	struct pool_request_row out;
+};
+
+static int
+close_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct close *c = arg;
+	struct request *req = c->req;
+	struct approval_ctx ax;
+	enum pool_request_state st;
+	enum project_role prole = PROJECT_ROLE_NONE;
+	bool found;
+
+	if (db_request_lock(db, req->arena, c->id, &ax, &found, err) < 0)
+		return -1;
+	if (!found)
+		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+				    (long long)c->id);
+	if (c->cancel) {
+		struct project_row proj;
+		struct gp_error e;
+
+		gp_error_clear(&e);
+		if (api_project_access(db, req, ax.req.project, PROJECT_READ, &proj, &prole,
+				       &e) < 0) {
+			if (e.status >= 500) {
+				*err = e;
+				return -1;
+			}
+			return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+					    (long long)c->id);
+		}
+		if (ax.req.requested_by_id != req->principal.user_id &&
+		    prole != PROJECT_ROLE_OWNER && api_role(req) != ROLE_ADMIN)
+			return gp_error_set(err, 403, "forbidden", "only the requester or an owner "
+					    "of project %s may cancel this request", proj.name);
+	}
+	if (pool_request_state_parse(ax.req.state, &st) < 0 ||
+	    pool_request_transition(st, c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED,
+				    err) < 0)
+		return -1;
+	return db_request_close(db, req->arena, c->id, c->cancel ? "cancelled" : "rejected",
+				req->principal.user_id, req->principal.username, c->note,
+				req->request_id,
+				c->cancel ? "pool_request.cancel" : "pool_request.reject",
+				json_to_arena(req->arena,
+					      json_own(req->arena,
+						       pools_request_json(&ax.req, NULL, 0)), NULL),
+				&c->out, err);
+}
+
+static int
+close_request(struct request *req, struct response *res, bool cancel, struct gp_error *err)
+{
+	struct json_object *body;
+	struct jfields f;
+	struct close c;
+
+	memset(&c, 0, sizeof(c));
+	if (api_param_id(req, 0, &c.id, err) < 0)
+		return -1;
+	if (req->body_len > 0 || !cancel) {
+		if (api_body(req, &body, err) < 0)
+			return -1;
+		jf_init(&f, req->arena, body, "", err);
+		if (!cancel && jf_string(&f, "reason", true, NOTE_MAX, &c.note) == 0 &&
+		    c.note[0] == '\0')
+			gp_error_field(err, "reason", "must not be empty");
+		if (jf_finish(&f) < 0)
+			return -1;
+	}
+	c.req = req;
+	c.cancel = cancel;
+	if (db_tx(db_thread(), close_tx, &c, err) < 0)
+		return -1;
+	response_json(req, res, 200, pools_request_json(&c.out, NULL, 0));
+	api_etag(req, res, c.out.generation);
+	return 0;
+}
+
+int
+api_pool_requests_reject(struct request *req, struct response *res, struct gp_error *err)
+{
+	return close_request(req, res, false, err);
+}
+
+int
+api_pool_requests_cancel(struct request *req, struct response *res, struct gp_error *err)
+{
+	return close_request(req, res, true, err);
+}
