@@ -277,10 +277,10 @@ DB_STMT(stmt_pools_settle,
 	" RETURNING p.id, p.project_id"
 	"), au AS ("
 	" INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
-	" SELECT 'pool.released', 'pool', id::text, project_id, '{\"status\":\"releasing\"}', "
-	" '{\"status\":\"released\"}' FROM rel UNION ALL "
-	" SELECT 'pool.active', 'pool', id::text, project_id, '{\"status\":\"provisioning\"}', "
-	" '{\"status\":\"active\"}' FROM act"
+	" SELECT 'pool.released', 'pool', id::text, project_id, "
+	" '{\"status\":\"releasing\"}'::jsonb, '{\"status\":\"released\"}'::jsonb FROM rel "
+	" UNION ALL SELECT 'pool.active', 'pool', id::text, project_id, "
+	" '{\"status\":\"provisioning\"}'::jsonb, '{\"status\":\"active\"}'::jsonb FROM act"
 	") SELECT (SELECT count(*) FROM rel) + (SELECT count(*) FROM act)");
 
 /* ---- parameter helpers ---- */
