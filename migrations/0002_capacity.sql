@@ -99,9 +99,31 @@ CREATE TABLE gpus (
 );
 CREATE INDEX gpus_model_idx ON gpus (model, id);
 CREATE INDEX gpus_cluster_idx ON gpus (cluster_id, id);
--- placement candidates: GPUs of one layout class in (node, index) order
+-- placement candidates: GPUs of one layout class in (node, index) order,
+-- fleet-wide and per cluster
 CREATE INDEX gpus_placeable_idx ON gpus (model, mig_enabled, layout, node_id, gpu_index, id)
 	WHERE health = 'ok' AND node_status = 'ready';
+CREATE INDEX gpus_placeable_cluster_idx
+	ON gpus (model, cluster_id, mig_enabled, layout, node_id, gpu_index, id)
+	WHERE health = 'ok' AND node_status = 'ready';
+
+-- How many GPUs each layout class holds: GPUs alike in cluster, model,
+-- MIG mode, health ok or not, node ready or not and layout answer every
+-- capacity question alike, so capacity reads these few rows instead of
+-- every GPU. Kept by the statement triggers on gpus below; rows that
+-- drop to 0 stay (their number is bounded by the classes ever seen).
+-- (No CHECK (gpus >= 0): INSERT ... ON CONFLICT checks the proposed row,
+-- a negative difference, before it becomes an update.)
+CREATE TABLE gpu_classes (
+	cluster_id  bigint NOT NULL,
+	model       text NOT NULL,
+	mig_enabled boolean NOT NULL,
+	healthy     boolean NOT NULL,
+	node_ready  boolean NOT NULL,
+	layout      text NOT NULL,
+	gpus        integer NOT NULL,
+	PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+);
 
 -- One instance on a GPU: a whole GPU ('full', start 0, size full_slices)
 -- or a MIG instance (profile, start from the catalog, size its memory
@@ -221,6 +243,54 @@ CREATE TRIGGER allocations_layout_update AFTER UPDATE ON allocations
 CREATE TRIGGER allocations_layout_delete AFTER DELETE ON allocations
 	REFERENCING OLD TABLE AS old_rows
 	FOR EACH STATEMENT EXECUTE FUNCTION allocations_layout_sync();
+
+-- gpu_classes follows gpus: the difference of each statement, summed
+-- per class, added in key order (concurrent writers lock the rows in one
+-- order). Increments are applied to the newest row version, so
+-- concurrent READ COMMITTED writers never lose one.
+CREATE FUNCTION gpu_classes_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
+		                              layout, gpus)
+		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
+		       count(*)
+		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+	ELSIF TG_OP = 'DELETE' THEN
+		UPDATE gpu_classes c SET gpus = c.gpus - d.n
+		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
+		             node_status = 'ready' AS node_ready, layout, count(*) AS n
+		      FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6) d
+		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
+		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
+	ELSE
+		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
+		                              layout, gpus)
+		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
+		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
+		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows
+		      UNION ALL
+		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
+		             layout, 1 FROM new_rows) d
+		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
+		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER gpu_classes_insert AFTER INSERT ON gpus
+	REFERENCING NEW TABLE AS new_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION gpu_classes_sync();
+CREATE TRIGGER gpu_classes_update AFTER UPDATE ON gpus
+	REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION gpu_classes_sync();
+CREATE TRIGGER gpu_classes_delete AFTER DELETE ON gpus
+	REFERENCING OLD TABLE AS old_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION gpu_classes_sync();
 
 -- gpus.cluster_id and node_status follow the node.
 CREATE FUNCTION gpus_from_node() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -62,6 +62,42 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
+		                              layout, gpus)
+		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
+		       count(*)
+		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+	ELSIF TG_OP = 'DELETE' THEN
+		UPDATE gpu_classes c SET gpus = c.gpus - d.n
+		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
+		             node_status = 'ready' AS node_ready, layout, count(*) AS n
+		      FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6) d
+		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
+		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
+	ELSE
+		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
+		                              layout, gpus)
+		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
+		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
+		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows
+		      UNION ALL
+		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
+		             layout, 1 FROM new_rows) d
+		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
+		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.gpu_layout_refresh(ids bigint[]) RETURNS void
     LANGUAGE plpgsql
     AS $$
@@ -174,6 +210,16 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+CREATE TABLE public.gpu_classes (
+    cluster_id bigint NOT NULL,
+    model text NOT NULL,
+    mig_enabled boolean NOT NULL,
+    healthy boolean NOT NULL,
+    node_ready boolean NOT NULL,
+    layout text NOT NULL,
+    gpus integer NOT NULL
 );
 
 CREATE TABLE public.gpu_models (
@@ -530,6 +576,9 @@ ALTER TABLE ONLY public.clusters
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.gpu_classes
+    ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
+
 ALTER TABLE ONLY public.gpu_models
     ADD CONSTRAINT gpu_models_pkey PRIMARY KEY (id);
 
@@ -618,6 +667,8 @@ CREATE INDEX gpus_cluster_idx ON public.gpus USING btree (cluster_id, id);
 
 CREATE INDEX gpus_model_idx ON public.gpus USING btree (model, id);
 
+CREATE INDEX gpus_placeable_cluster_idx ON public.gpus USING btree (model, cluster_id, mig_enabled, layout, node_id, gpu_index, id) WHERE ((health = 'ok'::text) AND (node_status = 'ready'::text));
+
 CREATE INDEX gpus_placeable_idx ON public.gpus USING btree (model, mig_enabled, layout, node_id, gpu_index, id) WHERE ((health = 'ok'::text) AND (node_status = 'ready'::text));
 
 CREATE INDEX idempotency_keys_created_idx ON public.idempotency_keys USING btree (created_at);
@@ -667,6 +718,12 @@ CREATE TRIGGER allocations_layout_delete AFTER DELETE ON public.allocations REFE
 CREATE TRIGGER allocations_layout_insert AFTER INSERT ON public.allocations REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
 
 CREATE TRIGGER allocations_layout_update AFTER UPDATE ON public.allocations REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
+
+CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
+
+CREATE TRIGGER gpu_classes_insert AFTER INSERT ON public.gpus REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
+
+CREATE TRIGGER gpu_classes_update AFTER UPDATE ON public.gpus REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 
 CREATE TRIGGER gpus_from_node BEFORE INSERT OR UPDATE OF node_id ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_from_node();
 

@@ -102,19 +102,27 @@ DB_STMT(stmt_cap_allocs_live,
 	"ORDER BY a.gpu_id, a.start");
 
 DB_STMT(stmt_cap_classes,
-	"SELECT g.model, g.mig_enabled, g.health = 'ok', g.node_status = 'ready', g.layout, "
-	"count(*) FROM gpus g "
-	"WHERE ($1::int8 IS NULL OR g.cluster_id = $1) AND ($2::text IS NULL OR g.model = $2) "
+	"SELECT model, mig_enabled, healthy, node_ready, layout, sum(gpus) FROM gpu_classes "
+	"WHERE gpus > 0 AND ($1::int8 IS NULL OR cluster_id = $1) "
+	"AND ($2::text IS NULL OR model = $2) "
 	"GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5");
+/*
+ * Per class (and cluster), the first lim GPUs in (node, index, id)
+ * order through gpus_placeable_cluster_idx: a few index probes per
+ * class. The union over clusters holds each class's first lim overall.
+ */
 DB_STMT(stmt_cap_candidates,
 	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name "
-	"FROM (SELECT x.id, w.lim, row_number() OVER (PARTITION BY x.model, x.mig_enabled, "
-	"x.layout ORDER BY x.node_id, x.gpu_index, x.id) AS rn "
-	"FROM gpus x JOIN unnest($1::text[], $2::int4[]) AS w (model, lim) ON w.model = x.model "
-	"WHERE x.health = 'ok' AND x.node_status = 'ready' "
-	"AND ($3::int8 IS NULL OR x.cluster_id = $3)) r "
-	"JOIN gpus g ON g.id = r.id JOIN nodes n ON n.id = g.node_id "
-	"WHERE r.rn <= r.lim ORDER BY g.node_id, g.gpu_index, g.id");
+	"FROM gpu_classes c "
+	"JOIN unnest($1::text[], $2::int4[]) AS w (model, lim) ON w.model = c.model "
+	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, "
+	"x.layout, x.uuid FROM gpus x WHERE x.model = c.model AND x.cluster_id = c.cluster_id "
+	"AND x.mig_enabled = c.mig_enabled AND x.layout = c.layout AND x.health = 'ok' "
+	"AND x.node_status = 'ready' ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g "
+	"JOIN nodes n ON n.id = g.node_id "
+	"WHERE c.healthy AND c.node_ready AND c.gpus > 0 "
+	"AND ($3::int8 IS NULL OR c.cluster_id = $3) "
+	"ORDER BY g.node_id, g.gpu_index, g.id");
 
 /* NULL for 0: "no filter" parameters. */
 static const char *

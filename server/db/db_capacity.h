@@ -221,7 +221,9 @@ int db_allocations_live(struct db *db, struct arena *a, const int64_t *ids, int 
 
 /*
  * Every GPU grouped by layout class, optionally restricted to a cluster
- * (0 = all) and a model (NULL = all); one scan of gpus. Ordered by model.
+ * (0 = all) and a model (NULL = all). Reads gpu_classes (kept by triggers
+ * on gpus), so the cost follows the number of classes, not of GPUs.
+ * Ordered by model.
  */
 int db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, const char *model,
 			struct layout_class **out, int *n, struct gp_error *err)
