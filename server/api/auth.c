@@ -21,16 +21,28 @@ static const char dummy_phc[] =
 	"$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$"
 	"mZfoUVOAqzX7nHxl2l9nWwRs2EWnEeyqX5oGQ1KS5oA";
 
+/*
+ * Reserve this attempt against the per-user and per-address limits: it
+ * counts as a failure from now on unless the login succeeds. Reserving
+ * first (atomically, in the database) keeps parallel guesses, on any
+ * number of threads and replicas, within the limit.
+ */
 static int
-login_rate_check(struct db *db, struct app *app, const char *ukey, const char *ikey,
-		 struct gp_error *err)
+login_attempt_reserve(struct db *db, struct app *app, const char *ukey, const char *ikey,
+		      struct gp_error *err)
 {
-	int uf = 0, ipf = 0;
+	bool user_ok = false, ip_ok = false;
 
-	if (db_login_failures(db, ukey, app->login_window_s, &uf, err) < 0 ||
-	    db_login_failures(db, ikey, app->login_window_s, &ipf, err) < 0)
+	if (db_login_attempt_reserve(db, ukey, app->login_window_s, app->login_max_user_failures,
+				     &user_ok, err) < 0)
 		return -1;
-	if (uf >= app->login_max_user_failures || ipf >= app->login_max_ip_failures) {
+	if (user_ok) {
+		if (db_login_attempt_reserve(db, ikey, app->login_window_s, app->login_max_ip_failures,
+					     &ip_ok, err) < 0 ||
+		    (!ip_ok && db_login_attempt_release(db, ukey, err) < 0))
+			return -1;
+	}
+	if (!user_ok || !ip_ok) {
 		gp_error_set(err, 429, "rate_limited", "too many failed logins, try again later");
 		err->retry_after = app->login_window_s;
 		return -1;
@@ -90,15 +102,13 @@ api_login(struct request *req, struct response *res, struct gp_error *err)
 		return -1;
 	ukey = arena_printf(req->arena, "user:%s", username);
 	ikey = arena_printf(req->arena, "ip:%s", req->client_ip);
-	if (login_rate_check(db, app, ukey, ikey, err) < 0)
+	if (login_attempt_reserve(db, app, ukey, ikey, err) < 0)
 		return -1;
 	if (db_user_get(db, req->arena, username, &u, &found, err) < 0)
 		return -1;
 	ok = password_verify(found ? u.password_hash : dummy_phc, password);
 	if (!found || !ok || u.disabled) {
-		if (db_login_failure_add(db, ukey, app->login_window_s, err) < 0 ||
-		    db_login_failure_add(db, ikey, app->login_window_s, err) < 0)
-			return -1;
+		/* the reserved attempts stay counted as failures */
 		log_info(req->request_id, "login failed", "username", username);
 		return gp_error_set(err, 401, "invalid_credentials", "invalid user name or password");
 	}
@@ -109,7 +119,7 @@ api_login(struct request *req, struct response *res, struct gp_error *err)
 		    db_user_set_password(db, u.id, phc, err) < 0)
 			return -1;
 	}
-	if (db_login_failures_clear(db, ukey, err) < 0)
+	if (db_login_failures_clear(db, ukey, err) < 0 || db_login_attempt_release(db, ikey, err) < 0)
 		return -1;
 	if (token_generate("gpp", token, sizeof(token)) < 0)
 		return gp_error_set(err, 500, "internal", "could not generate a token");

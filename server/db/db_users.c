@@ -44,16 +44,15 @@ DB_STMT(stmt_token_revoke,
 	"AND revoked_at IS NULL RETURNING " TOKEN_COLS);
 DB_STMT(stmt_tokens_revoke_user,
 	"UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL");
-DB_STMT(stmt_login_failures,
-	"SELECT failures FROM login_failures WHERE key = $1 "
-	"AND window_start > now() - make_interval(secs => $2::int)");
-DB_STMT(stmt_login_failure_add,
+#define LOGIN_IN_WINDOW "f.window_start > now() - make_interval(secs => $2::int)"
+DB_STMT(stmt_login_attempt_reserve,
 	"INSERT INTO login_failures AS f (key, failures, window_start) VALUES ($1, 1, now()) "
 	"ON CONFLICT (key) DO UPDATE SET "
-	"failures = CASE WHEN f.window_start > now() - make_interval(secs => $2::int) "
-	"THEN f.failures + 1 ELSE 1 END, "
-	"window_start = CASE WHEN f.window_start > now() - make_interval(secs => $2::int) "
-	"THEN f.window_start ELSE now() END");
+	"failures = CASE WHEN " LOGIN_IN_WINDOW " THEN f.failures + 1 ELSE 1 END, "
+	"window_start = CASE WHEN " LOGIN_IN_WINDOW " THEN f.window_start ELSE now() END "
+	"WHERE NOT " LOGIN_IN_WINDOW " OR f.failures < $3::int RETURNING failures");
+DB_STMT(stmt_login_attempt_release,
+	"UPDATE login_failures SET failures = failures - 1 WHERE key = $1 AND failures > 0");
 DB_STMT(stmt_login_failures_clear, "DELETE FROM login_failures WHERE key = $1");
 
 static void
@@ -299,16 +298,16 @@ db_tokens_revoke_user(struct db *db, int64_t user_id, struct gp_error *err)
 }
 
 int
-db_login_failures(struct db *db, const char *key, int window_s, int *out,
-		  struct gp_error *err)
+db_login_attempt_reserve(struct db *db, const char *key, int window_s, int max,
+			 bool *granted, struct gp_error *err)
 {
 	struct arena *a = arena_create();
-	const char *p[2] = { key, db_param_int(a, window_s) };
-	PGresult *r = db_exec(db, a, &stmt_login_failures, 2, p, err);
+	const char *p[3] = { key, db_param_int(a, window_s), db_param_int(a, max) };
+	PGresult *r = db_exec(db, a, &stmt_login_attempt_reserve, 3, p, err);
 	int rc = -1;
 
 	if (r != NULL) {
-		*out = PQntuples(r) == 1 ? (int)db_int64(r, 0, 0) : 0;
+		*granted = PQntuples(r) == 1;
 		rc = 0;
 	}
 	arena_destroy(a);
@@ -316,11 +315,11 @@ db_login_failures(struct db *db, const char *key, int window_s, int *out,
 }
 
 int
-db_login_failure_add(struct db *db, const char *key, int window_s, struct gp_error *err)
+db_login_attempt_release(struct db *db, const char *key, struct gp_error *err)
 {
 	struct arena *a = arena_create();
-	const char *p[2] = { key, db_param_int(a, window_s) };
-	int rc = db_exec(db, a, &stmt_login_failure_add, 2, p, err) ? 0 : -1;
+	const char *p[1] = { key };
+	int rc = db_exec(db, a, &stmt_login_attempt_release, 1, p, err) ? 0 : -1;
 
 	arena_destroy(a);
 	return rc;

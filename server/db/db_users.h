@@ -103,13 +103,21 @@ int db_token_revoke(struct db *db, struct arena *a, int64_t user_id, int64_t tok
 int db_tokens_revoke_user(struct db *db, int64_t user_id, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
-/* Failures recorded for key within the last window_s seconds. */
-int db_login_failures(struct db *db, const char *key, int window_s, int *out,
-		      struct gp_error *err) __attribute__((warn_unused_result));
+/*
+ * Reserve one login attempt for key by counting it as a failure now,
+ * unless key already has max failures within the last window_s seconds
+ * (an older window restarts). *granted says whether it was counted. One
+ * atomic statement, so parallel attempts never get past the limit. A
+ * successful attempt gives its reservation back with
+ * db_login_attempt_release() or db_login_failures_clear().
+ */
+int db_login_attempt_reserve(struct db *db, const char *key, int window_s, int max,
+			     bool *granted, struct gp_error *err)
+	__attribute__((warn_unused_result));
 
-/* Count one failure for key (window restarts when older than window_s). */
-int db_login_failure_add(struct db *db, const char *key, int window_s,
-			 struct gp_error *err) __attribute__((warn_unused_result));
+/* Give back one attempt reserved for key (the attempt succeeded). */
+int db_login_attempt_release(struct db *db, const char *key, struct gp_error *err)
+	__attribute__((warn_unused_result));
 
 /* Forget failures for key (after a successful login). */
 int db_login_failures_clear(struct db *db, const char *key, struct gp_error *err)

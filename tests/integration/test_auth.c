@@ -9,6 +9,7 @@
 #include "fixture.h"
 
 #include <argon2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -642,6 +643,77 @@ test_login_rate_limit_per_user(void **state)
 	login_failures_reset(fx);
 }
 
+struct guesser {
+	const char *base_url;
+	const char *user;
+	int attempts;
+	int refused;            /* 401: the password was checked */
+	int limited;            /* 429 */
+	int other;
+};
+
+static void *
+guesser_main(void *arg)
+{
+	struct guesser *g = arg;
+	struct gp_client *cl = gp_client_create(g->base_url, NULL);
+
+	if (cl == NULL) {
+		g->other = g->attempts;
+		return NULL;
+	}
+	gp_client_set_timeouts(cl, 60000, 5000);
+	for (int i = 0; i < g->attempts; i++) {
+		struct gp_client_response r;
+		char body[128];
+
+		snprintf(body, sizeof(body), "{\"username\":\"%s\",\"password\":\"guess-%d\"}", g->user, i);
+		if (gp_client_request(cl, "POST", "/v1/auth/login", body, strlen(body), NULL, &r) != 0)
+			g->other++;
+		else if (r.status == 401)
+			g->refused++;
+		else if (r.status == 429)
+			g->limited++;
+		else
+			g->other++;
+		gp_client_response_free(&r);
+	}
+	gp_client_destroy(cl);
+	return NULL;
+}
+
+/*
+ * Guesses sent in parallel get no more than the limit: of 48 wrong
+ * passwords from 8 connections at once, at most 10 are checked.
+ */
+static void
+test_login_rate_limit_parallel(void **state)
+{
+	struct fixture *fx = *state;
+	struct guesser g[8];
+	pthread_t th[8];
+	int refused = 0, limited = 0, other = 0;
+
+	login_failures_reset(fx);
+	fixture_create_user(fx, "nina", "none");
+	for (int i = 0; i < 8; i++) {
+		g[i] = (struct guesser){ .base_url = fx->server->base_url, .user = "nina", .attempts = 6 };
+		assert_int_equal(pthread_create(&th[i], NULL, guesser_main, &g[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		refused += g[i].refused;
+		limited += g[i].limited;
+		other += g[i].other;
+	}
+	print_message("parallel guesses: %d checked, %d limited, %d other\n", refused, limited, other);
+	assert_int_equal(other, 0);
+	assert_int_equal(refused + limited, 48);
+	assert_true(refused <= 10);
+	assert_problem(login(fx, "nina", FIXTURE_PASSWORD), 429, "rate_limited");
+	login_failures_reset(fx);
+}
+
 static void
 test_login_rate_limit_per_address(void **state)
 {
@@ -721,6 +793,7 @@ main(void)
 		cmocka_unit_test(test_api_token_revocation),
 		cmocka_unit_test(test_password_change_ends_tokens),
 		cmocka_unit_test(test_login_rate_limit_per_user),
+		cmocka_unit_test(test_login_rate_limit_parallel),
 		cmocka_unit_test(test_login_rate_limit_per_address),
 		cmocka_unit_test(test_password_rehash),
 	};

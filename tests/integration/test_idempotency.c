@@ -579,6 +579,24 @@ test_concurrent_duplicates(void **state)
 		      conflicts, replays, RACE_ROUNDS);
 }
 
+/*
+ * The lock-holding tests keep requests waiting on a table lock while
+ * they look around; under load that can take seconds, so the server
+ * gets a statement timeout well above the default 5 s.
+ */
+static int
+group_setup(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_STATEMENT_TIMEOUT_MS=60000", NULL };
+	const struct fixture_options opts = { .server_env = env };
+	struct fixture *fx;
+
+	if (fixture_create(&opts, &fx) != 0)
+		return -1;
+	*state = fx;
+	return 0;
+}
+
 int
 main(void)
 {
@@ -593,5 +611,5 @@ main(void)
 		cmocka_unit_test(test_claim_of_dead_server),
 	};
 
-	return fixture_run_tests(tests);
+	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }
