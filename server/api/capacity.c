@@ -218,19 +218,15 @@ int
 capacity_cluster_id(struct db *db, struct arena *a, const char *name, const char *field,
 		    int64_t *id, struct gp_error *err)
 {
-	struct cluster_row c;
-	bool found;
-
 	*id = 0;
 	if (name == NULL)
 		return 0;
 	if (strlen(name) > 63)
 		return gp_error_field(err, field, "no such cluster");
-	if (db_cluster_get(db, a, name, &c, &found, err) < 0)
+	if (db_cluster_id(db, a, name, id, err) < 0)
 		return -1;
-	if (!found)
+	if (*id == 0)
 		return gp_error_field(err, field, "no such cluster: %s", name);
-	*id = c.id;
 	return 0;
 }
 

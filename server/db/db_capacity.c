@@ -10,7 +10,7 @@
 
 #define CLUSTER_COLS "c.id, c.name, c.region, c.description, " \
 	"(SELECT count(*) FROM nodes n WHERE n.cluster_id = c.id), " \
-	"(SELECT count(*) FROM gpus g WHERE g.cluster_id = c.id), " \
+	"(SELECT coalesce(sum(k.gpus), 0) FROM gpu_classes k WHERE k.cluster_id = c.id), " \
 	"c.generation, " EPOCH_US("c.created_at") ", " EPOCH_US("c.updated_at")
 
 #define NODE_COLS "n.id, n.cluster_id, c.name, n.name, n.hostname, n.status, " \
@@ -40,6 +40,7 @@ DB_STMT(stmt_cap_cluster_insert,
 	"INSERT INTO clusters (name, region, description) VALUES ($1, $2, $3) RETURNING id");
 DB_STMT(stmt_cap_cluster_by_id, "SELECT " CLUSTER_COLS " FROM clusters c WHERE c.id = $1");
 DB_STMT(stmt_cap_cluster_get, "SELECT " CLUSTER_COLS " FROM clusters c WHERE c.name = $1");
+DB_STMT(stmt_cap_cluster_id, "SELECT id FROM clusters WHERE name = $1");
 DB_STMT(stmt_cap_clusters_list,
 	"SELECT " CLUSTER_COLS " FROM clusters c WHERE c.id > $1 ORDER BY c.id LIMIT $2");
 DB_STMT(stmt_cap_cluster_update,
@@ -236,6 +237,18 @@ db_cluster_get(struct db *db, struct arena *a, const char *name, struct cluster_
 	*found = PQntuples(r) == 1;
 	if (*found)
 		cluster_from_row(a, r, 0, out);
+	return 0;
+}
+
+int
+db_cluster_id(struct db *db, struct arena *a, const char *name, int64_t *id, struct gp_error *err)
+{
+	const char *p[1] = { name };
+	PGresult *r = db_exec(db, a, &stmt_cap_cluster_id, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*id = PQntuples(r) == 1 ? db_int64(r, 0, 0) : 0;
 	return 0;
 }
 

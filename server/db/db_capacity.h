@@ -132,6 +132,10 @@ int db_cluster_insert(struct db *db, struct arena *a, const char *name, const ch
 int db_cluster_get(struct db *db, struct arena *a, const char *name, struct cluster_row *out,
 		   bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
+/* The id of the cluster named name; 0 when there is none. */
+int db_cluster_id(struct db *db, struct arena *a, const char *name, int64_t *id,
+		  struct gp_error *err) __attribute__((warn_unused_result));
+
 /* Clusters with id > after_id, by id. */
 int db_clusters_list(struct db *db, struct arena *a, int64_t after_id, int limit,
 		     struct cluster_row **out, int *n, struct gp_error *err)
