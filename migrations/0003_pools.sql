@@ -40,10 +40,19 @@ CREATE INDEX pools_project_idx ON pools (project_id, id);
 -- the expiry worker: time-bounded pools still holding resources
 CREATE INDEX pools_ends_at_idx ON pools (ends_at)
 	WHERE ends_at IS NOT NULL AND status IN ('provisioning', 'active', 'degraded');
-CREATE INDEX pools_releasing_idx ON pools (id) WHERE status = 'releasing';
+CREATE INDEX pools_settle_idx ON pools (status, id) WHERE status IN ('provisioning', 'releasing');
 
 -- The approval workflow object. requested_by NULL: the system (a pool
 -- reaching its end time). expires_at: when a pending request expires.
+--
+-- Foreign keys: the structural ones are declared (a request's project
+-- and pool, an allocation's pool, a ledger interval's pool, an outbox
+-- row's node, an event's request). Columns that only record who or
+-- which request did something (requested_by, decided_by, request_id,
+-- release_request_id, opened_by, closed_by, the ledger's project and
+-- model) are copies written by the same statement that validated them;
+-- they carry no constraint, because each one is a per-row trigger on
+-- the approval's hot path and none of their targets is ever deleted.
 CREATE TABLE pool_requests (
 	id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	project_id    bigint NOT NULL REFERENCES projects (id),
@@ -55,10 +64,10 @@ CREATE TABLE pool_requests (
 	state         text NOT NULL DEFAULT 'pending'
 	              CHECK (state IN ('pending', 'approved', 'fulfilled', 'failed',
 	                               'rejected', 'cancelled', 'expired')),
-	requested_by  bigint REFERENCES users (id),
+	requested_by  bigint,
 	requested_at  timestamptz NOT NULL DEFAULT now(),
 	expires_at    timestamptz NOT NULL,
-	decided_by    bigint REFERENCES users (id),
+	decided_by    bigint,
 	decided_at    timestamptz,
 	note          text CHECK (length(note) <= 2000),
 	generation    bigint NOT NULL DEFAULT 1,
@@ -86,8 +95,8 @@ CREATE INDEX pool_request_events_request_idx ON pool_request_events (request_id,
 -- freed them (moved them to releasing).
 ALTER TABLE allocations
 	ADD CONSTRAINT allocations_pool_fkey FOREIGN KEY (pool_id) REFERENCES pools (id),
-	ADD COLUMN request_id bigint REFERENCES pool_requests (id),
-	ADD COLUMN release_request_id bigint REFERENCES pool_requests (id);
+	ADD COLUMN request_id bigint,
+	ADD COLUMN release_request_id bigint;
 CREATE INDEX allocations_request_idx ON allocations (request_id) WHERE request_id IS NOT NULL;
 
 -- Billable intervals: count instances of (model, profile) held by the
@@ -99,14 +108,14 @@ CREATE INDEX allocations_request_idx ON allocations (request_id) WHERE request_i
 CREATE TABLE usage_ledger (
 	id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	pool_id           bigint NOT NULL REFERENCES pools (id),
-	project_id        bigint NOT NULL REFERENCES projects (id),
-	model             text NOT NULL REFERENCES gpu_models (id),
+	project_id        bigint NOT NULL,
+	model             text NOT NULL,
 	profile           text NOT NULL,
 	count             integer NOT NULL CHECK (count > 0),
 	started_at        timestamptz NOT NULL,
 	ended_at          timestamptz,
-	opened_by         bigint NOT NULL REFERENCES pool_requests (id),
-	closed_by         bigint REFERENCES pool_requests (id),
+	opened_by         bigint NOT NULL,
+	closed_by         bigint,
 	CHECK (ended_at IS NULL OR ended_at >= started_at)
 );
 CREATE INDEX usage_ledger_open_idx ON usage_ledger (pool_id, model, profile) WHERE ended_at IS NULL;
@@ -120,8 +129,8 @@ CREATE TABLE outbox (
 	node_id         bigint NOT NULL REFERENCES nodes (id),
 	generation      bigint NOT NULL,
 	kind            text NOT NULL DEFAULT 'desired_state',
-	request_id      bigint REFERENCES pool_requests (id),
-	pool_id         bigint REFERENCES pools (id),
+	request_id      bigint,
+	pool_id         bigint,
 	created_at      timestamptz NOT NULL DEFAULT now(),
 	attempts        integer NOT NULL DEFAULT 0,
 	next_attempt_at timestamptz NOT NULL DEFAULT now(),

@@ -699,7 +699,7 @@ CREATE INDEX pools_project_idx ON public.pools USING btree (project_id, id);
 
 CREATE UNIQUE INDEX pools_project_name_key ON public.pools USING btree (project_id, name) WHERE (status <> 'released'::text);
 
-CREATE INDEX pools_releasing_idx ON public.pools USING btree (id) WHERE (status = 'releasing'::text);
+CREATE INDEX pools_settle_idx ON public.pools USING btree (status, id) WHERE (status = ANY (ARRAY['provisioning'::text, 'releasing'::text]));
 
 CREATE INDEX project_members_user_idx ON public.project_members USING btree (user_id);
 
@@ -735,12 +735,6 @@ ALTER TABLE ONLY public.allocations
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_pool_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
 
-ALTER TABLE ONLY public.allocations
-    ADD CONSTRAINT allocations_release_request_id_fkey FOREIGN KEY (release_request_id) REFERENCES public.pool_requests(id);
-
-ALTER TABLE ONLY public.allocations
-    ADD CONSTRAINT allocations_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.pool_requests(id);
-
 ALTER TABLE ONLY public.gpus
     ADD CONSTRAINT gpus_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
 
@@ -762,26 +756,14 @@ ALTER TABLE ONLY public.nodes
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
 
-ALTER TABLE ONLY public.outbox
-    ADD CONSTRAINT outbox_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
-
-ALTER TABLE ONLY public.outbox
-    ADD CONSTRAINT outbox_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.pool_requests(id);
-
 ALTER TABLE ONLY public.pool_request_events
     ADD CONSTRAINT pool_request_events_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.pool_requests(id);
-
-ALTER TABLE ONLY public.pool_requests
-    ADD CONSTRAINT pool_requests_decided_by_fkey FOREIGN KEY (decided_by) REFERENCES public.users(id);
 
 ALTER TABLE ONLY public.pool_requests
     ADD CONSTRAINT pool_requests_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
 
 ALTER TABLE ONLY public.pool_requests
     ADD CONSTRAINT pool_requests_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
-
-ALTER TABLE ONLY public.pool_requests
-    ADD CONSTRAINT pool_requests_requested_by_fkey FOREIGN KEY (requested_by) REFERENCES public.users(id);
 
 ALTER TABLE ONLY public.pools
     ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
@@ -802,17 +784,5 @@ ALTER TABLE ONLY public.tokens
     ADD CONSTRAINT tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.usage_ledger
-    ADD CONSTRAINT usage_ledger_closed_by_fkey FOREIGN KEY (closed_by) REFERENCES public.pool_requests(id);
-
-ALTER TABLE ONLY public.usage_ledger
-    ADD CONSTRAINT usage_ledger_model_fkey FOREIGN KEY (model) REFERENCES public.gpu_models(id);
-
-ALTER TABLE ONLY public.usage_ledger
-    ADD CONSTRAINT usage_ledger_opened_by_fkey FOREIGN KEY (opened_by) REFERENCES public.pool_requests(id);
-
-ALTER TABLE ONLY public.usage_ledger
     ADD CONSTRAINT usage_ledger_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
-
-ALTER TABLE ONLY public.usage_ledger
-    ADD CONSTRAINT usage_ledger_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
 

@@ -987,7 +987,8 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 			return -1;
 	}
 	c.req = req;
-	if (db_tx_ex(db_thread(), DB_TX_RETRY_EXCLUSION, approve_tx, &c, err) < 0) {
+	if (db_tx_ex(db_thread(), DB_TX_RETRY_EXCLUSION | DB_TX_GENERIC_PLANS, approve_tx, &c,
+		      err) < 0) {
 		if (err->status == 409 && strcmp(err->code, "insufficient_capacity") == 0) {
 			struct json_object *sh = json_object_new_array();
 

@@ -352,7 +352,10 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 int
 db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	return db_tx_run(db, "BEGIN", flags, fn, arg, err);
+	const char *begin = (flags & DB_TX_GENERIC_PLANS)
+		? "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan" : "BEGIN";
+
+	return db_tx_run(db, begin, flags, fn, arg, err);
 }
 
 int

@@ -47,6 +47,7 @@ int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 
 /* db_tx_ex() flags */
 #define DB_TX_RETRY_EXCLUSION 0x1u      /* also retry on 23P01 (exclusion_violation) */
+#define DB_TX_GENERIC_PLANS 0x2u        /* SET LOCAL plan_cache_mode = force_generic_plan */
 
 /*
  * db_tx with flags. DB_TX_RETRY_EXCLUSION treats an exclusion-constraint
@@ -55,6 +56,12 @@ int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
  * whose decision a concurrent writer can invalidate, such as placing
  * allocations (allocations_no_overlap): a lost race is retried, never
  * answered as an error; after the last attempt it is a 409 conflict.
+ * DB_TX_GENERIC_PLANS makes the transaction's prepared statements (and
+ * the plpgsql they fire) use their generic plans, sent with BEGIN in the
+ * same round trip: for hot transactions of big multi-CTE statements whose
+ * re-planning costs more than executing them (the approval); every
+ * statement run in it must have a good generic plan (no "$1 IS NULL OR"
+ * optional filters).
  */
 int db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
 	__attribute__((warn_unused_result));

@@ -221,13 +221,16 @@ DB_STMT(stmt_pools_approve_free,
 	" SELECT (SELECT count(*) FROM rq), (SELECT count(*) FROM fr), "
 	"(SELECT generation FROM pl), " EPOCH_US("now()") ", $10::int4");
 
+#define LIVE_COLS "SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
+	"coalesce(a.pool_id, 0), g.model, a.profile, a.start, a.size FROM allocations a " \
+	"JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
 DB_STMT(stmt_pools_live_allocs,
-	"SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, coalesce(a.pool_id, 0), "
-	"g.model, a.profile, a.start, a.size FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-	"JOIN nodes n ON n.id = g.node_id "
-	"WHERE a.state NOT IN ('releasing', 'released') AND (a.pool_id = $1 OR ($2::bool AND "
-	"a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
-	"AND b.state NOT IN ('releasing', 'released')))) ORDER BY a.gpu_id, a.start");
+	LIVE_COLS "WHERE a.pool_id = $1 AND a.state NOT IN ('releasing', 'released') "
+	"ORDER BY a.gpu_id, a.start");
+DB_STMT(stmt_pools_live_allocs_gpus,
+	LIVE_COLS "WHERE a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
+	"AND b.state NOT IN ('releasing', 'released')) "
+	"AND a.state NOT IN ('releasing', 'released') ORDER BY a.gpu_id, a.start");
 
 /* ---- expiry ---- */
 
@@ -879,8 +882,9 @@ int
 db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool neighbours,
 			 struct live_alloc **out, int *n, struct gp_error *err)
 {
-	const char *p[2] = { db_param_int(a, pool_id), neighbours ? "true" : "false" };
-	PGresult *r = db_exec(db, a, &stmt_pools_live_allocs, 2, p, err);
+	const char *p[1] = { db_param_int(a, pool_id) };
+	PGresult *r = db_exec(db, a, neighbours ? &stmt_pools_live_allocs_gpus
+					 : &stmt_pools_live_allocs, 1, p, err);
 
 	if (r == NULL)
 		return -1;
