@@ -418,7 +418,7 @@ test_in_flight(void **state)
 	assert_int_equal(pthread_create(&th, NULL, poster_main, &p), 0);
 	while (fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = 'key-slow' "
 			    "AND state = 'in_flight'") == 0) {
-		if (++waited > 200) {
+		if (++waited > 2000) {
 			fx_sql_exec(fx, "ROLLBACK");
 			fail_msg("the first request never claimed its key");
 		}
@@ -427,7 +427,7 @@ test_in_flight(void **state)
 	/* wait until it is blocked on the lock, not merely claimed */
 	while (fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
 			    "AND datname = current_database()") == 0) {
-		if (++waited > 400) {
+		if (++waited > 4000) {
 			fx_sql_exec(fx, "ROLLBACK");
 			fail_msg("the first request never waited on the lock");
 		}
@@ -481,7 +481,7 @@ test_claim_of_dead_server(void **state)
 	assert_int_equal(pthread_create(&th, NULL, poster_main, &p), 0);
 	while (fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
 			    "AND datname = current_database()") == 0) {
-		if (++waited > 500) {
+		if (++waited > 3000) {
 			fx_sql_exec(fx, "ROLLBACK");
 			fail_msg("the first request never waited on the lock");
 		}
@@ -497,7 +497,7 @@ test_claim_of_dead_server(void **state)
 
 	/* while the dead server's session lingers the key may still look busy;
 	 * within seconds the retry must run the request */
-	for (waited = 0; waited < 100; waited++) {
+	for (waited = 0; waited < 300; waited++) {
 		r = post(fx, fx->admin_token, "/v1/projects", "key-orphan", body);
 		if (r->status != 409)
 			break;
