@@ -71,6 +71,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->session_ttl_s = 12 * 3600;
 	cfg->shutdown_grace_s = 10;
 	cfg->idempotency_ttl_s = 72 * 3600;
+	cfg->maintenance_interval_s = 3600;
 	cfg->request_ttl_s = 7 * 86400;
 	cfg->expiry_interval_s = 10;
 	cfg->access_log = true;
@@ -87,6 +88,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_STATEMENT_TIMEOUT_MS", 100, 600000, &cfg->statement_timeout_ms, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_SESSION_TTL", 60, 30 * 86400, &cfg->session_ttl_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_SHUTDOWN_GRACE", 0, 600, &cfg->shutdown_grace_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_MAINTENANCE_INTERVAL", 1, 86400, &cfg->maintenance_interval_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_IDEMPOTENCY_TTL", 72 * 3600, 365 * 86400, &cfg->idempotency_ttl_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_REQUEST_TTL", 1, 365 * 86400, &cfg->request_ttl_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) < 0)

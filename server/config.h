@@ -18,6 +18,7 @@ struct config {
 	int session_ttl_s;              /* GPUPOOL_SESSION_TTL */
 	int shutdown_grace_s;           /* GPUPOOL_SHUTDOWN_GRACE */
 	int idempotency_ttl_s;          /* GPUPOOL_IDEMPOTENCY_TTL */
+	int maintenance_interval_s;     /* GPUPOOL_MAINTENANCE_INTERVAL */
 	int request_ttl_s;              /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
 	int expiry_interval_s;          /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	bool access_log;                /* GPUPOOL_ACCESS_LOG */

@@ -258,8 +258,17 @@ cmd_serve(struct config *cfg)
 	hc.ctx = &app;
 	if (http_start(&server, &hc, api_dispatch, &port) < 0)
 		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
-	if (maintenance_start(&maint, cfg->idempotency_ttl_s, 3600) < 0)
-		fatal("could not start the maintenance worker");
+	{
+		struct maintenance_config mc = {
+			.idempotency_ttl_s = cfg->idempotency_ttl_s,
+			.login_window_s = app.login_window_s,
+			.token_keep_s = 7 * 86400,
+			.interval_s = cfg->maintenance_interval_s,
+		};
+
+		if (maintenance_start(&maint, &mc) < 0)
+			fatal("could not start the maintenance worker");
+	}
 	if (expiry_start(&expiry, cfg->expiry_interval_s) < 0)
 		fatal("could not start the expiry worker");
 	{

@@ -5,6 +5,7 @@
 #include "db_internal.h"
 #include "db_sql.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define USER_COLS "id, username, password_hash, role, disabled, generation, " \
@@ -53,6 +54,11 @@ DB_STMT(stmt_login_attempt_reserve,
 	"WHERE NOT " LOGIN_IN_WINDOW " OR f.failures < $3::int RETURNING failures");
 DB_STMT(stmt_login_attempt_release,
 	"UPDATE login_failures SET failures = failures - 1 WHERE key = $1 AND failures > 0");
+DB_STMT(stmt_login_failures_expire,
+	"DELETE FROM login_failures WHERE window_start < now() - make_interval(secs => $1::int)");
+DB_STMT(stmt_tokens_expire,
+	"DELETE FROM tokens WHERE expires_at < now() - make_interval(secs => $1::int) "
+	"OR revoked_at < now() - make_interval(secs => $1::int)");
 DB_STMT(stmt_login_failures_clear, "DELETE FROM login_failures WHERE key = $1");
 
 static void
@@ -332,6 +338,30 @@ db_login_failures_clear(struct db *db, const char *key, struct gp_error *err)
 	const char *p[1] = { key };
 	int rc = db_exec(db, a, &stmt_login_failures_clear, 1, p, err) ? 0 : -1;
 
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_auth_expire(struct db *db, int window_s, int keep_s, int64_t *failures,
+	       int64_t *tokens, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p1[1] = { db_param_int(a, window_s) };
+	const char *p2[1] = { db_param_int(a, keep_s) };
+	PGresult *r;
+	int rc = -1;
+
+	r = db_exec(db, a, &stmt_login_failures_expire, 1, p1, err);
+	if (r == NULL)
+		goto fail;
+	*failures = strtoll(PQcmdTuples(r), NULL, 10);
+	r = db_exec(db, a, &stmt_tokens_expire, 1, p2, err);
+	if (r == NULL)
+		goto fail;
+	*tokens = strtoll(PQcmdTuples(r), NULL, 10);
+	rc = 0;
+fail:
 	arena_destroy(a);
 	return rc;
 }

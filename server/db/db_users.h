@@ -119,6 +119,14 @@ int db_login_attempt_reserve(struct db *db, const char *key, int window_s, int m
 int db_login_attempt_release(struct db *db, const char *key, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
+/*
+ * Housekeeping: delete failed-login counters whose window ended more than
+ * window_s ago, and tokens that expired or were revoked more than
+ * keep_s ago. *failures and *tokens get the counts deleted.
+ */
+int db_auth_expire(struct db *db, int window_s, int keep_s, int64_t *failures,
+		   int64_t *tokens, struct gp_error *err) __attribute__((warn_unused_result));
+
 /* Forget failures for key (after a successful login). */
 int db_login_failures_clear(struct db *db, const char *key, struct gp_error *err)
 	__attribute__((warn_unused_result));

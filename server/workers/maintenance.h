@@ -1,6 +1,7 @@
 /*
  * maintenance.h - background housekeeping: expired Idempotency-Key
- * records and old failed-login counters. Safe with several replicas
+ * records, failed-login counters whose window has passed, and tokens
+ * expired or revoked more than a week ago. Safe with several replicas
  * (each statement is an idempotent DELETE).
  */
 #ifndef GP_WORKERS_MAINTENANCE_H
@@ -8,8 +9,15 @@
 
 struct maintenance;
 
-/* Start the worker thread; runs every interval_s seconds. */
-int maintenance_start(struct maintenance **out, int idempotency_ttl_s, int interval_s)
+struct maintenance_config {
+	int idempotency_ttl_s;          /* keep Idempotency-Key answers this long */
+	int login_window_s;             /* failed-login counting window */
+	int token_keep_s;               /* keep dead tokens this long */
+	int interval_s;                 /* run every interval_s seconds */
+};
+
+/* Start the worker thread; the first pass runs at once. */
+int maintenance_start(struct maintenance **out, const struct maintenance_config *cfg)
 	__attribute__((warn_unused_result));
 
 /* Stop and join the thread. */
