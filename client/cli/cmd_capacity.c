@@ -74,12 +74,14 @@ capacity_num(struct json_object *o, const char *path, char *buf, size_t len)
  * One model's block:
  *
  *   H100-80GB: 2 GPUs (2 healthy, 1 MIG enabled, 2 placeable)
- *     slices      total     used     free  stranded
- *     compute        14       13        1         1
- *     memory         16       15        1         -
- *     profile   allocated  placeable
- *     full              1          0
- *     ...
+ *     slices         total      used      free  stranded
+ *     compute           14        13         1         1
+ *     memory            16        15         1         -
+ *     profile     allocated  placeable
+ *     full                1          0
+ *     1g.10gb+me          1          0
+ *
+ * the first column as wide as the longest profile name (9 at least)
  */
 static void
 capacity_print_model(struct json_object *m)
@@ -87,25 +89,8 @@ capacity_print_model(struct json_object *m)
 	struct json_object *profiles = gp_client_json_get(m, "profiles");
 	char name[CAPACITY_NAME_MAX], a[32], b[32], c[32], d[32];
 	size_t np = 0;
-	int width = 7;
+	int width = 9;
 
-	printf("%s: %s GPUs", capacity_text(m, "model", name, sizeof(name)),
-	       capacity_num(m, "gpus.total", a, sizeof(a)));
-	printf(" (%s healthy, %s MIG enabled, %s placeable)\n",
-	       capacity_num(m, "gpus.healthy", a, sizeof(a)),
-	       capacity_num(m, "gpus.mig_enabled", b, sizeof(b)),
-	       capacity_num(m, "gpus.placeable", c, sizeof(c)));
-	printf("  %-9s %9s %9s %9s %9s\n", "slices", "total", "used", "free", "stranded");
-	printf("  %-9s %9s %9s %9s %9s\n", "compute",
-	       capacity_num(m, "compute_slices.total", a, sizeof(a)),
-	       capacity_num(m, "compute_slices.used", b, sizeof(b)),
-	       capacity_num(m, "compute_slices.free", c, sizeof(c)),
-	       capacity_num(m, "compute_slices.stranded", d, sizeof(d)));
-	printf("  %-9s %9s %9s %9s %9s\n", "memory",
-	       capacity_num(m, "memory_slices.total", a, sizeof(a)),
-	       capacity_num(m, "memory_slices.used", b, sizeof(b)),
-	       capacity_num(m, "memory_slices.free", c, sizeof(c)),
-	       capacity_num(m, "memory_slices.stranded", d, sizeof(d)));
 	if (profiles != NULL && json_object_is_type(profiles, json_type_array))
 		np = json_object_array_length(profiles);
 	for (size_t i = 0; i < np; i++) {
@@ -115,6 +100,23 @@ capacity_print_model(struct json_object *m)
 		if (w > width)
 			width = w;
 	}
+	printf("%s: %s GPUs", capacity_text(m, "model", name, sizeof(name)),
+	       capacity_num(m, "gpus.total", a, sizeof(a)));
+	printf(" (%s healthy, %s MIG enabled, %s placeable)\n",
+	       capacity_num(m, "gpus.healthy", a, sizeof(a)),
+	       capacity_num(m, "gpus.mig_enabled", b, sizeof(b)),
+	       capacity_num(m, "gpus.placeable", c, sizeof(c)));
+	printf("  %-*s %9s %9s %9s %9s\n", width, "slices", "total", "used", "free", "stranded");
+	printf("  %-*s %9s %9s %9s %9s\n", width, "compute",
+	       capacity_num(m, "compute_slices.total", a, sizeof(a)),
+	       capacity_num(m, "compute_slices.used", b, sizeof(b)),
+	       capacity_num(m, "compute_slices.free", c, sizeof(c)),
+	       capacity_num(m, "compute_slices.stranded", d, sizeof(d)));
+	printf("  %-*s %9s %9s %9s %9s\n", width, "memory",
+	       capacity_num(m, "memory_slices.total", a, sizeof(a)),
+	       capacity_num(m, "memory_slices.used", b, sizeof(b)),
+	       capacity_num(m, "memory_slices.free", c, sizeof(c)),
+	       capacity_num(m, "memory_slices.stranded", d, sizeof(d)));
 	printf("  %-*s %10s %10s\n", width, "profile", "allocated", "placeable");
 	for (size_t i = 0; i < np; i++) {
 		struct json_object *p = json_object_array_get_idx(profiles, i);
