@@ -32,6 +32,7 @@ struct http_server {
 	http_dispatch_fn dispatch;
 	atomic_int in_flight;           /* requests between first callback and completion */
 	atomic_int fresh;               /* connections accepted that have not begun a request */
+	atomic_int handed;              /* handed to MHD while stopping, not yet started by it */
 	atomic_bool stopping;
 };
 
@@ -291,6 +292,16 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 
 	(void)conn;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		/*
+		 * While stopping, MHD accepts nothing itself: this is one of the
+		 * connections drain_backlog() handed over, now counted as fresh.
+		 */
+		if (atomic_load(&s->stopping)) {
+			int h = atomic_load(&s->handed);
+
+			while (h > 0 && !atomic_compare_exchange_weak(&s->handed, &h, h - 1))
+				;
+		}
 		cs = calloc(1, sizeof(*cs));
 		*socket_context = cs;
 		if (cs != NULL)
@@ -389,8 +400,12 @@ drain_backlog(struct http_server *s, MHD_socket fd)
 			break;  /* EAGAIN: the backlog is empty */
 		}
 		(void)fcntl(c, F_SETFD, FD_CLOEXEC);
-		if (MHD_add_connection(s->daemon, c, (struct sockaddr *)&addr, alen) != MHD_YES)
+		/* MHD starts it later, on a pool thread: count it until then */
+		atomic_fetch_add(&s->handed, 1);
+		if (MHD_add_connection(s->daemon, c, (struct sockaddr *)&addr, alen) != MHD_YES) {
+			atomic_fetch_sub(&s->handed, 1);
 			log_warn(NULL, "could not hand over a connection while stopping");
+		}
 	}
 }
 
@@ -412,7 +427,8 @@ http_stop(struct http_server *s, int grace_ms)
 		 */
 		shutdown(fd, SHUT_RDWR);
 	}
-	while ((atomic_load(&s->in_flight) > 0 || atomic_load(&s->fresh) > 0) && waited < grace_ms) {
+	while ((atomic_load(&s->in_flight) > 0 || atomic_load(&s->fresh) > 0 ||
+		atomic_load(&s->handed) > 0) && waited < grace_ms) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);
