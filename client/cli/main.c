@@ -13,7 +13,9 @@
 #include "cmd_capacity.h"
 #include "cmd_gpus.h"
 #include "cmd_nodes.h"
+#include "cmd_pools.h"
 #include "cmd_projects.h"
+#include "cmd_requests.h"
 #include "cmd_tokens.h"
 #include "cmd_users.h"
 
@@ -28,6 +30,8 @@ static const struct cli_command *const command_groups[] = {
 	cmd_nodes_commands,
 	cmd_gpus_commands,
 	cmd_capacity_commands,
+	cmd_pools_commands,
+	cmd_requests_commands,
 	NULL,
 };
 
