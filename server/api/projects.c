@@ -101,8 +101,9 @@ read_namespaces(struct request *req, struct json_object *arr, struct gp_error *e
 			gp_error_field(err, path, "must be a Kubernetes namespace name (DNS label)");
 			continue;
 		}
-		for (size_t j = 0; j < i; j++) {
-			if (strcmp(json_object_get_string(json_object_array_get_idx(arr, j)),
+		/* compare with the names accepted so far: only those are strings */
+		for (size_t j = 0; j < json_object_array_length(out); j++) {
+			if (strcmp(json_object_get_string(json_object_array_get_idx(out, j)),
 				   json_object_get_string(v)) == 0) {
 				gp_error_field(err, path, "is listed twice");
 				break;

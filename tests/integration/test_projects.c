@@ -292,6 +292,11 @@ test_create_refused(void **state)
 		{ "{\"name\":\"ok-name\",\"namespaces\":[\"dup\",\"dup\"]}", 422, "validation_failed",
 		  "namespaces[1]" },
 		{ "{\"name\":\"ok-name\",\"namespaces\":[3]}", 422, "validation_failed", "namespaces[0]" },
+		/* a non-string before a string: the duplicate check must not read it as one */
+		{ "{\"name\":\"ok-name\",\"namespaces\":[null,\"ns-a\"]}", 422, "validation_failed",
+		  "namespaces[0]" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":[7,{},\"ns-a\",\"ns-a\"]}", 422,
+		  "validation_failed", "namespaces[0]" },
 		{ "{\"name\":\"ok-name\",\"owner\":\"x\"}", 422, "validation_failed", "owner" },
 		/* alpha exists (test_create_get) */
 		{ "{\"name\":\"alpha\"}", 409, "conflict", NULL },
