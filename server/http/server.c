@@ -41,6 +41,9 @@ struct conn_state {
 	bool begun;
 };
 
+/* An oversized body is drained up to this many times the limit. */
+#define HTTP_DRAIN_FACTOR 8
+
 struct exchange {
 	struct arena *arena;
 	struct http_server *server;
@@ -49,6 +52,9 @@ struct exchange {
 	size_t cap;
 	bool too_large;
 	bool dispatched;
+	size_t expected;                /* Content-Length, 0 when unknown */
+	size_t dropped;                 /* body bytes read past the limit */
+	size_t expected_over;           /* > 0: too large to drain */
 	int64_t started_us;
 };
 
@@ -176,6 +182,32 @@ too_large(struct request *req, struct response *res, size_t max)
 	response_header(res, "Connection", "close");
 }
 
+/* Dispatch (or answer 413) and queue the response; once per exchange. */
+static enum MHD_Result
+finish_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection *conn,
+		const char *url, const char *method)
+{
+	struct request req;
+	struct response res;
+
+	x->dispatched = true;
+	fill_request(x, conn, url, method, &req);
+	memset(&res, 0, sizeof(res));
+	if (x->too_large)
+		too_large(&req, &res, s->cfg.max_body);
+	else
+		s->dispatch(&req, &res);
+	if (s->cfg.access_log) {
+		char status[8], dur[32];
+
+		snprintf(status, sizeof(status), "%d", res.status);
+		snprintf(dur, sizeof(dur), "%.3f", (double)(time_mono_us() - x->started_us) / 1000.0);
+		log_info(req.request_id, "request", "method", method, "path", url,
+			 "status", status, "duration_ms", dur, "client", req.client_ip);
+	}
+	return send_response(s, conn, &req, &res);
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	   const char *method, const char *version, const char *upload_data,
@@ -183,8 +215,6 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 {
 	struct http_server *s = cls;
 	struct exchange *x = *con_cls;
-	struct request req;
-	struct response res;
 
 	(void)version;
 	if (x == NULL) {
@@ -208,8 +238,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 			char *end;
 			unsigned long long n = strtoull(cl, &end, 10);
 
-			if (*end != '\0' || n > s->cfg.max_body)
+			if (*end != '\0' || n > s->cfg.max_body) {
 				x->too_large = true;
+				/* a declared length past the drain bound: answer on the first chunk */
+				if (*end != '\0' || n > HTTP_DRAIN_FACTOR * s->cfg.max_body)
+					x->expected_over = HTTP_DRAIN_FACTOR * s->cfg.max_body;
+			} else {
+				x->expected = (size_t)n;
+			}
 		}
 		atomic_fetch_add(&s->in_flight, 1);
 		*con_cls = x;
@@ -219,14 +255,24 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
-		if (x->too_large)
+		if (x->dispatched)
 			return MHD_YES;
-		if (x->len + n > s->cfg.max_body) {
+		if (x->too_large || x->len + n > s->cfg.max_body) {
+			/*
+			 * Over the limit: read and drop the rest up to
+			 * HTTP_DRAIN_FACTOR times the limit, so the client
+			 * still reads the 413 (closing on unread data resets
+			 * the connection); beyond that answer at once, and MHD
+			 * closes the connection after the response.
+			 */
 			x->too_large = true;
+			x->dropped += n;
+			if (x->dropped + x->expected_over > HTTP_DRAIN_FACTOR * s->cfg.max_body)
+				return finish_exchange(s, x, conn, url, method);
 			return MHD_YES;
 		}
 		if (x->len + n + 1 > x->cap) {
-			size_t cap = x->cap ? x->cap : 1024;
+			size_t cap = x->cap ? x->cap : (x->expected > 0 ? x->expected + 1 : 1024);
 			char *nb;
 
 			while (cap < x->len + n + 1)
@@ -244,22 +290,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (x->dispatched)
 		return MHD_NO;
-	x->dispatched = true;
-	fill_request(x, conn, url, method, &req);
-	memset(&res, 0, sizeof(res));
-	if (x->too_large)
-		too_large(&req, &res, s->cfg.max_body);
-	else
-		s->dispatch(&req, &res);
-	if (s->cfg.access_log) {
-		char status[8], dur[32];
-
-		snprintf(status, sizeof(status), "%d", res.status);
-		snprintf(dur, sizeof(dur), "%.3f", (double)(time_mono_us() - x->started_us) / 1000.0);
-		log_info(req.request_id, "request", "method", method, "path", url,
-			 "status", status, "duration_ms", dur, "client", req.client_ip);
-	}
-	return send_response(s, conn, &req, &res);
+	return finish_exchange(s, x, conn, url, method);
 }
 
 static void
@@ -360,7 +391,6 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
 		MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		free(s);
