@@ -890,6 +890,16 @@ fx_server_reset(struct fx_server *srv)
 	srv->base_url[0] = '\0';
 }
 
+/* True when env (NULL-terminated, may be NULL) has an entry starting with prefix. */
+static bool
+fx_env_sets(const char *const *env, const char *prefix)
+{
+	for (const char *const *e = env; e != NULL && *e != NULL; e++)
+		if (strncmp(*e, prefix, strlen(prefix)) == 0)
+			return true;
+	return false;
+}
+
 struct fx_server *
 fixture_server_start(struct fixture *fx, const char *const *extra_env)
 {
@@ -905,7 +915,9 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 		return NULL;
 	}
 	env[nenv++] = fx_str(fx, "GPUPOOL_DATABASE_URL=%s", fx->db_url);
-	env[nenv++] = "GPUPOOL_LISTEN=127.0.0.1:0";
+	if (!fx_env_sets(fx->priv->server_env, "GPUPOOL_LISTEN=") &&
+	    !fx_env_sets(extra_env, "GPUPOOL_LISTEN="))
+		env[nenv++] = "GPUPOOL_LISTEN=127.0.0.1:0";
 	for (const char *const *e = fx->priv->server_env; e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
 		env[nenv++] = *e;
 	for (const char *const *e = extra_env; e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
