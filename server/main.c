@@ -208,6 +208,12 @@ check_schema(struct app *app)
 		      "upgrade gpupoold", version, app->schema_version);
 	if (version < app->schema_version)
 		log_warn(NULL, "the database schema is behind; run gpupoold migrate");
+	gp_error_clear(&err);
+	if (migrate_verify(db_thread(), &err) < 0) {
+		if (strcmp(err.code, "migration_changed") == 0)
+			fatal("%s", err.message);
+		log_warn(NULL, "could not verify migration checksums", "error", err.message);
+	}
 }
 
 static int

@@ -16,6 +16,13 @@ int migrate_latest_version(void);
  */
 int migrate_apply(struct db *db, struct gp_error *err) __attribute__((warn_unused_result));
 
+/*
+ * Fail (500 "migration_changed") when a migration applied to the database
+ * differs from the one compiled into this binary (checksums recorded at
+ * apply time; versions recorded before checksums get theirs filled in).
+ */
+int migrate_verify(struct db *db, struct gp_error *err) __attribute__((warn_unused_result));
+
 /* Current schema version of the database (0 when never migrated). */
 int migrate_current_version(struct db *db, int *out, struct gp_error *err)
 	__attribute__((warn_unused_result));
