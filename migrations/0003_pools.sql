@@ -74,7 +74,7 @@ CREATE TABLE pool_requests (
 	CHECK ((action = 'release') = (items = '[]'::jsonb))
 );
 CREATE INDEX pool_requests_project_idx ON pool_requests (project_id, id);
-CREATE INDEX pool_requests_state_idx ON pool_requests (state, id);
+CREATE INDEX pool_requests_pending_idx ON pool_requests (id) WHERE state = 'pending';
 CREATE INDEX pool_requests_pool_idx ON pool_requests (pool_id, id);
 CREATE INDEX pool_requests_expiry_idx ON pool_requests (expires_at) WHERE state = 'pending';
 

@@ -488,8 +488,7 @@ ALTER TABLE public.projects ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 CREATE TABLE public.schema_migrations (
     version integer NOT NULL,
     name text NOT NULL,
-    applied_at timestamp with time zone DEFAULT now() NOT NULL,
-    checksum text
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 CREATE TABLE public.tokens (
@@ -688,11 +687,11 @@ CREATE INDEX pool_request_events_request_idx ON public.pool_request_events USING
 
 CREATE INDEX pool_requests_expiry_idx ON public.pool_requests USING btree (expires_at) WHERE (state = 'pending'::text);
 
+CREATE INDEX pool_requests_pending_idx ON public.pool_requests USING btree (id) WHERE (state = 'pending'::text);
+
 CREATE INDEX pool_requests_pool_idx ON public.pool_requests USING btree (pool_id, id);
 
 CREATE INDEX pool_requests_project_idx ON public.pool_requests USING btree (project_id, id);
-
-CREATE INDEX pool_requests_state_idx ON public.pool_requests USING btree (state, id);
 
 CREATE INDEX pools_ends_at_idx ON public.pools USING btree (ends_at) WHERE ((ends_at IS NOT NULL) AND (status = ANY (ARRAY['provisioning'::text, 'active'::text, 'degraded'::text])));
 

@@ -574,7 +574,7 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	struct pool_request_row out;
 	struct json_object *after, *qitem = NULL;
 	struct submit s;
-	bool found;
+	bool found, needs_quota;
 
 	if (submit_parse(req, &s, err) < 0)
 		return -1;
@@ -606,12 +606,6 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 		}
 		rs.pool_id = pool.id;
 	}
-	if ((s.action == POOL_ACTION_CREATE || s.action == POOL_ACTION_EXPAND) &&
-	    quota_check_now(db, req->arena, proj.id, false, s.items, s.nitems, &qitem, err) < 0) {
-		if (qitem != NULL)
-			return reply_problem_with(req, res, err, "item", json_object_get(qitem));
-		return -1;
-	}
 	after = json_own(req->arena, json_object_new_object());
 	json_add_str(after, "project", proj.name);
 	json_add_str(after, "pool", s.pool);
@@ -630,8 +624,21 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	rs.actor = req->principal.username;
 	rs.http_request_id = req->request_id;
 	rs.audit_after_json = json_to_arena(req->arena, after, NULL);
-	if (db_request_submit(db, req->arena, &rs, &out, err) < 0)
+	/* only growth is limited by a quota; the statement says whether there is one */
+	rs.quota_checked = s.action != POOL_ACTION_CREATE && s.action != POOL_ACTION_EXPAND;
+	if (db_request_submit(db, req->arena, &rs, &out, &needs_quota, err) < 0)
 		return -1;
+	if (needs_quota) {
+		if (quota_check_now(db, req->arena, proj.id, false, s.items, s.nitems, &qitem,
+				    err) < 0) {
+			if (qitem != NULL)
+				return reply_problem_with(req, res, err, "item", json_object_get(qitem));
+			return -1;
+		}
+		rs.quota_checked = true;
+		if (db_request_submit(db, req->arena, &rs, &out, &needs_quota, err) < 0)
+			return -1;
+	}
 	out.project = proj.name;
 	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
 	api_etag(req, res, out.generation);

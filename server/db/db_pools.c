@@ -67,14 +67,24 @@ DB_STMT(stmt_pools_allocs,
 
 /* ---- requests ---- */
 
+/*
+ * $13: the caller checked the quota. Otherwise nothing is inserted when
+ * the project has a quota (the first column says so), and the caller
+ * checks it and tries again: projects without a quota pay no round trip
+ * for it.
+ */
 DB_STMT(stmt_pools_submit,
-	"WITH pool AS ("
-	" INSERT INTO pools (project_id, name) SELECT $1, $3 WHERE $2::int8 = 0 RETURNING id"
+	"WITH g AS ("
+	" SELECT $13::bool OR NOT EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = $1) "
+	" AS ok"
+	"), pool AS ("
+	" INSERT INTO pools (project_id, name) SELECT $1, $3 FROM g WHERE g.ok AND $2::int8 = 0 "
+	" RETURNING id"
 	"), req AS ("
 	" INSERT INTO pool_requests (project_id, pool_id, action, items, justification, ends_at, "
 	" requested_by, expires_at) SELECT $1, coalesce((SELECT id FROM pool), $2), $4, $5::jsonb, "
 	" $6, " TS_PARAM("$7") ", nullif($8::int8, 0), now() + make_interval(secs => $9::int4) "
-	" RETURNING id, pool_id, requested_at, expires_at"
+	" FROM g WHERE g.ok RETURNING id, pool_id, requested_at, expires_at"
 	"), ev AS ("
 	" INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
 	" SELECT id, requested_at, NULL, 'pending', nullif($8::int8, 0), $10 FROM req"
@@ -83,7 +93,8 @@ DB_STMT(stmt_pools_submit,
 	" request_id, after) SELECT nullif($8::int8, 0), $10, 'pool_request.submit', "
 	" 'pool_request', req.id::text, $1, $11, $12::jsonb || jsonb_build_object('id', req.id, "
 	" 'pool_id', req.pool_id) FROM req"
-	") SELECT id, pool_id, " EPOCH_US("requested_at") ", " EPOCH_US("expires_at") " FROM req");
+	") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", "
+	EPOCH_US("req.expires_at") " FROM g LEFT JOIN req ON true");
 DB_STMT(stmt_pools_req_get, "SELECT " REQ_COLS " " REQ_FROM "WHERE r.id = $1");
 DB_STMT(stmt_pools_req_list,
 	"SELECT " REQ_COLS " " REQ_FROM
@@ -576,9 +587,9 @@ request_from_row(struct arena *a, const PGresult *r, int row, struct pool_reques
 
 int
 db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
-		  struct pool_request_row *out, struct gp_error *err)
+		  struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
 {
-	const char *p[12];
+	const char *p[13];
 	PGresult *r;
 
 	p[0] = db_param_int(a, s->project_id);
@@ -593,7 +604,9 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	p[9] = s->actor;
 	p[10] = s->http_request_id;
 	p[11] = s->audit_after_json;
-	r = db_exec(db, a, &stmt_pools_submit, 12, p, err);
+	p[12] = s->quota_checked ? "true" : "false";
+	*needs_quota = false;
+	r = db_exec(db, a, &stmt_pools_submit, 13, p, err);
 	if (r == NULL) {
 		if (err->status == 409 && strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
 			gp_error_set(err, 409, "conflict", "the project already has a pool named %s",
@@ -602,11 +615,15 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	}
 	if (PQntuples(r) != 1)
 		return gp_error_set(err, 500, "internal", "the request was not inserted");
+	if (!db_bool(r, 0, 0)) {
+		*needs_quota = true;
+		return 0;
+	}
 	memset(out, 0, sizeof(*out));
-	out->id = db_int64(r, 0, 0);
-	out->pool_id = db_int64(r, 0, 1);
-	out->requested_us = db_int64(r, 0, 2);
-	out->expires_us = db_int64(r, 0, 3);
+	out->id = db_int64(r, 0, 1);
+	out->pool_id = db_int64(r, 0, 2);
+	out->requested_us = db_int64(r, 0, 3);
+	out->expires_us = db_int64(r, 0, 4);
 	out->project_id = s->project_id;
 	out->pool = s->pool_name;
 	out->action = s->action;

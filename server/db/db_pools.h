@@ -152,15 +152,18 @@ struct request_submit {
 	const char *actor;
 	const char *http_request_id;    /* for the audit row */
 	const char *audit_after_json;   /* the request as submitted (id added here) */
+	bool quota_checked;             /* the caller checked the project's quota */
 };
 
 /*
  * Insert the request (and for create its pending pool), its first
  * history row and the audit row, in one statement. 409 "conflict" when
- * create names a pool the project already has.
+ * create names a pool the project already has. Unless quota_checked,
+ * nothing is inserted when the project has a quota: *needs_quota is set
+ * and the caller checks the quota and calls again with quota_checked.
  */
 int db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
-		      struct pool_request_row *out, struct gp_error *err)
+		      struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
 int db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
