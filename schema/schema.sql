@@ -488,7 +488,8 @@ ALTER TABLE public.projects ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 CREATE TABLE public.schema_migrations (
     version integer NOT NULL,
     name text NOT NULL,
-    applied_at timestamp with time zone DEFAULT now() NOT NULL
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    checksum text
 );
 
 CREATE TABLE public.tokens (
