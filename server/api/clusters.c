@@ -200,6 +200,7 @@ static int
 cluster_delete_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct cluster_change *c = arg;
+	bool stale;
 
 	if (cluster_load(db, c->req, &c->before, err) < 0)
 		return -1;
@@ -210,8 +211,11 @@ cluster_delete_tx(struct db *db, void *arg, struct gp_error *err)
 		return gp_error_set(err, 409, "conflict",
 				    "cluster %s still has %lld nodes; remove them first",
 				    c->before.name, (long long)c->before.nodes);
-	if (db_cluster_delete(db, c->before.id, err) < 0)
+	if (db_cluster_delete(db, c->before.id, c->before.generation, &stale, err) < 0)
 		return -1;
+	if (stale)
+		return gp_error_set(err, 412, "precondition_failed",
+				    "the cluster changed while it was being deleted");
 	return api_audit(db, c->req, "cluster.delete", "cluster", c->before.name, 0,
 			 json_own(c->req->arena, cluster_json(&c->before)), NULL, err);
 }

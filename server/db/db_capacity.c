@@ -48,7 +48,8 @@ DB_STMT(stmt_cap_cluster_update,
 	"description = coalesce($3, description), generation = generation + 1, "
 	"updated_at = now() WHERE id = $1 AND ($4::int8 = 0 OR generation = $4::int8) "
 	"RETURNING id");
-DB_STMT(stmt_cap_cluster_delete, "DELETE FROM clusters WHERE id = $1");
+DB_STMT(stmt_cap_cluster_delete,
+	"DELETE FROM clusters WHERE id = $1 AND generation = $2 RETURNING id");
 
 DB_STMT(stmt_cap_node_insert,
 	"INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes, labels) "
@@ -288,13 +289,19 @@ db_cluster_update(struct db *db, struct arena *a, int64_t id, const char *region
 }
 
 int
-db_cluster_delete(struct db *db, int64_t id, struct gp_error *err)
+db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale,
+		  struct gp_error *err)
 {
 	struct arena *a = arena_create();
-	const char *p[1] = { db_param_int(a, id) };
+	const char *p[2] = { db_param_int(a, id), db_param_int(a, generation) };
+	PGresult *r;
 	int rc = 0;
 
-	if (db_exec(db, a, &stmt_cap_cluster_delete, 1, p, err) == NULL) {
+	*stale = false;
+	r = db_exec(db, a, &stmt_cap_cluster_delete, 2, p, err);
+	if (r != NULL) {
+		*stale = PQntuples(r) == 0;
+	} else {
 		if (err->status == 409)
 			gp_error_set(err, 409, "conflict",
 				     "the cluster still has nodes; move or remove them first");

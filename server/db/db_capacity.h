@@ -147,8 +147,12 @@ int db_cluster_update(struct db *db, struct arena *a, int64_t id, const char *re
 		      struct cluster_row *out, bool *stale, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
-/* Delete an empty cluster; 409 while it has nodes. */
-int db_cluster_delete(struct db *db, int64_t id, struct gp_error *err)
+/*
+ * Delete an empty cluster if it is still at generation (what the caller
+ * read and audits); *stale when it changed meanwhile. 409 while it has nodes.
+ */
+int db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale,
+		      struct gp_error *err)
 	__attribute__((warn_unused_result));
 
 /* ---- nodes ---- */

@@ -14,9 +14,11 @@
  */
 #include "fixture.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- helpers ---- */
 
@@ -1191,11 +1193,58 @@ test_metrics(void **state)
 	assert_null(strstr(r->body, "model=\"T4-16GB\""));
 }
 
+/* DELETE of a cluster racing a PATCH: the delete must not go through on
+ * the stale copy it read (and audited); it answers 412 instead. */
+struct delete_call {
+	const char *url;
+	const char *token;
+	long status;
+};
+
+static void *
+delete_cluster_thread(void *arg)
+{
+	struct delete_call *d = arg;
+	struct gp_client *c = gp_client_create(d->url, d->token);
+	struct gp_client_response r;
+
+	if (c == NULL)
+		return NULL;
+	if (gp_client_request(c, "DELETE", "/v1/clusters/racy", NULL, 0, NULL, &r) == 0)
+		d->status = r.status;
+	gp_client_response_free(&r);
+	gp_client_destroy(c);
+	return NULL;
+}
+
+static void
+test_cluster_delete_race(void **state)
+{
+	struct fixture *fx = *state;
+	struct delete_call d = { fx->server->base_url, fx->admin_token, 0 };
+	pthread_t t;
+
+	mk_cluster(fx, "racy");
+	/* a concurrent writer holds the row with a newer generation */
+	fx_sql_exec(fx, "BEGIN");
+	fx_sql_exec(fx, "UPDATE clusters SET region = 'moved', generation = generation + 1 "
+		    "WHERE name = 'racy'");
+	assert_int_equal(pthread_create(&t, NULL, delete_cluster_thread, &d), 0);
+	usleep(500000);                 /* the DELETE reads generation 1 and waits for the row */
+	fx_sql_exec(fx, "COMMIT");
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(d.status, 412);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM clusters WHERE name = 'racy'"), 1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'cluster.delete' "
+				      "AND object_id = 'racy'"), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_catalog),
+		cmocka_unit_test(test_cluster_delete_race),
 		cmocka_unit_test(test_mixed_fleet),
 		cmocka_unit_test(test_simulate),
 		cmocka_unit_test(test_simulate_choice),
