@@ -84,6 +84,10 @@ int api_audit(struct db *db, struct request *req, const char *action,
 	      struct json_object *before, struct json_object *after,
 	      struct gp_error *err) __attribute__((warn_unused_result));
 
+/* True when s is a DNS label (RFC 1123: 1-63 of [a-z0-9-], no '-' at
+ * either end): project, cluster, pool and namespace names. */
+bool api_dns_label(const char *s);
+
 /* Caller's global role. */
 enum role api_role(const struct request *req);
 

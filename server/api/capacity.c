@@ -12,11 +12,10 @@
 #include "api.h"
 #include "capacity.h"
 
+#include "core/strbuf.h"
 #include "core/log.h"
 #include "db/db_capacity.h"
 
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,92 +455,43 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 
 /* ---- /metrics ---- */
 
-static pthread_once_t metrics_catalog_once = PTHREAD_ONCE_INIT;
-static struct catalog *metrics_catalog;  /* process lifetime, read-only */
-
-static void
-metrics_catalog_load(void)
-{
-	struct gp_error e;
-
-	gp_error_clear(&e);
-	if (catalog_load_builtin(&metrics_catalog, &e) < 0) {
-		log_error(NULL, "could not load the catalog for capacity metrics", "error", e.message);
-		metrics_catalog = NULL;
-	}
-}
-
-struct tbuf {
-	struct arena *a;
-	char *p;
-	size_t len, cap;
-};
-
-static void __attribute__((format(printf, 2, 3)))
-tb_printf(struct tbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return;
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = b->cap * 2 + (size_t)n;
-			char *np = arena_alloc(b->a, cap);
-
-			memcpy(np, b->p, b->len);
-			b->p = np;
-			b->cap = cap;
-		}
-	}
-}
-
 const char *
-capacity_metrics_text(struct arena *a)
+capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 {
-	struct tbuf b = { a, NULL, 0, 8192 };
+	struct strbuf b;
 	struct model_capacity *mc;
 	struct gp_error e;
 	int nm;
 
-	pthread_once(&metrics_catalog_once, metrics_catalog_load);
-	if (metrics_catalog == NULL)
+	if (catalog == NULL)
 		return NULL;
 	gp_error_clear(&e);
-	if (capacity_compute(db_thread(), a, metrics_catalog, 0, NULL, &mc, &e) < 0)
+	if (capacity_compute(db_thread(), a, catalog, 0, NULL, &mc, &e) < 0)
 		return NULL;
-	nm = catalog_nmodels(metrics_catalog);
-	b.p = arena_alloc(a, b.cap);
-	tb_printf(&b, "# HELP gpupool_capacity_gpus Physical GPUs by model and state.\n"
+	nm = catalog_nmodels(catalog);
+	strbuf_init(&b, a, 8192);
+	strbuf_printf(&b, "# HELP gpupool_capacity_gpus Physical GPUs by model and state.\n"
 		      "# TYPE gpupool_capacity_gpus gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
 
 		if (mc[i].gpus_total == 0)
 			continue;
-		tb_printf(&b, "gpupool_capacity_gpus{model=\"%s\",state=\"total\"} %lld\n"
+		strbuf_printf(&b, "gpupool_capacity_gpus{model=\"%s\",state=\"total\"} %lld\n"
 			      "gpupool_capacity_gpus{model=\"%s\",state=\"healthy\"} %lld\n"
 			      "gpupool_capacity_gpus{model=\"%s\",state=\"mig_enabled\"} %lld\n"
 			      "gpupool_capacity_gpus{model=\"%s\",state=\"placeable\"} %lld\n",
 			  id, (long long)mc[i].gpus_total, id, (long long)mc[i].gpus_healthy,
 			  id, (long long)mc[i].gpus_mig_enabled, id, (long long)mc[i].gpus_placeable);
 	}
-	tb_printf(&b, "# HELP gpupool_capacity_compute_slices Compute slices by model: total, used, free, stranded (free but unusable by any profile).\n"
+	strbuf_printf(&b, "# HELP gpupool_capacity_compute_slices Compute slices by model: total, used, free, stranded (free but unusable by any profile).\n"
 		      "# TYPE gpupool_capacity_compute_slices gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
 
 		if (mc[i].gpus_total == 0)
 			continue;
-		tb_printf(&b, "gpupool_capacity_compute_slices{model=\"%s\",kind=\"total\"} %lld\n"
+		strbuf_printf(&b, "gpupool_capacity_compute_slices{model=\"%s\",kind=\"total\"} %lld\n"
 			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"used\"} %lld\n"
 			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"free\"} %lld\n"
 			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"stranded\"} %lld\n",
@@ -549,20 +499,20 @@ capacity_metrics_text(struct arena *a)
 			  id, (long long)(mc[i].compute_total - mc[i].compute_used),
 			  id, (long long)mc[i].compute_stranded);
 	}
-	tb_printf(&b, "# HELP gpupool_capacity_memory_slices Memory slices by model: total, used, free.\n"
+	strbuf_printf(&b, "# HELP gpupool_capacity_memory_slices Memory slices by model: total, used, free.\n"
 		      "# TYPE gpupool_capacity_memory_slices gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
 
 		if (mc[i].gpus_total == 0)
 			continue;
-		tb_printf(&b, "gpupool_capacity_memory_slices{model=\"%s\",kind=\"total\"} %lld\n"
+		strbuf_printf(&b, "gpupool_capacity_memory_slices{model=\"%s\",kind=\"total\"} %lld\n"
 			      "gpupool_capacity_memory_slices{model=\"%s\",kind=\"used\"} %lld\n"
 			      "gpupool_capacity_memory_slices{model=\"%s\",kind=\"free\"} %lld\n",
 			  id, (long long)mc[i].memory_total, id, (long long)mc[i].memory_used,
 			  id, (long long)(mc[i].memory_total - mc[i].memory_used));
 	}
-	tb_printf(&b, "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
+	strbuf_printf(&b, "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
 		      "# TYPE gpupool_capacity_profile_allocated gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const struct gpu_model *m = mc[i].model;
@@ -570,11 +520,11 @@ capacity_metrics_text(struct arena *a)
 		if (mc[i].gpus_total == 0)
 			continue;
 		for (int j = 0; j <= m->nprofiles; j++)
-			tb_printf(&b, "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
+			strbuf_printf(&b, "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
 				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
 				  (long long)mc[i].allocated[j]);
 	}
-	tb_printf(&b, "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
+	strbuf_printf(&b, "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
 		      "# TYPE gpupool_capacity_profile_placeable gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const struct gpu_model *m = mc[i].model;
@@ -582,7 +532,7 @@ capacity_metrics_text(struct arena *a)
 		if (mc[i].gpus_total == 0)
 			continue;
 		for (int j = 0; j <= m->nprofiles; j++)
-			tb_printf(&b, "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
+			strbuf_printf(&b, "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
 				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
 				  (long long)mc[i].placeable[j]);
 	}

@@ -84,9 +84,9 @@ int capacity_compute(struct db *db, struct arena *a, const struct catalog *c,
 /*
  * The capacity gauges in the Prometheus text format, in arena memory;
  * NULL when the database could not be read (the rest of /metrics is
- * still served). Uses the embedded catalog.
+ * still served). Covers the models of catalog.
  */
-const char *capacity_metrics_text(struct arena *a);
+const char *capacity_metrics_text(struct arena *a, const struct catalog *catalog);
 
 /*
  * The id of the cluster named name, for a filter or body field `field`:

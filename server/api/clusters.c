@@ -24,19 +24,6 @@ cluster_json(const struct cluster_row *c)
 	return o;
 }
 
-static bool
-dns_label(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
 /* Printable text without control characters. */
 static bool
 plain_text(const char *s)
@@ -90,7 +77,7 @@ api_clusters_create(struct request *req, struct response *res, struct gp_error *
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
-	if (jf_string(&f, "name", true, 63, &c.name) == 0 && !dns_label(c.name))
+	if (jf_string(&f, "name", true, 63, &c.name) == 0 && !api_dns_label(c.name))
 		gp_error_field(err, "name", "must be a DNS label: lower-case letters, digits and '-'");
 	read_texts(&f, &c.region, &c.description);
 	if (jf_finish(&f) < 0)

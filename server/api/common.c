@@ -160,3 +160,16 @@ api_query_time(struct request *req, const char *name, int64_t *out, struct gp_er
 		return gp_error_field(err, name, "must be an RFC 3339 timestamp");
 	return 0;
 }
+
+bool
+api_dns_label(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}

@@ -38,7 +38,7 @@ int
 api_metrics(struct request *req, struct response *res, struct gp_error *err)
 {
 	size_t len;
-	const char *body = metrics_render(req->arena, &len);
+	const char *body = metrics_render(req->arena, api_app(req)->catalog, &len);
 
 	(void)err;
 	response_raw(res, 200, "text/plain; version=0.0.4", body, len);

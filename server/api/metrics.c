@@ -6,6 +6,7 @@
 #include "api.h"
 #include "capacity.h"
 
+#include "core/strbuf.h"
 #include "db/db.h"
 
 #include <stdarg.h>
@@ -56,38 +57,6 @@ metrics_observe(int route_idx, int status, int64_t duration_us)
 				  memory_order_relaxed);
 }
 
-struct sbuf {
-	struct arena *a;
-	char *p;
-	size_t len;
-	size_t cap;
-};
-
-static void __attribute__((format(printf, 2, 3)))
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n >= 0 && (size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = b->cap * 2 + (size_t)(n > 0 ? n : 0);
-			char *np = arena_alloc(b->a, cap);
-
-			memcpy(np, b->p, b->len);
-			b->p = np;
-			b->cap = cap;
-		}
-	}
-}
-
 static void
 route_labels(int r, const char **method, const char **route)
 {
@@ -101,13 +70,13 @@ route_labels(int r, const char **method, const char **route)
 }
 
 const char *
-metrics_render(struct arena *a, size_t *len)
+metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 {
-	struct sbuf b = { a, NULL, 0, 16384 };
+	struct strbuf b;
 	int nr = api_nroutes < METRICS_MAX_ROUTES ? api_nroutes : METRICS_MAX_ROUTES;
 
-	b.p = arena_alloc(a, b.cap);
-	sb_printf(&b, "# HELP gpupool_http_requests_total HTTP requests by route and status.\n"
+	strbuf_init(&b, a, 16384);
+	strbuf_printf(&b, "# HELP gpupool_http_requests_total HTTP requests by route and status.\n"
 		      "# TYPE gpupool_http_requests_total counter\n");
 	for (int r = 0; r <= METRICS_MAX_ROUTES; r++) {
 		const char *method, *route;
@@ -121,14 +90,14 @@ metrics_render(struct arena *a, size_t *len)
 			if (c == 0)
 				continue;
 			if (tracked_status[s] == 0)
-				sb_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+				strbuf_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
 					  method, route, (unsigned long long)c);
 			else
-				sb_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+				strbuf_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
 					  method, route, tracked_status[s], (unsigned long long)c);
 		}
 	}
-	sb_printf(&b, "# HELP gpupool_http_request_duration_seconds HTTP request latency by route.\n"
+	strbuf_printf(&b, "# HELP gpupool_http_request_duration_seconds HTTP request latency by route.\n"
 		      "# TYPE gpupool_http_request_duration_seconds histogram\n");
 	for (int r = 0; r <= METRICS_MAX_ROUTES; r++) {
 		const char *method, *route;
@@ -144,31 +113,31 @@ metrics_render(struct arena *a, size_t *len)
 		cum = 0;
 		for (int i = 0; i < METRICS_NBUCKETS; i++) {
 			cum += atomic_load(&buckets[r][i]);
-			sb_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
+			strbuf_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
 				  method, route, (double)bucket_us[i] / 1e6, (unsigned long long)cum);
 		}
 		cum += atomic_load(&buckets[r][METRICS_NBUCKETS]);
-		sb_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
+		strbuf_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
 			  method, route, (unsigned long long)cum);
-		sb_printf(&b, "gpupool_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
+		strbuf_printf(&b, "gpupool_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
 			  method, route, (double)atomic_load(&sum_us[r]) / 1e6);
-		sb_printf(&b, "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
+		strbuf_printf(&b, "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
 			  method, route, (unsigned long long)cum);
 	}
-	sb_printf(&b, "# HELP gpupool_db_errors_total Failed database operations.\n"
+	strbuf_printf(&b, "# HELP gpupool_db_errors_total Failed database operations.\n"
 		      "# TYPE gpupool_db_errors_total counter\n"
 		      "gpupool_db_errors_total %llu\n",
 		  (unsigned long long)db_stat_errors());
-	sb_printf(&b, "# HELP gpupool_db_reconnects_total Database reconnections.\n"
+	strbuf_printf(&b, "# HELP gpupool_db_reconnects_total Database reconnections.\n"
 		      "# TYPE gpupool_db_reconnects_total counter\n"
 		      "gpupool_db_reconnects_total %llu\n",
 		  (unsigned long long)db_stat_reconnects());
 	{
 		/* capacity gauges: one grouped scan of gpus; skipped when the database is away */
-		const char *cap = capacity_metrics_text(a);
+		const char *cap = capacity_metrics_text(a, catalog);
 
 		if (cap != NULL)
-			sb_printf(&b, "%s", cap);
+			strbuf_printf(&b, "%s", cap);
 	}
 	*len = b.len;
 	return b.p;

@@ -64,19 +64,6 @@ project_json(const struct project_row *p)
 	return o;
 }
 
-static bool
-dns_label_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
 /* Validate the namespaces array; returns its canonical JSON text. */
 static const char *
 read_namespaces(struct request *req, struct json_object *arr, struct gp_error *err)
@@ -97,7 +84,7 @@ read_namespaces(struct request *req, struct json_object *arr, struct gp_error *e
 			gp_error_field(err, path, "must be a string");
 			continue;
 		}
-		if (!dns_label_valid(json_object_get_string(v))) {
+		if (!api_dns_label(json_object_get_string(v))) {
 			gp_error_field(err, path, "must be a Kubernetes namespace name (DNS label)");
 			continue;
 		}
@@ -145,7 +132,7 @@ api_projects_create(struct request *req, struct response *res, struct gp_error *
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
-	if (jf_string(&f, "name", true, 63, &c.name) == 0 && !dns_label_valid(c.name))
+	if (jf_string(&f, "name", true, 63, &c.name) == 0 && !api_dns_label(c.name))
 		gp_error_field(err, "name", "must be a DNS label: lower-case letters, digits and '-'");
 	if (jf_string(&f, "display_name", false, 200, &c.display_name) == 0 &&
 	    c.display_name != NULL && c.display_name[0] == '\0')
