@@ -861,6 +861,90 @@ test_exclusion_constraint(void **state)
 				      "AND state <> 'released'", gpu), 1);
 }
 
+/* The CLI: submit, approve (prints the placements), list, show, quotas. */
+static void
+test_cli(void **state)
+{
+	struct fixture *fx = *state;
+	const char *bob_env[] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url),
+				  fx_str(fx, "GPUPOOL_TOKEN=%s", bob), NULL };
+	const char *op_env[] = { bob_env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", op), NULL };
+	const char *admin_env[] = { bob_env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", fx->admin_token),
+				    NULL };
+	struct fx_proc *p;
+	const char *id;
+
+	fleet(fx, "cli", "L40S-48GB", 2, 1, false);
+	p = fx_cli(fx, bob_env, NULL, "request", "create", "--project", "pa", "--pool", "clip",
+		   "L40S-48GB/full=2", "--justification", "render farm", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "L40S-48GB/full=2"));
+	assert_non_null(strstr(p->out, "pending"));
+	id = fx_sql_text(fx, "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
+			 "ON p.id = r.pool_id WHERE p.name = 'clip'");
+	/* a malformed item is a usage error before anything is sent */
+	p = fx_cli(fx, bob_env, NULL, "request", "expand", "--project", "pa", "--pool", "clip",
+		   "L40S-48GB/full", NULL);
+	assert_int_equal(p->status, 2);
+	/* members cannot approve; the operator can, and sees the placements */
+	p = fx_cli(fx, bob_env, NULL, "request", "approve", id, NULL);
+	assert_int_equal(p->status, 1);
+	assert_non_null(strstr(p->err, "forbidden"));
+	p = fx_cli(fx, op_env, NULL, "request", "approve", id, "--note", "go", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "approved"));
+	assert_non_null(strstr(p->out, "cli-n0"));
+	assert_non_null(strstr(p->out, "cli-n1"));
+	assert_non_null(strstr(p->out, "nvidia.com/gpu"));
+	p = fx_cli(fx, bob_env, NULL, "requests", "list", "--project", "pa", "--state", "approved",
+		   NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "clip"));
+	p = fx_cli(fx, bob_env, NULL, "-o", "json", "requests", "get", id, NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "\"history\""));
+	p = fx_cli(fx, bob_env, NULL, "pools", "list", "--project", "pa", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "clip"));
+	p = fx_cli(fx, bob_env, NULL, "pools", "get",
+		   fx_sql_text(fx, "SELECT id::text FROM pools WHERE name = 'clip' "
+			       "AND status <> 'released'"), NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "reserved"));
+	/* no capacity left: the approval fails with the server's reason */
+	p = fx_cli(fx, bob_env, NULL, "request", "expand", "--project", "pa", "--pool", "clip",
+		   "L40S-48GB/full=1", NULL);
+	assert_int_equal(p->status, 0);
+	id = fx_sql_text(fx, "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
+			 "ON p.id = r.pool_id WHERE p.name = 'clip'");
+	p = fx_cli(fx, op_env, NULL, "request", "approve", id, NULL);
+	assert_int_equal(p->status, 1);
+	assert_non_null(strstr(p->err, "insufficient_capacity"));
+	p = fx_cli(fx, op_env, NULL, "request", "reject", id, NULL);
+	assert_int_equal(p->status, 2);
+	p = fx_cli(fx, op_env, NULL, "request", "reject", id, "--reason", "full", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "rejected"));
+	/* quotas */
+	p = fx_cli(fx, admin_env, NULL, "quota", "set", "pb", "L40S-48GB/full=1", NULL);
+	assert_int_equal(p->status, 0);
+	p = fx_cli(fx, admin_env, NULL, "quota", "get", "pb", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "L40S-48GB"));
+	p = fx_cli(fx, admin_env, NULL, "quota", "delete", "pb", NULL);
+	assert_int_equal(p->status, 0);
+	/* release and cancel */
+	p = fx_cli(fx, bob_env, NULL, "request", "release", "--project", "pa", "--pool", "clip",
+		   NULL);
+	assert_int_equal(p->status, 0);
+	id = fx_sql_text(fx, "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
+			 "ON p.id = r.pool_id WHERE p.name = 'clip'");
+	p = fx_cli(fx, bob_env, NULL, "request", "cancel", id, NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "cancelled"));
+	check_invariants(fx);
+}
+
 int
 main(void)
 {
@@ -877,6 +961,7 @@ main(void)
 		cmocka_unit_test(test_validation),
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_exclusion_constraint),
+		cmocka_unit_test(test_cli),
 	};
 
 	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup,
