@@ -721,6 +721,8 @@ struct approve {
 	int nfreed;
 	int missing[POOL_MAX_ITEMS];
 	struct json_object *quota_item;
+	const char *after;              /* the approved request: audit row and reply */
+	size_t after_len;
 };
 
 static struct json_object *
@@ -970,8 +972,9 @@ approve_tx(struct db *db, void *arg, struct gp_error *err)
 	ap.audit_before_json = json_to_arena(req->arena,
 					     json_own(req->arena,
 						      pools_request_json(&c->ax.req, NULL, 0)), NULL);
-	ap.audit_after_json = json_to_arena(req->arena,
-					    json_own(req->arena, approve_after_json(c)), NULL);
+	c->after = json_to_arena(req->arena, json_own(req->arena, approve_after_json(c)),
+				 &c->after_len);
+	ap.audit_after_json = c->after;
 	return db_approval_apply(db, req->arena, &ap, err);
 }
 
@@ -1016,7 +1019,8 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 			return reply_problem_with(req, res, err, "item", json_object_get(c.quota_item));
 		return -1;
 	}
-	response_json(req, res, 200, approve_after_json(&c));
+	/* the same document as the audit row's "after" */
+	response_raw(res, 200, "application/json", c.after, c.after_len);
 	api_etag(req, res, c.ax.req.generation + 1);
 	return 0;
 }
