@@ -34,6 +34,7 @@
 #include <string.h>
 
 #define CLASS_CACHE_MAX_AGE_US 1000000  /* layout classes of a model, per process */
+#define CLASS_SLOW_MAX_AGE_US 50000     /* the slow path's: just re-read */
 #define CLASS_CACHE_MODELS 32
 #define FAST_PARTIAL_CLASSES 4          /* partly used classes the fast path tries */
 #define FAST_PER_CLASS 8                /* GPUs per partly used class, fast path */
@@ -214,7 +215,8 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 		need += s->count;
 		empty_limit += (s->count + (h > 0 ? h : 1) - 1) / (h > 0 ? h : 1);
 	}
-	if (classes_get(db, a, m, fast ? CLASS_CACHE_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
+	if (classes_get(db, a, m, fast ? CLASS_CACHE_MAX_AGE_US : CLASS_SLOW_MAX_AGE_US, &cls,
+			&ncls, err) < 0)
 		return -1;
 	rank = arena_alloc(a, sizeof(*rank) * (size_t)(ncls + 1));
 	for (int i = 0; i < ncls; i++) {
@@ -235,16 +237,7 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 		nrank = FAST_PARTIAL_CLASSES;
 	per = need < (fast ? FAST_PER_CLASS : SLOW_PER_CLASS) ? need
 							    : (fast ? FAST_PER_CLASS : SLOW_PER_CLASS);
-	for (int i = 0; i < nrank; i++) {
-		if (*nw >= cap)
-			break;
-		w[*nw].model = m->id;
-		w[*nw].mig_enabled = rank[i].c->mig_enabled;
-		w[*nw].layout = rank[i].c->layout;
-		w[*nw].limit = per;
-		(*nw)++;
-	}
-	/* empty GPUs in both modes, whether or not the cache knows them */
+	/* empty GPUs in both modes first (whether or not the cache knows them) */
 	for (int mode = 1; mode >= 0; mode--) {
 		if (*nw >= cap)
 			break;
@@ -254,6 +247,15 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 		w[*nw].mig_enabled = mode == 1;
 		w[*nw].layout = "";
 		w[*nw].limit = empty_limit < EMPTY_PER_CLASS ? empty_limit : EMPTY_PER_CLASS;
+		(*nw)++;
+	}
+	for (int i = 0; i < nrank; i++) {
+		if (*nw >= cap)
+			break;
+		w[*nw].model = m->id;
+		w[*nw].mig_enabled = rank[i].c->mig_enabled;
+		w[*nw].layout = rank[i].c->layout;
+		w[*nw].limit = per;
 		(*nw)++;
 	}
 	return 0;
@@ -273,12 +275,16 @@ candidates_add(struct db *db, struct arena *a, const struct catalog *c,
 	memset(done, 0, sizeof(done));
 	if (!fast)
 		wcap = 0;
+	/* the slow path re-reads the classes first (they size its wants) */
 	for (int i = 0; i < nitems && !fast; i++) {
 		struct class_entry *cls;
 		int ncls;
+		bool seen = false;
 
-		if (classes_get(db, a, catalog_model(c, items[i].model), CLASS_CACHE_MAX_AGE_US,
-				&cls, &ncls, err) < 0)
+		for (int j = 0; j < i; j++)
+			seen = seen || strcmp(items[j].model, items[i].model) == 0;
+		if (classes_get(db, a, catalog_model(c, items[i].model),
+				seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
 			return -1;
 		wcap += ncls + 2;
 	}
