@@ -128,6 +128,7 @@ authenticate(struct request *req, struct gp_error *err)
 	req->principal.token_id = ta.token_id;
 	req->principal.username = ta.username;
 	req->principal.role = role;
+	req->principal.projects_json = ta.projects_json;
 	if (time_now_us() - ta.last_used_us > TOKEN_TOUCH_INTERVAL_US) {
 		struct gp_error ignored;
 

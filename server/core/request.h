@@ -29,6 +29,7 @@ struct principal {
 	const char *username;
 	int role;               /* enum role from auth/roles.h */
 	int64_t node_id;        /* node tokens (agent issue); 0 otherwise */
+	const char *projects_json; /* memberships read with the token: [{"name","role"}] */
 };
 
 struct request {

@@ -42,9 +42,6 @@ DB_STMT(stmt_members_list,
 	"SELECT m.user_id, u.username, m.role, " EPOCH_US("m.created_at") " "
 	"FROM project_members m JOIN users u ON u.id = m.user_id "
 	"WHERE m.project_id = $1 AND m.user_id > $2 ORDER BY m.user_id LIMIT $3");
-DB_STMT(stmt_user_projects,
-	"SELECT p.name, m.role FROM project_members m JOIN projects p ON p.id = m.project_id "
-	"WHERE m.user_id = $1 ORDER BY p.name");
 
 static void
 project_from_row(struct arena *a, const PGresult *r, int row, struct project_row *p)
@@ -242,24 +239,6 @@ db_members_list(struct db *db, struct arena *a, int64_t project_id, int64_t afte
 		(*out)[i].username = db_text(a, r, i, 1);
 		(*out)[i].role = db_text(a, r, i, 2);
 		(*out)[i].created_us = db_int64(r, i, 3);
-	}
-	return 0;
-}
-
-int
-db_user_projects(struct db *db, struct arena *a, int64_t user_id,
-		 struct user_project **out, int *n, struct gp_error *err)
-{
-	const char *p[1] = { db_param_int(a, user_id) };
-	PGresult *r = db_exec(db, a, &stmt_user_projects, 1, p, err);
-
-	if (r == NULL)
-		return -1;
-	*n = PQntuples(r);
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
-	for (int i = 0; i < *n; i++) {
-		(*out)[i].name = db_text(a, r, i, 0);
-		(*out)[i].role = db_text(a, r, i, 1);
 	}
 	return 0;
 }

@@ -26,11 +26,6 @@ struct member_row {
 	int64_t created_us;
 };
 
-struct user_project {
-	const char *name;
-	const char *role;
-};
-
 int db_project_get(struct db *db, struct arena *a, const char *name,
 		   struct project_row *out, bool *found, struct gp_error *err)
 	__attribute__((warn_unused_result));
@@ -77,9 +72,5 @@ int db_members_list(struct db *db, struct arena *a, int64_t project_id, int64_t 
 		    int limit, struct member_row **out, int *n, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
-/* Every project of a user with the role held, by name. */
-int db_user_projects(struct db *db, struct arena *a, int64_t user_id,
-		     struct user_project **out, int *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
 
 #endif

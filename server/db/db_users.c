@@ -28,7 +28,10 @@ DB_STMT(stmt_user_set_password,
 DB_STMT(stmt_users_list,
 	"SELECT " USER_COLS " FROM users WHERE id > $1 ORDER BY id LIMIT $2");
 DB_STMT(stmt_token_auth,
-	"SELECT t.id, t.kind, u.id, u.username, u.role, " EPOCH_US("t.last_used_at") ", t.digest "
+	"SELECT t.id, t.kind, u.id, u.username, u.role, " EPOCH_US("t.last_used_at") ", t.digest, "
+	"(SELECT coalesce(json_agg(json_build_object('name', p.name, 'role', m.role) "
+	"ORDER BY p.name), '[]')::text FROM project_members m "
+	"JOIN projects p ON p.id = m.project_id WHERE m.user_id = u.id) "
 	"FROM tokens t JOIN users u ON u.id = t.user_id "
 	"WHERE t.digest = $1 AND t.revoked_at IS NULL "
 	"AND (t.expires_at IS NULL OR t.expires_at > now()) AND NOT u.disabled");
@@ -212,6 +215,7 @@ db_token_authenticate(struct db *db, struct arena *a, const unsigned char *diges
 	out->username = db_text(a, r, 0, 3);
 	out->role = db_text(a, r, 0, 4);
 	out->last_used_us = db_int64(r, 0, 5);
+	out->projects_json = db_text(a, r, 0, 7);
 	out->digest = NULL;
 	{
 		size_t n = 0;

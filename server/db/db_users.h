@@ -41,6 +41,7 @@ struct token_auth {
 	const char *role;
 	int64_t last_used_us;
 	const unsigned char *digest;    /* stored SHA-256, TOKEN_DIGEST_LEN bytes */
+	const char *projects_json;      /* [{"name","role"}] by name, read with the token */
 };
 
 /* 0 and *found=false when no such user. */
@@ -74,7 +75,10 @@ int db_users_list(struct db *db, struct arena *a, int64_t after_id, int limit,
 		  struct user_row **out, int *n, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
-/* Look up a live token by SHA-256 digest. */
+/*
+ * Look up a live token by SHA-256 digest, with the user's project
+ * memberships in the same round trip (what GET /v1/me answers).
+ */
 int db_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
 			  struct token_auth *out, bool *found, struct gp_error *err)
 	__attribute__((warn_unused_result));

@@ -382,6 +382,7 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG,
 		0, NULL, NULL, on_request, s,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->connection_limit,
@@ -390,7 +391,6 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		free(s);
