@@ -315,6 +315,21 @@ static const struct bi_case cases[] = {
 	{ .name = "login: array body", .method = "POST", .path = P_LOGIN, .tok = TOK_NONE,
 	  .body = "[\"admin\",\"x\"]", .status = 422, .code = "validation_failed" },
 
+	/* ---- nested objects: field paths below the top level ---- */
+	{ .name = "simulate: unknown nested field", .method = "POST", .path = "/v1/capacity/simulate",
+	  .body = "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1,"
+		  "\"colour\":\"red\"}]}",
+	  .status = 422, .code = "validation_failed", .field = "items[0].colour" },
+	{ .name = "simulate: nested wrong type", .method = "POST", .path = "/v1/capacity/simulate",
+	  .body = "{\"items\":[\"H100-80GB/1g.10gb=1\",{\"model\":\"H100-80GB\","
+		  "\"profile\":\"1g.10gb\",\"count\":\"2\"}]}",
+	  .status = 422, .code = "validation_failed", .field = "items[1].count" },
+	{ .name = "simulate: nested field missing", .method = "POST", .path = "/v1/capacity/simulate",
+	  .body = "{\"items\":[{\"model\":\"H100-80GB\",\"count\":1}]}",
+	  .status = 422, .code = "validation_failed", .field = "items[0].profile" },
+	{ .name = "simulate: nested 64 deep", .method = "POST", .path = "/v1/capacity/simulate",
+	  .kind = BODY_DEEP_64, .status = 400, .code = "malformed_json" },
+
 	/* ---- authentication ---- */
 	{ .name = "auth: no token", .method = "GET", .path = "/v1/me", .tok = TOK_NONE,
 	  .status = 401, .code = "unauthorized", .want_header = "WWW-Authenticate", .want_value = "Bearer" },
