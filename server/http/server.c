@@ -64,10 +64,76 @@ lookup_header(const struct request *req, const char *name)
 	return MHD_lookup_connection_value(req->transport, MHD_HEADER_KIND, name);
 }
 
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Percent-decoding done by libmicrohttpd for the path and the query
+ * arguments, except "%2F" ('/'), "%00" (NUL) and "%25" ('%'), which stay
+ * encoded: a decoded '/' inside a path segment would route
+ * "/v1/projects/a%2Fmembers" to another endpoint than a proxy in front
+ * of us sees, and a NUL would cut a name short. Query values get those
+ * three decoded by lookup_query (a NUL makes the value absent).
+ */
+static size_t
+unescape_safe(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *r = s, *w = s;
+
+	(void)cls;
+	(void)conn;
+	while (*r != '\0') {
+		int hi, lo;
+
+		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+			int c = hi * 16 + lo;
+
+			if (c != '/' && c != 0 && c != '%') {
+				*w++ = (char)c;
+				r += 3;
+				continue;
+			}
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
 static const char *
 lookup_query(const struct request *req, const char *name)
 {
-	return MHD_lookup_connection_value(req->transport, MHD_GET_ARGUMENT_KIND, name);
+	const char *v = MHD_lookup_connection_value(req->transport, MHD_GET_ARGUMENT_KIND, name);
+	char *out, *w;
+
+	if (v == NULL || strchr(v, '%') == NULL)
+		return v;
+	/* finish what unescape_safe left: %2F, %25 and %00 */
+	out = arena_alloc(req->arena, strlen(v) + 1);
+	w = out;
+	while (*v != '\0') {
+		int hi, lo;
+
+		if (v[0] == '%' && (hi = hexval(v[1])) >= 0 && (lo = hexval(v[2])) >= 0) {
+			if (hi == 0 && lo == 0)
+				return NULL;
+			*w++ = (char)(hi * 16 + lo);
+			v += 3;
+			continue;
+		}
+		*w++ = *v++;
+	}
+	*w = '\0';
+	return out;
 }
 
 static bool
@@ -383,6 +449,7 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG,
 		0, NULL, NULL, on_request, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->connection_limit,
