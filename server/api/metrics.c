@@ -5,6 +5,7 @@
 #include "metrics.h"
 #include "api.h"
 #include "capacity.h"
+#include "pools.h"
 
 #include "core/strbuf.h"
 #include "db/db.h"
@@ -138,6 +139,12 @@ metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 
 		if (cap != NULL)
 			strbuf_printf(&b, "%s", cap);
+	}
+	{
+		const char *pools = pools_metrics_text(a);
+
+		if (pools != NULL)
+			strbuf_printf(&b, "%s", pools);
 	}
 	*len = b.len;
 	return b.p;

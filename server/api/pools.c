@@ -476,3 +476,24 @@ api_pools_get(struct request *req, struct response *res, struct gp_error *err)
 	api_etag(req, res, p.generation);
 	return 0;
 }
+
+/* ---- /metrics ---- */
+
+const char *
+pools_metrics_text(struct arena *a)
+{
+	struct gp_error err;
+	int64_t pending, backlog;
+
+	gp_error_clear(&err);
+	if (db_pools_gauges(db_thread(), &pending, &backlog, &err) < 0)
+		return NULL;
+	return arena_printf(a,
+		"# HELP gpupool_pool_requests_pending Pool requests waiting for a decision.\n"
+		"# TYPE gpupool_pool_requests_pending gauge\n"
+		"gpupool_pool_requests_pending %lld\n"
+		"# HELP gpupool_outbox_backlog Desired-state changes not yet delivered to agents.\n"
+		"# TYPE gpupool_outbox_backlog gauge\n"
+		"gpupool_outbox_backlog %lld\n",
+		(long long)pending, (long long)backlog);
+}

@@ -44,4 +44,11 @@ struct json_object *pools_pool_json(const struct pool_row *p, const struct pool_
 struct json_object *pools_request_json(const struct pool_request_row *r,
 				       const struct pool_request_event *history, int nhistory);
 
+/*
+ * The pool gauges in the Prometheus text format (pending requests,
+ * outbox backlog), in arena memory; NULL when the database could not be
+ * read (the rest of /metrics is still served).
+ */
+const char *pools_metrics_text(struct arena *a);
+
 #endif

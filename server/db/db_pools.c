@@ -243,6 +243,12 @@ DB_STMT(stmt_pools_live_allocs_gpus,
 	"AND b.state NOT IN ('releasing', 'released')) "
 	"AND a.state NOT IN ('releasing', 'released') ORDER BY a.gpu_id, a.start");
 
+/* ---- metrics ---- */
+
+DB_STMT(stmt_pools_gauges,
+	"SELECT (SELECT count(*) FROM pool_requests WHERE state = 'pending'), "
+	"(SELECT count(*) FROM outbox WHERE delivered_at IS NULL)");
+
 /* ---- expiry ---- */
 
 DB_STMT(stmt_pools_expire,
@@ -923,6 +929,25 @@ db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool n
 		o->size = (int)db_int64(r, i, 10);
 	}
 	return 0;
+}
+
+/* ---- metrics ---- */
+
+int
+db_pools_gauges(struct db *db, int64_t *pending_requests, int64_t *outbox_backlog,
+		struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	PGresult *r = db_exec(db, a, &stmt_pools_gauges, 0, NULL, err);
+	int rc = -1;
+
+	if (r != NULL) {
+		*pending_requests = db_int64(r, 0, 0);
+		*outbox_backlog = db_int64(r, 0, 1);
+		rc = 0;
+	}
+	arena_destroy(a);
+	return rc;
 }
 
 /* ---- expiry ---- */

@@ -341,6 +341,12 @@ int db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bo
 			     struct live_alloc **out, int *n, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
+/* ---- metrics ---- */
+
+/* Pending pool requests and undelivered outbox rows (partial indexes; cheap). */
+int db_pools_gauges(struct db *db, int64_t *pending_requests, int64_t *outbox_backlog,
+		    struct gp_error *err) __attribute__((warn_unused_result));
+
 /* ---- the expiry worker ---- */
 
 /*
