@@ -33,13 +33,15 @@ login_attempt_reserve(struct db *db, struct app *app, const char *ukey, const ch
 {
 	bool user_ok = false, ip_ok = false;
 
-	if (db_login_attempt_reserve(db, ukey, app->login_window_s, app->login_max_user_failures,
-				     &user_ok, err) < 0)
+	/* the address first: a throttled address writes no counter for
+	 * every user name it sprays */
+	if (db_login_attempt_reserve(db, ikey, app->login_window_s, app->login_max_ip_failures,
+				     &ip_ok, err) < 0)
 		return -1;
-	if (user_ok) {
-		if (db_login_attempt_reserve(db, ikey, app->login_window_s, app->login_max_ip_failures,
-					     &ip_ok, err) < 0 ||
-		    (!ip_ok && db_login_attempt_release(db, ukey, err) < 0))
+	if (ip_ok) {
+		if (db_login_attempt_reserve(db, ukey, app->login_window_s,
+					     app->login_max_user_failures, &user_ok, err) < 0 ||
+		    (!user_ok && db_login_attempt_release(db, ikey, err) < 0))
 			return -1;
 	}
 	if (!user_ok || !ip_ok) {

@@ -729,6 +729,10 @@ test_login_rate_limit_per_address(void **state)
 	r = login(fx, "kate", FIXTURE_PASSWORD);
 	assert_problem(r, 429, "rate_limited");
 	assert_true(r->retry_after > 0);
+	/* and further sprayed names leave no counter behind */
+	assert_problem(login(fx, "spray-extra", "x"), 429, "rate_limited");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM login_failures "
+				      "WHERE key IN ('user:spray-extra', 'user:kate')"), 0);
 	login_failures_reset(fx);
 	assert_status(login(fx, "kate", FIXTURE_PASSWORD), 200);
 }
