@@ -95,6 +95,8 @@ api_login(struct request *req, struct response *res, struct gp_error *err)
 	unsigned char digest[TOKEN_DIGEST_LEN];
 	int rc = -1;
 
+	/* the body holds a password or the answer a new token */
+	arena_set_sensitive(req->arena);
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
@@ -229,6 +231,8 @@ api_tokens_create(struct request *req, struct response *res, struct gp_error *er
 	int64_t now = time_now_us();
 	int rc = -1;
 
+	/* the body holds a password or the answer a new token */
+	arena_set_sensitive(req->arena);
 	memset(&c, 0, sizeof(c));
 	if (api_body(req, &body, err) < 0)
 		return -1;

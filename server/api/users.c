@@ -77,6 +77,8 @@ api_users_create(struct request *req, struct response *res, struct gp_error *err
 	enum role role;
 	char phc[PASSWORD_HASH_MAX];
 
+	/* the body holds a password or the answer a new token */
+	arena_set_sensitive(req->arena);
 	memset(&c, 0, sizeof(c));
 	if (api_body(req, &body, err) < 0)
 		return -1;
@@ -188,6 +190,8 @@ api_users_patch(struct request *req, struct response *res, struct gp_error *err)
 	enum role role;
 	char phc[PASSWORD_HASH_MAX];
 
+	/* the body holds a password or the answer a new token */
+	arena_set_sensitive(req->arena);
 	memset(&c, 0, sizeof(c));
 	if (api_if_match(req, &c.expected, err) < 0)
 		return -1;

@@ -27,6 +27,7 @@ struct arena {
 	struct arena_block *head;
 	struct arena_cleanup *cleanups;
 	size_t total;
+	int sensitive;
 };
 
 static void *
@@ -49,6 +50,7 @@ arena_create(void)
 	a->head = NULL;
 	a->cleanups = NULL;
 	a->total = 0;
+	a->sensitive = 0;
 	return a;
 }
 
@@ -66,6 +68,8 @@ arena_destroy(struct arena *a)
 	}
 	for (b = a->head; b != NULL; b = bn) {
 		bn = b->next;
+		if (a->sensitive)
+			explicit_bzero(b->data, b->used);
 		free(b);
 	}
 	free(a);
@@ -161,6 +165,12 @@ arena_defer(struct arena *a, arena_cleanup_fn fn, void *p)
 	c->p = p;
 	c->next = a->cleanups;
 	a->cleanups = c;
+}
+
+void
+arena_set_sensitive(struct arena *a)
+{
+	a->sensitive = 1;
 }
 
 size_t

@@ -40,6 +40,13 @@ char *arena_vprintf(struct arena *a, const char *fmt, va_list ap)
 /* Run fn(p) when the arena is destroyed; ownership of p passes to the arena. */
 void arena_defer(struct arena *a, arena_cleanup_fn fn, void *p);
 
+/*
+ * Mark the arena as holding secrets (a request with a password or a new
+ * token): arena_destroy() then wipes every block with explicit_bzero
+ * before freeing it.
+ */
+void arena_set_sensitive(struct arena *a);
+
 /* Bytes handed out so far (for metrics and tests). */
 size_t arena_used(const struct arena *a);
 
