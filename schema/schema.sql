@@ -138,6 +138,18 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.pools_check(ok boolean, what text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF ok IS NOT TRUE THEN
+		RAISE EXCEPTION 'the approval found % changed; retrying', what
+			USING ERRCODE = 'serialization_failure';
+	END IF;
+	RETURN true;
+END
+$$;
+
 CREATE TABLE public.allocations (
     id bigint NOT NULL,
     gpu_id bigint NOT NULL,

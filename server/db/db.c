@@ -26,6 +26,7 @@ struct db {
 	bool in_tx;
 	bool retryable;                 /* last error was 40001/40P01 */
 	bool exclusion;                 /* last error was 23P01 */
+	bool committed;                 /* db_exec_commit ended the transaction */
 	int64_t last_failed_connect_us;
 	char constraint[64];
 	unsigned int seed;
@@ -273,6 +274,84 @@ db_exec(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
 	return db_exec_ex(db, a, st, nparams, values, NULL, NULL, err);
 }
 
+/*
+ * Prepare st if needed, then send it and COMMIT in one pipeline (one
+ * round trip) and read both answers. A failed statement aborts the
+ * pipeline: COMMIT is skipped and the caller's transaction is left
+ * failed for db_tx to roll back.
+ */
+PGresult *
+db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+	       const char *const *values, struct gp_error *err)
+{
+	PGconn *conn = db_conn(db, err);
+	PGresult *r, *res = NULL, *failed = NULL;
+	int stage = 0;
+
+	if (conn == NULL)
+		return NULL;
+	if (!db->in_tx) {
+		gp_error_set(err, 500, "internal", "db_exec_commit outside a transaction");
+		return NULL;
+	}
+	if (!db_is_prepared(db, st)) {
+		r = PQprepare(conn, st->name, st->sql, 0, NULL);
+		if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			if (r != NULL && PQstatus(conn) == CONNECTION_OK)
+				log_error(NULL, "could not prepare a statement", "statement", st->name,
+					  "error", PQresultErrorMessage(r));
+			db_error_from_result(db, r, err);
+			PQclear(r);
+			return NULL;
+		}
+		PQclear(r);
+		if (db->nprepared < DB_MAX_PREPARED)
+			db->prepared[db->nprepared++] = st;
+	}
+	if (PQenterPipelineMode(conn) != 1 ||
+	    PQsendQueryPrepared(conn, st->name, nparams, values, NULL, NULL, 0) != 1 ||
+	    PQsendQueryParams(conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1 ||
+	    PQpipelineSync(conn) != 1) {
+		db_error_from_result(db, NULL, err);
+		goto drain;
+	}
+	/* results: the statement's, then COMMIT's, each ended by NULL; then the sync */
+	for (int q = 0; q < 2; q++) {
+		while ((r = PQgetResult(conn)) != NULL) {
+			ExecStatusType status = PQresultStatus(r);
+
+			if ((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) && res == NULL &&
+			    q == 0) {
+				res = r;
+				continue;
+			}
+			if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+			    status != PGRES_PIPELINE_ABORTED && failed == NULL) {
+				failed = r;
+				continue;
+			}
+			PQclear(r);
+		}
+		stage++;
+	}
+	r = PQgetResult(conn);
+	if (r != NULL && PQresultStatus(r) == PGRES_PIPELINE_SYNC)
+		stage++;
+	PQclear(r);
+drain:
+	PQexitPipelineMode(conn);
+	if (failed != NULL || res == NULL || stage < 3) {
+		if (!gp_error_isset(err))
+			db_error_from_result(db, failed, err);
+		PQclear(failed);
+		PQclear(res);
+		return NULL;
+	}
+	db->committed = true;
+	arena_defer(a, db_result_clear, res);
+	return res;
+}
+
 int
 db_exec_simple(struct db *db, const char *sql, struct gp_error *err)
 {
@@ -313,11 +392,12 @@ db_tx_run(struct db *db, const char *begin, unsigned flags, db_tx_fn fn, void *a
 		gp_error_clear(err);
 		db->retryable = false;
 		db->exclusion = false;
+		db->committed = false;
 		if (db_exec_simple(db, begin, err) < 0)
 			return -1;
 		db->in_tx = true;
 		rc = fn(db, arg, err);
-		if (rc == 0 && db_exec_simple(db, "COMMIT", err) == 0) {
+		if (rc == 0 && (db->committed || db_exec_simple(db, "COMMIT", err) == 0)) {
 			db->in_tx = false;
 			return 0;
 		}

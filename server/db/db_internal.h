@@ -33,6 +33,17 @@ PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st,
 		     int nparams, const char *const *values, const int *lengths,
 		     const int *formats, struct gp_error *err);
 
+/*
+ * db_exec, then COMMIT in the same round trip (a libpq pipeline): the
+ * last statement of a db_tx function, which must return right after it
+ * (db_tx sees the transaction committed). Holding row locks one round
+ * trip less matters for hot rows. On failure nothing is committed and
+ * err is set as db_exec would; the statement must not need its result
+ * checked before committing (make it fail instead).
+ */
+PGresult *db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st,
+			 int nparams, const char *const *values, struct gp_error *err);
+
 /* Run literal SQL without parameters (BEGIN, migrations). */
 int db_exec_simple(struct db *db, const char *sql, struct gp_error *err);
 

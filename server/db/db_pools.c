@@ -211,7 +211,8 @@ DB_STMT(stmt_pools_approve_grow,
 	" UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
 	" updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
 	"), " APPROVE_COMMON
-	" SELECT (SELECT count(*) FROM rq), (SELECT count(*) FROM ins), "
+	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
+	"AND pools_check((SELECT count(*) FROM ins) = $24::int, 'the allocations'), "
 	"(SELECT generation FROM pl), " EPOCH_US("now()"));
 
 DB_STMT(stmt_pools_approve_free,
@@ -229,8 +230,9 @@ DB_STMT(stmt_pools_approve_free,
 	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
 	" WHERE u.count > 0"
 	"), " APPROVE_COMMON
-	" SELECT (SELECT count(*) FROM rq), (SELECT count(*) FROM fr), "
-	"(SELECT generation FROM pl), " EPOCH_US("now()") ", $10::int4");
+	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
+	"AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
+	"(SELECT generation FROM pl), " EPOCH_US("now()"));
 
 #define LIVE_COLS "SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
 	"coalesce(a.pool_id, 0), g.model, a.profile, a.start, a.size FROM allocations a " \
@@ -835,7 +837,7 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 		  struct gp_error *err)
 {
 	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
-	const char *p[23];
+	const char *p[24];
 	PGresult *r;
 	int nnodes = 0;
 	int64_t *nodes;
@@ -889,15 +891,12 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 	p[20] = ap->action;
 	p[21] = db_param_int(a, ap->at_us);
 	p[22] = param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
-	r = db_exec(db, a, grow ? &stmt_pools_approve_grow : &stmt_pools_approve_free,
-		    grow ? 23 : 22, p, err);
+	p[23] = db_param_int(a, ap->nallocs);
+	/* the statement checks itself (pools_check), so it commits in its round trip */
+	r = db_exec_commit(db, a, grow ? &stmt_pools_approve_grow : &stmt_pools_approve_free,
+			   grow ? 24 : 22, p, err);
 	if (r == NULL)
 		return -1;
-	if (db_int64(r, 0, 0) != 1)
-		return gp_error_set(err, 409, "conflict", "the request is no longer pending");
-	if (db_int64(r, 0, 1) != (grow ? ap->nallocs : ap->nfree))
-		return gp_error_set(err, 409, "conflict",
-				    "the pool's allocations changed during the approval; retry");
 	return 0;
 }
 

@@ -312,8 +312,11 @@ struct approval_apply {
  * pool gets its items and status, ledger intervals open or close at the
  * transaction timestamp, affected nodes' generation is bumped with one
  * outbox row each, and the audit row is written. The request and pool
- * must be locked. An overlap (exclusion constraint) is a retryable
- * conflict inside db_tx_ex(DB_TX_RETRY_EXCLUSION).
+ * must be locked. The statement checks that it changed exactly what was
+ * decided (pools_check, else a retryable serialization failure) and is
+ * sent together with COMMIT (db_exec_commit): the caller's db_tx function
+ * must return right after it. An overlap (exclusion constraint) is a
+ * retryable conflict inside db_tx_ex(DB_TX_RETRY_EXCLUSION).
  */
 int db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
 		      struct gp_error *err) __attribute__((warn_unused_result));
