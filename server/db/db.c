@@ -68,7 +68,7 @@ db_init(const struct db_config *cfg)
 	if (config.application_name == NULL)
 		config.application_name = "gpupoold";
 	snprintf(config_options, sizeof(config_options),
-		 "-c statement_timeout=%d -c search_path=public -c TimeZone=UTC",
+		 "-c statement_timeout=%d -c search_path=public -c TimeZone=UTC -c jit=off",
 		 config.statement_timeout_ms);
 	pthread_once(&db_key_once, db_key_create);
 }
