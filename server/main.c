@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "api/api.h"
+#include "api/layout_cache.h"
 #include "auth/password.h"
 #include "auth/roles.h"
 #include "core/json.h"
@@ -290,6 +291,7 @@ cmd_serve(struct config *cfg)
 	http_stop(server, cfg->shutdown_grace_s * 1000);
 	expiry_stop(expiry);
 	maintenance_stop(maint);
+	layout_cache_reset();           /* its keys point into the catalog */
 	catalog_free(catalog);
 	log_info(NULL, "stopped");
 	return 0;

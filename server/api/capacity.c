@@ -7,7 +7,10 @@
  *
  * Figures are computed per layout class (GPUs alike in model, MIG mode,
  * health, node readiness and layout) and multiplied by the class size,
- * so the cost follows the number of distinct layouts, not of GPUs.
+ * so the cost follows the number of distinct layouts, not of GPUs; what
+ * a layout means is worked out once per process (layout_cache.c). A
+ * placement reads the classes, then only the first GPUs of the classes
+ * the engine would choose from (placement_select).
  */
 #include "api.h"
 #include "capacity.h"
@@ -15,22 +18,13 @@
 #include "core/strbuf.h"
 #include "core/log.h"
 #include "db/db_capacity.h"
+#include "layout_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- layouts ---- */
-
-static int
-popcount8(unsigned v)
-{
-	int n = 0;
-
-	for (; v != 0; v &= v - 1)
-		n++;
-	return n;
-}
 
 int
 capacity_layout_apply(struct placement_gpu *g, const char *layout)
@@ -47,7 +41,6 @@ capacity_layout_apply(struct placement_gpu *g, const char *layout)
 		char name[CATALOG_NAME_MAX];
 		const struct mig_profile *p = NULL;
 		int start = -1, size;
-		struct gp_error e;
 
 		for (size_t i = 0; i < len; i++)
 			if (s[i] == '@')
@@ -77,8 +70,7 @@ capacity_layout_apply(struct placement_gpu *g, const char *layout)
 				goto next;
 			}
 		}
-		gp_error_clear(&e);
-		if (placement_gpu_add(g, p, start, &e) < 0) {
+		if (placement_gpu_add(g, p, start, NULL) < 0) {
 			/* keep the slices held, whatever the rule it broke */
 			size = p != NULL ? p->memory_slices : g->model->full_slices;
 			if (start + size <= CATALOG_MAX_SLICES)
@@ -95,57 +87,192 @@ next:
 
 /* ---- the engine's view of the fleet ---- */
 
+/*
+ * Reading the fleet for a placement. GPUs alike in model, MIG mode and
+ * layout (a layout class) are alike to the engine, which breaks their
+ * ties by (node, index, id); so the classes are read first (gpu_classes,
+ * one row per class), ranked in C from the layout cache, and only the
+ * first GPUs of the classes placement_select names are read.
+ */
+struct fleet_classes {
+	const struct layout_class *rows;        /* rows[i] describes cls[i] */
+	struct placement_class *cls;
+	int n;
+};
+
+/* The distinct models of items[0..nitems), in arena memory. */
+static const char **
+item_models(struct arena *a, const struct spec_count *items, int nitems, int *n)
+{
+	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nitems + 1));
+
+	*n = 0;
+	for (int i = 0; i < nitems; i++) {
+		int j;
+
+		for (j = 0; j < *n; j++)
+			if (strcmp(models[j], items[i].model) == 0)
+				break;
+		if (j == *n)
+			models[(*n)++] = items[i].model;
+	}
+	return models;
+}
+
+/* The placeable classes of the items' models, ranked. */
+static int
+fleet_classes_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+		   const struct spec_count *items, int nitems, struct fleet_classes *out,
+		   struct gp_error *err)
+{
+	struct layout_class *rows;
+	const char **models;
+	int nmodels, n;
+
+	memset(out, 0, sizeof(*out));
+	models = item_models(a, items, nitems, &nmodels);
+	if (nmodels == 0)
+		return 0;
+	if (db_capacity_placeable_classes(db, a, cluster_id, models, nmodels, &rows, &n, err) < 0)
+		return -1;
+	out->rows = rows;
+	out->cls = arena_alloc(a, sizeof(*out->cls) * (size_t)(n + 1));
+	for (int i = 0; i < n; i++) {
+		const struct gpu_model *m = catalog_model(c, rows[i].model);
+		struct layout_figures f;
+
+		if (m == NULL)
+			continue;
+		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
+		if (!f.valid) {
+			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
+				 "model", rows[i].model, "layout", rows[i].layout);
+			continue;
+		}
+		rows[out->n] = rows[i];
+		out->cls[out->n] = f.cls;
+		out->cls[out->n].gpus = rows[i].count;
+		out->n++;
+	}
+	return 0;
+}
+
+static int
+candidate_cmp(const void *pa, const void *pb)
+{
+	const struct candidate_row *a = pa, *b = pb;
+
+	if (a->node_id != b->node_id)
+		return a->node_id < b->node_id ? -1 : 1;
+	if (a->index != b->index)
+		return a->index < b->index ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+/*
+ * Add to fleet the GPUs the classes' take asks for beyond have[i] (what
+ * an earlier read took of class i; NULL: nothing), keeping the fleet in
+ * (node_id, index, id) order without duplicates.
+ */
+static int
+fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+	   const struct fleet_classes *fc, const int *have, struct capacity_fleet *fleet,
+	   struct gp_error *err)
+{
+	struct class_want *w = arena_alloc(a, sizeof(*w) * (size_t)(fc->n + 1));
+	struct candidate_row *rows, *all;
+	int nw = 0, n, nall, k = 0;
+
+	for (int i = 0; i < fc->n; i++) {
+		if (fc->cls[i].take <= (have != NULL ? have[i] : 0))
+			continue;
+		w[nw].model = fc->rows[i].model;
+		w[nw].mig_enabled = fc->rows[i].mig_enabled;
+		w[nw].layout = fc->rows[i].layout;
+		w[nw].limit = fc->cls[i].take;
+		nw++;
+	}
+	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, &rows, &n, err) < 0)
+		return -1;
+	nall = fleet->ngpus + n;
+	all = arena_alloc(a, sizeof(*all) * (size_t)(nall + 1));
+	if (fleet->ngpus > 0)
+		memcpy(all, fleet->rows, sizeof(*all) * (size_t)fleet->ngpus);
+	if (n > 0)
+		memcpy(all + fleet->ngpus, rows, sizeof(*all) * (size_t)n);
+	if (fleet->ngpus > 0 && n > 0)
+		qsort(all, (size_t)nall, sizeof(*all), candidate_cmp);
+	fleet->gpus = arena_alloc(a, sizeof(*fleet->gpus) * (size_t)(nall + 1));
+	for (int i = 0; i < nall; i++) {
+		const struct gpu_model *m = catalog_model(c, all[i].model);
+		struct placement_gpu *g = &fleet->gpus[k];
+		struct layout_figures f;
+
+		if (m == NULL || (k > 0 && all[k - 1].id == all[i].id))
+			continue;
+		layout_cache_get(m, all[i].mig_enabled, all[i].layout, &f);
+		if (!f.valid) {
+			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
+				 "gpu", all[i].uuid, "layout", all[i].layout);
+			continue;
+		}
+		*g = f.cls.g;
+		g->id = all[i].id;
+		g->node_id = all[i].node_id;
+		g->index = all[i].index;
+		all[k++] = all[i];
+	}
+	fleet->rows = all;
+	fleet->ngpus = k;
+	return 0;
+}
+
 int
 capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
 		    int64_t cluster_id, const struct spec_count *items, int nitems,
 		    struct capacity_fleet *out, struct gp_error *err)
 {
-	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nitems + 1));
-	int *per_class = arena_alloc(a, sizeof(*per_class) * (size_t)(nitems + 1));
-	struct candidate_row *rows;
-	int nmodels = 0, n, k = 0;
+	struct fleet_classes fc;
 
 	memset(out, 0, sizeof(*out));
-	for (int i = 0; i < nitems; i++) {
-		int j;
-
-		for (j = 0; j < nmodels; j++)
-			if (strcmp(models[j], items[i].model) == 0)
-				break;
-		if (j == nmodels) {
-			models[nmodels] = items[i].model;
-			per_class[nmodels++] = 0;
-		}
-		per_class[j] += items[i].count;
-	}
-	if (nmodels == 0)
-		return 0;
-	if (db_capacity_candidates(db, a, cluster_id, models, per_class, nmodels, &rows, &n,
-				   err) < 0)
+	if (fleet_classes_load(db, a, c, cluster_id, items, nitems, &fc, err) < 0 ||
+	    placement_select(c, items, nitems, fc.cls, fc.n, true, err) < 0)
 		return -1;
-	out->gpus = arena_alloc(a, sizeof(*out->gpus) * (size_t)(n + 1));
-	{
-		struct candidate_row *kept = arena_alloc(a, sizeof(*kept) * (size_t)(n + 1));
+	return fleet_read(db, a, c, cluster_id, &fc, NULL, out, err);
+}
 
-		for (int i = 0; i < n; i++) {
-			const struct gpu_model *m = catalog_model(c, rows[i].model);
-			struct placement_gpu *g = &out->gpus[k];
+int
+capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+	       const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
+	       struct placement_result *res, struct gp_error *err)
+{
+	struct fleet_classes fc;
+	struct gp_error perr;
+	int *have;
 
-			if (m == NULL)
-				continue;
-			placement_gpu_init(g, m, rows[i].id, rows[i].node_id, rows[i].index,
-					   rows[i].mig_enabled);
-			if (capacity_layout_apply(g, rows[i].layout) < 0) {
-				log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-					 "gpu", rows[i].uuid, "layout", rows[i].layout);
-				continue;
-			}
-			kept[k++] = rows[i];
-		}
-		out->rows = kept;
+	memset(fleet, 0, sizeof(*fleet));
+	if (fleet_classes_load(db, a, c, cluster_id, items, nitems, &fc, err) < 0)
+		return -1;
+	/* narrow: the best classes; exact when the greedy pass places everything */
+	if (placement_select(c, items, nitems, fc.cls, fc.n, false, err) < 0 ||
+	    fleet_read(db, a, c, cluster_id, &fc, NULL, fleet, err) < 0)
+		return -1;
+	gp_error_clear(&perr);
+	if (placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, PLACEMENT_NO_SEARCH, res,
+			   &perr) == 0)
+		return 0;
+	if (perr.status != 409) {
+		*err = perr;
+		return -1;
 	}
-	out->ngpus = k;
-	return 0;
+	/* wide: every class that could take an item, then the exact search */
+	have = arena_alloc(a, sizeof(*have) * (size_t)(fc.n + 1));
+	for (int i = 0; i < fc.n; i++)
+		have[i] = fc.cls[i].take;
+	if (placement_select(c, items, nitems, fc.cls, fc.n, true, err) < 0 ||
+	    fleet_read(db, a, c, cluster_id, &fc, have, fleet, err) < 0)
+		return -1;
+	return placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, 0, res, err);
 }
 
 /* ---- figures ---- */
@@ -154,36 +281,34 @@ static void
 class_add(struct model_capacity *mc, const struct layout_class *cl)
 {
 	const struct gpu_model *m = mc->model;
-	struct placement_gpu g;
+	struct layout_figures f;
+	const struct placement_gpu *g = &f.cls.g;
 	int64_t n = cl->count;
-	bool ok, placeable;
+	bool placeable;
 	int ctotal = m->mig_capable ? m->compute_slices : 1;
 	int mtotal = m->mig_capable ? m->memory_slices : m->full_slices;
 
-	placement_gpu_init(&g, m, 0, 0, 0, cl->mig_enabled);
-	ok = capacity_layout_apply(&g, cl->layout) == 0;
-	placeable = ok && cl->healthy && cl->node_ready;
+	layout_cache_get(m, cl->mig_enabled, cl->layout, &f);
+	placeable = f.valid && cl->healthy && cl->node_ready;
 	mc->gpus_total += n;
 	mc->gpus_healthy += cl->healthy ? n : 0;
 	mc->gpus_mig_enabled += cl->mig_enabled ? n : 0;
 	mc->gpus_placeable += placeable ? n : 0;
 	mc->compute_total += n * ctotal;
 	mc->memory_total += n * mtotal;
-	mc->memory_used += n * popcount8(g.used_mask);
-	if (g.full_used)
+	mc->memory_used += n * f.memory_used;
+	if (g->full_used)
 		mc->compute_used += n * ctotal;
 	else
-		mc->compute_used += n * g.compute_used;
-	if (ok)
-		mc->compute_stranded += n * placement_gpu_stranded(&g);
-	mc->allocated[0] += g.full_used ? n : 0;
+		mc->compute_used += n * g->compute_used;
+	mc->compute_stranded += n * f.stranded;
+	mc->allocated[0] += g->full_used ? n : 0;
 	for (int i = 0; i < m->nprofiles; i++)
-		mc->allocated[1 + i] += n * g.profile_count[i];
+		mc->allocated[1 + i] += n * g->profile_count[i];
 	if (!placeable)
 		return;
-	mc->placeable[0] += n * placement_gpu_headroom(&g, NULL);
-	for (int i = 0; i < m->nprofiles; i++)
-		mc->placeable[1 + i] += n * placement_gpu_headroom(&g, &m->profiles[i]);
+	for (int i = 0; i <= m->nprofiles; i++)
+		mc->placeable[i] += n * f.headroom[i];
 }
 
 int
@@ -397,18 +522,16 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 		return -1;
 	if (capacity_cluster_id(db_thread(), req->arena, cluster, "cluster", &cluster_id, err) < 0)
 		return -1;
-	if (capacity_fleet_load(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet,
-				err) < 0)
-		return -1;
 	for (int i = 0; i < nitems; i++)
 		total += items[i].count;
 	memset(&pr, 0, sizeof(pr));
 	pr.cap = total;
 	pr.placements = arena_alloc(req->arena, sizeof(*pr.placements) * (size_t)(total + 1));
 	gp_error_clear(&perr);
-	if (placement_find(c, fleet.gpus, fleet.ngpus, items, nitems, 0, &pr, &perr) == 0) {
+	if (capacity_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
+			   &perr) == 0) {
 		fits = true;
-	} else if (perr.status == 409) {
+	} else if (perr.status == 409 && strcmp(perr.code, "insufficient_capacity") == 0) {
 		fits = false;
 	} else {
 		*err = perr;
@@ -536,5 +659,9 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
 				  (long long)mc[i].placeable[j]);
 	}
+	strbuf_printf(&b, "# HELP gpupool_capacity_layout_cache_entries Layouts whose figures this process remembers (at most %d).\n"
+		      "# TYPE gpupool_capacity_layout_cache_entries gauge\n"
+		      "gpupool_capacity_layout_cache_entries %d\n", LAYOUT_CACHE_MAX,
+		      layout_cache_size());
 	return b.p;
 }

@@ -107,7 +107,35 @@ DB_STMT(stmt_cap_classes,
 	"SELECT model, mig_enabled, healthy, node_ready, layout, sum(gpus) FROM gpu_classes "
 	"WHERE gpus > 0 AND ($1::int8 IS NULL OR cluster_id = $1) "
 	"AND ($2::text IS NULL OR model = $2) "
-	"GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5");
+	"GROUP BY 1, 2, 3, 4, 5");
+/* The placeable classes of some models, summed over clusters or in one. */
+DB_STMT(stmt_cap_placeable_classes,
+	"SELECT model, mig_enabled, layout, sum(gpus) FROM gpu_classes "
+	"WHERE model = ANY ($1::text[]) AND healthy AND node_ready AND gpus > 0 "
+	"GROUP BY 1, 2, 3");
+DB_STMT(stmt_cap_placeable_classes_cluster,
+	"SELECT model, mig_enabled, layout, gpus FROM gpu_classes "
+	"WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
+	"AND gpus > 0");
+/*
+ * The first lim placeable GPUs of each wanted class in (node, index, id)
+ * order: one short range of gpus_placeable_idx (of
+ * gpus_placeable_cluster_idx in one cluster) per class.
+ */
+#define CLASS_GPUS_SELECT \
+	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
+	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) " \
+	"AS w (model, mig_enabled, layout, lim) " \
+	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, " \
+	"x.layout, x.uuid FROM gpus x WHERE x.model = w.model " \
+	"AND x.mig_enabled = w.mig_enabled AND x.layout = w.layout AND x.health = 'ok' " \
+	"AND x.node_status = 'ready' "
+#define CLASS_GPUS_END \
+	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g " \
+	"JOIN nodes n ON n.id = g.node_id ORDER BY g.node_id, g.gpu_index, g.id"
+DB_STMT(stmt_cap_class_gpus, CLASS_GPUS_SELECT CLASS_GPUS_END);
+DB_STMT(stmt_cap_class_gpus_cluster,
+	CLASS_GPUS_SELECT "AND x.cluster_id = $5 " CLASS_GPUS_END);
 /*
  * Per class (and cluster), the first lim GPUs in (node, index, id)
  * order through gpus_placeable_cluster_idx: a few index probes per
@@ -174,6 +202,23 @@ param_int_array(struct arena *a, const int64_t *v, int n)
 
 		memcpy(buf + off, s, sl);
 		off += sl;
+	}
+	buf[off++] = '}';
+	buf[off] = '\0';
+	return buf;
+}
+
+static const char *
+param_bool_array(struct arena *a, const bool *v, int n)
+{
+	char *buf = arena_alloc(a, 3 + 2 * (size_t)n);
+	size_t off = 0;
+
+	buf[off++] = '{';
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			buf[off++] = ',';
+		buf[off++] = v[i] ? 't' : 'f';
 	}
 	buf[off++] = '}';
 	buf[off] = '\0';
@@ -654,6 +699,84 @@ db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, const ch
 }
 
 int
+db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id,
+			      const char *const *models, int nmodels,
+			      struct layout_class **out, int *n, struct gp_error *err)
+{
+	const char *p[2] = { param_text_array(a, models, nmodels), param_id_or_null(a, cluster_id) };
+	PGresult *r = cluster_id != 0
+		? db_exec(db, a, &stmt_cap_placeable_classes_cluster, 2, p, err)
+		: db_exec(db, a, &stmt_cap_placeable_classes, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct layout_class *c = &(*out)[i];
+
+		c->model = db_text(a, r, i, 0);
+		c->mig_enabled = db_bool(r, i, 1);
+		c->healthy = true;
+		c->node_ready = true;
+		c->layout = db_text(a, r, i, 2);
+		c->count = db_int64(r, i, 3);
+	}
+	return 0;
+}
+
+static void
+candidate_from_row(struct arena *a, const PGresult *r, int row, struct candidate_row *c)
+{
+	c->id = db_int64(r, row, 0);
+	c->node_id = db_int64(r, row, 1);
+	c->index = (int)db_int64(r, row, 2);
+	c->model = db_text(a, r, row, 3);
+	c->mig_enabled = db_bool(r, row, 4);
+	c->layout = db_text(a, r, row, 5);
+	c->uuid = db_text(a, r, row, 6);
+	c->node = db_text(a, r, row, 7);
+}
+
+int
+db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
+		       const struct class_want *w, int nw, struct candidate_row **out, int *n,
+		       struct gp_error *err)
+{
+	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
+	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
+	bool *migs = arena_alloc(a, sizeof(*migs) * (size_t)(nw + 1));
+	int64_t *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nw + 1));
+	const char *p[5];
+	PGresult *r;
+
+	*n = 0;
+	*out = NULL;
+	if (nw == 0)
+		return 0;
+	for (int i = 0; i < nw; i++) {
+		models[i] = w[i].model;
+		migs[i] = w[i].mig_enabled;
+		layouts[i] = w[i].layout;
+		lims[i] = w[i].limit;
+	}
+	p[0] = param_text_array(a, models, nw);
+	p[1] = param_bool_array(a, migs, nw);
+	p[2] = param_text_array(a, layouts, nw);
+	p[3] = param_int_array(a, lims, nw);
+	p[4] = param_id_or_null(a, cluster_id);
+	r = cluster_id != 0 ? db_exec(db, a, &stmt_cap_class_gpus_cluster, 5, p, err)
+			    : db_exec(db, a, &stmt_cap_class_gpus, 4, p, err);
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++)
+		candidate_from_row(a, r, i, &(*out)[i]);
+	return 0;
+}
+
+int
 db_capacity_candidates(struct db *db, struct arena *a, int64_t cluster_id,
 		       const char *const *models, const int *per_class, int nmodels,
 		       struct candidate_row **out, int *n, struct gp_error *err)
@@ -672,17 +795,7 @@ db_capacity_candidates(struct db *db, struct arena *a, int64_t cluster_id,
 		return -1;
 	*n = PQntuples(r);
 	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
-	for (int i = 0; i < *n; i++) {
-		struct candidate_row *c = &(*out)[i];
-
-		c->id = db_int64(r, i, 0);
-		c->node_id = db_int64(r, i, 1);
-		c->index = (int)db_int64(r, i, 2);
-		c->model = db_text(a, r, i, 3);
-		c->mig_enabled = db_bool(r, i, 4);
-		c->layout = db_text(a, r, i, 5);
-		c->uuid = db_text(a, r, i, 6);
-		c->node = db_text(a, r, i, 7);
-	}
+	for (int i = 0; i < *n; i++)
+		candidate_from_row(a, r, i, &(*out)[i]);
 	return 0;
 }

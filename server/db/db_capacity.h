@@ -122,6 +122,14 @@ struct candidate_row {
 	const char *node;
 };
 
+/* A layout class to read GPUs from: its first limit placeable GPUs. */
+struct class_want {
+	const char *model;
+	bool mig_enabled;
+	const char *layout;
+	int limit;
+};
+
 /* ---- clusters ---- */
 
 /* 409 when the name is taken. */
@@ -231,11 +239,34 @@ int db_allocations_live(struct db *db, struct arena *a, const int64_t *ids, int 
  * Every GPU grouped by layout class, optionally restricted to a cluster
  * (0 = all) and a model (NULL = all). Reads gpu_classes (kept by triggers
  * on gpus), so the cost follows the number of classes, not of GPUs.
- * Ordered by model.
+ * In no particular order (sorting thousands of layout texts would cost
+ * more than the rest of the read).
  */
 int db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, const char *model,
 			struct layout_class **out, int *n, struct gp_error *err)
 	__attribute__((warn_unused_result));
+
+/*
+ * The placeable layout classes (ready node, health ok) of models[0..
+ * nmodels): in cluster_id, or summed over every cluster when it is 0.
+ * healthy and node_ready are true, count > 0; in no particular order.
+ */
+int db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id,
+				  const char *const *models, int nmodels,
+				  struct layout_class **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/*
+ * For each of w[0..nw) the first w[i].limit placeable GPUs (ready node,
+ * health ok, in cluster_id unless 0) of that class (model, MIG mode,
+ * layout) in (node_id, index, id) order: the GPUs the placement engine
+ * would take first of the class (placement_select says how many are
+ * needed). Ordered by (node_id, index, id); a class listed twice gives
+ * its GPUs twice.
+ */
+int db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
+			   const struct class_want *w, int nw, struct candidate_row **out,
+			   int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Placement candidates: for each of models[0..nmodels) the placeable GPUs

@@ -391,6 +391,137 @@ placement_gpu_stranded(const struct placement_gpu *g)
 	return free_compute - best;
 }
 
+bool
+placement_gpu_preference(const struct placement_gpu *g, const struct mig_profile *p,
+			 uint64_t *key)
+{
+	const struct gpu_model *m = g->model;
+	uint32_t future = 0;
+	bool sw, have = false;
+
+	if (p != NULL && !profile_of(m, p))
+		return false;
+	if (!gpu_admits(g, p, &sw))
+		return false;
+	if (p != NULL) {
+		/* the GPU's best start, as place_best ranks its candidates */
+		for (int j = 0; j < p->nplacements; j++) {
+			uint8_t r = run_mask(p->placements[j], p->memory_slices);
+			uint32_t f;
+
+			if ((g->used_mask & r) != 0)
+				continue;
+			f = future_key(m, (uint8_t)(g->used_mask | r));
+			if (!have || f > future)
+				future = f;
+			have = true;
+		}
+		if (!have)
+			return false;
+	}
+	*key = (uint64_t)(unsigned)g->instances << 33 | (uint64_t)(sw ? 0 : 1) << 32 | future;
+	return true;
+}
+
+void
+placement_class_rank(struct placement_class *cl)
+{
+	const struct gpu_model *m = cl->g.model;
+
+	cl->admits = 0;
+	memset(cl->pref, 0, sizeof(cl->pref));
+	for (int i = 0; i <= m->nprofiles; i++) {
+		if (placement_gpu_preference(&cl->g, i == 0 ? NULL : &m->profiles[i - 1],
+					     &cl->pref[i]))
+			cl->admits |= 1u << i;
+	}
+}
+
+/* Sort record of placement_select: a class and its preference for one profile. */
+struct class_ref {
+	uint64_t key;
+	int idx;
+};
+
+static int
+class_ref_cmp(const void *a, const void *b)
+{
+	const struct class_ref *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int
+placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
+		 struct placement_class *cls, int ncls, bool wide, struct gp_error *err)
+{
+	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
+	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
+	struct class_ref *refs;
+	bool bad = false;
+
+	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
+		return gp_error_field(err, "items", "must hold at most %d items",
+				      PLACEMENT_MAX_ITEMS);
+	for (int i = 0; i < nitems; i++) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "items[%d]", i);
+		if (spec_validate(&items[i], c, path, &models[i], &profs[i], err) < 0)
+			bad = true;
+	}
+	if (bad)
+		return -1;
+	for (int i = 0; i < ncls; i++)
+		cls[i].take = 0;
+	refs = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*refs));
+	if (refs == NULL)
+		return gp_error_set(err, 500, "internal",
+				    "could not allocate memory to rank layout classes");
+	for (int i = 0; i < nitems; i++) {
+		const struct gpu_model *m = models[i];
+		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
+		int64_t need = 0, held = 0;
+		int nrefs = 0, take;
+		bool seen = false;
+
+		/* once per (model, profile) */
+		for (int j = 0; j < i && !seen; j++)
+			seen = models[j] == m && profs[j] == profs[i];
+		if (seen)
+			continue;
+		for (int j = 0; j < nitems; j++) {
+			if (models[j] == m)
+				need += items[j].count;
+		}
+		take = need < INT32_MAX ? (int)need : INT32_MAX;
+		for (int k = 0; k < ncls; k++) {
+			if (cls[k].g.model != m || cls[k].gpus <= 0 || !(cls[k].admits & (1u << bit)))
+				continue;
+			refs[nrefs].key = cls[k].pref[bit];
+			refs[nrefs].idx = k;
+			nrefs++;
+		}
+		if (!wide)
+			qsort(refs, (size_t)nrefs, sizeof(*refs), class_ref_cmp);
+		for (int r = 0; r < nrefs; r++) {
+			struct placement_class *cl = &cls[refs[r].idx];
+			int t = cl->gpus < take ? (int)cl->gpus : take;
+
+			/* whole groups of equal preference: stop between two */
+			if (!wide && r > 0 && held >= need && refs[r].key != refs[r - 1].key)
+				break;
+			if (cl->take < t)
+				cl->take = t;
+			held += cl->gpus;
+		}
+	}
+	free(refs);
+	return 0;
+}
+
 void
 placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus, int ngpus,
 		   struct placement_capacity *out)
@@ -858,6 +989,12 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 							: models[it]->full_slices;
 			out[n].mode_switch = best.sw;
 			n++;
+		}
+	}
+	if (flags & PLACEMENT_NO_SEARCH) {
+		for (int i = 0; i < nitems; i++) {
+			if (res->missing[i] > 0)
+				goto fail;
 		}
 	}
 	/* exact search for each model that fell short */

@@ -69,6 +69,8 @@
 
 /* placement_find() flags */
 #define PLACEMENT_APPLY 0x1u    /* on success leave gpus[] holding the new layout */
+#define PLACEMENT_NO_SEARCH 0x2u /* stop after the greedy pass: a shortfall is
+				  * answered without the exact search */
 
 /*
  * One candidate GPU as the engine sees it. The caller lists only GPUs that
@@ -108,6 +110,21 @@ struct placement_result {
 	int missing[PLACEMENT_MAX_ITEMS]; /* on insufficient capacity, per item */
 	bool searched;                  /* the exact search ran */
 	bool search_exhausted;          /* ...and stopped at its budget */
+};
+
+/*
+ * A layout class: GPUs of one model alike for the engine (same MIG mode
+ * and layout), which ranks them alike for every profile and breaks their
+ * ties by (node_id, index, id). See placement_select.
+ */
+struct placement_class {
+	struct placement_gpu g;         /* one GPU of the class (id, node_id, index unused) */
+	int64_t gpus;                   /* GPUs in the class */
+	int take;                       /* set by placement_select: its first GPUs to use */
+	/* set by placement_class_rank from g: bit 0 a whole GPU, bit 1 + i
+	 * model->profiles[i]; pref[] the placement_gpu_preference of each */
+	uint32_t admits;
+	uint64_t pref[CATALOG_MAX_PROFILES + 1];
 };
 
 /* Capacity figures over the GPUs of one model (see placement_capacity). */
@@ -162,6 +179,45 @@ int placement_gpu_headroom(const struct placement_gpu *g, const struct mig_profi
 int placement_gpu_stranded(const struct placement_gpu *g);
 
 /*
+ * How much the engine wants g for one more instance of p (NULL: a whole
+ * GPU), preference rules 1 to 3 packed in *key: of two GPUs the one with
+ * the larger key is chosen, of equal keys the lower (node_id, index, id).
+ * False when g cannot take p now (*key untouched).
+ */
+bool placement_gpu_preference(const struct placement_gpu *g, const struct mig_profile *p,
+			      uint64_t *key);
+
+/* Set cl->admits and cl->pref from cl->g (after filling or changing g). */
+void placement_class_rank(struct placement_class *cl);
+
+/*
+ * Which GPUs placement_find must see to place items[0..nitems) as it
+ * would on every GPU of the classes cls[0..ncls) (all of one fleet, each
+ * GPU in one class, ranked by placement_class_rank): sets cls[i].take, to
+ * use the class's first take GPUs in (node_id, index, id) order, 0 for
+ * none. take is at most the model's instances in the request, N: no more
+ * of a class can be used, the engine taking alike GPUs in that order.
+ *
+ * wide: every class that could take one of the items. placement_find
+ * then answers as on the whole fleet (the search's work budget aside:
+ * GPUs it skips cost budget too).
+ *
+ * narrow: for each profile asked for, only the classes it prefers most,
+ * whole groups of equal preference, until they hold N GPUs. Before each
+ * greedy step fewer than N GPUs are in use by the request, so the best
+ * unused GPU of the whole fleet lies in those classes and among their
+ * first N: the greedy pass makes exactly the choices it would make on
+ * the whole fleet, and falls short exactly when it would there. Use it
+ * with PLACEMENT_NO_SEARCH; on a shortfall select wide and place again.
+ *
+ * Items are validated as by placement_find (422); 500 when scratch
+ * memory could not be had.
+ */
+int placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
+		     struct placement_class *cls, int ncls, bool wide, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
+/*
  * Place every instance of items[0..nitems) on gpus[0..ngpus), all or
  * nothing. Items are validated against c (422 validation_failed naming
  * "items[i].model" ...). On success returns 0 with res->placements[0..
@@ -171,8 +227,9 @@ int placement_gpu_stranded(const struct placement_gpu *g);
  * 409 insufficient_capacity, one error field "items[i]" per short item,
  * res->missing[i] set, no placement listed and gpus[] unchanged. A buffer
  * smaller than the sum of counts is a 500 "internal" error; so is a failed
- * allocation of the search's scratch memory. This is the one entry point
- * for approvals and for capacity simulation.
+ * allocation of the search's scratch memory. With PLACEMENT_NO_SEARCH a
+ * greedy shortfall is that 409 at once (res->searched stays false). This
+ * is the one entry point for approvals and for capacity simulation.
  */
 int placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 		   const struct spec_count *items, int nitems, unsigned flags,

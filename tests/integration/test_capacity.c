@@ -1193,6 +1193,118 @@ test_metrics(void **state)
 	assert_null(strstr(r->body, "model=\"T4-16GB\""));
 }
 
+/*
+ * A layout's figures are remembered per process (api/layout_cache.c),
+ * keyed by model, MIG mode and layout text. The same text means different
+ * slices on two models (1g.10gb holds 2 memory slices on an A100-40GB, 1
+ * on an A100-80GB): each model must get its own figures, on the first
+ * (computing) and on the second (remembered) read alike, in capacity and
+ * in simulation; and a GPU whose layout changes is counted by its new
+ * layout, then by its old one again.
+ */
+static void
+check_lc_a100s(struct fixture *fx, bool a80_has_3g)
+{
+	struct gp_client_response *r = capacity(fx, "lc");
+	struct json_object *m;
+
+	m = cap_model(r, "A100-40GB");
+	assert_json_int(m, "gpus.total", 1);
+	assert_json_int(m, "memory_slices.used", 2);
+	assert_json_int(m, "compute_slices.used", 1);
+	/* slice 7 takes no 1g.5gb: at most 3g.20gb@4 + 2g.10gb@2, 5 of 6 */
+	assert_json_int(m, "compute_slices.stranded", 1);
+	assert_int_equal(prof(m, "1g.10gb", "allocated"), 1);
+	assert_int_equal(prof(m, "1g.10gb", "placeable"), 3);
+	assert_int_equal(prof(m, "1g.5gb", "placeable"), 5);
+	assert_int_equal(prof(m, "3g.20gb", "placeable"), 1);
+	assert_int_equal(prof(m, "full", "placeable"), 0);
+
+	/* the A100-80GBs: 1g.10gb@0 (later plus 3g.40gb@4) and an empty one
+	 * (its share: 1 full, 7 1g.10gb, 4 1g.20gb, 2 3g.40gb, 1 4g.40gb) */
+	m = cap_model(r, "A100-80GB");
+	assert_json_int(m, "gpus.total", 2);
+	assert_int_equal(prof(m, "1g.10gb", "allocated"), 1);
+	assert_int_equal(prof(m, "full", "placeable"), 1);
+	assert_int_equal(prof(m, "4g.40gb", "placeable"), 1);
+	if (!a80_has_3g) {
+		/* 1g.10gb@0 holds one slice here: 7 free, 6 more 1g.10gb, 3 more 1g.20gb */
+		assert_json_int(m, "memory_slices.used", 1);
+		assert_json_int(m, "compute_slices.used", 1);
+		assert_json_int(m, "compute_slices.stranded", 0);
+		assert_int_equal(prof(m, "3g.40gb", "allocated"), 0);
+		assert_int_equal(prof(m, "1g.10gb", "placeable"), 6 + 7);
+		assert_int_equal(prof(m, "1g.20gb", "placeable"), 3 + 4);
+		assert_int_equal(prof(m, "3g.40gb", "placeable"), 1 + 2);
+	} else {
+		/* plus 3g.40gb@4: slices 1-3 free, 3 compute slices left */
+		assert_json_int(m, "memory_slices.used", 5);
+		assert_json_int(m, "compute_slices.used", 4);
+		assert_json_int(m, "compute_slices.stranded", 0);
+		assert_int_equal(prof(m, "3g.40gb", "allocated"), 1);
+		assert_int_equal(prof(m, "1g.10gb", "placeable"), 3 + 7);
+		assert_int_equal(prof(m, "1g.20gb", "placeable"), 1 + 4);
+		assert_int_equal(prof(m, "3g.40gb", "placeable"), 0 + 2);
+	}
+}
+
+static void
+test_layout_cache(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *a80 = uuid_of(fx, 1101);
+
+	mk_cluster(fx, "lc");
+	mk_node(fx, "lc", "lc-1", NULL);
+	mk_gpu(fx, "lc-1", 0, 1100, "A100-40GB", "[{\"profile\":\"1g.10gb\",\"start\":0}]");
+	mk_gpu(fx, "lc-1", 1, 1101, "A100-80GB", "[{\"profile\":\"1g.10gb\",\"start\":0}]");
+	mk_gpu(fx, "lc-1", 2, 1102, "A100-80GB", NULL);
+	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE uuid = $1", a80),
+			    "1g.10gb@0");
+	for (int pass = 0; pass < 2; pass++)
+		check_lc_a100s(fx, false);
+
+	/* simulation ranks each model's GPUs by that model's figures: the 1g
+	 * packs next to the 1g.10gb already there, at the start that keeps a
+	 * 3g spot (A100-40GB: slices 2-3; A100-80GB: slice 1) */
+	for (int pass = 0; pass < 2; pass++) {
+		r = simulate(fx, fx->admin_token,
+			     "{\"cluster\":\"lc\",\"items\":[\"A100-40GB/1g.10gb=1\","
+			     "\"A100-80GB/1g.10gb=1\"]}");
+		assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
+		assert_json_str(r->json, "placements[0].gpu_uuid", uuid_of(fx, 1100));
+		assert_json_int(r->json, "placements[0].start", 2);
+		assert_json_int(r->json, "placements[0].size", 2);
+		assert_json_str(r->json, "placements[1].gpu_uuid", a80);
+		assert_json_int(r->json, "placements[1].start", 1);
+		assert_json_int(r->json, "placements[1].size", 1);
+	}
+
+	/* a new layout on the A100-80GB, then the old one again */
+	fx_sql_exec(fx, "INSERT INTO allocations (gpu_id, profile, start, size, state) "
+			"SELECT id, '3g.40gb', 4, 4, 'ready' FROM gpus WHERE uuid = $1", a80);
+	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE uuid = $1", a80),
+			    "1g.10gb@0,3g.40gb@4");
+	check_lc_a100s(fx, true);
+	/* a 3g.40gb now goes to the empty A100-80GB */
+	r = simulate(fx, fx->admin_token, "{\"cluster\":\"lc\",\"items\":[\"A100-80GB/3g.40gb=1\"]}");
+	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
+	assert_json_str(r->json, "placements[0].gpu_uuid", uuid_of(fx, 1102));
+	fx_sql_exec(fx, "UPDATE allocations SET state = 'released' WHERE profile = '3g.40gb' "
+			"AND gpu_id = (SELECT id FROM gpus WHERE uuid = $1)", a80);
+	check_lc_a100s(fx, false);
+	r = simulate(fx, fx->admin_token, "{\"cluster\":\"lc\",\"items\":[\"A100-80GB/3g.40gb=1\"]}");
+	assert_json_str(r->json, "placements[0].gpu_uuid", a80);
+	assert_json_int(r->json, "placements[0].start", 4);
+
+	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	assert_status(r, 200);
+	assert_non_null(strstr(r->body, "# TYPE gpupool_capacity_layout_cache_entries gauge\n"));
+	assert_null(strstr(r->body, "gpupool_capacity_layout_cache_entries 0\n"));
+	assert_classes_consistent(fx);
+}
+
 /* DELETE of a cluster racing a PATCH: the delete must not go through on
  * the stale copy it read (and audited); it answers 412 instead. */
 struct delete_call {
@@ -1255,6 +1367,7 @@ main(void)
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_database_guards),
 		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_layout_cache),
 	};
 
 	return fixture_run_tests(tests);

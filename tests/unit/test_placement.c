@@ -1543,6 +1543,289 @@ test_large_request(void **state)
 	assert_int_equal(res.placements[0].gpu, 15);
 }
 
+/* ---- preference keys and class selection (placement_select) ---- */
+
+/* g ranks before h by (node_id, index, id). */
+static bool
+order_before(const struct placement_gpu *g, const struct placement_gpu *h)
+{
+	if (g->node_id != h->node_id)
+		return g->node_id < h->node_id;
+	if (g->index != h->index)
+		return g->index < h->index;
+	return g->id < h->id;
+}
+
+/* For thousands of random 8-GPU sets and every profile: a GPU has a
+ * preference key exactly when the oracle fits the profile somewhere on
+ * it, and the largest key (lowest GPU of equal keys) is the GPU the
+ * documented preference ranks first; placement_class_rank agrees. */
+static void
+test_preference_keys(void **state)
+{
+	int compared = 0;
+
+	(void)state;
+	rng_state = 0x5eed0007;
+	for (int t = 0; t < 3000; t++) {
+		const struct gpu_model *m = random_model();
+		struct placement_gpu g[8];
+
+		for (int i = 0; i < 8; i++)
+			random_layout(&g[i], m, 100 + i);
+		for (int j = -1; j < m->nprofiles; j++) {
+			const struct mig_profile *p = j < 0 ? NULL : &m->profiles[j];
+			uint64_t key = 0, best = 0;
+			int bg = -1, bs = -1, kg = -1;
+			bool exists = oracle_best(g, 8, m, p, &bg, &bs);
+
+			for (int i = 0; i < 8; i++) {
+				struct placement_class cl;
+				bool fits = false, has;
+
+				for (int s = 0; s < CATALOG_MAX_SLICES; s++)
+					fits = fits || oracle_fits(&g[i], p, s);
+				has = placement_gpu_preference(&g[i], p, &key);
+				assert_int_equal(has, fits);
+				memset(&cl, 0, sizeof(cl));
+				cl.g = g[i];
+				placement_class_rank(&cl);
+				assert_int_equal((cl.admits >> (j + 1)) & 1u, has ? 1u : 0u);
+				if (!has)
+					continue;
+				assert_true(cl.pref[j + 1] == key);
+				if (kg < 0 || key > best || (key == best && order_before(&g[i], &g[kg]))) {
+					best = key;
+					kg = i;
+				}
+			}
+			assert_int_equal(kg, exists ? bg : -1);
+			compared += exists;
+		}
+	}
+	assert_true(compared > 10000);
+}
+
+#define SEL_MAXG 96
+#define SEL_LAYOUTS 5
+
+struct sel_fleet {
+	struct placement_gpu g[SEL_MAXG];       /* in (node_id, index, id) order */
+	int klass[SEL_MAXG];                    /* index into cls */
+	int rank[SEL_MAXG];                     /* position within its class */
+	struct placement_class cls[2 * SEL_LAYOUTS];
+	int ncls;
+	int n;
+};
+
+static int
+sel_gpu_cmp(const void *a, const void *b)
+{
+	const struct placement_gpu *x = a, *y = b;
+
+	if (order_before(x, y))
+		return -1;
+	return order_before(y, x) ? 1 : 0;
+}
+
+/*
+ * A fleet of two models whose GPUs share SEL_LAYOUTS random layouts per
+ * model (the layout classes), in a random node order.
+ */
+static void
+sel_fleet_build(struct sel_fleet *f, const struct gpu_model *m1, const struct gpu_model *m2)
+{
+	struct placement_gpu tmpl[2 * SEL_LAYOUTS];
+	int counts[2 * SEL_LAYOUTS] = {0};
+
+	memset(f, 0, sizeof(*f));
+	for (int k = 0; k < 2 * SEL_LAYOUTS; k++)
+		random_layout_n(&tmpl[k], k < SEL_LAYOUTS ? m1 : m2, 0, 1 + rng_below(5));
+	f->n = 8 + rng_below(SEL_MAXG - 8);
+	for (int i = 0; i < f->n; i++) {
+		int k = rng_below(4) != 0 ? rng_below(SEL_LAYOUTS)
+					  : SEL_LAYOUTS + rng_below(SEL_LAYOUTS);
+
+		f->g[i] = tmpl[k];
+		f->g[i].id = 1000 + rng_below(1000) * 100 + i;  /* unique */
+		f->g[i].node_id = rng_below(f->n / 4 + 1);
+		f->g[i].index = rng_below(8);
+		f->klass[i] = k;                /* the template for now */
+	}
+	/* sort, carrying each GPU's template along in its (unused) id digits */
+	for (int i = 0; i < f->n; i++)
+		f->g[i].id = f->g[i].id * 16 + f->klass[i];
+	qsort(f->g, (size_t)f->n, sizeof(f->g[0]), sel_gpu_cmp);
+	for (int i = 0; i < f->n; i++) {
+		int k = (int)(f->g[i].id % 16);
+
+		f->rank[i] = counts[k]++;
+		f->klass[i] = k;
+	}
+	f->ncls = 2 * SEL_LAYOUTS;
+	for (int k = 0; k < f->ncls; k++) {
+		memset(&f->cls[k], 0, sizeof(f->cls[k]));
+		f->cls[k].g = tmpl[k];
+		f->cls[k].gpus = counts[k];
+		placement_class_rank(&f->cls[k]);
+	}
+}
+
+/* The GPUs of f that the classes' take selects, in f's order; ids in map. */
+static int
+sel_subset(const struct sel_fleet *f, struct placement_gpu *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < f->n; i++) {
+		if (f->rank[i] < f->cls[f->klass[i]].take)
+			out[n++] = f->g[i];
+	}
+	return n;
+}
+
+/* Same outcome: placements equal GPU by GPU (by id), or the same shortfall. */
+static void
+sel_same(const struct placement_gpu *ga, const struct run *a, const struct placement_gpu *gb,
+	 const struct run *b, int nitems, int t, const char *what)
+{
+	if (a->rc != b->rc)
+		fail_msg("t=%d %s: %s vs %s", t, what, a->rc == 0 ? "fits" : "short",
+			 b->rc == 0 ? "fits" : "short");
+	if (a->rc != 0) {
+		assert_memory_equal(a->res.missing, b->res.missing, sizeof(int) * (size_t)nitems);
+		return;
+	}
+	assert_int_equal(a->res.nplacements, b->res.nplacements);
+	for (int i = 0; i < a->res.nplacements; i++) {
+		const struct placement *x = &a->res.placements[i], *y = &b->res.placements[i];
+
+		if (x->item != y->item || ga[x->gpu].id != gb[y->gpu].id || x->start != y->start ||
+		    x->profile != y->profile || x->mode_switch != y->mode_switch)
+			fail_msg("t=%d %s: placement %d differs: item %d gpu %lld start %d vs "
+				 "item %d gpu %lld start %d", t, what, i, x->item,
+				 (long long)ga[x->gpu].id, x->start, y->item,
+				 (long long)gb[y->gpu].id, y->start);
+	}
+}
+
+/*
+ * Random fleets of alike GPUs and random requests: placing on the GPUs
+ * placement_select picks gives the whole fleet's answer. Narrow: when the
+ * greedy pass places everything there, exactly the fleet's placements,
+ * and it does so whenever the fleet's greedy pass does; wide: the
+ * fleet's answer in every case (fits or not, searched or not).
+ */
+static void
+test_select_classes(void **state)
+{
+	int narrow_ok = 0, narrow_short = 0, narrower = 0, wide_searched = 0;
+
+	(void)state;
+	rng_state = 0x5eed0008;
+	for (int t = 0; t < 1500; t++) {
+		static struct sel_fleet f;
+		static struct placement_gpu sub[SEL_MAXG], before[SEL_MAXG];
+		const struct gpu_model *m1 = random_model(), *m2 = random_model();
+		char texts_buf[4][SPEC_TEXT_MAX];
+		const char *texts[4];
+		struct spec_count items[4];
+		struct run full, narrow, wide;
+		struct gp_error err;
+		int nitems = 1 + rng_below(4), nsub_narrow, nsub;
+
+		sel_fleet_build(&f, m1, m2);
+		for (int i = 0; i < nitems; i++) {
+			const struct gpu_model *m = rng_below(3) != 0 ? m1 : m2;
+			int j = m->nprofiles > 0 ? rng_below(m->nprofiles + 1) - 1 : -1;
+
+			snprintf(texts_buf[i], sizeof(texts_buf[i]), "%s/%s=%d", m->id,
+				 j < 0 ? "full" : m->profiles[j].name, 1 + rng_below(6));
+			texts[i] = texts_buf[i];
+		}
+		items_of(texts, nitems, items);
+		memcpy(before, f.g, sizeof(f.g));
+		find(f.g, f.n, texts, nitems, 0, &full);
+		assert_memory_equal(f.g, before, sizeof(f.g));
+
+		gp_error_clear(&err);
+		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, false, &err), 0);
+		nsub_narrow = sel_subset(&f, sub);
+		find(sub, nsub_narrow, texts, nitems, PLACEMENT_NO_SEARCH, &narrow);
+		assert_false(narrow.res.searched);
+		if (narrow.rc == 0) {
+			assert_false(full.res.searched);
+			sel_same(sub, &narrow, f.g, &full, nitems, t, "narrow");
+			narrow_ok++;
+		} else {
+			assert_int_equal(narrow.err.status, 409);
+			/* the fleet's greedy pass fell short too */
+			assert_true(full.rc != 0 || full.res.searched);
+			narrow_short++;
+		}
+
+		gp_error_clear(&err);
+		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, true, &err), 0);
+		nsub = sel_subset(&f, sub);
+		assert_true(nsub >= nsub_narrow);
+		narrower += nsub_narrow < nsub;
+		find(sub, nsub, texts, nitems, 0, &wide);
+		if (full.res.search_exhausted || wide.res.search_exhausted)
+			continue;
+		sel_same(sub, &wide, f.g, &full, nitems, t, "wide");
+		wide_searched += wide.res.searched;
+	}
+	print_message("select: narrow placed %d, fell short %d, read fewer GPUs %d times; "
+		      "wide searched %d\n", narrow_ok, narrow_short, narrower, wide_searched);
+	assert_true(narrow_ok > 300);
+	assert_true(narrow_short > 100);
+	assert_true(narrower > 300);
+	assert_true(wide_searched > 20);
+}
+
+/* Validation as placement_find's; take never exceeds the model's instances. */
+static void
+test_select_limits(void **state)
+{
+	struct placement_class cls[3];
+	struct spec_count items[2];
+	const char *texts[2] = { "H100-80GB/1g.10gb=2", "H100-80GB/3g.40gb=1" };
+	struct gp_error err;
+
+	(void)state;
+	memset(cls, 0, sizeof(cls));
+	gpu(&cls[0].g, "H100-80GB", 0);         /* empty */
+	cls[0].gpus = 50;
+	gpu(&cls[1].g, "H100-80GB", 0);
+	add(&cls[1].g, "3g.40gb", 0);           /* packs: preferred by both */
+	cls[1].gpus = 2;
+	gpu(&cls[2].g, "A100-40GB", 0);         /* another model */
+	cls[2].gpus = 9;
+	for (int i = 0; i < 3; i++)
+		placement_class_rank(&cls[i]);
+	items_of(texts, 2, items);
+	gp_error_clear(&err);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), 0);
+	/* 3 instances: the two busy GPUs are not enough, so the empty ones count too */
+	assert_int_equal(cls[0].take, 3);
+	assert_int_equal(cls[1].take, 2);
+	assert_int_equal(cls[2].take, 0);
+	cls[1].gpus = 5;
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), 0);
+	assert_int_equal(cls[0].take, 0);
+	assert_int_equal(cls[1].take, 3);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, true, &err), 0);
+	assert_int_equal(cls[0].take, 3);
+	assert_int_equal(cls[1].take, 3);
+	assert_int_equal(cls[2].take, 0);
+	/* a bad item: 422 naming it */
+	snprintf(items[1].profile, sizeof(items[1].profile), "9g.99gb");
+	gp_error_clear(&err);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), -1);
+	assert_int_equal(err.status, 422);
+	assert_string_equal(err.fields[0].field, "items[1].profile");
+}
+
 int
 main(void)
 {
@@ -1574,6 +1857,9 @@ main(void)
 		cmocka_unit_test(test_random_requests),
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_large_request),
+		cmocka_unit_test(test_preference_keys),
+		cmocka_unit_test(test_select_classes),
+		cmocka_unit_test(test_select_limits),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
