@@ -437,91 +437,6 @@ placement_class_rank(struct placement_class *cl)
 	}
 }
 
-/* Sort record of placement_select: a class and its preference for one profile. */
-struct class_ref {
-	uint64_t key;
-	int idx;
-};
-
-static int
-class_ref_cmp(const void *a, const void *b)
-{
-	const struct class_ref *x = a, *y = b;
-
-	if (x->key != y->key)
-		return x->key > y->key ? -1 : 1;
-	return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-int
-placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
-		 struct placement_class *cls, int ncls, bool wide, struct gp_error *err)
-{
-	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
-	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
-	struct class_ref *refs;
-	bool bad = false;
-
-	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
-		return gp_error_field(err, "items", "must hold at most %d items",
-				      PLACEMENT_MAX_ITEMS);
-	for (int i = 0; i < nitems; i++) {
-		char path[32];
-
-		snprintf(path, sizeof(path), "items[%d]", i);
-		if (spec_validate(&items[i], c, path, &models[i], &profs[i], err) < 0)
-			bad = true;
-	}
-	if (bad)
-		return -1;
-	for (int i = 0; i < ncls; i++)
-		cls[i].take = 0;
-	refs = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*refs));
-	if (refs == NULL)
-		return gp_error_set(err, 500, "internal",
-				    "could not allocate memory to rank layout classes");
-	for (int i = 0; i < nitems; i++) {
-		const struct gpu_model *m = models[i];
-		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
-		int64_t need = 0, held = 0;
-		int nrefs = 0, take;
-		bool seen = false;
-
-		/* once per (model, profile) */
-		for (int j = 0; j < i && !seen; j++)
-			seen = models[j] == m && profs[j] == profs[i];
-		if (seen)
-			continue;
-		for (int j = 0; j < nitems; j++) {
-			if (models[j] == m)
-				need += items[j].count;
-		}
-		take = need < INT32_MAX ? (int)need : INT32_MAX;
-		for (int k = 0; k < ncls; k++) {
-			if (cls[k].g.model != m || cls[k].gpus <= 0 || !(cls[k].admits & (1u << bit)))
-				continue;
-			refs[nrefs].key = cls[k].pref[bit];
-			refs[nrefs].idx = k;
-			nrefs++;
-		}
-		if (!wide)
-			qsort(refs, (size_t)nrefs, sizeof(*refs), class_ref_cmp);
-		for (int r = 0; r < nrefs; r++) {
-			struct placement_class *cl = &cls[refs[r].idx];
-			int t = cl->gpus < take ? (int)cl->gpus : take;
-
-			/* whole groups of equal preference: stop between two */
-			if (!wide && r > 0 && held >= need && refs[r].key != refs[r - 1].key)
-				break;
-			if (cl->take < t)
-				cl->take = t;
-			held += cl->gpus;
-		}
-	}
-	free(refs);
-	return 0;
-}
-
 void
 placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus, int ngpus,
 		   struct placement_capacity *out)
@@ -1055,4 +970,127 @@ fail:
 			       res->missing[i], items[i].count, items[i].model, items[i].profile);
 	}
 	return -1;
+}
+
+/* ---- choosing the GPUs to read (placement_select) ---- */
+
+/* Sort record of placement_select: a class and its preference for one profile. */
+struct class_ref {
+	uint64_t key;
+	int idx;
+};
+
+static int
+class_ref_cmp(const void *a, const void *b)
+{
+	const struct class_ref *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/*
+ * How many GPUs of each class the greedy pass may take (see placement.h).
+ * For a profile p of model m let U be the instances of m that the pass
+ * places up to the last one of p (items in placement_find's order). When
+ * it puts an instance of p on an unused GPU, fewer than U GPUs are in
+ * use by the request; that GPU is the first unused one (in (node_id,
+ * index, id) order) of a class whose preference for p no unused GPU
+ * beats, so every GPU of the classes p prefers more is in use: if those
+ * hold B GPUs, the class has fewer than U - B in use, and its first
+ * U - B GPUs hold the one chosen. The classes p prefers most, whole
+ * groups of equal preference until they hold U GPUs, thus hold every GPU
+ * the pass may choose for p. The exact search may place any instance
+ * anywhere: N, all of m's instances, bounds what it uses of a class.
+ */
+int
+placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
+		 struct placement_class *cls, int ncls, bool wide, struct gp_error *err)
+{
+	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
+	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
+	int order[PLACEMENT_MAX_ITEMS], pos[PLACEMENT_MAX_ITEMS];
+	struct class_ref *refs;
+	bool bad = false;
+
+	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
+		return gp_error_field(err, "items", "must hold at most %d items",
+				      PLACEMENT_MAX_ITEMS);
+	for (int i = 0; i < nitems; i++) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "items[%d]", i);
+		if (spec_validate(&items[i], c, path, &models[i], &profs[i], err) < 0)
+			bad = true;
+	}
+	if (bad)
+		return -1;
+	/* placement_find's order */
+	for (int i = 0; i < nitems; i++) {
+		int j = i;
+
+		while (j > 0 && item_before(models, profs, i, order[j - 1])) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = i;
+	}
+	for (int i = 0; i < nitems; i++)
+		pos[order[i]] = i;
+	for (int i = 0; i < ncls; i++)
+		cls[i].take = 0;
+	refs = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*refs));
+	if (refs == NULL)
+		return gp_error_set(err, 500, "internal",
+				    "could not allocate memory to rank layout classes");
+	for (int i = 0; i < nitems; i++) {
+		const struct gpu_model *m = models[i];
+		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
+		int64_t need = 0, held = 0, better = 0;
+		int nrefs = 0, last = pos[i];
+		bool seen = false;
+
+		/* once per (model, profile) */
+		for (int j = 0; j < i && !seen; j++)
+			seen = models[j] == m && profs[j] == profs[i];
+		if (seen)
+			continue;
+		for (int j = 0; j < nitems; j++) {
+			if (models[j] == m && profs[j] == profs[i] && pos[j] > last)
+				last = pos[j];
+		}
+		for (int j = 0; j < nitems; j++) {
+			if (models[j] == m && (wide || pos[j] <= last))
+				need += items[j].count;
+		}
+		for (int k = 0; k < ncls; k++) {
+			if (cls[k].g.model != m || cls[k].gpus <= 0 || !(cls[k].admits & (1u << bit)))
+				continue;
+			refs[nrefs].key = cls[k].pref[bit];
+			refs[nrefs].idx = k;
+			nrefs++;
+		}
+		if (!wide)
+			qsort(refs, (size_t)nrefs, sizeof(*refs), class_ref_cmp);
+		for (int r = 0; r < nrefs; r++) {
+			struct placement_class *cl = &cls[refs[r].idx];
+			int64_t t;
+
+			if (!wide && r > 0 && refs[r].key != refs[r - 1].key) {
+				/* a new group: stop when the better ones hold enough */
+				if (held >= need)
+					break;
+				better = held;
+			}
+			t = wide ? need : need - better;
+			if (t > cl->gpus)
+				t = cl->gpus;
+			if (cl->take < t)
+				cl->take = (int)t;
+			held += cl->gpus;
+		}
+	}
+	free(refs);
+	return 0;
 }

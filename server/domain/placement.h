@@ -195,20 +195,21 @@ void placement_class_rank(struct placement_class *cl);
  * would on every GPU of the classes cls[0..ncls) (all of one fleet, each
  * GPU in one class, ranked by placement_class_rank): sets cls[i].take, to
  * use the class's first take GPUs in (node_id, index, id) order, 0 for
- * none. take is at most the model's instances in the request, N: no more
- * of a class can be used, the engine taking alike GPUs in that order.
+ * none. The engine takes alike GPUs in that order, so no more of a class
+ * can matter than the model's instances in the request, N.
  *
- * wide: every class that could take one of the items. placement_find
- * then answers as on the whole fleet (the search's work budget aside:
- * GPUs it skips cost budget too).
+ * wide: every class that could take one of the items, N GPUs at most
+ * each. placement_find then answers as on the whole fleet (the search's
+ * work budget aside: GPUs it skips cost budget too).
  *
  * narrow: for each profile asked for, only the classes it prefers most,
- * whole groups of equal preference, until they hold N GPUs. Before each
- * greedy step fewer than N GPUs are in use by the request, so the best
- * unused GPU of the whole fleet lies in those classes and among their
- * first N: the greedy pass makes exactly the choices it would make on
- * the whole fleet, and falls short exactly when it would there. Use it
- * with PLACEMENT_NO_SEARCH; on a shortfall select wide and place again.
+ * whole groups of equal preference, until they hold as many GPUs as the
+ * instances placed up to that profile's last (U); of each, what the
+ * greedy pass could take (U less the GPUs of the groups before). The
+ * greedy pass then makes exactly the choices it would make on the whole
+ * fleet, and falls short exactly when it would there (the argument is at
+ * the function). Use it with PLACEMENT_NO_SEARCH; on a shortfall select
+ * wide and place again.
  *
  * Items are validated as by placement_find (422); 500 when scratch
  * memory could not be had.

@@ -1806,14 +1806,21 @@ test_select_limits(void **state)
 	items_of(texts, 2, items);
 	gp_error_clear(&err);
 	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), 0);
-	/* 3 instances: the two busy GPUs are not enough, so the empty ones count too */
-	assert_int_equal(cls[0].take, 3);
+	/* the 3g goes first and needs one GPU; the 1g.10gb come after it, 3
+	 * instances: the two busy GPUs are not enough, and of the empty ones
+	 * the greedy pass can reach only the first */
+	assert_int_equal(cls[0].take, 1);
 	assert_int_equal(cls[1].take, 2);
 	assert_int_equal(cls[2].take, 0);
 	cls[1].gpus = 5;
 	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), 0);
 	assert_int_equal(cls[0].take, 0);
 	assert_int_equal(cls[1].take, 3);
+	/* the 3g alone: one busy GPU */
+	assert_int_equal(placement_select(cat, items + 1, 1, cls, 3, false, &err), 0);
+	assert_int_equal(cls[0].take, 0);
+	assert_int_equal(cls[1].take, 1);
+	gp_error_clear(&err);
 	assert_int_equal(placement_select(cat, items, 2, cls, 3, true, &err), 0);
 	assert_int_equal(cls[0].take, 3);
 	assert_int_equal(cls[1].take, 3);
