@@ -6,30 +6,35 @@ CREATE FUNCTION public.allocations_check_placement() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
-	m gpu_models%ROWTYPE;
-	p mig_profiles%ROWTYPE;
+	m_id          text;
+	m_full_slices integer;
+	p_name        text;
+	p_slices      integer;
+	p_placements  integer[];
 BEGIN
-	SELECT gm.* INTO m FROM gpus g JOIN gpu_models gm ON gm.id = g.model
+	SELECT gm.id, gm.full_slices, p.name, p.memory_slices, p.placements
+	INTO m_id, m_full_slices, p_name, p_slices, p_placements
+	FROM gpus g JOIN gpu_models gm ON gm.id = g.model
+	LEFT JOIN mig_profiles p ON p.model = gm.id AND p.name = NEW.profile
 	WHERE g.id = NEW.gpu_id;
 	IF NOT FOUND THEN
 		RETURN NEW;     -- the foreign key reports it
 	END IF;
 	IF NEW.profile = 'full' THEN
-		IF NEW.start <> 0 OR NEW.size <> m.full_slices THEN
+		IF NEW.start <> 0 OR NEW.size <> m_full_slices THEN
 			RAISE EXCEPTION 'a whole-gpu allocation on % holds slices [0, %)',
-				m.id, m.full_slices
+				m_id, m_full_slices
 				USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
 		END IF;
 		RETURN NEW;
 	END IF;
-	SELECT * INTO p FROM mig_profiles WHERE model = m.id AND name = NEW.profile;
-	IF NOT FOUND THEN
-		RAISE EXCEPTION 'model % offers no MIG profile %', m.id, NEW.profile
+	IF p_name IS NULL THEN
+		RAISE EXCEPTION 'model % offers no MIG profile %', m_id, NEW.profile
 			USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
 	END IF;
-	IF NOT (NEW.start = ANY (p.placements)) OR NEW.size <> p.memory_slices THEN
+	IF NOT (NEW.start = ANY (p_placements)) OR NEW.size <> p_slices THEN
 		RAISE EXCEPTION '% on % takes % slices from a start in %, not % from %',
-			p.name, m.id, p.memory_slices, p.placements, NEW.size, NEW.start
+			p_name, m_id, p_slices, p_placements, NEW.size, NEW.start
 			USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
 	END IF;
 	RETURN NEW;
@@ -43,7 +48,18 @@ DECLARE
 	ids bigint[];
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		SELECT array_agg(DISTINCT gpu_id) INTO ids FROM new_rows;
+		PERFORM 1 FROM gpus WHERE id IN (SELECT gpu_id FROM new_rows)
+		ORDER BY id FOR NO KEY UPDATE;
+		UPDATE gpus g SET layout = s.layout, used_mask = s.used_mask
+		FROM (SELECT u.gpu_id AS id,
+		             coalesce(string_agg(a.profile || '@' || a.start, ',' ORDER BY a.start), '')
+		                 AS layout,
+		             coalesce(bit_or(((1 << a.size) - 1) << a.start), 0)::smallint AS used_mask
+		      FROM (SELECT DISTINCT gpu_id FROM new_rows) u
+		      LEFT JOIN allocations a ON a.gpu_id = u.gpu_id AND a.state <> 'released'
+		      GROUP BY u.gpu_id) s
+		WHERE g.id = s.id AND (g.layout <> s.layout OR g.used_mask <> s.used_mask);
+		RETURN NULL;
 	ELSIF TG_OP = 'DELETE' THEN
 		SELECT array_agg(DISTINCT gpu_id) INTO ids FROM old_rows;
 	ELSE
@@ -57,8 +73,37 @@ BEGIN
 			      IS DISTINCT FROM (n.gpu_id, n.profile, n.start, n.size, n.state = 'released')
 		) x;
 	END IF;
-	PERFORM gpu_layout_refresh(ids);
+	IF ids IS NOT NULL THEN
+		PERFORM gpu_layout_refresh(ids);
+	END IF;
 	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.gpu_classes_compact() RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	n bigint;
+BEGIN
+	IF NOT pg_try_advisory_xact_lock(7453010373645639271) THEN
+		RETURN -1;
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM gpu_class_deltas
+	               GROUP BY cluster_id, model, mig_enabled, healthy, node_ready, layout
+	               HAVING count(*) > 1 OR sum(gpus) = 0) THEN
+		RETURN 0;
+	END IF;
+	WITH d AS (
+		DELETE FROM gpu_class_deltas RETURNING *
+	), s AS (
+		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
+		                              layout, gpus)
+		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(gpus)
+		FROM d GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(gpus) <> 0
+	)
+	SELECT count(*) INTO n FROM d;
+	RETURN n;
 END
 $$;
 
@@ -67,22 +112,19 @@ CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
     AS $$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
+		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
 		                              layout, gpus)
 		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
 		       count(*)
-		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
-		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
-		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6;
 	ELSIF TG_OP = 'DELETE' THEN
-		UPDATE gpu_classes c SET gpus = c.gpus - d.n
-		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
-		             node_status = 'ready' AS node_ready, layout, count(*) AS n
-		      FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6) d
-		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
-		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
+		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
+		                              layout, gpus)
+		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
+		       -count(*)
+		FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6;
 	ELSE
-		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
+		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
 		                              layout, gpus)
 		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
@@ -90,9 +132,7 @@ BEGIN
 		      UNION ALL
 		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
 		             layout, 1 FROM new_rows) d
-		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
-		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
-		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0;
 	END IF;
 	RETURN NULL;
 END
@@ -224,7 +264,7 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
-CREATE TABLE public.gpu_classes (
+CREATE TABLE public.gpu_class_deltas (
     cluster_id bigint NOT NULL,
     model text NOT NULL,
     mig_enabled boolean NOT NULL,
@@ -233,6 +273,17 @@ CREATE TABLE public.gpu_classes (
     layout text NOT NULL,
     gpus integer NOT NULL
 );
+
+CREATE VIEW public.gpu_classes AS
+ SELECT gpu_class_deltas.cluster_id,
+    gpu_class_deltas.model,
+    gpu_class_deltas.mig_enabled,
+    gpu_class_deltas.healthy,
+    gpu_class_deltas.node_ready,
+    gpu_class_deltas.layout,
+    (sum(gpu_class_deltas.gpus))::integer AS gpus
+   FROM public.gpu_class_deltas
+  GROUP BY gpu_class_deltas.cluster_id, gpu_class_deltas.model, gpu_class_deltas.mig_enabled, gpu_class_deltas.healthy, gpu_class_deltas.node_ready, gpu_class_deltas.layout;
 
 CREATE TABLE public.gpu_models (
     id text NOT NULL,
@@ -588,9 +639,6 @@ ALTER TABLE ONLY public.clusters
 
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
-
-ALTER TABLE ONLY public.gpu_classes
-    ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
 
 ALTER TABLE ONLY public.gpu_models
     ADD CONSTRAINT gpu_models_pkey PRIMARY KEY (id);
