@@ -197,23 +197,37 @@ DB_STMT(stmt_pools_cand_wait,
 /* the ledger's timestamp: the approval's, or the pool's end time */
 #define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
 
-DB_STMT(stmt_pools_approve_grow,
-	"WITH ins AS ("
-	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "
-	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 "
-	" FROM unnest($7::int8[], $8::text[], $9::int4[], $10::int4[]) AS u (gpu, profile, start, size) "
-	" RETURNING id"
-	"), led AS ("
-	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
-	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
-	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)"
-	"), sw AS ("
+#define APPROVE_GROW_HEAD \
+	"WITH ins AS (" \
+	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) " \
+	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 " \
+	" FROM unnest($7::int8[], $8::text[], $9::int4[], $10::int4[]) AS u (gpu, profile, start, size) " \
+	" RETURNING id" \
+	"), led AS (" \
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
+	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 " \
+	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)" \
+	"), "
+#define APPROVE_GROW_TAIL \
+	APPROVE_COMMON \
+	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') " \
+	"AND pools_check((SELECT count(*) FROM ins) = $24::int, 'the allocations'), " \
+	"(SELECT generation FROM pl), " EPOCH_US("now()")
+
+/*
+ * A grow that switches the MIG mode of some empty GPUs ($23) updates them;
+ * one that does not leaves gpus alone (an UPDATE of no rows still fires
+ * the statement triggers of gpus) and only names $23 (a last column
+ * nobody reads), so that both take the same parameters.
+ */
+DB_STMT(stmt_pools_approve_grow_switch,
+	APPROVE_GROW_HEAD
+	"sw AS ("
 	" UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
 	" updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
-	"), " APPROVE_COMMON
-	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
-	"AND pools_check((SELECT count(*) FROM ins) = $24::int, 'the allocations'), "
-	"(SELECT generation FROM pl), " EPOCH_US("now()"));
+	"), " APPROVE_GROW_TAIL);
+DB_STMT(stmt_pools_approve_grow,
+	APPROVE_GROW_HEAD APPROVE_GROW_TAIL ", cardinality($23::int8[])");
 
 DB_STMT(stmt_pools_approve_free,
 	"WITH fr AS ("
@@ -837,6 +851,7 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 		  struct gp_error *err)
 {
 	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
+	const struct db_stmt *st;
 	const char *p[24];
 	PGresult *r;
 	int nnodes = 0;
@@ -893,8 +908,13 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 	p[22] = param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
 	p[23] = db_param_int(a, ap->nallocs);
 	/* the statement checks itself (pools_check), so it commits in its round trip */
-	r = db_exec_commit(db, a, grow ? &stmt_pools_approve_grow : &stmt_pools_approve_free,
-			   grow ? 24 : 22, p, err);
+	if (!grow)
+		st = &stmt_pools_approve_free;
+	else if (ap->nswitch > 0)
+		st = &stmt_pools_approve_grow_switch;
+	else
+		st = &stmt_pools_approve_grow;
+	r = db_exec_commit(db, a, st, grow ? 24 : 22, p, err);
 	if (r == NULL)
 		return -1;
 	return 0;
