@@ -20,12 +20,11 @@ api_project_access(struct db *db, struct request *req, const char *name,
 	const char *mrole = NULL;
 	bool found;
 
-	if (db_project_get(db, req->arena, name, out, &found, err) < 0)
+	if (db_project_get_role(db, req->arena, name, req->principal.user_id, out, &found, &mrole,
+				err) < 0)
 		return -1;
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such project: %s", name);
-	if (db_member_role(db, req->arena, out->id, req->principal.user_id, &mrole, err) < 0)
-		return -1;
 	if (mrole != NULL && project_role_parse(mrole, &pr) < 0)
 		pr = PROJECT_ROLE_NONE;
 	if (prole != NULL)

@@ -11,6 +11,10 @@
 	"FROM project_namespaces n WHERE n.project_id = p.id)"
 
 DB_STMT(stmt_project_get, "SELECT " PROJECT_COLS " FROM projects p WHERE p.name = $1");
+/* the project and the user's role in it, in one round trip */
+DB_STMT(stmt_project_get_role,
+	"SELECT " PROJECT_COLS ", (SELECT m.role FROM project_members m "
+	"WHERE m.project_id = p.id AND m.user_id = $2) FROM projects p WHERE p.name = $1");
 DB_STMT(stmt_project_by_id, "SELECT " PROJECT_COLS " FROM projects p WHERE p.id = $1");
 DB_STMT(stmt_project_insert,
 	"INSERT INTO projects (name, display_name) VALUES ($1, $2) RETURNING id");
@@ -67,6 +71,25 @@ db_project_get(struct db *db, struct arena *a, const char *name,
 	*found = PQntuples(r) == 1;
 	if (*found)
 		project_from_row(a, r, 0, out);
+	return 0;
+}
+
+int
+db_project_get_role(struct db *db, struct arena *a, const char *name, int64_t user_id,
+		    struct project_row *out, bool *found, const char **role,
+		    struct gp_error *err)
+{
+	const char *p[2] = { name, db_param_int(a, user_id) };
+	PGresult *r = db_exec(db, a, &stmt_project_get_role, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	*role = NULL;
+	if (*found) {
+		project_from_row(a, r, 0, out);
+		*role = db_text(a, r, 0, 7);
+	}
 	return 0;
 }
 

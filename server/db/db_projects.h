@@ -30,6 +30,14 @@ int db_project_get(struct db *db, struct arena *a, const char *name,
 		   struct project_row *out, bool *found, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
+/*
+ * db_project_get and db_member_role in one round trip: the project named
+ * name and user_id's role in it (*role NULL when not a member).
+ */
+int db_project_get_role(struct db *db, struct arena *a, const char *name, int64_t user_id,
+			struct project_row *out, bool *found, const char **role,
+			struct gp_error *err) __attribute__((warn_unused_result));
+
 /* Insert with its namespaces (namespaces_json: a JSON array of strings). */
 int db_project_insert(struct db *db, struct arena *a, const char *name,
 		      const char *display_name, const char *namespaces_json,
