@@ -27,6 +27,9 @@ struct db {
 	bool retryable;                 /* last error was 40001/40P01 */
 	bool exclusion;                 /* last error was 23P01 */
 	bool committed;                 /* db_exec_commit ended the transaction */
+	/* a db_tx whose BEGIN (and SET) goes out with its first statement */
+	const char *begin_sql;
+	const char *begin_set;
 	int64_t last_failed_connect_us;
 	char constraint[64];
 	unsigned int seed;
@@ -138,7 +141,7 @@ db_conn(struct db *db, struct gp_error *err)
 
 	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK)
 		return db->conn;
-	if (db->in_tx) {
+	if (db->in_tx && db->begin_sql == NULL) {
 		db_unavailable(err, "connection lost in a transaction");
 		return NULL;
 	}
@@ -231,31 +234,133 @@ db_is_prepared(struct db *db, const struct db_stmt *st)
 	return false;
 }
 
+/* Prepare st on this connection unless it already is; -1 with err on failure. */
+static int
+db_prepare(struct db *db, PGconn *conn, const struct db_stmt *st, struct gp_error *err)
+{
+	PGresult *r;
+
+	if (db_is_prepared(db, st))
+		return 0;
+	r = PQprepare(conn, st->name, st->sql, 0, NULL);
+	if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK) {
+		if (r != NULL && PQstatus(conn) == CONNECTION_OK)
+			log_error(NULL, "could not prepare a statement", "statement", st->name,
+				  "error", PQresultErrorMessage(r));
+		db_error_from_result(db, r, err);
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	if (db->nprepared < DB_MAX_PREPARED)
+		db->prepared[db->nprepared++] = st;
+	return 0;
+}
+
+/*
+ * One round trip (a libpq pipeline): the transaction's pending BEGIN (and
+ * SET) when it has not gone out yet, st, and COMMIT when commit is set.
+ * A failure aborts the rest of the pipeline; the transaction, if BEGIN
+ * went through, is then left failed for db_tx to roll back.
+ */
+static PGresult *
+db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+	    const char *const *values, const int *lengths, const int *formats, bool commit,
+	    struct gp_error *err)
+{
+	PGconn *conn = db_conn(db, err);
+	PGresult *r, *res = NULL, *failed = NULL;
+	const char *begin_sql = db->begin_sql, *begin_set = db->begin_set;
+	int nq = 0, qst, stage = 0;
+
+	if (conn == NULL)
+		return NULL;
+	if (db_prepare(db, conn, st, err) < 0)
+		return NULL;
+	/* from here on the transaction has begun, or failed to */
+	db->begin_sql = NULL;
+	db->begin_set = NULL;
+	if (PQenterPipelineMode(conn) != 1) {
+		db_error_from_result(db, NULL, err);
+		return NULL;
+	}
+	if (begin_sql != NULL) {
+		if (PQsendQueryParams(conn, begin_sql, 0, NULL, NULL, NULL, NULL, 0) != 1)
+			goto send_failed;
+		nq++;
+		if (begin_set != NULL) {
+			if (PQsendQueryParams(conn, begin_set, 0, NULL, NULL, NULL, NULL, 0) != 1)
+				goto send_failed;
+			nq++;
+		}
+	}
+	qst = nq++;
+	if (PQsendQueryPrepared(conn, st->name, nparams, values, lengths, formats, 0) != 1)
+		goto send_failed;
+	if (commit) {
+		if (PQsendQueryParams(conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1)
+			goto send_failed;
+		nq++;
+	}
+	if (PQpipelineSync(conn) != 1)
+		goto send_failed;
+	/* each query's results end with NULL; then the sync */
+	for (int q = 0; q < nq; q++) {
+		while ((r = PQgetResult(conn)) != NULL) {
+			ExecStatusType status = PQresultStatus(r);
+
+			if ((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) && res == NULL &&
+			    q == qst) {
+				res = r;
+				continue;
+			}
+			if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+			    status != PGRES_PIPELINE_ABORTED && failed == NULL) {
+				failed = r;
+				continue;
+			}
+			PQclear(r);
+		}
+		stage++;
+	}
+	r = PQgetResult(conn);
+	if (r != NULL && PQresultStatus(r) == PGRES_PIPELINE_SYNC)
+		stage++;
+	PQclear(r);
+	PQexitPipelineMode(conn);
+	if (failed != NULL || res == NULL || stage < nq + 1) {
+		if (!gp_error_isset(err))
+			db_error_from_result(db, failed, err);
+		PQclear(failed);
+		PQclear(res);
+		return NULL;
+	}
+	if (commit)
+		db->committed = true;
+	arena_defer(a, db_result_clear, res);
+	return res;
+send_failed:
+	db_error_from_result(db, NULL, err);
+	PQexitPipelineMode(conn);
+	return NULL;
+}
+
 PGresult *
 db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
 	   const char *const *values, const int *lengths, const int *formats,
 	   struct gp_error *err)
 {
-	PGconn *conn = db_conn(db, err);
+	PGconn *conn;
 	PGresult *r;
 	ExecStatusType status;
 
+	if (db->begin_sql != NULL)
+		return db_pipeline(db, a, st, nparams, values, lengths, formats, false, err);
+	conn = db_conn(db, err);
 	if (conn == NULL)
 		return NULL;
-	if (!db_is_prepared(db, st)) {
-		r = PQprepare(conn, st->name, st->sql, 0, NULL);
-		if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK) {
-			if (r != NULL && PQstatus(conn) == CONNECTION_OK)
-				log_error(NULL, "could not prepare a statement", "statement", st->name,
-					  "error", PQresultErrorMessage(r));
-			db_error_from_result(db, r, err);
-			PQclear(r);
-			return NULL;
-		}
-		PQclear(r);
-		if (db->nprepared < DB_MAX_PREPARED)
-			db->prepared[db->nprepared++] = st;
-	}
+	if (db_prepare(db, conn, st, err) < 0)
+		return NULL;
 	r = PQexecPrepared(conn, st->name, nparams, values, lengths, formats, 0);
 	status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
 	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
@@ -276,89 +381,49 @@ db_exec(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
 
 /*
  * Prepare st if needed, then send it and COMMIT in one pipeline (one
- * round trip) and read both answers. A failed statement aborts the
- * pipeline: COMMIT is skipped and the caller's transaction is left
- * failed for db_tx to roll back.
+ * round trip; with the transaction's BEGIN too when nothing ran before
+ * it) and read the answers. A failed statement aborts the pipeline:
+ * COMMIT is skipped and the caller's transaction is left failed for
+ * db_tx to roll back.
  */
 PGresult *
 db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
 	       const char *const *values, struct gp_error *err)
 {
-	PGconn *conn = db_conn(db, err);
-	PGresult *r, *res = NULL, *failed = NULL;
-	int stage = 0;
-
-	if (conn == NULL)
-		return NULL;
 	if (!db->in_tx) {
 		gp_error_set(err, 500, "internal", "db_exec_commit outside a transaction");
 		return NULL;
 	}
-	if (!db_is_prepared(db, st)) {
-		r = PQprepare(conn, st->name, st->sql, 0, NULL);
-		if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK) {
-			if (r != NULL && PQstatus(conn) == CONNECTION_OK)
-				log_error(NULL, "could not prepare a statement", "statement", st->name,
-					  "error", PQresultErrorMessage(r));
-			db_error_from_result(db, r, err);
-			PQclear(r);
-			return NULL;
-		}
-		PQclear(r);
-		if (db->nprepared < DB_MAX_PREPARED)
-			db->prepared[db->nprepared++] = st;
-	}
-	if (PQenterPipelineMode(conn) != 1 ||
-	    PQsendQueryPrepared(conn, st->name, nparams, values, NULL, NULL, 0) != 1 ||
-	    PQsendQueryParams(conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1 ||
-	    PQpipelineSync(conn) != 1) {
-		db_error_from_result(db, NULL, err);
-		goto drain;
-	}
-	/* results: the statement's, then COMMIT's, each ended by NULL; then the sync */
-	for (int q = 0; q < 2; q++) {
-		while ((r = PQgetResult(conn)) != NULL) {
-			ExecStatusType status = PQresultStatus(r);
+	return db_pipeline(db, a, st, nparams, values, NULL, NULL, true, err);
+}
 
-			if ((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) && res == NULL &&
-			    q == 0) {
-				res = r;
-				continue;
-			}
-			if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
-			    status != PGRES_PIPELINE_ABORTED && failed == NULL) {
-				failed = r;
-				continue;
-			}
-			PQclear(r);
-		}
-		stage++;
-	}
-	r = PQgetResult(conn);
-	if (r != NULL && PQresultStatus(r) == PGRES_PIPELINE_SYNC)
-		stage++;
-	PQclear(r);
-drain:
-	PQexitPipelineMode(conn);
-	if (failed != NULL || res == NULL || stage < 3) {
-		if (!gp_error_isset(err))
-			db_error_from_result(db, failed, err);
-		PQclear(failed);
-		PQclear(res);
-		return NULL;
-	}
-	db->committed = true;
-	arena_defer(a, db_result_clear, res);
-	return res;
+/* Send a pending BEGIN (and SET) on its own; 0 when none was pending. */
+static int
+db_begin_flush(struct db *db, struct gp_error *err)
+{
+	const char *begin_sql = db->begin_sql, *begin_set = db->begin_set;
+	int rc;
+
+	if (begin_sql == NULL)
+		return 0;
+	db->begin_sql = NULL;
+	db->begin_set = NULL;
+	rc = db_exec_simple(db, begin_sql, err);
+	if (rc == 0 && begin_set != NULL)
+		rc = db_exec_simple(db, begin_set, err);
+	return rc;
 }
 
 int
 db_exec_simple(struct db *db, const char *sql, struct gp_error *err)
 {
-	PGconn *conn = db_conn(db, err);
+	PGconn *conn;
 	PGresult *r;
 	int rc = 0;
 
+	if (db->begin_sql != NULL && db_begin_flush(db, err) < 0)
+		return -1;
+	conn = db_conn(db, err);
 	if (conn == NULL)
 		return -1;
 	r = PQexec(conn, sql);
@@ -382,9 +447,13 @@ db_backoff(struct db *db, int attempt)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * BEGIN (then begin_set, when not NULL) is not sent on its own: it goes
+ * out in the same round trip as the transaction's first statement.
+ */
 static int
-db_tx_run(struct db *db, const char *begin, unsigned flags, db_tx_fn fn, void *arg,
-	  struct gp_error *err)
+db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flags,
+	  db_tx_fn fn, void *arg, struct gp_error *err)
 {
 	for (int attempt = 0; attempt < DB_TX_ATTEMPTS; attempt++) {
 		int rc;
@@ -393,10 +462,19 @@ db_tx_run(struct db *db, const char *begin, unsigned flags, db_tx_fn fn, void *a
 		db->retryable = false;
 		db->exclusion = false;
 		db->committed = false;
-		if (db_exec_simple(db, begin, err) < 0)
-			return -1;
+		db->begin_sql = begin;
+		db->begin_set = begin_set;
 		db->in_tx = true;
 		rc = fn(db, arg, err);
+		if (rc == 0 && db->begin_sql != NULL) {
+			/* nothing ran: nothing to commit */
+			db->begin_sql = NULL;
+			db->begin_set = NULL;
+			db->in_tx = false;
+			return 0;
+		}
+		db->begin_sql = NULL;
+		db->begin_set = NULL;
 		if (rc == 0 && (db->committed || db_exec_simple(db, "COMMIT", err) == 0)) {
 			db->in_tx = false;
 			return 0;
@@ -426,22 +504,22 @@ db_tx_run(struct db *db, const char *begin, unsigned flags, db_tx_fn fn, void *a
 int
 db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	return db_tx_run(db, "BEGIN", 0, fn, arg, err);
+	return db_tx_run(db, "BEGIN", NULL, 0, fn, arg, err);
 }
 
 int
 db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	const char *begin = (flags & DB_TX_GENERIC_PLANS)
-		? "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan" : "BEGIN";
+	const char *set = (flags & DB_TX_GENERIC_PLANS)
+		? "SET LOCAL plan_cache_mode = force_generic_plan" : NULL;
 
-	return db_tx_run(db, begin, flags, fn, arg, err);
+	return db_tx_run(db, "BEGIN", set, flags, fn, arg, err);
 }
 
 int
 db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	return db_tx_run(db, "BEGIN ISOLATION LEVEL SERIALIZABLE", 0, fn, arg, err);
+	return db_tx_run(db, "BEGIN ISOLATION LEVEL SERIALIZABLE", NULL, 0, fn, arg, err);
 }
 
 int
