@@ -37,7 +37,9 @@ void db_thread_close(void);
 typedef int (*db_tx_fn)(struct db *db, void *arg, struct gp_error *err);
 
 /*
- * Run fn inside BEGIN/COMMIT. When fn or COMMIT fails with a
+ * Run fn inside BEGIN/COMMIT. BEGIN is not a round trip of its own: it
+ * goes out in one pipeline with fn's first statement (a fn that runs no
+ * statement sends nothing). When fn or COMMIT fails with a
  * serialization failure or deadlock (40001/40P01) the transaction is
  * retried with jittered backoff (fn must be re-runnable). fn returns 0
  * to commit or -1 (with err set) to roll back.
@@ -57,8 +59,8 @@ int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
  * allocations (allocations_no_overlap): a lost race is retried, never
  * answered as an error; after the last attempt it is a 409 conflict.
  * DB_TX_GENERIC_PLANS makes the transaction's prepared statements (and
- * the plpgsql they fire) use their generic plans, sent with BEGIN in the
- * same round trip: for hot transactions of big multi-CTE statements whose
+ * the plpgsql they fire) use their generic plans, sent with BEGIN and the
+ * first statement in the same round trip: for hot transactions of big multi-CTE statements whose
  * re-planning costs more than executing them (the approval); every
  * statement run in it must have a good generic plan (no "$1 IS NULL OR"
  * optional filters).
