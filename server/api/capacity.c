@@ -157,72 +157,63 @@ fleet_classes_load(struct db *db, struct arena *a, const struct catalog *c, int6
 	return 0;
 }
 
-static int
-candidate_cmp(const void *pa, const void *pb)
-{
-	const struct candidate_row *a = pa, *b = pb;
-
-	if (a->node_id != b->node_id)
-		return a->node_id < b->node_id ? -1 : 1;
-	if (a->index != b->index)
-		return a->index < b->index ? -1 : 1;
-	return (a->id > b->id) - (a->id < b->id);
-}
-
 /*
- * Add to fleet the GPUs the classes' take asks for beyond have[i] (what
- * an earlier read took of class i; NULL: nothing), keeping the fleet in
- * (node_id, index, id) order without duplicates.
+ * The fleet placement_select chose in fc (the classes' take; the groups'
+ * picks[0..npicks) when npicks > 0), read into *fleet in (node_id,
+ * index, id) order.
  */
 static int
 fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-	   const struct fleet_classes *fc, const int *have, struct capacity_fleet *fleet,
-	   struct gp_error *err)
+	   const struct fleet_classes *fc, const struct placement_pick *picks, int npicks,
+	   struct capacity_fleet *fleet, struct gp_error *err)
 {
 	struct class_want *w = arena_alloc(a, sizeof(*w) * (size_t)(fc->n + 1));
-	struct candidate_row *rows, *all;
-	int nw = 0, n, nall, k = 0;
+	int *want_of = arena_alloc(a, sizeof(*want_of) * (size_t)(fc->n + 1));
+	struct class_pick *pk = arena_alloc(a, sizeof(*pk) * (size_t)(npicks > 0 ? npicks : 1));
+	struct candidate_row *rows;
+	int nw = 0, n, k = 0;
 
 	for (int i = 0; i < fc->n; i++) {
-		if (fc->cls[i].take <= (have != NULL ? have[i] : 0))
+		want_of[i] = -1;
+		if (fc->cls[i].take <= 0)
 			continue;
+		want_of[i] = nw;
 		w[nw].model = fc->rows[i].model;
 		w[nw].mig_enabled = fc->rows[i].mig_enabled;
 		w[nw].layout = fc->rows[i].layout;
 		w[nw].limit = fc->cls[i].take;
 		nw++;
 	}
-	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, &rows, &n, err) < 0)
+	for (int i = 0; i < npicks; i++) {
+		pk[i].want = want_of[picks[i].cls];
+		pk[i].group = picks[i].group;
+		pk[i].limit = picks[i].take;
+	}
+	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, pk, npicks > 0 ? npicks : 0, &rows,
+				   &n, err) < 0)
 		return -1;
-	nall = fleet->ngpus + n;
-	all = arena_alloc(a, sizeof(*all) * (size_t)(nall + 1));
-	if (fleet->ngpus > 0)
-		memcpy(all, fleet->rows, sizeof(*all) * (size_t)fleet->ngpus);
-	if (n > 0)
-		memcpy(all + fleet->ngpus, rows, sizeof(*all) * (size_t)n);
-	if (fleet->ngpus > 0 && n > 0)
-		qsort(all, (size_t)nall, sizeof(*all), candidate_cmp);
-	fleet->gpus = arena_alloc(a, sizeof(*fleet->gpus) * (size_t)(nall + 1));
-	for (int i = 0; i < nall; i++) {
-		const struct gpu_model *m = catalog_model(c, all[i].model);
+	memset(fleet, 0, sizeof(*fleet));
+	fleet->gpus = arena_alloc(a, sizeof(*fleet->gpus) * (size_t)(n + 1));
+	for (int i = 0; i < n; i++) {
+		const struct gpu_model *m = catalog_model(c, rows[i].model);
 		struct placement_gpu *g = &fleet->gpus[k];
 		struct layout_figures f;
 
-		if (m == NULL || (k > 0 && all[k - 1].id == all[i].id))
+		if (m == NULL)
 			continue;
-		layout_cache_get(m, all[i].mig_enabled, all[i].layout, &f);
+		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
 		if (!f.valid) {
 			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-				 "gpu", all[i].uuid, "layout", all[i].layout);
+				 "gpu", rows[i].uuid, "layout", rows[i].layout);
 			continue;
 		}
 		*g = f.cls.g;
-		g->id = all[i].id;
-		g->node_id = all[i].node_id;
-		g->index = all[i].index;
-		all[k++] = all[i];
+		g->id = rows[i].id;
+		g->node_id = rows[i].node_id;
+		g->index = rows[i].index;
+		rows[k++] = rows[i];
 	}
-	fleet->rows = all;
+	fleet->rows = rows;
 	fleet->ngpus = k;
 	return 0;
 }
@@ -233,12 +224,13 @@ capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
 		    struct capacity_fleet *out, struct gp_error *err)
 {
 	struct fleet_classes fc;
+	int npicks;
 
 	memset(out, 0, sizeof(*out));
 	if (fleet_classes_load(db, a, c, cluster_id, items, nitems, &fc, err) < 0 ||
-	    placement_select(c, items, nitems, fc.cls, fc.n, true, err) < 0)
+	    placement_select(c, items, nitems, fc.cls, fc.n, true, NULL, 0, &npicks, err) < 0)
 		return -1;
-	return fleet_read(db, a, c, cluster_id, &fc, NULL, out, err);
+	return fleet_read(db, a, c, cluster_id, &fc, NULL, 0, out, err);
 }
 
 int
@@ -247,15 +239,19 @@ capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t 
 	       struct placement_result *res, struct gp_error *err)
 {
 	struct fleet_classes fc;
+	struct placement_pick *picks;
 	struct gp_error perr;
-	int *have;
+	int maxpicks, npicks;
 
 	memset(fleet, 0, sizeof(*fleet));
 	if (fleet_classes_load(db, a, c, cluster_id, items, nitems, &fc, err) < 0)
 		return -1;
 	/* narrow: the best classes; exact when the greedy pass places everything */
-	if (placement_select(c, items, nitems, fc.cls, fc.n, false, err) < 0 ||
-	    fleet_read(db, a, c, cluster_id, &fc, NULL, fleet, err) < 0)
+	maxpicks = 4 * fc.n + 64;
+	picks = arena_alloc(a, sizeof(*picks) * (size_t)maxpicks);
+	if (placement_select(c, items, nitems, fc.cls, fc.n, false, picks, maxpicks, &npicks,
+			     err) < 0 ||
+	    fleet_read(db, a, c, cluster_id, &fc, picks, npicks, fleet, err) < 0)
 		return -1;
 	gp_error_clear(&perr);
 	if (placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, PLACEMENT_NO_SEARCH, res,
@@ -266,11 +262,8 @@ capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t 
 		return -1;
 	}
 	/* wide: every class that could take an item, then the exact search */
-	have = arena_alloc(a, sizeof(*have) * (size_t)(fc.n + 1));
-	for (int i = 0; i < fc.n; i++)
-		have[i] = fc.cls[i].take;
-	if (placement_select(c, items, nitems, fc.cls, fc.n, true, err) < 0 ||
-	    fleet_read(db, a, c, cluster_id, &fc, have, fleet, err) < 0)
+	if (placement_select(c, items, nitems, fc.cls, fc.n, true, NULL, 0, &npicks, err) < 0 ||
+	    fleet_read(db, a, c, cluster_id, &fc, NULL, 0, fleet, err) < 0)
 		return -1;
 	return placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, 0, res, err);
 }

@@ -39,7 +39,13 @@ layout_hash(const struct gpu_model *m, bool mig_enabled, const char *layout)
 		h = (h ^ *s) * 16777619u;
 	for (size_t i = 0; i < sizeof(p); i++, p >>= 8)
 		h = (h ^ (uint32_t)(p & 0xff)) * 16777619u;
-	return (h ^ (mig_enabled ? 1u : 0u)) * 16777619u;
+	h = (h ^ (mig_enabled ? 1u : 0u)) * 16777619u;
+	/* MurmurHash3's finalizer: FNV's low bits, the ones masked, mix poorly */
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	return h ^ (h >> 16);
 }
 
 /* The slot holding the key, or the empty slot where it would go. Lock held. */

@@ -118,25 +118,6 @@ DB_STMT(stmt_cap_placeable_classes_cluster,
 	"WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
 	"AND gpus > 0");
 /*
- * The first lim placeable GPUs of each wanted class in (node, index, id)
- * order: one short range of gpus_placeable_idx (of
- * gpus_placeable_cluster_idx in one cluster) per class.
- */
-#define CLASS_GPUS_SELECT \
-	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
-	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) " \
-	"AS w (model, mig_enabled, layout, lim) " \
-	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, " \
-	"x.layout, x.uuid FROM gpus x WHERE x.model = w.model " \
-	"AND x.mig_enabled = w.mig_enabled AND x.layout = w.layout AND x.health = 'ok' " \
-	"AND x.node_status = 'ready' "
-#define CLASS_GPUS_END \
-	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g " \
-	"JOIN nodes n ON n.id = g.node_id ORDER BY g.node_id, g.gpu_index, g.id"
-DB_STMT(stmt_cap_class_gpus, CLASS_GPUS_SELECT CLASS_GPUS_END);
-DB_STMT(stmt_cap_class_gpus_cluster,
-	CLASS_GPUS_SELECT "AND x.cluster_id = $5 " CLASS_GPUS_END);
-/*
  * Per class (and cluster), the first lim GPUs in (node, index, id)
  * order through gpus_placeable_cluster_idx: a few index probes per
  * class. The union over clusters holds each class's first lim overall.
@@ -153,6 +134,35 @@ DB_STMT(stmt_cap_candidates,
 	"WHERE c.healthy AND c.node_ready AND c.gpus > 0 "
 	"AND ($3::int8 IS NULL OR c.cluster_id = $3) "
 	"ORDER BY g.node_id, g.gpu_index, g.id");
+
+/*
+ * The first lim placeable GPUs of each wanted class in (node, index, id)
+ * order: one short range of gpus_placeable_idx (of
+ * gpus_placeable_cluster_idx in one cluster) per class, which holds every
+ * column needed (an index-only scan when the pages are all-visible); of
+ * each group of picks, the first GPUs of its classes together; then the
+ * rows of those few GPUs. Without picks ($5 empty) every GPU read.
+ */
+#define CLASS_GPUS_HEAD \
+	"WITH c AS (SELECT w.k, x.id, x.node_id, x.gpu_index " \
+	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY " \
+	"AS w (model, mig_enabled, layout, lim, k) " \
+	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index FROM gpus x " \
+	"WHERE x.model = w.model AND x.mig_enabled = w.mig_enabled AND x.layout = w.layout " \
+	"AND x.health = 'ok' AND x.node_status = 'ready' "
+#define CLASS_GPUS_TAIL \
+	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) x), " \
+	"r AS (SELECT c.id FROM c WHERE cardinality($5::int8[]) = 0 " \
+	"UNION SELECT z.id FROM (SELECT c.id, p.lim, row_number() OVER (PARTITION BY p.grp " \
+	"ORDER BY c.node_id, c.gpu_index, c.id) AS rn " \
+	"FROM unnest($5::int8[], $6::int4[], $7::int4[]) AS p (k, grp, lim) " \
+	"JOIN c ON c.k = p.k) z WHERE z.rn <= z.lim) " \
+	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
+	"FROM r JOIN gpus g ON g.id = r.id JOIN nodes n ON n.id = g.node_id " \
+	"ORDER BY g.node_id, g.gpu_index, g.id"
+DB_STMT(stmt_cap_class_gpus, CLASS_GPUS_HEAD CLASS_GPUS_TAIL);
+DB_STMT(stmt_cap_class_gpus_cluster,
+	CLASS_GPUS_HEAD "AND x.cluster_id = $8 " CLASS_GPUS_TAIL);
 
 /* NULL for 0: "no filter" parameters. */
 static const char *
@@ -740,14 +750,17 @@ candidate_from_row(struct arena *a, const PGresult *r, int row, struct candidate
 
 int
 db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
-		       const struct class_want *w, int nw, struct candidate_row **out, int *n,
-		       struct gp_error *err)
+		       const struct class_want *w, int nw, const struct class_pick *pk, int np,
+		       struct candidate_row **out, int *n, struct gp_error *err)
 {
 	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
 	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
 	bool *migs = arena_alloc(a, sizeof(*migs) * (size_t)(nw + 1));
 	int64_t *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nw + 1));
-	const char *p[5];
+	int64_t *pw = arena_alloc(a, sizeof(*pw) * (size_t)(np + 1));
+	int64_t *pg = arena_alloc(a, sizeof(*pg) * (size_t)(np + 1));
+	int64_t *pl = arena_alloc(a, sizeof(*pl) * (size_t)(np + 1));
+	const char *p[8];
 	PGresult *r;
 
 	*n = 0;
@@ -760,13 +773,21 @@ db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
 		layouts[i] = w[i].layout;
 		lims[i] = w[i].limit;
 	}
+	for (int i = 0; i < np; i++) {
+		pw[i] = pk[i].want + 1;         /* WITH ORDINALITY counts from 1 */
+		pg[i] = pk[i].group;
+		pl[i] = pk[i].limit;
+	}
 	p[0] = param_text_array(a, models, nw);
 	p[1] = param_bool_array(a, migs, nw);
 	p[2] = param_text_array(a, layouts, nw);
 	p[3] = param_int_array(a, lims, nw);
-	p[4] = param_id_or_null(a, cluster_id);
-	r = cluster_id != 0 ? db_exec(db, a, &stmt_cap_class_gpus_cluster, 5, p, err)
-			    : db_exec(db, a, &stmt_cap_class_gpus, 4, p, err);
+	p[4] = param_int_array(a, pw, np);
+	p[5] = param_int_array(a, pg, np);
+	p[6] = param_int_array(a, pl, np);
+	p[7] = param_id_or_null(a, cluster_id);
+	r = cluster_id != 0 ? db_exec(db, a, &stmt_cap_class_gpus_cluster, 8, p, err)
+			    : db_exec(db, a, &stmt_cap_class_gpus, 7, p, err);
 	if (r == NULL)
 		return -1;
 	*n = PQntuples(r);

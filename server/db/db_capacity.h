@@ -130,6 +130,16 @@ struct class_want {
 	int limit;
 };
 
+/*
+ * Wants read as one: of the GPUs of wants w[want] of one group (the
+ * picks of a group share group and limit), the first limit together.
+ */
+struct class_pick {
+	int want;
+	int group;
+	int limit;
+};
+
 /* ---- clusters ---- */
 
 /* 409 when the name is taken. */
@@ -261,12 +271,14 @@ int db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluste
  * health ok, in cluster_id unless 0) of that class (model, MIG mode,
  * layout) in (node_id, index, id) order: the GPUs the placement engine
  * would take first of the class (placement_select says how many are
- * needed). Ordered by (node_id, index, id); a class listed twice gives
- * its GPUs twice.
+ * needed). With picks (np > 0) only those the picks name: of each group,
+ * the first GPUs of its wants together. Ordered by (node_id, index, id),
+ * each GPU once.
  */
 int db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
-			   const struct class_want *w, int nw, struct candidate_row **out,
-			   int *n, struct gp_error *err) __attribute__((warn_unused_result));
+			   const struct class_want *w, int nw, const struct class_pick *p,
+			   int np, struct candidate_row **out, int *n, struct gp_error *err)
+	__attribute__((warn_unused_result));
 
 /*
  * Placement candidates: for each of models[0..nmodels) the placeable GPUs

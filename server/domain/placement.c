@@ -974,6 +974,13 @@ fail:
 
 /* ---- choosing the GPUs to read (placement_select) ---- */
 
+/* The instances term of a placement_gpu_preference key. */
+static int
+pref_instances(uint64_t key)
+{
+	return (int)(key >> 33);
+}
+
 /* Sort record of placement_select: a class and its preference for one profile. */
 struct class_ref {
 	uint64_t key;
@@ -1006,14 +1013,17 @@ class_ref_cmp(const void *a, const void *b)
  */
 int
 placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
-		 struct placement_class *cls, int ncls, bool wide, struct gp_error *err)
+		 struct placement_class *cls, int ncls, bool wide,
+		 struct placement_pick *picks, int maxpicks, int *npicks, struct gp_error *err)
 {
 	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
 	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
 	int order[PLACEMENT_MAX_ITEMS], pos[PLACEMENT_MAX_ITEMS];
 	struct class_ref *refs;
 	bool bad = false;
+	int group = -1;
 
+	*npicks = 0;
 	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
 		return gp_error_field(err, "items", "must hold at most %d items",
 				      PLACEMENT_MAX_ITEMS);
@@ -1048,7 +1058,7 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 		const struct gpu_model *m = models[i];
 		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
 		int64_t need = 0, held = 0, better = 0;
-		int nrefs = 0, last = pos[i];
+		int nrefs = 0, last = pos[i], floor = 0;
 		bool seen = false;
 
 		/* once per (model, profile) */
@@ -1064,8 +1074,31 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 			if (models[j] == m && (wide || pos[j] <= last))
 				need += items[j].count;
 		}
+		/*
+		 * Narrow: the instances on a GPU lead its preference, so the
+		 * classes below the level where U is reached are never taken and
+		 * need no sorting.
+		 */
+		if (!wide) {
+			int64_t level_gpus[CATALOG_MAX_SLICES + 1];
+
+			memset(level_gpus, 0, sizeof(level_gpus));
+			for (int k = 0; k < ncls; k++) {
+				if (cls[k].g.model == m && cls[k].gpus > 0 &&
+				    (cls[k].admits & (1u << bit)))
+					level_gpus[pref_instances(cls[k].pref[bit])] += cls[k].gpus;
+			}
+			for (floor = CATALOG_MAX_SLICES; floor > 0; floor--) {
+				held += level_gpus[floor];
+				if (held >= need)
+					break;
+			}
+			held = 0;
+		}
 		for (int k = 0; k < ncls; k++) {
-			if (cls[k].g.model != m || cls[k].gpus <= 0 || !(cls[k].admits & (1u << bit)))
+			if (cls[k].g.model != m || cls[k].gpus <= 0 ||
+			    !(cls[k].admits & (1u << bit)) ||
+			    (!wide && pref_instances(cls[k].pref[bit]) < floor))
 				continue;
 			refs[nrefs].key = cls[k].pref[bit];
 			refs[nrefs].idx = k;
@@ -1077,13 +1110,24 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 			struct placement_class *cl = &cls[refs[r].idx];
 			int64_t t;
 
-			if (!wide && r > 0 && refs[r].key != refs[r - 1].key) {
+			if (!wide && (r == 0 || refs[r].key != refs[r - 1].key)) {
 				/* a new group: stop when the better ones hold enough */
 				if (held >= need)
 					break;
 				better = held;
+				group++;
 			}
 			t = wide ? need : need - better;
+			if (!wide && *npicks >= 0) {
+				if (picks == NULL || *npicks == maxpicks) {
+					*npicks = -1;
+				} else {
+					picks[*npicks].cls = refs[r].idx;
+					picks[*npicks].group = group;
+					picks[*npicks].take = (int)t;
+					(*npicks)++;
+				}
+			}
 			if (t > cl->gpus)
 				t = cl->gpus;
 			if (cl->take < t)

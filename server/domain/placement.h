@@ -127,6 +127,17 @@ struct placement_class {
 	uint64_t pref[CATALOG_MAX_PROFILES + 1];
 };
 
+/*
+ * A class in a group of placement_select's narrow choice: classes the
+ * engine prefers alike for one profile, of whose GPUs together only the
+ * first take in (node_id, index, id) order can be chosen for it.
+ */
+struct placement_pick {
+	int cls;                        /* index into the classes */
+	int group;                      /* picks of one group are adjacent, numbered from 0 */
+	int take;                       /* the same for the whole group */
+};
+
 /* Capacity figures over the GPUs of one model (see placement_capacity). */
 struct placement_capacity {
 	int gpus;                       /* GPUs of the model */
@@ -209,14 +220,20 @@ void placement_class_rank(struct placement_class *cl);
  * greedy pass then makes exactly the choices it would make on the whole
  * fleet, and falls short exactly when it would there (the argument is at
  * the function). Use it with PLACEMENT_NO_SEARCH; on a shortfall select
- * wide and place again.
+ * wide and place again. Narrow also lists its groups in picks[0..*npicks)
+ * (picks may be NULL): GPUs alike in preference are chosen in (node_id,
+ * index, id) order across their classes, so of a group only its first
+ * take GPUs together are needed, fewer than its classes' takes add up
+ * to. When more than maxpicks are needed *npicks is -1 (take still holds);
+ * wide sets *npicks to 0.
  *
  * Items are validated as by placement_find (422); 500 when scratch
  * memory could not be had.
  */
 int placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
-		     struct placement_class *cls, int ncls, bool wide, struct gp_error *err)
-	__attribute__((warn_unused_result));
+		     struct placement_class *cls, int ncls, bool wide,
+		     struct placement_pick *picks, int maxpicks, int *npicks,
+		     struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Place every instance of items[0..nitems) on gpus[0..ngpus), all or

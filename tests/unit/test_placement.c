@@ -1684,6 +1684,40 @@ sel_subset(const struct sel_fleet *f, struct placement_gpu *out)
 	return n;
 }
 
+/*
+ * The GPUs of f that narrow picks select: of each group, the first take
+ * GPUs of its classes together, in f's order.
+ */
+static int
+sel_subset_picks(const struct sel_fleet *f, const struct placement_pick *picks, int npicks,
+		 struct placement_gpu *out)
+{
+	bool in[SEL_MAXG] = {false};
+	int n = 0;
+
+	for (int p = 0; p < npicks;) {
+		int q = p, got = 0;
+
+		while (q < npicks && picks[q].group == picks[p].group)
+			q++;
+		for (int i = 0; i < f->n && got < picks[p].take; i++) {
+			for (int k = p; k < q; k++) {
+				if (picks[k].cls == f->klass[i]) {
+					in[i] = true;
+					got++;
+					break;
+				}
+			}
+		}
+		p = q;
+	}
+	for (int i = 0; i < f->n; i++) {
+		if (in[i])
+			out[n++] = f->g[i];
+	}
+	return n;
+}
+
 /* Same outcome: placements equal GPU by GPU (by id), or the same shortfall. */
 static void
 sel_same(const struct placement_gpu *ga, const struct run *a, const struct placement_gpu *gb,
@@ -1719,7 +1753,7 @@ sel_same(const struct placement_gpu *ga, const struct run *a, const struct place
 static void
 test_select_classes(void **state)
 {
-	int narrow_ok = 0, narrow_short = 0, narrower = 0, wide_searched = 0;
+	int narrow_ok = 0, narrow_short = 0, narrower = 0, wide_searched = 0, fewer_picked = 0;
 
 	(void)state;
 	rng_state = 0x5eed0008;
@@ -1732,7 +1766,8 @@ test_select_classes(void **state)
 		struct spec_count items[4];
 		struct run full, narrow, wide;
 		struct gp_error err;
-		int nitems = 1 + rng_below(4), nsub_narrow, nsub;
+		struct placement_pick picks[4 * 2 * SEL_LAYOUTS];
+		int nitems = 1 + rng_below(4), nsub_narrow = 0, nsub, npicks;
 
 		sel_fleet_build(&f, m1, m2);
 		for (int i = 0; i < nitems; i++) {
@@ -1749,23 +1784,35 @@ test_select_classes(void **state)
 		assert_memory_equal(f.g, before, sizeof(f.g));
 
 		gp_error_clear(&err);
-		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, false, &err), 0);
-		nsub_narrow = sel_subset(&f, sub);
-		find(sub, nsub_narrow, texts, nitems, PLACEMENT_NO_SEARCH, &narrow);
-		assert_false(narrow.res.searched);
-		if (narrow.rc == 0) {
-			assert_false(full.res.searched);
-			sel_same(sub, &narrow, f.g, &full, nitems, t, "narrow");
-			narrow_ok++;
-		} else {
-			assert_int_equal(narrow.err.status, 409);
-			/* the fleet's greedy pass fell short too */
-			assert_true(full.rc != 0 || full.res.searched);
-			narrow_short++;
+		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, false, picks,
+						  NELEM(picks), &npicks, &err), 0);
+		assert_true(npicks >= 0);
+		/* the classes' takes, then the groups' (never more GPUs) */
+		for (int how = 0; how < 2; how++) {
+			nsub = how == 0 ? sel_subset(&f, sub) : sel_subset_picks(&f, picks, npicks, sub);
+			if (how == 0)
+				nsub_narrow = nsub;
+			else
+				assert_true(nsub <= nsub_narrow);
+			find(sub, nsub, texts, nitems, PLACEMENT_NO_SEARCH, &narrow);
+			assert_false(narrow.res.searched);
+			if (narrow.rc == 0) {
+				assert_false(full.res.searched);
+				sel_same(sub, &narrow, f.g, &full, nitems, t, how ? "picks" : "narrow");
+				narrow_ok += how;
+			} else {
+				assert_int_equal(narrow.err.status, 409);
+				/* the fleet's greedy pass fell short too */
+				assert_true(full.rc != 0 || full.res.searched);
+				narrow_short += how;
+			}
+			fewer_picked += how && nsub < nsub_narrow;
 		}
 
 		gp_error_clear(&err);
-		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, true, &err), 0);
+		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, true, picks,
+						  NELEM(picks), &npicks, &err), 0);
+		assert_int_equal(npicks, 0);
 		nsub = sel_subset(&f, sub);
 		assert_true(nsub >= nsub_narrow);
 		narrower += nsub_narrow < nsub;
@@ -1775,11 +1822,13 @@ test_select_classes(void **state)
 		sel_same(sub, &wide, f.g, &full, nitems, t, "wide");
 		wide_searched += wide.res.searched;
 	}
-	print_message("select: narrow placed %d, fell short %d, read fewer GPUs %d times; "
-		      "wide searched %d\n", narrow_ok, narrow_short, narrower, wide_searched);
+	print_message("select: narrow placed %d, fell short %d, read fewer GPUs than wide %d "
+		      "times, fewer by groups %d times; wide searched %d\n", narrow_ok,
+		      narrow_short, narrower, fewer_picked, wide_searched);
 	assert_true(narrow_ok > 300);
 	assert_true(narrow_short > 100);
 	assert_true(narrower > 300);
+	assert_true(fewer_picked > 100);
 	assert_true(wide_searched > 20);
 }
 
@@ -1788,7 +1837,9 @@ static void
 test_select_limits(void **state)
 {
 	struct placement_class cls[3];
+	struct placement_pick picks[8];
 	struct spec_count items[2];
+	int npicks;
 	const char *texts[2] = { "H100-80GB/1g.10gb=2", "H100-80GB/3g.40gb=1" };
 	struct gp_error err;
 
@@ -1805,30 +1856,44 @@ test_select_limits(void **state)
 		placement_class_rank(&cls[i]);
 	items_of(texts, 2, items);
 	gp_error_clear(&err);
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks), &npicks, &err), 0);
 	/* the 3g goes first and needs one GPU; the 1g.10gb come after it, 3
 	 * instances: the two busy GPUs are not enough, and of the empty ones
 	 * the greedy pass can reach only the first */
 	assert_int_equal(cls[0].take, 1);
 	assert_int_equal(cls[1].take, 2);
 	assert_int_equal(cls[2].take, 0);
+	/* groups, by item: the 1g's (the busy class: 3; the empty one: 1), the 3g's (1) */
+	assert_int_equal(npicks, 3);
+	assert_int_equal(picks[0].cls, 1);
+	assert_int_equal(picks[0].take, 3);
+	assert_int_equal(picks[1].cls, 0);
+	assert_int_equal(picks[1].take, 1);
+	assert_int_equal(picks[2].cls, 1);
+	assert_int_equal(picks[2].take, 1);
+	assert_true(picks[0].group != picks[1].group && picks[1].group != picks[2].group);
+	/* no room for the groups: the takes alone */
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, 2, &npicks, &err), 0);
+	assert_int_equal(npicks, -1);
+	assert_int_equal(cls[0].take, 1);
+	assert_int_equal(cls[1].take, 2);
 	cls[1].gpus = 5;
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks), &npicks, &err), 0);
 	assert_int_equal(cls[0].take, 0);
 	assert_int_equal(cls[1].take, 3);
 	/* the 3g alone: one busy GPU */
-	assert_int_equal(placement_select(cat, items + 1, 1, cls, 3, false, &err), 0);
+	assert_int_equal(placement_select(cat, items + 1, 1, cls, 3, false, picks, NELEM(picks), &npicks, &err), 0);
 	assert_int_equal(cls[0].take, 0);
 	assert_int_equal(cls[1].take, 1);
 	gp_error_clear(&err);
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, true, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, true, picks, NELEM(picks), &npicks, &err), 0);
 	assert_int_equal(cls[0].take, 3);
 	assert_int_equal(cls[1].take, 3);
 	assert_int_equal(cls[2].take, 0);
 	/* a bad item: 422 naming it */
 	snprintf(items[1].profile, sizeof(items[1].profile), "9g.99gb");
 	gp_error_clear(&err);
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, &err), -1);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks), &npicks, &err), -1);
 	assert_int_equal(err.status, 422);
 	assert_string_equal(err.fields[0].field, "items[1].profile");
 }
