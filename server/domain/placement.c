@@ -1019,6 +1019,8 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
 	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
 	int order[PLACEMENT_MAX_ITEMS], pos[PLACEMENT_MAX_ITEMS];
+	const struct gpu_model *distinct[PLACEMENT_MAX_ITEMS];
+	int first[PLACEMENT_MAX_ITEMS + 1], ndistinct = 0, *by_model;
 	struct class_ref *refs;
 	bool bad = false;
 	int group = -1;
@@ -1048,17 +1050,53 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 	}
 	for (int i = 0; i < nitems; i++)
 		pos[order[i]] = i;
-	for (int i = 0; i < ncls; i++)
-		cls[i].take = 0;
 	refs = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*refs));
-	if (refs == NULL)
+	by_model = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*by_model));
+	if (refs == NULL || by_model == NULL) {
+		free(refs);
+		free(by_model);
 		return gp_error_set(err, 500, "internal",
 				    "could not allocate memory to rank layout classes");
+	}
+	/* the classes of each model asked for, by_model[first[d]..first[d + 1]) */
+	for (int i = 0; i < nitems; i++) {
+		int d = 0;
+
+		while (d < ndistinct && distinct[d] != models[i])
+			d++;
+		if (d == ndistinct)
+			distinct[ndistinct++] = models[i];
+	}
+	memset(first, 0, sizeof(first));
+	for (int k = 0; k < ncls; k++) {
+		cls[k].take = 0;
+		for (int d = 0; d < ndistinct; d++) {
+			if (cls[k].g.model == distinct[d] && cls[k].gpus > 0) {
+				first[d + 1]++;
+				break;
+			}
+		}
+	}
+	for (int d = 0; d < ndistinct; d++)
+		first[d + 1] += first[d];
+	{
+		int fill[PLACEMENT_MAX_ITEMS];
+
+		memcpy(fill, first, sizeof(fill));
+		for (int k = 0; k < ncls; k++) {
+			for (int d = 0; d < ndistinct; d++) {
+				if (cls[k].g.model == distinct[d] && cls[k].gpus > 0) {
+					by_model[fill[d]++] = k;
+					break;
+				}
+			}
+		}
+	}
 	for (int i = 0; i < nitems; i++) {
 		const struct gpu_model *m = models[i];
 		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
 		int64_t need = 0, held = 0, better = 0;
-		int nrefs = 0, last = pos[i], floor = 0;
+		int nrefs = 0, last = pos[i], floor = 0, d = 0;
 		bool seen = false;
 
 		/* once per (model, profile) */
@@ -1079,14 +1117,17 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 		 * classes below the level where U is reached are never taken and
 		 * need no sorting.
 		 */
+		while (distinct[d] != m)
+			d++;
 		if (!wide) {
 			int64_t level_gpus[CATALOG_MAX_SLICES + 1];
 
 			memset(level_gpus, 0, sizeof(level_gpus));
-			for (int k = 0; k < ncls; k++) {
-				if (cls[k].g.model == m && cls[k].gpus > 0 &&
-				    (cls[k].admits & (1u << bit)))
-					level_gpus[pref_instances(cls[k].pref[bit])] += cls[k].gpus;
+			for (int x = first[d]; x < first[d + 1]; x++) {
+				const struct placement_class *cl = &cls[by_model[x]];
+
+				if (cl->admits & (1u << bit))
+					level_gpus[pref_instances(cl->pref[bit])] += cl->gpus;
 			}
 			for (floor = CATALOG_MAX_SLICES; floor > 0; floor--) {
 				held += level_gpus[floor];
@@ -1095,9 +1136,10 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 			}
 			held = 0;
 		}
-		for (int k = 0; k < ncls; k++) {
-			if (cls[k].g.model != m || cls[k].gpus <= 0 ||
-			    !(cls[k].admits & (1u << bit)) ||
+		for (int x = first[d]; x < first[d + 1]; x++) {
+			int k = by_model[x];
+
+			if (!(cls[k].admits & (1u << bit)) ||
 			    (!wide && pref_instances(cls[k].pref[bit]) < floor))
 				continue;
 			refs[nrefs].key = cls[k].pref[bit];
@@ -1136,5 +1178,6 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 		}
 	}
 	free(refs);
+	free(by_model);
 	return 0;
 }
