@@ -155,10 +155,10 @@ assert_error_field(const struct gp_client_response *r, const char *field)
 }
 
 /*
- * gpu_classes (a view over the deltas the triggers append) equals a
- * grouping of gpus, before and after the deltas are compacted; after, one
- * delta row per class with GPUs (unless the maintenance worker was
- * compacting at that moment: -1).
+ * gpu_classes (a view: the folded counts plus the deltas the triggers
+ * append) equals a grouping of gpus, before and after the deltas are
+ * folded; after, no delta is left and no class at 0 (unless the
+ * maintenance worker was folding at that moment: -1).
  */
 static void assert_classes_equal_gpus(struct fixture *fx);
 
@@ -173,9 +173,8 @@ assert_classes_consistent(struct fixture *fx)
 	assert_classes_equal_gpus(fx);
 	if (folded >= 0)
 		assert_int_equal(fx_sql_int64(fx,
-			"SELECT count(*) - count(DISTINCT (cluster_id, model, mig_enabled, healthy, "
-			"node_ready, layout)) + count(*) FILTER (WHERE gpus = 0) "
-			"FROM gpu_class_deltas"), 0);
+			"SELECT (SELECT count(*) FROM gpu_class_deltas) + "
+			"(SELECT count(*) FROM gpu_class_counts WHERE gpus = 0)"), 0);
 }
 
 static void
@@ -603,6 +602,41 @@ test_simulate_choice(void **state)
 	assert_json_str(r->json, "placements[0].node", "pick-1");
 	assert_json_int(r->json, "placements[0].gpu_index", 0);
 	assert_classes_consistent(fx);
+}
+
+/*
+ * A request the greedy pass cannot place but the exact search can: the
+ * simulation reads the best classes first, falls short, then reads every
+ * class that could help and searches (placement.h test_search_fallback).
+ */
+static void
+test_simulate_search(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+
+	mk_cluster(fx, "srch");
+	mk_node(fx, "srch", "srch-1", NULL);
+	mk_gpu(fx, "srch-1", 0, 1200, "H100-80GB",
+	       "[{\"profile\":\"1g.10gb\",\"start\":4},{\"profile\":\"1g.10gb\",\"start\":6}]");
+	mk_gpu(fx, "srch-1", 1, 1201, "H100-80GB",
+	       "[{\"profile\":\"1g.10gb+me\",\"start\":0},{\"profile\":\"1g.20gb\",\"start\":2}]");
+	r = simulate(fx, fx->admin_token,
+		     "{\"cluster\":\"srch\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]}");
+	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
+	assert_false(json_object_get_boolean(fx_json(r->json, "search_exhausted")));
+	assert_int_equal(fx_json_len(r->json, "placements"), 3);
+	assert_json_str(r->json, "placements[0].gpu_uuid", uuid_of(fx, 1201));
+	assert_json_int(r->json, "placements[0].start", 4);
+	assert_json_str(r->json, "placements[1].gpu_uuid", uuid_of(fx, 1200));
+	assert_json_int(r->json, "placements[1].start", 0);
+	assert_json_str(r->json, "placements[2].gpu_uuid", uuid_of(fx, 1200));
+	assert_json_int(r->json, "placements[2].start", 2);
+	/* one 2g.20gb more does not fit anywhere */
+	r = simulate(fx, fx->admin_token,
+		     "{\"cluster\":\"srch\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=3\"]}");
+	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
+	assert_int_equal(fx_json_len(r->json, "placements"), 0);
 }
 
 /* ---- filters and pagination ---- */
@@ -1383,6 +1417,7 @@ main(void)
 		cmocka_unit_test(test_mixed_fleet),
 		cmocka_unit_test(test_simulate),
 		cmocka_unit_test(test_simulate_choice),
+		cmocka_unit_test(test_simulate_search),
 		cmocka_unit_test(test_filters),
 		cmocka_unit_test(test_cordon),
 		cmocka_unit_test(test_bad_input),
