@@ -155,10 +155,10 @@ assert_error_field(const struct gp_client_response *r, const char *field)
 }
 
 /*
- * gpu_classes (a view: the folded counts plus the deltas the triggers
- * append) equals a grouping of gpus, before and after the deltas are
- * folded; after, no delta is left and no class at 0 (unless the
- * maintenance worker was folding at that moment: -1).
+ * gpu_classes (a view over the deltas the triggers append) equals a
+ * grouping of gpus, before and after the deltas are compacted; after, one
+ * delta row per class with GPUs (unless the maintenance worker was
+ * compacting at that moment: -1).
  */
 static void assert_classes_equal_gpus(struct fixture *fx);
 
@@ -173,8 +173,9 @@ assert_classes_consistent(struct fixture *fx)
 	assert_classes_equal_gpus(fx);
 	if (folded >= 0)
 		assert_int_equal(fx_sql_int64(fx,
-			"SELECT (SELECT count(*) FROM gpu_class_deltas) + "
-			"(SELECT count(*) FROM gpu_class_counts WHERE gpus = 0)"), 0);
+			"SELECT count(*) - count(DISTINCT (cluster_id, model, mig_enabled, healthy, "
+			"node_ready, layout)) + count(*) FILTER (WHERE gpus = 0) "
+			"FROM gpu_class_deltas"), 0);
 }
 
 static void
