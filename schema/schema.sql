@@ -80,51 +80,27 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION public.gpu_classes_compact() RETURNS bigint
-    LANGUAGE plpgsql
-    AS $$
-DECLARE
-	n bigint;
-BEGIN
-	IF NOT pg_try_advisory_xact_lock(7453010373645639271) THEN
-		RETURN -1;
-	END IF;
-	IF NOT EXISTS (SELECT 1 FROM gpu_class_deltas
-	               GROUP BY cluster_id, model, mig_enabled, healthy, node_ready, layout
-	               HAVING count(*) > 1 OR sum(gpus) = 0) THEN
-		RETURN 0;
-	END IF;
-	WITH d AS (
-		DELETE FROM gpu_class_deltas RETURNING *
-	), s AS (
-		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
-		                              layout, gpus)
-		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(gpus)
-		FROM d GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(gpus) <> 0
-	)
-	SELECT count(*) INTO n FROM d;
-	RETURN n;
-END
-$$;
-
 CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
+		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
 		                              layout, gpus)
 		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
 		       count(*)
-		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6;
+		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
 	ELSIF TG_OP = 'DELETE' THEN
-		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
-		                              layout, gpus)
-		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
-		       -count(*)
-		FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6;
+		UPDATE gpu_classes c SET gpus = c.gpus - d.n
+		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
+		             node_status = 'ready' AS node_ready, layout, count(*) AS n
+		      FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6) d
+		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
+		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
 	ELSE
-		INSERT INTO gpu_class_deltas (cluster_id, model, mig_enabled, healthy, node_ready,
+		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
 		                              layout, gpus)
 		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
@@ -132,7 +108,9 @@ BEGIN
 		      UNION ALL
 		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
 		             layout, 1 FROM new_rows) d
-		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0;
+		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
+		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
 	END IF;
 	RETURN NULL;
 END
@@ -264,7 +242,7 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
-CREATE TABLE public.gpu_class_deltas (
+CREATE TABLE public.gpu_classes (
     cluster_id bigint NOT NULL,
     model text NOT NULL,
     mig_enabled boolean NOT NULL,
@@ -273,17 +251,6 @@ CREATE TABLE public.gpu_class_deltas (
     layout text NOT NULL,
     gpus integer NOT NULL
 );
-
-CREATE VIEW public.gpu_classes AS
- SELECT gpu_class_deltas.cluster_id,
-    gpu_class_deltas.model,
-    gpu_class_deltas.mig_enabled,
-    gpu_class_deltas.healthy,
-    gpu_class_deltas.node_ready,
-    gpu_class_deltas.layout,
-    (sum(gpu_class_deltas.gpus))::integer AS gpus
-   FROM public.gpu_class_deltas
-  GROUP BY gpu_class_deltas.cluster_id, gpu_class_deltas.model, gpu_class_deltas.mig_enabled, gpu_class_deltas.healthy, gpu_class_deltas.node_ready, gpu_class_deltas.layout;
 
 CREATE TABLE public.gpu_models (
     id text NOT NULL,
@@ -639,6 +606,9 @@ ALTER TABLE ONLY public.clusters
 
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.gpu_classes
+    ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
 
 ALTER TABLE ONLY public.gpu_models
     ADD CONSTRAINT gpu_models_pkey PRIMARY KEY (id);

@@ -1,15 +1,11 @@
 /*
  * maintenance.c - periodic cleanup on a thread of its own, with its own
- * database connection: housekeeping every interval_s seconds, and every
- * CLASSES_COMPACT_S seconds the compaction of the GPU class deltas
- * (migration 0005), which keeps capacity reads summing a few rows.
+ * database connection.
  */
 #include "maintenance.h"
 
 #include "core/log.h"
-#include "core/timeutil.h"
 #include "db/db.h"
-#include "db/db_classes.h"
 #include "db/db_idempotency.h"
 #include "db/db_users.h"
 
@@ -19,9 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-/* how often the class deltas are folded (each approval appends a few) */
-#define CLASSES_COMPACT_S 2
 
 struct maintenance {
 	pthread_t thread;
@@ -57,38 +50,20 @@ maintenance_run_once(struct maintenance *m)
 		 "tokens", n[2]);
 }
 
-static void
-maintenance_compact_classes(void)
-{
-	struct gp_error err;
-	int64_t folded = 0;
-
-	gp_error_clear(&err);
-	if (db_classes_compact(db_thread(), &folded, &err) < 0)
-		log_warn(NULL, "could not compact gpu class deltas", "error", err.message);
-}
-
 static void *
 maintenance_main(void *arg)
 {
 	struct maintenance *m = arg;
-	int64_t next_housekeeping = time_mono_us();
 
 	pthread_mutex_lock(&m->lock);
 	while (!m->stop) {
 		struct timespec ts;
-		int wait_s;
 
 		pthread_mutex_unlock(&m->lock);
-		if (time_mono_us() >= next_housekeeping) {
-			maintenance_run_once(m);
-			next_housekeeping = time_mono_us() + (int64_t)m->cfg.interval_s * 1000000;
-		}
-		maintenance_compact_classes();
+		maintenance_run_once(m);
 		pthread_mutex_lock(&m->lock);
-		wait_s = m->cfg.interval_s < CLASSES_COMPACT_S ? m->cfg.interval_s : CLASSES_COMPACT_S;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += wait_s;
+		ts.tv_sec += m->cfg.interval_s;
 		while (!m->stop && pthread_cond_timedwait(&m->cond, &m->lock, &ts) != ETIMEDOUT)
 			;
 	}

@@ -154,32 +154,9 @@ assert_error_field(const struct gp_client_response *r, const char *field)
 	fail_msg("no error for field %s in %s", field, r->body);
 }
 
-/*
- * gpu_classes (a view over the deltas the triggers append) equals a
- * grouping of gpus, before and after the deltas are compacted; after, one
- * delta row per class with GPUs (unless the maintenance worker was
- * compacting at that moment: -1).
- */
-static void assert_classes_equal_gpus(struct fixture *fx);
-
+/* gpu_classes (kept by triggers) equals a grouping of gpus. */
 static void
 assert_classes_consistent(struct fixture *fx)
-{
-	int64_t folded;
-
-	assert_classes_equal_gpus(fx);
-	folded = fx_sql_int64(fx, "SELECT gpu_classes_compact()");
-	assert_true(folded >= -1);
-	assert_classes_equal_gpus(fx);
-	if (folded >= 0)
-		assert_int_equal(fx_sql_int64(fx,
-			"SELECT count(*) - count(DISTINCT (cluster_id, model, mig_enabled, healthy, "
-			"node_ready, layout)) + count(*) FILTER (WHERE gpus = 0) "
-			"FROM gpu_class_deltas"), 0);
-}
-
-static void
-assert_classes_equal_gpus(struct fixture *fx)
 {
 	assert_int_equal(fx_sql_int64(fx,
 		"SELECT count(*) FROM ("
