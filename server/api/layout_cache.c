@@ -9,18 +9,29 @@
 #include "capacity.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LAYOUT_CACHE_SLOTS (2 * LAYOUT_CACHE_MAX) /* a power of two: at most half full */
 
+/*
+ * One malloc: the key, then the figures at figures_offset, so that a
+ * lookup's comparison reads the entry's first cache line only.
+ */
 struct layout_entry {
-	const struct gpu_model *model;
-	bool mig_enabled;
 	uint32_t hash;
-	struct layout_figures f;
+	bool mig_enabled;
+	uint16_t figures_offset;
+	const struct gpu_model *model;
 	char layout[];                  /* the key's text */
 };
+
+static const struct layout_figures *
+entry_figures(const struct layout_entry *e)
+{
+	return (const struct layout_figures *)(const void *)((const char *)e + e->figures_offset);
+}
 
 static struct {
 	pthread_mutex_t lock;
@@ -96,13 +107,13 @@ layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout
 {
 	uint32_t h = layout_hash(m, mig_enabled, layout);
 	struct layout_entry **slot, *e;
-	size_t len;
+	size_t len, off;
 
 	pthread_mutex_lock(&cache.lock);
 	if (cache.slots != NULL) {
 		slot = layout_slot(m, mig_enabled, layout, h);
 		if (*slot != NULL) {
-			*out = (*slot)->f;
+			*out = *entry_figures(*slot);
 			pthread_mutex_unlock(&cache.lock);
 			return;
 		}
@@ -111,14 +122,19 @@ layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout
 
 	layout_compute(m, mig_enabled, layout, out);
 	len = strlen(layout);
-	e = malloc(sizeof(*e) + len + 1);
+	off = (offsetof(struct layout_entry, layout) + len + 1 + _Alignof(struct layout_figures) - 1) /
+	      _Alignof(struct layout_figures) * _Alignof(struct layout_figures);
+	if (off > UINT16_MAX)
+		return;                 /* no such layout text exists; not remembered */
+	e = malloc(off + sizeof(*out));
 	if (e == NULL)
 		return;
 	e->model = m;
 	e->mig_enabled = mig_enabled;
 	e->hash = h;
-	e->f = *out;
+	e->figures_offset = (uint16_t)off;
 	memcpy(e->layout, layout, len + 1);
+	memcpy((char *)e + off, out, sizeof(*out));
 	pthread_mutex_lock(&cache.lock);
 	if (cache.slots == NULL)
 		cache.slots = calloc(LAYOUT_CACHE_SLOTS, sizeof(*cache.slots));
