@@ -1096,7 +1096,7 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 		const struct gpu_model *m = models[i];
 		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
 		int64_t need = 0, held = 0, better = 0;
-		int nrefs = 0, last = pos[i], floor = 0, d = 0;
+		int nrefs = 0, last = pos[i], low = 0, d = 0;
 		bool seen = false;
 
 		/* once per (model, profile) */
@@ -1129,8 +1129,8 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 				if (cl->admits & (1u << bit))
 					level_gpus[pref_instances(cl->pref[bit])] += cl->gpus;
 			}
-			for (floor = CATALOG_MAX_SLICES; floor > 0; floor--) {
-				held += level_gpus[floor];
+			for (low = CATALOG_MAX_SLICES; low > 0; low--) {
+				held += level_gpus[low];
 				if (held >= need)
 					break;
 			}
@@ -1140,7 +1140,7 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 			int k = by_model[x];
 
 			if (!(cls[k].admits & (1u << bit)) ||
-			    (!wide && pref_instances(cls[k].pref[bit]) < floor))
+			    (!wide && pref_instances(cls[k].pref[bit]) < low))
 				continue;
 			refs[nrefs].key = cls[k].pref[bit];
 			refs[nrefs].idx = k;
