@@ -561,3 +561,84 @@ db_param_int(struct arena *a, int64_t v)
 {
 	return arena_printf(a, "%lld", (long long)v);
 }
+
+const char *
+db_param_text_array(struct arena *a, const char *const *v, int n)
+{
+	size_t len = 3;
+	char *buf, *p;
+
+	for (int i = 0; i < n; i++)
+		len += 2 * strlen(v[i]) + 3;
+	buf = p = arena_alloc(a, len);
+	*p++ = '{';
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		*p++ = '"';
+		for (const char *s = v[i]; *s != '\0'; s++) {
+			if (*s == '"' || *s == '\\')
+				*p++ = '\\';
+			*p++ = *s;
+		}
+		*p++ = '"';
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+const char *
+db_param_int64_array(struct arena *a, const int64_t *v, int n)
+{
+	char *buf = arena_alloc(a, 3 + (size_t)n * 21), *p = buf;
+
+	*p++ = '{';
+	for (int i = 0; i < n; i++) {
+		int64_t x = v[i];
+		char tmp[24];
+		int k = 0;
+		bool neg = x < 0;
+		uint64_t u = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+
+		if (i > 0)
+			*p++ = ',';
+		do {
+			tmp[k++] = (char)('0' + (int)(u % 10));
+			u /= 10;
+		} while (u != 0);
+		if (neg)
+			*p++ = '-';
+		while (k > 0)
+			*p++ = tmp[--k];
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+const char *
+db_param_int_array(struct arena *a, const int *v, int n)
+{
+	int64_t *w = arena_alloc(a, sizeof(*w) * (size_t)(n + 1));
+
+	for (int i = 0; i < n; i++)
+		w[i] = v[i];
+	return db_param_int64_array(a, w, n);
+}
+
+const char *
+db_param_bool_array(struct arena *a, const bool *v, int n)
+{
+	char *buf = arena_alloc(a, 3 + (size_t)n * 2), *p = buf;
+
+	*p++ = '{';
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		*p++ = v[i] ? 't' : 'f';
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}

@@ -171,70 +171,6 @@ param_id_or_null(struct arena *a, int64_t v)
 	return v != 0 ? db_param_int(a, v) : NULL;
 }
 
-/* A PostgreSQL array literal of strings, each double-quoted and escaped. */
-static const char *
-param_text_array(struct arena *a, const char *const *v, int n)
-{
-	size_t len = 3;
-	char *buf, *p;
-
-	for (int i = 0; i < n; i++)
-		len += 2 * strlen(v[i]) + 3;
-	buf = p = arena_alloc(a, len);
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		if (i > 0)
-			*p++ = ',';
-		*p++ = '"';
-		for (const char *s = v[i]; *s != '\0'; s++) {
-			if (*s == '"' || *s == '\\')
-				*p++ = '\\';
-			*p++ = *s;
-		}
-		*p++ = '"';
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
-static const char *
-param_int_array(struct arena *a, const int64_t *v, int n)
-{
-	size_t len = 3 + (size_t)n * 21;
-	char *buf = arena_alloc(a, len);
-	size_t off = 0;
-
-	buf[off++] = '{';
-	for (int i = 0; i < n; i++) {
-		char *s = arena_printf(a, "%s%lld", i > 0 ? "," : "", (long long)v[i]);
-		size_t sl = strlen(s);
-
-		memcpy(buf + off, s, sl);
-		off += sl;
-	}
-	buf[off++] = '}';
-	buf[off] = '\0';
-	return buf;
-}
-
-static const char *
-param_bool_array(struct arena *a, const bool *v, int n)
-{
-	char *buf = arena_alloc(a, 3 + 2 * (size_t)n);
-	size_t off = 0;
-
-	buf[off++] = '{';
-	for (int i = 0; i < n; i++) {
-		if (i > 0)
-			buf[off++] = ',';
-		buf[off++] = v[i] ? 't' : 'f';
-	}
-	buf[off++] = '}';
-	buf[off] = '\0';
-	return buf;
-}
-
 /* ---- clusters ---- */
 
 static void
@@ -654,7 +590,7 @@ int
 db_allocations_live(struct db *db, struct arena *a, const int64_t *ids, int nids,
 		    struct alloc_row **out, int *n, struct gp_error *err)
 {
-	const char *p[1] = { param_int_array(a, ids, nids) };
+	const char *p[1] = { db_param_int64_array(a, ids, nids) };
 	PGresult *r;
 
 	*n = 0;
@@ -713,7 +649,7 @@ db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id
 			      const char *const *models, int nmodels,
 			      struct layout_class **out, int *n, struct gp_error *err)
 {
-	const char *p[2] = { param_text_array(a, models, nmodels), param_id_or_null(a, cluster_id) };
+	const char *p[2] = { db_param_text_array(a, models, nmodels), param_id_or_null(a, cluster_id) };
 	PGresult *r = cluster_id != 0
 		? db_exec(db, a, &stmt_cap_placeable_classes_cluster, 2, p, err)
 		: db_exec(db, a, &stmt_cap_placeable_classes, 1, p, err);
@@ -778,13 +714,13 @@ db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
 		pg[i] = pk[i].group;
 		pl[i] = pk[i].limit;
 	}
-	p[0] = param_text_array(a, models, nw);
-	p[1] = param_bool_array(a, migs, nw);
-	p[2] = param_text_array(a, layouts, nw);
-	p[3] = param_int_array(a, lims, nw);
-	p[4] = param_int_array(a, pw, np);
-	p[5] = param_int_array(a, pg, np);
-	p[6] = param_int_array(a, pl, np);
+	p[0] = db_param_text_array(a, models, nw);
+	p[1] = db_param_bool_array(a, migs, nw);
+	p[2] = db_param_text_array(a, layouts, nw);
+	p[3] = db_param_int64_array(a, lims, nw);
+	p[4] = db_param_int64_array(a, pw, np);
+	p[5] = db_param_int64_array(a, pg, np);
+	p[6] = db_param_int64_array(a, pl, np);
 	p[7] = param_id_or_null(a, cluster_id);
 	r = cluster_id != 0 ? db_exec(db, a, &stmt_cap_class_gpus_cluster, 8, p, err)
 			    : db_exec(db, a, &stmt_cap_class_gpus, 7, p, err);
@@ -808,8 +744,8 @@ db_capacity_candidates(struct db *db, struct arena *a, int64_t cluster_id,
 
 	for (int i = 0; i < nmodels; i++)
 		lims[i] = per_class[i];
-	p[0] = param_text_array(a, models, nmodels);
-	p[1] = param_int_array(a, lims, nmodels);
+	p[0] = db_param_text_array(a, models, nmodels);
+	p[1] = db_param_int64_array(a, lims, nmodels);
 	p[2] = param_id_or_null(a, cluster_id);
 	r = db_exec(db, a, &stmt_cap_candidates, 3, p, err);
 	if (r == NULL)

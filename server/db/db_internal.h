@@ -59,6 +59,16 @@ bool db_null(const PGresult *r, int row, int col);
 /* Integer to arena text for parameters. */
 const char *db_param_int(struct arena *a, int64_t v);
 
+/*
+ * PostgreSQL array literals for parameters, in arena memory: strings
+ * double-quoted and escaped ({"a","b\\"c"}), integers, booleans ({t,f}).
+ * Set-based statements take their rows as parallel arrays (unnest).
+ */
+const char *db_param_text_array(struct arena *a, const char *const *v, int n);
+const char *db_param_int64_array(struct arena *a, const int64_t *v, int n);
+const char *db_param_int_array(struct arena *a, const int *v, int n);
+const char *db_param_bool_array(struct arena *a, const bool *v, int n);
+
 /* Map a failed PGresult (or broken connection) to err; returns -1. */
 int db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err);
 

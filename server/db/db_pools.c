@@ -319,90 +319,6 @@ DB_STMT(stmt_pools_settle,
 	" '{\"status\":\"provisioning\"}'::jsonb, '{\"status\":\"active\"}'::jsonb FROM act"
 	") SELECT (SELECT count(*) FROM rel) + (SELECT count(*) FROM act)");
 
-/* ---- parameter helpers ---- */
-
-/* A PostgreSQL array literal of strings, each double-quoted and escaped. */
-static const char *
-param_text_array(struct arena *a, const char *const *v, int n)
-{
-	size_t len = 3;
-	char *buf, *p;
-
-	for (int i = 0; i < n; i++)
-		len += 2 * strlen(v[i]) + 3;
-	buf = p = arena_alloc(a, len);
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		if (i > 0)
-			*p++ = ',';
-		*p++ = '"';
-		for (const char *s = v[i]; *s != '\0'; s++) {
-			if (*s == '"' || *s == '\\')
-				*p++ = '\\';
-			*p++ = *s;
-		}
-		*p++ = '"';
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
-static const char *
-param_int64_array(struct arena *a, const int64_t *v, int n)
-{
-	char *buf = arena_alloc(a, 3 + (size_t)n * 21), *p = buf;
-
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		int64_t x = v[i];
-		char tmp[24];
-		int k = 0;
-		bool neg = x < 0;
-		uint64_t u = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
-
-		if (i > 0)
-			*p++ = ',';
-		do {
-			tmp[k++] = (char)('0' + (int)(u % 10));
-			u /= 10;
-		} while (u != 0);
-		if (neg)
-			*p++ = '-';
-		while (k > 0)
-			*p++ = tmp[--k];
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
-static const char *
-param_int_array(struct arena *a, const int *v, int n)
-{
-	int64_t *w = arena_alloc(a, sizeof(*w) * (size_t)(n + 1));
-
-	for (int i = 0; i < n; i++)
-		w[i] = v[i];
-	return param_int64_array(a, w, n);
-}
-
-static const char *
-param_bool_array(struct arena *a, const bool *v, int n)
-{
-	char *buf = arena_alloc(a, 3 + (size_t)n * 2), *p = buf;
-
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		if (i > 0)
-			*p++ = ',';
-		*p++ = v[i] ? 't' : 'f';
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
 /* ---- quotas ---- */
 
 int
@@ -547,7 +463,7 @@ int
 db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids,
 		    int64_t request_id, struct pool_alloc_row **out, int *n, struct gp_error *err)
 {
-	const char *p[2] = { param_int64_array(a, ids, nids), db_param_int(a, request_id) };
+	const char *p[2] = { db_param_int64_array(a, ids, nids), db_param_int(a, request_id) };
 	PGresult *r;
 
 	*n = 0;
@@ -801,10 +717,10 @@ db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *
 		migs[i] = w[i].mig_enabled;
 		lims[i] = w[i].limit;
 	}
-	p[0] = param_text_array(a, models, nw);
-	p[1] = param_bool_array(a, migs, nw);
-	p[2] = param_text_array(a, layouts, nw);
-	p[3] = param_int_array(a, lims, nw);
+	p[0] = db_param_text_array(a, models, nw);
+	p[1] = db_param_bool_array(a, migs, nw);
+	p[2] = db_param_text_array(a, layouts, nw);
+	p[3] = db_param_int_array(a, lims, nw);
 	r = db_exec(db, a, skip ? &stmt_pools_cand_skip : &stmt_pools_cand_wait, 4, p, err);
 	if (r == NULL)
 		return -1;
@@ -879,24 +795,24 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 			size[i] = ap->allocs[i].size;
 		}
 		nodes = distinct_ids(a, nid, ap->nallocs, &nnodes);
-		p[6] = param_int64_array(a, gpu, ap->nallocs);
-		p[7] = param_text_array(a, prof, ap->nallocs);
-		p[8] = param_int_array(a, start, ap->nallocs);
-		p[9] = param_int_array(a, size, ap->nallocs);
-		p[10] = param_text_array(a, ap->item_models, ap->nitems);
-		p[11] = param_text_array(a, ap->item_profiles, ap->nitems);
-		p[12] = param_int_array(a, ap->item_counts, ap->nitems);
+		p[6] = db_param_int64_array(a, gpu, ap->nallocs);
+		p[7] = db_param_text_array(a, prof, ap->nallocs);
+		p[8] = db_param_int_array(a, start, ap->nallocs);
+		p[9] = db_param_int_array(a, size, ap->nallocs);
+		p[10] = db_param_text_array(a, ap->item_models, ap->nitems);
+		p[11] = db_param_text_array(a, ap->item_profiles, ap->nitems);
+		p[12] = db_param_int_array(a, ap->item_counts, ap->nitems);
 	} else {
 		nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
-		p[6] = param_int64_array(a, ap->free_ids, ap->nfree);
-		p[7] = param_text_array(a, ap->keep_models, ap->nkeep);
-		p[8] = param_text_array(a, ap->keep_profiles, ap->nkeep);
+		p[6] = db_param_int64_array(a, ap->free_ids, ap->nfree);
+		p[7] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+		p[8] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
 		p[9] = db_param_int(a, ap->nfree);
-		p[10] = param_text_array(a, ap->keep_models, ap->nkeep);
-		p[11] = param_text_array(a, ap->keep_profiles, ap->nkeep);
-		p[12] = param_int_array(a, ap->keep_counts, ap->nkeep);
+		p[10] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+		p[11] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+		p[12] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
 	}
-	p[13] = param_int64_array(a, nodes, nnodes);
+	p[13] = db_param_int64_array(a, nodes, nnodes);
 	p[14] = db_param_int(a, ap->actor_id);
 	p[15] = ap->actor;
 	p[16] = ap->note;
@@ -905,7 +821,7 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 	p[19] = ap->audit_after_json;
 	p[20] = ap->action;
 	p[21] = db_param_int(a, ap->at_us);
-	p[22] = param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
+	p[22] = db_param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
 	p[23] = db_param_int(a, ap->nallocs);
 	/* the statement checks itself (pools_check), so it commits in its round trip */
 	if (!grow)
