@@ -426,6 +426,8 @@ db_exec_simple(struct db *db, const char *sql, struct gp_error *err)
 	conn = db_conn(db, err);
 	if (conn == NULL)
 		return -1;
+	/* sql is always a constant of this program (BEGIN, SET, an embedded
+	 * migration), never request data: callers with data use db_exec() */
 	r = PQexec(conn, sql);
 	if (r == NULL || (PQresultStatus(r) != PGRES_COMMAND_OK &&
 			  PQresultStatus(r) != PGRES_TUPLES_OK)) {
