@@ -361,26 +361,43 @@ db_node_insert(struct db *db, struct arena *a, int64_t cluster_id, const char *n
 	return node_reload(db, a, db_int64(r, 0, 0), out, err);
 }
 
+/*
+ * Read the one row of get for key, first taking its row lock with lock
+ * when lock is not NULL. *out is NULL when there is no such row.
+ */
+static int
+get_locked(struct db *db, struct arena *a, const struct db_stmt *lock,
+	   const struct db_stmt *get, const char *key, PGresult **out, struct gp_error *err)
+{
+	const char *p[1] = { key };
+	PGresult *r;
+
+	*out = NULL;
+	if (lock != NULL) {
+		r = db_exec(db, a, lock, 1, p, err);
+		if (r == NULL)
+			return -1;
+		if (PQntuples(r) != 1)
+			return 0;
+	}
+	r = db_exec(db, a, get, 1, p, err);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 1)
+		*out = r;
+	return 0;
+}
+
 int
 db_node_get(struct db *db, struct arena *a, const char *name, bool for_update,
 	    struct node_row *out, bool *found, struct gp_error *err)
 {
-	const char *p[1] = { name };
 	PGresult *r;
 
-	if (for_update) {
-		r = db_exec(db, a, &stmt_cap_node_lock, 1, p, err);
-		if (r == NULL)
-			return -1;
-		if (PQntuples(r) != 1) {
-			*found = false;
-			return 0;
-		}
-	}
-	r = db_exec(db, a, &stmt_cap_node_get, 1, p, err);
-	if (r == NULL)
+	if (get_locked(db, a, for_update ? &stmt_cap_node_lock : NULL, &stmt_cap_node_get,
+		       name, &r, err) < 0)
 		return -1;
-	*found = PQntuples(r) == 1;
+	*found = r != NULL;
 	if (*found)
 		node_from_row(a, r, 0, out);
 	return 0;
@@ -505,22 +522,12 @@ int
 db_gpu_get(struct db *db, struct arena *a, const char *uuid, bool for_update,
 	   struct gpu_row *out, bool *found, struct gp_error *err)
 {
-	const char *p[1] = { uuid };
 	PGresult *r;
 
-	if (for_update) {
-		r = db_exec(db, a, &stmt_cap_gpu_lock, 1, p, err);
-		if (r == NULL)
-			return -1;
-		if (PQntuples(r) != 1) {
-			*found = false;
-			return 0;
-		}
-	}
-	r = db_exec(db, a, &stmt_cap_gpu_get, 1, p, err);
-	if (r == NULL)
+	if (get_locked(db, a, for_update ? &stmt_cap_gpu_lock : NULL, &stmt_cap_gpu_get,
+		       uuid, &r, err) < 0)
 		return -1;
-	*found = PQntuples(r) == 1;
+	*found = r != NULL;
 	if (*found)
 		gpu_from_row(a, r, 0, out);
 	return 0;
