@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "api/layout_cache.h"
+#include "api/pools.h"
 #include "auth/password.h"
 #include "auth/roles.h"
 #include "core/json.h"
@@ -263,7 +264,9 @@ cmd_serve(struct config *cfg)
 	hc.max_body = 1024 * 1024;
 	hc.access_log = cfg->access_log;
 	hc.ctx = &app;
-	if (http_start(&server, &hc, api_dispatch, &port) < 0)
+	if (pool_approvals_start(&app) < 0)
+		fatal("could not start the approvals worker");
+	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
 		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
 	{
 		struct maintenance_config mc = {
@@ -289,6 +292,7 @@ cmd_serve(struct config *cfg)
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	http_stop(server, cfg->shutdown_grace_s * 1000);
+	pool_approvals_stop(&app);
 	expiry_stop(expiry);
 	maintenance_stop(maint);
 	layout_cache_reset();           /* its keys point into the catalog */

@@ -13,6 +13,7 @@
 #include "core/request.h"
 #include "db/db.h"
 
+struct batch_queue;
 struct catalog;
 
 /* Server-wide, read-only after start-up; request->ctx points here. */
@@ -26,6 +27,7 @@ struct app {
 	size_t openapi_len;
 	const struct catalog *catalog;
 	int request_ttl_s;              /* a pending pool request expires after this */
+	struct batch_queue *approvals;  /* group commit of approvals (pool_requests.c) */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res,
@@ -50,8 +52,28 @@ struct route {
 extern const struct route api_routes[];
 extern const int api_nroutes;
 
-/* Entry point given to http/: match, authenticate, authorize, run, record. */
-void api_dispatch(struct request *req, struct response *res);
+/*
+ * Entry point given to http/: match, authenticate, authorize, run,
+ * record. Returns 0 when res holds the answer, 1 (API_DEFERRED) when a
+ * handler deferred it; http/ then calls api_dispatch_resume once the
+ * request was woken (api_wake).
+ */
+int api_dispatch(struct request *req, struct response *res);
+void api_dispatch_resume(struct request *req, struct response *res);
+
+/*
+ * Deferred answers. A handler that hands its work to another thread
+ * (group commit, see pool_requests.c) returns api_defer(req, cont, arg); the
+ * other thread, once done, calls api_wake(req), after which cont runs on
+ * an HTTP thread exactly like a handler (its error or response is the
+ * answer; idempotency, logging and metrics follow as for any handler).
+ * Between the two, only the working thread touches req (and its arena).
+ */
+#define API_DEFERRED 1
+typedef int (*api_cont_fn)(struct request *req, struct response *res, void *arg,
+			   struct gp_error *err);
+int api_defer(struct request *req, api_cont_fn cont, void *arg);
+void api_wake(struct request *req);
 
 /* The server context of a request. */
 struct app *api_app(const struct request *req);

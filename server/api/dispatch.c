@@ -289,11 +289,56 @@ idempotency_end(struct request *req, struct response *res, const char *key)
 	}
 }
 
+/* What the dispatcher keeps of a request whose handler deferred its answer. */
+struct deferred {
+	int route;
+	const char *idem_key;
+	api_cont_fn cont;
+	void *arg;
+};
+
+int
+api_defer(struct request *req, api_cont_fn cont, void *arg)
+{
+	struct deferred *d = req->deferred;
+
+	d->cont = cont;
+	d->arg = arg;
+	return API_DEFERRED;
+}
+
 void
+api_wake(struct request *req)
+{
+	req->wake(req);
+}
+
+/* The handler's (or continuation's) outcome rc becomes the answer. */
+static void
+dispatch_finish(struct request *req, struct response *res, int idx, const char *idem_key,
+		int rc, struct gp_error *err)
+{
+	if (rc < 0 || res->status == 0) {
+		if (!gp_error_isset(err))
+			gp_error_set(err, 500, "internal", "the handler failed without a reason");
+		if (err->status == 401)
+			response_header(res, "WWW-Authenticate", "Bearer realm=\"gpupool\"");
+		if (err->status >= 500)
+			log_error(req->request_id, "request failed", "code", err->code,
+				  "error", err->message);
+		response_problem(req, res, err);
+	}
+	if (idem_key != NULL)
+		idempotency_end(req, res, idem_key);
+	metrics_observe(idx, res->status, time_mono_us() - req->started_us);
+}
+
+int
 api_dispatch(struct request *req, struct response *res)
 {
 	struct gp_error err;
 	const struct route *rt = NULL;
+	struct deferred *d;
 	const char *idem_key = NULL;
 	int idx, rc;
 
@@ -316,25 +361,34 @@ api_dispatch(struct request *req, struct response *res)
 			idem_key = NULL;
 			goto fail;
 		}
-		if (rc == 1)
-			goto done;
+		if (rc == 1) {
+			metrics_observe(idx, res->status, time_mono_us() - req->started_us);
+			return 0;
+		}
 	}
+	d = arena_alloc(req->arena, sizeof(*d));
+	d->route = idx;
+	d->idem_key = idem_key;
+	d->cont = NULL;
+	req->deferred = d;
 	rc = rt->handler(req, res, &err);
-	if (rc < 0 || res->status == 0) {
-		if (!gp_error_isset(&err))
-			gp_error_set(&err, 500, "internal", "the handler failed without a reason");
-		goto fail;
-	}
-	goto finish;
+	if (rc == API_DEFERRED)
+		return API_DEFERRED;
+	dispatch_finish(req, res, idx, idem_key, rc, &err);
+	return 0;
 fail:
-	if (err.status == 401)
-		response_header(res, "WWW-Authenticate", "Bearer realm=\"gpupool\"");
-	if (err.status >= 500)
-		log_error(req->request_id, "request failed", "code", err.code, "error", err.message);
-	response_problem(req, res, &err);
-finish:
-	if (idem_key != NULL)
-		idempotency_end(req, res, idem_key);
-done:
-	metrics_observe(idx, res->status, time_mono_us() - req->started_us);
+	dispatch_finish(req, res, idx, idem_key, -1, &err);
+	return 0;
+}
+
+void
+api_dispatch_resume(struct request *req, struct response *res)
+{
+	struct deferred *d = req->deferred;
+	struct gp_error err;
+	int rc;
+
+	gp_error_clear(&err);
+	rc = d->cont(req, res, d->arg, &err);
+	dispatch_finish(req, res, d->route, d->idem_key, rc, &err);
 }

@@ -21,6 +21,7 @@
  * 409 insufficient_capacity.
  */
 #include "pools.h"
+#include "batch.h"
 #include "capacity.h"
 
 #include "core/log.h"
@@ -261,15 +262,18 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 	return 0;
 }
 
-/* Lock the candidates of one pass and add them (without duplicates) to set. */
+/*
+ * Lock the candidates of one pass for items[0..nitems) (fast: the
+ * busiest classes and the empty GPUs, skipping what others hold; slow:
+ * every useful class, waiting for locks) into rows[0..*n).
+ */
 static int
-candidates_add(struct db *db, struct arena *a, const struct catalog *c,
-	       const struct spec_count *items, int nitems, bool fast,
-	       struct locked_gpu **set, int *nset, int *cap, struct gp_error *err)
+candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
+		 const struct spec_count *items, int nitems, bool fast,
+		 struct locked_gpu **rows, int *n, struct gp_error *err)
 {
 	struct candidate_want *w;
-	struct locked_gpu *rows;
-	int nw = 0, wcap = nitems * (FAST_PARTIAL_CLASSES + 2) + 8, n;
+	int nw = 0, wcap = nitems * (FAST_PARTIAL_CLASSES + 2) + 8;
 	bool done[POOL_MAX_ITEMS];
 
 	memset(done, 0, sizeof(done));
@@ -304,117 +308,105 @@ candidates_add(struct db *db, struct arena *a, const struct catalog *c,
 		if (wants_for_model(db, a, m, items, idx, nidx, fast, w, &nw, wcap, err) < 0)
 			return -1;
 	}
-	if (db_candidates_lock(db, a, w, nw, fast, &rows, &n, err) < 0)
-		return -1;
-	for (int i = 0; i < n; i++) {
-		int j;
-
-		for (j = 0; j < *nset; j++)
-			if ((*set)[j].id == rows[i].id)
-				break;
-		if (j < *nset) {
-			(*set)[j] = rows[i];    /* the later read is as current */
-			continue;
-		}
-		if (*nset == *cap) {
-			int ncap = *cap * 2 + 16;
-			struct locked_gpu *g = arena_alloc(a, sizeof(*g) * (size_t)ncap);
-
-			if (*nset > 0)
-				memcpy(g, *set, sizeof(*g) * (size_t)*nset);
-			*set = g;
-			*cap = ncap;
-		}
-		(*set)[(*nset)++] = rows[i];
-	}
-	return 0;
-}
-
-/* Run the engine over the locked set. 1: placed, 0: insufficient, -1: error. */
-static int
-place_on(struct arena *a, const struct catalog *c, const struct locked_gpu *set, int nset,
-	 const struct spec_count *items, int nitems, struct placement_result *res,
-	 const struct locked_gpu ***gpu_rows, struct gp_error *err)
-{
-	struct placement_gpu *gpus = arena_alloc(a, sizeof(*gpus) * (size_t)(nset + 1));
-	const struct locked_gpu **rows = arena_alloc(a, sizeof(*rows) * (size_t)(nset + 1));
-	struct gp_error perr;
-	int ng = 0;
-
-	for (int i = 0; i < nset; i++) {
-		const struct gpu_model *m = catalog_model(c, set[i].model);
-
-		if (m == NULL)
-			continue;
-		placement_gpu_init(&gpus[ng], m, set[i].id, set[i].node_id, set[i].index,
-				   set[i].mig_enabled);
-		if (capacity_layout_apply(&gpus[ng], set[i].layout) < 0) {
-			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-				 "gpu", set[i].uuid, "layout", set[i].layout);
-			continue;
-		}
-		rows[ng++] = &set[i];
-	}
-	gp_error_clear(&perr);
-	res->nplacements = 0;
-	memset(res->missing, 0, sizeof(res->missing));
-	if (placement_find(c, gpus, ng, items, nitems, 0, res, &perr) == 0) {
-		*gpu_rows = rows;
-		return 1;
-	}
-	if (perr.status == 409)
-		return 0;
-	*err = perr;
-	return -1;
+	return db_candidates_lock(db, a, w, nw, fast, rows, n, err);
 }
 
 /*
- * Place items (canonical, validated) on locked GPUs: fast path, then slow
- * path. On success *out[0..*nout) are the placements; when nothing fits
- * returns -1 with 409 insufficient_capacity and missing[i] per item.
+ * The GPUs one batch places on: the engine's view of every candidate
+ * locked so far, with this batch's placements applied as they are made.
+ */
+struct place_set {
+	struct placement_gpu *gpus;
+	const struct locked_gpu **rows; /* rows[i]: what gpus[i] was read as */
+	int n;
+	int cap;
+};
+
+/* Add the locked rows[0..n) that set does not hold yet. */
+static void
+place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
+	      const struct locked_gpu *rows, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct gpu_model *m = catalog_model(c, rows[i].model);
+		struct placement_gpu *g;
+		int j;
+
+		if (m == NULL)
+			continue;
+		for (j = 0; j < set->n; j++)
+			if (set->gpus[j].id == rows[i].id)
+				break;
+		if (j < set->n)
+			continue;       /* ours already, with this batch's placements */
+		if (set->n == set->cap) {
+			int ncap = set->cap * 2 + 64;
+			struct placement_gpu *ng = arena_alloc(a, sizeof(*ng) * (size_t)ncap);
+			const struct locked_gpu **nr = arena_alloc(a, sizeof(*nr) * (size_t)ncap);
+
+			if (set->n > 0) {
+				memcpy(ng, set->gpus, sizeof(*ng) * (size_t)set->n);
+				memcpy(nr, set->rows, sizeof(*nr) * (size_t)set->n);
+			}
+			set->gpus = ng;
+			set->rows = nr;
+			set->cap = ncap;
+		}
+		g = &set->gpus[set->n];
+		placement_gpu_init(g, m, rows[i].id, rows[i].node_id, rows[i].index,
+				   rows[i].mig_enabled);
+		if (capacity_layout_apply(g, rows[i].layout) < 0) {
+			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
+				 "gpu", rows[i].uuid, "layout", rows[i].layout);
+			continue;
+		}
+		set->rows[set->n++] = &rows[i];
+	}
+}
+
+/*
+ * Place items on set and apply them there. 1: placed (*out[0..*nout) in
+ * arena a), 0: insufficient (missing[] per item), -1: error.
  */
 static int
-place_items(struct db *db, struct arena *a, const struct catalog *c,
-	    const struct spec_count *items, int nitems, struct placed **out, int *nout,
-	    int *missing, struct gp_error *err)
+place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
+	       const struct spec_count *items, int nitems, struct placed **out, int *nout,
+	       int *missing, struct gp_error *err)
 {
-	struct locked_gpu *set = NULL;
-	const struct locked_gpu **rows = NULL;
 	struct placement_result res;
-	int nset = 0, cap = 0, total = 0, rc = 0;
+	struct gp_error perr;
+	int total = 0;
 
 	for (int i = 0; i < nitems; i++)
 		total += items[i].count;
 	memset(&res, 0, sizeof(res));
 	res.cap = total;
 	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
-	for (int pass = 0; pass < 2 && rc == 0; pass++) {
-		if (candidates_add(db, a, c, items, nitems, pass == 0, &set, &nset, &cap, err) < 0)
+	gp_error_clear(&perr);
+	if (placement_find(c, set->gpus, set->n, items, nitems, PLACEMENT_APPLY, &res,
+			   &perr) < 0) {
+		if (perr.status != 409) {
+			*err = perr;
 			return -1;
-		rc = place_on(a, c, set, nset, items, nitems, &res, &rows, err);
-		if (rc < 0)
-			return -1;
-	}
-	if (rc == 0) {
+		}
 		for (int i = 0; i < nitems; i++)
 			missing[i] = res.missing[i];
-		return gp_error_set(err, 409, "insufficient_capacity",
-				    "the free capacity cannot hold every item of the request");
+		return 0;
 	}
 	*out = arena_alloc(a, sizeof(**out) * (size_t)(res.nplacements + 1));
 	for (int i = 0; i < res.nplacements; i++) {
 		const struct placement *p = &res.placements[i];
 		struct placed *o = &(*out)[i];
 
-		o->gpu = rows[p->gpu];
+		o->gpu = set->rows[p->gpu];
 		o->item = p->item;
-		o->profile = p->profile != NULL ? p->profile->name : SPEC_FULL;
+		o->profile = p->profile != NULL ? arena_strdup(a, p->profile->name) : SPEC_FULL;
 		o->start = p->start;
 		o->size = p->size;
 		o->mode_switch = p->mode_switch;
 	}
 	*nout = res.nplacements;
-	return 0;
+	return 1;
 }
 
 /* ---- shared pieces ---- */
@@ -711,16 +703,48 @@ api_pool_requests_get(struct request *req, struct response *res, struct gp_error
 	return 0;
 }
 
-/* ---- approve ---- */
+/* ---- approve: group commit ---- */
+
+/*
+ * Approvals are group-committed. The handler queues the approval and
+ * defers its answer; the approvals worker (batch.c, one thread, its own
+ * connection) takes what is queued and decides all of it in one
+ * transaction: lock every request and its pool (id order), validate
+ * each, check quotas, place every create / expand on one set of locked
+ * candidate GPUs (one approval after the other, each seeing the
+ * placements before it), apply each shrink or release with a statement
+ * of its own, then every create / expand in one statement sent with
+ * COMMIT. An approval that is refused (404, 409, 422) changes nothing and
+ * does not stop the others. Two approvals of one pool, or of one project
+ * under a quota, never share a batch: the later one waits for the next.
+ * When the transaction itself fails (after db_tx's retries), every
+ * approval of the batch is tried again alone, so that one approval that
+ * breaks cannot fail the others.
+ */
+
+#define APPROVE_BATCH_MAX 32
+
+enum approve_outcome {
+	APPROVE_OPEN,                   /* still going ahead in this batch */
+	APPROVE_DONE,                   /* applied (once the batch commits) */
+	APPROVE_REFUSED,                /* err says why; nothing changed */
+	APPROVE_LATER,                  /* shares a pool or quota: next batch */
+};
 
 struct approve {
 	struct request *req;
 	int64_t id;
 	const char *note;
-	/* filled by the transaction */
+	/* decided by the batch */
+	enum approve_outcome outcome;
+	struct gp_error err;
+	enum pool_action action;
 	struct approval_ctx ax;
+	struct approval_apply ap;
 	struct spec_count items[POOL_MAX_ITEMS];
 	int nitems;
+	struct spec_count pool_items[POOL_MAX_ITEMS];
+	int npool;
 	struct placed *placed;
 	int nplaced;
 	struct live_alloc *freed;
@@ -730,6 +754,25 @@ struct approve {
 	const char *after;              /* the approved request: audit row and reply */
 	size_t after_len;
 };
+
+struct approve_batch {
+	struct approve **v;
+	int n;
+	struct arena *a;                /* the batch's own scratch */
+};
+
+static bool
+approve_is_grow(const struct approve *c)
+{
+	return c->action == POOL_ACTION_CREATE || c->action == POOL_ACTION_EXPAND;
+}
+
+static void
+approve_refuse(struct approve *c, const struct gp_error *e)
+{
+	c->outcome = APPROVE_REFUSED;
+	c->err = *e;
+}
 
 static struct json_object *
 approve_allocs_json(const struct approve *c)
@@ -770,34 +813,53 @@ approve_after_json(const struct approve *c)
 	return o;
 }
 
-/* create / expand: place and insert. */
+/* Re-validate a locked request; err (4xx) when it cannot be approved now. */
 static int
-approve_grow(struct db *db, struct approve *c, struct approval_apply *ap,
-	     const struct spec_count *pool_items, int npool, struct gp_error *err)
+approve_check(struct approve *c, struct gp_error *err)
 {
-	struct request *req = c->req;
-	const struct catalog *cat = api_app(req)->catalog;
-	struct spec_count *next = arena_alloc(req->arena, sizeof(*next) * POOL_MAX_ITEMS);
-	struct new_alloc *na;
-	int64_t *sw;
-	const char **models, **profiles;
-	int *counts, nnext = 0, nsw = 0;
+	struct spec_count next[POOL_MAX_ITEMS];
+	enum pool_request_state st;
+	enum pool_status ps;
+	int nnext = 0;
 
-	if (pool_items_add(pool_items, npool, c->items, c->nitems, next, &nnext, err) < 0)
+	if (pool_request_state_parse(c->ax.req.state, &st) < 0 ||
+	    pool_request_transition(st, POOL_REQUEST_APPROVED, err) < 0)
+		return -1;
+	if (c->ax.req.expires_us <= c->ax.now_us)
+		return gp_error_set(err, 409, "conflict", "the request expired");
+	if (pool_action_parse(c->ax.req.action, &c->action) < 0 ||
+	    pool_status_parse(c->ax.pool_status, &ps) < 0)
+		return gp_error_set(err, 500, "internal", "a stored request is malformed");
+	if (pool_status_accepts(ps, c->action, c->ax.req.pool, err) < 0)
+		return -1;
+	if (pools_items_parse(c->ax.req.items_json, c->items, &c->nitems, err) < 0 ||
+	    pools_items_parse(c->ax.pool_items_json, c->pool_items, &c->npool, err) < 0)
+		return -1;
+	if (!approve_is_grow(c))
+		return 0;
+	if (pool_items_add(c->pool_items, c->npool, c->items, c->nitems, next, &nnext, err) < 0)
 		return -1;
 	if (c->ax.req.ends_us != 0 && c->ax.req.ends_us <= c->ax.now_us &&
-	    strcmp(c->ax.req.action, "create") == 0)
+	    c->action == POOL_ACTION_CREATE)
 		return gp_error_set(err, 409, "conflict",
 				    "the pool's requested end time has passed; reject the request");
-	if (c->ax.has_quota &&
-	    quota_check_now(db, req->arena, c->ax.req.project_id, true, c->items, c->nitems,
-			    &c->quota_item, err) < 0)
-		return -1;
-	if (place_items(db, req->arena, cat, c->items, c->nitems, &c->placed, &c->nplaced,
-			c->missing, err) < 0)
-		return -1;
-	na = arena_alloc(req->arena, sizeof(*na) * (size_t)(c->nplaced + 1));
-	sw = arena_alloc(req->arena, sizeof(*sw) * (size_t)(c->nplaced + 1));
+	c->ap.new_items_json = pools_items_text(c->req->arena, next, nnext);
+	return 0;
+}
+
+/* create / expand, once placed: what the apply statement needs. */
+static void
+approve_grow_fill(struct approve *c)
+{
+	struct arena *a = c->req->arena;
+	struct approval_apply *ap = &c->ap;
+	struct new_alloc *na = arena_alloc(a, sizeof(*na) * (size_t)(c->nplaced + 1));
+	int64_t *sw = arena_alloc(a, sizeof(*sw) * (size_t)(c->nplaced + 1));
+	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(c->nitems + 1));
+	const char **profiles = arena_alloc(a, sizeof(*profiles) * (size_t)(c->nitems + 1));
+	int *counts = arena_alloc(a, sizeof(*counts) * (size_t)(c->nitems + 1));
+	int nsw = 0;
+
 	for (int i = 0; i < c->nplaced; i++) {
 		const struct placed *p = &c->placed[i];
 		int j;
@@ -815,15 +877,11 @@ approve_grow(struct db *db, struct approve *c, struct approval_apply *ap,
 		if (j == nsw)
 			sw[nsw++] = p->gpu->id;
 	}
-	models = arena_alloc(req->arena, sizeof(*models) * (size_t)(c->nitems + 1));
-	profiles = arena_alloc(req->arena, sizeof(*profiles) * (size_t)(c->nitems + 1));
-	counts = arena_alloc(req->arena, sizeof(*counts) * (size_t)(c->nitems + 1));
 	for (int i = 0; i < c->nitems; i++) {
 		models[i] = c->items[i].model;
 		profiles[i] = c->items[i].profile;
 		counts[i] = c->items[i].count;
 	}
-	ap->new_items_json = pools_items_text(req->arena, next, nnext);
 	ap->new_status = "provisioning";
 	ap->ends_us = c->ax.req.ends_us;
 	ap->allocs = na;
@@ -834,16 +892,15 @@ approve_grow(struct db *db, struct approve *c, struct approval_apply *ap,
 	ap->item_profiles = profiles;
 	ap->item_counts = counts;
 	ap->nitems = c->nitems;
-	return 0;
 }
 
 /* shrink / release: choose what to free. */
 static int
-approve_free(struct db *db, struct approve *c, struct approval_apply *ap,
-	     const struct spec_count *pool_items, int npool, bool release, struct gp_error *err)
+approve_free(struct db *db, struct approve *c, bool release, struct gp_error *err)
 {
-	struct request *req = c->req;
-	struct spec_count *next = arena_alloc(req->arena, sizeof(*next) * POOL_MAX_ITEMS);
+	struct arena *a = c->req->arena;
+	struct approval_apply *ap = &c->ap;
+	struct spec_count *next = arena_alloc(a, sizeof(*next) * POOL_MAX_ITEMS);
 	struct live_alloc *live;
 	struct shrink_alloc *sa;
 	bool *chosen;
@@ -852,19 +909,18 @@ approve_free(struct db *db, struct approve *c, struct approval_apply *ap,
 	int *counts, *want, nnext = 0, nlive, k = 0;
 
 	if (!release) {
-		if (pool_items_subtract(pool_items, npool, c->items, c->nitems, next, &nnext,
+		if (pool_items_subtract(c->pool_items, c->npool, c->items, c->nitems, next, &nnext,
 					err) < 0)
 			return -1;
 		if (nnext == 0)
 			return gp_error_set(err, 409, "conflict", "the shrink would leave the pool "
 					    "empty; reject it and request a release");
 	}
-	if (db_pool_live_allocations(db, req->arena, c->ax.req.pool_id, !release, &live, &nlive,
-				     err) < 0)
+	if (db_pool_live_allocations(db, a, c->ax.req.pool_id, !release, &live, &nlive, err) < 0)
 		return -1;
-	sa = arena_alloc(req->arena, sizeof(*sa) * (size_t)(nlive + 1));
-	chosen = arena_alloc(req->arena, sizeof(*chosen) * (size_t)(nlive + 1));
-	want = arena_alloc(req->arena, sizeof(*want) * (size_t)(c->nitems + 1));
+	sa = arena_alloc(a, sizeof(*sa) * (size_t)(nlive + 1));
+	chosen = arena_alloc(a, sizeof(*chosen) * (size_t)(nlive + 1));
+	want = arena_alloc(a, sizeof(*want) * (size_t)(c->nitems + 1));
 	for (int i = 0; i < nlive; i++) {
 		sa[i].id = live[i].id;
 		sa[i].gpu_id = live[i].gpu_id;
@@ -885,9 +941,9 @@ approve_free(struct db *db, struct approve *c, struct approval_apply *ap,
 		want[j] = c->items[j].count;
 	if (!release && pool_shrink_choose(sa, nlive, want, c->nitems, chosen, err) < 0)
 		return -1;
-	ids = arena_alloc(req->arena, sizeof(*ids) * (size_t)(nlive + 1));
-	nodes = arena_alloc(req->arena, sizeof(*nodes) * (size_t)(nlive + 1));
-	c->freed = arena_alloc(req->arena, sizeof(*c->freed) * (size_t)(nlive + 1));
+	ids = arena_alloc(a, sizeof(*ids) * (size_t)(nlive + 1));
+	nodes = arena_alloc(a, sizeof(*nodes) * (size_t)(nlive + 1));
+	c->freed = arena_alloc(a, sizeof(*c->freed) * (size_t)(nlive + 1));
 	for (int i = 0; i < nlive; i++) {
 		if (!chosen[i])
 			continue;
@@ -896,15 +952,15 @@ approve_free(struct db *db, struct approve *c, struct approval_apply *ap,
 		c->freed[k++] = live[i];
 	}
 	c->nfreed = k;
-	models = arena_alloc(req->arena, sizeof(*models) * (size_t)(c->nitems + 1));
-	profiles = arena_alloc(req->arena, sizeof(*profiles) * (size_t)(c->nitems + 1));
-	counts = arena_alloc(req->arena, sizeof(*counts) * (size_t)(c->nitems + 1));
+	models = arena_alloc(a, sizeof(*models) * (size_t)(c->nitems + 1));
+	profiles = arena_alloc(a, sizeof(*profiles) * (size_t)(c->nitems + 1));
+	counts = arena_alloc(a, sizeof(*counts) * (size_t)(c->nitems + 1));
 	for (int i = 0; i < c->nitems; i++) {
 		models[i] = c->items[i].model;
 		profiles[i] = c->items[i].profile;
 		counts[i] = pool_items_count(next, nnext, c->items[i].model, c->items[i].profile);
 	}
-	ap->new_items_json = pools_items_text(req->arena, next, nnext);
+	ap->new_items_json = pools_items_text(a, next, nnext);
 	ap->new_status = release ? "releasing" : c->ax.pool_status;
 	ap->free_ids = ids;
 	ap->nfree = k;
@@ -917,118 +973,338 @@ approve_free(struct db *db, struct approve *c, struct approval_apply *ap,
 	return 0;
 }
 
-static int
-approve_tx(struct db *db, void *arg, struct gp_error *err)
+/* Who, why and the audit documents: the same for every action. */
+static void
+approve_fill_common(struct approve *c)
 {
-	struct approve *c = arg;
 	struct request *req = c->req;
-	struct spec_count pool_items[POOL_MAX_ITEMS];
-	struct approval_apply ap;
-	enum pool_request_state st;
-	enum pool_status ps;
-	enum pool_action action;
-	int npool = 0;
-	bool found;
+	struct approval_apply *ap = &c->ap;
 
-	c->placed = NULL;
-	c->nplaced = 0;
-	c->freed = NULL;
-	c->nfreed = 0;
-	c->quota_item = NULL;
-	if (db_request_lock(db, req->arena, c->id, &c->ax, &found, err) < 0)
-		return -1;
-	if (!found)
-		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
-				    (long long)c->id);
-	if (pool_request_state_parse(c->ax.req.state, &st) < 0 ||
-	    pool_request_transition(st, POOL_REQUEST_APPROVED, err) < 0)
-		return -1;
-	if (c->ax.req.expires_us <= c->ax.now_us)
-		return gp_error_set(err, 409, "conflict", "the request expired");
-	if (pool_action_parse(c->ax.req.action, &action) < 0 ||
-	    pool_status_parse(c->ax.pool_status, &ps) < 0)
-		return gp_error_set(err, 500, "internal", "a stored request is malformed");
-	if (pool_status_accepts(ps, action, c->ax.req.pool, err) < 0)
-		return -1;
-	if (pools_items_parse(c->ax.req.items_json, c->items, &c->nitems, err) < 0 ||
-	    pools_items_parse(c->ax.pool_items_json, pool_items, &npool, err) < 0)
-		return -1;
-	memset(&ap, 0, sizeof(ap));
-	ap.request_id = c->id;
-	ap.pool_id = c->ax.req.pool_id;
-	ap.project_id = c->ax.req.project_id;
-	ap.action = c->ax.req.action;
-	switch (action) {
-	case POOL_ACTION_CREATE:
-	case POOL_ACTION_EXPAND:
-		if (approve_grow(db, c, &ap, pool_items, npool, err) < 0)
-			return -1;
-		break;
-	case POOL_ACTION_SHRINK:
-	case POOL_ACTION_RELEASE:
-		if (approve_free(db, c, &ap, pool_items, npool, action == POOL_ACTION_RELEASE,
-				 err) < 0)
-			return -1;
-		break;
-	}
-	ap.actor_id = req->principal.user_id;
-	ap.actor = req->principal.username;
-	ap.note = c->note;
-	ap.http_request_id = req->request_id;
-	ap.audit_before_json = json_to_arena(req->arena,
-					     json_own(req->arena,
-						      pools_request_json(&c->ax.req, NULL, 0)), NULL);
+	ap->request_id = c->id;
+	ap->pool_id = c->ax.req.pool_id;
+	ap->project_id = c->ax.req.project_id;
+	ap->action = c->ax.req.action;
+	ap->actor_id = req->principal.user_id;
+	ap->actor = req->principal.username;
+	ap->note = c->note;
+	ap->http_request_id = req->request_id;
+	ap->audit_before_json = json_to_arena(req->arena,
+					      json_own(req->arena,
+						       pools_request_json(&c->ax.req, NULL, 0)), NULL);
 	c->after = json_to_arena(req->arena, json_own(req->arena, approve_after_json(c)),
 				 &c->after_len);
-	ap.audit_after_json = c->after;
-	return db_approval_apply(db, req->arena, &ap, err);
+	ap->audit_after_json = c->after;
+}
+
+/*
+ * A step of approval c failed with e: when a statement failed, the
+ * transaction is lost and the whole batch fails (db_tx retries it);
+ * otherwise c alone is refused.
+ */
+static int
+approve_step_failed(struct db *db, struct approve *c, const struct gp_error *e,
+		    struct gp_error *err)
+{
+	if (db_tx_aborted(db) || e->status >= 500) {
+		*err = *e;
+		return -1;
+	}
+	approve_refuse(c, e);
+	return 0;
+}
+
+/* Place every open create / expand of the batch, in batch order. */
+static int
+approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
+{
+	const struct catalog *cat = api_app(b->v[0]->req)->catalog;
+	struct spec_count *sum = arena_alloc(b->a, sizeof(*sum) * POOL_MAX_ITEMS);
+	struct place_set set;
+	struct locked_gpu *rows;
+	int nsum = 0, nrows;
+
+	memset(&set, 0, sizeof(set));
+	/* one candidate read for what the whole batch asks for */
+	for (int i = 0; i < b->n; i++) {
+		const struct approve *c = b->v[i];
+
+		if (c->outcome != APPROVE_OPEN || !approve_is_grow(c))
+			continue;
+		for (int j = 0; j < c->nitems; j++) {
+			int k;
+
+			for (k = 0; k < nsum; k++)
+				if (strcmp(sum[k].model, c->items[j].model) == 0 &&
+				    strcmp(sum[k].profile, c->items[j].profile) == 0)
+					break;
+			if (k < nsum)
+				sum[k].count += c->items[j].count;
+			else if (nsum < POOL_MAX_ITEMS)
+				sum[nsum++] = c->items[j];
+		}
+	}
+	if (nsum == 0)
+		return 0;
+	if (candidates_fetch(db, b->a, cat, sum, nsum, true, &rows, &nrows, err) < 0)
+		return -1;
+	place_set_add(b->a, cat, &set, rows, nrows);
+	for (int i = 0; i < b->n; i++) {
+		struct approve *c = b->v[i];
+		struct gp_error e;
+		int rc;
+
+		if (c->outcome != APPROVE_OPEN || !approve_is_grow(c))
+			continue;
+		gp_error_clear(&e);
+		rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed, &c->nplaced,
+				    c->missing, &e);
+		if (rc == 0) {
+			/* the slow path: every useful class, waiting for locks */
+			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, &rows,
+					     &nrows, err) < 0)
+				return -1;
+			place_set_add(b->a, cat, &set, rows, nrows);
+			rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed,
+					    &c->nplaced, c->missing, &e);
+		}
+		if (rc < 0) {
+			if (approve_step_failed(db, c, &e, err) < 0)
+				return -1;
+			continue;
+		}
+		if (rc == 0) {
+			gp_error_set(&e, 409, "insufficient_capacity",
+				     "the free capacity cannot hold every item of the request");
+			approve_refuse(c, &e);
+		}
+	}
+	return 0;
+}
+
+static int
+approve_cmp_project(const void *pa, const void *pb)
+{
+	const struct approve *a = *(struct approve *const *)pa, *b = *(struct approve *const *)pb;
+
+	return (a->ax.req.project_id > b->ax.req.project_id) -
+	       (a->ax.req.project_id < b->ax.req.project_id);
+}
+
+static int
+approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct approve_batch *b = arg;
+	int64_t *ids = arena_alloc(b->a, sizeof(*ids) * (size_t)b->n);
+	struct arena **arenas = arena_alloc(b->a, sizeof(*arenas) * (size_t)b->n);
+	struct approval_ctx *ctx = arena_alloc(b->a, sizeof(*ctx) * (size_t)b->n);
+	bool *found = arena_alloc(b->a, sizeof(*found) * (size_t)b->n);
+	struct approve **quota = arena_alloc(b->a, sizeof(*quota) * (size_t)b->n);
+	const struct approval_apply **grow = arena_alloc(b->a, sizeof(*grow) * (size_t)b->n);
+	int nquota = 0, ngrow = 0;
+
+	for (int i = 0; i < b->n; i++) {
+		struct approve *c = b->v[i];
+
+		c->outcome = APPROVE_OPEN;
+		gp_error_clear(&c->err);
+		memset(&c->ap, 0, sizeof(c->ap));
+		c->placed = NULL;
+		c->nplaced = 0;
+		c->freed = NULL;
+		c->nfreed = 0;
+		c->quota_item = NULL;
+		c->after = NULL;
+		ids[i] = c->id;
+		arenas[i] = c->req->arena;
+	}
+	if (db_requests_lock_many(db, b->a, ids, b->n, arenas, ctx, found, err) < 0)
+		return -1;
+	for (int i = 0; i < b->n; i++) {
+		struct approve *c = b->v[i];
+		struct gp_error e;
+
+		gp_error_clear(&e);
+		if (!found[i]) {
+			gp_error_set(&e, 404, "not_found", "no such pool request: %lld",
+				     (long long)c->id);
+			approve_refuse(c, &e);
+			continue;
+		}
+		c->ax = ctx[i];
+		if (approve_check(c, &e) < 0) {
+			approve_refuse(c, &e);
+			continue;
+		}
+		for (int j = 0; j < i; j++) {
+			const struct approve *o = b->v[j];
+
+			if (o->outcome == APPROVE_OPEN &&
+			    (o->ax.req.pool_id == c->ax.req.pool_id ||
+			     (c->ax.has_quota && o->ax.req.project_id == c->ax.req.project_id)))
+				c->outcome = APPROVE_LATER;
+		}
+		if (c->outcome == APPROVE_OPEN && c->ax.has_quota && approve_is_grow(c))
+			quota[nquota++] = c;
+	}
+	/* quotas, each project's row locked in project order */
+	qsort(quota, (size_t)nquota, sizeof(*quota), approve_cmp_project);
+	for (int i = 0; i < nquota; i++) {
+		struct approve *c = quota[i];
+		struct gp_error e;
+
+		gp_error_clear(&e);
+		if (quota_check_now(db, c->req->arena, c->ax.req.project_id, true, c->items,
+				    c->nitems, &c->quota_item, &e) < 0 &&
+		    approve_step_failed(db, c, &e, err) < 0)
+			return -1;
+	}
+	/* shrinks and releases: one statement each */
+	for (int i = 0; i < b->n; i++) {
+		struct approve *c = b->v[i];
+		struct gp_error e;
+
+		if (c->outcome != APPROVE_OPEN || approve_is_grow(c))
+			continue;
+		gp_error_clear(&e);
+		if (approve_free(db, c, c->action == POOL_ACTION_RELEASE, &e) < 0) {
+			if (approve_step_failed(db, c, &e, err) < 0)
+				return -1;
+			continue;
+		}
+		approve_fill_common(c);
+		if (db_approval_apply_ex(db, c->req->arena, &c->ap, false, err) < 0)
+			return -1;
+		c->outcome = APPROVE_DONE;
+	}
+	/* creates and expands: placed together, applied in one statement */
+	if (approve_place_all(db, b, err) < 0)
+		return -1;
+	for (int i = 0; i < b->n; i++) {
+		struct approve *c = b->v[i];
+
+		if (c->outcome != APPROVE_OPEN || !approve_is_grow(c))
+			continue;
+		approve_grow_fill(c);
+		approve_fill_common(c);
+		grow[ngrow++] = &c->ap;
+		c->outcome = APPROVE_DONE;
+	}
+	if (ngrow == 0)
+		return 0;
+	return db_approvals_apply_many(db, b->a, grow, ngrow, err);
+}
+
+/* The approvals worker's batch (batch.c): decide, then wake every handler. */
+static void
+approve_run(struct db *db, void **items, int n, void *arg)
+{
+	struct app *app = arg;
+	struct approve_batch b = { (struct approve **)items, n, arena_create() };
+	struct approve *later[APPROVE_BATCH_MAX];
+	struct gp_error err;
+	int nlater = 0;
+
+	gp_error_clear(&err);
+	if (db_tx_ex(db, DB_TX_RETRY_EXCLUSION | DB_TX_GENERIC_PLANS, approve_batch_tx, &b,
+		     &err) < 0) {
+		arena_destroy(b.a);
+		if (n > 1 && err.status != 503) {
+			log_warn(NULL, "an approval batch failed; deciding its approvals one by one",
+				 "error", err.message);
+			for (int i = 0; i < n; i++)
+				approve_run(db, &items[i], 1, arg);
+			return;
+		}
+		for (int i = 0; i < n; i++) {
+			b.v[i]->outcome = APPROVE_REFUSED;
+			b.v[i]->err = err;
+			api_wake(b.v[i]->req);
+		}
+		return;
+	}
+	arena_destroy(b.a);
+	for (int i = 0; i < n; i++) {
+		if (b.v[i]->outcome == APPROVE_LATER && nlater < APPROVE_BATCH_MAX)
+			later[nlater++] = b.v[i];
+		else
+			api_wake(b.v[i]->req);
+	}
+	batch_push_front(app->approvals, (void *const *)later, nlater);
+}
+
+int
+pool_approvals_start(struct app *app)
+{
+	return batch_start(&app->approvals, "approvals", APPROVE_BATCH_MAX, approve_run, app);
+}
+
+void
+pool_approvals_stop(struct app *app)
+{
+	batch_stop(app->approvals);
+	app->approvals = NULL;
+}
+
+/* The answer, on an HTTP thread once the batch decided. */
+static int
+approve_reply(struct request *req, struct response *res, void *arg, struct gp_error *err)
+{
+	struct approve *c = arg;
+
+	if (c->outcome != APPROVE_DONE) {
+		*err = c->err;
+		if (!gp_error_isset(err))
+			gp_error_set(err, 500, "internal", "the approval was not decided");
+	}
+	if (c->outcome == APPROVE_DONE) {
+		/* the same document as the audit row's "after" */
+		response_raw(res, 200, "application/json", c->after, c->after_len);
+		api_etag(req, res, c->ax.req.generation + 1);
+		return 0;
+	}
+	if (err->status == 409 && strcmp(err->code, "insufficient_capacity") == 0) {
+		struct json_object *sh = json_object_new_array();
+
+		for (int i = 0; i < c->nitems; i++) {
+			struct json_object *x;
+
+			if (c->missing[i] == 0)
+				continue;
+			x = json_object_new_object();
+			json_add_str(x, "model", c->items[i].model);
+			json_add_str(x, "profile", c->items[i].profile);
+			json_add_int(x, "missing", c->missing[i]);
+			json_object_array_add(sh, x);
+		}
+		return reply_problem_with(req, res, err, "short", sh);
+	}
+	if (c->quota_item != NULL && strcmp(err->code, "quota_exceeded") == 0)
+		return reply_problem_with(req, res, err, "item", json_object_get(c->quota_item));
+	return -1;
 }
 
 int
 api_pool_requests_approve(struct request *req, struct response *res, struct gp_error *err)
 {
+	struct approve *c = arena_alloc(req->arena, sizeof(*c));
 	struct json_object *body;
 	struct jfields f;
-	struct approve c;
 
-	memset(&c, 0, sizeof(c));
-	if (api_param_id(req, 0, &c.id, err) < 0)
+	(void)res;
+	memset(c, 0, sizeof(*c));
+	if (api_param_id(req, 0, &c->id, err) < 0)
 		return -1;
 	if (req->body_len > 0) {
 		if (api_body(req, &body, err) < 0)
 			return -1;
 		jf_init(&f, req->arena, body, "", err);
-		jf_string(&f, "note", false, NOTE_MAX, &c.note);
+		jf_string(&f, "note", false, NOTE_MAX, &c->note);
 		if (jf_finish(&f) < 0)
 			return -1;
 	}
-	c.req = req;
-	if (db_tx_ex(db_thread(), DB_TX_RETRY_EXCLUSION | DB_TX_GENERIC_PLANS, approve_tx, &c,
-		      err) < 0) {
-		if (err->status == 409 && strcmp(err->code, "insufficient_capacity") == 0) {
-			struct json_object *sh = json_object_new_array();
-
-			for (int i = 0; i < c.nitems; i++) {
-				struct json_object *x;
-
-				if (c.missing[i] == 0)
-					continue;
-				x = json_object_new_object();
-				json_add_str(x, "model", c.items[i].model);
-				json_add_str(x, "profile", c.items[i].profile);
-				json_add_int(x, "missing", c.missing[i]);
-				json_object_array_add(sh, x);
-			}
-			return reply_problem_with(req, res, err, "short", sh);
-		}
-		if (c.quota_item != NULL && strcmp(err->code, "quota_exceeded") == 0)
-			return reply_problem_with(req, res, err, "item", json_object_get(c.quota_item));
-		return -1;
-	}
-	/* the same document as the audit row's "after" */
-	response_raw(res, 200, "application/json", c.after, c.after_len);
-	api_etag(req, res, c.ax.req.generation + 1);
-	return 0;
+	c->req = req;
+	batch_push(api_app(req)->approvals, c);
+	return api_defer(req, approve_reply, c);
 }
 
 /* ---- reject and cancel ---- */

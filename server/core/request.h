@@ -44,6 +44,7 @@ struct request {
 
 	request_lookup_fn header;   /* case-insensitive header lookup */
 	request_lookup_fn query;    /* query-string argument lookup */
+	void (*wake)(struct request *req); /* a deferred request's answer is ready (any thread) */
 	void *transport;            /* http/ private */
 
 	/* filled by the dispatcher */
@@ -52,6 +53,7 @@ struct request {
 	const char *route_pattern;
 	struct principal principal;
 	void *ctx;                  /* server-wide context (struct app) */
+	void *deferred;             /* the dispatcher's state while the answer is deferred */
 };
 
 struct response_header {

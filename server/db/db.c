@@ -503,6 +503,13 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 	return -1;
 }
 
+bool
+db_tx_aborted(struct db *db)
+{
+	return db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK ||
+	       PQtransactionStatus(db->conn) == PQTRANS_INERROR;
+}
+
 int
 db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 {
@@ -571,12 +578,17 @@ db_param_text_array(struct arena *a, const char *const *v, int n)
 	char *buf, *p;
 
 	for (int i = 0; i < n; i++)
-		len += 2 * strlen(v[i]) + 3;
+		len += v[i] != NULL ? 2 * strlen(v[i]) + 3 : 5;
 	buf = p = arena_alloc(a, len);
 	*p++ = '{';
 	for (int i = 0; i < n; i++) {
 		if (i > 0)
 			*p++ = ',';
+		if (v[i] == NULL) {
+			memcpy(p, "NULL", 4);
+			p += 4;
+			continue;
+		}
 		*p++ = '"';
 		for (const char *s = v[i]; *s != '\0'; s++) {
 			if (*s == '"' || *s == '\\')

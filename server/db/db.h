@@ -68,6 +68,13 @@ int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 int db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
+/*
+ * Inside a db_tx function: true when a statement of the transaction
+ * failed (or the connection is gone), so that the transaction can only
+ * roll back.
+ */
+bool db_tx_aborted(struct db *db);
+
 /* Same with SERIALIZABLE isolation. */
 int db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 	__attribute__((warn_unused_result));

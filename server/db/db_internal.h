@@ -61,7 +61,7 @@ const char *db_param_int(struct arena *a, int64_t v);
 
 /*
  * PostgreSQL array literals for parameters, in arena memory: strings
- * double-quoted and escaped ({"a","b\\"c"}), integers, booleans ({t,f}).
+ * double-quoted and escaped ({"a","b\\"c"}; a NULL element is NULL), integers, booleans ({t,f}).
  * Set-based statements take their rows as parallel arrays (unnest).
  */
 const char *db_param_text_array(struct arena *a, const char *const *v, int n);

@@ -110,6 +110,12 @@ DB_STMT(stmt_pools_req_lock,
 	"SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US("p.ends_at") ", "
 	"EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), "
 	EPOCH_US("now()") " " REQ_FROM "WHERE r.id = $1 FOR NO KEY UPDATE OF r, p");
+/* a batch of approvals: every request and its pool, locked in id order */
+DB_STMT(stmt_pools_req_lock_many,
+	"SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US("p.ends_at") ", "
+	"EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), "
+	EPOCH_US("now()") " " REQ_FROM "WHERE r.id = ANY ($1::int8[]) "
+	"ORDER BY r.id FOR NO KEY UPDATE OF r, p");
 DB_STMT(stmt_pools_req_close,
 	"WITH rq AS ("
 	" UPDATE pool_requests SET state = $2, decided_by = nullif($3::int8, 0), "
@@ -247,6 +253,70 @@ DB_STMT(stmt_pools_approve_free,
 	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
 	"AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
 	"(SELECT generation FROM pl), " EPOCH_US("now()"));
+
+/*
+ * Many create / expand approvals in one statement (group commit): $1-$12
+ * one element per approval, $13-$18 per allocation, $19-$24 per ledger
+ * interval, $25 the affected nodes, $26-$28 one outbox row per node and
+ * approval, $29 the GPUs whose MIG mode switches, $30 and $31 how many
+ * requests and allocations must change. Every approval names its own
+ * pool (the caller sees to it), so no row is updated twice.
+ */
+#define APPROVE_MANY_HEAD \
+	"WITH ap AS (" \
+	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], " \
+	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) " \
+	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, " \
+	" http_id)" \
+	"), rq AS (" \
+	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), " \
+	" decided_at = now(), note = ap.note, generation = r.generation + 1 " \
+	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id" \
+	"), pl AS (" \
+	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', " \
+	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM("ap.ends") " ELSE p.ends_at END, " \
+	" released_at = NULL, generation = p.generation + 1, updated_at = now() " \
+	" FROM ap WHERE p.id = ap.pool RETURNING p.id" \
+	"), ins AS (" \
+	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) " \
+	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req " \
+	" FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) " \
+	" AS u (gpu, profile, start, size, pool, req) RETURNING id" \
+	"), led AS (" \
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
+	" SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req " \
+	" FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) " \
+	" AS u (pool, project, model, profile, count, req)" \
+	"), nb AS (" \
+	" UPDATE nodes n SET generation = n.generation + 1, updated_at = now() " \
+	" FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s " \
+	" WHERE n.id = s.id RETURNING n.id, n.generation" \
+	"), ob AS (" \
+	" INSERT INTO outbox (node_id, generation, request_id, pool_id) " \
+	" SELECT nb.id, nb.generation, o.req, o.pool " \
+	" FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) " \
+	" JOIN nb ON nb.id = o.node" \
+	"), ev AS (" \
+	" INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
+	" SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap" \
+	"), au AS (" \
+	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, " \
+	" request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', " \
+	" 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap" \
+	"), "
+#define APPROVE_MANY_TAIL \
+	" SELECT pools_check((SELECT count(*) FROM rq) = $30::int, 'the requests') " \
+	"AND pools_check((SELECT count(*) FROM pl) = $30::int, 'the pools') " \
+	"AND pools_check((SELECT count(*) FROM ins) = $31::int, 'the allocations')"
+DB_STMT(stmt_pools_approve_many_switch,
+	APPROVE_MANY_HEAD
+	"sw AS ("
+	" UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
+	" updated_at = now() WHERE id = ANY ($29::int8[]) RETURNING id"
+	")" APPROVE_MANY_TAIL);
+/* without switches: leaves gpus alone, only names $29 */
+DB_STMT(stmt_pools_approve_many,
+	APPROVE_MANY_HEAD "nosw AS (SELECT cardinality($29::int8[]))" APPROVE_MANY_TAIL);
 
 #define LIVE_COLS "SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
 	"coalesce(a.pool_id, 0), g.model, a.profile, a.start, a.size FROM allocations a " \
@@ -654,6 +724,38 @@ db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx 
 }
 
 int
+db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
+		      struct arena *const *arenas, struct approval_ctx *out, bool *found,
+		      struct gp_error *err)
+{
+	const char *p[1] = { db_param_int64_array(a, ids, n) };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_lock_many, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		found[i] = false;
+	for (int row = 0; row < PQntuples(r); row++) {
+		int64_t id = db_int64(r, row, 0);
+
+		for (int i = 0; i < n; i++) {
+			struct arena *ra = arenas[i];
+
+			if (ids[i] != id || found[i])
+				continue;
+			found[i] = true;
+			request_from_row(ra, r, row, &out[i].req);
+			out[i].pool_status = db_text(ra, r, row, REQ_NCOLS);
+			out[i].pool_items_json = db_text(ra, r, row, REQ_NCOLS + 1);
+			out[i].pool_ends_us = db_int64(r, row, REQ_NCOLS + 2);
+			out[i].has_quota = db_bool(r, row, REQ_NCOLS + 3);
+			out[i].now_us = db_int64(r, row, REQ_NCOLS + 4);
+		}
+	}
+	return 0;
+}
+
+int
 db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state,
 		 int64_t actor_id, const char *actor, const char *note,
 		 const char *http_request_id, const char *audit_action,
@@ -766,6 +868,13 @@ int
 db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
 		  struct gp_error *err)
 {
+	return db_approval_apply_ex(db, a, ap, true, err);
+}
+
+int
+db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap,
+		     bool commit, struct gp_error *err)
+{
 	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
 	const struct db_stmt *st;
 	const char *p[24];
@@ -823,17 +932,142 @@ db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *a
 	p[21] = db_param_int(a, ap->at_us);
 	p[22] = db_param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
 	p[23] = db_param_int(a, ap->nallocs);
-	/* the statement checks itself (pools_check), so it commits in its round trip */
+	/* the statement checks itself (pools_check), so it may commit in its round trip */
 	if (!grow)
 		st = &stmt_pools_approve_free;
 	else if (ap->nswitch > 0)
 		st = &stmt_pools_approve_grow_switch;
 	else
 		st = &stmt_pools_approve_grow;
-	r = db_exec_commit(db, a, st, grow ? 24 : 22, p, err);
+	if (commit)
+		r = db_exec_commit(db, a, st, grow ? 24 : 22, p, err);
+	else
+		r = db_exec(db, a, st, grow ? 24 : 22, p, err);
 	if (r == NULL)
 		return -1;
 	return 0;
+}
+
+int
+db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
+			int n, struct gp_error *err)
+{
+	int64_t *req = arena_alloc(a, sizeof(*req) * (size_t)(n + 1));
+	int64_t *pool = arena_alloc(a, sizeof(*pool) * (size_t)(n + 1));
+	int64_t *proj = arena_alloc(a, sizeof(*proj) * (size_t)(n + 1));
+	int64_t *ends = arena_alloc(a, sizeof(*ends) * (size_t)(n + 1));
+	int64_t *actor_id = arena_alloc(a, sizeof(*actor_id) * (size_t)(n + 1));
+	const char **text[7];
+	int64_t *an[3], *ln[3], *on[3], *sw, *nodes;
+	const char **aprof, **lmodel, **lprof;
+	int *astart, *asize, *lcount;
+	int na = 0, nl = 0, no = 0, nsw = 0, nnodes = 0;
+	const char *p[31];
+	PGresult *r;
+
+	for (int k = 0; k < 7; k++)
+		text[k] = arena_alloc(a, sizeof(**text) * (size_t)(n + 1));
+	for (int i = 0; i < n; i++) {
+		na += v[i]->nallocs;
+		nl += v[i]->nitems;
+		nsw += v[i]->nswitch;
+	}
+	for (int k = 0; k < 3; k++) {
+		an[k] = arena_alloc(a, sizeof(*an[k]) * (size_t)(na + 1));
+		ln[k] = arena_alloc(a, sizeof(*ln[k]) * (size_t)(nl + 1));
+		on[k] = arena_alloc(a, sizeof(*on[k]) * (size_t)(na + 1));
+	}
+	aprof = arena_alloc(a, sizeof(*aprof) * (size_t)(na + 1));
+	astart = arena_alloc(a, sizeof(*astart) * (size_t)(na + 1));
+	asize = arena_alloc(a, sizeof(*asize) * (size_t)(na + 1));
+	lmodel = arena_alloc(a, sizeof(*lmodel) * (size_t)(nl + 1));
+	lprof = arena_alloc(a, sizeof(*lprof) * (size_t)(nl + 1));
+	lcount = arena_alloc(a, sizeof(*lcount) * (size_t)(nl + 1));
+	sw = arena_alloc(a, sizeof(*sw) * (size_t)(nsw + 1));
+	na = nl = nsw = 0;
+	for (int i = 0; i < n; i++) {
+		const struct approval_apply *ap = v[i];
+		int64_t *mine = arena_alloc(a, sizeof(*mine) * (size_t)(ap->nallocs + 1));
+		int64_t *own;
+		int nown;
+
+		req[i] = ap->request_id;
+		pool[i] = ap->pool_id;
+		proj[i] = ap->project_id;
+		ends[i] = ap->ends_us;
+		actor_id[i] = ap->actor_id;
+		text[0][i] = ap->new_items_json;
+		text[1][i] = ap->action;
+		text[2][i] = ap->note;
+		text[3][i] = ap->audit_before_json;
+		text[4][i] = ap->audit_after_json;
+		text[5][i] = ap->actor;
+		text[6][i] = ap->http_request_id;
+		for (int j = 0; j < ap->nallocs; j++) {
+			an[0][na] = ap->allocs[j].gpu_id;
+			an[1][na] = ap->pool_id;
+			an[2][na] = ap->request_id;
+			aprof[na] = ap->allocs[j].profile;
+			astart[na] = ap->allocs[j].start;
+			asize[na] = ap->allocs[j].size;
+			mine[j] = ap->allocs[j].node_id;
+			na++;
+		}
+		for (int j = 0; j < ap->nitems; j++) {
+			ln[0][nl] = ap->pool_id;
+			ln[1][nl] = ap->project_id;
+			ln[2][nl] = ap->request_id;
+			lmodel[nl] = ap->item_models[j];
+			lprof[nl] = ap->item_profiles[j];
+			lcount[nl] = ap->item_counts[j];
+			nl++;
+		}
+		for (int j = 0; j < ap->nswitch; j++)
+			sw[nsw++] = ap->switch_gpu_ids[j];
+		/* one outbox row per node of this approval */
+		own = distinct_ids(a, mine, ap->nallocs, &nown);
+		for (int j = 0; j < nown; j++) {
+			on[0][no] = own[j];
+			on[1][no] = ap->request_id;
+			on[2][no] = ap->pool_id;
+			no++;
+		}
+	}
+	nodes = distinct_ids(a, on[0], no, &nnodes);
+	p[0] = db_param_int64_array(a, req, n);
+	p[1] = db_param_int64_array(a, pool, n);
+	p[2] = db_param_int64_array(a, proj, n);
+	p[3] = db_param_text_array(a, text[0], n);
+	p[4] = db_param_text_array(a, text[1], n);
+	p[5] = db_param_int64_array(a, ends, n);
+	p[6] = db_param_text_array(a, text[2], n);
+	p[7] = db_param_text_array(a, text[3], n);
+	p[8] = db_param_text_array(a, text[4], n);
+	p[9] = db_param_int64_array(a, actor_id, n);
+	p[10] = db_param_text_array(a, text[5], n);
+	p[11] = db_param_text_array(a, text[6], n);
+	p[12] = db_param_int64_array(a, an[0], na);
+	p[13] = db_param_text_array(a, aprof, na);
+	p[14] = db_param_int_array(a, astart, na);
+	p[15] = db_param_int_array(a, asize, na);
+	p[16] = db_param_int64_array(a, an[1], na);
+	p[17] = db_param_int64_array(a, an[2], na);
+	p[18] = db_param_int64_array(a, ln[0], nl);
+	p[19] = db_param_int64_array(a, ln[1], nl);
+	p[20] = db_param_text_array(a, lmodel, nl);
+	p[21] = db_param_text_array(a, lprof, nl);
+	p[22] = db_param_int_array(a, lcount, nl);
+	p[23] = db_param_int64_array(a, ln[2], nl);
+	p[24] = db_param_int64_array(a, nodes, nnodes);
+	p[25] = db_param_int64_array(a, on[0], no);
+	p[26] = db_param_int64_array(a, on[1], no);
+	p[27] = db_param_int64_array(a, on[2], no);
+	p[28] = db_param_int64_array(a, sw, nsw);
+	p[29] = db_param_int(a, n);
+	p[30] = db_param_int(a, na);
+	r = db_exec_commit(db, a, nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many,
+			   31, p, err);
+	return r == NULL ? -1 : 0;
 }
 
 int

@@ -194,6 +194,14 @@ int db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_
 		    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
+ * Lock requests ids[0..n) and their pools (in id order) and read them:
+ * out[i] and found[i] for ids[i], out[i]'s text in arenas[i].
+ */
+int db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
+			  struct arena *const *arenas, struct approval_ctx *out, bool *found,
+			  struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
  * A decision that allocates nothing: pending -> rejected | cancelled
  * (to_state), with history and audit; a create request's pending pool
  * becomes released. The request must be locked and pending.
@@ -320,6 +328,18 @@ struct approval_apply {
  */
 int db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
 		      struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The same without COMMIT (commit false): more statements follow in the transaction. */
+int db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap,
+			 bool commit, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Group commit: apply the create / expand approvals v[0..n), each of
+ * another pool, in one statement sent with COMMIT, with the same effects
+ * and checks as n calls of db_approval_apply (at_us must be 0).
+ */
+int db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
+			    int n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Live (not releasing, not released) allocations for a shrink or release. */
 struct live_alloc {

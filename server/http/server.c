@@ -5,6 +5,12 @@
  * MHD_OPTION_NOTIFY_COMPLETED. The response is queued on the second
  * callback at the earliest: libmicrohttpd 0.9.75 answers
  * "Connection: close" to one queued on the first, which costs keep-alive.
+ *
+ * A dispatch that answers later (HTTP_DEFERRED) suspends the connection:
+ * the pool thread goes on serving others while some other thread does
+ * the work and calls http_resume(), after which libmicrohttpd calls us
+ * again for that connection and the resume callback produces the
+ * response on a pool thread.
  */
 #include "server.h"
 
@@ -30,6 +36,7 @@ struct http_server {
 	struct MHD_Daemon *daemon;
 	struct http_config cfg;
 	http_dispatch_fn dispatch;
+	http_resume_fn resume;
 	atomic_int in_flight;           /* requests between first callback and completion */
 	atomic_int fresh;               /* connections accepted that have not begun a request */
 	atomic_int handed;              /* handed to MHD while stopping, not yet started by it */
@@ -56,6 +63,11 @@ struct exchange {
 	size_t dropped;                 /* body bytes read past the limit */
 	size_t expected_over;           /* > 0: too large to drain */
 	int64_t started_us;
+	/* kept here, not on the stack, so that a deferred answer can use them */
+	struct request req;
+	struct response res;
+	bool deferred;                  /* suspended, waiting for http_resume */
+	atomic_bool resumed;
 };
 
 static const char *
@@ -232,6 +244,7 @@ fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url,
 	req->started_us = x->started_us;
 	req->header = lookup_header;
 	req->query = lookup_query;
+	req->wake = http_resume;
 	req->transport = conn;
 	req->ctx = x->server->cfg.ctx;
 }
@@ -248,30 +261,36 @@ too_large(struct request *req, struct response *res, size_t max)
 	response_header(res, "Connection", "close");
 }
 
+static enum MHD_Result
+send_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection *conn)
+{
+	if (s->cfg.access_log) {
+		char status[8], dur[32];
+
+		snprintf(status, sizeof(status), "%d", x->res.status);
+		snprintf(dur, sizeof(dur), "%.3f", (double)(time_mono_us() - x->started_us) / 1000.0);
+		log_info(x->req.request_id, "request", "method", x->req.method, "path", x->req.path,
+			 "status", status, "duration_ms", dur, "client", x->req.client_ip);
+	}
+	return send_response(s, conn, &x->req, &x->res);
+}
+
 /* Dispatch (or answer 413) and queue the response; once per exchange. */
 static enum MHD_Result
 finish_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection *conn,
 		const char *url, const char *method)
 {
-	struct request req;
-	struct response res;
-
 	x->dispatched = true;
-	fill_request(x, conn, url, method, &req);
-	memset(&res, 0, sizeof(res));
-	if (x->too_large)
-		too_large(&req, &res, s->cfg.max_body);
-	else
-		s->dispatch(&req, &res);
-	if (s->cfg.access_log) {
-		char status[8], dur[32];
-
-		snprintf(status, sizeof(status), "%d", res.status);
-		snprintf(dur, sizeof(dur), "%.3f", (double)(time_mono_us() - x->started_us) / 1000.0);
-		log_info(req.request_id, "request", "method", method, "path", url,
-			 "status", status, "duration_ms", dur, "client", req.client_ip);
+	fill_request(x, conn, url, method, &x->req);
+	memset(&x->res, 0, sizeof(x->res));
+	if (x->too_large) {
+		too_large(&x->req, &x->res, s->cfg.max_body);
+	} else if (s->dispatch(&x->req, &x->res) == HTTP_DEFERRED) {
+		x->deferred = true;
+		MHD_suspend_connection(conn);
+		return MHD_YES;
 	}
-	return send_response(s, conn, &req, &res);
+	return send_exchange(s, x, conn);
 }
 
 static enum MHD_Result
@@ -354,9 +373,25 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		x->body[x->len] = '\0';
 		return MHD_YES;
 	}
-	if (x->dispatched)
-		return MHD_NO;
+	if (x->dispatched) {
+		if (!x->deferred || !atomic_load(&x->resumed))
+			return MHD_NO;
+		/* back from http_resume: the answer is ready */
+		x->deferred = false;
+		s->resume(&x->req, &x->res);
+		return send_exchange(s, x, conn);
+	}
 	return finish_exchange(s, x, conn, url, method);
+}
+
+void
+http_resume(struct request *req)
+{
+	struct exchange *x = (struct exchange *)(void *)((char *)req -
+							 offsetof(struct exchange, req));
+
+	atomic_store(&x->resumed, true);
+	MHD_resume_connection(req->transport);
 }
 
 static void
@@ -426,7 +461,7 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 int
 http_start(struct http_server **out, const struct http_config *cfg,
-	   http_dispatch_fn dispatch, int *bound_port)
+	   http_dispatch_fn dispatch, http_resume_fn resume, int *bound_port)
 {
 	struct http_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_in addr;
@@ -436,6 +471,7 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		return -1;
 	s->cfg = *cfg;
 	s->dispatch = dispatch;
+	s->resume = resume;
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
 	addr.sin_port = htons((uint16_t)cfg->port);
@@ -446,7 +482,7 @@ http_start(struct http_server **out, const struct http_config *cfg,
 	}
 	s->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-		MHD_USE_TURBO | MHD_USE_ERROR_LOG,
+		MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
 		0, NULL, NULL, on_request, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL,

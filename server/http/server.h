@@ -13,7 +13,15 @@
 
 #include "core/request.h"
 
-typedef void (*http_dispatch_fn)(struct request *req, struct response *res);
+/*
+ * dispatch answers at once (HTTP_DONE, res filled) or later
+ * (HTTP_DEFERRED): the connection waits, without holding a pool thread,
+ * until some thread calls http_resume(req); then resume runs on a pool
+ * thread and fills res. Until then req and res stay where they are.
+ */
+enum { HTTP_DONE = 0, HTTP_DEFERRED = 1 };
+typedef int (*http_dispatch_fn)(struct request *req, struct response *res);
+typedef void (*http_resume_fn)(struct request *req, struct response *res);
 
 struct http_config {
 	const char *host;               /* IPv4 literal, "127.0.0.1" */
@@ -31,8 +39,15 @@ struct http_server;
 
 /* Start listening; *bound_port gets the port in use. */
 int http_start(struct http_server **out, const struct http_config *cfg,
-	       http_dispatch_fn dispatch, int *bound_port)
+	       http_dispatch_fn dispatch, http_resume_fn resume, int *bound_port)
 	__attribute__((warn_unused_result));
+
+/*
+ * Wake a deferred request (any thread, once per HTTP_DEFERRED). Every
+ * deferred request must be resumed before http_stop's grace ends: a
+ * suspended connection keeps libmicrohttpd from stopping.
+ */
+void http_resume(struct request *req);
 
 /*
  * Stop accepting (clients already in the listen backlog are still served;

@@ -1,0 +1,161 @@
+/*
+ * batch.c - the group-commit queue (see batch.h): a growable ring of
+ * item pointers under a mutex, one worker thread.
+ */
+#include "batch.h"
+
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct batch_queue {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	void **ring;
+	int cap;
+	int head;                       /* index of the oldest item */
+	int len;
+	int max;
+	bool stop;
+	batch_fn run;
+	void *arg;
+	const char *name;
+	atomic_uint_fast64_t batches;
+	atomic_uint_fast64_t items;
+};
+
+/* Make room for n more items; the lock is held. Aborts without memory. */
+static void
+ring_reserve(struct batch_queue *q, int n)
+{
+	void **ring;
+	int cap = q->cap;
+
+	if (q->len + n <= q->cap)
+		return;
+	while (cap < q->len + n)
+		cap = cap * 2 + 64;
+	ring = malloc(sizeof(*ring) * (size_t)cap);
+	if (ring == NULL) {
+		log_error(NULL, "out of memory growing a batch queue", "queue", q->name);
+		abort();
+	}
+	for (int i = 0; i < q->len; i++)
+		ring[i] = q->ring[(q->head + i) % q->cap];
+	free(q->ring);
+	q->ring = ring;
+	q->cap = cap;
+	q->head = 0;
+}
+
+void
+batch_push(struct batch_queue *q, void *item)
+{
+	pthread_mutex_lock(&q->lock);
+	ring_reserve(q, 1);
+	q->ring[(q->head + q->len) % q->cap] = item;
+	q->len++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void
+batch_push_front(struct batch_queue *q, void *const *items, int n)
+{
+	if (n <= 0)
+		return;
+	pthread_mutex_lock(&q->lock);
+	ring_reserve(q, n);
+	for (int i = n - 1; i >= 0; i--) {
+		q->head = (q->head - 1 + q->cap) % q->cap;
+		q->ring[q->head] = items[i];
+		q->len++;
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void *
+worker(void *arg)
+{
+	struct batch_queue *q = arg;
+	void **items = malloc(sizeof(*items) * (size_t)q->max);
+
+	if (items == NULL) {
+		log_error(NULL, "out of memory starting a batch worker", "queue", q->name);
+		abort();
+	}
+	for (;;) {
+		int n = 0;
+
+		pthread_mutex_lock(&q->lock);
+		while (q->len == 0 && !q->stop)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (q->len == 0) {
+			pthread_mutex_unlock(&q->lock);
+			break;
+		}
+		while (n < q->max && q->len > 0) {
+			items[n++] = q->ring[q->head];
+			q->head = (q->head + 1) % q->cap;
+			q->len--;
+		}
+		pthread_mutex_unlock(&q->lock);
+		q->run(db_thread(), items, n, q->arg);
+		atomic_fetch_add(&q->batches, 1);
+		atomic_fetch_add(&q->items, (uint_fast64_t)n);
+	}
+	free(items);
+	db_thread_close();
+	return NULL;
+}
+
+int
+batch_start(struct batch_queue **out, const char *name, int max, batch_fn run, void *arg)
+{
+	struct batch_queue *q = calloc(1, sizeof(*q));
+
+	if (q == NULL)
+		return -1;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	q->max = max > 0 ? max : 1;
+	q->run = run;
+	q->arg = arg;
+	q->name = name;
+	if (pthread_create(&q->thread, NULL, worker, q) != 0) {
+		pthread_mutex_destroy(&q->lock);
+		pthread_cond_destroy(&q->cond);
+		free(q);
+		return -1;
+	}
+	*out = q;
+	return 0;
+}
+
+void
+batch_stop(struct batch_queue *q)
+{
+	if (q == NULL)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	free(q->ring);
+	free(q);
+}
+
+void
+batch_stats(const struct batch_queue *q, uint64_t *batches, uint64_t *items)
+{
+	*batches = q != NULL ? atomic_load(&q->batches) : 0;
+	*items = q != NULL ? atomic_load(&q->items) : 0;
+}

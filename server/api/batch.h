@@ -1,0 +1,36 @@
+/*
+ * batch.h - group commit. Work that can share one transaction (pool
+ * request approvals) waits in a queue; one worker thread with its own
+ * database connection takes everything queued, up to max items, and runs
+ * it as one batch. Under load the batches grow by themselves (what came
+ * in while the last batch ran); alone, an item runs at once.
+ */
+#ifndef GP_API_BATCH_H
+#define GP_API_BATCH_H
+
+#include <stdint.h>
+
+#include "db/db.h"
+
+struct batch_queue;
+
+/* Run items[0..n) on db; called on the worker thread only. */
+typedef void (*batch_fn)(struct db *db, void **items, int n, void *arg);
+
+/* Start a queue and its worker; name shows in logs. */
+int batch_start(struct batch_queue **out, const char *name, int max, batch_fn run, void *arg)
+	__attribute__((warn_unused_result));
+
+/* Queue an item (any thread). */
+void batch_push(struct batch_queue *q, void *item);
+
+/* From the worker's run: items[0..n) go first into the next batch. */
+void batch_push_front(struct batch_queue *q, void *const *items, int n);
+
+/* Run whatever is still queued, then stop the worker and free q. */
+void batch_stop(struct batch_queue *q);
+
+/* Batches run and items they held, since start (metrics). */
+void batch_stats(const struct batch_queue *q, uint64_t *batches, uint64_t *items);
+
+#endif
