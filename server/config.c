@@ -74,6 +74,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->maintenance_interval_s = 3600;
 	cfg->request_ttl_s = 7 * 86400;
 	cfg->expiry_interval_s = 10;
+	cfg->approval_workers = 1;
 	cfg->access_log = true;
 	cfg->log_level = "info";
 	v = getenv("GPUPOOL_LISTEN");
@@ -91,7 +92,8 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_MAINTENANCE_INTERVAL", 1, 86400, &cfg->maintenance_interval_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_IDEMPOTENCY_TTL", 72 * 3600, 365 * 86400, &cfg->idempotency_ttl_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_REQUEST_TTL", 1, 365 * 86400, &cfg->request_ttl_s, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) < 0)
+	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)
 		return -1;
 	v = getenv("GPUPOOL_ACCESS_LOG");
 	if (v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "off") == 0))

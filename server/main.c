@@ -245,6 +245,7 @@ cmd_serve(struct config *cfg)
 	app.openapi_len = gp_openapi_yaml_len;
 	app.catalog = catalog;
 	app.request_ttl_s = cfg->request_ttl_s;
+	app.approval_workers = cfg->approval_workers;
 	check_schema(&app);
 	db_thread_close();
 

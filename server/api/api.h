@@ -27,6 +27,7 @@ struct app {
 	size_t openapi_len;
 	const struct catalog *catalog;
 	int request_ttl_s;              /* a pending pool request expires after this */
+	int approval_workers;           /* threads deciding approval batches */
 	struct batch_queue *approvals;  /* group commit of approvals (pool_requests.c) */
 };
 
@@ -40,6 +41,7 @@ enum {
 	ALLOW_ADMIN = 1 << 2,
 	ALLOW_OPERATOR = 1 << 3,
 	ALLOW_BILLING = 1 << 4,
+	AUTH_PROJECTS = 1 << 8,         /* read the caller's memberships with the token */
 };
 
 struct route {

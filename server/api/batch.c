@@ -1,6 +1,6 @@
 /*
  * batch.c - the group-commit queue (see batch.h): a growable ring of
- * item pointers under a mutex, one worker thread.
+ * item pointers under a mutex, a few worker threads.
  */
 #include "batch.h"
 
@@ -12,8 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BATCH_MAX_WORKERS 8
+
 struct batch_queue {
-	pthread_t thread;
+	pthread_t threads[BATCH_MAX_WORKERS];
+	int nthreads;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	void **ring;
@@ -21,6 +24,7 @@ struct batch_queue {
 	int head;                       /* index of the oldest item */
 	int len;
 	int max;
+	int running;                    /* batches being run */
 	bool stop;
 	batch_fn run;
 	void *arg;
@@ -93,7 +97,12 @@ worker(void *arg)
 		int n = 0;
 
 		pthread_mutex_lock(&q->lock);
-		while (q->len == 0 && !q->stop)
+		/*
+		 * A second batch starts beside a running one only when half a
+		 * batch is waiting: small batches side by side would cost more
+		 * per item than what they gain.
+		 */
+		while ((q->len == 0 || (q->running > 0 && q->len < (q->max + 1) / 2)) && !q->stop)
 			pthread_cond_wait(&q->cond, &q->lock);
 		if (q->len == 0) {
 			pthread_mutex_unlock(&q->lock);
@@ -104,18 +113,36 @@ worker(void *arg)
 			q->head = (q->head + 1) % q->cap;
 			q->len--;
 		}
+		q->running++;
 		pthread_mutex_unlock(&q->lock);
 		q->run(db_thread(), items, n, q->arg);
 		atomic_fetch_add(&q->batches, 1);
 		atomic_fetch_add(&q->items, (uint_fast64_t)n);
+		pthread_mutex_lock(&q->lock);
+		q->running--;
+		/* what waited for this batch to end may start now */
+		pthread_cond_broadcast(&q->cond);
+		pthread_mutex_unlock(&q->lock);
 	}
 	free(items);
 	db_thread_close();
 	return NULL;
 }
 
+static void
+stop_workers(struct batch_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	for (int i = 0; i < q->nthreads; i++)
+		pthread_join(q->threads[i], NULL);
+}
+
 int
-batch_start(struct batch_queue **out, const char *name, int max, batch_fn run, void *arg)
+batch_start(struct batch_queue **out, const char *name, int workers, int max, batch_fn run,
+	    void *arg)
 {
 	struct batch_queue *q = calloc(1, sizeof(*q));
 
@@ -127,11 +154,19 @@ batch_start(struct batch_queue **out, const char *name, int max, batch_fn run, v
 	q->run = run;
 	q->arg = arg;
 	q->name = name;
-	if (pthread_create(&q->thread, NULL, worker, q) != 0) {
-		pthread_mutex_destroy(&q->lock);
-		pthread_cond_destroy(&q->cond);
-		free(q);
-		return -1;
+	if (workers < 1)
+		workers = 1;
+	if (workers > BATCH_MAX_WORKERS)
+		workers = BATCH_MAX_WORKERS;
+	for (int i = 0; i < workers; i++) {
+		if (pthread_create(&q->threads[i], NULL, worker, q) != 0) {
+			stop_workers(q);
+			pthread_mutex_destroy(&q->lock);
+			pthread_cond_destroy(&q->cond);
+			free(q);
+			return -1;
+		}
+		q->nthreads++;
 	}
 	*out = q;
 	return 0;
@@ -142,11 +177,7 @@ batch_stop(struct batch_queue *q)
 {
 	if (q == NULL)
 		return;
-	pthread_mutex_lock(&q->lock);
-	q->stop = true;
-	pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->lock);
-	pthread_join(q->thread, NULL);
+	stop_workers(q);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
 	free(q->ring);

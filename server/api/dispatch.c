@@ -100,7 +100,7 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 }
 
 static int
-authenticate(struct request *req, struct gp_error *err)
+authenticate(struct request *req, bool with_projects, struct gp_error *err)
 {
 	const char *h = req->header(req, "Authorization");
 	unsigned char digest[TOKEN_DIGEST_LEN];
@@ -118,7 +118,8 @@ authenticate(struct request *req, struct gp_error *err)
 	if (len < 10 || len > TOKEN_MAX_LEN)
 		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
 	token_digest(h, len, digest);
-	if (db_token_authenticate(db_thread(), req->arena, digest, &ta, &found, err) < 0)
+	if (db_token_authenticate(db_thread(), req->arena, digest, with_projects, &ta, &found,
+				  err) < 0)
 		return -1;
 	if (!found || ta.digest == NULL || !token_digest_equal(ta.digest, digest))
 		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
@@ -348,7 +349,8 @@ api_dispatch(struct request *req, struct response *res)
 		goto fail;
 	rt = &api_routes[idx];
 	if (!(rt->allow & ALLOW_PUBLIC)) {
-		if (authenticate(req, &err) < 0 || authorize(rt, req, &err) < 0)
+		if (authenticate(req, (rt->allow & AUTH_PROJECTS) != 0, &err) < 0 ||
+		    authorize(rt, req, &err) < 0)
 			goto fail;
 	}
 	if (check_content_type(req, &err) < 0)

@@ -1235,7 +1235,8 @@ approve_run(struct db *db, void **items, int n, void *arg)
 int
 pool_approvals_start(struct app *app)
 {
-	return batch_start(&app->approvals, "approvals", APPROVE_BATCH_MAX, approve_run, app);
+	return batch_start(&app->approvals, "approvals", app->approval_workers, APPROVE_BATCH_MAX,
+			   approve_run, app);
 }
 
 void

@@ -76,11 +76,13 @@ int db_users_list(struct db *db, struct arena *a, int64_t after_id, int limit,
 	__attribute__((warn_unused_result));
 
 /*
- * Look up a live token by SHA-256 digest, with the user's project
- * memberships in the same round trip (what GET /v1/me answers).
+ * Look up a live token by SHA-256 digest; with_projects also reads the
+ * user's project memberships in the same round trip (what GET /v1/me
+ * answers; out->projects_json stays NULL otherwise).
  */
 int db_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
-			  struct token_auth *out, bool *found, struct gp_error *err)
+			  bool with_projects, struct token_auth *out, bool *found,
+			  struct gp_error *err)
 	__attribute__((warn_unused_result));
 
 /* Record that a token was used now. */
