@@ -125,6 +125,7 @@ metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 		strbuf_printf(&b, "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
 			  method, route, (unsigned long long)cum);
 	}
+	pool_approvals_metrics(&b);
 	strbuf_printf(&b, "# HELP gpupool_db_errors_total Failed database operations.\n"
 		      "# TYPE gpupool_db_errors_total counter\n"
 		      "gpupool_db_errors_total %llu\n",

@@ -25,11 +25,13 @@
 #include "capacity.h"
 
 #include "core/log.h"
+#include "core/strbuf.h"
 #include "core/timeutil.h"
 #include "db/db_projects.h"
 #include "domain/placement.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -724,6 +726,12 @@ api_pool_requests_get(struct request *req, struct response *res, struct gp_error
 
 #define APPROVE_BATCH_MAX 32
 
+/* for /metrics */
+static atomic_uint_fast64_t stat_batches;       /* transactions that committed a batch */
+static atomic_uint_fast64_t stat_batch_items;   /* approvals they decided */
+static atomic_uint_fast64_t stat_slow_paths;    /* placements that needed the slow path */
+static atomic_uint_fast64_t stat_split;         /* failed batches decided one by one */
+
 enum approve_outcome {
 	APPROVE_OPEN,                   /* still going ahead in this batch */
 	APPROVE_DONE,                   /* applied (once the batch commits) */
@@ -1060,6 +1068,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 				    c->missing, &e);
 		if (rc == 0) {
 			/* the slow path: every useful class, waiting for locks */
+			atomic_fetch_add(&stat_slow_paths, 1);
 			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, &rows,
 					     &nrows, err) < 0)
 				return -1;
@@ -1209,6 +1218,7 @@ approve_run(struct db *db, void **items, int n, void *arg)
 		     &err) < 0) {
 		arena_destroy(b.a);
 		if (n > 1 && err.status != 503) {
+			atomic_fetch_add(&stat_split, 1);
 			log_warn(NULL, "an approval batch failed; deciding its approvals one by one",
 				 "error", err.message);
 			for (int i = 0; i < n; i++)
@@ -1223,6 +1233,8 @@ approve_run(struct db *db, void **items, int n, void *arg)
 		return;
 	}
 	arena_destroy(b.a);
+	atomic_fetch_add(&stat_batches, 1);
+	atomic_fetch_add(&stat_batch_items, (uint_fast64_t)n);
 	for (int i = 0; i < n; i++) {
 		if (b.v[i]->outcome == APPROVE_LATER && nlater < APPROVE_BATCH_MAX)
 			later[nlater++] = b.v[i];
@@ -1244,6 +1256,30 @@ pool_approvals_stop(struct app *app)
 {
 	batch_stop(app->approvals);
 	app->approvals = NULL;
+}
+
+void
+pool_approvals_metrics(struct strbuf *b)
+{
+	strbuf_printf(b, "# HELP gpupool_approval_batches_total Approval transactions committed "
+		      "(group commit).\n# TYPE gpupool_approval_batches_total counter\n"
+		      "gpupool_approval_batches_total %llu\n"
+		      "# HELP gpupool_approval_batch_items_total Approvals decided by those "
+		      "transactions (over batches: the mean batch size).\n"
+		      "# TYPE gpupool_approval_batch_items_total counter\n"
+		      "gpupool_approval_batch_items_total %llu\n"
+		      "# HELP gpupool_approval_slow_paths_total Placements that read every useful "
+		      "layout class after the fast candidates fell short.\n"
+		      "# TYPE gpupool_approval_slow_paths_total counter\n"
+		      "gpupool_approval_slow_paths_total %llu\n"
+		      "# HELP gpupool_approval_batch_splits_total Failed batches whose approvals "
+		      "were then decided one by one.\n"
+		      "# TYPE gpupool_approval_batch_splits_total counter\n"
+		      "gpupool_approval_batch_splits_total %llu\n",
+		      (unsigned long long)atomic_load(&stat_batches),
+		      (unsigned long long)atomic_load(&stat_batch_items),
+		      (unsigned long long)atomic_load(&stat_slow_paths),
+		      (unsigned long long)atomic_load(&stat_split));
 }
 
 /* The answer, on an HTTP thread once the batch decided. */

@@ -31,6 +31,11 @@ int pools_items_read(struct request *req, struct json_object *arr, struct spec_c
 int pool_approvals_start(struct app *app) __attribute__((warn_unused_result));
 void pool_approvals_stop(struct app *app);
 
+struct strbuf;
+
+/* The approvals worker's counters, Prometheus text. */
+void pool_approvals_metrics(struct strbuf *b);
+
 /* Parse an item list stored by the database (JSON text) into out (POOL_MAX_ITEMS). */
 int pools_items_parse(const char *json, struct spec_count *out, int *n, struct gp_error *err)
 	__attribute__((warn_unused_result));
