@@ -1,0 +1,425 @@
+/*
+ * test_approve_batch.c - group commit of approvals (pool_requests.c):
+ * one burst of concurrent approvals, released together from a barrier,
+ * so that the approvals worker decides many of them in one transaction.
+ * Whatever batches they fall into, each approval must get its own
+ * answer and nothing else:
+ *
+ *  - approvals that fit are approved, each with its own allocations;
+ *  - the same request approved twice at once: one 200, one 409;
+ *  - a request that cannot be placed: 409 insufficient_capacity with
+ *    "short", and it stays pending (its batch's other approvals commit);
+ *  - unknown ids 404, a cancelled request 409;
+ *  - two requests of a project under a quota that only one of them fits:
+ *    one 200, one 422 quota_exceeded (never both approved);
+ *  - two expands of one pool: both approved, the pool holds both;
+ *
+ * then the database invariants, and /metrics shows that approvals did
+ * share transactions. A second test stops the server (SIGTERM) while a
+ * burst of approvals is queued: every one is answered, none is lost or
+ * half-applied.
+ */
+#include "fixture.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_CALLS 64
+
+static const char *op;          /* operator */
+static const char *alice;       /* owner of both projects */
+
+struct call {
+	int64_t id;
+	const char *token;
+	long status;                    /* 0: transport error */
+	char code[64];
+	int64_t missing;                /* short[0].missing of a 409 insufficient_capacity */
+	int nallocs;                    /* allocations in a 200 */
+};
+
+struct burst {
+	pthread_barrier_t start;
+	const char *base_url;
+	struct call calls[MAX_CALLS];
+	int n;
+	atomic_int next;
+};
+
+static void *
+burst_thread(void *arg)
+{
+	struct burst *b = arg;
+	struct gp_client *c = gp_client_create(b->base_url, NULL);
+	int i;
+
+	gp_client_set_retries(c, 0);
+	pthread_barrier_wait(&b->start);
+	while ((i = atomic_fetch_add(&b->next, 1)) < b->n) {
+		struct call *k = &b->calls[i];
+		struct gp_client_response r;
+		char path[96];
+
+		memset(&r, 0, sizeof(r));
+		snprintf(path, sizeof(path), "/v1/pool-requests/%lld/approve", (long long)k->id);
+		if (gp_client_set_token(c, k->token) < 0 ||
+		    gp_client_request(c, "POST", path, "{\"note\":\"burst\"}", 16, NULL, &r) < 0) {
+			k->status = 0;
+			gp_client_response_free(&r);
+			continue;
+		}
+		k->status = r.status;
+		if (r.json != NULL && fx_json_has(r.json, "code"))
+			snprintf(k->code, sizeof(k->code), "%s", json_object_get_string(fx_json(r.json, "code")));
+		if (r.json != NULL && fx_json_has(r.json, "short"))
+			k->missing = json_object_get_int64(
+				fx_json(json_object_array_get_idx(fx_json(r.json, "short"), 0), "missing"));
+		if (r.status == 200 && r.json != NULL && fx_json_has(r.json, "allocations"))
+			k->nallocs = (int)json_object_array_length(fx_json(r.json, "allocations"));
+		gp_client_response_free(&r);
+	}
+	gp_client_destroy(c);
+	return NULL;
+}
+
+/* Approve calls[0..n) from nthreads threads released together. */
+static void
+run_burst(struct fixture *fx, struct burst *b, int nthreads)
+{
+	pthread_t t[MAX_CALLS];
+
+	b->base_url = fx->server->base_url;
+	pthread_barrier_init(&b->start, NULL, (unsigned)nthreads);
+	for (int i = 0; i < nthreads; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, burst_thread, b), 0);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&b->start);
+}
+
+static void
+add_call(struct burst *b, int64_t id)
+{
+	assert_true(b->n < MAX_CALLS);
+	b->calls[b->n].id = id;
+	b->calls[b->n].token = op;
+	b->n++;
+}
+
+static const struct call *
+find_call(const struct burst *b, int64_t id, int nth)
+{
+	for (int i = 0; i < b->n; i++)
+		if (b->calls[i].id == id && nth-- == 0)
+			return &b->calls[i];
+	fail_msg("no call for request %lld", (long long)id);
+	return NULL;
+}
+
+static void
+fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus)
+{
+	static int uuid_seq = 0x5000;
+	struct gp_client_response *r;
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"%s\"}", prefix);
+	assert_status(r, 201);
+	for (int n = 0; n < nodes; n++) {
+		const char *node = fx_str(fx, "%s-n%d", prefix, n);
+
+		r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
+			       "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
+			       "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
+			       node, prefix, node);
+		assert_status(r, 201);
+		for (int g = 0; g < gpus; g++) {
+			r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/nodes/%s/gpus", node),
+				       "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
+				       "\"model\":\"%s\"}", g, uuid_seq, uuid_seq, model);
+			assert_status(r, 201);
+			uuid_seq++;
+		}
+	}
+	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = true WHERE model = $1", model);
+}
+
+static int64_t
+submit(struct fixture *fx, const char *project, const char *action, const char *pool,
+       const char *items)
+{
+	struct gp_client_response *r;
+
+	r = fx_request(fx, alice, "POST", fx_str(fx, "/v1/projects/%s/pool-requests", project),
+		       "{\"action\":\"%s\",\"pool\":\"%s\",\"items\":[%s],\"justification\":\"t\"}",
+		       action, pool, items);
+	assert_status(r, 201);
+	return fx_json_int(r->json, "id");
+}
+
+static const char *
+state_of(struct fixture *fx, int64_t id)
+{
+	return fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
+			   fx_str(fx, "%lld", (long long)id));
+}
+
+static void
+check_invariants(struct fixture *fx)
+{
+	/* no overlapping live allocations */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
+		"AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
+		"AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"), 0);
+	/* every pool's live allocations are its items */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM pools p WHERE p.status NOT IN ('pending', 'released') "
+		"AND p.items <> (SELECT coalesce(jsonb_agg(jsonb_build_object('model', m, "
+		"'profile', pf, 'count', c) ORDER BY m, pf), '[]') FROM (SELECT g.model AS m, "
+		"a.profile AS pf, count(*) AS c FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+		"WHERE a.pool_id = p.id AND a.state NOT IN ('releasing', 'released') "
+		"GROUP BY 1, 2) s)"), 0);
+	/* every approved request made allocations, history and one audit row */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
+		"AND r.action IN ('create', 'expand') AND (NOT EXISTS (SELECT 1 FROM allocations a "
+		"WHERE a.request_id = r.id) OR (SELECT count(*) FROM audit_log l "
+		"WHERE l.action = 'pool_request.approve' AND l.object_id = r.id::text) <> 1 "
+		"OR (SELECT to_state FROM pool_request_events e WHERE e.request_id = r.id "
+		"ORDER BY e.id DESC LIMIT 1) <> 'approved')"), 0);
+	/* no request that is not approved holds anything */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM allocations a JOIN pool_requests r ON r.id = a.request_id "
+		"WHERE r.state <> 'approved'"), 0);
+	/* the ledger: per pool and kind, open intervals sum to the live allocations */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM (SELECT l.pool_id, l.model, l.profile, sum(l.count) AS n "
+		"FROM usage_ledger l WHERE l.ended_at IS NULL GROUP BY 1, 2, 3) o "
+		"WHERE o.n <> (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+		"WHERE a.pool_id = o.pool_id AND g.model = o.model AND a.profile = o.profile "
+		"AND a.state NOT IN ('releasing', 'released'))"), 0);
+	/* gpus.layout mirrors the allocations */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
+		"|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
+		"AND a.state <> 'released'), '')"), 0);
+}
+
+static int64_t
+metric(struct fixture *fx, const char *name)
+{
+	struct gp_client_response *r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	const char *p;
+	size_t len = strlen(name);
+
+	assert_status(r, 200);
+	for (p = r->body; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, name, len) == 0 && p[len] == ' ')
+			return strtoll(p + len + 1, NULL, 10);
+	fail_msg("no metric %s", name);
+	return -1;
+}
+
+static void
+test_burst(void **state)
+{
+	struct fixture *fx = *state;
+	struct burst *b = calloc(1, sizeof(*b));	/* next starts at 0 */
+	int64_t good[8], insufficient[3], cancelled, q[2], e[2];
+	int64_t batches0 = metric(fx, "gpupool_approval_batches_total");
+	int64_t items0 = metric(fx, "gpupool_approval_batch_items_total");
+	struct gp_client_response *r;
+	int ok_q = 0, quota_refused = 0;
+
+	op = fixture_create_user(fx, "op", "operator");
+	alice = fixture_create_user(fx, "alice", "none");
+	for (int i = 0; i < 2; i++) {
+		const char *p = i == 0 ? "pa" : "pq";
+
+		r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			       "{\"name\":\"%s\",\"display_name\":\"%s\"}", p, p);
+		assert_status(r, 201);
+		r = fx_request(fx, fx->admin_token, "PUT",
+			       fx_str(fx, "/v1/projects/%s/members/alice", p), "{\"role\":\"owner\"}");
+		assert_status(r, 201);
+	}
+	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pq/quota",
+		       "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":3}]}");
+	assert_status(r, 201);
+	fleet(fx, "burst", "H100-80GB", 2, 4);
+
+	/* a pool to expand twice at once */
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve",
+		       (long long)submit(fx, "pa", "create", "grow", "\"H100-80GB/1g.10gb=1\"")), "{}");
+	assert_status(r, 200);
+	e[0] = submit(fx, "pa", "expand", "grow", "\"H100-80GB/1g.10gb=1\"");
+	e[1] = submit(fx, "pa", "expand", "grow", "\"H100-80GB/1g.20gb=1\"");
+	for (int i = 0; i < 8; i++)
+		good[i] = submit(fx, "pa", "create", fx_str(fx, "good%d", i), "\"H100-80GB/3g.40gb=1\"");
+	for (int i = 0; i < 3; i++)
+		insufficient[i] = submit(fx, "pa", "create", fx_str(fx, "big%d", i),
+					 "\"H100-80GB/7g.80gb=20\"");
+	cancelled = submit(fx, "pa", "create", "gone", "\"H100-80GB/1g.10gb=1\"");
+	r = fx_request(fx, alice, "POST",
+		       fx_str(fx, "/v1/pool-requests/%lld/cancel", (long long)cancelled), "{}");
+	assert_status(r, 200);
+	/* each fits the quota alone (usage 0 + 2 <= 3), not both */
+	q[0] = submit(fx, "pq", "create", "q0", "\"H100-80GB/1g.10gb=2\"");
+	q[1] = submit(fx, "pq", "create", "q1", "\"H100-80GB/1g.10gb=2\"");
+
+	for (int i = 0; i < 8; i++)
+		add_call(b, good[i]);
+	for (int i = 0; i < 4; i++)
+		add_call(b, good[i]);          /* the same approval twice at once */
+	for (int i = 0; i < 3; i++)
+		add_call(b, insufficient[i]);
+	add_call(b, cancelled);
+	add_call(b, 9999990);
+	add_call(b, 9999991);
+	add_call(b, q[0]);
+	add_call(b, q[1]);
+	add_call(b, e[0]);
+	add_call(b, e[1]);
+	run_burst(fx, b, b->n);
+
+	for (int i = 0; i < b->n; i++)
+		if (b->calls[i].status == 0 || b->calls[i].status >= 500)
+			fail_msg("approval of %lld answered %ld", (long long)b->calls[i].id,
+				 b->calls[i].status);
+	for (int i = 0; i < 8; i++) {
+		const struct call *a = find_call(b, good[i], 0);
+
+		if (i < 4) {
+			const struct call *a2 = find_call(b, good[i], 1);
+
+			/* one of the two approved it, the other found it decided */
+			assert_true((a->status == 200 && a2->status == 409) ||
+				    (a->status == 409 && a2->status == 200));
+			if (a->status != 200)
+				a = a2;
+		}
+		assert_int_equal(a->status, 200);
+		assert_int_equal(a->nallocs, 1);
+		assert_string_equal(state_of(fx, good[i]), "approved");
+	}
+	for (int i = 0; i < 3; i++) {
+		const struct call *a = find_call(b, insufficient[i], 0);
+
+		assert_int_equal(a->status, 409);
+		assert_string_equal(a->code, "insufficient_capacity");
+		assert_true(a->missing >= 12 && a->missing <= 20);   /* 8 GPUs, some taken */
+		assert_string_equal(state_of(fx, insufficient[i]), "pending");
+	}
+	assert_int_equal(find_call(b, cancelled, 0)->status, 409);
+	assert_string_equal(state_of(fx, cancelled), "cancelled");
+	assert_int_equal(find_call(b, 9999990, 0)->status, 404);
+	assert_int_equal(find_call(b, 9999991, 0)->status, 404);
+	for (int i = 0; i < 2; i++) {
+		const struct call *a = find_call(b, q[i], 0);
+
+		if (a->status == 200)
+			ok_q++;
+		else if (a->status == 422 && strcmp(a->code, "quota_exceeded") == 0)
+			quota_refused++;
+	}
+	assert_int_equal(ok_q, 1);
+	assert_int_equal(quota_refused, 1);
+	assert_int_equal(find_call(b, e[0], 0)->status, 200);
+	assert_int_equal(find_call(b, e[1], 0)->status, 200);
+	assert_string_equal(fx_sql_text(fx, "SELECT items::text FROM pools WHERE name = 'grow' "
+					"AND status <> 'released'"),
+			    "[{\"count\": 2, \"model\": \"H100-80GB\", \"profile\": \"1g.10gb\"}, "
+			    "{\"count\": 1, \"model\": \"H100-80GB\", \"profile\": \"1g.20gb\"}]");
+	check_invariants(fx);
+	/* approvals shared transactions: fewer batches than approvals */
+	assert_true(metric(fx, "gpupool_approval_batch_items_total") - items0 >
+		    metric(fx, "gpupool_approval_batches_total") - batches0);
+	free(b);
+}
+
+struct stopper {
+	struct fixture *fx;
+	struct fx_server *srv;
+	struct burst *b;
+	int rc;
+};
+
+/* SIGTERM as soon as the burst's first approvals are on their way. */
+static void *
+stop_thread(void *arg)
+{
+	struct stopper *s = arg;
+
+	while (atomic_load(&s->b->next) < 4)
+		usleep(100);
+	usleep(500);
+	s->rc = fixture_server_stop(s->fx, s->srv);
+	return NULL;
+}
+
+/*
+ * SIGTERM while a burst of approvals is on its way: the server answers
+ * every approval it accepted (the worker stops only after the HTTP
+ * server drained), exits 0, and each answer is what the database holds:
+ * 200 for an approved request; a client that could no longer connect
+ * finds its request still pending.
+ */
+static void
+test_stop_with_queue(void **state)
+{
+	struct fixture *fx = *state;
+	struct fx_server *first = fx->server;
+	struct burst *b = calloc(1, sizeof(*b));
+	const char *env[] = { "GPUPOOL_SHUTDOWN_GRACE=20", NULL };
+	struct stopper st;
+	pthread_t t;
+	int approved = 0;
+
+	fleet(fx, "stop", "H200-141GB", 2, 4);
+	for (int i = 0; i < 24; i++)
+		add_call(b, submit(fx, "pa", "create", fx_str(fx, "stop%d", i),
+				   "\"H200-141GB/1g.18gb=1\""));
+	st.fx = fx;
+	st.b = b;
+	st.srv = fixture_server_start(fx, env);
+	assert_non_null(st.srv);
+	st.rc = -1;
+	fx->server = st.srv;
+	atomic_store(&b->next, 0);
+	assert_int_equal(pthread_create(&t, NULL, stop_thread, &st), 0);
+	run_burst(fx, b, b->n);
+	pthread_join(t, NULL);
+	fx->server = first;
+	assert_int_equal(st.rc, 0);
+	for (int i = 0; i < b->n; i++) {
+		const struct call *k = &b->calls[i];
+		const char *s = state_of(fx, k->id);
+
+		if (k->status != 0 && k->status != 200)
+			fail_msg("approval of %lld answered %ld while stopping", (long long)k->id,
+				 k->status);
+		if (k->status == 200)
+			approved++;
+		assert_string_equal(s, k->status == 200 ? "approved" : "pending");
+	}
+	print_message("stop with a burst in flight: %d of %d approved, the rest never reached "
+		      "the server\n", approved, b->n);
+	check_invariants(fx);
+	free(b);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_burst),
+		cmocka_unit_test(test_stop_with_queue),
+	};
+
+	return fixture_run_tests(tests);
+}
