@@ -65,11 +65,14 @@ gp_pg_init() {
 		{ cat "$dir/initdb.log" >&2; return 1; }
 }
 
-# gp_pg_start <dir> <port>: unix socket in <dir>, no TCP.
+# gp_pg_start <dir> <port>: unix socket in <dir>, no TCP. Throwaway
+# clusters skip durability (fsync, synchronous commit, full-page writes)
+# unless GP_PG_DURABLE=1, which keeps PostgreSQL's durable defaults.
 gp_pg_start() {
-	local dir=$1 port=$2
+	local dir=$1 port=$2 nodur="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	[ "${GP_PG_DURABLE:-0}" = 1 ] && nodur=""
 	gp_pg_as "$dir" "$GP_PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-		-o "-p $port -k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+		-o "-p $port -k $dir -c listen_addresses='' $nodur -c max_connections=300" \
 		start >/dev/null
 }
 
