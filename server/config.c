@@ -74,7 +74,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->maintenance_interval_s = 3600;
 	cfg->request_ttl_s = 7 * 86400;
 	cfg->expiry_interval_s = 10;
-	cfg->approval_workers = 1;
+	cfg->approval_workers = 2;
 	cfg->access_log = true;
 	cfg->log_level = "info";
 	v = getenv("GPUPOOL_LISTEN");

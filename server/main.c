@@ -265,8 +265,8 @@ cmd_serve(struct config *cfg)
 	hc.max_body = 1024 * 1024;
 	hc.access_log = cfg->access_log;
 	hc.ctx = &app;
-	if (pool_approvals_start(&app) < 0)
-		fatal("could not start the approvals worker");
+	if (pool_workers_start(&app) < 0)
+		fatal("could not start the group-commit workers");
 	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
 		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
 	{
@@ -293,7 +293,7 @@ cmd_serve(struct config *cfg)
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	http_stop(server, cfg->shutdown_grace_s * 1000);
-	pool_approvals_stop(&app);
+	pool_workers_stop(&app);
 	expiry_stop(expiry);
 	maintenance_stop(maint);
 	layout_cache_reset();           /* its keys point into the catalog */

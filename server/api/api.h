@@ -27,8 +27,9 @@ struct app {
 	size_t openapi_len;
 	const struct catalog *catalog;
 	int request_ttl_s;              /* a pending pool request expires after this */
-	int approval_workers;           /* threads deciding approval batches */
+	int approval_workers;           /* threads per group-commit queue */
 	struct batch_queue *approvals;  /* group commit of approvals (pool_requests.c) */
+	struct batch_queue *submits;    /* group commit of pool-request submissions */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res,

@@ -564,6 +564,121 @@ reply_problem_with(struct request *req, struct response *res, const struct gp_er
 	return 0;
 }
 
+/*
+ * Submissions are group-committed like approvals: the handler validates
+ * (project access, the pool for expand / shrink / release) and queues the
+ * insert; a submissions worker inserts everything queued in one
+ * statement sent with COMMIT (db_requests_submit_many). A create whose
+ * pool name is taken is refused alone; a project with a quota is checked
+ * and inserted alone, by the handler, after the batch.
+ */
+#define SUBMIT_BATCH_MAX 64
+
+static atomic_uint_fast64_t stat_submit_batches;
+static atomic_uint_fast64_t stat_submit_items;
+
+struct submit_job {
+	struct request *req;
+	struct submit s;
+	struct project_row proj;
+	struct request_submit rs;
+	/* filled by the batch */
+	int rc;
+	struct gp_error err;
+	struct submit_result res;
+};
+
+struct submit_batch {
+	struct submit_job **v;
+	int n;
+	struct arena *a;
+};
+
+static int
+submit_batch_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct submit_batch *b = arg;
+	const struct request_submit **rs = arena_alloc(b->a, sizeof(*rs) * (size_t)b->n);
+	struct submit_result *res = arena_alloc(b->a, sizeof(*res) * (size_t)b->n);
+
+	for (int i = 0; i < b->n; i++)
+		rs[i] = &b->v[i]->rs;
+	if (db_requests_submit_many(db, b->a, rs, b->n, res, err) < 0)
+		return -1;
+	for (int i = 0; i < b->n; i++)
+		b->v[i]->res = res[i];
+	return 0;
+}
+
+/* The submissions worker's batch (batch.c): insert, then wake every handler. */
+static void
+submit_run(struct db *db, void **items, int n, void *arg)
+{
+	struct submit_batch b = { (struct submit_job **)items, n, arena_create() };
+	struct gp_error err;
+
+	(void)arg;
+	gp_error_clear(&err);
+	if (db_tx(db, submit_batch_tx, &b, &err) < 0) {
+		arena_destroy(b.a);
+		if (n > 1 && err.status != 503) {
+			log_warn(NULL, "a submission batch failed; inserting its submissions one by one",
+				 "error", err.message);
+			for (int i = 0; i < n; i++)
+				submit_run(db, &items[i], 1, arg);
+			return;
+		}
+		for (int i = 0; i < n; i++) {
+			b.v[i]->rc = -1;
+			b.v[i]->err = err;
+			api_wake(b.v[i]->req);
+		}
+		return;
+	}
+	arena_destroy(b.a);
+	atomic_fetch_add(&stat_submit_batches, 1);
+	atomic_fetch_add(&stat_submit_items, (uint_fast64_t)n);
+	for (int i = 0; i < n; i++)
+		api_wake(b.v[i]->req);
+}
+
+/* The answer, on an HTTP thread once the batch inserted (or refused) it. */
+static int
+submit_reply(struct request *req, struct response *res, void *arg, struct gp_error *err)
+{
+	struct submit_job *j = arg;
+	struct pool_request_row out = j->res.out;
+	struct json_object *qitem = NULL;
+	bool needs_quota;
+
+	if (j->rc < 0) {
+		*err = j->err;
+		return -1;
+	}
+	if (j->res.conflict)
+		return gp_error_set(err, 409, "conflict", "the project already has a pool named %s",
+				    j->rs.pool_name);
+	if (j->res.needs_quota) {
+		struct db *db = db_thread();
+
+		if (quota_check_now(db, req->arena, j->proj.id, false, j->s.items, j->s.nitems,
+				    &qitem, err) < 0) {
+			if (qitem != NULL)
+				return reply_problem_with(req, res, err, "item", json_object_get(qitem));
+			return -1;
+		}
+		j->rs.quota_checked = true;
+		if (db_request_submit(db, req->arena, &j->rs, &out, &needs_quota, err) < 0)
+			return -1;
+	}
+	out.project = j->proj.name;
+	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
+	api_etag(req, res, out.generation);
+	response_header(res, "Location",
+			arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
+	return 0;
+}
+
 int
 api_pool_requests_submit(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -571,11 +686,12 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	struct project_row proj;
 	struct pool_row pool;
 	struct request_submit rs;
-	struct pool_request_row out;
-	struct json_object *after, *qitem = NULL;
+	struct submit_job *j;
+	struct json_object *after;
 	struct submit s;
-	bool found, needs_quota;
+	bool found;
 
+	(void)res;
 	if (submit_parse(req, &s, err) < 0)
 		return -1;
 	if (api_project_access(db, req, req->params[0], PROJECT_SUBMIT, &proj, NULL, err) < 0)
@@ -626,25 +742,15 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	rs.audit_after_json = json_to_arena(req->arena, after, NULL);
 	/* only growth is limited by a quota; the statement says whether there is one */
 	rs.quota_checked = s.action != POOL_ACTION_CREATE && s.action != POOL_ACTION_EXPAND;
-	if (db_request_submit(db, req->arena, &rs, &out, &needs_quota, err) < 0)
-		return -1;
-	if (needs_quota) {
-		if (quota_check_now(db, req->arena, proj.id, false, s.items, s.nitems, &qitem,
-				    err) < 0) {
-			if (qitem != NULL)
-				return reply_problem_with(req, res, err, "item", json_object_get(qitem));
-			return -1;
-		}
-		rs.quota_checked = true;
-		if (db_request_submit(db, req->arena, &rs, &out, &needs_quota, err) < 0)
-			return -1;
-	}
-	out.project = proj.name;
-	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
-	api_etag(req, res, out.generation);
-	response_header(res, "Location",
-			arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
-	return 0;
+	/* the insert itself is group-committed with others (submit_run) */
+	j = arena_alloc(req->arena, sizeof(*j));
+	memset(j, 0, sizeof(*j));
+	j->req = req;
+	j->s = s;
+	j->proj = proj;
+	j->rs = rs;
+	batch_push(api_app(req)->submits, j);
+	return api_defer(req, submit_reply, j);
 }
 
 /* ---- list and get ---- */
@@ -1245,16 +1351,26 @@ approve_run(struct db *db, void **items, int n, void *arg)
 }
 
 int
-pool_approvals_start(struct app *app)
+pool_workers_start(struct app *app)
 {
-	return batch_start(&app->approvals, "approvals", app->approval_workers, APPROVE_BATCH_MAX,
-			   approve_run, app);
+	if (batch_start(&app->approvals, "approvals", app->approval_workers, APPROVE_BATCH_MAX,
+			approve_run, app) < 0)
+		return -1;
+	if (batch_start(&app->submits, "submissions", app->approval_workers, SUBMIT_BATCH_MAX,
+			submit_run, app) < 0) {
+		batch_stop(app->approvals);
+		app->approvals = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 void
-pool_approvals_stop(struct app *app)
+pool_workers_stop(struct app *app)
 {
+	batch_stop(app->submits);
 	batch_stop(app->approvals);
+	app->submits = NULL;
 	app->approvals = NULL;
 }
 
@@ -1280,6 +1396,14 @@ pool_approvals_metrics(struct strbuf *b)
 		      (unsigned long long)atomic_load(&stat_batch_items),
 		      (unsigned long long)atomic_load(&stat_slow_paths),
 		      (unsigned long long)atomic_load(&stat_split));
+	strbuf_printf(b, "# HELP gpupool_submit_batches_total Pool-request submission transactions "
+		      "committed (group commit).\n# TYPE gpupool_submit_batches_total counter\n"
+		      "gpupool_submit_batches_total %llu\n"
+		      "# HELP gpupool_submit_batch_items_total Submissions those transactions held.\n"
+		      "# TYPE gpupool_submit_batch_items_total counter\n"
+		      "gpupool_submit_batch_items_total %llu\n",
+		      (unsigned long long)atomic_load(&stat_submit_batches),
+		      (unsigned long long)atomic_load(&stat_submit_items));
 }
 
 /* The answer, on an HTTP thread once the batch decided. */

@@ -24,16 +24,16 @@ int pools_items_read(struct request *req, struct json_object *arr, struct spec_c
 		     int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
- * The approvals worker (group commit, pool_requests.c): started before
- * the HTTP server, stopped after it (it answers the approvals still
- * waiting).
+ * The approvals and submissions workers (group commit, pool_requests.c):
+ * started before the HTTP server, stopped after it (they answer what is
+ * still waiting).
  */
-int pool_approvals_start(struct app *app) __attribute__((warn_unused_result));
-void pool_approvals_stop(struct app *app);
+int pool_workers_start(struct app *app) __attribute__((warn_unused_result));
+void pool_workers_stop(struct app *app);
 
 struct strbuf;
 
-/* The approvals worker's counters, Prometheus text. */
+/* The group-commit workers' counters, Prometheus text. */
 void pool_approvals_metrics(struct strbuf *b);
 
 /* Parse an item list stored by the database (JSON text) into out (POOL_MAX_ITEMS). */

@@ -95,6 +95,47 @@ DB_STMT(stmt_pools_submit,
 	" 'pool_id', req.pool_id) FROM req"
 	") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", "
 	EPOCH_US("req.expires_at") " FROM g LEFT JOIN req ON true");
+/*
+ * Many submissions in one statement (group commit): one array element
+ * per submission, the same columns as stmt_pools_submit. Ids are drawn
+ * first, so that every row inserted can be matched to its submission
+ * (ord): a create whose pool name is taken inserts nothing (ON CONFLICT
+ * DO NOTHING, so the others still go in), and one for a project with a
+ * quota that the caller did not check inserts nothing either.
+ */
+DB_STMT(stmt_pools_submit_many,
+	"WITH g AS ("
+	" SELECT u.*, u.quota_checked OR NOT EXISTS (SELECT 1 FROM project_quotas q "
+	" WHERE q.project_id = u.project) AS ok, "
+	" CASE WHEN u.pool = 0 THEN nextval('pools_id_seq') END AS new_pool, "
+	" nextval('pool_requests_id_seq') AS req_id "
+	" FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], "
+	" $7::int8[], $8::int8[], $9::int4[], $10::text[], $11::text[], $12::text[], $13::bool[]) "
+	" WITH ORDINALITY AS u (project, pool, pool_name, action, items, justification, ends, "
+	" actor_id, ttl, actor, http_id, after, quota_checked, ord)"
+	"), pool AS ("
+	" INSERT INTO pools (id, project_id, name) OVERRIDING SYSTEM VALUE "
+	" SELECT new_pool, project, pool_name FROM g WHERE ok AND new_pool IS NOT NULL ORDER BY ord "
+	" ON CONFLICT (project_id, name) WHERE status <> 'released' DO NOTHING RETURNING id"
+	"), req AS ("
+	" INSERT INTO pool_requests (id, project_id, pool_id, action, items, justification, ends_at, "
+	" requested_by, expires_at) OVERRIDING SYSTEM VALUE "
+	" SELECT g.req_id, g.project, coalesce(pool.id, g.pool), g.action, g.items::jsonb, "
+	" g.justification, " TS_PARAM("g.ends") ", nullif(g.actor_id, 0), "
+	" now() + make_interval(secs => g.ttl) FROM g LEFT JOIN pool ON pool.id = g.new_pool "
+	" WHERE g.ok AND (g.new_pool IS NULL OR pool.id IS NOT NULL) "
+	" RETURNING id, pool_id, requested_at, expires_at"
+	"), ev AS ("
+	" INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
+	" SELECT req.id, req.requested_at, NULL, 'pending', nullif(g.actor_id, 0), g.actor "
+	" FROM req JOIN g ON g.req_id = req.id"
+	"), au AS ("
+	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
+	" request_id, after) SELECT nullif(g.actor_id, 0), g.actor, 'pool_request.submit', "
+	" 'pool_request', req.id::text, g.project, g.http_id, g.after::jsonb || "
+	" jsonb_build_object('id', req.id, 'pool_id', req.pool_id) FROM req JOIN g ON g.req_id = req.id"
+	") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", "
+	EPOCH_US("req.expires_at") " FROM g LEFT JOIN req ON req.id = g.req_id ORDER BY g.ord");
 DB_STMT(stmt_pools_req_get, "SELECT " REQ_COLS " " REQ_FROM "WHERE r.id = $1");
 DB_STMT(stmt_pools_req_list,
 	"SELECT " REQ_COLS " " REQ_FROM
@@ -593,6 +634,28 @@ request_from_row(struct arena *a, const PGresult *r, int row, struct pool_reques
 
 #define REQ_NCOLS 18
 
+/* The submitted request as row `row` (id, pool, times) and s describe it. */
+static void
+submitted_row(const PGresult *r, int row, const struct request_submit *s,
+	      struct pool_request_row *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = db_int64(r, row, 1);
+	out->pool_id = db_int64(r, row, 2);
+	out->requested_us = db_int64(r, row, 3);
+	out->expires_us = db_int64(r, row, 4);
+	out->project_id = s->project_id;
+	out->pool = s->pool_name;
+	out->action = s->action;
+	out->items_json = s->items_json;
+	out->justification = s->justification;
+	out->ends_us = s->ends_us;
+	out->state = "pending";
+	out->requested_by_id = s->actor_id;
+	out->requested_by = s->actor;
+	out->generation = 1;
+}
+
 int
 db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
 		  struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
@@ -627,21 +690,67 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 		*needs_quota = true;
 		return 0;
 	}
-	memset(out, 0, sizeof(*out));
-	out->id = db_int64(r, 0, 1);
-	out->pool_id = db_int64(r, 0, 2);
-	out->requested_us = db_int64(r, 0, 3);
-	out->expires_us = db_int64(r, 0, 4);
-	out->project_id = s->project_id;
-	out->pool = s->pool_name;
-	out->action = s->action;
-	out->items_json = s->items_json;
-	out->justification = s->justification;
-	out->ends_us = s->ends_us;
-	out->state = "pending";
-	out->requested_by_id = s->actor_id;
-	out->requested_by = s->actor;
-	out->generation = 1;
+	submitted_row(r, 0, s, out);
+	return 0;
+}
+
+int
+db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
+			int n, struct submit_result *res, struct gp_error *err)
+{
+	int64_t *i64[4];
+	const char **txt[8];
+	int *ttl = arena_alloc(a, sizeof(*ttl) * (size_t)(n + 1));
+	bool *checked = arena_alloc(a, sizeof(*checked) * (size_t)(n + 1));
+	const char *p[13];
+	PGresult *r;
+
+	for (int k = 0; k < 4; k++)
+		i64[k] = arena_alloc(a, sizeof(**i64) * (size_t)(n + 1));
+	for (int k = 0; k < 8; k++)
+		txt[k] = arena_alloc(a, sizeof(**txt) * (size_t)(n + 1));
+	for (int i = 0; i < n; i++) {
+		i64[0][i] = v[i]->project_id;
+		i64[1][i] = v[i]->pool_id;
+		i64[2][i] = v[i]->ends_us;
+		i64[3][i] = v[i]->actor_id;
+		txt[0][i] = v[i]->pool_name;
+		txt[1][i] = v[i]->action;
+		txt[2][i] = v[i]->items_json;
+		txt[3][i] = v[i]->justification;
+		txt[4][i] = v[i]->actor;
+		txt[5][i] = v[i]->http_request_id;
+		txt[6][i] = v[i]->audit_after_json;
+		ttl[i] = v[i]->ttl_s;
+		checked[i] = v[i]->quota_checked;
+	}
+	p[0] = db_param_int64_array(a, i64[0], n);
+	p[1] = db_param_int64_array(a, i64[1], n);
+	p[2] = db_param_text_array(a, txt[0], n);
+	p[3] = db_param_text_array(a, txt[1], n);
+	p[4] = db_param_text_array(a, txt[2], n);
+	p[5] = db_param_text_array(a, txt[3], n);
+	p[6] = db_param_int64_array(a, i64[2], n);
+	p[7] = db_param_int64_array(a, i64[3], n);
+	p[8] = db_param_int_array(a, ttl, n);
+	p[9] = db_param_text_array(a, txt[4], n);
+	p[10] = db_param_text_array(a, txt[5], n);
+	p[11] = db_param_text_array(a, txt[6], n);
+	p[12] = db_param_bool_array(a, checked, n);
+	r = db_exec_commit(db, a, &stmt_pools_submit_many, 13, p, err);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != n)
+		return gp_error_set(err, 500, "internal", "the submissions were not all answered");
+	for (int i = 0; i < n; i++) {
+		memset(&res[i], 0, sizeof(res[i]));
+		if (!db_bool(r, i, 0))
+			res[i].needs_quota = true;
+		else if (PQgetisnull(r, i, 1))
+			res[i].conflict = true;         /* the pool name is taken */
+		else
+			submitted_row(r, i, v[i], &res[i].out);
+	}
 	return 0;
 }
 

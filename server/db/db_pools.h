@@ -166,6 +166,22 @@ int db_request_submit(struct db *db, struct arena *a, const struct request_submi
 		      struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
 	__attribute__((warn_unused_result));
 
+/* What became of one submission of db_requests_submit_many. */
+struct submit_result {
+	bool needs_quota;               /* nothing inserted: check the quota, submit alone */
+	bool conflict;                  /* nothing inserted: create of a pool name taken */
+	struct pool_request_row out;    /* otherwise the request inserted */
+};
+
+/*
+ * Group commit: insert the submissions v[0..n) in one statement sent with
+ * COMMIT, each as db_request_submit would, except that a create whose
+ * pool name is taken does not fail the statement (res[i].conflict).
+ */
+int db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
+			    int n, struct submit_result *res, struct gp_error *err)
+	__attribute__((warn_unused_result));
+
 int db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
 		   bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 

@@ -15,7 +15,8 @@
  *  - two expands of one pool: both approved, the pool holds both;
  *
  * then the database invariants, and /metrics shows that approvals did
- * share transactions. A second test stops the server (SIGTERM) while a
+ * share transactions. Submissions are group-committed too (a burst with
+ * eight creates of one pool name and creates over a quota). A last test stops the server (SIGTERM) while a
  * burst of approvals is queued: every one is answered, none is lost or
  * half-applied.
  */
@@ -36,6 +37,8 @@ static const char *alice;       /* owner of both projects */
 
 struct call {
 	int64_t id;
+	const char *path;               /* NULL: approve request id */
+	const char *body;
 	const char *token;
 	long status;                    /* 0: transport error */
 	char code[64];
@@ -68,7 +71,9 @@ burst_thread(void *arg)
 		memset(&r, 0, sizeof(r));
 		snprintf(path, sizeof(path), "/v1/pool-requests/%lld/approve", (long long)k->id);
 		if (gp_client_set_token(c, k->token) < 0 ||
-		    gp_client_request(c, "POST", path, "{\"note\":\"burst\"}", 16, NULL, &r) < 0) {
+		    gp_client_request(c, "POST", k->path ? k->path : path,
+				      k->body ? k->body : "{\"note\":\"burst\"}",
+				      strlen(k->body ? k->body : "{\"note\":\"burst\"}"), NULL, &r) < 0) {
 			k->status = 0;
 			gp_client_response_free(&r);
 			continue;
@@ -79,6 +84,8 @@ burst_thread(void *arg)
 		if (r.json != NULL && fx_json_has(r.json, "short"))
 			k->missing = json_object_get_int64(
 				fx_json(json_object_array_get_idx(fx_json(r.json, "short"), 0), "missing"));
+		if (r.status == 201 && r.json != NULL && fx_json_has(r.json, "id"))
+			k->id = json_object_get_int64(fx_json(r.json, "id"));
 		if (r.status == 200 && r.json != NULL && fx_json_has(r.json, "allocations"))
 			k->nallocs = (int)json_object_array_length(fx_json(r.json, "allocations"));
 		gp_client_response_free(&r);
@@ -342,6 +349,76 @@ test_burst(void **state)
 	free(b);
 }
 
+/*
+ * Submissions are group-committed too: a burst of creates, eight of them
+ * for one pool name, plus creates over a quota. One create per name wins
+ * (201), the others of that name get 409 without stopping the rest; the
+ * quota is checked for each.
+ */
+static void
+test_submit_burst(void **state)
+{
+	struct fixture *fx = *state;
+	struct burst *b = calloc(1, sizeof(*b));
+	int64_t batches0 = metric(fx, "gpupool_submit_batches_total");
+	int64_t items0 = metric(fx, "gpupool_submit_batch_items_total");
+	int created = 0, same = 0, quota_ok = 0, quota_refused = 0;
+
+	for (int i = 0; i < 32; i++) {
+		struct call *k = &b->calls[b->n++];
+		const char *name = i < 8 ? "same" : fx_str(fx, "sub%d", i);
+
+		k->token = alice;
+		if (i >= 28) {
+			/* pq's quota: 3 x 1g.10gb, of which the burst test's pool holds 2 */
+			k->path = "/v1/projects/pq/pool-requests";
+			k->body = fx_str(fx, "{\"action\":\"create\",\"pool\":\"%s\","
+					 "\"items\":[\"H100-80GB/1g.10gb=%d\"]}", name, i == 28 ? 1 : 2);
+			continue;
+		}
+		k->path = "/v1/projects/pa/pool-requests";
+		k->body = fx_str(fx, "{\"action\":\"create\",\"pool\":\"%s\","
+				 "\"items\":[\"H100-80GB/1g.10gb=1\"]}", name);
+	}
+	run_burst(fx, b, b->n);
+	for (int i = 0; i < b->n; i++) {
+		const struct call *k = &b->calls[i];
+
+		if (i >= 28) {
+			if (k->status == 201)
+				quota_ok++;
+			else if (k->status == 422 && strcmp(k->code, "quota_exceeded") == 0)
+				quota_refused++;
+			continue;
+		}
+		if (i < 8 && k->status == 201)
+			same++;
+		else if (i < 8)
+			assert_true(k->status == 409 && strcmp(k->code, "conflict") == 0);
+		else
+			assert_int_equal(k->status, 201);
+		if (k->status == 201) {
+			created++;
+			assert_string_equal(state_of(fx, k->id), "pending");
+		}
+	}
+	assert_int_equal(same, 1);
+	assert_int_equal(created, 21);
+	/* the quota leaves room for the 1, not for the 2s */
+	assert_int_equal(quota_ok, 1);
+	assert_int_equal(quota_refused, 3);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pools WHERE name = 'same'"), 1);
+	/* every request has its pool, first history row and audit row */
+	assert_int_equal(fx_sql_int64(fx,
+		"SELECT count(*) FROM pool_requests r WHERE r.state = 'pending' AND (NOT EXISTS "
+		"(SELECT 1 FROM pool_request_events e WHERE e.request_id = r.id AND e.to_state = "
+		"'pending') OR NOT EXISTS (SELECT 1 FROM audit_log l WHERE l.action = "
+		"'pool_request.submit' AND l.object_id = r.id::text))"), 0);
+	assert_true(metric(fx, "gpupool_submit_batch_items_total") - items0 >
+		    metric(fx, "gpupool_submit_batches_total") - batches0);
+	free(b);
+}
+
 struct stopper {
 	struct fixture *fx;
 	struct fx_server *srv;
@@ -418,6 +495,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_burst),
+		cmocka_unit_test(test_submit_burst),
 		cmocka_unit_test(test_stop_with_queue),
 	};
 
