@@ -292,8 +292,10 @@ cmd_serve(struct config *cfg)
 	}
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	http_stop(server, cfg->shutdown_grace_s * 1000);
+	/* queued approvals and submissions first, while their connections live */
 	pool_workers_stop(&app);
+	http_stop(server, cfg->shutdown_grace_s * 1000);
+	pool_workers_free(&app);
 	expiry_stop(expiry);
 	maintenance_stop(maint);
 	layout_cache_reset();           /* its keys point into the catalog */

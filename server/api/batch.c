@@ -57,15 +57,20 @@ ring_reserve(struct batch_queue *q, int n)
 	q->head = 0;
 }
 
-void
+bool
 batch_push(struct batch_queue *q, void *item)
 {
 	pthread_mutex_lock(&q->lock);
+	if (q->stop) {
+		pthread_mutex_unlock(&q->lock);
+		return false;
+	}
 	ring_reserve(q, 1);
 	q->ring[(q->head + q->len) % q->cap] = item;
 	q->len++;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
+	return true;
 }
 
 void
@@ -175,9 +180,18 @@ batch_start(struct batch_queue **out, const char *name, int workers, int max, ba
 void
 batch_stop(struct batch_queue *q)
 {
+	if (q != NULL && q->nthreads > 0) {
+		stop_workers(q);
+		q->nthreads = 0;
+	}
+}
+
+void
+batch_free(struct batch_queue *q)
+{
 	if (q == NULL)
 		return;
-	stop_workers(q);
+	batch_stop(q);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
 	free(q->ring);

@@ -10,6 +10,7 @@
 #ifndef GP_API_BATCH_H
 #define GP_API_BATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "db/db.h"
@@ -23,14 +24,21 @@ typedef void (*batch_fn)(struct db *db, void **items, int n, void *arg);
 int batch_start(struct batch_queue **out, const char *name, int workers, int max, batch_fn run,
 		void *arg) __attribute__((warn_unused_result));
 
-/* Queue an item (any thread). */
-void batch_push(struct batch_queue *q, void *item);
+/*
+ * Queue an item (any thread). False once the queue is stopping: the
+ * caller then runs the item itself.
+ */
+bool batch_push(struct batch_queue *q, void *item) __attribute__((warn_unused_result));
 
 /* From a worker's run: items[0..n) go first into the next batch. */
 void batch_push_front(struct batch_queue *q, void *const *items, int n);
 
-/* Run whatever is still queued, then stop the workers and free q. */
+/*
+ * Refuse new items, run whatever is still queued, then stop the workers.
+ * batch_push keeps working (answering false) until batch_free.
+ */
 void batch_stop(struct batch_queue *q);
+void batch_free(struct batch_queue *q);
 
 /* Batches run and items they held, since start (metrics). */
 void batch_stats(const struct batch_queue *q, uint64_t *batches, uint64_t *items);

@@ -579,6 +579,7 @@ static atomic_uint_fast64_t stat_submit_items;
 
 struct submit_job {
 	struct request *req;
+	bool inline_run;                /* run by its handler: the queue was stopping */
 	struct submit s;
 	struct project_row proj;
 	struct request_submit rs;
@@ -610,6 +611,13 @@ submit_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	return 0;
 }
 
+static void
+submit_done(struct submit_job *j)
+{
+	if (!j->inline_run)
+		api_wake(j->req);
+}
+
 /* The submissions worker's batch (batch.c): insert, then wake every handler. */
 static void
 submit_run(struct db *db, void **items, int n, void *arg)
@@ -631,7 +639,7 @@ submit_run(struct db *db, void **items, int n, void *arg)
 		for (int i = 0; i < n; i++) {
 			b.v[i]->rc = -1;
 			b.v[i]->err = err;
-			api_wake(b.v[i]->req);
+			submit_done(b.v[i]);
 		}
 		return;
 	}
@@ -639,7 +647,7 @@ submit_run(struct db *db, void **items, int n, void *arg)
 	atomic_fetch_add(&stat_submit_batches, 1);
 	atomic_fetch_add(&stat_submit_items, (uint_fast64_t)n);
 	for (int i = 0; i < n; i++)
-		api_wake(b.v[i]->req);
+		submit_done(b.v[i]);
 }
 
 /* The answer, on an HTTP thread once the batch inserted (or refused) it. */
@@ -691,7 +699,6 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	struct submit s;
 	bool found;
 
-	(void)res;
 	if (submit_parse(req, &s, err) < 0)
 		return -1;
 	if (api_project_access(db, req, req->params[0], PROJECT_SUBMIT, &proj, NULL, err) < 0)
@@ -749,8 +756,12 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	j->s = s;
 	j->proj = proj;
 	j->rs = rs;
-	batch_push(api_app(req)->submits, j);
-	return api_defer(req, submit_reply, j);
+	if (batch_push(api_app(req)->submits, j))
+		return api_defer(req, submit_reply, j);
+	/* shutting down: the workers are gone, insert it here */
+	j->inline_run = true;
+	submit_run(db, (void **)&j, 1, api_app(req));
+	return submit_reply(req, res, j, err);
 }
 
 /* ---- list and get ---- */
@@ -847,6 +858,7 @@ enum approve_outcome {
 
 struct approve {
 	struct request *req;
+	bool inline_run;                /* run by its handler: the queue was stopping */
 	int64_t id;
 	const char *note;
 	/* decided by the batch */
@@ -1309,6 +1321,13 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	return db_approvals_apply_many(db, b->a, grow, ngrow, err);
 }
 
+static void
+approve_done(struct approve *c)
+{
+	if (!c->inline_run)
+		api_wake(c->req);
+}
+
 /* The approvals worker's batch (batch.c): decide, then wake every handler. */
 static void
 approve_run(struct db *db, void **items, int n, void *arg)
@@ -1334,7 +1353,7 @@ approve_run(struct db *db, void **items, int n, void *arg)
 		for (int i = 0; i < n; i++) {
 			b.v[i]->outcome = APPROVE_REFUSED;
 			b.v[i]->err = err;
-			api_wake(b.v[i]->req);
+			approve_done(b.v[i]);
 		}
 		return;
 	}
@@ -1345,7 +1364,7 @@ approve_run(struct db *db, void **items, int n, void *arg)
 		if (b.v[i]->outcome == APPROVE_LATER && nlater < APPROVE_BATCH_MAX)
 			later[nlater++] = b.v[i];
 		else
-			api_wake(b.v[i]->req);
+			approve_done(b.v[i]);
 	}
 	batch_push_front(app->approvals, (void *const *)later, nlater);
 }
@@ -1358,7 +1377,7 @@ pool_workers_start(struct app *app)
 		return -1;
 	if (batch_start(&app->submits, "submissions", app->approval_workers, SUBMIT_BATCH_MAX,
 			submit_run, app) < 0) {
-		batch_stop(app->approvals);
+		batch_free(app->approvals);
 		app->approvals = NULL;
 		return -1;
 	}
@@ -1370,6 +1389,13 @@ pool_workers_stop(struct app *app)
 {
 	batch_stop(app->submits);
 	batch_stop(app->approvals);
+}
+
+void
+pool_workers_free(struct app *app)
+{
+	batch_free(app->submits);
+	batch_free(app->approvals);
 	app->submits = NULL;
 	app->approvals = NULL;
 }
@@ -1451,7 +1477,6 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 	struct json_object *body;
 	struct jfields f;
 
-	(void)res;
 	memset(c, 0, sizeof(*c));
 	if (api_param_id(req, 0, &c->id, err) < 0)
 		return -1;
@@ -1464,8 +1489,12 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 			return -1;
 	}
 	c->req = req;
-	batch_push(api_app(req)->approvals, c);
-	return api_defer(req, approve_reply, c);
+	if (batch_push(api_app(req)->approvals, c))
+		return api_defer(req, approve_reply, c);
+	/* shutting down: the workers are gone, decide it here, alone */
+	c->inline_run = true;
+	approve_run(db_thread(), (void **)&c, 1, api_app(req));
+	return approve_reply(req, res, c, err);
 }
 
 /* ---- reject and cancel ---- */

@@ -25,11 +25,14 @@ int pools_items_read(struct request *req, struct json_object *arr, struct spec_c
 
 /*
  * The approvals and submissions workers (group commit, pool_requests.c):
- * started before the HTTP server, stopped after it (they answer what is
- * still waiting).
+ * started before the HTTP server. At shutdown pool_workers_stop comes
+ * first: it answers everything queued, and from then on each handler
+ * runs its own approval or submission (the HTTP server still drains).
+ * pool_workers_free after the HTTP server stopped.
  */
 int pool_workers_start(struct app *app) __attribute__((warn_unused_result));
 void pool_workers_stop(struct app *app);
+void pool_workers_free(struct app *app);
 
 struct strbuf;
 
