@@ -1480,3 +1480,32 @@ fixture_exit_status(int cmocka_result)
 {
 	return cmocka_result != 0 || fixture_teardown_failed ? 1 : 0;
 }
+
+void
+fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus, bool mig)
+{
+	static int uuid_seq = 1;
+	struct gp_client_response *r;
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
+		       "{\"name\":\"%s\",\"region\":\"t\"}", prefix);
+	assert_status(r, 201);
+	for (int n = 0; n < nodes; n++) {
+		const char *node = fx_str(fx, "%s-n%d", prefix, n);
+
+		r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
+			       "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
+			       "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
+			       node, prefix, node);
+		assert_status(r, 201);
+		for (int g = 0; g < gpus; g++) {
+			r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/nodes/%s/gpus", node),
+				       "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
+				       "\"model\":\"%s\"}", g, uuid_seq, uuid_seq, model);
+			assert_status(r, 201);
+			uuid_seq++;
+		}
+	}
+	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = $1 WHERE model = $2",
+		    mig ? "true" : "false", model);
+}

@@ -273,4 +273,12 @@ const char *fx_str(struct fixture *fx, const char *fmt, ...) __attribute__((form
 /* A name unique within the fixture: "<prefix>-<n>". */
 const char *fx_unique(struct fixture *fx, const char *prefix);
 
+/*
+ * A cluster named prefix with nodes "<prefix>-n<i>", each with gpus GPUs
+ * of model (unique UUIDs), registered through the API as the admin;
+ * mig sets their MIG mode (with SQL: the registration API keeps it off).
+ */
+void fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus,
+	      bool mig);
+
 #endif

@@ -128,33 +128,6 @@ find_call(const struct burst *b, int64_t id, int nth)
 	return NULL;
 }
 
-static void
-fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus)
-{
-	static int uuid_seq = 0x5000;
-	struct gp_client_response *r;
-
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"%s\"}", prefix);
-	assert_status(r, 201);
-	for (int n = 0; n < nodes; n++) {
-		const char *node = fx_str(fx, "%s-n%d", prefix, n);
-
-		r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
-			       "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
-			       "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
-			       node, prefix, node);
-		assert_status(r, 201);
-		for (int g = 0; g < gpus; g++) {
-			r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/nodes/%s/gpus", node),
-				       "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
-				       "\"model\":\"%s\"}", g, uuid_seq, uuid_seq, model);
-			assert_status(r, 201);
-			uuid_seq++;
-		}
-	}
-	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = true WHERE model = $1", model);
-}
-
 static int64_t
 submit(struct fixture *fx, const char *project, const char *action, const char *pool,
        const char *items)
@@ -258,7 +231,7 @@ test_burst(void **state)
 	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pq/quota",
 		       "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":3}]}");
 	assert_status(r, 201);
-	fleet(fx, "burst", "H100-80GB", 2, 4);
+	fx_fleet(fx, "burst", "H100-80GB", 2, 4, true);
 
 	/* a pool to expand twice at once */
 	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve",
@@ -457,7 +430,7 @@ test_stop_with_queue(void **state)
 	pthread_t t;
 	int approved = 0;
 
-	fleet(fx, "stop", "H200-141GB", 2, 4);
+	fx_fleet(fx, "stop", "H200-141GB", 2, 4, true);
 	for (int i = 0; i < 24; i++)
 		add_call(b, submit(fx, "pa", "create", fx_str(fx, "stop%d", i),
 				   "\"H200-141GB/1g.18gb=1\""));

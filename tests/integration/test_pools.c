@@ -28,36 +28,6 @@ static const char *carol;       /* owner of pb */
 
 /* ---- helpers ---- */
 
-/* n nodes with one GPU each of model, MIG mode mig; returns the cluster name. */
-static void
-fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus, bool mig)
-{
-	struct gp_client_response *r;
-	static int uuid_seq = 1;
-
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"%s\",\"region\":\"t\"}",
-		       prefix);
-	assert_status(r, 201);
-	for (int n = 0; n < nodes; n++) {
-		const char *node = fx_str(fx, "%s-n%d", prefix, n);
-
-		r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
-			       "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
-			       "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
-			       node, prefix, node);
-		assert_status(r, 201);
-		for (int g = 0; g < gpus; g++) {
-			r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/nodes/%s/gpus", node),
-				       "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
-				       "\"model\":\"%s\"}", g, uuid_seq, uuid_seq, model);
-			assert_status(r, 201);
-			uuid_seq++;
-		}
-	}
-	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = $1 WHERE model = $2",
-		    mig ? "true" : "false", model);
-}
-
 static struct gp_client_response *
 submit(struct fixture *fx, const char *token, const char *project, const char *action,
        const char *pool, const char *items_json, long status)
@@ -250,7 +220,7 @@ test_mig_workflow(void **state)
 	int64_t id, pool_id, gen0;
 	const char *decided;
 
-	fleet(fx, "mig", "H100-80GB", 2, 1, true);
+	fx_fleet(fx, "mig", "H100-80GB", 2, 1, true);
 	gen0 = fx_sql_int64(fx, "SELECT sum(generation) FROM nodes WHERE name LIKE 'mig-%'");
 	r = submit(fx, bob, "pa", "create", "train",
 		   "[\"H100-80GB/3g.40gb=2\",{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]",
@@ -399,7 +369,7 @@ test_full_gpus(void **state)
 	struct gp_client_response *r;
 	int64_t id;
 
-	fleet(fx, "full", "A100-40GB", 3, 1, false);
+	fx_fleet(fx, "full", "A100-40GB", 3, 1, false);
 	id = submit_id(fx, alice, "pa", "create", "whole", "[\"A100-40GB/full=2\"]");
 	r = approve(fx, id, 200);
 	assert_int_equal(fx_json_len(r->json, "allocations"), 2);
@@ -432,7 +402,7 @@ test_insufficient(void **state)
 	const char *before;
 	int64_t id;
 
-	fleet(fx, "small", "H200-141GB", 1, 1, true);
+	fx_fleet(fx, "small", "H200-141GB", 1, 1, true);
 	id = submit_id(fx, bob, "pa", "create", "big",
 		       "[\"H200-141GB/7g.141gb=2\",\"H200-141GB/1g.18gb=1\"]");
 	before = world(fx);
@@ -449,7 +419,7 @@ test_insufficient(void **state)
 	assert_string_equal(world(fx), before);
 	assert_string_equal(state_of_request(fx, id), "pending");
 	/* it stays pending: once capacity exists it can be approved */
-	fleet(fx, "small2", "H200-141GB", 1, 2, true);
+	fx_fleet(fx, "small2", "H200-141GB", 1, 2, true);
 	r = approve(fx, id, 200);
 	assert_int_equal(fx_json_len(r->json, "allocations"), 3);
 	check_invariants(fx);
@@ -464,7 +434,7 @@ test_quota(void **state)
 	const char *before;
 	int64_t id;
 
-	fleet(fx, "quota", "H100-NVL-94GB", 1, 2, true);
+	fx_fleet(fx, "quota", "H100-NVL-94GB", 1, 2, true);
 	r = fx_request(fx, alice, "PUT", "/v1/projects/pa/quota", "{\"items\":[]}");
 	assert_status(r, 403);
 	r = fx_request(fx, alice, "GET", "/v1/projects/pa/quota", NULL);
@@ -604,7 +574,7 @@ test_time_bounded(void **state)
 	const char *ends;
 	int64_t id, pool_id;
 
-	fleet(fx, "timed", "L4-24GB", 1, 2, false);
+	fx_fleet(fx, "timed", "L4-24GB", 1, 2, false);
 	ends = fx_sql_text(fx, "SELECT to_char((now() + interval '3 seconds') AT TIME ZONE 'UTC', "
 			   "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
 	r = fx_request(fx, bob, "POST", "/v1/projects/pa/pool-requests",
@@ -654,7 +624,7 @@ test_shrink_whole_gpu(void **state)
 	struct gp_client_response *r;
 	int64_t id, pool_id, gpu_a, gpu_b;
 
-	fleet(fx, "shr", "A100-80GB", 1, 2, true);
+	fx_fleet(fx, "shr", "A100-80GB", 1, 2, true);
 	r = submit(fx, bob, "pa", "create", "shr", "[\"A100-80GB/3g.40gb=2\"]", 201);
 	pool_id = fx_json_int(r->json, "pool_id");
 	approve(fx, fx_json_int(r->json, "id"), 200);
@@ -701,7 +671,7 @@ test_idempotent_retries(void **state)
 	const char *body = "{\"action\":\"create\",\"pool\":\"idem\",\"items\":[\"A10G-24GB/full=1\"]}";
 	int64_t id;
 
-	fleet(fx, "idem", "A10G-24GB", 1, 1, false);
+	fx_fleet(fx, "idem", "A10G-24GB", 1, 1, false);
 	r1 = fx_request_h(fx, bob, "POST", "/v1/projects/pa/pool-requests", k1, "%s", body);
 	assert_status(r1, 201);
 	r2 = fx_request_h(fx, bob, "POST", "/v1/projects/pa/pool-requests", k1, "%s", body);
@@ -788,7 +758,7 @@ test_access(void **state)
 	struct gp_client_response *r;
 	int64_t b_req, b_pool, a_req;
 
-	fleet(fx, "acc", "A30-24GB", 1, 1, true);
+	fx_fleet(fx, "acc", "A30-24GB", 1, 1, true);
 	r = submit(fx, carol, "pb", "create", "secret", "[\"A30-24GB/1g.6gb=1\"]", 201);
 	b_req = fx_json_int(r->json, "id");
 	b_pool = fx_json_int(r->json, "pool_id");
@@ -874,7 +844,7 @@ test_cli(void **state)
 	struct fx_proc *p;
 	const char *id;
 
-	fleet(fx, "cli", "L40S-48GB", 2, 1, false);
+	fx_fleet(fx, "cli", "L40S-48GB", 2, 1, false);
 	p = fx_cli(fx, bob_env, NULL, "request", "create", "--project", "pa", "--pool", "clip",
 		   "L40S-48GB/full=2", "--justification", "render farm", NULL);
 	assert_int_equal(p->status, 0);
