@@ -7,7 +7,6 @@
 #include "core/log.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +28,6 @@ struct batch_queue {
 	batch_fn run;
 	void *arg;
 	const char *name;
-	atomic_uint_fast64_t batches;
-	atomic_uint_fast64_t items;
 };
 
 /* Make room for n more items; the lock is held. Aborts without memory. */
@@ -121,8 +118,6 @@ worker(void *arg)
 		q->running++;
 		pthread_mutex_unlock(&q->lock);
 		q->run(db_thread(), items, n, q->arg);
-		atomic_fetch_add(&q->batches, 1);
-		atomic_fetch_add(&q->items, (uint_fast64_t)n);
 		pthread_mutex_lock(&q->lock);
 		q->running--;
 		/* what waited for this batch to end may start now */
@@ -196,11 +191,4 @@ batch_free(struct batch_queue *q)
 	pthread_cond_destroy(&q->cond);
 	free(q->ring);
 	free(q);
-}
-
-void
-batch_stats(const struct batch_queue *q, uint64_t *batches, uint64_t *items)
-{
-	*batches = q != NULL ? atomic_load(&q->batches) : 0;
-	*items = q != NULL ? atomic_load(&q->items) : 0;
 }

@@ -40,7 +40,4 @@ void batch_push_front(struct batch_queue *q, void *const *items, int n);
 void batch_stop(struct batch_queue *q);
 void batch_free(struct batch_queue *q);
 
-/* Batches run and items they held, since start (metrics). */
-void batch_stats(const struct batch_queue *q, uint64_t *batches, uint64_t *items);
-
 #endif
