@@ -449,19 +449,6 @@ struct submit {
 	int nitems;
 };
 
-static bool
-dns_label(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
 static int
 submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 {
@@ -475,7 +462,7 @@ submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 	if (jf_string(&f, "action", true, 16, &s->action_name) == 0 &&
 	    pool_action_parse(s->action_name, &s->action) < 0)
 		gp_error_field(err, "action", "must be one of create, expand, shrink, release");
-	if (jf_string(&f, "pool", true, 63, &s->pool) == 0 && !dns_label(s->pool))
+	if (jf_string(&f, "pool", true, 63, &s->pool) == 0 && !api_dns_label(s->pool))
 		gp_error_field(err, "pool", "must be a DNS label: lower-case letters, digits and '-'");
 	jf_array(&f, "items", false, &arr);
 	jf_string(&f, "justification", false, JUSTIFICATION_MAX, &s->justification);
