@@ -130,6 +130,27 @@ pools_cli_items_text(struct json_object *rows, const char *key)
 	}
 }
 
+int
+pools_cli_list(struct cli *cli, const char *path, const struct cli_args *args,
+	       const struct output_column *cols)
+{
+	struct json_object *doc;
+	int rc = cli_list(cli, path, args, &doc);
+
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON) {
+		output_json(stdout, doc);
+	} else {
+		struct json_object *items = gp_client_json_get(doc, "items");
+
+		pools_cli_items_text(items, "items");
+		output_table(stdout, items, cols);
+	}
+	json_object_put(doc);
+	return CLI_EXIT_OK;
+}
+
 void
 pools_cli_print_allocations(struct json_object *obj, const char *key)
 {
@@ -149,8 +170,6 @@ pools_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 	const char *project = cli_opt(args, "project");
 	const char *status = cli_opt(args, "status");
 	char esc[512], st[64], path[POOLS_PATH_MAX];
-	struct json_object *doc;
-	int rc;
 
 	if (project == NULL)
 		return cli_usage_error(cli, cmd, "--project is required");
@@ -165,19 +184,7 @@ pools_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 		snprintf(st, sizeof(st), "?status=%s", s);
 	}
 	snprintf(path, sizeof(path), "/v1/projects/%s/pools%s", esc, st);
-	rc = cli_list(cli, path, args, &doc);
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	if (cli->output == CLI_OUTPUT_JSON) {
-		output_json(stdout, doc);
-	} else {
-		struct json_object *items = gp_client_json_get(doc, "items");
-
-		pools_cli_items_text(items, "items");
-		output_table(stdout, items, pool_columns);
-	}
-	json_object_put(doc);
-	return CLI_EXIT_OK;
+	return pools_cli_list(cli, path, args, pool_columns);
 }
 
 static int

@@ -202,8 +202,6 @@ requests_list(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 	const char *state = cli_opt(args, "state");
 	const char *project = cli_opt(args, "project");
 	char path[REQUESTS_PATH_MAX], a[256], b[256];
-	struct json_object *doc;
-	int rc;
 
 	(void)cmd;
 	a[0] = b[0] = '\0';
@@ -223,19 +221,7 @@ requests_list(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 	}
 	snprintf(path, sizeof(path), "/v1/pool-requests%s%s%s%s", a[0] || b[0] ? "?" : "", a,
 		 a[0] && b[0] ? "&" : "", b);
-	rc = cli_list(cli, path, args, &doc);
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	if (cli->output == CLI_OUTPUT_JSON) {
-		output_json(stdout, doc);
-	} else {
-		struct json_object *items = gp_client_json_get(doc, "items");
-
-		pools_cli_items_text(items, "items");
-		output_table(stdout, items, request_columns);
-	}
-	json_object_put(doc);
-	return CLI_EXIT_OK;
+	return pools_cli_list(cli, path, args, request_columns);
 }
 
 static int
