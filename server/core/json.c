@@ -83,6 +83,132 @@ utf8_check(const unsigned char *s, size_t len)
 	return len;
 }
 
+/*
+ * Duplicate member names. json-c keeps the last of two equal keys
+ * without saying so; a request that names a field twice is ambiguous,
+ * so it is refused. One pass over input already known to be strict JSON
+ * (at most JSON_MAX_DEPTH levels): a stack of containers, each object
+ * with a hash set of its keys (raw bytes between the quotes, so "a" and
+ * "\u0061" count as different; escapes are rare in member names).
+ */
+struct key_ref {
+	uint32_t off;
+	uint32_t len;                   /* 0: empty slot (keys get len + 1) */
+};
+
+struct dup_frame {
+	bool object;
+	bool want_key;
+	int index;                      /* arrays: the current element */
+	struct key_ref cur;             /* objects: the current member's key */
+	struct key_ref *tab;            /* open addressing, cap a power of 2 */
+	uint32_t cap;
+	uint32_t n;
+};
+
+static uint32_t
+key_hash(const char *s, uint32_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
+
+/* Add key k to frame f; false when it is there already. */
+static bool
+key_add(struct arena *a, const char *body, struct dup_frame *f, struct key_ref k)
+{
+	uint32_t i;
+
+	if ((f->n + 1) * 2 > f->cap) {
+		uint32_t cap = f->cap ? f->cap * 2 : 16;
+		struct key_ref *tab = arena_alloc(a, sizeof(*tab) * cap);
+
+		memset(tab, 0, sizeof(*tab) * cap);
+		for (uint32_t j = 0; j < f->cap; j++) {
+			if (f->tab[j].len == 0)
+				continue;
+			i = key_hash(body + f->tab[j].off, f->tab[j].len - 1) & (cap - 1);
+			while (tab[i].len != 0)
+				i = (i + 1) & (cap - 1);
+			tab[i] = f->tab[j];
+		}
+		f->tab = tab;
+		f->cap = cap;
+	}
+	i = key_hash(body + k.off, k.len) & (f->cap - 1);
+	while (f->tab[i].len != 0) {
+		if (f->tab[i].len - 1 == k.len && memcmp(body + f->tab[i].off, body + k.off, k.len) == 0)
+			return false;
+		i = (i + 1) & (f->cap - 1);
+	}
+	f->tab[i].off = k.off;
+	f->tab[i].len = k.len + 1;
+	f->n++;
+	return true;
+}
+
+/* The member path of a duplicate key ("labels.zone", "items[1].model"). */
+static const char *
+dup_path(struct arena *a, const char *body, const struct dup_frame *st, int top,
+	 struct key_ref k)
+{
+	char *p = arena_printf(a, "%s", "");
+
+	for (int i = 0; i < top; i++) {
+		if (st[i].object)
+			p = arena_printf(a, "%s%s%.*s", p, p[0] ? "." : "", (int)st[i].cur.len,
+					 body + st[i].cur.off);
+		else
+			p = arena_printf(a, "%s[%d]", p, st[i].index);
+	}
+	return arena_printf(a, "%s%s%.*s", p, p[0] ? "." : "", (int)k.len, body + k.off);
+}
+
+static int
+duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *err)
+{
+	struct dup_frame st[JSON_MAX_DEPTH + 2];
+	int top = -1;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = body[i];
+
+		if (c == '"') {
+			struct key_ref k = { (uint32_t)(i + 1), 0 };
+
+			for (i++; i < len && body[i] != '"'; i++)
+				if (body[i] == '\\')
+					i++;
+			k.len = (uint32_t)(i - k.off);
+			if (top >= 0 && st[top].object && st[top].want_key) {
+				st[top].want_key = false;
+				st[top].cur = k;
+				if (!key_add(a, body, &st[top], k))
+					return gp_error_field(err, dup_path(a, body, st, top, k),
+							      "appears more than once in its object");
+			}
+		} else if (c == '{' || c == '[') {
+			if (top + 1 >= (int)(sizeof(st) / sizeof(st[0])))
+				return 0;       /* deeper than the parser allows: not reached */
+			top++;
+			memset(&st[top], 0, sizeof(st[top]));
+			st[top].object = c == '{';
+			st[top].want_key = c == '{';
+		} else if (c == '}' || c == ']') {
+			top--;
+		} else if (c == ',' && top >= 0) {
+			if (st[top].object)
+				st[top].want_key = true;
+			else
+				st[top].index++;
+		}
+	}
+	return 0;
+}
+
 int
 json_parse_object(struct arena *a, const char *body, size_t len,
 		  struct json_object **out, struct gp_error *err)
@@ -139,6 +265,8 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 		gp_error_set(err, 422, "validation_failed", "the body must be a JSON object");
 		return gp_error_field(err, "", "must be a JSON object");
 	}
+	if (duplicate_keys(a, body, len, err) < 0)
+		return -1;
 	*out = obj;
 	return 0;
 }
