@@ -43,6 +43,7 @@
 #define FAST_PER_CLASS 8                /* GPUs per partly used class, fast path */
 #define SLOW_PER_CLASS 256              /* GPUs per class at most, slow path */
 #define EMPTY_PER_CLASS 512             /* empty GPUs per MIG mode at most */
+#define SLOW_PASSES 4                   /* slow-path reads while they find more GPUs */
 #define JUSTIFICATION_MAX 2000
 #define NOTE_MAX 2000
 
@@ -195,11 +196,13 @@ class_rank_cmp(const void *pa, const void *pb)
 /*
  * Append to w the classes to lock for the items of model m (indexes
  * idx[0..nidx) into items). fast: the FAST_PARTIAL_CLASSES busiest
- * useful classes; otherwise every useful class.
+ * useful classes; otherwise every useful class. held: GPUs of the
+ * transaction's set already (their layout there may be fuller than
+ * in the database): each class reaches that many GPUs further.
  */
 static int
 wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
-		const struct spec_count *items, const int *idx, int nidx, bool fast,
+		const struct spec_count *items, const int *idx, int nidx, bool fast, int held,
 		struct candidate_want *w, int *nw, int cap, struct gp_error *err)
 {
 	const struct mig_profile *profs[POOL_MAX_ITEMS];
@@ -240,6 +243,8 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 		nrank = FAST_PARTIAL_CLASSES;
 	per = need < (fast ? FAST_PER_CLASS : SLOW_PER_CLASS) ? need
 							    : (fast ? FAST_PER_CLASS : SLOW_PER_CLASS);
+	per += held;
+	empty_limit += held;
 	/* empty GPUs in both modes first (whether or not the cache knows them) */
 	for (int mode = 1; mode >= 0; mode--) {
 		if (*nw >= cap)
@@ -267,11 +272,12 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 /*
  * Lock the candidates of one pass for items[0..nitems) (fast: the
  * busiest classes and the empty GPUs, skipping what others hold; slow:
- * every useful class, waiting for locks) into rows[0..*n).
+ * every useful class, waiting for locks, each class held GPUs further)
+ * into rows[0..*n).
  */
 static int
 candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
-		 const struct spec_count *items, int nitems, bool fast,
+		 const struct spec_count *items, int nitems, bool fast, int held,
 		 struct locked_gpu **rows, int *n, struct gp_error *err)
 {
 	struct candidate_want *w;
@@ -307,7 +313,7 @@ candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
 				done[j] = true;
 			}
 		}
-		if (wants_for_model(db, a, m, items, idx, nidx, fast, w, &nw, wcap, err) < 0)
+		if (wants_for_model(db, a, m, items, idx, nidx, fast, held, w, &nw, wcap, err) < 0)
 			return -1;
 	}
 	return db_candidates_lock(db, a, w, nw, fast, rows, n, err);
@@ -324,11 +330,13 @@ struct place_set {
 	int cap;
 };
 
-/* Add the locked rows[0..n) that set does not hold yet. */
-static void
+/* Add the locked rows[0..n) that set does not hold yet; returns how many. */
+static int
 place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 	      const struct locked_gpu *rows, int n)
 {
+	int added = 0;
+
 	for (int i = 0; i < n; i++) {
 		const struct gpu_model *m = catalog_model(c, rows[i].model);
 		struct placement_gpu *g;
@@ -363,7 +371,9 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 			continue;
 		}
 		set->rows[set->n++] = &rows[i];
+		added++;
 	}
+	return added;
 }
 
 /*
@@ -1158,7 +1168,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 	}
 	if (nsum == 0)
 		return 0;
-	if (candidates_fetch(db, b->a, cat, sum, nsum, true, &rows, &nrows, err) < 0)
+	if (candidates_fetch(db, b->a, cat, sum, nsum, true, 0, &rows, &nrows, err) < 0)
 		return -1;
 	place_set_add(b->a, cat, &set, rows, nrows);
 	for (int i = 0; i < b->n; i++) {
@@ -1171,13 +1181,23 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 		gp_error_clear(&e);
 		rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed, &c->nplaced,
 				    c->missing, &e);
-		if (rc == 0) {
-			/* the slow path: every useful class, waiting for locks */
-			atomic_fetch_add(&stat_slow_paths, 1);
-			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, &rows,
-					     &nrows, err) < 0)
+		/*
+		 * The slow path: every useful class, waiting for locks, past the
+		 * GPUs the set holds (earlier approvals of this batch may have
+		 * filled them). A GPU whose lock it waited for may have changed
+		 * class meanwhile (another transaction placed on it and
+		 * committed) and drop out of the answer; the classes read again
+		 * then show where it went. So it goes on while it finds GPUs the
+		 * set lacks: only then is the answer insufficient capacity.
+		 */
+		for (int pass = 0; rc == 0 && pass < SLOW_PASSES; pass++) {
+			if (pass == 0)
+				atomic_fetch_add(&stat_slow_paths, 1);
+			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, set.n,
+					     &rows, &nrows, err) < 0)
 				return -1;
-			place_set_add(b->a, cat, &set, rows, nrows);
+			if (place_set_add(b->a, cat, &set, rows, nrows) == 0 && pass > 0)
+				break;
 			rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed,
 					    &c->nplaced, c->missing, &e);
 		}

@@ -41,7 +41,7 @@ struct call {
 	const char *body;
 	const char *token;
 	long status;                    /* 0: transport error */
-	char code[64];
+	char code[256];
 	int64_t missing;                /* short[0].missing of a 409 insufficient_capacity */
 	int nallocs;                    /* allocations in a 200 */
 };
@@ -80,7 +80,10 @@ burst_thread(void *arg)
 		}
 		k->status = r.status;
 		if (r.json != NULL && fx_json_has(r.json, "code"))
-			snprintf(k->code, sizeof(k->code), "%s", json_object_get_string(fx_json(r.json, "code")));
+			snprintf(k->code, sizeof(k->code), "%s: %s",
+				 json_object_get_string(fx_json(r.json, "code")),
+				 fx_json_has(r.json, "detail") ?
+				 json_object_get_string(fx_json(r.json, "detail")) : "");
 		if (r.json != NULL && fx_json_has(r.json, "short"))
 			k->missing = json_object_get_int64(
 				fx_json(json_object_array_get_idx(fx_json(r.json, "short"), 0), "missing"));
@@ -291,7 +294,7 @@ test_burst(void **state)
 		const struct call *a = find_call(b, insufficient[i], 0);
 
 		assert_int_equal(a->status, 409);
-		assert_string_equal(a->code, "insufficient_capacity");
+		assert_int_equal(strncmp(a->code, "insufficient_capacity:", 22), 0);
 		assert_true(a->missing >= 12 && a->missing <= 20);   /* 8 GPUs, some taken */
 		assert_string_equal(state_of(fx, insufficient[i]), "pending");
 	}
@@ -304,7 +307,7 @@ test_burst(void **state)
 
 		if (a->status == 200)
 			ok_q++;
-		else if (a->status == 422 && strcmp(a->code, "quota_exceeded") == 0)
+		else if (a->status == 422 && strncmp(a->code, "quota_exceeded:", 15) == 0)
 			quota_refused++;
 	}
 	assert_int_equal(ok_q, 1);
@@ -360,14 +363,14 @@ test_submit_burst(void **state)
 		if (i >= 28) {
 			if (k->status == 201)
 				quota_ok++;
-			else if (k->status == 422 && strcmp(k->code, "quota_exceeded") == 0)
+			else if (k->status == 422 && strncmp(k->code, "quota_exceeded:", 15) == 0)
 				quota_refused++;
 			continue;
 		}
 		if (i < 8 && k->status == 201)
 			same++;
 		else if (i < 8)
-			assert_true(k->status == 409 && strcmp(k->code, "conflict") == 0);
+			assert_true(k->status == 409 && strncmp(k->code, "conflict:", 9) == 0);
 		else
 			assert_int_equal(k->status, 201);
 		if (k->status == 201) {
@@ -451,8 +454,8 @@ test_stop_with_queue(void **state)
 		const char *s = state_of(fx, k->id);
 
 		if (k->status != 0 && k->status != 200)
-			fail_msg("approval of %lld answered %ld while stopping", (long long)k->id,
-				 k->status);
+			fail_msg("approval of %lld answered %ld %s while stopping", (long long)k->id,
+				 k->status, k->code);
 		if (k->status == 200)
 			approved++;
 		assert_string_equal(s, k->status == 200 ? "approved" : "pending");
