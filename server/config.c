@@ -95,6 +95,15 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)
 		return -1;
+	v = getenv("GPUPOOL_METRICS_TOKEN");
+	if (v != NULL && *v != '\0') {
+		if (strlen(v) < 16 || strlen(v) > 256) {
+			snprintf(errbuf, (size_t)errlen,
+				 "GPUPOOL_METRICS_TOKEN must be 16 to 256 characters");
+			return -1;
+		}
+		cfg->metrics_token = v;
+	}
 	v = getenv("GPUPOOL_ACCESS_LOG");
 	if (v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "off") == 0))
 		cfg->access_log = false;

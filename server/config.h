@@ -22,6 +22,7 @@ struct config {
 	int request_ttl_s;              /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
 	int expiry_interval_s;          /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	int approval_workers;           /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
+	const char *metrics_token;      /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	bool access_log;                /* GPUPOOL_ACCESS_LOG */
 	const char *log_level;          /* GPUPOOL_LOG_LEVEL */
 };

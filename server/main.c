@@ -10,6 +10,7 @@
 #include "api/pools.h"
 #include "auth/password.h"
 #include "auth/roles.h"
+#include "auth/token.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "db/db.h"
@@ -246,6 +247,10 @@ cmd_serve(struct config *cfg)
 	app.catalog = catalog;
 	app.request_ttl_s = cfg->request_ttl_s;
 	app.approval_workers = cfg->approval_workers;
+	if (cfg->metrics_token != NULL) {
+		app.metrics_protected = true;
+		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app.metrics_digest);
+	}
 	check_schema(&app);
 	db_thread_close();
 

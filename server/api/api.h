@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "auth/roles.h"
+#include "auth/token.h"
 #include "core/json.h"
 #include "core/request.h"
 #include "db/db.h"
@@ -28,6 +29,8 @@ struct app {
 	const struct catalog *catalog;
 	int request_ttl_s;              /* a pending pool request expires after this */
 	int approval_workers;           /* threads per group-commit queue */
+	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */
+	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
 	struct batch_queue *approvals;  /* group commit of approvals (pool_requests.c) */
 	struct batch_queue *submits;    /* group commit of pool-request submissions */
 };

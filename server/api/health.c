@@ -4,7 +4,11 @@
 #include "api.h"
 #include "metrics.h"
 
+#include "auth/token.h"
 #include "db/migrate.h"
+
+#include <string.h>
+#include <strings.h>
 
 int
 api_healthz(struct request *req, struct response *res, struct gp_error *err)
@@ -37,10 +41,22 @@ api_readyz(struct request *req, struct response *res, struct gp_error *err)
 int
 api_metrics(struct request *req, struct response *res, struct gp_error *err)
 {
+	struct app *app = api_app(req);
+	const char *body;
 	size_t len;
-	const char *body = metrics_render(req->arena, api_app(req)->catalog, &len);
 
-	(void)err;
+	if (app->metrics_protected) {
+		const char *h = req->header(req, "Authorization");
+		unsigned char digest[TOKEN_DIGEST_LEN];
+
+		if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+			return gp_error_set(err, 401, "unauthorized",
+					    "/metrics needs the bearer token of GPUPOOL_METRICS_TOKEN");
+		token_digest(h + 7, strlen(h + 7), digest);
+		if (!token_digest_equal(digest, app->metrics_digest))
+			return gp_error_set(err, 401, "unauthorized", "invalid metrics token");
+	}
+	body = metrics_render(req->arena, app->catalog, &len);
 	response_raw(res, 200, "text/plain; version=0.0.4", body, len);
 	return 0;
 }

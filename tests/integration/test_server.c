@@ -322,6 +322,52 @@ test_metrics(void **state)
 	assert_int_equal(fixture_server_stop(fx, srv), 0);
 }
 
+/* GPUPOOL_METRICS_TOKEN: /metrics wants that bearer and nothing else. */
+static void
+test_metrics_token(void **state)
+{
+	static const char secret[] = "metrics-secret-0123456789";
+	const char *env[] = { "GPUPOOL_METRICS_TOKEN=metrics-secret-0123456789", NULL };
+	struct fixture *fx = *state;
+	struct fx_server *srv = fixture_server_start(fx, env);
+	struct fx_server *prev;
+	struct gp_client_response *r;
+	char log[65536];
+	size_t n;
+	FILE *f;
+
+	assert_non_null(srv);
+	prev = use_server(fx, srv);
+	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	assert_problem(r, 401, "unauthorized");
+	assert_problem(fx_request(fx, "metrics-secret-0123456788", "GET", "/metrics", NULL), 401,
+		       "unauthorized");
+	/* a user's token is not the metrics token, even an admin's */
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/metrics", NULL), 401, "unauthorized");
+	r = fx_request(fx, secret, "GET", "/metrics", NULL);
+	assert_status(r, 200);
+	assert_prometheus_text(r->body);
+	/* the rest stays as it was */
+	assert_status(fx_request(fx, NULL, "GET", "/healthz", NULL), 200);
+	assert_status(fx_request(fx, fx->admin_token, "GET", "/v1/me", NULL), 200);
+	use_server(fx, prev);
+	f = fopen(srv->log_path, "r");
+	assert_non_null(f);
+	n = fread(log, 1, sizeof(log) - 1, f);
+	fclose(f);
+	log[n] = '\0';
+	assert_null(strstr(log, secret));
+	assert_int_equal(fixture_server_stop(fx, srv), 0);
+	/* the default server's /metrics is open */
+	assert_status(fx_request(fx, NULL, "GET", "/metrics", NULL), 200);
+	/* a token too short to be a secret: gpupoold refuses to start */
+	{
+		const char *weak[] = { "GPUPOOL_METRICS_TOKEN=short", NULL };
+
+		assert_null(fixture_server_start(fx, weak));
+	}
+}
+
 static void
 test_readyz(void **state)
 {
@@ -812,6 +858,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_metrics_token),
 		cmocka_unit_test(test_readyz),
 		cmocka_unit_test(test_graceful_shutdown),
 		cmocka_unit_test(test_shutdown_waits_for_request_on_its_way),
