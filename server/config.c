@@ -95,6 +95,14 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)
 		return -1;
+	v = getenv("GPUPOOL_TRUSTED_PROXIES");
+	if (v != NULL && *v != '\0' &&
+	    http_parse_cidrs(v, cfg->trusted, HTTP_MAX_TRUSTED, &cfg->ntrusted) < 0) {
+		snprintf(errbuf, (size_t)errlen, "GPUPOOL_TRUSTED_PROXIES must be up to %d IPv4 "
+			 "addresses or networks (a.b.c.d or a.b.c.d/n), separated by commas",
+			 HTTP_MAX_TRUSTED);
+		return -1;
+	}
 	v = getenv("GPUPOOL_METRICS_TOKEN");
 	if (v != NULL && *v != '\0') {
 		if (strlen(v) < 16 || strlen(v) > 256) {

@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 
+#include "http/server.h"
+
 struct config {
 	const char *database_url;       /* GPUPOOL_DATABASE_URL */
 	char listen_host[64];           /* GPUPOOL_LISTEN host part */
@@ -23,6 +25,8 @@ struct config {
 	int expiry_interval_s;          /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	int approval_workers;           /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
 	const char *metrics_token;      /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
+	int ntrusted;
 	bool access_log;                /* GPUPOOL_ACCESS_LOG */
 	const char *log_level;          /* GPUPOOL_LOG_LEVEL */
 };

@@ -269,6 +269,8 @@ cmd_serve(struct config *cfg)
 	hc.timeout_s = cfg->connection_timeout_s;
 	hc.max_body = 1024 * 1024;
 	hc.access_log = cfg->access_log;
+	memcpy(hc.trusted, cfg->trusted, sizeof(hc.trusted));
+	hc.ntrusted = cfg->ntrusted;
 	hc.ctx = &app;
 	if (pool_workers_start(&app) < 0)
 		fatal("could not start the group-commit workers");

@@ -185,22 +185,125 @@ request_id_new(struct arena *a)
 	return id;
 }
 
+static bool
+cidr_match(const struct http_config *cfg, uint32_t addr)
+{
+	for (int i = 0; i < cfg->ntrusted; i++)
+		if ((addr & cfg->trusted[i].mask) == cfg->trusted[i].net)
+			return true;
+	return false;
+}
+
+/* One address of a header list, trimmed; false when it is not IPv4. */
+static bool
+parse_v4(const char *s, size_t len, uint32_t *out)
+{
+	char buf[INET_ADDRSTRLEN];
+	struct in_addr in;
+
+	while (len > 0 && (*s == ' ' || *s == '\t')) {
+		s++;
+		len--;
+	}
+	while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
+	if (len == 0 || len >= sizeof(buf))
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (inet_pton(AF_INET, buf, &in) != 1)
+		return false;
+	*out = ntohl(in.s_addr);
+	return true;
+}
+
+/*
+ * The client's address: the peer's, or behind trusted proxies the
+ * rightmost X-Forwarded-For entry that is not a trusted proxy (entries
+ * left of it are the client's own claims). An entry that is not an
+ * IPv4 address ends the walk at the last address believed.
+ */
 static const char *
-client_ip(struct arena *a, struct MHD_Connection *conn)
+client_ip(struct arena *a, const struct http_config *cfg, struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char buf[INET6_ADDRSTRLEN] = "unknown";
+	const char *xff, *end;
+	uint32_t addr;
+	struct in_addr in;
 
-	if (ci != NULL && ci->client_addr != NULL) {
-		if (ci->client_addr->sa_family == AF_INET)
-			inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr,
-				  buf, sizeof(buf));
-		else if (ci->client_addr->sa_family == AF_INET6)
-			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr,
-				  buf, sizeof(buf));
+	if (ci == NULL || ci->client_addr == NULL)
+		return arena_strdup(a, buf);
+	if (ci->client_addr->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr,
+			  buf, sizeof(buf));
+		return arena_strdup(a, buf);
 	}
+	if (ci->client_addr->sa_family != AF_INET)
+		return arena_strdup(a, buf);
+	addr = ntohl(((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr.s_addr);
+	xff = cfg->ntrusted > 0 ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							      "X-Forwarded-For") : NULL;
+	if (xff != NULL && cidr_match(cfg, addr)) {
+		end = xff + strlen(xff);
+		while (end > xff && cidr_match(cfg, addr)) {
+			const char *start = end;
+			uint32_t hop;
+
+			while (start > xff && start[-1] != ',')
+				start--;
+			if (!parse_v4(start, (size_t)(end - start), &hop))
+				break;
+			addr = hop;
+			end = start > xff ? start - 1 : xff;
+		}
+	}
+	in.s_addr = htonl(addr);
+	inet_ntop(AF_INET, &in, buf, sizeof(buf));
 	return arena_strdup(a, buf);
+}
+
+int
+http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
+{
+	*n = 0;
+	for (;;) {
+		const char *comma = strchr(s, ',');
+		const char *b = s, *e = comma ? comma : s + strlen(s), *slash;
+		uint32_t addr, mask = 0xffffffffu;
+
+		while (b < e && (*b == ' ' || *b == '\t'))
+			b++;
+		while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		if (*n == max || b == e)
+			return -1;
+		slash = memchr(b, '/', (size_t)(e - b));
+		if (slash != NULL) {
+			int bits = 0;
+
+			if (slash + 1 == e || e - slash > 3)
+				return -1;
+			for (const char *d = slash + 1; d < e; d++) {
+				if (*d < '0' || *d > '9')
+					return -1;
+				bits = bits * 10 + (*d - '0');
+			}
+			if (bits > 32)
+				return -1;
+			mask = bits == 0 ? 0 : 0xffffffffu << (32 - bits);
+			e = slash;
+		}
+		if (!parse_v4(b, (size_t)(e - b), &addr))
+			return -1;
+		out[*n].net = addr & mask;
+		out[*n].mask = mask;
+		(*n)++;
+		if (comma == NULL)
+			return 0;
+		s = comma + 1;
+	}
 }
 
 static enum MHD_Result
@@ -238,7 +341,7 @@ fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url,
 	req->method = method;
 	req->path = url;
 	req->request_id = request_id_valid(rid) ? arena_strdup(x->arena, rid) : request_id_new(x->arena);
-	req->client_ip = client_ip(x->arena, conn);
+	req->client_ip = client_ip(x->arena, &x->server->cfg, conn);
 	req->body = x->body;
 	req->body_len = x->len;
 	req->started_us = x->started_us;

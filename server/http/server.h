@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/request.h"
 
@@ -23,6 +24,14 @@ enum { HTTP_DONE = 0, HTTP_DEFERRED = 1 };
 typedef int (*http_dispatch_fn)(struct request *req, struct response *res);
 typedef void (*http_resume_fn)(struct request *req, struct response *res);
 
+/* An IPv4 network, host byte order: addr & mask == net. */
+struct http_cidr {
+	uint32_t net;
+	uint32_t mask;
+};
+
+#define HTTP_MAX_TRUSTED 32
+
 struct http_config {
 	const char *host;               /* IPv4 literal, "127.0.0.1" */
 	int port;                       /* 0 picks a free port */
@@ -32,8 +41,22 @@ struct http_config {
 	int timeout_s;                  /* idle connection timeout */
 	size_t max_body;
 	bool access_log;
+	/*
+	 * Proxies whose X-Forwarded-For is believed: for a connection from
+	 * one of them, the client is the rightmost address of the header
+	 * that is not itself a trusted proxy. Empty: the header is ignored.
+	 */
+	struct http_cidr trusted[HTTP_MAX_TRUSTED];
+	int ntrusted;
 	void *ctx;                      /* copied into every request->ctx */
 };
+
+/*
+ * Parse "10.0.0.0/8, 192.0.2.7" (IPv4 addresses and networks, commas)
+ * into out[0..*n); -1 on anything else or more than max entries.
+ */
+int http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
+	__attribute__((warn_unused_result));
 
 struct http_server;
 

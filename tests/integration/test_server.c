@@ -368,6 +368,68 @@ test_metrics_token(void **state)
 	}
 }
 
+/* One failed login from this client, with X-Forwarded-For xff. */
+static void
+failed_login(struct fixture *fx, const char *xff)
+{
+	const char *h[] = { fx_str(fx, "X-Forwarded-For: %s", xff), NULL };
+
+	assert_problem(fx_request_h(fx, NULL, "POST", "/v1/auth/login", h,
+				    "{\"username\":\"nobody-xff\",\"password\":\"wrong\"}"),
+		       401, "invalid_credentials");
+}
+
+static int64_t
+ip_failures(struct fixture *fx, const char *ip)
+{
+	return fx_sql_int64(fx, "SELECT coalesce((SELECT failures FROM login_failures "
+			    "WHERE key = 'ip:' || $1), 0)", ip);
+}
+
+/*
+ * GPUPOOL_TRUSTED_PROXIES: behind a trusted proxy the client address (per-
+ * address login throttling, access log) is the rightmost X-Forwarded-For
+ * entry that is not a trusted proxy; the header of anyone else is
+ * ignored, and what a client writes left of its own entry never counts.
+ */
+static void
+test_trusted_proxies(void **state)
+{
+	const char *env[] = { "GPUPOOL_TRUSTED_PROXIES=127.0.0.1, 10.0.0.0/8", NULL };
+	struct fixture *fx = *state;
+	struct fx_server *srv, *prev;
+	int64_t local = ip_failures(fx, "127.0.0.1");
+
+	/* not trusted: the header changes nothing */
+	failed_login(fx, "203.0.113.99");
+	assert_int_equal(ip_failures(fx, "203.0.113.99"), 0);
+	assert_int_equal(ip_failures(fx, "127.0.0.1"), local + 1);
+
+	srv = fixture_server_start(fx, env);
+	assert_non_null(srv);
+	prev = use_server(fx, srv);
+	failed_login(fx, "203.0.113.5");
+	assert_int_equal(ip_failures(fx, "203.0.113.5"), 1);
+	/* a chain of trusted proxies: the first address they were given */
+	failed_login(fx, "198.51.100.7, 10.1.2.3");
+	assert_int_equal(ip_failures(fx, "198.51.100.7"), 1);
+	/* what the client claims left of itself is not believed */
+	failed_login(fx, "192.0.2.1, 203.0.113.6");
+	assert_int_equal(ip_failures(fx, "203.0.113.6"), 1);
+	assert_int_equal(ip_failures(fx, "192.0.2.1"), 0);
+	/* an entry that is no address stops the walk at the proxy */
+	failed_login(fx, "not-an-address");
+	assert_int_equal(ip_failures(fx, "127.0.0.1"), local + 2);
+	use_server(fx, prev);
+	assert_int_equal(fixture_server_stop(fx, srv), 0);
+	/* a malformed list: gpupoold refuses to start */
+	{
+		const char *bad[] = { "GPUPOOL_TRUSTED_PROXIES=10.0.0.0/33", NULL };
+
+		assert_null(fixture_server_start(fx, bad));
+	}
+}
+
 static void
 test_readyz(void **state)
 {
@@ -859,6 +921,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_metrics_token),
+		cmocka_unit_test(test_trusted_proxies),
 		cmocka_unit_test(test_readyz),
 		cmocka_unit_test(test_graceful_shutdown),
 		cmocka_unit_test(test_shutdown_waits_for_request_on_its_way),
