@@ -21,7 +21,8 @@ env_int(const char *name, int min, int max, int *out, char *errbuf, int errlen)
 	errno = 0;
 	n = strtol(v, &end, 10);
 	if (errno != 0 || *end != '\0' || n < min || n > max) {
-		snprintf(errbuf, (size_t)errlen, "%s must be an integer from %d to %d", name, min, max);
+		snprintf(errbuf, (size_t)errlen, "%s must be an integer from %d to %d", name, min,
+		    max);
 		return -1;
 	}
 	*out = (int)n;
@@ -83,31 +84,41 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		return -1;
 	}
 	if (env_int("GPUPOOL_THREADS", 1, 256, &cfg->threads, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_MAX_CONNECTIONS", 1, 100000, &cfg->max_connections, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_MAX_CONNECTIONS_PER_IP", 1, 100000, &cfg->max_connections_per_ip, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_CONNECTION_TIMEOUT", 1, 3600, &cfg->connection_timeout_s, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_STATEMENT_TIMEOUT_MS", 100, 600000, &cfg->statement_timeout_ms, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_SESSION_TTL", 60, 30 * 86400, &cfg->session_ttl_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_MAX_CONNECTIONS", 1, 100000, &cfg->max_connections, errbuf, errlen) <
+		0 ||
+	    env_int("GPUPOOL_MAX_CONNECTIONS_PER_IP", 1, 100000, &cfg->max_connections_per_ip,
+		errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_CONNECTION_TIMEOUT", 1, 3600, &cfg->connection_timeout_s, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_STATEMENT_TIMEOUT_MS", 100, 600000, &cfg->statement_timeout_ms, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_SESSION_TTL", 60, 30 * 86400, &cfg->session_ttl_s, errbuf, errlen) <
+		0 ||
 	    env_int("GPUPOOL_SHUTDOWN_GRACE", 0, 600, &cfg->shutdown_grace_s, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_MAINTENANCE_INTERVAL", 1, 86400, &cfg->maintenance_interval_s, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_IDEMPOTENCY_TTL", 72 * 3600, 365 * 86400, &cfg->idempotency_ttl_s, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_REQUEST_TTL", 1, 365 * 86400, &cfg->request_ttl_s, errbuf, errlen) < 0 ||
-	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_MAINTENANCE_INTERVAL", 1, 86400, &cfg->maintenance_interval_s, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_IDEMPOTENCY_TTL", 72 * 3600, 365 * 86400, &cfg->idempotency_ttl_s,
+		errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_REQUEST_TTL", 1, 365 * 86400, &cfg->request_ttl_s, errbuf, errlen) <
+		0 ||
+	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) <
+		0 ||
 	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)
 		return -1;
 	v = getenv("GPUPOOL_TRUSTED_PROXIES");
 	if (v != NULL && *v != '\0' &&
 	    http_parse_cidrs(v, cfg->trusted, HTTP_MAX_TRUSTED, &cfg->ntrusted) < 0) {
-		snprintf(errbuf, (size_t)errlen, "GPUPOOL_TRUSTED_PROXIES must be up to %d IPv4 "
-			 "addresses or networks (a.b.c.d or a.b.c.d/n), separated by commas",
-			 HTTP_MAX_TRUSTED);
+		snprintf(errbuf, (size_t)errlen,
+		    "GPUPOOL_TRUSTED_PROXIES must be up to %d IPv4 "
+		    "addresses or networks (a.b.c.d or a.b.c.d/n), separated by commas",
+		    HTTP_MAX_TRUSTED);
 		return -1;
 	}
 	v = getenv("GPUPOOL_METRICS_TOKEN");
 	if (v != NULL && *v != '\0') {
 		if (strlen(v) < 16 || strlen(v) > 256) {
 			snprintf(errbuf, (size_t)errlen,
-				 "GPUPOOL_METRICS_TOKEN must be 16 to 256 characters");
+			    "GPUPOOL_METRICS_TOKEN must be 16 to 256 characters");
 			return -1;
 		}
 		cfg->metrics_token = v;

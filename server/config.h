@@ -9,26 +9,26 @@
 #include "http/server.h"
 
 struct config {
-	const char *database_url;       /* GPUPOOL_DATABASE_URL */
-	char listen_host[64];           /* GPUPOOL_LISTEN host part */
-	int listen_port;                /* GPUPOOL_LISTEN port; 0 picks one */
-	int threads;                    /* GPUPOOL_THREADS */
-	int max_connections;            /* GPUPOOL_MAX_CONNECTIONS */
-	int max_connections_per_ip;     /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
-	int connection_timeout_s;       /* GPUPOOL_CONNECTION_TIMEOUT */
-	int statement_timeout_ms;       /* GPUPOOL_STATEMENT_TIMEOUT_MS */
-	int session_ttl_s;              /* GPUPOOL_SESSION_TTL */
-	int shutdown_grace_s;           /* GPUPOOL_SHUTDOWN_GRACE */
-	int idempotency_ttl_s;          /* GPUPOOL_IDEMPOTENCY_TTL */
-	int maintenance_interval_s;     /* GPUPOOL_MAINTENANCE_INTERVAL */
-	int request_ttl_s;              /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
-	int expiry_interval_s;          /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
-	int approval_workers;           /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
-	const char *metrics_token;      /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	const char *database_url;   /* GPUPOOL_DATABASE_URL */
+	char listen_host[64];       /* GPUPOOL_LISTEN host part */
+	int listen_port;            /* GPUPOOL_LISTEN port; 0 picks one */
+	int threads;                /* GPUPOOL_THREADS */
+	int max_connections;        /* GPUPOOL_MAX_CONNECTIONS */
+	int max_connections_per_ip; /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
+	int connection_timeout_s;   /* GPUPOOL_CONNECTION_TIMEOUT */
+	int statement_timeout_ms;   /* GPUPOOL_STATEMENT_TIMEOUT_MS */
+	int session_ttl_s;          /* GPUPOOL_SESSION_TTL */
+	int shutdown_grace_s;       /* GPUPOOL_SHUTDOWN_GRACE */
+	int idempotency_ttl_s;      /* GPUPOOL_IDEMPOTENCY_TTL */
+	int maintenance_interval_s; /* GPUPOOL_MAINTENANCE_INTERVAL */
+	int request_ttl_s;          /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
+	int expiry_interval_s;      /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
+	int approval_workers;       /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
+	const char *metrics_token;  /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;
-	bool access_log;                /* GPUPOOL_ACCESS_LOG */
-	const char *log_level;          /* GPUPOOL_LOG_LEVEL */
+	bool access_log;       /* GPUPOOL_ACCESS_LOG */
+	const char *log_level; /* GPUPOOL_LOG_LEVEL */
 };
 
 /* Defaults overridden by the environment; -1 with a message on bad values. */

@@ -47,7 +47,8 @@ usage(FILE *out)
 	      "127.0.0.1:8080, port 0 picks a free one), GPUPOOL_THREADS, GPUPOOL_LOG_LEVEL,\n"
 	      "GPUPOOL_ACCESS_LOG, GPUPOOL_MAX_CONNECTIONS, GPUPOOL_MAX_CONNECTIONS_PER_IP,\n"
 	      "GPUPOOL_CONNECTION_TIMEOUT, GPUPOOL_STATEMENT_TIMEOUT_MS, GPUPOOL_SESSION_TTL,\n"
-	      "GPUPOOL_SHUTDOWN_GRACE, GPUPOOL_IDEMPOTENCY_TTL (see docs/operations.md)\n", out);
+	      "GPUPOOL_SHUTDOWN_GRACE, GPUPOOL_IDEMPOTENCY_TTL (see docs/operations.md)\n",
+	    out);
 }
 
 static void
@@ -164,7 +165,7 @@ cmd_create_user(struct config *cfg, int argc, char **argv)
 	password[n] = '\0';
 	if (n < PASSWORD_MIN_LEN || n > PASSWORD_MAX_LEN) {
 		fprintf(stderr, "gpupoold: the password must be %d to %d characters\n",
-			PASSWORD_MIN_LEN, PASSWORD_MAX_LEN);
+		    PASSWORD_MIN_LEN, PASSWORD_MAX_LEN);
 		explicit_bzero(password, sizeof(password));
 		return 2;
 	}
@@ -208,7 +209,8 @@ check_schema(struct app *app)
 	}
 	if (version > app->schema_version)
 		fatal("the database schema (version %d) is newer than this gpupoold knows (%d); "
-		      "upgrade gpupoold", version, app->schema_version);
+		      "upgrade gpupoold",
+		    version, app->schema_version);
 	if (version < app->schema_version)
 		log_warn(NULL, "the database schema is behind; run gpupoold migrate");
 	gp_error_clear(&err);
@@ -295,7 +297,7 @@ cmd_serve(struct config *cfg)
 		snprintf(p, sizeof(p), "%d", port);
 		snprintf(t, sizeof(t), "%d", cfg->threads);
 		log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads", t,
-			 "version", GPUPOOLD_VERSION);
+		    "version", GPUPOOLD_VERSION);
 	}
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -305,7 +307,7 @@ cmd_serve(struct config *cfg)
 	pool_workers_free(&app);
 	expiry_stop(expiry);
 	maintenance_stop(maint);
-	layout_cache_reset();           /* its keys point into the catalog */
+	layout_cache_reset(); /* its keys point into the catalog */
 	catalog_free(catalog);
 	log_info(NULL, "stopped");
 	return 0;

@@ -51,7 +51,7 @@ static void
 cli_print_usage_line(FILE *out, const char *prefix, const struct cli_command *cmd)
 {
 	fprintf(out, "usage: %s %s%s%s\n", prefix, cmd->name,
-		cmd->usage && cmd->usage[0] ? " " : "", cmd->usage ? cmd->usage : "");
+	    cmd->usage && cmd->usage[0] ? " " : "", cmd->usage ? cmd->usage : "");
 }
 
 static void
@@ -65,7 +65,7 @@ cli_print_command_help(const char *prefix, const struct cli_command *cmd)
 			char left[96];
 
 			snprintf(left, sizeof(left), "--%s%s%s", o->name, o->arg ? " " : "",
-				 o->arg ? o->arg : "");
+			    o->arg ? o->arg : "");
 			printf("  %-26s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
 		}
 	}
@@ -85,8 +85,8 @@ cli_find_option(const struct cli_command *cmd, const char *name, size_t len)
 }
 
 static int
-cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cmd,
-	       int argc, char **argv, struct cli_args *out, bool *help)
+cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cmd, int argc,
+    char **argv, struct cli_args *out, bool *help)
 {
 	bool dashdash = false;
 
@@ -108,7 +108,8 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 		}
 		if (dashdash || a[0] != '-' || a[1] == '\0') {
 			if (out->npos >= CLI_MAX_POSITIONAL || out->npos >= cmd->max_args) {
-				fprintf(stderr, "%s: %s %s: too many arguments\n", cli->prog, prefix, cmd->name);
+				fprintf(stderr, "%s: %s %s: too many arguments\n", cli->prog,
+				    prefix, cmd->name);
 				goto fail;
 			}
 			out->pos[out->npos++] = a;
@@ -127,7 +128,8 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 		}
 		if (o->arg == NULL) {
 			if (eq != NULL) {
-				fprintf(stderr, "%s: option --%s takes no value\n", cli->prog, o->name);
+				fprintf(stderr, "%s: option --%s takes no value\n", cli->prog,
+				    o->name);
 				goto fail;
 			}
 			value = "";
@@ -136,11 +138,13 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 		} else if (i + 1 < argc) {
 			value = argv[++i];
 		} else {
-			fprintf(stderr, "%s: option --%s needs a value (%s)\n", cli->prog, o->name, o->arg);
+			fprintf(stderr, "%s: option --%s needs a value (%s)\n", cli->prog, o->name,
+			    o->arg);
 			goto fail;
 		}
 		if (!o->repeat && cli_opt(out, o->name) != NULL) {
-			fprintf(stderr, "%s: option --%s given more than once\n", cli->prog, o->name);
+			fprintf(stderr, "%s: option --%s given more than once\n", cli->prog,
+			    o->name);
 			goto fail;
 		}
 		if (out->nopt >= CLI_MAX_OPTIONS) {
@@ -162,8 +166,8 @@ fail:
 }
 
 int
-cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix,
-	     int argc, char **argv)
+cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix, int argc,
+    char **argv)
 {
 	const struct cli_command *cmd;
 	struct cli_args args;
@@ -179,7 +183,8 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 	}
 	cmd = cli_find(table, argv[0]);
 	if (cmd == NULL) {
-		fprintf(stderr, "%s: unknown command \"%s\" for \"%s\"\n\n", cli->prog, argv[0], prefix);
+		fprintf(stderr, "%s: unknown command \"%s\" for \"%s\"\n\n", cli->prog, argv[0],
+		    prefix);
 		cli_print_table_help(table, prefix, true);
 		return CLI_EXIT_USAGE;
 	}
@@ -200,7 +205,7 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 			printf("\nsubcommands:\n");
 			for (const struct cli_command *c = cmd->subcommands; c->name != NULL; c++)
 				printf("  %s %s %s %s\n      %s\n", prefix, cmd->name, c->name,
-				       c->usage ? c->usage : "", c->summary);
+				    c->usage ? c->usage : "", c->summary);
 		}
 		return CLI_EXIT_OK;
 	}
@@ -243,7 +248,8 @@ cli_usage_error(struct cli *cli, const struct cli_command *cmd, const char *fmt,
 	va_end(ap);
 	fputc('\n', stderr);
 	if (cmd != NULL)
-		cli_print_usage_line(stderr, cli->command_path ? cli->command_path : cli->prog, cmd);
+		cli_print_usage_line(stderr, cli->command_path ? cli->command_path : cli->prog,
+		    cmd);
 	return CLI_EXIT_USAGE;
 }
 
@@ -283,8 +289,9 @@ cli_client(struct cli *cli)
 		return cli->client;
 	server = cli_server(cli);
 	if (server == NULL) {
-		cli_fail(cli, "no server configured: use --server URL, GPUPOOL_SERVER or "
-			 "'gpupool login --server URL'");
+		cli_fail(cli,
+		    "no server configured: use --server URL, GPUPOOL_SERVER or "
+		    "'gpupool login --server URL'");
 		return NULL;
 	}
 	token = getenv("GPUPOOL_TOKEN");
@@ -292,7 +299,8 @@ cli_client(struct cli *cli)
 		token = config_get(&cli->config, "token");
 	cli->client = gp_client_create(server, token);
 	if (cli->client == NULL) {
-		cli_fail(cli, "invalid server URL \"%s\": expected http://HOST:PORT or https://...", server);
+		cli_fail(cli, "invalid server URL \"%s\": expected http://HOST:PORT or https://...",
+		    server);
 		return NULL;
 	}
 	gp_client_set_retries(cli->client, 2);
@@ -313,14 +321,14 @@ cli_report(struct cli *cli, const struct gp_client_response *r)
 	fprintf(stderr, "%s: %s (%s, HTTP %d)\n", cli->prog, err.message, err.code, err.status);
 	for (int i = 0; i < err.nfields; i++)
 		fprintf(stderr, "  %s: %s\n", err.fields[i].field[0] ? err.fields[i].field : "-",
-			err.fields[i].message);
+		    err.fields[i].message);
 	if (r->status == 401)
 		fprintf(stderr, "hint: run '%s login' to get a new token\n", cli->prog);
 }
 
 int
-cli_call(struct cli *cli, const char *method, const char *path,
-	 struct json_object *body, struct gp_client_response *out)
+cli_call(struct cli *cli, const char *method, const char *path, struct json_object *body,
+    struct gp_client_response *out)
 {
 	struct gp_client *c = cli_client(cli);
 	char key[40];
@@ -386,8 +394,7 @@ cli_check_limit(struct cli *cli, const char *s)
 }
 
 int
-cli_list(struct cli *cli, const char *path, const struct cli_args *args,
-	 struct json_object **out)
+cli_list(struct cli *cli, const char *path, const struct cli_args *args, struct json_object **out)
 {
 	const char *limit = cli_opt(args, "limit"), *cursor = cli_opt(args, "cursor");
 	struct json_object *doc = NULL, *items = NULL;
@@ -430,7 +437,8 @@ cli_list(struct cli *cli, const char *path, const struct cli_args *args,
 		}
 		n = json_object_array_length(got);
 		for (size_t i = 0; i < n; i++) {
-			if (json_object_array_add(items, json_object_get(json_object_array_get_idx(got, i))) != 0) {
+			if (json_object_array_add(items,
+				json_object_get(json_object_array_get_idx(got, i))) != 0) {
 				gp_client_response_free(&r);
 				rc = cli_fail(cli, "out of memory");
 				goto fail;
@@ -499,8 +507,8 @@ cli_query_add(struct cli *cli, char *buf, size_t len, const char *key, const cha
 }
 
 int
-cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *option,
-		const char *s, long long min, long long max, long long *out)
+cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *option, const char *s,
+    long long min, long long max, long long *out)
 {
 	char *end;
 	long long v;
@@ -509,7 +517,7 @@ cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *opti
 	v = (s[0] >= '0' && s[0] <= '9') ? strtoll(s, &end, 10) : 0;
 	if (s[0] < '0' || s[0] > '9' || errno != 0 || *end != '\0' || v < min || v > max) {
 		cli_usage_error(cli, cmd, "--%s must be an integer from %lld to %lld, not \"%s\"",
-				option, min, max, s);
+		    option, min, max, s);
 		return -1;
 	}
 	*out = v;

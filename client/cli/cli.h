@@ -23,7 +23,7 @@
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
-#define CLI_MAX_POSITIONAL 72  /* capacity simulate: 64 items and its name */
+#define CLI_MAX_POSITIONAL 72 /* capacity simulate: 64 items and its name */
 #define CLI_MAX_OPTIONS 32
 
 enum cli_output {
@@ -33,19 +33,19 @@ enum cli_output {
 
 /* Process-wide state, owned by main. */
 struct cli {
-	const char *prog;               /* "gpupool" */
+	const char *prog; /* "gpupool" */
 	enum cli_output output;
-	const char *server_flag;        /* --server, NULL when not given */
-	struct config config;           /* the config file as loaded */
-	struct gp_client *client;       /* created on first use */
-	const char *command_path;       /* "gpupool projects", set while a command runs */
+	const char *server_flag;  /* --server, NULL when not given */
+	struct config config;     /* the config file as loaded */
+	struct gp_client *client; /* created on first use */
+	const char *command_path; /* "gpupool projects", set while a command runs */
 };
 
 struct cli_option {
-	const char *name;               /* "display-name" (given as --display-name) */
-	const char *arg;                /* "X" when it takes a value, NULL for a flag */
+	const char *name; /* "display-name" (given as --display-name) */
+	const char *arg;  /* "X" when it takes a value, NULL for a flag */
 	const char *help;
-	bool repeat;                    /* may be given more than once */
+	bool repeat; /* may be given more than once */
 };
 
 struct cli_args {
@@ -54,24 +54,24 @@ struct cli_args {
 	int nopt;
 	struct {
 		const char *name;
-		const char *value;      /* "" for a flag */
+		const char *value; /* "" for a flag */
 	} opt[CLI_MAX_OPTIONS];
 };
 
 struct cli_command;
 
-typedef int (*cli_run_fn)(struct cli *cli, const struct cli_command *cmd,
-			  const struct cli_args *args);
+typedef int (
+    *cli_run_fn)(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args);
 
 struct cli_command {
 	const char *name;
-	const char *usage;              /* what follows the name: "NAME --role R" */
-	const char *summary;            /* one line for the listing */
-	const char *help;               /* longer text for --help, may be NULL */
-	int min_args;                   /* positional arguments */
+	const char *usage;   /* what follows the name: "NAME --role R" */
+	const char *summary; /* one line for the listing */
+	const char *help;    /* longer text for --help, may be NULL */
+	int min_args;        /* positional arguments */
 	int max_args;
-	const struct cli_option *options;       /* ends with name == NULL; may be NULL */
-	cli_run_fn run;                 /* NULL for a pure group */
+	const struct cli_option *options; /* ends with name == NULL; may be NULL */
+	cli_run_fn run;                   /* NULL for a pure group */
 	/*
 	 * Ends with name == NULL; groups only. A group that also has run()
 	 * ("gpupool capacity [--model M]" beside "gpupool capacity simulate")
@@ -85,8 +85,8 @@ struct cli_command {
  * command path so far ("gpupool projects") for help and messages.
  * Returns the exit status.
  */
-int cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix,
-		 int argc, char **argv);
+int cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix, int argc,
+    char **argv);
 
 /* Print the listing of a table under a usage line to out. */
 void cli_print_table_help(const struct cli_command *table, const char *prefix, bool to_stderr);
@@ -99,7 +99,7 @@ int cli_opt_all(const struct cli_args *args, const char *name, const char **vals
 
 /* Report a usage error for cmd ("gpupool: ...", then the usage line); returns CLI_EXIT_USAGE. */
 int cli_usage_error(struct cli *cli, const struct cli_command *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Report a local failure to stderr; returns CLI_EXIT_FAIL. */
 int cli_fail(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -121,8 +121,8 @@ const char *cli_server(const struct cli *cli);
  * otherwise prints the problem detail and field errors to stderr,
  * frees out and returns CLI_EXIT_FAIL.
  */
-int cli_call(struct cli *cli, const char *method, const char *path,
-	     struct json_object *body, struct gp_client_response *out);
+int cli_call(struct cli *cli, const char *method, const char *path, struct json_object *body,
+    struct gp_client_response *out);
 
 /*
  * Judge the result rc of a gp_client call and its answer out: returns
@@ -138,12 +138,14 @@ int cli_check_response(struct cli *cli, int rc, struct gp_client_response *out);
  * merged. *out is {"items":[...],"next_cursor":...}, owned by the caller.
  */
 int cli_list(struct cli *cli, const char *path, const struct cli_args *args,
-	     struct json_object **out);
+    struct json_object **out);
 
 /* The --limit/--cursor options every list command accepts. */
-#define CLI_LIST_OPTIONS \
-	{ "limit", "N", "fetch one page of at most N items (1..500)", false }, \
-	{ "cursor", "C", "continue a listing from the cursor of an earlier page", false }
+#define CLI_LIST_OPTIONS                                                                      \
+	{ "limit", "N", "fetch one page of at most N items (1..500)", false },                \
+	{                                                                                     \
+		"cursor", "C", "continue a listing from the cursor of an earlier page", false \
+	}
 
 /*
  * Append "key=value" (value percent-encoded) to the request path in buf,
@@ -151,7 +153,7 @@ int cli_list(struct cli *cli, const char *path, const struct cli_args *args,
  * error and returns -1 when it does not fit.
  */
 int cli_query_add(struct cli *cli, char *buf, size_t len, const char *key, const char *value)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * Parse a decimal integer option value (no sign, spaces or trailing
@@ -159,14 +161,14 @@ int cli_query_add(struct cli *cli, char *buf, size_t len, const char *key, const
  * the usage line of cmd and returns -1.
  */
 int cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *option,
-		    const char *s, long long min, long long max, long long *out)
-	__attribute__((warn_unused_result));
+    const char *s, long long min, long long max, long long *out)
+    __attribute__((warn_unused_result));
 
 /*
  * Percent-encode s as one path segment into buf; prints an error and
  * returns -1 when it does not fit.
  */
 int cli_escape(struct cli *cli, const char *s, char *buf, size_t len)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 #endif

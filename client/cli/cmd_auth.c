@@ -50,11 +50,14 @@ auth_login(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 	memset(&r, 0, sizeof(r));
 	password[0] = '\0';
 	if (server == NULL)
-		return cli_usage_error(cli, cmd, "no server configured: use --server URL or GPUPOOL_SERVER");
+		return cli_usage_error(cli, cmd,
+		    "no server configured: use --server URL or GPUPOOL_SERVER");
 	if (user == NULL) {
 		if (isatty(STDIN_FILENO) != 1)
-			return cli_usage_error(cli, cmd, "--username is required when stdin is not a terminal");
-		if (prompt_read("username: ", false, username, sizeof(username), errbuf, sizeof(errbuf)) != 0)
+			return cli_usage_error(cli, cmd,
+			    "--username is required when stdin is not a terminal");
+		if (prompt_read("username: ", false, username, sizeof(username), errbuf,
+			sizeof(errbuf)) != 0)
 			return cli_fail(cli, "%s", errbuf);
 		user = username;
 	}
@@ -64,7 +67,8 @@ auth_login(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 		if (cli->client == NULL)
 			return cli_fail(cli, "invalid server URL \"%s\"", server);
 	}
-	if (prompt_read("password: ", true, password, sizeof(password), errbuf, sizeof(errbuf)) != 0) {
+	if (prompt_read("password: ", true, password, sizeof(password), errbuf, sizeof(errbuf)) !=
+	    0) {
 		rc = cli_fail(cli, "could not read the password: %s", errbuf);
 		goto fail;
 	}
@@ -93,7 +97,7 @@ auth_login(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 		json_object_object_del(r.json, "token");
 		json_object_object_add(r.json, "username", json_object_new_string(user));
 		json_object_object_add(r.json, "server",
-				       json_object_new_string(gp_client_base_url(cli->client)));
+		    json_object_new_string(gp_client_base_url(cli->client)));
 		output_json(stdout, r.json);
 	} else {
 		struct json_object *exp = gp_client_json_get(r.json, "expires_at");
@@ -145,23 +149,25 @@ static const struct cli_option login_options[] = {
 
 const struct cli_command cmd_auth_commands[] = {
 	{
-		.name = "login",
-		.usage = "[--username U]",
-		.summary = "log in and store the server and token in the config file",
-		.help = "Log in with a password and store the server URL and the session token in\n"
-			"$XDG_CONFIG_HOME/gpupool/config (~/.config/gpupool/config), mode 0600.\n"
-			"The password is prompted for without echo on a terminal, otherwise\n"
-			"read as one line from stdin.",
-		.min_args = 0, .max_args = 0,
-		.options = login_options,
-		.run = auth_login,
+	    .name = "login",
+	    .usage = "[--username U]",
+	    .summary = "log in and store the server and token in the config file",
+	    .help = "Log in with a password and store the server URL and the session token in\n"
+		    "$XDG_CONFIG_HOME/gpupool/config (~/.config/gpupool/config), mode 0600.\n"
+		    "The password is prompted for without echo on a terminal, otherwise\n"
+		    "read as one line from stdin.",
+	    .min_args = 0,
+	    .max_args = 0,
+	    .options = login_options,
+	    .run = auth_login,
 	},
 	{
-		.name = "me",
-		.usage = "",
-		.summary = "show the current user, role and projects",
-		.min_args = 0, .max_args = 0,
-		.run = auth_me,
+	    .name = "me",
+	    .usage = "",
+	    .summary = "show the current user, role and projects",
+	    .min_args = 0,
+	    .max_args = 0,
+	    .run = auth_me,
 	},
 	{ .name = NULL },
 };

@@ -18,7 +18,7 @@
 
 #define CAPACITY_PATH_MAX 1024
 #define CAPACITY_NAME_MAX 64
-#define CAPACITY_MAX_ITEMS 64          /* the server's limit (PLACEMENT_MAX_ITEMS) */
+#define CAPACITY_MAX_ITEMS 64 /* the server's limit (PLACEMENT_MAX_ITEMS) */
 
 static const struct output_column placement_columns[] = {
 	{ "MODEL", "model" },
@@ -44,8 +44,8 @@ static const char *
 capacity_text(struct json_object *o, const char *key, char *buf, size_t len)
 {
 	struct json_object *v = gp_client_json_get(o, key);
-	const char *s = v != NULL && json_object_is_type(v, json_type_string) ?
-			json_object_get_string(v) : "-";
+	const char *s =
+	    v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "-";
 	size_t i = 0;
 
 	for (; s[i] != '\0' && i + 1 < len; i++) {
@@ -95,35 +95,35 @@ capacity_print_model(struct json_object *m)
 		np = json_object_array_length(profiles);
 	for (size_t i = 0; i < np; i++) {
 		int w = (int)strlen(capacity_text(json_object_array_get_idx(profiles, i), "profile",
-						  name, sizeof(name)));
+		    name, sizeof(name)));
 
 		if (w > width)
 			width = w;
 	}
 	printf("%s: %s GPUs", capacity_text(m, "model", name, sizeof(name)),
-	       capacity_num(m, "gpus.total", a, sizeof(a)));
+	    capacity_num(m, "gpus.total", a, sizeof(a)));
 	printf(" (%s healthy, %s MIG enabled, %s placeable)\n",
-	       capacity_num(m, "gpus.healthy", a, sizeof(a)),
-	       capacity_num(m, "gpus.mig_enabled", b, sizeof(b)),
-	       capacity_num(m, "gpus.placeable", c, sizeof(c)));
+	    capacity_num(m, "gpus.healthy", a, sizeof(a)),
+	    capacity_num(m, "gpus.mig_enabled", b, sizeof(b)),
+	    capacity_num(m, "gpus.placeable", c, sizeof(c)));
 	printf("  %-*s %9s %9s %9s %9s\n", width, "slices", "total", "used", "free", "stranded");
 	printf("  %-*s %9s %9s %9s %9s\n", width, "compute",
-	       capacity_num(m, "compute_slices.total", a, sizeof(a)),
-	       capacity_num(m, "compute_slices.used", b, sizeof(b)),
-	       capacity_num(m, "compute_slices.free", c, sizeof(c)),
-	       capacity_num(m, "compute_slices.stranded", d, sizeof(d)));
+	    capacity_num(m, "compute_slices.total", a, sizeof(a)),
+	    capacity_num(m, "compute_slices.used", b, sizeof(b)),
+	    capacity_num(m, "compute_slices.free", c, sizeof(c)),
+	    capacity_num(m, "compute_slices.stranded", d, sizeof(d)));
 	printf("  %-*s %9s %9s %9s %9s\n", width, "memory",
-	       capacity_num(m, "memory_slices.total", a, sizeof(a)),
-	       capacity_num(m, "memory_slices.used", b, sizeof(b)),
-	       capacity_num(m, "memory_slices.free", c, sizeof(c)),
-	       capacity_num(m, "memory_slices.stranded", d, sizeof(d)));
+	    capacity_num(m, "memory_slices.total", a, sizeof(a)),
+	    capacity_num(m, "memory_slices.used", b, sizeof(b)),
+	    capacity_num(m, "memory_slices.free", c, sizeof(c)),
+	    capacity_num(m, "memory_slices.stranded", d, sizeof(d)));
 	printf("  %-*s %10s %10s\n", width, "profile", "allocated", "placeable");
 	for (size_t i = 0; i < np; i++) {
 		struct json_object *p = json_object_array_get_idx(profiles, i);
 
 		printf("  %-*s %10s %10s\n", width, capacity_text(p, "profile", name, sizeof(name)),
-		       capacity_num(p, "allocated", a, sizeof(a)),
-		       capacity_num(p, "placeable", b, sizeof(b)));
+		    capacity_num(p, "allocated", a, sizeof(a)),
+		    capacity_num(p, "placeable", b, sizeof(b)));
 	}
 }
 
@@ -158,7 +158,8 @@ capacity_show(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 			capacity_print_model(json_object_array_get_idx(models, i));
 		}
 		if (n == 0)
-			printf("no GPUs registered%s\n", cli_opt(args, "cluster") ? " in this cluster" : "");
+			printf("no GPUs registered%s\n",
+			    cli_opt(args, "cluster") ? " in this cluster" : "");
 	}
 	gp_client_response_free(&r);
 	return CLI_EXIT_OK;
@@ -170,7 +171,7 @@ capacity_show(struct cli *cli, const struct cli_command *cmd, const struct cli_a
  */
 static int
 capacity_items(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
-	       struct json_object **out)
+    struct json_object **out)
 {
 	struct json_object *items = json_object_new_array();
 
@@ -186,7 +187,7 @@ capacity_items(struct cli *cli, const struct cli_command *cmd, const struct cli_
 		if (spec_parse(args->pos[i], &s, "item", &err) != 0) {
 			json_object_put(items);
 			return cli_usage_error(cli, cmd, "item %d \"%s\": %s", i + 1, args->pos[i],
-					       err.nfields > 0 ? err.fields[0].message : err.message);
+			    err.nfields > 0 ? err.fields[0].message : err.message);
 		}
 		o = json_object_new_object();
 		if (o == NULL || json_object_array_add(items, o) != 0) {
@@ -262,38 +263,44 @@ static const struct cli_option simulate_options[] = {
 
 static const struct cli_command capacity_subcommands[] = {
 	{
-		.name = "simulate", .usage = "MODEL/PROFILE=COUNT ... [--cluster C]",
-		.summary = "would these items fit now, and where (changes nothing)",
-		.help = "Ask the server whether the items would fit now, all of them together, and\n"
-			"on which GPUs; nothing is reserved. Each item is a SpecAndCount in text\n"
-			"form, MODEL/PROFILE=COUNT, PROFILE a MIG profile of the model or \"full\"\n"
-			"for whole GPUs; up to 64 items:\n"
-			"\n"
-			"  gpupool capacity simulate H100-80GB/3g.40gb=2 H100-80GB/1g.10gb=1\n"
-			"\n"
-			"Prints \"fits: yes\" and the placements, or \"fits: no\" and how many\n"
-			"instances of each item could not be placed.\n"
-			"\n"
-			"exit status: 0 the items fit, 3 they do not fit, 1 the server or the\n"
-			"network failed (an unknown model or profile is the server's 422),\n"
-			"2 usage error (malformed item text).",
-		.min_args = 1, .max_args = CAPACITY_MAX_ITEMS, .options = simulate_options,
-		.run = capacity_simulate,
+	    .name = "simulate",
+	    .usage = "MODEL/PROFILE=COUNT ... [--cluster C]",
+	    .summary = "would these items fit now, and where (changes nothing)",
+	    .help = "Ask the server whether the items would fit now, all of them together, and\n"
+		    "on which GPUs; nothing is reserved. Each item is a SpecAndCount in text\n"
+		    "form, MODEL/PROFILE=COUNT, PROFILE a MIG profile of the model or \"full\"\n"
+		    "for whole GPUs; up to 64 items:\n"
+		    "\n"
+		    "  gpupool capacity simulate H100-80GB/3g.40gb=2 H100-80GB/1g.10gb=1\n"
+		    "\n"
+		    "Prints \"fits: yes\" and the placements, or \"fits: no\" and how many\n"
+		    "instances of each item could not be placed.\n"
+		    "\n"
+		    "exit status: 0 the items fit, 3 they do not fit, 1 the server or the\n"
+		    "network failed (an unknown model or profile is the server's 422),\n"
+		    "2 usage error (malformed item text).",
+	    .min_args = 1,
+	    .max_args = CAPACITY_MAX_ITEMS,
+	    .options = simulate_options,
+	    .run = capacity_simulate,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_capacity_commands[] = {
 	{
-		.name = "capacity", .usage = "[--model M] [--cluster C]",
-		.summary = "capacity per GPU model; 'capacity simulate' tries a request",
-		.help = "Show, per GPU model: physical GPUs (total, healthy, MIG enabled, placeable),\n"
-			"compute and memory slices (total, used, free) and the stranded compute\n"
-			"slices (free, but no profile can use them given the occupied memory\n"
-			"slices), then per profile (\"full\" is a whole GPU) the instances\n"
-			"allocated and how many more could be placed now, each profile alone.",
-		.max_args = 0, .options = show_options, .run = capacity_show,
-		.subcommands = capacity_subcommands,
+	    .name = "capacity",
+	    .usage = "[--model M] [--cluster C]",
+	    .summary = "capacity per GPU model; 'capacity simulate' tries a request",
+	    .help = "Show, per GPU model: physical GPUs (total, healthy, MIG enabled, placeable),\n"
+		    "compute and memory slices (total, used, free) and the stranded compute\n"
+		    "slices (free, but no profile can use them given the occupied memory\n"
+		    "slices), then per profile (\"full\" is a whole GPU) the instances\n"
+		    "allocated and how many more could be placed now, each profile alone.",
+	    .max_args = 0,
+	    .options = show_options,
+	    .run = capacity_show,
+	    .subcommands = capacity_subcommands,
 	},
 	{ .name = NULL },
 };

@@ -76,7 +76,7 @@ gpus_bar(struct json_object *gpu, char *buf, size_t len)
 	snprintf(buf, len, "?");
 	for (size_t i = 0; i < n && n <= GPUS_MAX_INSTANCES; i++) {
 		int w = snprintf(buf + used, len - used, "%s%s@%d", i ? "," : "",
-				 inst[i].profile ? inst[i].profile : "?", inst[i].start);
+		    inst[i].profile ? inst[i].profile : "?", inst[i].start);
 
 		if (w < 0 || (size_t)w >= len - used)
 			break;
@@ -95,8 +95,10 @@ gpus_decorate(struct json_object *gpu)
 		return;
 	gpus_bar(gpu, bar, sizeof(bar));
 	json_object_object_add(gpu, "bar", json_object_new_string(bar));
-	json_object_object_add(gpu, "mig", json_object_new_string(
-		mig == NULL ? "-" : json_object_get_boolean(mig) ? "on" : "off"));
+	json_object_object_add(gpu, "mig",
+	    json_object_new_string(mig == NULL     ? "-"
+		    : json_object_get_boolean(mig) ? "on"
+						   : "off"));
 }
 
 static int
@@ -174,8 +176,8 @@ gpus_instance(struct cli *cli, const struct cli_command *cmd, const char *text)
 	char name[64];
 
 	if (at == NULL || at == text || (size_t)(at - text) >= sizeof(name)) {
-		cli_usage_error(cli, cmd, "--instance must be PROFILE@START, as 3g.40gb@4, not \"%s\"",
-				text);
+		cli_usage_error(cli, cmd,
+		    "--instance must be PROFILE@START, as 3g.40gb@4, not \"%s\"", text);
 		return NULL;
 	}
 	if (cli_parse_int64(cli, cmd, "instance START", at + 1, 0, 7, &start) != 0)
@@ -262,50 +264,60 @@ static const struct cli_option list_options[] = {
 
 static const struct cli_option create_options[] = {
 	{ "index", "N", "the GPU's index on its node, 0 to 15 (required)", false },
-	{ "uuid", "U", "its NVIDIA UUID, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (required)", false },
+	{ "uuid", "U", "its NVIDIA UUID, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (required)",
+	    false },
 	{ "model", "M", "its catalog model, e.g. H100-80GB (required)", false },
 	{ "mig", NULL, "MIG mode is on (implied by MIG instances)", false },
 	{ "instance", "P@S", "an instance already on it: profile@start (full@0 for the whole GPU)",
-	  true },
+	    true },
 	{ NULL, NULL, NULL, false },
 };
 
 static const struct cli_command gpus_subcommands[] = {
 	{
-		.name = "list",
-		.usage = "[--node N] [--model M] [--cluster C] [--health H] [--limit N] [--cursor C]",
-		.summary = "list GPUs with their layouts as slice bars",
-		.help = "List GPUs. LAYOUT draws each GPU's memory slices: an instance covers its\n"
-			"slices and shows its profile name (cut to fit), '.' is a free slice and\n"
-			"'|' an instance boundary; every bar has the same width, so an H100's 8\n"
-			"slices take 2 columns each:\n"
-			"\n"
-			"  [3g.40gb    |2g.20|1g|..]   3g.40gb at 0, 2g.20gb at 4, 1g.10gb at 6\n"
-			"  [full                   ]   the whole GPU\n"
-			"  [.. .. .. .. .. .. .. ..]   empty\n"
-			"\n"
-			"FREE counts free memory slices (some may be unusable: see 'gpupool capacity').",
-		.max_args = 0, .options = list_options, .run = gpus_list,
+	    .name = "list",
+	    .usage = "[--node N] [--model M] [--cluster C] [--health H] [--limit N] [--cursor C]",
+	    .summary = "list GPUs with their layouts as slice bars",
+	    .help =
+		"List GPUs. LAYOUT draws each GPU's memory slices: an instance covers its\n"
+		"slices and shows its profile name (cut to fit), '.' is a free slice and\n"
+		"'|' an instance boundary; every bar has the same width, so an H100's 8\n"
+		"slices take 2 columns each:\n"
+		"\n"
+		"  [3g.40gb    |2g.20|1g|..]   3g.40gb at 0, 2g.20gb at 4, 1g.10gb at 6\n"
+		"  [full                   ]   the whole GPU\n"
+		"  [.. .. .. .. .. .. .. ..]   empty\n"
+		"\n"
+		"FREE counts free memory slices (some may be unusable: see 'gpupool capacity').",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = gpus_list,
 	},
 	{
-		.name = "get", .usage = "UUID",
-		.summary = "show one GPU, its slice bar and its instances",
-		.min_args = 1, .max_args = 1, .run = gpus_get,
+	    .name = "get",
+	    .usage = "UUID",
+	    .summary = "show one GPU, its slice bar and its instances",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = gpus_get,
 	},
 	{
-		.name = "create",
-		.usage = "NODE --index N --uuid U --model M [--mig] [--instance PROFILE@START ...]",
-		.summary = "register a GPU on a node by hand (operators)",
-		.min_args = 1, .max_args = 1, .options = create_options, .run = gpus_create,
+	    .name = "create",
+	    .usage = "NODE --index N --uuid U --model M [--mig] [--instance PROFILE@START ...]",
+	    .summary = "register a GPU on a node by hand (operators)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = create_options,
+	    .run = gpus_create,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_gpus_commands[] = {
 	{
-		.name = "gpus",
-		.summary = "list, show and register physical GPUs and their MIG layouts",
-		.subcommands = gpus_subcommands,
+	    .name = "gpus",
+	    .summary = "list, show and register physical GPUs and their MIG layouts",
+	    .subcommands = gpus_subcommands,
 	},
 	{ .name = NULL },
 };

@@ -53,9 +53,10 @@ nodes_decorate(struct json_object *node)
 
 	text[0] = '\0';
 	if (labels != NULL && json_object_is_type(labels, json_type_object)) {
-		json_object_object_foreach(labels, k, v) {
-			int n = snprintf(text + used, sizeof(text) - used, "%s%s=%s", used ? "," : "",
-					 k, json_object_get_string(v));
+		json_object_object_foreach(labels, k, v)
+		{
+			int n = snprintf(text + used, sizeof(text) - used, "%s%s=%s",
+			    used ? "," : "", k, json_object_get_string(v));
 
 			if (n < 0 || (size_t)n >= sizeof(text) - used) {
 				text[used] = '\0';
@@ -78,7 +79,8 @@ nodes_decorate(struct json_object *node)
 		int64_t b = json_object_get_int64(mem);
 
 		if (b % (1024LL * 1024 * 1024) == 0)
-			snprintf(num, sizeof(num), "%lldGi", (long long)(b / (1024LL * 1024 * 1024)));
+			snprintf(num, sizeof(num), "%lldGi",
+			    (long long)(b / (1024LL * 1024 * 1024)));
 		else
 			snprintf(num, sizeof(num), "%.1fGi", (double)b / (1024.0 * 1024 * 1024));
 		json_object_object_add(node, "memory_text", json_object_new_string(num));
@@ -88,7 +90,7 @@ nodes_decorate(struct json_object *node)
 /* Print a single object answer in the chosen format and free it. */
 static int
 nodes_print_one(struct cli *cli, struct gp_client_response *r, const struct output_column *cols,
-		bool node)
+    bool node)
 {
 	if (cli->output == CLI_OUTPUT_JSON) {
 		output_json(stdout, r->json);
@@ -103,7 +105,7 @@ nodes_print_one(struct cli *cli, struct gp_client_response *r, const struct outp
 
 static int
 nodes_print_list(struct cli *cli, const char *path, const struct cli_args *args,
-		 const struct output_column *cols, bool node)
+    const struct output_column *cols, bool node)
 {
 	struct json_object *doc, *items;
 	int rc;
@@ -115,7 +117,8 @@ nodes_print_list(struct cli *cli, const char *path, const struct cli_args *args,
 	if (cli->output == CLI_OUTPUT_JSON) {
 		output_json(stdout, doc);
 	} else {
-		for (size_t i = 0; node && items != NULL && i < json_object_array_length(items); i++) {
+		for (size_t i = 0; node && items != NULL && i < json_object_array_length(items);
+		     i++) {
 			struct json_object *it = json_object_array_get_idx(items, i);
 
 			if (it != NULL && json_object_is_type(it, json_type_object))
@@ -130,7 +133,7 @@ nodes_print_list(struct cli *cli, const char *path, const struct cli_args *args,
 /* "<base>/<name><suffix>" with the name escaped. */
 static int
 nodes_path(struct cli *cli, char *buf, size_t len, const char *base, const char *name,
-	   const char *suffix)
+    const char *suffix)
 {
 	char esc[1024];
 	int n;
@@ -220,8 +223,10 @@ nodes_check_label(struct cli *cli, const struct cli_command *cmd, const char *la
 	if (eq == NULL || eq == label)
 		return cli_usage_error(cli, cmd, "--label must be KEY=VALUE, not \"%s\"", label);
 	if (strchr(label, ',') != NULL)
-		return cli_usage_error(cli, cmd, "--label \"%s\": a label has no ','; repeat --label "
-				       "for several", label);
+		return cli_usage_error(cli, cmd,
+		    "--label \"%s\": a label has no ','; repeat --label "
+		    "for several",
+		    label);
 	return 0;
 }
 
@@ -236,8 +241,9 @@ nodes_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 	size_t used = 0;
 
 	if (status != NULL && !nodes_valid_status(status))
-		return cli_usage_error(cli, cmd, "--status must be ready, cordoned, draining, down "
-				       "or unknown");
+		return cli_usage_error(cli, cmd,
+		    "--status must be ready, cordoned, draining, down "
+		    "or unknown");
 	for (int i = 0; i < nlabels; i++) {
 		int n;
 
@@ -288,9 +294,11 @@ nodes_create(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 		return cli_usage_error(cli, cmd, "--cluster is required");
 	if (args->pos[0][0] == '\0')
 		return cli_usage_error(cli, cmd, "the node name is empty");
-	if (cpu != NULL && cli_parse_int64(cli, cmd, "cpu-millicores", cpu, 0, INT64_MAX, &cpu_v) != 0)
+	if (cpu != NULL &&
+	    cli_parse_int64(cli, cmd, "cpu-millicores", cpu, 0, INT64_MAX, &cpu_v) != 0)
 		return CLI_EXIT_USAGE;
-	if (mem != NULL && cli_parse_int64(cli, cmd, "memory-bytes", mem, 0, INT64_MAX, &mem_v) != 0)
+	if (mem != NULL &&
+	    cli_parse_int64(cli, cmd, "memory-bytes", mem, 0, INT64_MAX, &mem_v) != 0)
 		return CLI_EXIT_USAGE;
 	for (int i = 0; i < nlabels; i++) {
 		if (nodes_check_label(cli, cmd, labels[i]) != 0)
@@ -394,7 +402,8 @@ static const struct cli_option cluster_create_options[] = {
 
 static const struct cli_option node_list_options[] = {
 	{ "cluster", "C", "only nodes of this cluster", false },
-	{ "status", "S", "only nodes in this status: ready, cordoned, draining, down, unknown", false },
+	{ "status", "S", "only nodes in this status: ready, cordoned, draining, down, unknown",
+	    false },
 	{ "model", "M", "only nodes with GPUs of this catalog model (H100-80GB ...)", false },
 	{ "label", "K=V", "only nodes carrying this label; all given must match", true },
 	CLI_LIST_OPTIONS,
@@ -417,72 +426,101 @@ static const struct cli_option node_action_options[] = {
 
 static const struct cli_command clusters_subcommands[] = {
 	{
-		.name = "list", .usage = "[--limit N] [--cursor C]",
-		.summary = "list the clusters with their node and GPU counts",
-		.max_args = 0, .options = list_options, .run = clusters_list,
+	    .name = "list",
+	    .usage = "[--limit N] [--cursor C]",
+	    .summary = "list the clusters with their node and GPU counts",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = clusters_list,
 	},
 	{
-		.name = "get", .usage = "NAME",
-		.summary = "show one cluster",
-		.min_args = 1, .max_args = 1, .run = clusters_get,
+	    .name = "get",
+	    .usage = "NAME",
+	    .summary = "show one cluster",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = clusters_get,
 	},
 	{
-		.name = "create", .usage = "NAME --region R [--description D]",
-		.summary = "register a Kubernetes cluster (operators)",
-		.min_args = 1, .max_args = 1, .options = cluster_create_options,
-		.run = clusters_create,
+	    .name = "create",
+	    .usage = "NAME --region R [--description D]",
+	    .summary = "register a Kubernetes cluster (operators)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = cluster_create_options,
+	    .run = clusters_create,
 	},
 	{ .name = NULL },
 };
 
 static const struct cli_command nodes_subcommands[] = {
 	{
-		.name = "list",
-		.usage = "[--cluster C] [--status S] [--model M] [--label K=V ...] [--limit N] "
-			 "[--cursor C]",
-		.summary = "list GPU nodes, optionally filtered",
-		.max_args = 0, .options = node_list_options, .run = nodes_list,
+	    .name = "list",
+	    .usage = "[--cluster C] [--status S] [--model M] [--label K=V ...] [--limit N] "
+		     "[--cursor C]",
+	    .summary = "list GPU nodes, optionally filtered",
+	    .max_args = 0,
+	    .options = node_list_options,
+	    .run = nodes_list,
 	},
 	{
-		.name = "get", .usage = "NAME",
-		.summary = "show one node",
-		.min_args = 1, .max_args = 1, .run = nodes_get,
+	    .name = "get",
+	    .usage = "NAME",
+	    .summary = "show one node",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = nodes_get,
 	},
 	{
-		.name = "create",
-		.usage = "NAME --cluster C [--hostname H] [--cpu-millicores N] [--memory-bytes N] "
-			 "[--label K=V ...]",
-		.summary = "register a GPU node; it starts ready (operators)",
-		.min_args = 1, .max_args = 1, .options = node_create_options, .run = nodes_create,
+	    .name = "create",
+	    .usage = "NAME --cluster C [--hostname H] [--cpu-millicores N] [--memory-bytes N] "
+		     "[--label K=V ...]",
+	    .summary = "register a GPU node; it starts ready (operators)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = node_create_options,
+	    .run = nodes_create,
 	},
 	{
-		.name = "cordon", .usage = "NAME [--reason TEXT]",
-		.summary = "take a node out of placement; what runs there stays",
-		.min_args = 1, .max_args = 1, .options = node_action_options, .run = nodes_cordon,
+	    .name = "cordon",
+	    .usage = "NAME [--reason TEXT]",
+	    .summary = "take a node out of placement; what runs there stays",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = node_action_options,
+	    .run = nodes_cordon,
 	},
 	{
-		.name = "uncordon", .usage = "NAME [--reason TEXT]",
-		.summary = "make a cordoned or draining node ready for placement again",
-		.min_args = 1, .max_args = 1, .options = node_action_options, .run = nodes_uncordon,
+	    .name = "uncordon",
+	    .usage = "NAME [--reason TEXT]",
+	    .summary = "make a cordoned or draining node ready for placement again",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = node_action_options,
+	    .run = nodes_uncordon,
 	},
 	{
-		.name = "drain", .usage = "NAME [--reason TEXT]",
-		.summary = "take a node out of placement and mark its work for moving off",
-		.min_args = 1, .max_args = 1, .options = node_action_options, .run = nodes_drain,
+	    .name = "drain",
+	    .usage = "NAME [--reason TEXT]",
+	    .summary = "take a node out of placement and mark its work for moving off",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = node_action_options,
+	    .run = nodes_drain,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_nodes_commands[] = {
 	{
-		.name = "clusters",
-		.summary = "list, show and register Kubernetes clusters",
-		.subcommands = clusters_subcommands,
+	    .name = "clusters",
+	    .summary = "list, show and register Kubernetes clusters",
+	    .subcommands = clusters_subcommands,
 	},
 	{
-		.name = "nodes",
-		.summary = "list, show, register, cordon and drain GPU nodes",
-		.subcommands = nodes_subcommands,
+	    .name = "nodes",
+	    .summary = "list, show, register, cordon and drain GPU nodes",
+	    .subcommands = nodes_subcommands,
 	},
 	{ .name = NULL },
 };

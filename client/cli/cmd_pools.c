@@ -46,7 +46,7 @@ static const struct output_column quota_columns[] = {
 
 int
 pools_cli_items(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
-		int first, struct json_object **out)
+    int first, struct json_object **out)
 {
 	struct json_object *items = json_object_new_array();
 
@@ -66,7 +66,7 @@ pools_cli_items(struct cli *cli, const struct cli_command *cmd, const struct cli
 		if (spec_parse(args->pos[i], &s, "item", &err) != 0) {
 			json_object_put(items);
 			return cli_usage_error(cli, cmd, "item \"%s\": %s", args->pos[i],
-					       err.nfields > 0 ? err.fields[0].message : err.message);
+			    err.nfields > 0 ? err.fields[0].message : err.message);
 		}
 		o = json_object_new_object();
 		if (o == NULL || json_object_array_add(items, o) != 0) {
@@ -103,9 +103,8 @@ items_text_one(struct json_object *o, const char *key)
 			struct json_object *p = gp_client_json_get(it, "profile");
 			struct json_object *c = gp_client_json_get(it, "count");
 			int k = snprintf(buf + off, sizeof(buf) - off, "%s%s/%s=%d", i ? ", " : "",
-					 m ? json_object_get_string(m) : "?",
-					 p ? json_object_get_string(p) : "?",
-					 c ? json_object_get_int(c) : 0);
+			    m ? json_object_get_string(m) : "?",
+			    p ? json_object_get_string(p) : "?", c ? json_object_get_int(c) : 0);
 
 			if (k > 0)
 				off += (size_t)k;
@@ -132,7 +131,7 @@ pools_cli_items_text(struct json_object *rows, const char *key)
 
 int
 pools_cli_list(struct cli *cli, const char *path, const struct cli_args *args,
-	       const struct output_column *cols)
+    const struct output_column *cols)
 {
 	struct json_object *doc;
 	int rc = cli_list(cli, path, args, &doc);
@@ -235,7 +234,7 @@ quota_print(struct json_object *q)
 	if (items == NULL || !json_object_is_type(items, json_type_array)) {
 		pools_cli_items_text(q, "usage");
 		printf("no quota (no limit); in use: %s\n",
-		       json_object_get_string(gp_client_json_get(q, "usage_text")));
+		    json_object_get_string(gp_client_json_get(q, "usage_text")));
 		return;
 	}
 	rows = json_object_new_array();
@@ -249,14 +248,16 @@ quota_print(struct json_object *q)
 		for (size_t j = 0; usage != NULL && j < json_object_array_length(usage); j++) {
 			struct json_object *u = json_object_array_get_idx(usage, j);
 
-			if (strcmp(json_object_get_string(gp_client_json_get(u, "model")), m) == 0 &&
-			    strcmp(json_object_get_string(gp_client_json_get(u, "profile")), p) == 0)
+			if (strcmp(json_object_get_string(gp_client_json_get(u, "model")), m) ==
+				0 &&
+			    strcmp(json_object_get_string(gp_client_json_get(u, "profile")), p) ==
+				0)
 				used = json_object_get_int(gp_client_json_get(u, "count"));
 		}
 		json_object_object_add(row, "model", json_object_new_string(m));
 		json_object_object_add(row, "profile", json_object_new_string(p));
 		json_object_object_add(row, "count",
-				       json_object_get(gp_client_json_get(it, "count")));
+		    json_object_get(gp_client_json_get(it, "count")));
 		json_object_object_add(row, "used", json_object_new_int(used));
 		json_object_array_add(rows, row);
 	}
@@ -340,50 +341,65 @@ static const struct cli_option list_options[] = {
 
 static const struct cli_command pools_subcommands[] = {
 	{
-		.name = "list", .usage = "--project P [--status S] [--limit N] [--cursor C]",
-		.summary = "list a project's pools",
-		.max_args = 0, .options = list_options, .run = pools_list,
+	    .name = "list",
+	    .usage = "--project P [--status S] [--limit N] [--cursor C]",
+	    .summary = "list a project's pools",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = pools_list,
 	},
 	{
-		.name = "get", .usage = "ID",
-		.summary = "show a pool with its allocations",
-		.min_args = 1, .max_args = 1, .run = pools_get,
+	    .name = "get",
+	    .usage = "ID",
+	    .summary = "show a pool with its allocations",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = pools_get,
 	},
 	{ .name = NULL },
 };
 
 static const struct cli_command quota_subcommands[] = {
 	{
-		.name = "get", .usage = "PROJECT",
-		.summary = "show a project's quota and what it uses",
-		.min_args = 1, .max_args = 1, .run = quota_get,
+	    .name = "get",
+	    .usage = "PROJECT",
+	    .summary = "show a project's quota and what it uses",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = quota_get,
 	},
 	{
-		.name = "set", .usage = "PROJECT [MODEL/PROFILE=COUNT ...]",
-		.summary = "replace a project's quota (admin); no items allows nothing",
-		.help = "Replace the project's quota with the given maximums, such as\n"
-			"H100-80GB/3g.40gb=4 A100-40GB/full=2. Kinds not listed are limited to 0;\n"
-			"'gpupool quota delete' removes the limit. Requires the admin role.",
-		.min_args = 1, .max_args = CLI_MAX_POSITIONAL, .run = quota_set,
+	    .name = "set",
+	    .usage = "PROJECT [MODEL/PROFILE=COUNT ...]",
+	    .summary = "replace a project's quota (admin); no items allows nothing",
+	    .help = "Replace the project's quota with the given maximums, such as\n"
+		    "H100-80GB/3g.40gb=4 A100-40GB/full=2. Kinds not listed are limited to 0;\n"
+		    "'gpupool quota delete' removes the limit. Requires the admin role.",
+	    .min_args = 1,
+	    .max_args = CLI_MAX_POSITIONAL,
+	    .run = quota_set,
 	},
 	{
-		.name = "delete", .usage = "PROJECT",
-		.summary = "remove a project's quota (no limit; admin)",
-		.min_args = 1, .max_args = 1, .run = quota_delete,
+	    .name = "delete",
+	    .usage = "PROJECT",
+	    .summary = "remove a project's quota (no limit; admin)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = quota_delete,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_pools_commands[] = {
 	{
-		.name = "pools",
-		.summary = "list and show GPU pools",
-		.subcommands = pools_subcommands,
+	    .name = "pools",
+	    .summary = "list and show GPU pools",
+	    .subcommands = pools_subcommands,
 	},
 	{
-		.name = "quota",
-		.summary = "show and set project quotas",
-		.subcommands = quota_subcommands,
+	    .name = "quota",
+	    .summary = "show and set project quotas",
+	    .subcommands = quota_subcommands,
 	},
 	{ .name = NULL },
 };

@@ -18,7 +18,7 @@ extern const struct cli_command cmd_pools_commands[];
  * first malformed one. *out (owned by the caller) is NULL on failure.
  */
 int pools_cli_items(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
-		    int first, struct json_object **out);
+    int first, struct json_object **out);
 
 /*
  * Give every object of rows (an array, or one object) a string member
@@ -33,7 +33,7 @@ void pools_cli_items_text(struct json_object *rows, const char *key);
  * text in "items_text").
  */
 int pools_cli_list(struct cli *cli, const char *path, const struct cli_args *args,
-		   const struct output_column *cols);
+    const struct output_column *cols);
 
 /* Print the allocations array at key of obj as a table (or "none"). */
 void pools_cli_print_allocations(struct json_object *obj, const char *key);

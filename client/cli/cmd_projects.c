@@ -30,8 +30,7 @@ static const struct output_column member_columns[] = {
 
 /* Print a single object answer in the chosen format and free it. */
 static int
-projects_print_one(struct cli *cli, struct gp_client_response *r,
-		   const struct output_column *cols)
+projects_print_one(struct cli *cli, struct gp_client_response *r, const struct output_column *cols)
 {
 	if (cli->output == CLI_OUTPUT_JSON)
 		output_json(stdout, r->json);
@@ -43,7 +42,7 @@ projects_print_one(struct cli *cli, struct gp_client_response *r,
 
 static int
 projects_print_list(struct cli *cli, const char *path, const struct cli_args *args,
-		    const struct output_column *cols)
+    const struct output_column *cols)
 {
 	struct json_object *doc;
 	int rc;
@@ -154,7 +153,7 @@ static bool
 members_valid_role(const char *role)
 {
 	return strcmp(role, "owner") == 0 || strcmp(role, "member") == 0 ||
-	       strcmp(role, "viewer") == 0;
+	    strcmp(role, "viewer") == 0;
 }
 
 static int
@@ -231,52 +230,73 @@ static const struct cli_option role_options[] = {
 
 static const struct cli_command projects_subcommands[] = {
 	{
-		.name = "list", .usage = "[--limit N] [--cursor C]",
-		.summary = "list the projects you can see",
-		.max_args = 0, .options = list_options, .run = projects_list,
+	    .name = "list",
+	    .usage = "[--limit N] [--cursor C]",
+	    .summary = "list the projects you can see",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = projects_list,
 	},
 	{
-		.name = "get", .usage = "NAME",
-		.summary = "show one project",
-		.min_args = 1, .max_args = 1, .run = projects_get,
+	    .name = "get",
+	    .usage = "NAME",
+	    .summary = "show one project",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = projects_get,
 	},
 	{
-		.name = "create", .usage = "NAME --display-name X [--namespace NS ...]",
-		.summary = "create a project (you become its owner)",
-		.min_args = 1, .max_args = 1, .options = create_options, .run = projects_create,
+	    .name = "create",
+	    .usage = "NAME --display-name X [--namespace NS ...]",
+	    .summary = "create a project (you become its owner)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = create_options,
+	    .run = projects_create,
 	},
 	{ .name = NULL },
 };
 
 static const struct cli_command members_subcommands[] = {
 	{
-		.name = "add", .usage = "PROJECT USER --role owner|member|viewer",
-		.summary = "add a user to a project or change their role",
-		.min_args = 2, .max_args = 2, .options = role_options, .run = members_add,
+	    .name = "add",
+	    .usage = "PROJECT USER --role owner|member|viewer",
+	    .summary = "add a user to a project or change their role",
+	    .min_args = 2,
+	    .max_args = 2,
+	    .options = role_options,
+	    .run = members_add,
 	},
 	{
-		.name = "remove", .usage = "PROJECT USER",
-		.summary = "remove a user from a project",
-		.min_args = 2, .max_args = 2, .run = members_remove,
+	    .name = "remove",
+	    .usage = "PROJECT USER",
+	    .summary = "remove a user from a project",
+	    .min_args = 2,
+	    .max_args = 2,
+	    .run = members_remove,
 	},
 	{
-		.name = "list", .usage = "PROJECT [--limit N] [--cursor C]",
-		.summary = "list a project's members",
-		.min_args = 1, .max_args = 1, .options = list_options, .run = members_list,
+	    .name = "list",
+	    .usage = "PROJECT [--limit N] [--cursor C]",
+	    .summary = "list a project's members",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = list_options,
+	    .run = members_list,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_projects_commands[] = {
 	{
-		.name = "projects",
-		.summary = "list, show and create projects",
-		.subcommands = projects_subcommands,
+	    .name = "projects",
+	    .summary = "list, show and create projects",
+	    .subcommands = projects_subcommands,
 	},
 	{
-		.name = "members",
-		.summary = "manage who belongs to a project",
-		.subcommands = members_subcommands,
+	    .name = "members",
+	    .summary = "manage who belongs to a project",
+	    .subcommands = members_subcommands,
 	},
 	{ .name = NULL },
 };

@@ -59,7 +59,7 @@ request_print(struct cli *cli, struct json_object *r)
 /* POST /v1/projects/P/pool-requests for action with the positional items. */
 static int
 request_submit(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
-	       const char *action)
+    const char *action)
 {
 	const char *project = cli_opt(args, "project");
 	const char *pool = cli_opt(args, "pool");
@@ -77,7 +77,8 @@ request_submit(struct cli *cli, const struct cli_command *cmd, const struct cli_
 			return cli_usage_error(cli, cmd, "a release names no items");
 	} else {
 		if (args->npos == 0)
-			return cli_usage_error(cli, cmd, "give at least one MODEL/PROFILE=COUNT item");
+			return cli_usage_error(cli, cmd,
+			    "give at least one MODEL/PROFILE=COUNT item");
 		rc = pools_cli_items(cli, cmd, args, 0, &items);
 		if (rc != CLI_EXIT_OK)
 			return rc;
@@ -138,7 +139,7 @@ request_release(struct cli *cli, const struct cli_command *cmd, const struct cli
 /* POST /v1/pool-requests/ID/<what> with body. */
 static int
 request_decide(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
-	       const char *what, struct json_object *body)
+    const char *what, struct json_object *body)
 {
 	struct gp_client_response r;
 	char esc[64], path[REQUESTS_PATH_MAX];
@@ -220,7 +221,7 @@ requests_list(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 		snprintf(b, sizeof(b), "project=%s", esc);
 	}
 	snprintf(path, sizeof(path), "/v1/pool-requests%s%s%s%s", a[0] || b[0] ? "?" : "", a,
-		 a[0] && b[0] ? "&" : "", b);
+	    a[0] && b[0] ? "&" : "", b);
 	return pools_cli_list(cli, path, args, request_columns);
 }
 
@@ -270,71 +271,99 @@ static const struct cli_option list_options[] = {
 
 static const struct cli_command request_subcommands[] = {
 	{
-		.name = "create",
-		.usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--ends-at TIME]",
-		.summary = "ask for a new pool",
-		.help = "Ask for a new pool holding the items, such as H100-80GB/3g.40gb=2\n"
-			"H100-80GB/1g.10gb=1 (profile 'full' for whole GPUs). The request waits\n"
-			"for an operator's approval; with --ends-at the pool is released then.",
-		.max_args = CLI_MAX_POSITIONAL, .options = submit_options, .run = request_create,
+	    .name = "create",
+	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--ends-at TIME]",
+	    .summary = "ask for a new pool",
+	    .help = "Ask for a new pool holding the items, such as H100-80GB/3g.40gb=2\n"
+		    "H100-80GB/1g.10gb=1 (profile 'full' for whole GPUs). The request waits\n"
+		    "for an operator's approval; with --ends-at the pool is released then.",
+	    .max_args = CLI_MAX_POSITIONAL,
+	    .options = submit_options,
+	    .run = request_create,
 	},
 	{
-		.name = "expand", .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ...",
-		.summary = "ask for more in a pool (the items are what to add)",
-		.max_args = CLI_MAX_POSITIONAL, .options = submit_options, .run = request_expand,
+	    .name = "expand",
+	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ...",
+	    .summary = "ask for more in a pool (the items are what to add)",
+	    .max_args = CLI_MAX_POSITIONAL,
+	    .options = submit_options,
+	    .run = request_expand,
 	},
 	{
-		.name = "shrink", .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ...",
-		.summary = "give back part of a pool (the items are what to remove)",
-		.max_args = CLI_MAX_POSITIONAL, .options = submit_options, .run = request_shrink,
+	    .name = "shrink",
+	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ...",
+	    .summary = "give back part of a pool (the items are what to remove)",
+	    .max_args = CLI_MAX_POSITIONAL,
+	    .options = submit_options,
+	    .run = request_shrink,
 	},
 	{
-		.name = "release", .usage = "--project P --pool NAME",
-		.summary = "give back a whole pool",
-		.max_args = 0, .options = submit_options, .run = request_release,
+	    .name = "release",
+	    .usage = "--project P --pool NAME",
+	    .summary = "give back a whole pool",
+	    .max_args = 0,
+	    .options = submit_options,
+	    .run = request_release,
 	},
 	{
-		.name = "approve", .usage = "ID [--note TEXT]",
-		.summary = "approve a pending request and print the placements (operator)",
-		.min_args = 1, .max_args = 1, .options = approve_options, .run = request_approve,
+	    .name = "approve",
+	    .usage = "ID [--note TEXT]",
+	    .summary = "approve a pending request and print the placements (operator)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = approve_options,
+	    .run = request_approve,
 	},
 	{
-		.name = "reject", .usage = "ID --reason TEXT",
-		.summary = "reject a pending request (operator)",
-		.min_args = 1, .max_args = 1, .options = reject_options, .run = request_reject,
+	    .name = "reject",
+	    .usage = "ID --reason TEXT",
+	    .summary = "reject a pending request (operator)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = reject_options,
+	    .run = request_reject,
 	},
 	{
-		.name = "cancel", .usage = "ID",
-		.summary = "withdraw a pending request (its requester or a project owner)",
-		.min_args = 1, .max_args = 1, .run = request_cancel,
+	    .name = "cancel",
+	    .usage = "ID",
+	    .summary = "withdraw a pending request (its requester or a project owner)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = request_cancel,
 	},
 	{ .name = NULL },
 };
 
 static const struct cli_command requests_subcommands[] = {
 	{
-		.name = "list", .usage = "[--state S] [--project P] [--limit N] [--cursor C]",
-		.summary = "list the pool requests you can see",
-		.max_args = 0, .options = list_options, .run = requests_list,
+	    .name = "list",
+	    .usage = "[--state S] [--project P] [--limit N] [--cursor C]",
+	    .summary = "list the pool requests you can see",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = requests_list,
 	},
 	{
-		.name = "get", .usage = "ID",
-		.summary = "show a request with its history",
-		.min_args = 1, .max_args = 1, .run = requests_get,
+	    .name = "get",
+	    .usage = "ID",
+	    .summary = "show a request with its history",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = requests_get,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_requests_commands[] = {
 	{
-		.name = "request",
-		.summary = "submit and decide pool requests",
-		.subcommands = request_subcommands,
+	    .name = "request",
+	    .summary = "submit and decide pool requests",
+	    .subcommands = request_subcommands,
 	},
 	{
-		.name = "requests",
-		.summary = "list and show pool requests",
-		.subcommands = requests_subcommands,
+	    .name = "requests",
+	    .summary = "list and show pool requests",
+	    .subcommands = requests_subcommands,
 	},
 	{ .name = NULL },
 };

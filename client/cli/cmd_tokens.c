@@ -39,8 +39,9 @@ tokens_create(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 	if (args->pos[0][0] == '\0')
 		return cli_usage_error(cli, cmd, "the token name is empty");
 	if (expires != NULL && time_parse_rfc3339(expires, &us) != 0)
-		return cli_usage_error(cli, cmd, "--expires-at must be an RFC 3339 time "
-				       "such as 2030-01-31T00:00:00Z");
+		return cli_usage_error(cli, cmd,
+		    "--expires-at must be an RFC 3339 time "
+		    "such as 2030-01-31T00:00:00Z");
 	body = json_object_new_object();
 	if (body == NULL)
 		return cli_fail(cli, "out of memory");
@@ -113,28 +114,38 @@ static const struct cli_option list_options[] = {
 
 static const struct cli_command tokens_subcommands[] = {
 	{
-		.name = "create", .usage = "NAME [--expires-at RFC3339]",
-		.summary = "create an API token (the secret is shown once)",
-		.min_args = 1, .max_args = 1, .options = create_options, .run = tokens_create,
+	    .name = "create",
+	    .usage = "NAME [--expires-at RFC3339]",
+	    .summary = "create an API token (the secret is shown once)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = create_options,
+	    .run = tokens_create,
 	},
 	{
-		.name = "list", .usage = "[--limit N] [--cursor C]",
-		.summary = "list your API tokens",
-		.max_args = 0, .options = list_options, .run = tokens_list,
+	    .name = "list",
+	    .usage = "[--limit N] [--cursor C]",
+	    .summary = "list your API tokens",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = tokens_list,
 	},
 	{
-		.name = "revoke", .usage = "ID",
-		.summary = "revoke an API token",
-		.min_args = 1, .max_args = 1, .run = tokens_revoke,
+	    .name = "revoke",
+	    .usage = "ID",
+	    .summary = "revoke an API token",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = tokens_revoke,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_tokens_commands[] = {
 	{
-		.name = "tokens",
-		.summary = "manage your API tokens",
-		.subcommands = tokens_subcommands,
+	    .name = "tokens",
+	    .summary = "manage your API tokens",
+	    .subcommands = tokens_subcommands,
 	},
 	{ .name = NULL },
 };

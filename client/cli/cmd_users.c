@@ -24,7 +24,7 @@ static bool
 users_valid_role(const char *role)
 {
 	return strcmp(role, "admin") == 0 || strcmp(role, "operator") == 0 ||
-	       strcmp(role, "billing") == 0 || strcmp(role, "none") == 0;
+	    strcmp(role, "billing") == 0 || strcmp(role, "none") == 0;
 }
 
 static int
@@ -42,8 +42,8 @@ users_create(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 		return cli_usage_error(cli, cmd, "--role must be admin, operator, billing or none");
 	if (args->pos[0][0] == '\0')
 		return cli_usage_error(cli, cmd, "the username is empty");
-	if (prompt_read("new user's password: ", true, password, sizeof(password),
-			errbuf, sizeof(errbuf)) != 0)
+	if (prompt_read("new user's password: ", true, password, sizeof(password), errbuf,
+		sizeof(errbuf)) != 0)
 		return cli_fail(cli, "could not read the password: %s", errbuf);
 	body = json_object_new_object();
 	if (body == NULL) {
@@ -97,25 +97,32 @@ static const struct cli_option list_options[] = {
 
 static const struct cli_command users_subcommands[] = {
 	{
-		.name = "create", .usage = "USER --role R",
-		.summary = "create a user (password read from stdin)",
-		.help = "Create a user with a global role. The password is read as one line\n"
-			"from stdin, or prompted for without echo on a terminal.",
-		.min_args = 1, .max_args = 1, .options = create_options, .run = users_create,
+	    .name = "create",
+	    .usage = "USER --role R",
+	    .summary = "create a user (password read from stdin)",
+	    .help = "Create a user with a global role. The password is read as one line\n"
+		    "from stdin, or prompted for without echo on a terminal.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = create_options,
+	    .run = users_create,
 	},
 	{
-		.name = "list", .usage = "[--limit N] [--cursor C]",
-		.summary = "list users",
-		.max_args = 0, .options = list_options, .run = users_list,
+	    .name = "list",
+	    .usage = "[--limit N] [--cursor C]",
+	    .summary = "list users",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = users_list,
 	},
 	{ .name = NULL },
 };
 
 const struct cli_command cmd_users_commands[] = {
 	{
-		.name = "users",
-		.summary = "manage users (administrators)",
-		.subcommands = users_subcommands,
+	    .name = "users",
+	    .summary = "manage users (administrators)",
+	    .subcommands = users_subcommands,
 	},
 	{ .name = NULL },
 };

@@ -30,8 +30,9 @@ config_resolve_path(struct config *cfg, char *errbuf, size_t errlen)
 			home = pw != NULL ? pw->pw_dir : NULL;
 		}
 		if (home == NULL || home[0] == '\0') {
-			snprintf(errbuf, errlen, "could not find the config directory: neither "
-				 "XDG_CONFIG_HOME nor HOME is set");
+			snprintf(errbuf, errlen,
+			    "could not find the config directory: neither "
+			    "XDG_CONFIG_HOME nor HOME is set");
 			return -1;
 		}
 		n = snprintf(cfg->path, sizeof(cfg->path), "%s/.config/gpupool/config", home);
@@ -93,8 +94,7 @@ config_trim(const char *s, size_t *len)
 }
 
 static int
-config_parse_line(struct config *cfg, const char *line, size_t lineno,
-		  char *errbuf, size_t errlen)
+config_parse_line(struct config *cfg, const char *line, size_t lineno, char *errbuf, size_t errlen)
 {
 	size_t len = strlen(line), klen, vlen;
 	const char *t, *eq, *k, *v;
@@ -279,7 +279,7 @@ config_save(const struct config *cfg, char *errbuf, size_t errlen)
 
 		if (l->key != NULL)
 			ok = config_write_all(fd, l->key) && config_write_all(fd, " = ") &&
-			     config_write_all(fd, l->value) && config_write_all(fd, "\n");
+			    config_write_all(fd, l->value) && config_write_all(fd, "\n");
 		else
 			ok = config_write_all(fd, l->value) && config_write_all(fd, "\n");
 	}

@@ -56,15 +56,15 @@ main_help(FILE *out)
 {
 	cli_print_table_help(commands, "gpupool", out == stderr);
 	fprintf(out,
-		"\nglobal options (anywhere on the command line):\n"
-		"  -o, --output table|json   output format (default table)\n"
-		"  --server URL              the gpupool server, e.g. http://127.0.0.1:8080\n"
-		"  -h, --help                this help; after a command, that command's help\n"
-		"  --version                 print the version\n"
-		"\nenvironment: GPUPOOL_SERVER, GPUPOOL_TOKEN override the config file\n"
-		"config file: $XDG_CONFIG_HOME/gpupool/config or ~/.config/gpupool/config\n"
-		"exit status: 0 success, 1 the server or the network failed, 2 usage error\n"
-		"             (capacity simulate: 3 when the items do not fit)\n");
+	    "\nglobal options (anywhere on the command line):\n"
+	    "  -o, --output table|json   output format (default table)\n"
+	    "  --server URL              the gpupool server, e.g. http://127.0.0.1:8080\n"
+	    "  -h, --help                this help; after a command, that command's help\n"
+	    "  --version                 print the version\n"
+	    "\nenvironment: GPUPOOL_SERVER, GPUPOOL_TOKEN override the config file\n"
+	    "config file: $XDG_CONFIG_HOME/gpupool/config or ~/.config/gpupool/config\n"
+	    "exit status: 0 success, 1 the server or the network failed, 2 usage error\n"
+	    "             (capacity simulate: 3 when the items do not fit)\n");
 }
 
 static int
@@ -75,7 +75,8 @@ main_set_output(struct cli *cli, const char *v)
 	else if (strcmp(v, "json") == 0)
 		cli->output = CLI_OUTPUT_JSON;
 	else {
-		fprintf(stderr, "gpupool: unknown output format \"%s\" (expected table or json)\n", v);
+		fprintf(stderr, "gpupool: unknown output format \"%s\" (expected table or json)\n",
+		    v);
 		return -1;
 	}
 	return 0;
@@ -87,8 +88,7 @@ main_set_output(struct cli *cli, const char *v)
  * version, usage error) with the exit status in *status.
  */
 static int
-main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nrest,
-		   int *status)
+main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nrest, int *status)
 {
 	bool have_command = false, dashdash = false;
 
@@ -107,7 +107,8 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 			rest[(*nrest)++] = argv[i];
 			continue;
 		}
-		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--server") == 0) {
+		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
+		    strcmp(a, "--server") == 0) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "gpupool: option %s needs a value\n", a);
 				return -1;

@@ -17,16 +17,18 @@
 void
 output_json(FILE *out, struct json_object *obj)
 {
-	fputs(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY |
-		JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE), out);
+	fputs(json_object_to_json_string_ext(obj,
+		  JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+		      JSON_C_TO_STRING_NOSLASHESCAPE),
+	    out);
 	fputc('\n', out);
 }
 
 static bool
 output_is_scalar(struct json_object *v)
 {
-	return v == NULL || (!json_object_is_type(v, json_type_object) &&
-			     !json_object_is_type(v, json_type_array));
+	return v == NULL ||
+	    (!json_object_is_type(v, json_type_object) && !json_object_is_type(v, json_type_array));
 }
 
 /* The elements of an array of scalars joined by commas (malloc'd); NULL otherwise. */
@@ -75,11 +77,12 @@ output_cell(struct json_object *v)
 			text = "-";
 	} else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) == 0) {
 		text = "-";
-	} else if (json_object_is_type(v, json_type_array) || json_object_is_type(v, json_type_object)) {
+	} else if (json_object_is_type(v, json_type_array) ||
+	    json_object_is_type(v, json_type_object)) {
 		if (json_object_is_type(v, json_type_array))
 			d = output_join(v);
-		text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
-						      JSON_C_TO_STRING_NOSLASHESCAPE);
+		text = json_object_to_json_string_ext(v,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	} else {
 		text = json_object_get_string(v);
 	}

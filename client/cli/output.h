@@ -12,8 +12,8 @@
 #include <stdio.h>
 
 struct output_column {
-	const char *header;     /* "DISPLAY NAME" */
-	const char *path;       /* "display_name" */
+	const char *header; /* "DISPLAY NAME" */
+	const char *path;   /* "display_name" */
 };
 
 /* Pretty-print obj (2-space indent) and a newline to out. */

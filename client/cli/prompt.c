@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 int
-prompt_read(const char *prompt, bool secret, char *buf, size_t len,
-	    char *errbuf, size_t errlen)
+prompt_read(const char *prompt, bool secret, char *buf, size_t len, char *errbuf, size_t errlen)
 {
 	struct termios saved, quiet;
 	bool tty = isatty(STDIN_FILENO) == 1, restored = true;
@@ -35,8 +34,9 @@ prompt_read(const char *prompt, bool secret, char *buf, size_t len,
 		}
 	}
 	if (fgets(buf, (int)len, stdin) == NULL) {
-		snprintf(errbuf, errlen, "%s", ferror(stdin) ? "could not read from stdin" :
-			 "no input: expected one line on stdin");
+		snprintf(errbuf, errlen, "%s",
+		    ferror(stdin) ? "could not read from stdin"
+				  : "no input: expected one line on stdin");
 		buf[0] = '\0';
 		goto fail;
 	}

@@ -16,7 +16,7 @@
  * on a terminal. Returns -1 with errbuf set on end of input, an empty
  * line, a line that does not fit, or a read error. The caller wipes buf.
  */
-int prompt_read(const char *prompt, bool secret, char *buf, size_t len,
-		char *errbuf, size_t errlen) __attribute__((warn_unused_result));
+int prompt_read(const char *prompt, bool secret, char *buf, size_t len, char *errbuf, size_t errlen)
+    __attribute__((warn_unused_result));
 
 #endif

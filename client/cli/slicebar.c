@@ -33,8 +33,7 @@ slicebar_label(char *p, int width, const char *name)
 }
 
 int
-slicebar_render(int slices, const struct slicebar_instance *inst, int n, char *buf,
-		size_t len)
+slicebar_render(int slices, const struct slicebar_instance *inst, int n, char *buf, size_t len)
 {
 	int owner[SLICEBAR_SLICES_MAX];
 	int cell, used = 0;

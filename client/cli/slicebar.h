@@ -26,9 +26,9 @@
 #define SLICEBAR_LEN (SLICEBAR_INNER + 3)
 
 struct slicebar_instance {
-	const char *profile;    /* "3g.40gb", "full"; NULL draws an unnamed instance */
-	int start;              /* first memory slice */
-	int size;               /* memory slices held */
+	const char *profile; /* "3g.40gb", "full"; NULL draws an unnamed instance */
+	int start;           /* first memory slice */
+	int size;            /* memory slices held */
 };
 
 /*
@@ -41,7 +41,7 @@ struct slicebar_instance {
  * SLICEBAR_LEN; buf (when len > 0) then holds "?" or as much of it as
  * fits.
  */
-int slicebar_render(int slices, const struct slicebar_instance *inst, int n, char *buf,
-		    size_t len) __attribute__((warn_unused_result));
+int slicebar_render(int slices, const struct slicebar_instance *inst, int n, char *buf, size_t len)
+    __attribute__((warn_unused_result));
 
 #endif

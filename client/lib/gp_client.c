@@ -280,11 +280,13 @@ client_header_cb(char *data, size_t size, size_t nmemb, void *userdata)
 	colon++;
 #define HEADER_IS(name) (namelen == sizeof(name) - 1 && strncasecmp(data, name, namelen) == 0)
 	if (HEADER_IS("Content-Type"))
-		client_header_copy(out->content_type, sizeof(out->content_type), colon, n - namelen - 1);
+		client_header_copy(out->content_type, sizeof(out->content_type), colon,
+		    n - namelen - 1);
 	else if (HEADER_IS("ETag"))
 		client_header_copy(out->etag, sizeof(out->etag), colon, n - namelen - 1);
 	else if (HEADER_IS("X-Request-Id"))
-		client_header_copy(out->request_id, sizeof(out->request_id), colon, n - namelen - 1);
+		client_header_copy(out->request_id, sizeof(out->request_id), colon,
+		    n - namelen - 1);
 	else if (HEADER_IS("Location"))
 		client_header_copy(out->location, sizeof(out->location), colon, n - namelen - 1);
 	else if (HEADER_IS("Retry-After")) {
@@ -317,7 +319,8 @@ client_parse_json(struct gp_client_response *out)
 	struct json_object *obj;
 	size_t end;
 
-	if (out->body_len == 0 || out->body_len > INT32_MAX || !client_is_json_type(out->content_type))
+	if (out->body_len == 0 || out->body_len > INT32_MAX ||
+	    !client_is_json_type(out->content_type))
 		return;
 	tok = json_tokener_new_ex(CLIENT_JSON_DEPTH);
 	if (tok == NULL)
@@ -366,9 +369,8 @@ client_slist_add(struct curl_slist *list, const char *line, bool *failed)
 
 /* One attempt: 0 when a response arrived, -1 with out->error set. */
 static int
-client_perform(struct gp_client *c, const char *method, const char *path,
-	       const char *body, size_t body_len, const char *const *extra_headers,
-	       struct gp_client_response *out)
+client_perform(struct gp_client *c, const char *method, const char *path, const char *body,
+    size_t body_len, const char *const *extra_headers, struct gp_client_response *out)
 {
 	struct client_sink sink = { .out = out, .cap = 0, .max = c->max_body, .too_large = false };
 	struct curl_slist *headers = NULL;
@@ -410,23 +412,24 @@ client_perform(struct gp_client *c, const char *method, const char *path,
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	} else {
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-		if (body != NULL || strcmp(method, "POST") == 0 ||
-		    strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0) {
+		if (body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+		    strcmp(method, "PATCH") == 0) {
 			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body != NULL ? body : "");
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-					 (curl_off_t)(body != NULL ? body_len : 0));
+			    (curl_off_t)(body != NULL ? body_len : 0));
 		}
 	}
 
 	headers = client_slist_add(headers, "Expect:", &failed);
 	if (!client_has_header(extra_headers, "Content-Type"))
-		headers = client_slist_add(headers, body != NULL ?
-					   "Content-Type: application/json" : "Content-Type:", &failed);
+		headers = client_slist_add(headers,
+		    body != NULL ? "Content-Type: application/json" : "Content-Type:", &failed);
 	if (c->token != NULL && !client_has_header(extra_headers, "Authorization")) {
 		size_t alen = strlen(c->token) + sizeof("Authorization: Bearer ");
 
 		auth = malloc(alen);
-		if (auth == NULL || snprintf(auth, alen, "Authorization: Bearer %s", c->token) >= (int)alen)
+		if (auth == NULL ||
+		    snprintf(auth, alen, "Authorization: Bearer %s", c->token) >= (int)alen)
 			failed = true;
 		else
 			headers = client_slist_add(headers, auth, &failed);
@@ -442,10 +445,11 @@ client_perform(struct gp_client *c, const char *method, const char *path,
 	rc = curl_easy_perform(h);
 	if (rc != CURLE_OK) {
 		if (sink.too_large)
-			client_set_error(out, "the response body is larger than %zu bytes", c->max_body);
+			client_set_error(out, "the response body is larger than %zu bytes",
+			    c->max_body);
 		else
 			client_set_error(out, "could not %s %s: %s", method, url,
-				 errbuf[0] ? errbuf : curl_easy_strerror(rc));
+			    errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		goto fail;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
@@ -513,9 +517,8 @@ client_backoff_ms(int attempt, int retry_after)
 }
 
 int
-gp_client_request(struct gp_client *c, const char *method, const char *path,
-		  const char *body, size_t body_len, const char *const *extra_headers,
-		  struct gp_client_response *out)
+gp_client_request(struct gp_client *c, const char *method, const char *path, const char *body,
+    size_t body_len, const char *const *extra_headers, struct gp_client_response *out)
 {
 	bool retryable;
 	int rc;
@@ -532,8 +535,8 @@ gp_client_request(struct gp_client *c, const char *method, const char *path,
 		rc = client_perform(c, method, path, body, body_len, extra_headers, out);
 		if (!retryable || attempt >= c->retries)
 			break;
-		if (rc == 0 && out->status != 429 && out->status != 502 &&
-		    out->status != 503 && out->status != 504)
+		if (rc == 0 && out->status != 429 && out->status != 502 && out->status != 503 &&
+		    out->status != 504)
 			break;
 		wait_after = rc == 0 ? out->retry_after : -1;
 		gp_client_response_free(out);
@@ -556,8 +559,7 @@ gp_client_delete(struct gp_client *c, const char *path, struct gp_client_respons
 
 int
 gp_client_send_json(struct gp_client *c, const char *method, const char *path,
-		    struct json_object *body, const char *idempotency_key,
-		    struct gp_client_response *out)
+    struct json_object *body, const char *idempotency_key, struct gp_client_response *out)
 {
 	const char *headers[2] = { NULL, NULL };
 	char keyhdr[192];
@@ -576,7 +578,7 @@ gp_client_send_json(struct gp_client *c, const char *method, const char *path,
 	}
 	if (body != NULL)
 		text = json_object_to_json_string_length(body,
-			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
 	return gp_client_request(c, method, path, text, len, headers, out);
 }
 
@@ -616,7 +618,7 @@ gp_client_error_from_response(const struct gp_client_response *r, struct gp_erro
 		gp_error_set(err, (int)r->status, code ? code : "unknown", "%s", detail);
 	else
 		gp_error_set(err, (int)r->status, code ? code : "http_error",
-			     "the server answered HTTP %ld", r->status);
+		    "the server answered HTTP %ld", r->status);
 	if (r->json != NULL && json_object_object_get_ex(r->json, "errors", &errors) &&
 	    json_object_is_type(errors, json_type_array)) {
 		size_t n = json_object_array_length(errors);

@@ -24,17 +24,17 @@
 struct gp_client;
 
 struct gp_client_response {
-	long status;                    /* HTTP status, 0 when none arrived */
-	char content_type[128];         /* "" when absent */
+	long status;            /* HTTP status, 0 when none arrived */
+	char content_type[128]; /* "" when absent */
 	char etag[128];
-	char request_id[128];           /* X-Request-Id */
+	char request_id[128]; /* X-Request-Id */
 	char location[512];
-	int retry_after;                /* seconds from Retry-After, -1 when absent */
-	char *body;                     /* NUL-terminated, malloc'd, may be empty */
+	int retry_after; /* seconds from Retry-After, -1 when absent */
+	char *body;      /* NUL-terminated, malloc'd, may be empty */
 	size_t body_len;
-	struct json_object *json;       /* parsed body, NULL when not JSON */
-	bool connection_reused;         /* sent on a kept-alive connection */
-	char error[256];                /* transport error when the call returned -1 */
+	struct json_object *json; /* parsed body, NULL when not JSON */
+	bool connection_reused;   /* sent on a kept-alive connection */
+	char error[256];          /* transport error when the call returned -1 */
 };
 
 /*
@@ -49,8 +49,7 @@ struct gp_client *gp_client_create(const char *base_url, const char *token);
 void gp_client_destroy(struct gp_client *c);
 
 /* Replace the bearer token (NULL clears it); the string is copied. */
-int gp_client_set_token(struct gp_client *c, const char *token)
-	__attribute__((warn_unused_result));
+int gp_client_set_token(struct gp_client *c, const char *token) __attribute__((warn_unused_result));
 
 /* The base URL without a trailing slash. */
 const char *gp_client_base_url(const struct gp_client *c);
@@ -84,24 +83,20 @@ void gp_client_set_retries(struct gp_client *c, int n);
  * gp_client_response_free(), whatever the result. Returns 0 when an
  * HTTP response arrived (any status), -1 with out->error set otherwise.
  */
-int gp_client_request(struct gp_client *c, const char *method, const char *path,
-		      const char *body, size_t body_len,
-		      const char *const *extra_headers,
-		      struct gp_client_response *out)
-	__attribute__((warn_unused_result));
+int gp_client_request(struct gp_client *c, const char *method, const char *path, const char *body,
+    size_t body_len, const char *const *extra_headers, struct gp_client_response *out)
+    __attribute__((warn_unused_result));
 
 /* Free the body and the JSON tree and reset out. */
 void gp_client_response_free(struct gp_client_response *out);
 
 /* GET path. */
-int gp_client_get(struct gp_client *c, const char *path,
-		  struct gp_client_response *out)
-	__attribute__((warn_unused_result));
+int gp_client_get(struct gp_client *c, const char *path, struct gp_client_response *out)
+    __attribute__((warn_unused_result));
 
 /* DELETE path without a body. */
-int gp_client_delete(struct gp_client *c, const char *path,
-		     struct gp_client_response *out)
-	__attribute__((warn_unused_result));
+int gp_client_delete(struct gp_client *c, const char *path, struct gp_client_response *out)
+    __attribute__((warn_unused_result));
 
 /*
  * Send body (a JSON value, serialized compactly; NULL sends no body)
@@ -109,9 +104,8 @@ int gp_client_delete(struct gp_client *c, const char *path,
  * Idempotency-Key header. The caller keeps ownership of body.
  */
 int gp_client_send_json(struct gp_client *c, const char *method, const char *path,
-			struct json_object *body, const char *idempotency_key,
-			struct gp_client_response *out)
-	__attribute__((warn_unused_result));
+    struct json_object *body, const char *idempotency_key, struct gp_client_response *out)
+    __attribute__((warn_unused_result));
 
 /* True for a 2xx status. */
 bool gp_client_ok(const struct gp_client_response *r);
@@ -122,8 +116,7 @@ bool gp_client_ok(const struct gp_client_response *r);
  * problem, otherwise the status and a generic message, or the transport
  * error when no response arrived (status 0, code "transport").
  */
-void gp_client_error_from_response(const struct gp_client_response *r,
-				   struct gp_error *err);
+void gp_client_error_from_response(const struct gp_client_response *r, struct gp_error *err);
 
 /*
  * The value at a dotted path below obj: "items[0].name", "projects",
@@ -136,14 +129,12 @@ struct json_object *gp_client_json_get(struct json_object *obj, const char *path
  * Percent-encode s for one path segment or query value into out
  * (unreserved characters pass through). Returns -1 when out is too small.
  */
-int gp_client_escape(const char *s, char *out, size_t outlen)
-	__attribute__((warn_unused_result));
+int gp_client_escape(const char *s, char *out, size_t outlen) __attribute__((warn_unused_result));
 
 /*
  * A random idempotency key (32 hex digits) into out (at least 33
  * bytes). Returns -1 when the system has no randomness to give.
  */
-int gp_client_random_key(char *out, size_t outlen)
-	__attribute__((warn_unused_result));
+int gp_client_random_key(char *out, size_t outlen) __attribute__((warn_unused_result));
 
 #endif

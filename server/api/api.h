@@ -19,38 +19,37 @@ struct catalog;
 
 /* Server-wide, read-only after start-up; request->ctx points here. */
 struct app {
-	int schema_version;             /* what this binary expects */
-	int session_ttl_s;              /* login token lifetime */
-	int login_max_user_failures;    /* per user name, per window */
-	int login_max_ip_failures;      /* per client address, per window */
+	int schema_version;          /* what this binary expects */
+	int session_ttl_s;           /* login token lifetime */
+	int login_max_user_failures; /* per user name, per window */
+	int login_max_ip_failures;   /* per client address, per window */
 	int login_window_s;
-	const char *openapi;            /* the contract, embedded */
+	const char *openapi; /* the contract, embedded */
 	size_t openapi_len;
 	const struct catalog *catalog;
-	int request_ttl_s;              /* a pending pool request expires after this */
-	int approval_workers;           /* threads per group-commit queue */
-	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */
+	int request_ttl_s;      /* a pending pool request expires after this */
+	int approval_workers;   /* threads per group-commit queue */
+	bool metrics_protected; /* /metrics wants the bearer whose digest follows */
 	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
-	struct batch_queue *approvals;  /* group commit of approvals (pool_requests.c) */
-	struct batch_queue *submits;    /* group commit of pool-request submissions */
+	struct batch_queue *approvals; /* group commit of approvals (pool_requests.c) */
+	struct batch_queue *submits;   /* group commit of pool-request submissions */
 };
 
-typedef int (*route_handler_fn)(struct request *req, struct response *res,
-				struct gp_error *err);
+typedef int (*route_handler_fn)(struct request *req, struct response *res, struct gp_error *err);
 
 /* Who may call a route (bits); per-object checks happen in the handler. */
 enum {
-	ALLOW_PUBLIC = 1 << 0,          /* no token needed */
-	ALLOW_USER = 1 << 1,            /* any authenticated user */
+	ALLOW_PUBLIC = 1 << 0, /* no token needed */
+	ALLOW_USER = 1 << 1,   /* any authenticated user */
 	ALLOW_ADMIN = 1 << 2,
 	ALLOW_OPERATOR = 1 << 3,
 	ALLOW_BILLING = 1 << 4,
-	AUTH_PROJECTS = 1 << 8,         /* read the caller's memberships with the token */
+	AUTH_PROJECTS = 1 << 8, /* read the caller's memberships with the token */
 };
 
 struct route {
 	const char *method;
-	const char *pattern;            /* "/v1/projects/{}/members/{}" */
+	const char *pattern; /* "/v1/projects/{}/members/{}" */
 	route_handler_fn handler;
 	unsigned allow;
 };
@@ -76,8 +75,8 @@ void api_dispatch_resume(struct request *req, struct response *res);
  * Between the two, only the working thread touches req (and its arena).
  */
 #define API_DEFERRED 1
-typedef int (*api_cont_fn)(struct request *req, struct response *res, void *arg,
-			   struct gp_error *err);
+typedef int (
+    *api_cont_fn)(struct request *req, struct response *res, void *arg, struct gp_error *err);
 int api_defer(struct request *req, api_cont_fn cont, void *arg);
 void api_wake(struct request *req);
 
@@ -86,31 +85,30 @@ struct app *api_app(const struct request *req);
 
 /* Parse the body as a JSON object (400/422 on failure). */
 int api_body(struct request *req, struct json_object **out, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* limit (default 50, max 500) and cursor query parameters. */
 int api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Reply {"items": items, "next_cursor": ...}; next 0 gives null. */
-void api_reply_list(struct request *req, struct response *res,
-		    struct json_object *items, int64_t next);
+void api_reply_list(struct request *req, struct response *res, struct json_object *items,
+    int64_t next);
 
 /* Opaque cursor text for a position. */
 const char *api_cursor_encode(struct arena *a, int64_t pos);
 
 /* If-Match: *expected = generation (0 when absent); 412 on junk. */
 int api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Set ETag from a generation. */
 void api_etag(struct request *req, struct response *res, int64_t generation);
 
 /* Write an audit row for the current request (inside its transaction). */
-int api_audit(struct db *db, struct request *req, const char *action,
-	      const char *object_type, const char *object_id, int64_t project_id,
-	      struct json_object *before, struct json_object *after,
-	      struct gp_error *err) __attribute__((warn_unused_result));
+int api_audit(struct db *db, struct request *req, const char *action, const char *object_type,
+    const char *object_id, int64_t project_id, struct json_object *before,
+    struct json_object *after, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* True when s is a DNS label (RFC 1123: 1-63 of [a-z0-9-], no '-' at
  * either end): project, cluster, pool and namespace names. */
@@ -121,18 +119,18 @@ enum role api_role(const struct request *req);
 
 /* Parse a decimal id from a path parameter (404 when not an id). */
 int api_param_id(struct request *req, int idx, int64_t *out, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* A query parameter as RFC 3339 time (0 when absent). */
-int api_query_time(struct request *req, const char *name, int64_t *out,
-		   struct gp_error *err) __attribute__((warn_unused_result));
+int api_query_time(struct request *req, const char *name, int64_t *out, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 struct project_row;
 
 enum project_access {
-	PROJECT_READ,           /* members, admin, operator, billing */
-	PROJECT_SUBMIT,         /* owners and members (requests) */
-	PROJECT_MANAGE,         /* owners and admin */
+	PROJECT_READ,   /* members, admin, operator, billing */
+	PROJECT_SUBMIT, /* owners and members (requests) */
+	PROJECT_MANAGE, /* owners and admin */
 };
 
 /*
@@ -141,9 +139,8 @@ enum project_access {
  * not granted. *prole gets the caller's project role (NONE for staff).
  */
 int api_project_access(struct db *db, struct request *req, const char *name,
-		       enum project_access need, struct project_row *out,
-		       enum project_role *prole, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    enum project_access need, struct project_row *out, enum project_role *prole,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Handlers (one file per resource). */
 int api_healthz(struct request *req, struct response *res, struct gp_error *err);

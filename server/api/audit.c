@@ -53,10 +53,10 @@ api_audit_list(struct request *req, struct response *res, struct gp_error *err)
 		json_add_str(o, "object_id", rows[i].object_id);
 		json_add_str(o, "project", rows[i].project);
 		json_add_str(o, "request_id", rows[i].request_id);
-		json_object_object_add(o, "before", rows[i].before_json ?
-				       json_tokener_parse(rows[i].before_json) : NULL);
-		json_object_object_add(o, "after", rows[i].after_json ?
-				       json_tokener_parse(rows[i].after_json) : NULL);
+		json_object_object_add(o, "before",
+		    rows[i].before_json ? json_tokener_parse(rows[i].before_json) : NULL);
+		json_object_object_add(o, "after",
+		    rows[i].after_json ? json_tokener_parse(rows[i].after_json) : NULL);
 		json_object_array_add(items, o);
 	}
 	api_reply_list(req, res, items, n > flt.limit ? rows[flt.limit - 1].id : 0);

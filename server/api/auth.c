@@ -17,9 +17,8 @@
 #define TOKEN_MAX_LIFETIME_US (366LL * 86400 * 1000000)
 
 /* Same answer for unknown users and bad passwords; spends the same work. */
-static const char dummy_phc[] =
-	"$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$"
-	"mZfoUVOAqzX7nHxl2l9nWwRs2EWnEeyqX5oGQ1KS5oA";
+static const char dummy_phc[] = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$"
+				"mZfoUVOAqzX7nHxl2l9nWwRs2EWnEeyqX5oGQ1KS5oA";
 
 /*
  * Reserve this attempt against the per-user and per-address limits: it
@@ -29,18 +28,18 @@ static const char dummy_phc[] =
  */
 static int
 login_attempt_reserve(struct db *db, struct app *app, const char *ukey, const char *ikey,
-		      struct gp_error *err)
+    struct gp_error *err)
 {
 	bool user_ok = false, ip_ok = false;
 
 	/* the address first: a throttled address writes no counter for
 	 * every user name it sprays */
 	if (db_login_attempt_reserve(db, ikey, app->login_window_s, app->login_max_ip_failures,
-				     &ip_ok, err) < 0)
+		&ip_ok, err) < 0)
 		return -1;
 	if (ip_ok) {
 		if (db_login_attempt_reserve(db, ukey, app->login_window_s,
-					     app->login_max_user_failures, &user_ok, err) < 0 ||
+			app->login_max_user_failures, &user_ok, err) < 0 ||
 		    (!user_ok && db_login_attempt_release(db, ikey, err) < 0))
 			return -1;
 	}
@@ -69,15 +68,14 @@ session_create_tx(struct db *db, void *arg, struct gp_error *err)
 	struct json_object *after;
 
 	if (db_token_insert(db, c->req->arena, c->user->id, "session", "login", c->digest,
-			    c->prefix, c->expires_us, c->row, err) < 0)
+		c->prefix, c->expires_us, c->row, err) < 0)
 		return -1;
 	after = json_own(c->req->arena, json_object_new_object());
 	json_add_str(after, "username", c->user->username);
 	json_add_str(after, "prefix", c->prefix);
 	json_add_time(after, "expires_at", c->row->expires_us);
 	return api_audit(db, c->req, "session.create", "token",
-			 arena_printf(c->req->arena, "%lld", (long long)c->row->id), 0,
-			 NULL, after, err);
+	    arena_printf(c->req->arena, "%lld", (long long)c->row->id), 0, NULL, after, err);
 }
 
 int
@@ -114,7 +112,8 @@ api_login(struct request *req, struct response *res, struct gp_error *err)
 	if (!found || !ok || u.disabled) {
 		/* the reserved attempts stay counted as failures */
 		log_info(req->request_id, "login failed", "username", username);
-		return gp_error_set(err, 401, "invalid_credentials", "invalid user name or password");
+		return gp_error_set(err, 401, "invalid_credentials",
+		    "invalid user name or password");
 	}
 	if (password_needs_rehash(u.password_hash)) {
 		char phc[PASSWORD_HASH_MAX];
@@ -123,7 +122,8 @@ api_login(struct request *req, struct response *res, struct gp_error *err)
 		    db_user_set_password(db, u.id, phc, err) < 0)
 			return -1;
 	}
-	if (db_login_failures_clear(db, ukey, err) < 0 || db_login_attempt_release(db, ikey, err) < 0)
+	if (db_login_failures_clear(db, ukey, err) < 0 ||
+	    db_login_attempt_release(db, ikey, err) < 0)
 		return -1;
 	if (token_generate("gpp", token, sizeof(token)) < 0)
 		return gp_error_set(err, 500, "internal", "could not generate a token");
@@ -163,7 +163,8 @@ api_me(struct request *req, struct response *res, struct gp_error *err)
 	struct json_object *o, *arr;
 
 	/* the memberships came with the token: one database round trip per /v1/me */
-	arr = req->principal.projects_json ? json_tokener_parse(req->principal.projects_json) : NULL;
+	arr =
+	    req->principal.projects_json ? json_tokener_parse(req->principal.projects_json) : NULL;
 	if (arr == NULL || !json_object_is_type(arr, json_type_array)) {
 		json_object_put(arr);
 		return gp_error_set(err, 500, "internal", "could not read the caller's projects");
@@ -210,13 +211,12 @@ token_create_tx(struct db *db, void *arg, struct gp_error *err)
 	struct token_create *c = arg;
 	struct json_object *after;
 
-	if (db_token_insert(db, c->req->arena, c->req->principal.user_id, "api", c->name,
-			    c->digest, c->prefix, c->expires_us, &c->row, err) < 0)
+	if (db_token_insert(db, c->req->arena, c->req->principal.user_id, "api", c->name, c->digest,
+		c->prefix, c->expires_us, &c->row, err) < 0)
 		return -1;
 	after = json_own(c->req->arena, token_json(&c->row));
 	return api_audit(db, c->req, "token.create", "token",
-			 arena_printf(c->req->arena, "%lld", (long long)c->row.id), 0,
-			 NULL, after, err);
+	    arena_printf(c->req->arena, "%lld", (long long)c->row.id), 0, NULL, after, err);
 }
 
 int
@@ -256,7 +256,8 @@ api_tokens_create(struct request *req, struct response *res, struct gp_error *er
 	o = token_json(&c.row);
 	json_add_str(o, "token", token);
 	response_json(req, res, 201, o);
-	response_header(res, "Location", arena_printf(req->arena, "/v1/tokens/%lld", (long long)c.row.id));
+	response_header(res, "Location",
+	    arena_printf(req->arena, "/v1/tokens/%lld", (long long)c.row.id));
 	response_header(res, "Cache-Control", "no-store");
 	rc = 0;
 fail:
@@ -275,7 +276,7 @@ api_tokens_list(struct request *req, struct response *res, struct gp_error *err)
 	if (api_page(req, &limit, &cursor, err) < 0)
 		return -1;
 	if (db_tokens_list(db_thread(), req->arena, req->principal.user_id, cursor, limit + 1,
-			   &rows, &n, err) < 0)
+		&rows, &n, err) < 0)
 		return -1;
 	items = json_object_new_array();
 	for (int i = 0; i < n && i < limit; i++)
@@ -296,14 +297,14 @@ token_revoke_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct token_revoke *c = arg;
 
-	if (db_token_revoke(db, c->req->arena, c->req->principal.user_id, c->id, &c->row,
-			    &c->found, err) < 0)
+	if (db_token_revoke(db, c->req->arena, c->req->principal.user_id, c->id, &c->row, &c->found,
+		err) < 0)
 		return -1;
 	if (!c->found)
 		return gp_error_set(err, 404, "not_found", "no such token");
 	return api_audit(db, c->req, "token.revoke", "token",
-			 arena_printf(c->req->arena, "%lld", (long long)c->id), 0,
-			 json_own(c->req->arena, token_json(&c->row)), NULL, err);
+	    arena_printf(c->req->arena, "%lld", (long long)c->id), 0,
+	    json_own(c->req->arena, token_json(&c->row)), NULL, err);
 }
 
 int

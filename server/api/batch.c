@@ -20,10 +20,10 @@ struct batch_queue {
 	pthread_cond_t cond;
 	void **ring;
 	int cap;
-	int head;                       /* index of the oldest item */
+	int head; /* index of the oldest item */
 	int len;
 	int max;
-	int running;                    /* batches being run */
+	int running; /* batches being run */
 	bool stop;
 	batch_fn run;
 	void *arg;
@@ -142,7 +142,7 @@ stop_workers(struct batch_queue *q)
 
 int
 batch_start(struct batch_queue **out, const char *name, int workers, int max, batch_fn run,
-	    void *arg)
+    void *arg)
 {
 	struct batch_queue *q = calloc(1, sizeof(*q));
 

@@ -22,7 +22,7 @@ typedef void (*batch_fn)(struct db *db, void **items, int n, void *arg);
 
 /* Start a queue and its workers (1..8); name shows in logs. */
 int batch_start(struct batch_queue **out, const char *name, int workers, int max, batch_fn run,
-		void *arg) __attribute__((warn_unused_result));
+    void *arg) __attribute__((warn_unused_result));
 
 /*
  * Queue an item (any thread). False once the queue is stopping: the

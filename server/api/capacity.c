@@ -77,7 +77,7 @@ capacity_layout_apply(struct placement_gpu *g, const char *layout)
 				g->used_mask |= (uint8_t)(((1u << size) - 1u) << start);
 			rc = -1;
 		}
-next:
+	next:
 		if (end == NULL)
 			break;
 		s = end + 1;
@@ -95,7 +95,7 @@ next:
  * first GPUs of the classes placement_select names are read.
  */
 struct fleet_classes {
-	const struct layout_class *rows;        /* rows[i] describes cls[i] */
+	const struct layout_class *rows; /* rows[i] describes cls[i] */
 	struct placement_class *cls;
 	int n;
 };
@@ -122,8 +122,7 @@ item_models(struct arena *a, const struct spec_count *items, int nitems, int *n)
 /* The placeable classes of the items' models, ranked. */
 static int
 fleet_classes_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-		   const struct spec_count *items, int nitems, struct fleet_classes *out,
-		   struct gp_error *err)
+    const struct spec_count *items, int nitems, struct fleet_classes *out, struct gp_error *err)
 {
 	struct layout_class *rows;
 	const char **models;
@@ -146,7 +145,7 @@ fleet_classes_load(struct db *db, struct arena *a, const struct catalog *c, int6
 		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
 		if (!f.valid) {
 			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-				 "model", rows[i].model, "layout", rows[i].layout);
+			    "model", rows[i].model, "layout", rows[i].layout);
 			continue;
 		}
 		rows[out->n] = rows[i];
@@ -164,8 +163,8 @@ fleet_classes_load(struct db *db, struct arena *a, const struct catalog *c, int6
  */
 static int
 fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-	   const struct fleet_classes *fc, const struct placement_pick *picks, int npicks,
-	   struct capacity_fleet *fleet, struct gp_error *err)
+    const struct fleet_classes *fc, const struct placement_pick *picks, int npicks,
+    struct capacity_fleet *fleet, struct gp_error *err)
 {
 	struct class_want *w = arena_alloc(a, sizeof(*w) * (size_t)(fc->n + 1));
 	int *want_of = arena_alloc(a, sizeof(*want_of) * (size_t)(fc->n + 1));
@@ -189,8 +188,8 @@ fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t clus
 		pk[i].group = picks[i].group;
 		pk[i].limit = picks[i].take;
 	}
-	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, pk, npicks > 0 ? npicks : 0, &rows,
-				   &n, err) < 0)
+	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, pk, npicks > 0 ? npicks : 0, &rows, &n,
+		err) < 0)
 		return -1;
 	memset(fleet, 0, sizeof(*fleet));
 	fleet->gpus = arena_alloc(a, sizeof(*fleet->gpus) * (size_t)(n + 1));
@@ -204,7 +203,7 @@ fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t clus
 		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
 		if (!f.valid) {
 			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-				 "gpu", rows[i].uuid, "layout", rows[i].layout);
+			    "gpu", rows[i].uuid, "layout", rows[i].layout);
 			continue;
 		}
 		*g = f.cls.g;
@@ -219,9 +218,8 @@ fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t clus
 }
 
 int
-capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
-		    int64_t cluster_id, const struct spec_count *items, int nitems,
-		    struct capacity_fleet *out, struct gp_error *err)
+capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+    const struct spec_count *items, int nitems, struct capacity_fleet *out, struct gp_error *err)
 {
 	struct fleet_classes fc;
 	int npicks;
@@ -235,8 +233,8 @@ capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
 
 int
 capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-	       const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
-	       struct placement_result *res, struct gp_error *err)
+    const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
+    struct placement_result *res, struct gp_error *err)
 {
 	struct fleet_classes fc;
 	struct placement_pick *picks;
@@ -249,13 +247,13 @@ capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t 
 	/* narrow: the best classes; exact when the greedy pass places everything */
 	maxpicks = 4 * fc.n + 64;
 	picks = arena_alloc(a, sizeof(*picks) * (size_t)maxpicks);
-	if (placement_select(c, items, nitems, fc.cls, fc.n, false, picks, maxpicks, &npicks,
-			     err) < 0 ||
+	if (placement_select(c, items, nitems, fc.cls, fc.n, false, picks, maxpicks, &npicks, err) <
+		0 ||
 	    fleet_read(db, a, c, cluster_id, &fc, picks, npicks, fleet, err) < 0)
 		return -1;
 	gp_error_clear(&perr);
 	if (placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, PLACEMENT_NO_SEARCH, res,
-			   &perr) == 0)
+		&perr) == 0)
 		return 0;
 	if (perr.status != 409) {
 		*err = perr;
@@ -306,7 +304,7 @@ class_add(struct model_capacity *mc, const struct layout_class *cl)
 
 int
 capacity_compute(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-		 const char *model, struct model_capacity **out, struct gp_error *err)
+    const char *model, struct model_capacity **out, struct gp_error *err)
 {
 	int nm = catalog_nmodels(c), n;
 	struct model_capacity *mc = arena_alloc(a, sizeof(*mc) * (size_t)(nm + 1));
@@ -333,7 +331,7 @@ capacity_compute(struct db *db, struct arena *a, const struct catalog *c, int64_
 
 int
 capacity_cluster_id(struct db *db, struct arena *a, const char *name, const char *field,
-		    int64_t *id, struct gp_error *err)
+    int64_t *id, struct gp_error *err)
 {
 	*id = 0;
 	if (name == NULL)
@@ -349,13 +347,13 @@ capacity_cluster_id(struct db *db, struct arena *a, const char *name, const char
 
 int
 capacity_model_param(const struct catalog *c, const char *model, const char *field,
-		     struct gp_error *err)
+    struct gp_error *err)
 {
 	if (model == NULL || catalog_model(c, model) != NULL)
 		return 0;
 	if (strlen(model) < 64 && catalog_model_by_product(c, model) != NULL)
 		return gp_error_field(err, field, "%s is a product name; the model id is %s", model,
-				      catalog_model_by_product(c, model)->id);
+		    catalog_model_by_product(c, model)->id);
 	return gp_error_field(err, field, "no such model in the catalog (see /v1/catalog/models)");
 }
 
@@ -432,7 +430,7 @@ api_capacity_get(struct request *req, struct response *res, struct gp_error *err
 
 static int
 read_items(struct request *req, struct json_object *arr, const struct catalog *c,
-	   struct spec_count **out, int *nout, struct gp_error *err)
+    struct spec_count **out, int *nout, struct gp_error *err)
 {
 	size_t n = json_object_array_length(arr);
 	struct spec_count *items;
@@ -441,7 +439,8 @@ read_items(struct request *req, struct json_object *arr, const struct catalog *c
 	if (n == 0)
 		return gp_error_field(err, "items", "must hold at least one item");
 	if (n > PLACEMENT_MAX_ITEMS)
-		return gp_error_field(err, "items", "must hold at most %d items", PLACEMENT_MAX_ITEMS);
+		return gp_error_field(err, "items", "must hold at most %d items",
+		    PLACEMENT_MAX_ITEMS);
 	items = arena_alloc(req->arena, sizeof(*items) * n);
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *v = json_object_array_get_idx(arr, i);
@@ -469,10 +468,11 @@ read_items(struct request *req, struct json_object *arr, const struct catalog *c
 			    spec_validate(&items[i], c, path, NULL, NULL, &e) < 0)
 				goto copy;
 		} else {
-			gp_error_field(&e, path, "must be a SpecAndCount object or its text form "
-					     "MODEL/PROFILE=COUNT");
+			gp_error_field(&e, path,
+			    "must be a SpecAndCount object or its text form "
+			    "MODEL/PROFILE=COUNT");
 		}
-copy:
+	copy:
 		for (int k = 0; k < e.nfields; k++)
 			gp_error_field(err, e.fields[k].field, "%s", e.fields[k].message);
 		if (gp_error_isset(&e) && e.nfields == 0)
@@ -484,7 +484,7 @@ copy:
 		return -1;
 	if (total > CAPACITY_SIMULATE_MAX)
 		return gp_error_field(err, "items", "ask for at most %d instances in all",
-				      CAPACITY_SIMULATE_MAX);
+		    CAPACITY_SIMULATE_MAX);
 	*out = items;
 	*nout = (int)n;
 	return 0;
@@ -522,7 +522,7 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	pr.placements = arena_alloc(req->arena, sizeof(*pr.placements) * (size_t)(total + 1));
 	gp_error_clear(&perr);
 	if (capacity_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
-			   &perr) == 0) {
+		&perr) == 0) {
 		fits = true;
 	} else if (perr.status == 409 && strcmp(perr.code, "insufficient_capacity") == 0) {
 		fits = false;
@@ -586,75 +586,86 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		return NULL;
 	nm = catalog_nmodels(catalog);
 	strbuf_init(&b, a, 8192);
-	strbuf_printf(&b, "# HELP gpupool_capacity_gpus Physical GPUs by model and state.\n"
-		      "# TYPE gpupool_capacity_gpus gauge\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_gpus Physical GPUs by model and state.\n"
+	    "# TYPE gpupool_capacity_gpus gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
 
 		if (mc[i].gpus_total == 0)
 			continue;
-		strbuf_printf(&b, "gpupool_capacity_gpus{model=\"%s\",state=\"total\"} %lld\n"
-			      "gpupool_capacity_gpus{model=\"%s\",state=\"healthy\"} %lld\n"
-			      "gpupool_capacity_gpus{model=\"%s\",state=\"mig_enabled\"} %lld\n"
-			      "gpupool_capacity_gpus{model=\"%s\",state=\"placeable\"} %lld\n",
-			  id, (long long)mc[i].gpus_total, id, (long long)mc[i].gpus_healthy,
-			  id, (long long)mc[i].gpus_mig_enabled, id, (long long)mc[i].gpus_placeable);
+		strbuf_printf(&b,
+		    "gpupool_capacity_gpus{model=\"%s\",state=\"total\"} %lld\n"
+		    "gpupool_capacity_gpus{model=\"%s\",state=\"healthy\"} %lld\n"
+		    "gpupool_capacity_gpus{model=\"%s\",state=\"mig_enabled\"} %lld\n"
+		    "gpupool_capacity_gpus{model=\"%s\",state=\"placeable\"} %lld\n",
+		    id, (long long)mc[i].gpus_total, id, (long long)mc[i].gpus_healthy, id,
+		    (long long)mc[i].gpus_mig_enabled, id, (long long)mc[i].gpus_placeable);
 	}
-	strbuf_printf(&b, "# HELP gpupool_capacity_compute_slices Compute slices by model: total, used, free, stranded (free but unusable by any profile).\n"
-		      "# TYPE gpupool_capacity_compute_slices gauge\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_compute_slices Compute slices by model: total, used, free, stranded (free but unusable by any profile).\n"
+	    "# TYPE gpupool_capacity_compute_slices gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
 
 		if (mc[i].gpus_total == 0)
 			continue;
-		strbuf_printf(&b, "gpupool_capacity_compute_slices{model=\"%s\",kind=\"total\"} %lld\n"
-			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"used\"} %lld\n"
-			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"free\"} %lld\n"
-			      "gpupool_capacity_compute_slices{model=\"%s\",kind=\"stranded\"} %lld\n",
-			  id, (long long)mc[i].compute_total, id, (long long)mc[i].compute_used,
-			  id, (long long)(mc[i].compute_total - mc[i].compute_used),
-			  id, (long long)mc[i].compute_stranded);
+		strbuf_printf(&b,
+		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"total\"} %lld\n"
+		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"used\"} %lld\n"
+		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"free\"} %lld\n"
+		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"stranded\"} %lld\n",
+		    id, (long long)mc[i].compute_total, id, (long long)mc[i].compute_used, id,
+		    (long long)(mc[i].compute_total - mc[i].compute_used), id,
+		    (long long)mc[i].compute_stranded);
 	}
-	strbuf_printf(&b, "# HELP gpupool_capacity_memory_slices Memory slices by model: total, used, free.\n"
-		      "# TYPE gpupool_capacity_memory_slices gauge\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_memory_slices Memory slices by model: total, used, free.\n"
+	    "# TYPE gpupool_capacity_memory_slices gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
 
 		if (mc[i].gpus_total == 0)
 			continue;
-		strbuf_printf(&b, "gpupool_capacity_memory_slices{model=\"%s\",kind=\"total\"} %lld\n"
-			      "gpupool_capacity_memory_slices{model=\"%s\",kind=\"used\"} %lld\n"
-			      "gpupool_capacity_memory_slices{model=\"%s\",kind=\"free\"} %lld\n",
-			  id, (long long)mc[i].memory_total, id, (long long)mc[i].memory_used,
-			  id, (long long)(mc[i].memory_total - mc[i].memory_used));
+		strbuf_printf(&b,
+		    "gpupool_capacity_memory_slices{model=\"%s\",kind=\"total\"} %lld\n"
+		    "gpupool_capacity_memory_slices{model=\"%s\",kind=\"used\"} %lld\n"
+		    "gpupool_capacity_memory_slices{model=\"%s\",kind=\"free\"} %lld\n",
+		    id, (long long)mc[i].memory_total, id, (long long)mc[i].memory_used, id,
+		    (long long)(mc[i].memory_total - mc[i].memory_used));
 	}
-	strbuf_printf(&b, "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
-		      "# TYPE gpupool_capacity_profile_allocated gauge\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
+	    "# TYPE gpupool_capacity_profile_allocated gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const struct gpu_model *m = mc[i].model;
 
 		if (mc[i].gpus_total == 0)
 			continue;
 		for (int j = 0; j <= m->nprofiles; j++)
-			strbuf_printf(&b, "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
-				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
-				  (long long)mc[i].allocated[j]);
+			strbuf_printf(&b,
+			    "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
+			    m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
+			    (long long)mc[i].allocated[j]);
 	}
-	strbuf_printf(&b, "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
-		      "# TYPE gpupool_capacity_profile_placeable gauge\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
+	    "# TYPE gpupool_capacity_profile_placeable gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const struct gpu_model *m = mc[i].model;
 
 		if (mc[i].gpus_total == 0)
 			continue;
 		for (int j = 0; j <= m->nprofiles; j++)
-			strbuf_printf(&b, "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
-				  m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
-				  (long long)mc[i].placeable[j]);
+			strbuf_printf(&b,
+			    "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
+			    m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
+			    (long long)mc[i].placeable[j]);
 	}
-	strbuf_printf(&b, "# HELP gpupool_capacity_layout_cache_entries Layouts whose figures this process remembers (at most %d).\n"
-		      "# TYPE gpupool_capacity_layout_cache_entries gauge\n"
-		      "gpupool_capacity_layout_cache_entries %d\n", LAYOUT_CACHE_MAX,
-		      layout_cache_size());
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_layout_cache_entries Layouts whose figures this process remembers (at most %d).\n"
+	    "# TYPE gpupool_capacity_layout_cache_entries gauge\n"
+	    "gpupool_capacity_layout_cache_entries %d\n",
+	    LAYOUT_CACHE_MAX, layout_cache_size());
 	return b.p;
 }

@@ -45,10 +45,9 @@ struct capacity_fleet {
  * whose stored layout the engine rejects (it cannot happen through
  * gpupool) is left out and logged.
  */
-int capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
-			int64_t cluster_id, const struct spec_count *items, int nitems,
-			struct capacity_fleet *out, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+    const struct spec_count *items, int nitems, struct capacity_fleet *out, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /*
  * placement_find for items[0..nitems) (validated, res set up as
@@ -63,9 +62,8 @@ int capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c,
  * change between them are placed as the second read found them.
  */
 int capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-		   const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
-		   struct placement_result *res, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
+    struct placement_result *res, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Record on g (fresh from placement_gpu_init) every allocation of a
@@ -80,9 +78,9 @@ int capacity_layout_apply(struct placement_gpu *g, const char *layout);
 struct model_capacity {
 	const struct gpu_model *model;
 	int64_t gpus_total;
-	int64_t gpus_healthy;           /* health ok */
+	int64_t gpus_healthy; /* health ok */
 	int64_t gpus_mig_enabled;
-	int64_t gpus_placeable;         /* health ok on a ready node */
+	int64_t gpus_placeable; /* health ok on a ready node */
 	int64_t compute_total;
 	int64_t compute_used;
 	int64_t compute_stranded;
@@ -98,9 +96,9 @@ struct model_capacity {
  * memory (catalog_nmodels entries). cluster_id 0 and model NULL do not
  * filter. One grouped scan of gpus.
  */
-int capacity_compute(struct db *db, struct arena *a, const struct catalog *c,
-		     int64_t cluster_id, const char *model, struct model_capacity **out,
-		     struct gp_error *err) __attribute__((warn_unused_result));
+int capacity_compute(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+    const char *model, struct model_capacity **out, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /*
  * The capacity gauges in the Prometheus text format, in arena memory;
@@ -114,10 +112,10 @@ const char *capacity_metrics_text(struct arena *a, const struct catalog *catalog
  * 0 when name is NULL, 422 on field when there is no such cluster.
  */
 int capacity_cluster_id(struct db *db, struct arena *a, const char *name, const char *field,
-			int64_t *id, struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t *id, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* A model query parameter: NULL when absent, 422 on field when unknown. */
 int capacity_model_param(const struct catalog *c, const char *model, const char *field,
-			 struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

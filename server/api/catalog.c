@@ -32,13 +32,14 @@ model_json(const struct gpu_model *m)
 	json_add_str(o, "model", m->id);
 	json_object_object_add(o, "product_names", str_array(m->product_names, m->nproduct_names));
 	json_object_object_add(o, "pci_device_ids",
-			       str_array(m->pci_device_ids, m->npci_device_ids));
+	    str_array(m->pci_device_ids, m->npci_device_ids));
 	json_add_int(o, "memory_mib", m->memory_mib);
 	json_add_bool(o, "mig_capable", m->mig_capable);
 	json_add_int(o, "memory_slices", m->memory_slices);
 	json_add_int(o, "compute_slices", m->compute_slices);
 	json_add_int(o, "full_slices", m->full_slices);
-	json_add_str(o, "k8s_resource", spec_k8s_resource(SPEC_FULL, k8s, sizeof(k8s)) == 0 ? k8s : NULL);
+	json_add_str(o, "k8s_resource",
+	    spec_k8s_resource(SPEC_FULL, k8s, sizeof(k8s)) == 0 ? k8s : NULL);
 	for (int i = 0; i < m->nprofiles; i++) {
 		const struct mig_profile *p = &m->profiles[i];
 		struct json_object *x = json_object_new_object();
@@ -57,7 +58,7 @@ model_json(const struct gpu_model *m)
 		json_add_bool(x, "media_extensions", p->media_extensions);
 		json_add_bool(x, "confirmed", p->confirmed);
 		json_add_str(x, "k8s_resource",
-			     spec_k8s_resource(p->name, k8s, sizeof(k8s)) == 0 ? k8s : NULL);
+		    spec_k8s_resource(p->name, k8s, sizeof(k8s)) == 0 ? k8s : NULL);
 		json_object_array_add(profs, x);
 	}
 	json_object_object_add(o, "profiles", profs);
@@ -86,7 +87,8 @@ api_catalog_models_list(struct request *req, struct response *res, struct gp_err
 	if (mig != NULL && strcmp(mig, "true") != 0 && strcmp(mig, "false") != 0)
 		return gp_error_field(err, "mig_capable", "must be true or false");
 	if (product != NULL && pci != NULL)
-		return gp_error_field(err, "pci_device_id", "give product_name or pci_device_id, not both");
+		return gp_error_field(err, "pci_device_id",
+		    "give product_name or pci_device_id, not both");
 	if (product != NULL)
 		only = catalog_model_by_product(c, product);
 	if (pci != NULL)
@@ -117,7 +119,7 @@ api_catalog_models_get(struct request *req, struct response *res, struct gp_erro
 
 	if (m == NULL)
 		return gp_error_set(err, 404, "not_found", "no such model in the catalog: %s",
-				    req->params[0]);
+		    req->params[0]);
 	response_json(req, res, 200, model_json(m));
 	return 0;
 }

@@ -37,7 +37,8 @@ plain_text(const char *s)
 static void
 read_texts(struct jfields *f, const char **region, const char **description)
 {
-	if (jf_string(f, "region", false, 63, region) == 0 && *region != NULL && !plain_text(*region))
+	if (jf_string(f, "region", false, 63, region) == 0 && *region != NULL &&
+	    !plain_text(*region))
 		gp_error_field(f->err, "region", "must not contain control characters");
 	if (jf_string(f, "description", false, 500, description) == 0 && *description != NULL &&
 	    !plain_text(*description))
@@ -59,11 +60,11 @@ cluster_create_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct cluster_change *c = arg;
 
-	if (db_cluster_insert(db, c->req->arena, c->name, c->region, c->description, &c->row,
-			      err) < 0)
+	if (db_cluster_insert(db, c->req->arena, c->name, c->region, c->description, &c->row, err) <
+	    0)
 		return -1;
 	return api_audit(db, c->req, "cluster.create", "cluster", c->row.name, 0, NULL,
-			 json_own(c->req->arena, cluster_json(&c->row)), err);
+	    json_own(c->req->arena, cluster_json(&c->row)), err);
 }
 
 int
@@ -78,7 +79,8 @@ api_clusters_create(struct request *req, struct response *res, struct gp_error *
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
 	if (jf_string(&f, "name", true, 63, &c.name) == 0 && !api_dns_label(c.name))
-		gp_error_field(err, "name", "must be a DNS label: lower-case letters, digits and '-'");
+		gp_error_field(err, "name",
+		    "must be a DNS label: lower-case letters, digits and '-'");
 	read_texts(&f, &c.region, &c.description);
 	if (jf_finish(&f) < 0)
 		return -1;
@@ -149,14 +151,14 @@ cluster_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	if (cluster_load(db, c->req, &c->before, err) < 0)
 		return -1;
 	if (db_cluster_update(db, c->req->arena, c->before.id, c->region, c->description,
-			      c->expected, &c->row, &stale, err) < 0)
+		c->expected, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the cluster changed since it was read (ETag mismatch)");
+		    "the cluster changed since it was read (ETag mismatch)");
 	return api_audit(db, c->req, "cluster.update", "cluster", c->row.name, 0,
-			 json_own(c->req->arena, cluster_json(&c->before)),
-			 json_own(c->req->arena, cluster_json(&c->row)), err);
+	    json_own(c->req->arena, cluster_json(&c->before)),
+	    json_own(c->req->arena, cluster_json(&c->row)), err);
 }
 
 int
@@ -193,18 +195,18 @@ cluster_delete_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	if (c->expected != 0 && c->expected != c->before.generation)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the cluster changed since it was read (ETag mismatch)");
+		    "the cluster changed since it was read (ETag mismatch)");
 	if (c->before.nodes > 0)
 		return gp_error_set(err, 409, "conflict",
-				    "cluster %s still has %lld nodes; remove them first",
-				    c->before.name, (long long)c->before.nodes);
+		    "cluster %s still has %lld nodes; remove them first", c->before.name,
+		    (long long)c->before.nodes);
 	if (db_cluster_delete(db, c->before.id, c->before.generation, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the cluster changed while it was being deleted");
+		    "the cluster changed while it was being deleted");
 	return api_audit(db, c->req, "cluster.delete", "cluster", c->before.name, 0,
-			 json_own(c->req->arena, cluster_json(&c->before)), NULL, err);
+	    json_own(c->req->arena, cluster_json(&c->before)), NULL, err);
 }
 
 int

@@ -71,7 +71,8 @@ api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *err)
 	*cursor = 0;
 	if (l != NULL) {
 		if (!parse_int64(l, &v) || v < 1 || v > PAGE_MAX)
-			return gp_error_field(err, "limit", "must be an integer from 1 to %d", PAGE_MAX);
+			return gp_error_field(err, "limit", "must be an integer from 1 to %d",
+			    PAGE_MAX);
 		*limit = (int)v;
 	}
 	if (c != NULL && !cursor_decode(c, cursor))
@@ -80,8 +81,7 @@ api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *err)
 }
 
 void
-api_reply_list(struct request *req, struct response *res, struct json_object *items,
-	       int64_t next)
+api_reply_list(struct request *req, struct response *res, struct json_object *items, int64_t next)
 {
 	struct json_object *o = json_object_new_object();
 
@@ -105,12 +105,12 @@ api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
 	n = strlen(h);
 	if (n < 3 || n >= sizeof(buf) || h[0] != '"' || h[n - 1] != '"')
 		return gp_error_set(err, 412, "precondition_failed",
-				    "If-Match must be an ETag this server issued");
+		    "If-Match must be an ETag this server issued");
 	memcpy(buf, h + 1, n - 2);
 	buf[n - 2] = '\0';
 	if (!parse_int64(buf, expected) || *expected < 1)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "If-Match must be an ETag this server issued");
+		    "If-Match must be an ETag this server issued");
 	return 0;
 }
 
@@ -122,8 +122,8 @@ api_etag(struct request *req, struct response *res, int64_t generation)
 
 int
 api_audit(struct db *db, struct request *req, const char *action, const char *object_type,
-	  const char *object_id, int64_t project_id, struct json_object *before,
-	  struct json_object *after, struct gp_error *err)
+    const char *object_id, int64_t project_id, struct json_object *before,
+    struct json_object *after, struct gp_error *err)
 {
 	struct audit_entry e;
 

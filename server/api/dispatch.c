@@ -83,7 +83,7 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 		}
 		if (off < sizeof(allow)) {
 			int n = snprintf(allow + off, sizeof(allow) - off, "%s%s",
-					 off > 0 ? ", " : "", api_routes[i].method);
+			    off > 0 ? ", " : "", api_routes[i].method);
 
 			if (n > 0)
 				off += (size_t)n;
@@ -91,8 +91,8 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 	}
 	if (path_known) {
 		response_header(res, "Allow", arena_strdup(req->arena, allow));
-		gp_error_set(err, 405, "method_not_allowed", "%s is not allowed on %s",
-			     req->method, req->path);
+		gp_error_set(err, 405, "method_not_allowed", "%s is not allowed on %s", req->method,
+		    req->path);
 	} else {
 		gp_error_set(err, 404, "not_found", "no such endpoint: %s", req->path);
 	}
@@ -112,14 +112,15 @@ authenticate(struct request *req, bool with_projects, struct gp_error *err)
 	if (h == NULL)
 		return gp_error_set(err, 401, "unauthorized", "missing bearer token");
 	if (strncasecmp(h, "Bearer ", 7) != 0)
-		return gp_error_set(err, 401, "unauthorized", "the Authorization header must be a bearer token");
+		return gp_error_set(err, 401, "unauthorized",
+		    "the Authorization header must be a bearer token");
 	h += 7;
 	len = strlen(h);
 	if (len < 10 || len > TOKEN_MAX_LEN)
 		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
 	token_digest(h, len, digest);
 	if (db_token_authenticate(db_thread(), req->arena, digest, with_projects, &ta, &found,
-				  err) < 0)
+		err) < 0)
 		return -1;
 	if (!found || ta.digest == NULL || !token_digest_equal(ta.digest, digest))
 		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
@@ -134,7 +135,8 @@ authenticate(struct request *req, bool with_projects, struct gp_error *err)
 		struct gp_error ignored;
 
 		if (db_token_touch(db_thread(), ta.token_id, &ignored) < 0)
-			log_warn(req->request_id, "could not record token use", "error", ignored.message);
+			log_warn(req->request_id, "could not record token use", "error",
+			    ignored.message);
 	}
 	return 0;
 }
@@ -152,8 +154,8 @@ authorize(const struct route *rt, const struct request *req, struct gp_error *er
 		return 0;
 	if ((rt->allow & ALLOW_BILLING) && role == ROLE_BILLING)
 		return 0;
-	return gp_error_set(err, 403, "forbidden", "your role may not %s %s",
-			    req->method, req->route_pattern);
+	return gp_error_set(err, 403, "forbidden", "your role may not %s %s", req->method,
+	    req->route_pattern);
 }
 
 static int
@@ -167,7 +169,7 @@ check_content_type(struct request *req, struct gp_error *err)
 	if (ct == NULL || strncasecmp(ct, "application/json", 16) != 0 ||
 	    (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))
 		return gp_error_set(err, 415, "unsupported_media_type",
-				    "the request body must be application/json");
+		    "the request body must be application/json");
 	return 0;
 }
 
@@ -194,8 +196,7 @@ header_value(const struct response *res, const char *name)
 
 /* Returns 1 when the response was produced from the store, 0 to run the handler. */
 static int
-idempotency_begin(struct request *req, struct response *res, const char *key,
-		  struct gp_error *err)
+idempotency_begin(struct request *req, struct response *res, const char *key, struct gp_error *err)
 {
 	unsigned char hash[TOKEN_DIGEST_LEN];
 	struct idem_response stored;
@@ -203,11 +204,11 @@ idempotency_begin(struct request *req, struct response *res, const char *key,
 
 	if (strlen(key) == 0 || strlen(key) > IDEMPOTENCY_KEY_MAX)
 		return gp_error_field(err, "Idempotency-Key", "must be 1 to %d characters",
-				      IDEMPOTENCY_KEY_MAX);
+		    IDEMPOTENCY_KEY_MAX);
 	request_hash(req, hash);
 	memset(&stored, 0, sizeof(stored));
-	if (db_idem_claim(db_thread(), req->arena, req->principal.user_id, key, hash,
-			  &claim, &stored, err) < 0)
+	if (db_idem_claim(db_thread(), req->arena, req->principal.user_id, key, hash, &claim,
+		&stored, err) < 0)
 		return -1;
 	switch (claim) {
 	case IDEM_CLAIMED:
@@ -215,10 +216,10 @@ idempotency_begin(struct request *req, struct response *res, const char *key,
 	case IDEM_IN_FLIGHT:
 		err->retry_after = 1;
 		return gp_error_set(err, 409, "idempotency_conflict",
-				    "a request with this Idempotency-Key is still in progress");
+		    "a request with this Idempotency-Key is still in progress");
 	case IDEM_MISMATCH:
 		return gp_error_set(err, 422, "idempotency_mismatch",
-				    "this Idempotency-Key was used with a different request");
+		    "this Idempotency-Key was used with a different request");
 	case IDEM_REPLAY:
 		response_raw(res, stored.status, stored.content_type, stored.body, stored.body_len);
 		if (stored.etag != NULL)
@@ -238,8 +239,7 @@ idempotency_begin(struct request *req, struct response *res, const char *key,
  * answer a retry gets: 409 naming the object the first request created.
  */
 static const struct response *
-idempotency_replayable(struct request *req, const struct response *res,
-		       struct response *scratch)
+idempotency_replayable(struct request *req, const struct response *res, struct response *scratch)
 {
 	const char *cc = header_value(res, "Cache-Control");
 	const char *loc = header_value(res, "Location");
@@ -250,9 +250,9 @@ idempotency_replayable(struct request *req, const struct response *res,
 	memset(scratch, 0, sizeof(*scratch));
 	gp_error_clear(&err);
 	gp_error_set(&err, 409, "conflict",
-		     "a request with this Idempotency-Key already succeeded%s%s; its response "
-		     "held a secret that is shown only once and is not replayed",
-		     loc != NULL ? ", creating " : "", loc != NULL ? loc : "");
+	    "a request with this Idempotency-Key already succeeded%s%s; its response "
+	    "held a secret that is shown only once and is not replayed",
+	    loc != NULL ? ", creating " : "", loc != NULL ? loc : "");
 	response_problem(req, scratch, &err);
 	if (loc != NULL)
 		response_header(scratch, "Location", loc);
@@ -269,8 +269,8 @@ idempotency_end(struct request *req, struct response *res, const char *key)
 	gp_error_clear(&err);
 	if (res->status >= 500) {
 		if (db_idem_release(db_thread(), req->principal.user_id, key, &err) < 0)
-			log_warn(req->request_id, "could not release an idempotency key",
-				 "error", err.message);
+			log_warn(req->request_id, "could not release an idempotency key", "error",
+			    err.message);
 		return;
 	}
 	keep = idempotency_replayable(req, res, &scratch);
@@ -285,8 +285,8 @@ idempotency_end(struct request *req, struct response *res, const char *key)
 		};
 
 		if (db_idem_complete(db_thread(), req->principal.user_id, key, &stored, &err) < 0)
-			log_warn(req->request_id, "could not store an idempotent response",
-				 "error", err.message);
+			log_warn(req->request_id, "could not store an idempotent response", "error",
+			    err.message);
 	}
 }
 
@@ -316,8 +316,8 @@ api_wake(struct request *req)
 
 /* The handler's (or continuation's) outcome rc becomes the answer. */
 static void
-dispatch_finish(struct request *req, struct response *res, int idx, const char *idem_key,
-		int rc, struct gp_error *err)
+dispatch_finish(struct request *req, struct response *res, int idx, const char *idem_key, int rc,
+    struct gp_error *err)
 {
 	if (rc < 0 || res->status == 0) {
 		if (!gp_error_isset(err))
@@ -325,8 +325,8 @@ dispatch_finish(struct request *req, struct response *res, int idx, const char *
 		if (err->status == 401)
 			response_header(res, "WWW-Authenticate", "Bearer realm=\"gpupool\"");
 		if (err->status >= 500)
-			log_error(req->request_id, "request failed", "code", err->code,
-				  "error", err->message);
+			log_error(req->request_id, "request failed", "code", err->code, "error",
+			    err->message);
 		response_problem(req, res, err);
 	}
 	if (idem_key != NULL)

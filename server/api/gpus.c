@@ -18,8 +18,8 @@
 
 #include <string.h>
 
-#define GPU_INDEX_MAX 15                /* 16 GPUs per node at most */
-#define GPU_UUID_LEN 40                 /* "GPU-" + 36 */
+#define GPU_INDEX_MAX 15 /* 16 GPUs per node at most */
+#define GPU_UUID_LEN 40  /* "GPU-" + 36 */
 #define INSTANCES_MAX CATALOG_MAX_SLICES
 #define REASON_MAX 500
 
@@ -50,8 +50,8 @@ gpu_json(const struct catalog *c, const struct gpu_view *v)
 	json_add_bool(o, "mig_enabled", g->mig_enabled);
 	json_add_str(o, "health", g->health);
 	json_add_str(o, "health_reason", g->health_reason);
-	json_add_bool(o, "placeable", strcmp(g->health, "ok") == 0 &&
-				      strcmp(g->node_status, "ready") == 0);
+	json_add_bool(o, "placeable",
+	    strcmp(g->health, "ok") == 0 && strcmp(g->node_status, "ready") == 0);
 	json_add_int(o, "memory_slices", slices);
 	json_add_int(o, "used_mask", g->used_mask);
 	json_add_int(o, "free_slices", slices - used);
@@ -81,8 +81,8 @@ gpu_json(const struct catalog *c, const struct gpu_view *v)
 
 /* JSON of one GPU with its layout read now. */
 static int
-gpu_json_load(struct db *db, struct request *req, const struct gpu_row *g,
-	      struct json_object **out, struct gp_error *err)
+gpu_json_load(struct db *db, struct request *req, const struct gpu_row *g, struct json_object **out,
+    struct gp_error *err)
 {
 	struct gpu_view v = { g, NULL, 0 };
 	struct alloc_row *allocs;
@@ -96,8 +96,8 @@ gpu_json_load(struct db *db, struct request *req, const struct gpu_row *g,
 
 /* Reply with a page of GPUs, their layouts read in one query. */
 static int
-reply_gpus(struct request *req, struct response *res, const struct gpu_row *rows, int n,
-	   int limit, struct gp_error *err)
+reply_gpus(struct request *req, struct response *res, const struct gpu_row *rows, int n, int limit,
+    struct gp_error *err)
 {
 	int count = n < limit ? n : limit;
 	int64_t *ids = arena_alloc(req->arena, sizeof(*ids) * (size_t)(count + 1));
@@ -175,7 +175,7 @@ struct gpu_change {
 	const char *health;
 	bool reason_set;
 	const char *reason;
-	int mig;                        /* -1 keep */
+	int mig; /* -1 keep */
 	int64_t expected;
 	struct gpu_row before;
 	struct gpu_row row;
@@ -197,12 +197,12 @@ gpu_create_tx(struct db *db, void *arg, struct gp_error *err)
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such node: %s", req->params[0]);
 	if (db_gpu_insert(db, req->arena, node.id, c->index, c->uuid, c->model->id, c->memory_mib,
-			  c->mig_enabled, &c->row, err) < 0)
+		c->mig_enabled, &c->row, err) < 0)
 		return -1;
 	for (int i = 0; i < c->ninstances; i++) {
-		if (db_allocation_insert_unmanaged(db, req->arena, c->row.id, c->instances[i].profile,
-						   c->instances[i].start, c->instances[i].size,
-						   "ready", err) < 0)
+		if (db_allocation_insert_unmanaged(db, req->arena, c->row.id,
+			c->instances[i].profile, c->instances[i].start, c->instances[i].size,
+			"ready", err) < 0)
 			return -1;
 	}
 	if (db_gpu_get(db, req->arena, c->uuid, false, &c->row, &found, err) < 0)
@@ -215,8 +215,8 @@ gpu_create_tx(struct db *db, void *arg, struct gp_error *err)
 
 /* Check "instances" with the engine; fills c->instances and c->mig_enabled. */
 static void
-read_instances(struct request *req, struct json_object *arr, struct gpu_change *c,
-	       bool mig_given, struct gp_error *err)
+read_instances(struct request *req, struct json_object *arr, struct gpu_change *c, bool mig_given,
+    struct gp_error *err)
 {
 	size_t n = json_object_array_length(arr);
 	struct placement_gpu g;
@@ -250,7 +250,7 @@ read_instances(struct request *req, struct json_object *arr, struct gpu_change *
 			p = catalog_profile(c->model, profile);
 			if (p == NULL) {
 				gp_error_field(err, jf_path(&f, "profile"),
-					       "model %s offers no MIG profile %s", c->model->id, profile);
+				    "model %s offers no MIG profile %s", c->model->id, profile);
 				continue;
 			}
 		}
@@ -292,7 +292,8 @@ api_gpus_create(struct request *req, struct response *res, struct gp_error *err)
 	jf_init(&f, req->arena, body, "", err);
 	jf_int(&f, "index", true, 0, GPU_INDEX_MAX, &index, &has_index);
 	if (jf_string(&f, "uuid", true, 64, &uuid) == 0 && !uuid_normalize(uuid, c->uuid))
-		gp_error_field(err, "uuid", "must be an NVIDIA GPU UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
+		gp_error_field(err, "uuid",
+		    "must be an NVIDIA GPU UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
 	if (jf_string(&f, "model", true, 63, &model) == 0 &&
 	    capacity_model_param(cat, model, "model", err) == 0)
 		c->model = catalog_model(cat, model);
@@ -342,7 +343,7 @@ read_filter(struct request *req, struct gpu_filter *f, struct gp_error *err)
 	if (gp_error_isset(err))
 		return -1;
 	if (capacity_cluster_id(db_thread(), req->arena, req->query(req, "cluster"), "cluster",
-				&f->cluster_id, err) < 0)
+		&f->cluster_id, err) < 0)
 		return -1;
 	if (node != NULL) {
 		struct node_row n;
@@ -401,7 +402,7 @@ api_node_gpus_list(struct request *req, struct response *res, struct gp_error *e
 
 static int
 gpu_load(struct db *db, struct request *req, bool for_update, struct gpu_row *out,
-	 struct gp_error *err)
+    struct gp_error *err)
 {
 	char uuid[GPU_UUID_LEN + 1];
 	bool found;
@@ -444,20 +445,20 @@ gpu_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	m = catalog_model(api_app(req)->catalog, c->before.model);
 	if (c->mig == 1 && (m == NULL || !m->mig_capable))
 		return gp_error_field(err, "mig_enabled", "model %s does not support MIG",
-				      c->before.model);
+		    c->before.model);
 	if (c->mig >= 0 && (c->mig == 1) != c->before.mig_enabled && c->before.layout[0] != '\0')
 		return gp_error_set(err, 409, "conflict",
-				    "gpu %s holds instances; its MIG mode changes only when it is empty",
-				    c->before.uuid);
+		    "gpu %s holds instances; its MIG mode changes only when it is empty",
+		    c->before.uuid);
 	if (gpu_json_load(db, req, &c->before, &before, err) < 0)
 		return -1;
 	json_own(req->arena, before);
 	if (db_gpu_update(db, req->arena, c->before.id, c->health, c->reason_set, c->reason, c->mig,
-			  c->expected, &c->row, &stale, err) < 0)
+		c->expected, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the gpu changed since it was read (ETag mismatch)");
+		    "the gpu changed since it was read (ETag mismatch)");
 	if (gpu_json_load(db, req, &c->row, &c->json, err) < 0)
 		return -1;
 	json_own(req->arena, c->json);

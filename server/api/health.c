@@ -29,8 +29,8 @@ api_readyz(struct request *req, struct response *res, struct gp_error *err)
 		return -1;
 	if (version != api_app(req)->schema_version)
 		return gp_error_set(err, 503, "schema_mismatch",
-				    "the database schema is at version %d, this server needs %d",
-				    version, api_app(req)->schema_version);
+		    "the database schema is at version %d, this server needs %d", version,
+		    api_app(req)->schema_version);
 	o = json_object_new_object();
 	json_add_str(o, "status", "ready");
 	json_add_int(o, "schema_version", version);
@@ -51,7 +51,7 @@ api_metrics(struct request *req, struct response *res, struct gp_error *err)
 
 		if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
 			return gp_error_set(err, 401, "unauthorized",
-					    "/metrics needs the bearer token of GPUPOOL_METRICS_TOKEN");
+			    "/metrics needs the bearer token of GPUPOOL_METRICS_TOKEN");
 		token_digest(h + 7, strlen(h + 7), digest);
 		if (!token_digest_equal(digest, app->metrics_digest))
 			return gp_error_set(err, 401, "unauthorized", "invalid metrics token");

@@ -24,7 +24,7 @@ struct layout_entry {
 	bool mig_enabled;
 	uint16_t figures_offset;
 	const struct gpu_model *model;
-	char layout[];                  /* the key's text */
+	char layout[]; /* the key's text */
 };
 
 static const struct layout_figures *
@@ -35,7 +35,7 @@ entry_figures(const struct layout_entry *e)
 
 static struct {
 	pthread_mutex_t lock;
-	struct layout_entry **slots;    /* LAYOUT_CACHE_SLOTS, allocated on first insert */
+	struct layout_entry **slots; /* LAYOUT_CACHE_SLOTS, allocated on first insert */
 	int n;
 } cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -68,8 +68,9 @@ layout_slot(const struct gpu_model *m, bool mig_enabled, const char *layout, uin
 	for (uint32_t i = h & mask;; i = (i + 1) & mask) {
 		struct layout_entry *e = cache.slots[i];
 
-		if (e == NULL || (e->hash == h && e->model == m && e->mig_enabled == mig_enabled &&
-				  strcmp(e->layout, layout) == 0))
+		if (e == NULL ||
+		    (e->hash == h && e->model == m && e->mig_enabled == mig_enabled &&
+			strcmp(e->layout, layout) == 0))
 			return &cache.slots[i];
 	}
 }
@@ -86,7 +87,7 @@ popcount8(unsigned v)
 
 static void
 layout_compute(const struct gpu_model *m, bool mig_enabled, const char *layout,
-	       struct layout_figures *f)
+    struct layout_figures *f)
 {
 	struct placement_gpu *g = &f->cls.g;
 
@@ -96,14 +97,14 @@ layout_compute(const struct gpu_model *m, bool mig_enabled, const char *layout,
 	f->memory_used = popcount8(g->used_mask);
 	f->stranded = f->valid ? placement_gpu_stranded(g) : 0;
 	for (int i = 0; i <= m->nprofiles; i++)
-		f->headroom[i] = (uint8_t)placement_gpu_headroom(g, i == 0 ? NULL
-									   : &m->profiles[i - 1]);
+		f->headroom[i] =
+		    (uint8_t)placement_gpu_headroom(g, i == 0 ? NULL : &m->profiles[i - 1]);
 	placement_class_rank(&f->cls);
 }
 
 void
 layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout,
-		 struct layout_figures *out)
+    struct layout_figures *out)
 {
 	uint32_t h = layout_hash(m, mig_enabled, layout);
 	struct layout_entry **slot, *e;
@@ -122,10 +123,11 @@ layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout
 
 	layout_compute(m, mig_enabled, layout, out);
 	len = strlen(layout);
-	off = (offsetof(struct layout_entry, layout) + len + 1 + _Alignof(struct layout_figures) - 1) /
-	      _Alignof(struct layout_figures) * _Alignof(struct layout_figures);
+	off = (offsetof(struct layout_entry, layout) + len + 1 + _Alignof(struct layout_figures) -
+		  1) /
+	    _Alignof(struct layout_figures) * _Alignof(struct layout_figures);
 	if (off > UINT16_MAX)
-		return;                 /* no such layout text exists; not remembered */
+		return; /* no such layout text exists; not remembered */
 	e = malloc(off + sizeof(*out));
 	if (e == NULL)
 		return;
@@ -140,7 +142,7 @@ layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout
 		cache.slots = calloc(LAYOUT_CACHE_SLOTS, sizeof(*cache.slots));
 	if (cache.slots != NULL && cache.n < LAYOUT_CACHE_MAX) {
 		slot = layout_slot(m, mig_enabled, layout, h);
-		if (*slot == NULL) {            /* another thread may have been first */
+		if (*slot == NULL) { /* another thread may have been first */
 			*slot = e;
 			cache.n++;
 			e = NULL;

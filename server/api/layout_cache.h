@@ -28,9 +28,9 @@ struct layout_figures {
 	 * placement_class_rank; cls.gpus and cls.take 0.
 	 */
 	struct placement_class cls;
-	bool valid;                     /* capacity_layout_apply accepted the text */
-	int memory_used;                /* memory slices held */
-	int stranded;                   /* placement_gpu_stranded; 0 when !valid */
+	bool valid;      /* capacity_layout_apply accepted the text */
+	int memory_used; /* memory slices held */
+	int stranded;    /* placement_gpu_stranded; 0 when !valid */
 	/* placement_gpu_headroom: [0] a whole GPU, [1 + i] m->profiles[i] */
 	uint8_t headroom[CATALOG_MAX_PROFILES + 1];
 };
@@ -44,7 +44,7 @@ struct layout_figures {
  * layout_cache_reset (gpupoold keeps its catalog for its lifetime).
  */
 void layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout,
-		      struct layout_figures *out);
+    struct layout_figures *out);
 
 /* How many keys are remembered. */
 int layout_cache_size(void);

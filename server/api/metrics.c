@@ -19,16 +19,14 @@
 #define METRICS_NBUCKETS 12
 
 static const int tracked_status[] = {
-	200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415,
-	422, 428, 429, 500, 503, 0 /* other */
+	200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 422, 428, 429, 500, 503,
+	0 /* other */
 };
 #define NSTATUS ((int)(sizeof(tracked_status) / sizeof(tracked_status[0])))
 
 /* upper bounds in microseconds */
-static const int64_t bucket_us[METRICS_NBUCKETS] = {
-	500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-	1000000, 5000000
-};
+static const int64_t bucket_us[METRICS_NBUCKETS] = { 500, 1000, 2500, 5000, 10000, 25000, 50000,
+	100000, 250000, 500000, 1000000, 5000000 };
 
 static atomic_uint_fast64_t counts[METRICS_MAX_ROUTES + 1][NSTATUS];
 static atomic_uint_fast64_t buckets[METRICS_MAX_ROUTES + 1][METRICS_NBUCKETS + 1];
@@ -55,7 +53,7 @@ metrics_observe(int route_idx, int status, int64_t duration_us)
 	atomic_fetch_add_explicit(&counts[r][s], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&buckets[r][b], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sum_us[r], (uint_fast64_t)(duration_us > 0 ? duration_us : 0),
-				  memory_order_relaxed);
+	    memory_order_relaxed);
 }
 
 static void
@@ -77,8 +75,9 @@ metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 	int nr = api_nroutes < METRICS_MAX_ROUTES ? api_nroutes : METRICS_MAX_ROUTES;
 
 	strbuf_init(&b, a, 16384);
-	strbuf_printf(&b, "# HELP gpupool_http_requests_total HTTP requests by route and status.\n"
-		      "# TYPE gpupool_http_requests_total counter\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_http_requests_total HTTP requests by route and status.\n"
+	    "# TYPE gpupool_http_requests_total counter\n");
 	for (int r = 0; r <= METRICS_MAX_ROUTES; r++) {
 		const char *method, *route;
 
@@ -91,15 +90,18 @@ metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 			if (c == 0)
 				continue;
 			if (tracked_status[s] == 0)
-				strbuf_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
-					  method, route, (unsigned long long)c);
+				strbuf_printf(&b,
+				    "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+				    method, route, (unsigned long long)c);
 			else
-				strbuf_printf(&b, "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
-					  method, route, tracked_status[s], (unsigned long long)c);
+				strbuf_printf(&b,
+				    "gpupool_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+				    method, route, tracked_status[s], (unsigned long long)c);
 		}
 	}
-	strbuf_printf(&b, "# HELP gpupool_http_request_duration_seconds HTTP request latency by route.\n"
-		      "# TYPE gpupool_http_request_duration_seconds histogram\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_http_request_duration_seconds HTTP request latency by route.\n"
+	    "# TYPE gpupool_http_request_duration_seconds histogram\n");
 	for (int r = 0; r <= METRICS_MAX_ROUTES; r++) {
 		const char *method, *route;
 		uint64_t cum = 0;
@@ -114,26 +116,32 @@ metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 		cum = 0;
 		for (int i = 0; i < METRICS_NBUCKETS; i++) {
 			cum += atomic_load(&buckets[r][i]);
-			strbuf_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
-				  method, route, (double)bucket_us[i] / 1e6, (unsigned long long)cum);
+			strbuf_printf(&b,
+			    "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
+			    method, route, (double)bucket_us[i] / 1e6, (unsigned long long)cum);
 		}
 		cum += atomic_load(&buckets[r][METRICS_NBUCKETS]);
-		strbuf_printf(&b, "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
-			  method, route, (unsigned long long)cum);
-		strbuf_printf(&b, "gpupool_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
-			  method, route, (double)atomic_load(&sum_us[r]) / 1e6);
-		strbuf_printf(&b, "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
-			  method, route, (unsigned long long)cum);
+		strbuf_printf(&b,
+		    "gpupool_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
+		    method, route, (unsigned long long)cum);
+		strbuf_printf(&b,
+		    "gpupool_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
+		    method, route, (double)atomic_load(&sum_us[r]) / 1e6);
+		strbuf_printf(&b,
+		    "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
+		    method, route, (unsigned long long)cum);
 	}
 	pool_approvals_metrics(&b);
-	strbuf_printf(&b, "# HELP gpupool_db_errors_total Failed database operations.\n"
-		      "# TYPE gpupool_db_errors_total counter\n"
-		      "gpupool_db_errors_total %llu\n",
-		  (unsigned long long)db_stat_errors());
-	strbuf_printf(&b, "# HELP gpupool_db_reconnects_total Database reconnections.\n"
-		      "# TYPE gpupool_db_reconnects_total counter\n"
-		      "gpupool_db_reconnects_total %llu\n",
-		  (unsigned long long)db_stat_reconnects());
+	strbuf_printf(&b,
+	    "# HELP gpupool_db_errors_total Failed database operations.\n"
+	    "# TYPE gpupool_db_errors_total counter\n"
+	    "gpupool_db_errors_total %llu\n",
+	    (unsigned long long)db_stat_errors());
+	strbuf_printf(&b,
+	    "# HELP gpupool_db_reconnects_total Database reconnections.\n"
+	    "# TYPE gpupool_db_reconnects_total counter\n"
+	    "gpupool_db_reconnects_total %llu\n",
+	    (unsigned long long)db_stat_reconnects());
 	{
 		/* capacity gauges: one grouped scan of gpus; skipped when the database is away */
 		const char *cap = capacity_metrics_text(a, catalog);

@@ -33,12 +33,11 @@ node_json(const struct node_row *n)
 	json_add_bool(o, "placeable", strcmp(n->status, "ready") == 0);
 	json_add_int(o, "cpu_millicores", n->cpu_millicores);
 	json_add_int(o, "memory_bytes", n->memory_bytes);
-	json_object_object_add(o, "labels", n->labels_json ? json_tokener_parse(n->labels_json)
-							   : json_object_new_object());
+	json_object_object_add(o, "labels",
+	    n->labels_json ? json_tokener_parse(n->labels_json) : json_object_new_object());
 	json_add_str(o, "gpu_model", n->gpu_model);
 	json_object_object_add(o, "gpu_models",
-			       n->gpu_models_json ? json_tokener_parse(n->gpu_models_json)
-						  : json_object_new_array());
+	    n->gpu_models_json ? json_tokener_parse(n->gpu_models_json) : json_object_new_array());
 	json_add_int(o, "gpu_count", n->gpu_count);
 	json_add_str(agent, "version", n->agent_version);
 	json_add_time(agent, "heartbeat_at", n->agent_heartbeat_us);
@@ -67,7 +66,7 @@ node_name_valid(const char *s)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
-		      s[i] == '.'))
+			s[i] == '.'))
 			return false;
 	return true;
 }
@@ -112,7 +111,7 @@ label_key_valid(const char *k)
 			return false;
 		for (size_t i = 0; i < pn; i++)
 			if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') ||
-			      k[i] == '-' || k[i] == '.'))
+				k[i] == '-' || k[i] == '.'))
 				return false;
 		k = slash + 1;
 	}
@@ -121,8 +120,7 @@ label_key_valid(const char *k)
 
 /* Validate a labels object; its canonical JSON text, or NULL after errors. */
 static const char *
-read_labels(struct request *req, struct json_object *obj, const char *field,
-	    struct gp_error *err)
+read_labels(struct request *req, struct json_object *obj, const char *field, struct gp_error *err)
 {
 	struct json_object *out = json_own(req->arena, json_object_new_object());
 	bool bad = false;
@@ -131,7 +129,8 @@ read_labels(struct request *req, struct json_object *obj, const char *field,
 		gp_error_field(err, field, "must hold at most %d labels", LABELS_MAX);
 		return NULL;
 	}
-	json_object_object_foreach(obj, key, val) {
+	json_object_object_foreach(obj, key, val)
+	{
 		const char *path = arena_printf(req->arena, "%s.%s", field, key);
 
 		if (!label_key_valid(key)) {
@@ -145,12 +144,13 @@ read_labels(struct request *req, struct json_object *obj, const char *field,
 			continue;
 		}
 		if (!label_part_valid(json_object_get_string(val),
-				      (size_t)json_object_get_string_len(val), true)) {
+			(size_t)json_object_get_string_len(val), true)) {
 			gp_error_field(err, path, "is not a Kubernetes label value");
 			bad = true;
 			continue;
 		}
-		json_object_object_add(out, key, json_object_new_string(json_object_get_string(val)));
+		json_object_object_add(out, key,
+		    json_object_new_string(json_object_get_string(val)));
 	}
 	return bad ? NULL : json_to_arena(req->arena, out, NULL);
 }
@@ -174,11 +174,13 @@ label_filter(struct request *req, const char *q, const char **out, struct gp_err
 		char *key, *val;
 
 		if (eq == NULL)
-			return gp_error_field(err, "label", "must be key=value pairs separated by ','");
+			return gp_error_field(err, "label",
+			    "must be key=value pairs separated by ','");
 		key = arena_strndup(req->arena, s, (size_t)(eq - s));
 		val = arena_strndup(req->arena, eq + 1, len - (size_t)(eq - s) - 1);
 		if (!label_key_valid(key) || !label_part_valid(val, strlen(val), true))
-			return gp_error_field(err, "label", "%s=%s is not a Kubernetes label", key, val);
+			return gp_error_field(err, "label", "%s=%s is not a Kubernetes label", key,
+			    val);
 		json_object_object_add(o, key, json_object_new_string(val));
 		if (end == NULL)
 			break;
@@ -208,7 +210,7 @@ struct node_change {
 	int64_t memory_bytes;
 	const char *labels;
 	int64_t expected;
-	const char *action;             /* cordon|uncordon|drain */
+	const char *action; /* cordon|uncordon|drain */
 	const char *reason;
 	bool changed;
 	struct node_row before;
@@ -224,10 +226,10 @@ node_create_tx(struct db *db, void *arg, struct gp_error *err)
 	if (capacity_cluster_id(db, c->req->arena, c->cluster, "cluster", &cluster_id, err) < 0)
 		return -1;
 	if (db_node_insert(db, c->req->arena, cluster_id, c->name, c->hostname, c->cpu_millicores,
-			   c->memory_bytes, c->labels, &c->row, err) < 0)
+		c->memory_bytes, c->labels, &c->row, err) < 0)
 		return -1;
 	return api_audit(db, c->req, "node.create", "node", c->row.name, 0, NULL,
-			 json_own(c->req->arena, node_json(&c->row)), err);
+	    json_own(c->req->arena, node_json(&c->row)), err);
 }
 
 int
@@ -243,11 +245,13 @@ api_nodes_create(struct request *req, struct response *res, struct gp_error *err
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
 	if (jf_string(&f, "name", true, NODE_NAME_MAX, &c.name) == 0 && !node_name_valid(c.name))
-		gp_error_field(err, "name", "must be a Kubernetes node name: lower-case letters, digits, '-' and '.'");
+		gp_error_field(err, "name",
+		    "must be a Kubernetes node name: lower-case letters, digits, '-' and '.'");
 	jf_string(&f, "cluster", true, 63, &c.cluster);
 	if (jf_string(&f, "hostname", false, 253, &c.hostname) == 0 && c.hostname != NULL &&
 	    !hostname_valid(c.hostname))
-		gp_error_field(err, "hostname", "must be a host name: letters, digits, '-' and '.'");
+		gp_error_field(err, "hostname",
+		    "must be a host name: letters, digits, '-' and '.'");
 	jf_int(&f, "cpu_millicores", false, 0, INT64_MAX, &c.cpu_millicores, &has);
 	jf_int(&f, "memory_bytes", false, 0, INT64_MAX, &c.memory_bytes, &has);
 	if (jf_object(&f, "labels", false, &labels) == 0 && labels != NULL)
@@ -282,7 +286,8 @@ api_nodes_list(struct request *req, struct response *res, struct gp_error *err)
 		return -1;
 	f.status = req->query(req, "status");
 	if (f.status != NULL && !status_valid(f.status))
-		gp_error_field(err, "status", "must be one of ready, cordoned, draining, down, unknown");
+		gp_error_field(err, "status",
+		    "must be one of ready, cordoned, draining, down, unknown");
 	f.model = req->query(req, "model");
 	if (capacity_model_param(cat, f.model, "model", err) < 0)
 		f.model = NULL;
@@ -290,7 +295,7 @@ api_nodes_list(struct request *req, struct response *res, struct gp_error *err)
 	if (gp_error_isset(err))
 		return -1;
 	if (capacity_cluster_id(db_thread(), req->arena, req->query(req, "cluster"), "cluster",
-				&f.cluster_id, err) < 0)
+		&f.cluster_id, err) < 0)
 		return -1;
 	if (db_nodes_list(db_thread(), req->arena, &f, cursor, limit + 1, &rows, &n, err) < 0)
 		return -1;
@@ -303,7 +308,7 @@ api_nodes_list(struct request *req, struct response *res, struct gp_error *err)
 
 static int
 node_load(struct db *db, struct request *req, bool for_update, struct node_row *out,
-	  struct gp_error *err)
+    struct gp_error *err)
 {
 	bool found;
 
@@ -337,14 +342,14 @@ node_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	if (node_load(db, c->req, true, &c->before, err) < 0)
 		return -1;
 	if (db_node_update(db, c->req->arena, c->before.id, c->hostname, c->cpu_millicores,
-			   c->memory_bytes, c->labels, c->expected, &c->row, &stale, err) < 0)
+		c->memory_bytes, c->labels, c->expected, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the node changed since it was read (ETag mismatch)");
+		    "the node changed since it was read (ETag mismatch)");
 	return api_audit(db, c->req, "node.update", "node", c->row.name, 0,
-			 json_own(c->req->arena, node_json(&c->before)),
-			 json_own(c->req->arena, node_json(&c->row)), err);
+	    json_own(c->req->arena, node_json(&c->before)),
+	    json_own(c->req->arena, node_json(&c->row)), err);
 }
 
 int
@@ -364,7 +369,8 @@ api_nodes_patch(struct request *req, struct response *res, struct gp_error *err)
 	jf_init(&f, req->arena, body, "", err);
 	if (jf_string(&f, "hostname", false, 253, &c.hostname) == 0 && c.hostname != NULL &&
 	    !hostname_valid(c.hostname))
-		gp_error_field(err, "hostname", "must be a host name: letters, digits, '-' and '.'");
+		gp_error_field(err, "hostname",
+		    "must be a host name: letters, digits, '-' and '.'");
 	jf_int(&f, "cpu_millicores", false, 0, INT64_MAX, &c.cpu_millicores, &has_cpu);
 	jf_int(&f, "memory_bytes", false, 0, INT64_MAX, &c.memory_bytes, &has_mem);
 	if (jf_object(&f, "labels", false, &labels) == 0 && labels != NULL)
@@ -377,7 +383,7 @@ api_nodes_patch(struct request *req, struct response *res, struct gp_error *err)
 		(void)jf_string(&f, fixed[i], false, 1000, &ignored);
 		if (strcmp(fixed[i], "status") == 0)
 			gp_error_field(err, fixed[i],
-				       "is changed with POST /v1/nodes/{node}/cordon, uncordon or drain");
+			    "is changed with POST /v1/nodes/{node}/cordon, uncordon or drain");
 		else
 			gp_error_field(err, fixed[i], "cannot be changed");
 	}
@@ -416,26 +422,26 @@ node_action_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	if (c->expected != 0 && c->expected != c->before.generation)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the node changed since it was read (ETag mismatch)");
+		    "the node changed since it was read (ETag mismatch)");
 	if (strcmp(c->action, "cordon") == 0 && strcmp(c->before.status, "draining") == 0)
 		return gp_error_set(err, 409, "conflict",
-				    "node %s is draining (already out of placement); uncordon it first",
-				    c->before.name);
+		    "node %s is draining (already out of placement); uncordon it first",
+		    c->before.name);
 	if (strcmp(c->before.status, target) == 0 && c->reason == NULL) {
 		c->row = c->before;
 		return 0;
 	}
-	if (db_node_set_status(db, c->req->arena, c->before.id, target, c->reason, &c->row, err) < 0)
+	if (db_node_set_status(db, c->req->arena, c->before.id, target, c->reason, &c->row, err) <
+	    0)
 		return -1;
 	c->changed = true;
 	return api_audit(db, c->req, arena_printf(c->req->arena, "node.%s", c->action), "node",
-			 c->row.name, 0, json_own(c->req->arena, node_json(&c->before)),
-			 json_own(c->req->arena, node_json(&c->row)), err);
+	    c->row.name, 0, json_own(c->req->arena, node_json(&c->before)),
+	    json_own(c->req->arena, node_json(&c->row)), err);
 }
 
 static int
-node_action(struct request *req, struct response *res, const char *action,
-	    struct gp_error *err)
+node_action(struct request *req, struct response *res, const char *action, struct gp_error *err)
 {
 	struct node_change c;
 

@@ -36,14 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLASS_CACHE_MAX_AGE_US 1000000  /* layout classes of a model, per process */
-#define CLASS_SLOW_MAX_AGE_US 50000     /* the slow path's: just re-read */
+#define CLASS_CACHE_MAX_AGE_US 1000000 /* layout classes of a model, per process */
+#define CLASS_SLOW_MAX_AGE_US 50000    /* the slow path's: just re-read */
 #define CLASS_CACHE_MODELS 32
-#define FAST_PARTIAL_CLASSES 4          /* partly used classes the fast path tries */
-#define FAST_PER_CLASS 8                /* GPUs per partly used class, fast path */
-#define SLOW_PER_CLASS 256              /* GPUs per class at most, slow path */
-#define EMPTY_PER_CLASS 512             /* empty GPUs per MIG mode at most */
-#define SLOW_PASSES 4                   /* slow-path reads while they find more GPUs */
+#define FAST_PARTIAL_CLASSES 4 /* partly used classes the fast path tries */
+#define FAST_PER_CLASS 8       /* GPUs per partly used class, fast path */
+#define SLOW_PER_CLASS 256     /* GPUs per class at most, slow path */
+#define EMPTY_PER_CLASS 512    /* empty GPUs per MIG mode at most */
+#define SLOW_PASSES 4          /* slow-path reads while they find more GPUs */
 #define JUSTIFICATION_MAX 2000
 #define NOTE_MAX 2000
 
@@ -52,8 +52,8 @@
 struct class_entry {
 	bool mig_enabled;
 	const char *layout;
-	bool valid;                     /* the layout parsed under the rules */
-	struct placement_gpu g;         /* the class as the engine sees one GPU of it */
+	bool valid;             /* the layout parsed under the rules */
+	struct placement_gpu g; /* the class as the engine sees one GPU of it */
 };
 
 /*
@@ -66,7 +66,7 @@ static struct {
 	struct {
 		char model[CATALOG_NAME_MAX];
 		int64_t fetched_us;
-		struct class_entry *v;  /* malloc: entries, then the layout strings */
+		struct class_entry *v; /* malloc: entries, then the layout strings */
 		int n;
 	} m[CLASS_CACHE_MODELS];
 	int n;
@@ -130,7 +130,7 @@ class_cache_store(const char *model, const struct class_entry *v, int n, int64_t
 /* The layout classes of model m, at most max_age_us old (0: read them now). */
 static int
 classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t max_age_us,
-	    struct class_entry **out, int *n, struct gp_error *err)
+    struct class_entry **out, int *n, struct gp_error *err)
 {
 	int64_t now = time_mono_us();
 	struct layout_key *keys;
@@ -170,7 +170,7 @@ classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t m
 struct placed {
 	const struct locked_gpu *gpu;
 	int item;
-	const char *profile;            /* "full" or a MIG profile name */
+	const char *profile; /* "full" or a MIG profile name */
 	int start;
 	int size;
 	bool mode_switch;
@@ -187,7 +187,7 @@ class_rank_cmp(const void *pa, const void *pb)
 	const struct class_rank *a = pa, *b = pb;
 
 	if (a->instances != b->instances)
-		return b->instances - a->instances;     /* pack: busiest first */
+		return b->instances - a->instances; /* pack: busiest first */
 	if (a->c->mig_enabled != b->c->mig_enabled)
 		return a->c->mig_enabled ? -1 : 1;
 	return strcmp(a->c->layout, b->c->layout);
@@ -202,8 +202,8 @@ class_rank_cmp(const void *pa, const void *pb)
  */
 static int
 wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
-		const struct spec_count *items, const int *idx, int nidx, bool fast, int held,
-		struct candidate_want *w, int *nw, int cap, struct gp_error *err)
+    const struct spec_count *items, const int *idx, int nidx, bool fast, int held,
+    struct candidate_want *w, int *nw, int cap, struct gp_error *err)
 {
 	const struct mig_profile *profs[POOL_MAX_ITEMS];
 	struct class_entry *cls;
@@ -222,7 +222,7 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 		empty_limit += (s->count + (h > 0 ? h : 1) - 1) / (h > 0 ? h : 1);
 	}
 	if (classes_get(db, a, m, fast ? CLASS_CACHE_MAX_AGE_US : CLASS_SLOW_MAX_AGE_US, &cls,
-			&ncls, err) < 0)
+		&ncls, err) < 0)
 		return -1;
 	rank = arena_alloc(a, sizeof(*rank) * (size_t)(ncls + 1));
 	for (int i = 0; i < ncls; i++) {
@@ -241,8 +241,9 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
 	qsort(rank, (size_t)nrank, sizeof(*rank), class_rank_cmp);
 	if (fast && nrank > FAST_PARTIAL_CLASSES)
 		nrank = FAST_PARTIAL_CLASSES;
-	per = need < (fast ? FAST_PER_CLASS : SLOW_PER_CLASS) ? need
-							    : (fast ? FAST_PER_CLASS : SLOW_PER_CLASS);
+	per = need < (fast ? FAST_PER_CLASS : SLOW_PER_CLASS)
+	    ? need
+	    : (fast ? FAST_PER_CLASS : SLOW_PER_CLASS);
 	per += held;
 	empty_limit += held;
 	/* empty GPUs in both modes first (whether or not the cache knows them) */
@@ -277,8 +278,8 @@ wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
  */
 static int
 candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
-		 const struct spec_count *items, int nitems, bool fast, int held,
-		 struct locked_gpu **rows, int *n, struct gp_error *err)
+    const struct spec_count *items, int nitems, bool fast, int held, struct locked_gpu **rows,
+    int *n, struct gp_error *err)
 {
 	struct candidate_want *w;
 	int nw = 0, wcap = nitems * (FAST_PARTIAL_CLASSES + 2) + 8;
@@ -296,7 +297,7 @@ candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
 		for (int j = 0; j < i; j++)
 			seen = seen || strcmp(items[j].model, items[i].model) == 0;
 		if (classes_get(db, a, catalog_model(c, items[i].model),
-				seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
+			seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
 			return -1;
 		wcap += ncls + 2;
 	}
@@ -333,7 +334,7 @@ struct place_set {
 /* Add the locked rows[0..n) that set does not hold yet; returns how many. */
 static int
 place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
-	      const struct locked_gpu *rows, int n)
+    const struct locked_gpu *rows, int n)
 {
 	int added = 0;
 
@@ -348,7 +349,7 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 			if (set->gpus[j].id == rows[i].id)
 				break;
 		if (j < set->n)
-			continue;       /* ours already, with this batch's placements */
+			continue; /* ours already, with this batch's placements */
 		if (set->n == set->cap) {
 			int ncap = set->cap * 2 + 64;
 			struct placement_gpu *ng = arena_alloc(a, sizeof(*ng) * (size_t)ncap);
@@ -364,10 +365,10 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 		}
 		g = &set->gpus[set->n];
 		placement_gpu_init(g, m, rows[i].id, rows[i].node_id, rows[i].index,
-				   rows[i].mig_enabled);
+		    rows[i].mig_enabled);
 		if (capacity_layout_apply(g, rows[i].layout) < 0) {
 			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-				 "gpu", rows[i].uuid, "layout", rows[i].layout);
+			    "gpu", rows[i].uuid, "layout", rows[i].layout);
 			continue;
 		}
 		set->rows[set->n++] = &rows[i];
@@ -382,8 +383,8 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
  */
 static int
 place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
-	       const struct spec_count *items, int nitems, struct placed **out, int *nout,
-	       int *missing, struct gp_error *err)
+    const struct spec_count *items, int nitems, struct placed **out, int *nout, int *missing,
+    struct gp_error *err)
 {
 	struct placement_result res;
 	struct gp_error perr;
@@ -395,8 +396,7 @@ place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
 	res.cap = total;
 	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
 	gp_error_clear(&perr);
-	if (placement_find(c, set->gpus, set->n, items, nitems, PLACEMENT_APPLY, &res,
-			   &perr) < 0) {
+	if (placement_find(c, set->gpus, set->n, items, nitems, PLACEMENT_APPLY, &res, &perr) < 0) {
 		if (perr.status != 409) {
 			*err = perr;
 			return -1;
@@ -424,8 +424,8 @@ place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
 /* ---- shared pieces ---- */
 
 static int
-request_load_visible(struct db *db, struct request *req, int64_t id,
-		     struct pool_request_row *out, enum project_role *prole, struct gp_error *err)
+request_load_visible(struct db *db, struct request *req, int64_t id, struct pool_request_row *out,
+    enum project_role *prole, struct gp_error *err)
 {
 	struct project_row proj;
 	struct gp_error e;
@@ -434,14 +434,14 @@ request_load_visible(struct db *db, struct request *req, int64_t id,
 	if (db_request_get(db, req->arena, id, out, &found, err) < 0)
 		return -1;
 	gp_error_clear(&e);
-	if (!found || api_project_access(db, req, out->project, PROJECT_READ, &proj, prole,
-					 &e) < 0) {
+	if (!found ||
+	    api_project_access(db, req, out->project, PROJECT_READ, &proj, prole, &e) < 0) {
 		if (found && e.status >= 500) {
 			*err = e;
 			return -1;
 		}
 		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
-				    (long long)id);
+		    (long long)id);
 	}
 	return 0;
 }
@@ -473,7 +473,8 @@ submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 	    pool_action_parse(s->action_name, &s->action) < 0)
 		gp_error_field(err, "action", "must be one of create, expand, shrink, release");
 	if (jf_string(&f, "pool", true, 63, &s->pool) == 0 && !api_dns_label(s->pool))
-		gp_error_field(err, "pool", "must be a DNS label: lower-case letters, digits and '-'");
+		gp_error_field(err, "pool",
+		    "must be a DNS label: lower-case letters, digits and '-'");
 	jf_array(&f, "items", false, &arr);
 	jf_string(&f, "justification", false, JUSTIFICATION_MAX, &s->justification);
 	jf_time(&f, "ends_at", false, &s->ends_us, &s->has_ends);
@@ -483,7 +484,8 @@ submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 	}
 	if (s->action == POOL_ACTION_RELEASE) {
 		if (arr != NULL && json_object_array_length(arr) > 0)
-			gp_error_field(err, "items", "a release names no items: it frees the whole pool");
+			gp_error_field(err, "items",
+			    "a release names no items: it frees the whole pool");
 	} else if (arr == NULL) {
 		gp_error_field(err, "items", "is required for %s", s->action_name);
 	} else if (pools_items_read(req, arr, s->items, &s->nitems, err) < 0) {
@@ -502,8 +504,7 @@ submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 
 static int
 quota_check_now(struct db *db, struct arena *a, int64_t project_id, bool lock,
-		const struct spec_count *add, int nadd, struct json_object **item,
-		struct gp_error *err)
+    const struct spec_count *add, int nadd, struct json_object **item, struct gp_error *err)
 {
 	struct spec_count quota[POOL_MAX_ITEMS], usage[POOL_MAX_ITEMS];
 	const char *qtext = NULL, *utext = NULL;
@@ -530,10 +531,10 @@ quota_check_now(struct db *db, struct arena *a, int64_t project_id, bool lock,
 		json_add_str(o, "model", add[bad].model);
 		json_add_str(o, "profile", add[bad].profile);
 		json_add_int(o, "count", add[bad].count);
-		json_add_int(o, "limit", pool_items_count(quota, nq, add[bad].model,
-							  add[bad].profile));
-		json_add_int(o, "used", pool_items_count(usage, nu, add[bad].model,
-							 add[bad].profile));
+		json_add_int(o, "limit",
+		    pool_items_count(quota, nq, add[bad].model, add[bad].profile));
+		json_add_int(o, "used",
+		    pool_items_count(usage, nu, add[bad].model, add[bad].profile));
 		*item = json_own(a, o);
 	}
 	return -1;
@@ -545,7 +546,7 @@ quota_check_now(struct db *db, struct arena *a, int64_t project_id, bool lock,
  */
 static int
 reply_problem_with(struct request *req, struct response *res, const struct gp_error *err,
-		   const char *key, struct json_object *val)
+    const char *key, struct json_object *val)
 {
 	struct json_object *o;
 
@@ -576,7 +577,7 @@ static atomic_uint_fast64_t stat_submit_items;
 
 struct submit_job {
 	struct request *req;
-	bool inline_run;                /* run by its handler: the queue was stopping */
+	bool inline_run; /* run by its handler: the queue was stopping */
 	struct submit s;
 	struct project_row proj;
 	struct request_submit rs;
@@ -627,8 +628,9 @@ submit_run(struct db *db, void **items, int n, void *arg)
 	if (db_tx(db, submit_batch_tx, &b, &err) < 0) {
 		arena_destroy(b.a);
 		if (n > 1 && err.status != 503) {
-			log_warn(NULL, "a submission batch failed; inserting its submissions one by one",
-				 "error", err.message);
+			log_warn(NULL,
+			    "a submission batch failed; inserting its submissions one by one",
+			    "error", err.message);
 			for (int i = 0; i < n; i++)
 				submit_run(db, &items[i], 1, arg);
 			return;
@@ -662,14 +664,15 @@ submit_reply(struct request *req, struct response *res, void *arg, struct gp_err
 	}
 	if (j->res.conflict)
 		return gp_error_set(err, 409, "conflict", "the project already has a pool named %s",
-				    j->rs.pool_name);
+		    j->rs.pool_name);
 	if (j->res.needs_quota) {
 		struct db *db = db_thread();
 
 		if (quota_check_now(db, req->arena, j->proj.id, false, j->s.items, j->s.nitems,
-				    &qitem, err) < 0) {
+			&qitem, err) < 0) {
 			if (qitem != NULL)
-				return reply_problem_with(req, res, err, "item", json_object_get(qitem));
+				return reply_problem_with(req, res, err, "item",
+				    json_object_get(qitem));
 			return -1;
 		}
 		j->rs.quota_checked = true;
@@ -680,7 +683,7 @@ submit_reply(struct request *req, struct response *res, void *arg, struct gp_err
 	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
 	api_etag(req, res, out.generation);
 	response_header(res, "Location",
-			arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
+	    arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
 	return 0;
 }
 
@@ -710,19 +713,21 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 			return -1;
 		if (!found)
 			return gp_error_field(err, "pool", "project %s has no pool named %s",
-					      proj.name, s.pool);
+			    proj.name, s.pool);
 		if (pool_status_parse(pool.status, &st) < 0)
 			st = POOL_STATUS_RELEASED;
 		if (pool_status_accepts(st, s.action, pool.name, err) < 0)
 			return -1;
 		if (s.action == POOL_ACTION_SHRINK) {
 			if (pools_items_parse(pool.items_json, have, &nhave, err) < 0 ||
-			    pool_items_subtract(have, nhave, s.items, s.nitems, left, &nleft, err) < 0)
+			    pool_items_subtract(have, nhave, s.items, s.nitems, left, &nleft, err) <
+				0)
 				return -1;
 			if (nleft == 0)
 				return gp_error_set(err, 409, "conflict",
-						    "the shrink would leave pool %s empty; "
-						    "request a release instead", pool.name);
+				    "the shrink would leave pool %s empty; "
+				    "request a release instead",
+				    pool.name);
 		}
 		rs.pool_id = pool.id;
 	}
@@ -779,8 +784,9 @@ api_pool_requests_list(struct request *req, struct response *res, struct gp_erro
 	if (api_page(req, &limit, &cursor, err) < 0)
 		return -1;
 	if (state != NULL && pool_request_state_parse(state, &st) < 0)
-		return gp_error_field(err, "state", "must be one of pending, approved, fulfilled, "
-				      "failed, rejected, cancelled, expired");
+		return gp_error_field(err, "state",
+		    "must be one of pending, approved, fulfilled, "
+		    "failed, rejected, cancelled, expired");
 	if (project != NULL) {
 		struct project_row p;
 
@@ -841,21 +847,21 @@ api_pool_requests_get(struct request *req, struct response *res, struct gp_error
 #define APPROVE_BATCH_MAX 32
 
 /* for /metrics */
-static atomic_uint_fast64_t stat_batches;       /* transactions that committed a batch */
-static atomic_uint_fast64_t stat_batch_items;   /* approvals they decided */
-static atomic_uint_fast64_t stat_slow_paths;    /* placements that needed the slow path */
-static atomic_uint_fast64_t stat_split;         /* failed batches decided one by one */
+static atomic_uint_fast64_t stat_batches;     /* transactions that committed a batch */
+static atomic_uint_fast64_t stat_batch_items; /* approvals they decided */
+static atomic_uint_fast64_t stat_slow_paths;  /* placements that needed the slow path */
+static atomic_uint_fast64_t stat_split;       /* failed batches decided one by one */
 
 enum approve_outcome {
-	APPROVE_OPEN,                   /* still going ahead in this batch */
-	APPROVE_DONE,                   /* applied (once the batch commits) */
-	APPROVE_REFUSED,                /* err says why; nothing changed */
-	APPROVE_LATER,                  /* shares a pool or quota: next batch */
+	APPROVE_OPEN,    /* still going ahead in this batch */
+	APPROVE_DONE,    /* applied (once the batch commits) */
+	APPROVE_REFUSED, /* err says why; nothing changed */
+	APPROVE_LATER,   /* shares a pool or quota: next batch */
 };
 
 struct approve {
 	struct request *req;
-	bool inline_run;                /* run by its handler: the queue was stopping */
+	bool inline_run; /* run by its handler: the queue was stopping */
 	int64_t id;
 	const char *note;
 	/* decided by the batch */
@@ -874,14 +880,14 @@ struct approve {
 	int nfreed;
 	int missing[POOL_MAX_ITEMS];
 	struct json_object *quota_item;
-	const char *after;              /* the approved request: audit row and reply */
+	const char *after; /* the approved request: audit row and reply */
 	size_t after_len;
 };
 
 struct approve_batch {
 	struct approve **v;
 	int n;
-	struct arena *a;                /* the batch's own scratch */
+	struct arena *a; /* the batch's own scratch */
 };
 
 static bool
@@ -905,16 +911,16 @@ approve_allocs_json(const struct approve *c)
 	for (int i = 0; i < c->nplaced; i++) {
 		const struct placed *p = &c->placed[i];
 
-		json_object_array_add(arr, pools_alloc_json(p->gpu->node, p->gpu->uuid,
-							    p->gpu->index, p->gpu->model, p->profile,
-							    p->start, p->size, "reserved", NULL));
+		json_object_array_add(arr,
+		    pools_alloc_json(p->gpu->node, p->gpu->uuid, p->gpu->index, p->gpu->model,
+			p->profile, p->start, p->size, "reserved", NULL));
 	}
 	for (int i = 0; i < c->nfreed; i++) {
 		const struct live_alloc *f = &c->freed[i];
 
-		json_object_array_add(arr, pools_alloc_json(f->node, f->gpu_uuid, f->gpu_index,
-							    f->model, f->profile, f->start, f->size,
-							    "releasing", NULL));
+		json_object_array_add(arr,
+		    pools_alloc_json(f->node, f->gpu_uuid, f->gpu_index, f->model, f->profile,
+			f->start, f->size, "releasing", NULL));
 	}
 	return arr;
 }
@@ -965,7 +971,7 @@ approve_check(struct approve *c, struct gp_error *err)
 	if (c->ax.req.ends_us != 0 && c->ax.req.ends_us <= c->ax.now_us &&
 	    c->action == POOL_ACTION_CREATE)
 		return gp_error_set(err, 409, "conflict",
-				    "the pool's requested end time has passed; reject the request");
+		    "the pool's requested end time has passed; reject the request");
 	c->ap.new_items_json = pools_items_text(c->req->arena, next, nnext);
 	return 0;
 }
@@ -1033,11 +1039,12 @@ approve_free(struct db *db, struct approve *c, bool release, struct gp_error *er
 
 	if (!release) {
 		if (pool_items_subtract(c->pool_items, c->npool, c->items, c->nitems, next, &nnext,
-					err) < 0)
+			err) < 0)
 			return -1;
 		if (nnext == 0)
-			return gp_error_set(err, 409, "conflict", "the shrink would leave the pool "
-					    "empty; reject it and request a release");
+			return gp_error_set(err, 409, "conflict",
+			    "the shrink would leave the pool "
+			    "empty; reject it and request a release");
 	}
 	if (db_pool_live_allocations(db, a, c->ax.req.pool_id, !release, &live, &nlive, err) < 0)
 		return -1;
@@ -1112,10 +1119,9 @@ approve_fill_common(struct approve *c)
 	ap->note = c->note;
 	ap->http_request_id = req->request_id;
 	ap->audit_before_json = json_to_arena(req->arena,
-					      json_own(req->arena,
-						       pools_request_json(&c->ax.req, NULL, 0)), NULL);
-	c->after = json_to_arena(req->arena, json_own(req->arena, approve_after_json(c)),
-				 &c->after_len);
+	    json_own(req->arena, pools_request_json(&c->ax.req, NULL, 0)), NULL);
+	c->after =
+	    json_to_arena(req->arena, json_own(req->arena, approve_after_json(c)), &c->after_len);
 	ap->audit_after_json = c->after;
 }
 
@@ -1126,7 +1132,7 @@ approve_fill_common(struct approve *c)
  */
 static int
 approve_step_failed(struct db *db, struct approve *c, const struct gp_error *e,
-		    struct gp_error *err)
+    struct gp_error *err)
 {
 	if (db_tx_aborted(db) || e->status >= 500) {
 		*err = *e;
@@ -1180,7 +1186,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 			continue;
 		gp_error_clear(&e);
 		rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed, &c->nplaced,
-				    c->missing, &e);
+		    c->missing, &e);
 		/*
 		 * The slow path: every useful class, waiting for locks, past the
 		 * GPUs the set holds (earlier approvals of this batch may have
@@ -1194,12 +1200,12 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 			if (pass == 0)
 				atomic_fetch_add(&stat_slow_paths, 1);
 			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, set.n,
-					     &rows, &nrows, err) < 0)
+				&rows, &nrows, err) < 0)
 				return -1;
 			if (place_set_add(b->a, cat, &set, rows, nrows) == 0 && pass > 0)
 				break;
 			rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed,
-					    &c->nplaced, c->missing, &e);
+			    &c->nplaced, c->missing, &e);
 		}
 		if (rc < 0) {
 			if (approve_step_failed(db, c, &e, err) < 0)
@@ -1208,7 +1214,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 		}
 		if (rc == 0) {
 			gp_error_set(&e, 409, "insufficient_capacity",
-				     "the free capacity cannot hold every item of the request");
+			    "the free capacity cannot hold every item of the request");
 			approve_refuse(c, &e);
 		}
 	}
@@ -1221,7 +1227,7 @@ approve_cmp_project(const void *pa, const void *pb)
 	const struct approve *a = *(struct approve *const *)pa, *b = *(struct approve *const *)pb;
 
 	return (a->ax.req.project_id > b->ax.req.project_id) -
-	       (a->ax.req.project_id < b->ax.req.project_id);
+	    (a->ax.req.project_id < b->ax.req.project_id);
 }
 
 static int
@@ -1260,7 +1266,7 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		gp_error_clear(&e);
 		if (!found[i]) {
 			gp_error_set(&e, 404, "not_found", "no such pool request: %lld",
-				     (long long)c->id);
+			    (long long)c->id);
 			approve_refuse(c, &e);
 			continue;
 		}
@@ -1274,7 +1280,7 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 
 			if (o->outcome == APPROVE_OPEN &&
 			    (o->ax.req.pool_id == c->ax.req.pool_id ||
-			     (c->ax.has_quota && o->ax.req.project_id == c->ax.req.project_id)))
+				(c->ax.has_quota && o->ax.req.project_id == c->ax.req.project_id)))
 				c->outcome = APPROVE_LATER;
 		}
 		if (c->outcome == APPROVE_OPEN && c->ax.has_quota && approve_is_grow(c))
@@ -1288,7 +1294,7 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 
 		gp_error_clear(&e);
 		if (quota_check_now(db, c->req->arena, c->ax.req.project_id, true, c->items,
-				    c->nitems, &c->quota_item, &e) < 0 &&
+			c->nitems, &c->quota_item, &e) < 0 &&
 		    approve_step_failed(db, c, &e, err) < 0)
 			return -1;
 	}
@@ -1346,13 +1352,14 @@ approve_run(struct db *db, void **items, int n, void *arg)
 	int nlater = 0;
 
 	gp_error_clear(&err);
-	if (db_tx_ex(db, DB_TX_RETRY_EXCLUSION | DB_TX_GENERIC_PLANS, approve_batch_tx, &b,
-		     &err) < 0) {
+	if (db_tx_ex(db, DB_TX_RETRY_EXCLUSION | DB_TX_GENERIC_PLANS, approve_batch_tx, &b, &err) <
+	    0) {
 		arena_destroy(b.a);
 		if (n > 1 && err.status != 503) {
 			atomic_fetch_add(&stat_split, 1);
-			log_warn(NULL, "an approval batch failed; deciding its approvals one by one",
-				 "error", err.message);
+			log_warn(NULL,
+			    "an approval batch failed; deciding its approvals one by one", "error",
+			    err.message);
 			for (int i = 0; i < n; i++)
 				approve_run(db, &items[i], 1, arg);
 			return;
@@ -1380,10 +1387,10 @@ int
 pool_workers_start(struct app *app)
 {
 	if (batch_start(&app->approvals, "approvals", app->approval_workers, APPROVE_BATCH_MAX,
-			approve_run, app) < 0)
+		approve_run, app) < 0)
 		return -1;
 	if (batch_start(&app->submits, "submissions", app->approval_workers, SUBMIT_BATCH_MAX,
-			submit_run, app) < 0) {
+		submit_run, app) < 0) {
 		batch_free(app->approvals);
 		app->approvals = NULL;
 		return -1;
@@ -1410,33 +1417,35 @@ pool_workers_free(struct app *app)
 void
 pool_approvals_metrics(struct strbuf *b)
 {
-	strbuf_printf(b, "# HELP gpupool_approval_batches_total Approval transactions committed "
-		      "(group commit).\n# TYPE gpupool_approval_batches_total counter\n"
-		      "gpupool_approval_batches_total %llu\n"
-		      "# HELP gpupool_approval_batch_items_total Approvals decided by those "
-		      "transactions (over batches: the mean batch size).\n"
-		      "# TYPE gpupool_approval_batch_items_total counter\n"
-		      "gpupool_approval_batch_items_total %llu\n"
-		      "# HELP gpupool_approval_slow_paths_total Placements that read every useful "
-		      "layout class after the fast candidates fell short.\n"
-		      "# TYPE gpupool_approval_slow_paths_total counter\n"
-		      "gpupool_approval_slow_paths_total %llu\n"
-		      "# HELP gpupool_approval_batch_splits_total Failed batches whose approvals "
-		      "were then decided one by one.\n"
-		      "# TYPE gpupool_approval_batch_splits_total counter\n"
-		      "gpupool_approval_batch_splits_total %llu\n",
-		      (unsigned long long)atomic_load(&stat_batches),
-		      (unsigned long long)atomic_load(&stat_batch_items),
-		      (unsigned long long)atomic_load(&stat_slow_paths),
-		      (unsigned long long)atomic_load(&stat_split));
-	strbuf_printf(b, "# HELP gpupool_submit_batches_total Pool-request submission transactions "
-		      "committed (group commit).\n# TYPE gpupool_submit_batches_total counter\n"
-		      "gpupool_submit_batches_total %llu\n"
-		      "# HELP gpupool_submit_batch_items_total Submissions those transactions held.\n"
-		      "# TYPE gpupool_submit_batch_items_total counter\n"
-		      "gpupool_submit_batch_items_total %llu\n",
-		      (unsigned long long)atomic_load(&stat_submit_batches),
-		      (unsigned long long)atomic_load(&stat_submit_items));
+	strbuf_printf(b,
+	    "# HELP gpupool_approval_batches_total Approval transactions committed "
+	    "(group commit).\n# TYPE gpupool_approval_batches_total counter\n"
+	    "gpupool_approval_batches_total %llu\n"
+	    "# HELP gpupool_approval_batch_items_total Approvals decided by those "
+	    "transactions (over batches: the mean batch size).\n"
+	    "# TYPE gpupool_approval_batch_items_total counter\n"
+	    "gpupool_approval_batch_items_total %llu\n"
+	    "# HELP gpupool_approval_slow_paths_total Placements that read every useful "
+	    "layout class after the fast candidates fell short.\n"
+	    "# TYPE gpupool_approval_slow_paths_total counter\n"
+	    "gpupool_approval_slow_paths_total %llu\n"
+	    "# HELP gpupool_approval_batch_splits_total Failed batches whose approvals "
+	    "were then decided one by one.\n"
+	    "# TYPE gpupool_approval_batch_splits_total counter\n"
+	    "gpupool_approval_batch_splits_total %llu\n",
+	    (unsigned long long)atomic_load(&stat_batches),
+	    (unsigned long long)atomic_load(&stat_batch_items),
+	    (unsigned long long)atomic_load(&stat_slow_paths),
+	    (unsigned long long)atomic_load(&stat_split));
+	strbuf_printf(b,
+	    "# HELP gpupool_submit_batches_total Pool-request submission transactions "
+	    "committed (group commit).\n# TYPE gpupool_submit_batches_total counter\n"
+	    "gpupool_submit_batches_total %llu\n"
+	    "# HELP gpupool_submit_batch_items_total Submissions those transactions held.\n"
+	    "# TYPE gpupool_submit_batch_items_total counter\n"
+	    "gpupool_submit_batch_items_total %llu\n",
+	    (unsigned long long)atomic_load(&stat_submit_batches),
+	    (unsigned long long)atomic_load(&stat_submit_items));
 }
 
 /* The answer, on an HTTP thread once the batch decided. */
@@ -1528,38 +1537,38 @@ close_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
-				    (long long)c->id);
+		    (long long)c->id);
 	if (c->cancel) {
 		struct project_row proj;
 		struct gp_error e;
 
 		gp_error_clear(&e);
-		if (api_project_access(db, req, ax.req.project, PROJECT_READ, &proj, &prole,
-				       &e) < 0) {
+		if (api_project_access(db, req, ax.req.project, PROJECT_READ, &proj, &prole, &e) <
+		    0) {
 			if (e.status >= 500) {
 				*err = e;
 				return -1;
 			}
 			return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
-					    (long long)c->id);
+			    (long long)c->id);
 		}
 		if (ax.req.requested_by_id != req->principal.user_id &&
 		    prole != PROJECT_ROLE_OWNER && api_role(req) != ROLE_ADMIN)
-			return gp_error_set(err, 403, "forbidden", "only the requester or an owner "
-					    "of project %s may cancel this request", proj.name);
+			return gp_error_set(err, 403, "forbidden",
+			    "only the requester or an owner "
+			    "of project %s may cancel this request",
+			    proj.name);
 	}
 	if (pool_request_state_parse(ax.req.state, &st) < 0 ||
 	    pool_request_transition(st, c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED,
-				    err) < 0)
+		err) < 0)
 		return -1;
 	return db_request_close(db, req->arena, c->id, c->cancel ? "cancelled" : "rejected",
-				req->principal.user_id, req->principal.username, c->note,
-				req->request_id,
-				c->cancel ? "pool_request.cancel" : "pool_request.reject",
-				json_to_arena(req->arena,
-					      json_own(req->arena,
-						       pools_request_json(&ax.req, NULL, 0)), NULL),
-				&c->out, err);
+	    req->principal.user_id, req->principal.username, c->note, req->request_id,
+	    c->cancel ? "pool_request.cancel" : "pool_request.reject",
+	    json_to_arena(req->arena, json_own(req->arena, pools_request_json(&ax.req, NULL, 0)),
+		NULL),
+	    &c->out, err);
 }
 
 static int

@@ -14,7 +14,7 @@
 /* One entry of an item array into s; errors are recorded on err under path. */
 static void
 item_read(struct request *req, struct json_object *v, const char *path, struct spec_count *s,
-	  struct gp_error *err)
+    struct gp_error *err)
 {
 	const struct catalog *c = api_app(req)->catalog;
 	struct gp_error e;
@@ -39,8 +39,9 @@ item_read(struct request *req, struct json_object *v, const char *path, struct s
 		    spec_validate(s, c, path, NULL, NULL, &e) < 0)
 			goto copy;
 	} else {
-		gp_error_field(&e, path, "must be a SpecAndCount object or its text form "
-			       "MODEL/PROFILE=COUNT");
+		gp_error_field(&e, path,
+		    "must be a SpecAndCount object or its text form "
+		    "MODEL/PROFILE=COUNT");
 	}
 copy:
 	for (int k = 0; k < e.nfields; k++)
@@ -51,7 +52,7 @@ copy:
 
 int
 pools_items_read(struct request *req, struct json_object *arr, struct spec_count *out, int *n,
-		 struct gp_error *err)
+    struct gp_error *err)
 {
 	size_t len = json_object_array_length(arr);
 	struct spec_count items[POOL_MAX_ITEMS];
@@ -74,7 +75,7 @@ pools_items_read(struct request *req, struct json_object *arr, struct spec_count
 		for (size_t j = 0; j < i; j++) {
 			if (spec_same_kind(&items[j], &items[i])) {
 				gp_error_field(err, path, "%s/%s is listed twice", items[i].model,
-					       items[i].profile);
+				    items[i].profile);
 				bad = true;
 				break;
 			}
@@ -110,7 +111,7 @@ pools_items_parse(const char *json, struct spec_count *out, int *n, struct gp_er
 			goto fail;
 		gp_error_clear(&e);
 		if (spec_set(&out[i], json_object_get_string(m), json_object_get_string(p),
-			     json_object_get_int(c), "items", &e) < 0)
+			json_object_get_int(c), "items", &e) < 0)
 			goto fail;
 	}
 	*n = pool_items_canonical(out, (int)len);
@@ -162,8 +163,7 @@ stored_items_json(const char *text)
 
 struct json_object *
 pools_alloc_json(const char *node, const char *gpu_uuid, int gpu_index, const char *model,
-		 const char *profile, int start, int size, const char *state,
-		 const char *device_uuid)
+    const char *profile, int start, int size, const char *state, const char *device_uuid)
 {
 	struct json_object *o = json_object_new_object();
 	char k8s[SPEC_K8S_MAX];
@@ -177,7 +177,7 @@ pools_alloc_json(const char *node, const char *gpu_uuid, int gpu_index, const ch
 	json_add_int(o, "size", size);
 	json_add_str(o, "state", state);
 	json_add_str(o, "resource_name",
-		     spec_k8s_resource(profile, k8s, sizeof(k8s)) == 0 ? k8s : NULL);
+	    spec_k8s_resource(profile, k8s, sizeof(k8s)) == 0 ? k8s : NULL);
 	json_add_str(o, "device_uuid", device_uuid);
 	return o;
 }
@@ -207,9 +207,9 @@ pools_pool_json(const struct pool_row *p, const struct pool_alloc_row *a, int na
 	for (int i = 0; i < na; i++) {
 		if (a[i].pool_id != p->id)
 			continue;
-		json_object_array_add(arr, pools_alloc_json(a[i].node, a[i].gpu_uuid, a[i].gpu_index,
-							    a[i].model, a[i].profile, a[i].start,
-							    a[i].size, a[i].state, a[i].device_uuid));
+		json_object_array_add(arr,
+		    pools_alloc_json(a[i].node, a[i].gpu_uuid, a[i].gpu_index, a[i].model,
+			a[i].profile, a[i].start, a[i].size, a[i].state, a[i].device_uuid));
 	}
 	json_object_object_add(o, "allocations", arr);
 	return o;
@@ -226,7 +226,7 @@ add_time_or_null(struct json_object *o, const char *key, int64_t us)
 
 struct json_object *
 pools_request_json(const struct pool_request_row *r, const struct pool_request_event *history,
-		   int nhistory)
+    int nhistory)
 {
 	struct json_object *o = json_object_new_object();
 
@@ -269,7 +269,7 @@ pools_request_json(const struct pool_request_row *r, const struct pool_request_e
 
 static struct json_object *
 quota_json(struct request *req, const char *project, bool has, const char *items_json,
-	   const char *usage_json, int64_t generation, int64_t updated_us)
+    const char *usage_json, int64_t generation, int64_t updated_us)
 {
 	struct json_object *o = json_object_new_object();
 
@@ -309,7 +309,7 @@ api_quota_get(struct request *req, struct response *res, struct gp_error *err)
 
 struct quota_change {
 	struct request *req;
-	const char *items_json;         /* NULL: delete */
+	const char *items_json; /* NULL: delete */
 	int64_t expected;
 	struct project_row project;
 	bool had;
@@ -336,30 +336,30 @@ quota_change_tx(struct db *db, void *arg, struct gp_error *err)
 		const char *ignored;
 		bool has;
 
-		if (db_quota_get(db, req->arena, c->project.id, &has, &ignored, &gen, &upd, err) < 0)
+		if (db_quota_get(db, req->arena, c->project.id, &has, &ignored, &gen, &upd, err) <
+		    0)
 			return -1;
 		if (!has || gen != c->expected)
 			return gp_error_set(err, 412, "precondition_failed",
-					    "the quota changed since it was read (ETag mismatch)");
+			    "the quota changed since it was read (ETag mismatch)");
 	}
 	if (c->items_json != NULL) {
 		if (db_quota_put(db, req->arena, c->project.id, c->items_json, &c->generation,
-				 &c->updated_us, err) < 0)
+			&c->updated_us, err) < 0)
 			return -1;
 	} else {
 		if (db_quota_delete(db, req->arena, c->project.id, &existed, err) < 0)
 			return -1;
 		if (!existed)
 			return gp_error_set(err, 404, "not_found", "project %s has no quota",
-					    c->project.name);
+			    c->project.name);
 	}
 	if (db_project_usage(db, req->arena, c->project.id, &c->usage, err) < 0)
 		return -1;
 	return api_audit(db, req, c->items_json ? "project.quota.put" : "project.quota.delete",
-			 "project_quota", c->project.name, c->project.id,
-			 c->had ? json_own(req->arena, stored_items_json(c->before)) : NULL,
-			 c->items_json ? json_own(req->arena, stored_items_json(c->items_json)) : NULL,
-			 err);
+	    "project_quota", c->project.name, c->project.id,
+	    c->had ? json_own(req->arena, stored_items_json(c->before)) : NULL,
+	    c->items_json ? json_own(req->arena, stored_items_json(c->items_json)) : NULL, err);
 }
 
 int
@@ -387,8 +387,8 @@ api_quota_put(struct request *req, struct response *res, struct gp_error *err)
 	if (db_tx(db_thread(), quota_change_tx, &c, err) < 0)
 		return -1;
 	response_json(req, res, c.had ? 200 : 201,
-		      quota_json(req, c.project.name, true, c.items_json, c.usage, c.generation,
-				 c.updated_us));
+	    quota_json(req, c.project.name, true, c.items_json, c.usage, c.generation,
+		c.updated_us));
 	api_etag(req, res, c.generation);
 	return 0;
 }
@@ -425,12 +425,13 @@ api_pools_list(struct request *req, struct response *res, struct gp_error *err)
 	if (api_page(req, &limit, &cursor, err) < 0)
 		return -1;
 	if (status != NULL && pool_status_parse(status, &st) < 0)
-		return gp_error_field(err, "status", "must be one of pending, provisioning, active, "
-				      "degraded, releasing, released");
+		return gp_error_field(err, "status",
+		    "must be one of pending, provisioning, active, "
+		    "degraded, releasing, released");
 	if (api_project_access(db_thread(), req, req->params[0], PROJECT_READ, &p, NULL, err) < 0)
 		return -1;
 	if (db_pools_list(db_thread(), req->arena, p.id, status, cursor, limit + 1, &rows, &n,
-			  err) < 0)
+		err) < 0)
 		return -1;
 	shown = n < limit ? n : limit;
 	ids = arena_alloc(req->arena, sizeof(*ids) * (size_t)(shown + 1));
@@ -462,8 +463,9 @@ api_pools_get(struct request *req, struct response *res, struct gp_error *err)
 		return -1;
 	gp_error_clear(&ignored);
 	/* another tenant's pool is indistinguishable from a missing one */
-	if (!found || api_project_access(db_thread(), req, p.project, PROJECT_READ, &proj, NULL,
-					 &ignored) < 0) {
+	if (!found ||
+	    api_project_access(db_thread(), req, p.project, PROJECT_READ, &proj, NULL, &ignored) <
+		0) {
 		if (found && ignored.status >= 500) {
 			*err = ignored;
 			return -1;
@@ -489,11 +491,11 @@ pools_metrics_text(struct arena *a)
 	if (db_pools_gauges(db_thread(), &pending, &backlog, &err) < 0)
 		return NULL;
 	return arena_printf(a,
-		"# HELP gpupool_pool_requests_pending Pool requests waiting for a decision.\n"
-		"# TYPE gpupool_pool_requests_pending gauge\n"
-		"gpupool_pool_requests_pending %lld\n"
-		"# HELP gpupool_outbox_backlog Desired-state changes not yet delivered to agents.\n"
-		"# TYPE gpupool_outbox_backlog gauge\n"
-		"gpupool_outbox_backlog %lld\n",
-		(long long)pending, (long long)backlog);
+	    "# HELP gpupool_pool_requests_pending Pool requests waiting for a decision.\n"
+	    "# TYPE gpupool_pool_requests_pending gauge\n"
+	    "gpupool_pool_requests_pending %lld\n"
+	    "# HELP gpupool_outbox_backlog Desired-state changes not yet delivered to agents.\n"
+	    "# TYPE gpupool_outbox_backlog gauge\n"
+	    "gpupool_outbox_backlog %lld\n",
+	    (long long)pending, (long long)backlog);
 }

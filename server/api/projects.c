@@ -11,9 +11,8 @@
 #define NAMESPACES_MAX 64
 
 int
-api_project_access(struct db *db, struct request *req, const char *name,
-		   enum project_access need, struct project_row *out,
-		   enum project_role *prole, struct gp_error *err)
+api_project_access(struct db *db, struct request *req, const char *name, enum project_access need,
+    struct project_row *out, enum project_role *prole, struct gp_error *err)
 {
 	enum role role = api_role(req);
 	enum project_role pr = PROJECT_ROLE_NONE;
@@ -21,7 +20,7 @@ api_project_access(struct db *db, struct request *req, const char *name,
 	bool found;
 
 	if (db_project_get_role(db, req->arena, name, req->principal.user_id, out, &found, &mrole,
-				err) < 0)
+		err) < 0)
 		return -1;
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such project: %s", name);
@@ -43,7 +42,8 @@ api_project_access(struct db *db, struct request *req, const char *name,
 			return 0;
 		break;
 	}
-	return gp_error_set(err, 403, "forbidden", "your role in project %s does not allow this", name);
+	return gp_error_set(err, 403, "forbidden", "your role in project %s does not allow this",
+	    name);
 }
 
 static struct json_object *
@@ -55,8 +55,7 @@ project_json(const struct project_row *p)
 	json_add_str(o, "name", p->name);
 	json_add_str(o, "display_name", p->display_name);
 	json_object_object_add(o, "namespaces",
-			       p->namespaces_json ? json_tokener_parse(p->namespaces_json)
-						  : json_object_new_array());
+	    p->namespaces_json ? json_tokener_parse(p->namespaces_json) : json_object_new_array());
 	json_add_int(o, "generation", p->generation);
 	json_add_time(o, "created_at", p->created_us);
 	json_add_time(o, "updated_at", p->updated_us);
@@ -84,13 +83,14 @@ read_namespaces(struct request *req, struct json_object *arr, struct gp_error *e
 			continue;
 		}
 		if (!api_dns_label(json_object_get_string(v))) {
-			gp_error_field(err, path, "must be a Kubernetes namespace name (DNS label)");
+			gp_error_field(err, path,
+			    "must be a Kubernetes namespace name (DNS label)");
 			continue;
 		}
 		/* compare with the names accepted so far: only those are strings */
 		for (size_t j = 0; j < json_object_array_length(out); j++) {
 			if (strcmp(json_object_get_string(json_object_array_get_idx(out, j)),
-				   json_object_get_string(v)) == 0) {
+				json_object_get_string(v)) == 0) {
 				gp_error_field(err, path, "is listed twice");
 				break;
 			}
@@ -113,11 +113,11 @@ project_create_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct project_create *c = arg;
 
-	if (db_project_insert(db, c->req->arena, c->name, c->display_name, c->namespaces,
-			      &c->row, err) < 0)
+	if (db_project_insert(db, c->req->arena, c->name, c->display_name, c->namespaces, &c->row,
+		err) < 0)
 		return -1;
 	return api_audit(db, c->req, "project.create", "project", c->row.name, c->row.id, NULL,
-			 json_own(c->req->arena, project_json(&c->row)), err);
+	    json_own(c->req->arena, project_json(&c->row)), err);
 }
 
 int
@@ -132,7 +132,8 @@ api_projects_create(struct request *req, struct response *res, struct gp_error *
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
 	if (jf_string(&f, "name", true, 63, &c.name) == 0 && !api_dns_label(c.name))
-		gp_error_field(err, "name", "must be a DNS label: lower-case letters, digits and '-'");
+		gp_error_field(err, "name",
+		    "must be a DNS label: lower-case letters, digits and '-'");
 	if (jf_string(&f, "display_name", false, 200, &c.display_name) == 0 &&
 	    c.display_name != NULL && c.display_name[0] == '\0')
 		gp_error_field(err, "display_name", "must not be empty");
@@ -164,7 +165,8 @@ api_projects_list(struct request *req, struct response *res, struct gp_error *er
 
 	if (api_page(req, &limit, &cursor, err) < 0)
 		return -1;
-	if (db_projects_list(db_thread(), req->arena, member, cursor, limit + 1, &rows, &n, err) < 0)
+	if (db_projects_list(db_thread(), req->arena, member, cursor, limit + 1, &rows, &n, err) <
+	    0)
 		return -1;
 	items = json_object_new_array();
 	for (int i = 0; i < n && i < limit; i++)
@@ -200,17 +202,18 @@ project_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	struct project_patch *c = arg;
 	bool stale;
 
-	if (api_project_access(db, c->req, c->req->params[0], PROJECT_MANAGE, &c->before, NULL, err) < 0)
+	if (api_project_access(db, c->req, c->req->params[0], PROJECT_MANAGE, &c->before, NULL,
+		err) < 0)
 		return -1;
 	if (db_project_update(db, c->req->arena, c->before.id, c->display_name, c->namespaces,
-			      c->expected, &c->row, &stale, err) < 0)
+		c->expected, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the project changed since it was read (ETag mismatch)");
+		    "the project changed since it was read (ETag mismatch)");
 	return api_audit(db, c->req, "project.update", "project", c->row.name, c->row.id,
-			 json_own(c->req->arena, project_json(&c->before)),
-			 json_own(c->req->arena, project_json(&c->row)), err);
+	    json_own(c->req->arena, project_json(&c->before)),
+	    json_own(c->req->arena, project_json(&c->row)), err);
 }
 
 int
@@ -271,7 +274,7 @@ api_members_list(struct request *req, struct response *res, struct gp_error *err
 
 struct member_change {
 	struct request *req;
-	const char *role;               /* NULL: remove */
+	const char *role; /* NULL: remove */
 	const char *before;
 	struct project_row project;
 };
@@ -302,14 +305,15 @@ member_change_tx(struct db *db, void *arg, struct gp_error *err)
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such user: %s", req->params[1]);
 	if (c->role != NULL) {
-		if (db_member_put(db, req->arena, c->project.id, u.id, c->role, &c->before, err) < 0)
+		if (db_member_put(db, req->arena, c->project.id, u.id, c->role, &c->before, err) <
+		    0)
 			return -1;
 	} else {
 		if (db_member_delete(db, req->arena, c->project.id, u.id, &c->before, err) < 0)
 			return -1;
 		if (c->before == NULL)
 			return gp_error_set(err, 404, "not_found", "%s is not a member of %s",
-					    u.username, c->project.name);
+			    u.username, c->project.name);
 	}
 	if (c->before != NULL && strcmp(c->before, "owner") == 0 &&
 	    (c->role == NULL || strcmp(c->role, "owner") != 0)) {
@@ -317,13 +321,13 @@ member_change_tx(struct db *db, void *arg, struct gp_error *err)
 			return -1;
 		if (owners == 0 && api_role(req) != ROLE_ADMIN)
 			return gp_error_set(err, 409, "conflict",
-					    "a project must keep at least one owner");
+			    "a project must keep at least one owner");
 	}
 	return api_audit(db, req, c->role ? "project.member.put" : "project.member.remove",
-			 "project_member", arena_printf(req->arena, "%s/%s", c->project.name, u.username),
-			 c->project.id,
-			 c->before ? json_own(req->arena, member_json(u.username, c->before)) : NULL,
-			 c->role ? json_own(req->arena, member_json(u.username, c->role)) : NULL, err);
+	    "project_member", arena_printf(req->arena, "%s/%s", c->project.name, u.username),
+	    c->project.id,
+	    c->before ? json_own(req->arena, member_json(u.username, c->before)) : NULL,
+	    c->role ? json_own(req->arena, member_json(u.username, c->role)) : NULL, err);
 }
 
 int

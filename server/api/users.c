@@ -45,7 +45,8 @@ static void
 check_password(struct jfields *f, const char *password)
 {
 	if (password != NULL && strlen(password) < PASSWORD_MIN_LEN)
-		gp_error_field(f->err, "password", "must be at least %d characters", PASSWORD_MIN_LEN);
+		gp_error_field(f->err, "password", "must be at least %d characters",
+		    PASSWORD_MIN_LEN);
 }
 
 struct user_create {
@@ -64,7 +65,7 @@ user_create_tx(struct db *db, void *arg, struct gp_error *err)
 	if (db_user_insert(db, c->req->arena, c->username, c->phc, c->role, &c->row, err) < 0)
 		return -1;
 	return api_audit(db, c->req, "user.create", "user", c->username, 0, NULL,
-			 json_own(c->req->arena, user_json(&c->row)), err);
+	    json_own(c->req->arena, user_json(&c->row)), err);
 }
 
 int
@@ -85,7 +86,7 @@ api_users_create(struct request *req, struct response *res, struct gp_error *err
 	jf_init(&f, req->arena, body, "", err);
 	if (jf_string(&f, "username", true, 63, &c.username) == 0 && !username_valid(c.username))
 		gp_error_field(err, "username",
-			       "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit");
+		    "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit");
 	jf_string(&f, "password", true, PASSWORD_MAX_LEN, &password);
 	check_password(&f, password);
 	if (jf_string(&f, "role", false, 16, &c.role) == 0 && c.role != NULL &&
@@ -163,12 +164,12 @@ user_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such user");
 	if (db_user_update(db, c->req->arena, c->req->params[0], c->role,
-			   c->has_disabled ? &c->disabled : NULL, c->phc, c->expected,
-			   &c->row, &found, &stale, err) < 0)
+		c->has_disabled ? &c->disabled : NULL, c->phc, c->expected, &c->row, &found, &stale,
+		err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
-				    "the user changed since it was read (ETag mismatch)");
+		    "the user changed since it was read (ETag mismatch)");
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such user");
 	/* a disabled user or a new password ends every session */
@@ -176,8 +177,8 @@ user_patch_tx(struct db *db, void *arg, struct gp_error *err)
 		if (db_tokens_revoke_user(db, c->row.id, err) < 0)
 			return -1;
 	return api_audit(db, c->req, "user.update", "user", c->row.username, 0,
-			 json_own(c->req->arena, user_json(&c->before)),
-			 json_own(c->req->arena, user_json(&c->row)), err);
+	    json_own(c->req->arena, user_json(&c->before)),
+	    json_own(c->req->arena, user_json(&c->row)), err);
 }
 
 int

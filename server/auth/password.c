@@ -22,9 +22,8 @@ password_hash(const char *password, char *out, size_t outlen)
 
 	if (token_random_bytes(salt, sizeof(salt)) < 0)
 		return -1;
-	rc = argon2id_hash_encoded(PW_T_COST, PW_M_COST, PW_PARALLELISM,
-				   password, strlen(password), salt, sizeof(salt),
-				   PW_HASH_LEN, out, outlen);
+	rc = argon2id_hash_encoded(PW_T_COST, PW_M_COST, PW_PARALLELISM, password, strlen(password),
+	    salt, sizeof(salt), PW_HASH_LEN, out, outlen);
 	return rc == ARGON2_OK ? 0 : -1;
 }
 

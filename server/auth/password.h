@@ -15,7 +15,7 @@
 
 /* Hash password into out (PHC "$argon2id$v=19$m=...") with a fresh salt. */
 int password_hash(const char *password, char *out, size_t outlen)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Constant-time verification of password against a PHC string. */
 bool password_verify(const char *phc, const char *password);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 
 enum role {
-	ROLE_NONE = 0,          /* an ordinary user: sees only their projects */
+	ROLE_NONE = 0, /* an ordinary user: sees only their projects */
 	ROLE_BILLING = 1,
 	ROLE_OPERATOR = 2,
 	ROLE_ADMIN = 3,

@@ -19,7 +19,7 @@ int token_random_bytes(void *buf, size_t len) __attribute__((warn_unused_result)
 
 /* New token "gpp_..." into out (at least TOKEN_MAX_LEN bytes). */
 int token_generate(const char *prefix, char *out, size_t outlen)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* SHA-256 of s into digest[TOKEN_DIGEST_LEN]. */
 void token_digest(const char *s, size_t len, unsigned char *digest);

@@ -15,8 +15,7 @@ gp_error_clear(struct gp_error *err)
 }
 
 int
-gp_error_set(struct gp_error *err, int status, const char *code,
-	     const char *fmt, ...)
+gp_error_set(struct gp_error *err, int status, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -41,8 +40,7 @@ gp_error_field(struct gp_error *err, const char *field, const char *fmt, ...)
 	if (err->status == 0) {
 		err->status = 422;
 		snprintf(err->code, sizeof(err->code), "validation_failed");
-		snprintf(err->message, sizeof(err->message),
-			 "the request has invalid fields");
+		snprintf(err->message, sizeof(err->message), "the request has invalid fields");
 	}
 	if (err->nfields >= GP_ERROR_MAX_FIELDS)
 		return -1;

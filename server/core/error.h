@@ -19,12 +19,12 @@ struct gp_field_error {
 };
 
 struct gp_error {
-	int status;                 /* HTTP status, 0 when unset */
-	char code[48];              /* stable machine code: "validation_failed" ... */
-	char message[512];          /* detail, lower case, no trailing period */
+	int status;        /* HTTP status, 0 when unset */
+	char code[48];     /* stable machine code: "validation_failed" ... */
+	char message[512]; /* detail, lower case, no trailing period */
 	int nfields;
 	struct gp_field_error fields[GP_ERROR_MAX_FIELDS];
-	int retry_after;            /* seconds for 429/503, 0 when unset */
+	int retry_after; /* seconds for 429/503, 0 when unset */
 };
 
 /* Reset err to "no error". */
@@ -32,13 +32,13 @@ void gp_error_clear(struct gp_error *err);
 
 /* Fill status, code and a printf-style message; always returns -1 so
  * callers can write "return gp_error_set(...)". err may be NULL. */
-int gp_error_set(struct gp_error *err, int status, const char *code,
-		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int gp_error_set(struct gp_error *err, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Append one failing field path to a validation error (422,
  * "validation_failed" unless err already has a status); returns -1. */
-int gp_error_field(struct gp_error *err, const char *field,
-		   const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int gp_error_field(struct gp_error *err, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* True when err carries an error. */
 bool gp_error_isset(const struct gp_error *err);

@@ -26,7 +26,7 @@ json_to_arena(struct arena *a, struct json_object *obj, size_t *len)
 {
 	size_t n;
 	const char *s = json_object_to_json_string_length(obj,
-		JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+	    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
 	char *d = arena_strndup(a, s, n);
 
 	if (len != NULL)
@@ -93,15 +93,15 @@ utf8_check(const unsigned char *s, size_t len)
  */
 struct key_ref {
 	uint32_t off;
-	uint32_t len;                   /* 0: empty slot (keys get len + 1) */
+	uint32_t len; /* 0: empty slot (keys get len + 1) */
 };
 
 struct dup_frame {
 	bool object;
 	bool want_key;
-	int index;                      /* arrays: the current element */
-	struct key_ref cur;             /* objects: the current member's key */
-	struct key_ref *tab;            /* open addressing, cap a power of 2 */
+	int index;           /* arrays: the current element */
+	struct key_ref cur;  /* objects: the current member's key */
+	struct key_ref *tab; /* open addressing, cap a power of 2 */
 	uint32_t cap;
 	uint32_t n;
 };
@@ -140,7 +140,8 @@ key_add(struct arena *a, const char *body, struct dup_frame *f, struct key_ref k
 	}
 	i = key_hash(body + k.off, k.len) & (f->cap - 1);
 	while (f->tab[i].len != 0) {
-		if (f->tab[i].len - 1 == k.len && memcmp(body + f->tab[i].off, body + k.off, k.len) == 0)
+		if (f->tab[i].len - 1 == k.len &&
+		    memcmp(body + f->tab[i].off, body + k.off, k.len) == 0)
 			return false;
 		i = (i + 1) & (f->cap - 1);
 	}
@@ -152,15 +153,14 @@ key_add(struct arena *a, const char *body, struct dup_frame *f, struct key_ref k
 
 /* The member path of a duplicate key ("labels.zone", "items[1].model"). */
 static const char *
-dup_path(struct arena *a, const char *body, const struct dup_frame *st, int top,
-	 struct key_ref k)
+dup_path(struct arena *a, const char *body, const struct dup_frame *st, int top, struct key_ref k)
 {
 	char *p = arena_printf(a, "%s", "");
 
 	for (int i = 0; i < top; i++) {
 		if (st[i].object)
 			p = arena_printf(a, "%s%s%.*s", p, p[0] ? "." : "", (int)st[i].cur.len,
-					 body + st[i].cur.off);
+			    body + st[i].cur.off);
 		else
 			p = arena_printf(a, "%s[%d]", p, st[i].index);
 	}
@@ -188,11 +188,11 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 				st[top].cur = k;
 				if (!key_add(a, body, &st[top], k))
 					return gp_error_field(err, dup_path(a, body, st, top, k),
-							      "appears more than once in its object");
+					    "appears more than once in its object");
 			}
 		} else if (c == '{' || c == '[') {
 			if (top + 1 >= (int)(sizeof(st) / sizeof(st[0])))
-				return 0;       /* deeper than the parser allows: not reached */
+				return 0; /* deeper than the parser allows: not reached */
 			top++;
 			memset(&st[top], 0, sizeof(st[top]));
 			st[top].object = c == '{';
@@ -210,8 +210,8 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 }
 
 int
-json_parse_object(struct arena *a, const char *body, size_t len,
-		  struct json_object **out, struct gp_error *err)
+json_parse_object(struct arena *a, const char *body, size_t len, struct json_object **out,
+    struct gp_error *err)
 {
 	struct json_tokener *tok;
 	struct json_object *obj;
@@ -226,7 +226,7 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 	end = utf8_check((const unsigned char *)body, len);
 	if (end != len)
 		return gp_error_set(err, 400, "malformed_json",
-				    "the body is not valid UTF-8 at byte %zu", end);
+		    "the body is not valid UTF-8 at byte %zu", end);
 	tok = json_tokener_new_ex(JSON_MAX_DEPTH);
 	if (tok == NULL)
 		return gp_error_set(err, 500, "internal", "could not allocate a JSON parser");
@@ -245,21 +245,23 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 	if (jerr != json_tokener_success) {
 		json_object_put(obj);
 		if (ended)
-			return gp_error_set(err, 400, "malformed_json", "the JSON body is truncated");
+			return gp_error_set(err, 400, "malformed_json",
+			    "the JSON body is truncated");
 		if (jerr == json_tokener_error_depth)
 			return gp_error_set(err, 400, "malformed_json",
-					    "the JSON body is nested deeper than %d levels", JSON_MAX_DEPTH);
-		return gp_error_set(err, 400, "malformed_json", "the body is not valid JSON: %s at byte %zu",
-				    json_tokener_error_desc(jerr), end);
+			    "the JSON body is nested deeper than %d levels", JSON_MAX_DEPTH);
+		return gp_error_set(err, 400, "malformed_json",
+		    "the body is not valid JSON: %s at byte %zu", json_tokener_error_desc(jerr),
+		    end);
 	}
 	json_own(a, obj);
 	/* only JSON whitespace may follow (not NUL, which strchr would match) */
-	while (end < len && (body[end] == ' ' || body[end] == '\t' || body[end] == '\r' ||
-			     body[end] == '\n'))
+	while (end < len &&
+	    (body[end] == ' ' || body[end] == '\t' || body[end] == '\r' || body[end] == '\n'))
 		end++;
 	if (end != len)
 		return gp_error_set(err, 400, "malformed_json",
-				    "unexpected data after the JSON value at byte %zu", end);
+		    "unexpected data after the JSON value at byte %zu", end);
 	if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
 		/* obj is NULL for a JSON null */
 		gp_error_set(err, 422, "validation_failed", "the body must be a JSON object");
@@ -272,8 +274,8 @@ json_parse_object(struct arena *a, const char *body, size_t len,
 }
 
 void
-jf_init(struct jfields *f, struct arena *a, struct json_object *obj,
-	const char *path, struct gp_error *err)
+jf_init(struct jfields *f, struct arena *a, struct json_object *obj, const char *path,
+    struct gp_error *err)
 {
 	memset(f, 0, sizeof(*f));
 	f->arena = a;
@@ -312,8 +314,7 @@ jf_has(struct jfields *f, const char *key)
 }
 
 int
-jf_string(struct jfields *f, const char *key, bool required, size_t maxlen,
-	  const char **out)
+jf_string(struct jfields *f, const char *key, bool required, size_t maxlen, const char **out)
 {
 	struct json_object *v = jf_lookup(f, key, required);
 	size_t n;
@@ -332,8 +333,8 @@ jf_string(struct jfields *f, const char *key, bool required, size_t maxlen,
 }
 
 int
-jf_int(struct jfields *f, const char *key, bool required, int64_t min,
-       int64_t max, int64_t *out, bool *present)
+jf_int(struct jfields *f, const char *key, bool required, int64_t min, int64_t max, int64_t *out,
+    bool *present)
 {
 	struct json_object *v = jf_lookup(f, key, required);
 	int64_t n;
@@ -346,9 +347,10 @@ jf_int(struct jfields *f, const char *key, bool required, int64_t min,
 		return gp_error_field(f->err, jf_path(f, key), "must be an integer");
 	errno = 0;
 	n = json_object_get_int64(v);
-	if (n < min || n > max || (n == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX))
+	if (n < min || n > max ||
+	    (n == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX))
 		return gp_error_field(f->err, jf_path(f, key), "must be between %lld and %lld",
-				      (long long)min, (long long)max);
+		    (long long)min, (long long)max);
 	*out = n;
 	if (present != NULL)
 		*present = true;
@@ -419,7 +421,8 @@ jf_object(struct jfields *f, const char *key, bool required, struct json_object 
 int
 jf_finish(struct jfields *f)
 {
-	json_object_object_foreach(f->obj, key, val) {
+	json_object_object_foreach(f->obj, key, val)
+	{
 		bool known = false;
 
 		(void)val;

@@ -29,8 +29,8 @@
  * is valid JSON but not an object, or with the member's path when an
  * object names a member twice, and returns -1.
  */
-int json_parse_object(struct arena *a, const char *body, size_t len,
-		      struct json_object **out, struct gp_error *err);
+int json_parse_object(struct arena *a, const char *body, size_t len, struct json_object **out,
+    struct gp_error *err);
 
 /* Hand obj to the arena: json_object_put() at arena_destroy. Returns obj. */
 struct json_object *json_own(struct arena *a, struct json_object *obj);
@@ -41,15 +41,15 @@ const char *json_to_arena(struct arena *a, struct json_object *obj, size_t *len)
 struct jfields {
 	struct arena *arena;
 	struct json_object *obj;
-	const char *path;       /* "" at the root, "items[2]" below */
+	const char *path; /* "" at the root, "items[2]" below */
 	struct gp_error *err;
 	const char *seen[JF_MAX_KEYS];
 	int nseen;
 };
 
 /* Start reading obj found at path ("" for the body). */
-void jf_init(struct jfields *f, struct arena *a, struct json_object *obj,
-	     const char *path, struct gp_error *err);
+void jf_init(struct jfields *f, struct arena *a, struct json_object *obj, const char *path,
+    struct gp_error *err);
 
 /* The full path of key under f ("name", "items[0].model"). */
 const char *jf_path(struct jfields *f, const char *key);
@@ -59,18 +59,13 @@ const char *jf_path(struct jfields *f, const char *key);
  * (then *present is false / *out untouched), -1 after recording an error.
  * JSON null counts as absent.
  */
-int jf_string(struct jfields *f, const char *key, bool required,
-	      size_t maxlen, const char **out);
-int jf_int(struct jfields *f, const char *key, bool required,
-	   int64_t min, int64_t max, int64_t *out, bool *present);
-int jf_bool(struct jfields *f, const char *key, bool required,
-	    bool *out, bool *present);
-int jf_time(struct jfields *f, const char *key, bool required,
-	    int64_t *out_us, bool *present);
-int jf_array(struct jfields *f, const char *key, bool required,
-	     struct json_object **out);
-int jf_object(struct jfields *f, const char *key, bool required,
-	      struct json_object **out);
+int jf_string(struct jfields *f, const char *key, bool required, size_t maxlen, const char **out);
+int jf_int(struct jfields *f, const char *key, bool required, int64_t min, int64_t max,
+    int64_t *out, bool *present);
+int jf_bool(struct jfields *f, const char *key, bool required, bool *out, bool *present);
+int jf_time(struct jfields *f, const char *key, bool required, int64_t *out_us, bool *present);
+int jf_array(struct jfields *f, const char *key, bool required, struct json_object **out);
+int jf_object(struct jfields *f, const char *key, bool required, struct json_object **out);
 
 /* True when key is present in the object (null included). */
 bool jf_has(struct jfields *f, const char *key);

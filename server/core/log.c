@@ -55,7 +55,8 @@ log_vevent(enum log_level level, const char *request_id, const char *msg, va_lis
 		json_object_object_add(o, key, val ? json_object_new_string(val) : NULL);
 	}
 	{
-		const char *line = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+		const char *line = json_object_to_json_string_ext(o,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 		size_t n = strlen(line);
 		char *buf = malloc(n + 2);
 

@@ -29,8 +29,10 @@ void log_event(enum log_level level, const char *request_id, const char *msg, ..
 
 #define log_info(rid, msg, ...) log_event(LOG_LEVEL_INFO, rid, msg, ##__VA_ARGS__, (const char *)0)
 #define log_warn(rid, msg, ...) log_event(LOG_LEVEL_WARN, rid, msg, ##__VA_ARGS__, (const char *)0)
-#define log_error(rid, msg, ...) log_event(LOG_LEVEL_ERROR, rid, msg, ##__VA_ARGS__, (const char *)0)
-#define log_debug(rid, msg, ...) log_event(LOG_LEVEL_DEBUG, rid, msg, ##__VA_ARGS__, (const char *)0)
+#define log_error(rid, msg, ...) \
+	log_event(LOG_LEVEL_ERROR, rid, msg, ##__VA_ARGS__, (const char *)0)
+#define log_debug(rid, msg, ...) \
+	log_event(LOG_LEVEL_DEBUG, rid, msg, ##__VA_ARGS__, (const char *)0)
 
 /* Log at ERROR and exit(1); only for start-up failures. */
 void fatal(const char *msg, ...) __attribute__((format(printf, 1, 2), noreturn));

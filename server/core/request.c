@@ -18,8 +18,7 @@ response_header(struct response *res, const char *name, const char *value)
 }
 
 void
-response_json(struct request *req, struct response *res, int status,
-	      struct json_object *obj)
+response_json(struct request *req, struct response *res, int status, struct json_object *obj)
 {
 	json_own(req->arena, obj);
 	res->status = status;
@@ -31,22 +30,38 @@ static const char *
 status_title(int status)
 {
 	switch (status) {
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 411: return "Length Required";
-	case 412: return "Precondition Failed";
-	case 413: return "Content Too Large";
-	case 415: return "Unsupported Media Type";
-	case 422: return "Unprocessable Content";
-	case 428: return "Precondition Required";
-	case 429: return "Too Many Requests";
-	case 500: return "Internal Server Error";
-	case 503: return "Service Unavailable";
-	default: return "Error";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 411:
+		return "Length Required";
+	case 412:
+		return "Precondition Failed";
+	case 413:
+		return "Content Too Large";
+	case 415:
+		return "Unsupported Media Type";
+	case 422:
+		return "Unprocessable Content";
+	case 428:
+		return "Precondition Required";
+	case 429:
+		return "Too Many Requests";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Error";
 	}
 }
 
@@ -79,7 +94,8 @@ response_problem(struct request *req, struct response *res, const struct gp_erro
 	response_json(req, res, status, o);
 	res->content_type = "application/problem+json";
 	if (err->retry_after > 0)
-		response_header(res, "Retry-After", arena_printf(req->arena, "%d", err->retry_after));
+		response_header(res, "Retry-After",
+		    arena_printf(req->arena, "%d", err->retry_after));
 }
 
 void
@@ -92,8 +108,8 @@ response_empty(struct response *res, int status)
 }
 
 void
-response_raw(struct response *res, int status, const char *content_type,
-	     const char *body, size_t len)
+response_raw(struct response *res, int status, const char *content_type, const char *body,
+    size_t len)
 {
 	res->status = status;
 	res->content_type = content_type;

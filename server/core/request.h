@@ -24,36 +24,36 @@ struct request;
 typedef const char *(*request_lookup_fn)(const struct request *req, const char *name);
 
 struct principal {
-	int64_t user_id;        /* 0 for anonymous */
-	int64_t token_id;       /* the token that authenticated the request */
+	int64_t user_id;  /* 0 for anonymous */
+	int64_t token_id; /* the token that authenticated the request */
 	const char *username;
-	int role;               /* enum role from auth/roles.h */
-	int64_t node_id;        /* node tokens (agent issue); 0 otherwise */
+	int role;                  /* enum role from auth/roles.h */
+	int64_t node_id;           /* node tokens (agent issue); 0 otherwise */
 	const char *projects_json; /* memberships read with the token: [{"name","role"}] */
 };
 
 struct request {
 	struct arena *arena;
 	const char *method;
-	const char *path;           /* without the query string */
+	const char *path; /* without the query string */
 	const char *request_id;
 	const char *client_ip;
-	const char *body;           /* NUL-terminated copy, may be NULL */
+	const char *body; /* NUL-terminated copy, may be NULL */
 	size_t body_len;
-	int64_t started_us;         /* monotonic */
+	int64_t started_us; /* monotonic */
 
-	request_lookup_fn header;   /* case-insensitive header lookup */
-	request_lookup_fn query;    /* query-string argument lookup */
+	request_lookup_fn header;          /* case-insensitive header lookup */
+	request_lookup_fn query;           /* query-string argument lookup */
 	void (*wake)(struct request *req); /* a deferred request's answer is ready (any thread) */
-	void *transport;            /* http/ private */
+	void *transport;                   /* http/ private */
 
 	/* filled by the dispatcher */
 	const char *params[REQUEST_MAX_PARAMS];
 	int nparams;
 	const char *route_pattern;
 	struct principal principal;
-	void *ctx;                  /* server-wide context (struct app) */
-	void *deferred;             /* the dispatcher's state while the answer is deferred */
+	void *ctx;      /* server-wide context (struct app) */
+	void *deferred; /* the dispatcher's state while the answer is deferred */
 };
 
 struct response_header {
@@ -74,18 +74,16 @@ struct response {
 void response_header(struct response *res, const char *name, const char *value);
 
 /* Serialize obj as the body (application/json). Ownership of obj passes here. */
-void response_json(struct request *req, struct response *res, int status,
-		   struct json_object *obj);
+void response_json(struct request *req, struct response *res, int status, struct json_object *obj);
 
 /* An RFC 9457 problem+json body from err. */
-void response_problem(struct request *req, struct response *res,
-		      const struct gp_error *err);
+void response_problem(struct request *req, struct response *res, const struct gp_error *err);
 
 /* Empty body with status (204). */
 void response_empty(struct response *res, int status);
 
 /* Raw body already in arena memory. */
-void response_raw(struct response *res, int status, const char *content_type,
-		  const char *body, size_t len);
+void response_raw(struct response *res, int status, const char *content_type, const char *body,
+    size_t len);
 
 #endif

@@ -11,7 +11,7 @@
 
 struct strbuf {
 	struct arena *arena;
-	char *p;                /* NUL-terminated text */
+	char *p; /* NUL-terminated text */
 	size_t len;
 	size_t cap;
 };

@@ -34,13 +34,12 @@ time_format(int64_t us, char *buf, size_t len, int with_ms)
 
 	gmtime_r(&secs, &tm);
 	if (with_ms)
-		snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)((us / 1000) % 1000));
+		snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+		    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		    (int)((us / 1000) % 1000));
 	else
-		snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			 tm.tm_hour, tm.tm_min, tm.tm_sec);
+		snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+		    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
 void
@@ -93,9 +92,8 @@ time_parse_rfc3339(const char *s, int64_t *out_us)
 	if (strlen(s) < 20)
 		return -1;
 	if (digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' ||
-	    digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') ||
-	    digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &mi) ||
-	    s[16] != ':' || digits(s + 17, 2, &sec))
+	    digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
+	    s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' || digits(s + 17, 2, &sec))
 		return -1;
 	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 || sec > 60)
 		return -1;
@@ -123,7 +121,8 @@ time_parse_rfc3339(const char *s, int64_t *out_us)
 	} else if (*p == '+' || *p == '-') {
 		int sign = *p == '-' ? -1 : 1;
 
-		if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
+		if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 ||
+		    om > 59)
 			return -1;
 		oh *= sign;
 		om *= sign;
@@ -133,8 +132,9 @@ time_parse_rfc3339(const char *s, int64_t *out_us)
 	}
 	if (*p != '\0')
 		return -1;
-	us = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec
-	      - oh * 3600 - om * 60) * 1000000 + frac;
+	us = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - oh * 3600 - om * 60) *
+		1000000 +
+	    frac;
 	*out_us = us;
 	return 0;
 }

@@ -24,9 +24,9 @@ struct db {
 	const struct db_stmt *prepared[DB_MAX_PREPARED];
 	int nprepared;
 	bool in_tx;
-	bool retryable;                 /* last error was 40001/40P01 */
-	bool exclusion;                 /* last error was 23P01 */
-	bool committed;                 /* db_exec_commit ended the transaction */
+	bool retryable; /* last error was 40001/40P01 */
+	bool exclusion; /* last error was 23P01 */
+	bool committed; /* db_exec_commit ended the transaction */
 	/* a db_tx whose BEGIN (and SET) goes out with its first statement */
 	const char *begin_sql;
 	const char *begin_set;
@@ -71,8 +71,8 @@ db_init(const struct db_config *cfg)
 	if (config.application_name == NULL)
 		config.application_name = "gpupoold";
 	snprintf(config_options, sizeof(config_options),
-		 "-c statement_timeout=%d -c search_path=public -c TimeZone=UTC -c jit=off",
-		 config.statement_timeout_ms);
+	    "-c statement_timeout=%d -c search_path=public -c TimeZone=UTC -c jit=off",
+	    config.statement_timeout_ms);
 	pthread_once(&db_key_once, db_key_create);
 }
 
@@ -124,7 +124,7 @@ static int
 db_unavailable(struct gp_error *err, const char *why)
 {
 	gp_error_set(err, 503, "database_unavailable",
-		     "the database is unavailable, try again shortly (%s)", why);
+	    "the database is unavailable, try again shortly (%s)", why);
 	if (err != NULL)
 		err->retry_after = 1;
 	return -1;
@@ -134,8 +134,7 @@ PGconn *
 db_conn(struct db *db, struct gp_error *err)
 {
 	char timeout[16];
-	const char *keys[] = { "dbname", "application_name", "options",
-			       "connect_timeout", NULL };
+	const char *keys[] = { "dbname", "application_name", "options", "connect_timeout", NULL };
 	const char *vals[5];
 	int64_t now;
 
@@ -167,7 +166,8 @@ db_conn(struct db *db, struct gp_error *err)
 	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK) {
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "%s", db->conn ? PQerrorMessage(db->conn) : "out of memory");
+		snprintf(msg, sizeof(msg), "%s",
+		    db->conn ? PQerrorMessage(db->conn) : "out of memory");
 		msg[strcspn(msg, "\n")] = '\0';
 		log_warn(NULL, "could not connect to the database", "error", msg);
 		if (db->conn != NULL) {
@@ -207,14 +207,16 @@ db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err)
 	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0) {
 		db->retryable = true;
 		return gp_error_set(err, 409, "conflict",
-				    "the transaction conflicted with another, retry the request");
+		    "the transaction conflicted with another, retry the request");
 	}
 	if (strcmp(state, "23505") == 0 || strcmp(state, "23P01") == 0)
 		return gp_error_set(err, 409, "conflict", "%s", msg ? msg : "conflict");
 	if (strcmp(state, "23503") == 0)
-		return gp_error_set(err, 409, "conflict", "the object is still referenced or refers to a missing object");
+		return gp_error_set(err, 409, "conflict",
+		    "the object is still referenced or refers to a missing object");
 	if (strncmp(state, "23", 2) == 0 || strncmp(state, "22", 2) == 0)
-		return gp_error_set(err, 422, "validation_failed", "%s", msg ? msg : "invalid value");
+		return gp_error_set(err, 422, "validation_failed", "%s",
+		    msg ? msg : "invalid value");
 	if (strcmp(state, "57014") == 0) {
 		gp_error_set(err, 503, "timeout", "the database did not answer in time");
 		if (err != NULL)
@@ -246,7 +248,7 @@ db_prepare(struct db *db, PGconn *conn, const struct db_stmt *st, struct gp_erro
 	if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK) {
 		if (r != NULL && PQstatus(conn) == CONNECTION_OK)
 			log_error(NULL, "could not prepare a statement", "statement", st->name,
-				  "error", PQresultErrorMessage(r));
+			    "error", PQresultErrorMessage(r));
 		db_error_from_result(db, r, err);
 		PQclear(r);
 		return -1;
@@ -265,8 +267,8 @@ db_prepare(struct db *db, PGconn *conn, const struct db_stmt *st, struct gp_erro
  */
 static PGresult *
 db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
-	    const char *const *values, const int *lengths, const int *formats, bool commit,
-	    struct gp_error *err)
+    const char *const *values, const int *lengths, const int *formats, bool commit,
+    struct gp_error *err)
 {
 	PGconn *conn = db_conn(db, err);
 	PGresult *r, *res = NULL, *failed = NULL;
@@ -309,8 +311,8 @@ db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparam
 		while ((r = PQgetResult(conn)) != NULL) {
 			ExecStatusType status = PQresultStatus(r);
 
-			if ((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) && res == NULL &&
-			    q == qst) {
+			if ((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) &&
+			    res == NULL && q == qst) {
 				res = r;
 				continue;
 			}
@@ -347,8 +349,7 @@ send_failed:
 
 PGresult *
 db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
-	   const char *const *values, const int *lengths, const int *formats,
-	   struct gp_error *err)
+    const char *const *values, const int *lengths, const int *formats, struct gp_error *err)
 {
 	PGconn *conn;
 	PGresult *r;
@@ -374,7 +375,7 @@ db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams
 
 PGresult *
 db_exec(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
-	const char *const *values, struct gp_error *err)
+    const char *const *values, struct gp_error *err)
 {
 	return db_exec_ex(db, a, st, nparams, values, NULL, NULL, err);
 }
@@ -388,7 +389,7 @@ db_exec(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
  */
 PGresult *
 db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
-	       const char *const *values, struct gp_error *err)
+    const char *const *values, struct gp_error *err)
 {
 	if (!db->in_tx) {
 		gp_error_set(err, 500, "internal", "db_exec_commit outside a transaction");
@@ -429,8 +430,8 @@ db_exec_simple(struct db *db, const char *sql, struct gp_error *err)
 	/* sql is always a constant of this program (BEGIN, SET, an embedded
 	 * migration), never request data: callers with data use db_exec() */
 	r = PQexec(conn, sql);
-	if (r == NULL || (PQresultStatus(r) != PGRES_COMMAND_OK &&
-			  PQresultStatus(r) != PGRES_TUPLES_OK)) {
+	if (r == NULL ||
+	    (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)) {
 		db_error_from_result(db, r, err);
 		rc = -1;
 	}
@@ -454,8 +455,8 @@ db_backoff(struct db *db, int attempt)
  * out in the same round trip as the transaction's first statement.
  */
 static int
-db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flags,
-	  db_tx_fn fn, void *arg, struct gp_error *err)
+db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flags, db_tx_fn fn,
+    void *arg, struct gp_error *err)
 {
 	for (int attempt = 0; attempt < DB_TX_ATTEMPTS; attempt++) {
 		int rc;
@@ -497,7 +498,7 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 	/* still conflicting after every attempt: a transient condition, so
 	 * 503 (never stored for Idempotency-Key replays) rather than 409 */
 	gp_error_set(err, 503, "contention",
-		     "the database is busy with conflicting changes, retry the request");
+	    "the database is busy with conflicting changes, retry the request");
 	if (err != NULL)
 		err->retry_after = 1;
 	return -1;
@@ -507,7 +508,7 @@ bool
 db_tx_aborted(struct db *db)
 {
 	return db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK ||
-	       PQtransactionStatus(db->conn) == PQTRANS_INERROR;
+	    PQtransactionStatus(db->conn) == PQTRANS_INERROR;
 }
 
 int
@@ -519,8 +520,8 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
 int
 db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
 {
-	const char *set = (flags & DB_TX_GENERIC_PLANS)
-		? "SET LOCAL plan_cache_mode = force_generic_plan" : NULL;
+	const char *set =
+	    (flags & DB_TX_GENERIC_PLANS) ? "SET LOCAL plan_cache_mode = force_generic_plan" : NULL;
 
 	return db_tx_run(db, "BEGIN", set, flags, fn, arg, err);
 }

@@ -19,8 +19,8 @@
 struct db;
 
 struct db_config {
-	const char *url;                /* libpq conninfo or URI */
-	int statement_timeout_ms;       /* per statement */
+	const char *url;          /* libpq conninfo or URI */
+	int statement_timeout_ms; /* per statement */
 	int connect_timeout_s;
 	const char *application_name;
 };
@@ -45,11 +45,11 @@ typedef int (*db_tx_fn)(struct db *db, void *arg, struct gp_error *err);
  * to commit or -1 (with err set) to roll back.
  */
 int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* db_tx_ex() flags */
-#define DB_TX_RETRY_EXCLUSION 0x1u      /* also retry on 23P01 (exclusion_violation) */
-#define DB_TX_GENERIC_PLANS 0x2u        /* SET LOCAL plan_cache_mode = force_generic_plan */
+#define DB_TX_RETRY_EXCLUSION 0x1u /* also retry on 23P01 (exclusion_violation) */
+#define DB_TX_GENERIC_PLANS 0x2u   /* SET LOCAL plan_cache_mode = force_generic_plan */
 
 /*
  * db_tx with flags. DB_TX_RETRY_EXCLUSION treats an exclusion-constraint
@@ -66,7 +66,7 @@ int db_tx(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
  * optional filters).
  */
 int db_tx_ex(struct db *db, unsigned flags, db_tx_fn fn, void *arg, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * Inside a db_tx function: true when a statement of the transaction
@@ -77,7 +77,7 @@ bool db_tx_aborted(struct db *db);
 
 /* Same with SERIALIZABLE isolation. */
 int db_tx_serializable(struct db *db, db_tx_fn fn, void *arg, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* SELECT 1 on this thread's connection (reconnecting if needed). */
 int db_ping(struct db *db, struct gp_error *err) __attribute__((warn_unused_result));

@@ -6,24 +6,24 @@
 #include "db_sql.h"
 
 DB_STMT(stmt_audit_insert,
-	"INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, "
-	"project_id, request_id, before, after) VALUES "
-	"(nullif($1::int8, 0), $2, $3, $4, $5, nullif($6::int8, 0), $7, $8::jsonb, $9::jsonb)");
+    "INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, "
+    "project_id, request_id, before, after) VALUES "
+    "(nullif($1::int8, 0), $2, $3, $4, $5, nullif($6::int8, 0), $7, $8::jsonb, $9::jsonb)");
 DB_STMT(stmt_audit_list,
-	"SELECT l.id, " EPOCH_US("l.at") ", coalesce(l.actor_id, 0), l.actor, l.action, "
-	"l.object_type, l.object_id, coalesce(l.project_id, 0), p.name, l.request_id, "
-	"l.before::text, l.after::text FROM audit_log l "
-	"LEFT JOIN projects p ON p.id = l.project_id "
-	"WHERE ($1::text IS NULL OR l.actor = $1) AND ($2::text IS NULL OR l.action = $2) "
-	"AND ($3::text IS NULL OR l.object_type = $3) AND ($4::text IS NULL OR l.object_id = $4) "
-	"AND ($5::int8 = 0 OR l.project_id = $5) "
-	"AND ($6::int8 = 0 OR l.at >= to_timestamp($6::int8 / 1000000.0)) "
-	"AND ($7::int8 = 0 OR l.at < to_timestamp($7::int8 / 1000000.0)) "
-	"AND ($8::int8 = 0 OR l.id < $8) ORDER BY l.id DESC LIMIT $9");
+    "SELECT l.id, " EPOCH_US(
+	"l.at") ", coalesce(l.actor_id, 0), l.actor, l.action, "
+		"l.object_type, l.object_id, coalesce(l.project_id, 0), p.name, l.request_id, "
+		"l.before::text, l.after::text FROM audit_log l "
+		"LEFT JOIN projects p ON p.id = l.project_id "
+		"WHERE ($1::text IS NULL OR l.actor = $1) AND ($2::text IS NULL OR l.action = $2) "
+		"AND ($3::text IS NULL OR l.object_type = $3) AND ($4::text IS NULL OR l.object_id = $4) "
+		"AND ($5::int8 = 0 OR l.project_id = $5) "
+		"AND ($6::int8 = 0 OR l.at >= to_timestamp($6::int8 / 1000000.0)) "
+		"AND ($7::int8 = 0 OR l.at < to_timestamp($7::int8 / 1000000.0)) "
+		"AND ($8::int8 = 0 OR l.id < $8) ORDER BY l.id DESC LIMIT $9");
 
 int
-db_audit_insert(struct db *db, struct arena *a, const struct audit_entry *e,
-		struct gp_error *err)
+db_audit_insert(struct db *db, struct arena *a, const struct audit_entry *e, struct gp_error *err)
 {
 	const char *p[9];
 
@@ -41,7 +41,7 @@ db_audit_insert(struct db *db, struct arena *a, const struct audit_entry *e,
 
 int
 db_audit_list(struct db *db, struct arena *a, const struct audit_filter *f,
-	      struct audit_entry **out, int *n, struct gp_error *err)
+    struct audit_entry **out, int *n, struct gp_error *err)
 {
 	const char *p[9];
 	PGresult *r;

@@ -12,15 +12,15 @@
 struct audit_entry {
 	int64_t id;
 	int64_t at_us;
-	int64_t actor_id;           /* 0: none */
+	int64_t actor_id; /* 0: none */
 	const char *actor;
-	const char *action;         /* "project.create" */
-	const char *object_type;    /* "project" */
+	const char *action;      /* "project.create" */
+	const char *object_type; /* "project" */
 	const char *object_id;
-	int64_t project_id;         /* 0: none */
-	const char *project;        /* name, on reads */
+	int64_t project_id;  /* 0: none */
+	const char *project; /* name, on reads */
 	const char *request_id;
-	const char *before_json;    /* NULL or a JSON document */
+	const char *before_json; /* NULL or a JSON document */
 	const char *after_json;
 };
 
@@ -29,19 +29,18 @@ struct audit_filter {
 	const char *action;
 	const char *object_type;
 	const char *object_id;
-	int64_t project_id;         /* 0: any */
-	int64_t since_us;           /* 0: unbounded */
+	int64_t project_id; /* 0: any */
+	int64_t since_us;   /* 0: unbounded */
 	int64_t until_us;
-	int64_t before_id;          /* cursor: rows with id < before_id; 0: newest */
+	int64_t before_id; /* cursor: rows with id < before_id; 0: newest */
 	int limit;
 };
 
 int db_audit_insert(struct db *db, struct arena *a, const struct audit_entry *e,
-		    struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Newest first. */
 int db_audit_list(struct db *db, struct arena *a, const struct audit_filter *f,
-		  struct audit_entry **out, int *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    struct audit_entry **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

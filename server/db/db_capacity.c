@@ -8,132 +8,135 @@
 
 #include <string.h>
 
-#define CLUSTER_COLS "c.id, c.name, c.region, c.description, " \
-	"(SELECT count(*) FROM nodes n WHERE n.cluster_id = c.id), " \
+#define CLUSTER_COLS                                                                       \
+	"c.id, c.name, c.region, c.description, "                                          \
+	"(SELECT count(*) FROM nodes n WHERE n.cluster_id = c.id), "                       \
 	"(SELECT coalesce(sum(k.gpus), 0) FROM gpu_classes k WHERE k.cluster_id = c.id), " \
 	"c.generation, " EPOCH_US("c.created_at") ", " EPOCH_US("c.updated_at")
 
-#define NODE_COLS "n.id, n.cluster_id, c.name, n.name, n.hostname, n.status, " \
+#define NODE_COLS                                                             \
+	"n.id, n.cluster_id, c.name, n.name, n.hostname, n.status, "          \
 	"n.status_reason, n.cpu_millicores, n.memory_bytes, n.labels::text, " \
-	"CASE WHEN cardinality(gi.models) = 1 THEN gi.models[1] END, " \
-	"to_json(gi.models)::text, gi.count, n.agent_version, " \
-	EPOCH_US("n.agent_heartbeat_at") ", n.generation, n.observed_generation, " \
-	EPOCH_US("n.created_at") ", " EPOCH_US("n.updated_at")
+	"CASE WHEN cardinality(gi.models) = 1 THEN gi.models[1] END, "        \
+	"to_json(gi.models)::text, gi.count, n.agent_version, " EPOCH_US(     \
+	    "n.agent_heartbeat_at") ", n.generation, n.observed_generation, " EPOCH_US("n.created_at") ", " EPOCH_US("n.updated_at")
 
-#define NODE_FROM "FROM nodes n JOIN clusters c ON c.id = n.cluster_id " \
-	"CROSS JOIN LATERAL (SELECT count(*) AS count, " \
+#define NODE_FROM                                                                 \
+	"FROM nodes n JOIN clusters c ON c.id = n.cluster_id "                    \
+	"CROSS JOIN LATERAL (SELECT count(*) AS count, "                          \
 	"coalesce(array_agg(DISTINCT g.model ORDER BY g.model), '{}') AS models " \
 	"FROM gpus g WHERE g.node_id = n.id) gi "
 
-#define GPU_COLS "g.id, g.node_id, g.cluster_id, n.name, c.name, g.node_status, " \
+#define GPU_COLS                                                                \
+	"g.id, g.node_id, g.cluster_id, n.name, c.name, g.node_status, "        \
 	"g.gpu_index, g.uuid, g.model, g.memory_mib, g.mig_enabled, g.health, " \
-	"g.health_reason, g.layout, g.used_mask, g.generation, " \
-	EPOCH_US("g.created_at") ", " EPOCH_US("g.updated_at")
+	"g.health_reason, g.layout, g.used_mask, g.generation, " EPOCH_US(      \
+	    "g.created_at") ", " EPOCH_US("g.updated_at")
 
-#define GPU_FROM "FROM gpus g JOIN nodes n ON n.id = g.node_id " \
+#define GPU_FROM                                        \
+	"FROM gpus g JOIN nodes n ON n.id = g.node_id " \
 	"JOIN clusters c ON c.id = g.cluster_id "
 
-#define ALLOC_COLS "a.id, a.gpu_id, a.profile, a.start, a.size, a.state, a.pool_id, " \
+#define ALLOC_COLS                                                         \
+	"a.id, a.gpu_id, a.profile, a.start, a.size, a.state, a.pool_id, " \
 	"a.device_uuid, " EPOCH_US("a.created_at")
 
 DB_STMT(stmt_cap_cluster_insert,
-	"INSERT INTO clusters (name, region, description) VALUES ($1, $2, $3) RETURNING id");
+    "INSERT INTO clusters (name, region, description) VALUES ($1, $2, $3) RETURNING id");
 DB_STMT(stmt_cap_cluster_by_id, "SELECT " CLUSTER_COLS " FROM clusters c WHERE c.id = $1");
 DB_STMT(stmt_cap_cluster_get, "SELECT " CLUSTER_COLS " FROM clusters c WHERE c.name = $1");
 DB_STMT(stmt_cap_cluster_id, "SELECT id FROM clusters WHERE name = $1");
 DB_STMT(stmt_cap_clusters_list,
-	"SELECT " CLUSTER_COLS " FROM clusters c WHERE c.id > $1 ORDER BY c.id LIMIT $2");
+    "SELECT " CLUSTER_COLS " FROM clusters c WHERE c.id > $1 ORDER BY c.id LIMIT $2");
 DB_STMT(stmt_cap_cluster_update,
-	"UPDATE clusters SET region = coalesce($2, region), "
-	"description = coalesce($3, description), generation = generation + 1, "
-	"updated_at = now() WHERE id = $1 AND ($4::int8 = 0 OR generation = $4::int8) "
-	"RETURNING id");
+    "UPDATE clusters SET region = coalesce($2, region), "
+    "description = coalesce($3, description), generation = generation + 1, "
+    "updated_at = now() WHERE id = $1 AND ($4::int8 = 0 OR generation = $4::int8) "
+    "RETURNING id");
 DB_STMT(stmt_cap_cluster_delete,
-	"DELETE FROM clusters WHERE id = $1 AND generation = $2 RETURNING id");
+    "DELETE FROM clusters WHERE id = $1 AND generation = $2 RETURNING id");
 
 DB_STMT(stmt_cap_node_insert,
-	"INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes, labels) "
-	"VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id");
+    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes, labels) "
+    "VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id");
 DB_STMT(stmt_cap_node_by_id, "SELECT " NODE_COLS " " NODE_FROM "WHERE n.id = $1");
 DB_STMT(stmt_cap_node_get, "SELECT " NODE_COLS " " NODE_FROM "WHERE n.name = $1");
 DB_STMT(stmt_cap_node_lock, "SELECT id FROM nodes WHERE name = $1 FOR NO KEY UPDATE");
 DB_STMT(stmt_cap_nodes_list,
-	"SELECT " NODE_COLS " " NODE_FROM
-	"WHERE n.id > $1 AND ($3::int8 IS NULL OR n.cluster_id = $3) "
-	"AND ($4::text IS NULL OR n.status = $4) "
-	"AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM gpus x WHERE x.node_id = n.id "
-	"AND x.model = $5)) "
-	"AND ($6::jsonb IS NULL OR n.labels @> $6::jsonb) "
-	"ORDER BY n.id LIMIT $2");
+    "SELECT " NODE_COLS " " NODE_FROM "WHERE n.id > $1 AND ($3::int8 IS NULL OR n.cluster_id = $3) "
+    "AND ($4::text IS NULL OR n.status = $4) "
+    "AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM gpus x WHERE x.node_id = n.id "
+    "AND x.model = $5)) "
+    "AND ($6::jsonb IS NULL OR n.labels @> $6::jsonb) "
+    "ORDER BY n.id LIMIT $2");
 DB_STMT(stmt_cap_node_update,
-	"UPDATE nodes SET hostname = coalesce($2, hostname), "
-	"cpu_millicores = CASE WHEN $3::int8 < 0 THEN cpu_millicores ELSE $3::int8 END, "
-	"memory_bytes = CASE WHEN $4::int8 < 0 THEN memory_bytes ELSE $4::int8 END, "
-	"labels = coalesce($5::jsonb, labels), generation = generation + 1, updated_at = now() "
-	"WHERE id = $1 AND ($6::int8 = 0 OR generation = $6::int8) RETURNING id");
+    "UPDATE nodes SET hostname = coalesce($2, hostname), "
+    "cpu_millicores = CASE WHEN $3::int8 < 0 THEN cpu_millicores ELSE $3::int8 END, "
+    "memory_bytes = CASE WHEN $4::int8 < 0 THEN memory_bytes ELSE $4::int8 END, "
+    "labels = coalesce($5::jsonb, labels), generation = generation + 1, updated_at = now() "
+    "WHERE id = $1 AND ($6::int8 = 0 OR generation = $6::int8) RETURNING id");
 DB_STMT(stmt_cap_node_set_status,
-	"UPDATE nodes SET status = $2, status_reason = $3, generation = generation + 1, "
-	"updated_at = now() WHERE id = $1 RETURNING id");
+    "UPDATE nodes SET status = $2, status_reason = $3, generation = generation + 1, "
+    "updated_at = now() WHERE id = $1 RETURNING id");
 
 DB_STMT(stmt_cap_gpu_insert,
-	"INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, mig_enabled) "
-	"VALUES ($1, $2, $3, $4, $5, $6) RETURNING id");
+    "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, mig_enabled) "
+    "VALUES ($1, $2, $3, $4, $5, $6) RETURNING id");
 DB_STMT(stmt_cap_gpu_by_id, "SELECT " GPU_COLS " " GPU_FROM "WHERE g.id = $1");
 DB_STMT(stmt_cap_gpu_get, "SELECT " GPU_COLS " " GPU_FROM "WHERE g.uuid = $1");
 DB_STMT(stmt_cap_gpu_lock, "SELECT id FROM gpus WHERE uuid = $1 FOR NO KEY UPDATE");
 DB_STMT(stmt_cap_gpus_list,
-	"SELECT " GPU_COLS " " GPU_FROM
-	"WHERE g.id > $1 AND ($3::int8 IS NULL OR g.node_id = $3) "
-	"AND ($4::int8 IS NULL OR g.cluster_id = $4) "
-	"AND ($5::text IS NULL OR g.model = $5) AND ($6::text IS NULL OR g.health = $6) "
-	"AND ($7::bool IS NULL OR g.mig_enabled = $7) "
-	"ORDER BY g.id LIMIT $2");
+    "SELECT " GPU_COLS " " GPU_FROM "WHERE g.id > $1 AND ($3::int8 IS NULL OR g.node_id = $3) "
+    "AND ($4::int8 IS NULL OR g.cluster_id = $4) "
+    "AND ($5::text IS NULL OR g.model = $5) AND ($6::text IS NULL OR g.health = $6) "
+    "AND ($7::bool IS NULL OR g.mig_enabled = $7) "
+    "ORDER BY g.id LIMIT $2");
 DB_STMT(stmt_cap_gpu_update,
-	"UPDATE gpus SET health = coalesce($2, health), "
-	"health_reason = CASE WHEN $3::bool THEN $4 ELSE health_reason END, "
-	"mig_enabled = coalesce($5::bool, mig_enabled), generation = generation + 1, "
-	"updated_at = now() WHERE id = $1 AND ($6::int8 = 0 OR generation = $6::int8) "
-	"RETURNING id");
+    "UPDATE gpus SET health = coalesce($2, health), "
+    "health_reason = CASE WHEN $3::bool THEN $4 ELSE health_reason END, "
+    "mig_enabled = coalesce($5::bool, mig_enabled), generation = generation + 1, "
+    "updated_at = now() WHERE id = $1 AND ($6::int8 = 0 OR generation = $6::int8) "
+    "RETURNING id");
 
 DB_STMT(stmt_cap_alloc_insert,
-	"INSERT INTO allocations (gpu_id, profile, start, size, state) "
-	"VALUES ($1, $2, $3, $4, $5)");
+    "INSERT INTO allocations (gpu_id, profile, start, size, state) "
+    "VALUES ($1, $2, $3, $4, $5)");
 DB_STMT(stmt_cap_allocs_live,
-	"SELECT " ALLOC_COLS " FROM allocations a "
-	"WHERE a.gpu_id = ANY ($1::int8[]) AND a.state <> 'released' "
-	"ORDER BY a.gpu_id, a.start");
+    "SELECT " ALLOC_COLS " FROM allocations a "
+    "WHERE a.gpu_id = ANY ($1::int8[]) AND a.state <> 'released' "
+    "ORDER BY a.gpu_id, a.start");
 
 DB_STMT(stmt_cap_classes,
-	"SELECT model, mig_enabled, healthy, node_ready, layout, sum(gpus) FROM gpu_classes "
-	"WHERE gpus > 0 AND ($1::int8 IS NULL OR cluster_id = $1) "
-	"AND ($2::text IS NULL OR model = $2) "
-	"GROUP BY 1, 2, 3, 4, 5");
+    "SELECT model, mig_enabled, healthy, node_ready, layout, sum(gpus) FROM gpu_classes "
+    "WHERE gpus > 0 AND ($1::int8 IS NULL OR cluster_id = $1) "
+    "AND ($2::text IS NULL OR model = $2) "
+    "GROUP BY 1, 2, 3, 4, 5");
 /* The placeable classes of some models, summed over clusters or in one. */
 DB_STMT(stmt_cap_placeable_classes,
-	"SELECT model, mig_enabled, layout, sum(gpus) FROM gpu_classes "
-	"WHERE model = ANY ($1::text[]) AND healthy AND node_ready AND gpus > 0 "
-	"GROUP BY 1, 2, 3");
+    "SELECT model, mig_enabled, layout, sum(gpus) FROM gpu_classes "
+    "WHERE model = ANY ($1::text[]) AND healthy AND node_ready AND gpus > 0 "
+    "GROUP BY 1, 2, 3");
 DB_STMT(stmt_cap_placeable_classes_cluster,
-	"SELECT model, mig_enabled, layout, gpus FROM gpu_classes "
-	"WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
-	"AND gpus > 0");
+    "SELECT model, mig_enabled, layout, gpus FROM gpu_classes "
+    "WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
+    "AND gpus > 0");
 /*
  * Per class (and cluster), the first lim GPUs in (node, index, id)
  * order through gpus_placeable_cluster_idx: a few index probes per
  * class. The union over clusters holds each class's first lim overall.
  */
 DB_STMT(stmt_cap_candidates,
-	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name "
-	"FROM gpu_classes c "
-	"JOIN unnest($1::text[], $2::int4[]) AS w (model, lim) ON w.model = c.model "
-	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, "
-	"x.layout, x.uuid FROM gpus x WHERE x.model = c.model AND x.cluster_id = c.cluster_id "
-	"AND x.mig_enabled = c.mig_enabled AND x.layout = c.layout AND x.health = 'ok' "
-	"AND x.node_status = 'ready' ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g "
-	"JOIN nodes n ON n.id = g.node_id "
-	"WHERE c.healthy AND c.node_ready AND c.gpus > 0 "
-	"AND ($3::int8 IS NULL OR c.cluster_id = $3) "
-	"ORDER BY g.node_id, g.gpu_index, g.id");
+    "SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name "
+    "FROM gpu_classes c "
+    "JOIN unnest($1::text[], $2::int4[]) AS w (model, lim) ON w.model = c.model "
+    "CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, "
+    "x.layout, x.uuid FROM gpus x WHERE x.model = c.model AND x.cluster_id = c.cluster_id "
+    "AND x.mig_enabled = c.mig_enabled AND x.layout = c.layout AND x.health = 'ok' "
+    "AND x.node_status = 'ready' ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g "
+    "JOIN nodes n ON n.id = g.node_id "
+    "WHERE c.healthy AND c.node_ready AND c.gpus > 0 "
+    "AND ($3::int8 IS NULL OR c.cluster_id = $3) "
+    "ORDER BY g.node_id, g.gpu_index, g.id");
 
 /*
  * The first lim placeable GPUs of each wanted class in (node, index, id)
@@ -143,26 +146,25 @@ DB_STMT(stmt_cap_candidates,
  * each group of picks, the first GPUs of its classes together; then the
  * rows of those few GPUs. Without picks ($5 empty) every GPU read.
  */
-#define CLASS_GPUS_HEAD \
-	"WITH c AS (SELECT w.k, x.id, x.node_id, x.gpu_index " \
-	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY " \
-	"AS w (model, mig_enabled, layout, lim, k) " \
-	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index FROM gpus x " \
+#define CLASS_GPUS_HEAD                                                                      \
+	"WITH c AS (SELECT w.k, x.id, x.node_id, x.gpu_index "                               \
+	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY "       \
+	"AS w (model, mig_enabled, layout, lim, k) "                                         \
+	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index FROM gpus x "               \
 	"WHERE x.model = w.model AND x.mig_enabled = w.mig_enabled AND x.layout = w.layout " \
 	"AND x.health = 'ok' AND x.node_status = 'ready' "
-#define CLASS_GPUS_TAIL \
-	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) x), " \
-	"r AS (SELECT c.id FROM c WHERE cardinality($5::int8[]) = 0 " \
-	"UNION SELECT z.id FROM (SELECT c.id, p.lim, row_number() OVER (PARTITION BY p.grp " \
-	"ORDER BY c.node_id, c.gpu_index, c.id) AS rn " \
-	"FROM unnest($5::int8[], $6::int4[], $7::int4[]) AS p (k, grp, lim) " \
-	"JOIN c ON c.k = p.k) z WHERE z.rn <= z.lim) " \
+#define CLASS_GPUS_TAIL                                                                          \
+	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) x), "                                \
+	"r AS (SELECT c.id FROM c WHERE cardinality($5::int8[]) = 0 "                            \
+	"UNION SELECT z.id FROM (SELECT c.id, p.lim, row_number() OVER (PARTITION BY p.grp "     \
+	"ORDER BY c.node_id, c.gpu_index, c.id) AS rn "                                          \
+	"FROM unnest($5::int8[], $6::int4[], $7::int4[]) AS p (k, grp, lim) "                    \
+	"JOIN c ON c.k = p.k) z WHERE z.rn <= z.lim) "                                           \
 	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
-	"FROM r JOIN gpus g ON g.id = r.id JOIN nodes n ON n.id = g.node_id " \
+	"FROM r JOIN gpus g ON g.id = r.id JOIN nodes n ON n.id = g.node_id "                    \
 	"ORDER BY g.node_id, g.gpu_index, g.id"
 DB_STMT(stmt_cap_class_gpus, CLASS_GPUS_HEAD CLASS_GPUS_TAIL);
-DB_STMT(stmt_cap_class_gpus_cluster,
-	CLASS_GPUS_HEAD "AND x.cluster_id = $8 " CLASS_GPUS_TAIL);
+DB_STMT(stmt_cap_class_gpus_cluster, CLASS_GPUS_HEAD "AND x.cluster_id = $8 " CLASS_GPUS_TAIL);
 
 /* NULL for 0: "no filter" parameters. */
 static const char *
@@ -189,7 +191,7 @@ cluster_from_row(struct arena *a, const PGresult *r, int row, struct cluster_row
 
 static int
 cluster_reload(struct db *db, struct arena *a, int64_t id, struct cluster_row *out,
-	       struct gp_error *err)
+    struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_cap_cluster_by_id, 1, p, err);
@@ -204,14 +206,15 @@ cluster_reload(struct db *db, struct arena *a, int64_t id, struct cluster_row *o
 
 int
 db_cluster_insert(struct db *db, struct arena *a, const char *name, const char *region,
-		  const char *description, struct cluster_row *out, struct gp_error *err)
+    const char *description, struct cluster_row *out, struct gp_error *err)
 {
 	const char *p[3] = { name, region, description };
 	PGresult *r = db_exec(db, a, &stmt_cap_cluster_insert, 3, p, err);
 
 	if (r == NULL) {
 		if (err->status == 409)
-			gp_error_set(err, 409, "conflict", "a cluster named %s already exists", name);
+			gp_error_set(err, 409, "conflict", "a cluster named %s already exists",
+			    name);
 		return -1;
 	}
 	return cluster_reload(db, a, db_int64(r, 0, 0), out, err);
@@ -219,7 +222,7 @@ db_cluster_insert(struct db *db, struct arena *a, const char *name, const char *
 
 int
 db_cluster_get(struct db *db, struct arena *a, const char *name, struct cluster_row *out,
-	       bool *found, struct gp_error *err)
+    bool *found, struct gp_error *err)
 {
 	const char *p[1] = { name };
 	PGresult *r = db_exec(db, a, &stmt_cap_cluster_get, 1, p, err);
@@ -246,7 +249,7 @@ db_cluster_id(struct db *db, struct arena *a, const char *name, int64_t *id, str
 
 int
 db_clusters_list(struct db *db, struct arena *a, int64_t after_id, int limit,
-		 struct cluster_row **out, int *n, struct gp_error *err)
+    struct cluster_row **out, int *n, struct gp_error *err)
 {
 	const char *p[2] = { db_param_int(a, after_id), db_param_int(a, limit) };
 	PGresult *r = db_exec(db, a, &stmt_cap_clusters_list, 2, p, err);
@@ -262,11 +265,11 @@ db_clusters_list(struct db *db, struct arena *a, int64_t after_id, int limit,
 
 int
 db_cluster_update(struct db *db, struct arena *a, int64_t id, const char *region,
-		  const char *description, int64_t expected_generation,
-		  struct cluster_row *out, bool *stale, struct gp_error *err)
+    const char *description, int64_t expected_generation, struct cluster_row *out, bool *stale,
+    struct gp_error *err)
 {
 	const char *p[4] = { db_param_int(a, id), region, description,
-			     db_param_int(a, expected_generation) };
+		db_param_int(a, expected_generation) };
 	PGresult *r = db_exec(db, a, &stmt_cap_cluster_update, 4, p, err);
 
 	*stale = false;
@@ -280,8 +283,7 @@ db_cluster_update(struct db *db, struct arena *a, int64_t id, const char *region
 }
 
 int
-db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale,
-		  struct gp_error *err)
+db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale, struct gp_error *err)
 {
 	struct arena *a = arena_create();
 	const char *p[2] = { db_param_int(a, id), db_param_int(a, generation) };
@@ -295,7 +297,7 @@ db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale,
 	} else {
 		if (err->status == 409)
 			gp_error_set(err, 409, "conflict",
-				     "the cluster still has nodes; move or remove them first");
+			    "the cluster still has nodes; move or remove them first");
 		rc = -1;
 	}
 	arena_destroy(a);
@@ -329,8 +331,7 @@ node_from_row(struct arena *a, const PGresult *r, int row, struct node_row *o)
 }
 
 static int
-node_reload(struct db *db, struct arena *a, int64_t id, struct node_row *out,
-	    struct gp_error *err)
+node_reload(struct db *db, struct arena *a, int64_t id, struct node_row *out, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_cap_node_by_id, 1, p, err);
@@ -345,12 +346,11 @@ node_reload(struct db *db, struct arena *a, int64_t id, struct node_row *out,
 
 int
 db_node_insert(struct db *db, struct arena *a, int64_t cluster_id, const char *name,
-	       const char *hostname, int64_t cpu_millicores, int64_t memory_bytes,
-	       const char *labels_json, struct node_row *out, struct gp_error *err)
+    const char *hostname, int64_t cpu_millicores, int64_t memory_bytes, const char *labels_json,
+    struct node_row *out, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, cluster_id), name, hostname,
-			     db_param_int(a, cpu_millicores), db_param_int(a, memory_bytes),
-			     labels_json };
+		db_param_int(a, cpu_millicores), db_param_int(a, memory_bytes), labels_json };
 	PGresult *r = db_exec(db, a, &stmt_cap_node_insert, 6, p, err);
 
 	if (r == NULL) {
@@ -366,8 +366,8 @@ db_node_insert(struct db *db, struct arena *a, int64_t cluster_id, const char *n
  * when lock is not NULL. *out is NULL when there is no such row.
  */
 static int
-get_locked(struct db *db, struct arena *a, const struct db_stmt *lock,
-	   const struct db_stmt *get, const char *key, PGresult **out, struct gp_error *err)
+get_locked(struct db *db, struct arena *a, const struct db_stmt *lock, const struct db_stmt *get,
+    const char *key, PGresult **out, struct gp_error *err)
 {
 	const char *p[1] = { key };
 	PGresult *r;
@@ -389,13 +389,13 @@ get_locked(struct db *db, struct arena *a, const struct db_stmt *lock,
 }
 
 int
-db_node_get(struct db *db, struct arena *a, const char *name, bool for_update,
-	    struct node_row *out, bool *found, struct gp_error *err)
+db_node_get(struct db *db, struct arena *a, const char *name, bool for_update, struct node_row *out,
+    bool *found, struct gp_error *err)
 {
 	PGresult *r;
 
-	if (get_locked(db, a, for_update ? &stmt_cap_node_lock : NULL, &stmt_cap_node_get,
-		       name, &r, err) < 0)
+	if (get_locked(db, a, for_update ? &stmt_cap_node_lock : NULL, &stmt_cap_node_get, name, &r,
+		err) < 0)
 		return -1;
 	*found = r != NULL;
 	if (*found)
@@ -405,11 +405,10 @@ db_node_get(struct db *db, struct arena *a, const char *name, bool for_update,
 
 int
 db_nodes_list(struct db *db, struct arena *a, const struct node_filter *f, int64_t after_id,
-	      int limit, struct node_row **out, int *n, struct gp_error *err)
+    int limit, struct node_row **out, int *n, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, after_id), db_param_int(a, limit),
-			     param_id_or_null(a, f->cluster_id), f->status, f->model,
-			     f->labels_json };
+		param_id_or_null(a, f->cluster_id), f->status, f->model, f->labels_json };
 	PGresult *r = db_exec(db, a, &stmt_cap_nodes_list, 6, p, err);
 
 	if (r == NULL)
@@ -423,13 +422,11 @@ db_nodes_list(struct db *db, struct arena *a, const struct node_filter *f, int64
 
 int
 db_node_update(struct db *db, struct arena *a, int64_t id, const char *hostname,
-	       int64_t cpu_millicores, int64_t memory_bytes, const char *labels_json,
-	       int64_t expected_generation, struct node_row *out, bool *stale,
-	       struct gp_error *err)
+    int64_t cpu_millicores, int64_t memory_bytes, const char *labels_json,
+    int64_t expected_generation, struct node_row *out, bool *stale, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, id), hostname, db_param_int(a, cpu_millicores),
-			     db_param_int(a, memory_bytes), labels_json,
-			     db_param_int(a, expected_generation) };
+		db_param_int(a, memory_bytes), labels_json, db_param_int(a, expected_generation) };
 	PGresult *r = db_exec(db, a, &stmt_cap_node_update, 6, p, err);
 
 	*stale = false;
@@ -444,7 +441,7 @@ db_node_update(struct db *db, struct arena *a, int64_t id, const char *hostname,
 
 int
 db_node_set_status(struct db *db, struct arena *a, int64_t id, const char *status,
-		   const char *reason, struct node_row *out, struct gp_error *err)
+    const char *reason, struct node_row *out, struct gp_error *err)
 {
 	const char *p[3] = { db_param_int(a, id), status, reason };
 	PGresult *r = db_exec(db, a, &stmt_cap_node_set_status, 3, p, err);
@@ -497,21 +494,20 @@ gpu_reload(struct db *db, struct arena *a, int64_t id, struct gpu_row *out, stru
 
 int
 db_gpu_insert(struct db *db, struct arena *a, int64_t node_id, int index, const char *uuid,
-	      const char *model, int memory_mib, bool mig_enabled, struct gpu_row *out,
-	      struct gp_error *err)
+    const char *model, int memory_mib, bool mig_enabled, struct gpu_row *out, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, node_id), db_param_int(a, index), uuid, model,
-			     db_param_int(a, memory_mib), mig_enabled ? "true" : "false" };
+		db_param_int(a, memory_mib), mig_enabled ? "true" : "false" };
 	PGresult *r = db_exec(db, a, &stmt_cap_gpu_insert, 6, p, err);
 
 	if (r == NULL) {
 		if (err->status == 409) {
 			if (strcmp(db_last_constraint(db), "gpus_uuid_key") == 0)
 				gp_error_set(err, 409, "conflict",
-					     "a gpu with uuid %s is already registered", uuid);
+				    "a gpu with uuid %s is already registered", uuid);
 			else
 				gp_error_set(err, 409, "conflict",
-					     "the node already has a gpu at index %d", index);
+				    "the node already has a gpu at index %d", index);
 		}
 		return -1;
 	}
@@ -519,13 +515,13 @@ db_gpu_insert(struct db *db, struct arena *a, int64_t node_id, int index, const 
 }
 
 int
-db_gpu_get(struct db *db, struct arena *a, const char *uuid, bool for_update,
-	   struct gpu_row *out, bool *found, struct gp_error *err)
+db_gpu_get(struct db *db, struct arena *a, const char *uuid, bool for_update, struct gpu_row *out,
+    bool *found, struct gp_error *err)
 {
 	PGresult *r;
 
-	if (get_locked(db, a, for_update ? &stmt_cap_gpu_lock : NULL, &stmt_cap_gpu_get,
-		       uuid, &r, err) < 0)
+	if (get_locked(db, a, for_update ? &stmt_cap_gpu_lock : NULL, &stmt_cap_gpu_get, uuid, &r,
+		err) < 0)
 		return -1;
 	*found = r != NULL;
 	if (*found)
@@ -535,12 +531,14 @@ db_gpu_get(struct db *db, struct arena *a, const char *uuid, bool for_update,
 
 int
 db_gpus_list(struct db *db, struct arena *a, const struct gpu_filter *f, int64_t after_id,
-	     int limit, struct gpu_row **out, int *n, struct gp_error *err)
+    int limit, struct gpu_row **out, int *n, struct gp_error *err)
 {
 	const char *p[7] = { db_param_int(a, after_id), db_param_int(a, limit),
-			     param_id_or_null(a, f->node_id), param_id_or_null(a, f->cluster_id),
-			     f->model, f->health,
-			     f->mig_enabled < 0 ? NULL : f->mig_enabled ? "true" : "false" };
+		param_id_or_null(a, f->node_id), param_id_or_null(a, f->cluster_id), f->model,
+		f->health,
+		f->mig_enabled < 0   ? NULL
+		    : f->mig_enabled ? "true"
+				     : "false" };
 	PGresult *r = db_exec(db, a, &stmt_cap_gpus_list, 7, p, err);
 
 	if (r == NULL)
@@ -554,13 +552,15 @@ db_gpus_list(struct db *db, struct arena *a, const struct gpu_filter *f, int64_t
 
 int
 db_gpu_update(struct db *db, struct arena *a, int64_t id, const char *health, bool reason_set,
-	      const char *health_reason, int mig_enabled, int64_t expected_generation,
-	      struct gpu_row *out, bool *stale, struct gp_error *err)
+    const char *health_reason, int mig_enabled, int64_t expected_generation, struct gpu_row *out,
+    bool *stale, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, id), health, reason_set ? "true" : "false",
-			     health_reason,
-			     mig_enabled < 0 ? NULL : mig_enabled ? "true" : "false",
-			     db_param_int(a, expected_generation) };
+		health_reason,
+		mig_enabled < 0   ? NULL
+		    : mig_enabled ? "true"
+				  : "false",
+		db_param_int(a, expected_generation) };
 	PGresult *r = db_exec(db, a, &stmt_cap_gpu_update, 6, p, err);
 
 	*stale = false;
@@ -576,18 +576,16 @@ db_gpu_update(struct db *db, struct arena *a, int64_t id, const char *health, bo
 /* ---- allocations ---- */
 
 int
-db_allocation_insert_unmanaged(struct db *db, struct arena *a, int64_t gpu_id,
-			       const char *profile, int start, int size, const char *state,
-			       struct gp_error *err)
+db_allocation_insert_unmanaged(struct db *db, struct arena *a, int64_t gpu_id, const char *profile,
+    int start, int size, const char *state, struct gp_error *err)
 {
 	const char *p[5] = { db_param_int(a, gpu_id), profile, db_param_int(a, start),
-			     db_param_int(a, size), state };
+		db_param_int(a, size), state };
 
 	if (db_exec(db, a, &stmt_cap_alloc_insert, 5, p, err) == NULL) {
 		if (err->status == 409)
 			gp_error_set(err, 409, "conflict",
-				     "%s at slice %d overlaps another instance on the gpu",
-				     profile, start);
+			    "%s at slice %d overlaps another instance on the gpu", profile, start);
 		return -1;
 	}
 	return 0;
@@ -595,7 +593,7 @@ db_allocation_insert_unmanaged(struct db *db, struct arena *a, int64_t gpu_id,
 
 int
 db_allocations_live(struct db *db, struct arena *a, const int64_t *ids, int nids,
-		    struct alloc_row **out, int *n, struct gp_error *err)
+    struct alloc_row **out, int *n, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int64_array(a, ids, nids) };
 	PGresult *r;
@@ -629,7 +627,7 @@ db_allocations_live(struct db *db, struct arena *a, const int64_t *ids, int nids
 
 int
 db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, const char *model,
-		    struct layout_class **out, int *n, struct gp_error *err)
+    struct layout_class **out, int *n, struct gp_error *err)
 {
 	const char *p[2] = { param_id_or_null(a, cluster_id), model };
 	PGresult *r = db_exec(db, a, &stmt_cap_classes, 2, p, err);
@@ -653,13 +651,13 @@ db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, const ch
 
 int
 db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id,
-			      const char *const *models, int nmodels,
-			      struct layout_class **out, int *n, struct gp_error *err)
+    const char *const *models, int nmodels, struct layout_class **out, int *n, struct gp_error *err)
 {
-	const char *p[2] = { db_param_text_array(a, models, nmodels), param_id_or_null(a, cluster_id) };
+	const char *p[2] = { db_param_text_array(a, models, nmodels),
+		param_id_or_null(a, cluster_id) };
 	PGresult *r = cluster_id != 0
-		? db_exec(db, a, &stmt_cap_placeable_classes_cluster, 2, p, err)
-		: db_exec(db, a, &stmt_cap_placeable_classes, 1, p, err);
+	    ? db_exec(db, a, &stmt_cap_placeable_classes_cluster, 2, p, err)
+	    : db_exec(db, a, &stmt_cap_placeable_classes, 1, p, err);
 
 	if (r == NULL)
 		return -1;
@@ -693,8 +691,8 @@ candidate_from_row(struct arena *a, const PGresult *r, int row, struct candidate
 
 int
 db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
-		       const struct class_want *w, int nw, const struct class_pick *pk, int np,
-		       struct candidate_row **out, int *n, struct gp_error *err)
+    const struct class_want *w, int nw, const struct class_pick *pk, int np,
+    struct candidate_row **out, int *n, struct gp_error *err)
 {
 	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
 	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
@@ -717,7 +715,7 @@ db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
 		lims[i] = w[i].limit;
 	}
 	for (int i = 0; i < np; i++) {
-		pw[i] = pk[i].want + 1;         /* WITH ORDINALITY counts from 1 */
+		pw[i] = pk[i].want + 1; /* WITH ORDINALITY counts from 1 */
 		pg[i] = pk[i].group;
 		pl[i] = pk[i].limit;
 	}
@@ -742,8 +740,8 @@ db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
 
 int
 db_capacity_candidates(struct db *db, struct arena *a, int64_t cluster_id,
-		       const char *const *models, const int *per_class, int nmodels,
-		       struct candidate_row **out, int *n, struct gp_error *err)
+    const char *const *models, const int *per_class, int nmodels, struct candidate_row **out,
+    int *n, struct gp_error *err)
 {
 	int64_t *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nmodels + 1));
 	const char *p[3];

@@ -19,18 +19,18 @@
 DB_STMT(stmt_idem_lock, "SELECT pg_try_advisory_lock(" IDEM_LOCK_ARGS ")");
 DB_STMT(stmt_idem_unlock, "SELECT pg_advisory_unlock(" IDEM_LOCK_ARGS ")");
 DB_STMT(stmt_idem_claim,
-	"INSERT INTO idempotency_keys (user_id, key, request_hash, state) "
-	"VALUES ($1, $2, $3, 'in_flight') ON CONFLICT (user_id, key) DO NOTHING RETURNING 1");
+    "INSERT INTO idempotency_keys (user_id, key, request_hash, state) "
+    "VALUES ($1, $2, $3, 'in_flight') ON CONFLICT (user_id, key) DO NOTHING RETURNING 1");
 DB_STMT(stmt_idem_get,
-	"SELECT request_hash, state, status, content_type, etag, location, body "
-	"FROM idempotency_keys WHERE user_id = $1 AND key = $2");
+    "SELECT request_hash, state, status, content_type, etag, location, body "
+    "FROM idempotency_keys WHERE user_id = $1 AND key = $2");
 DB_STMT(stmt_idem_complete,
-	"UPDATE idempotency_keys SET state = 'done', status = $3, content_type = $4, "
-	"etag = $5, location = $6, body = $7 WHERE user_id = $1 AND key = $2");
+    "UPDATE idempotency_keys SET state = 'done', status = $3, content_type = $4, "
+    "etag = $5, location = $6, body = $7 WHERE user_id = $1 AND key = $2");
 DB_STMT(stmt_idem_release,
-	"DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND state = 'in_flight'");
+    "DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND state = 'in_flight'");
 DB_STMT(stmt_idem_expire,
-	"DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1::int)");
+    "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1::int)");
 
 /* Drop the claim lock; the answer is already decided, so errors only get logged by db/. */
 static void
@@ -44,8 +44,8 @@ idem_unlock(struct db *db, struct arena *a, const char *const *p)
 
 int
 db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
-	      const unsigned char *hash, enum idem_claim *out,
-	      struct idem_response *stored, struct gp_error *err)
+    const unsigned char *hash, enum idem_claim *out, struct idem_response *stored,
+    struct gp_error *err)
 {
 	const char *p[3];
 	int lens[3] = { 0, 0, 32 };
@@ -66,7 +66,7 @@ db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 		if (r == NULL)
 			goto fail;
 		if (PQntuples(r) == 1) {
-			*out = IDEM_CLAIMED;    /* the lock is held until complete/release */
+			*out = IDEM_CLAIMED; /* the lock is held until complete/release */
 			return 0;
 		}
 	}
@@ -80,7 +80,8 @@ db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 	}
 	{
 		size_t hlen = 0;
-		unsigned char *h = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &hlen);
+		unsigned char *h =
+		    PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &hlen);
 		bool same = h != NULL && hlen == 32 && memcmp(h, hash, 32) == 0;
 
 		PQfreemem(h);
@@ -105,7 +106,8 @@ db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
 	stored->location = db_text(a, r, 0, 5);
 	{
 		size_t blen = 0;
-		unsigned char *b = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 6), &blen);
+		unsigned char *b =
+		    PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 6), &blen);
 
 		if (b == NULL) {
 			gp_error_set(err, 500, "internal", "could not decode a stored response");
@@ -126,8 +128,8 @@ fail:
 }
 
 int
-db_idem_complete(struct db *db, int64_t user_id, const char *key,
-		 const struct idem_response *res, struct gp_error *err)
+db_idem_complete(struct db *db, int64_t user_id, const char *key, const struct idem_response *res,
+    struct gp_error *err)
 {
 	struct arena *a = arena_create();
 	const char *p[7];

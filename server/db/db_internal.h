@@ -25,13 +25,12 @@ struct db_stmt {
  * (SQLSTATE mapped: 23505/23P01 -> 409 conflict, 23514 -> 422,
  * 40001/40P01 -> retry inside db_tx, 57014/08xxx -> 503).
  */
-PGresult *db_exec(struct db *db, struct arena *a, const struct db_stmt *st,
-		  int nparams, const char *const *values, struct gp_error *err);
+PGresult *db_exec(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, struct gp_error *err);
 
 /* Same with an explicit length for binary-safe values. */
-PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st,
-		     int nparams, const char *const *values, const int *lengths,
-		     const int *formats, struct gp_error *err);
+PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, const int *lengths, const int *formats, struct gp_error *err);
 
 /*
  * db_exec, then COMMIT in the same round trip (a libpq pipeline): the
@@ -41,8 +40,8 @@ PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st,
  * err is set as db_exec would; the statement must not need its result
  * checked before committing (make it fail instead).
  */
-PGresult *db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st,
-			 int nparams, const char *const *values, struct gp_error *err);
+PGresult *db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, struct gp_error *err);
 
 /* Run literal SQL without parameters (BEGIN, migrations). */
 int db_exec_simple(struct db *db, const char *sql, struct gp_error *err);

@@ -11,59 +11,65 @@
 /* An integer parameter of microseconds since the epoch as timestamptz; 0 is NULL. */
 #define TS_PARAM(n) "('epoch'::timestamptz + nullif(" n "::int8, 0) * interval '1 microsecond')"
 
-#define POOL_COLS "p.id, p.project_id, pr.name, p.name, p.status, p.items::text, " \
-	EPOCH_US("p.ends_at") ", p.generation, " EPOCH_US("p.created_at") ", " \
-	EPOCH_US("p.updated_at") ", " EPOCH_US("p.released_at")
+#define POOL_COLS                                                                                                           \
+	"p.id, p.project_id, pr.name, p.name, p.status, p.items::text, " EPOCH_US("p.ends_at") ", p.generation, " EPOCH_US( \
+	    "p.created_at") ", " EPOCH_US("p.updated_at") ", " EPOCH_US("p.released_at")
 #define POOL_FROM "FROM pools p JOIN projects pr ON pr.id = p.project_id "
 
-#define REQ_COLS "r.id, r.project_id, pr.name, r.pool_id, p.name, r.action, r.items::text, " \
-	"r.justification, " EPOCH_US("r.ends_at") ", r.state, coalesce(r.requested_by, 0), " \
-	"ru.username, " EPOCH_US("r.requested_at") ", " EPOCH_US("r.expires_at") ", " \
-	"du.username, " EPOCH_US("r.decided_at") ", r.note, r.generation"
-#define REQ_FROM "FROM pool_requests r JOIN projects pr ON pr.id = r.project_id " \
+#define REQ_COLS                                                                    \
+	"r.id, r.project_id, pr.name, r.pool_id, p.name, r.action, r.items::text, " \
+	"r.justification, " EPOCH_US(                                               \
+	    "r.ends_at") ", r.state, coalesce(r.requested_by, 0), "                 \
+			 "ru.username, " EPOCH_US("r.requested_at") ", " EPOCH_US(  \
+			     "r.expires_at") ", "                                   \
+					     "du.username, " EPOCH_US(              \
+						 "r.decided_at") ", r.note, r.generation"
+#define REQ_FROM                                                                         \
+	"FROM pool_requests r JOIN projects pr ON pr.id = r.project_id "                 \
 	"JOIN pools p ON p.id = r.pool_id LEFT JOIN users ru ON ru.id = r.requested_by " \
 	"LEFT JOIN users du ON du.id = r.decided_by "
 
-#define ALLOC_COLS "a.id, a.pool_id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
+#define ALLOC_COLS                                                            \
+	"a.id, a.pool_id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
 	"g.model, a.profile, a.start, a.size, a.state, a.device_uuid, coalesce(a.request_id, 0)"
 
 /* ---- quotas ---- */
 
 DB_STMT(stmt_pools_quota_get,
-	"SELECT items::text, generation, " EPOCH_US("updated_at") " FROM project_quotas "
-	"WHERE project_id = $1");
+    "SELECT items::text, generation, " EPOCH_US("updated_at") " FROM project_quotas "
+							      "WHERE project_id = $1");
 DB_STMT(stmt_pools_quota_lock,
-	"SELECT items::text FROM project_quotas WHERE project_id = $1 FOR UPDATE");
+    "SELECT items::text FROM project_quotas WHERE project_id = $1 FOR UPDATE");
 DB_STMT(stmt_pools_quota_put,
-	"INSERT INTO project_quotas (project_id, items) VALUES ($1, $2::jsonb) "
-	"ON CONFLICT (project_id) DO UPDATE SET items = EXCLUDED.items, "
-	"generation = project_quotas.generation + 1, updated_at = now() "
-	"RETURNING generation, " EPOCH_US("updated_at"));
+    "INSERT INTO project_quotas (project_id, items) VALUES ($1, $2::jsonb) "
+    "ON CONFLICT (project_id) DO UPDATE SET items = EXCLUDED.items, "
+    "generation = project_quotas.generation + 1, updated_at = now() "
+    "RETURNING generation, " EPOCH_US("updated_at"));
 DB_STMT(stmt_pools_quota_delete,
-	"DELETE FROM project_quotas WHERE project_id = $1 RETURNING project_id");
+    "DELETE FROM project_quotas WHERE project_id = $1 RETURNING project_id");
 /* what the project's pools hold, per kind, canonical order */
 DB_STMT(stmt_pools_usage,
-	"SELECT coalesce(jsonb_agg(jsonb_build_object('model', m, 'profile', pf, 'count', c) "
-	"ORDER BY m, pf), '[]')::text FROM (SELECT i->>'model' AS m, i->>'profile' AS pf, "
-	"sum((i->>'count')::int) AS c FROM pools p, jsonb_array_elements(p.items) i "
-	"WHERE p.project_id = $1 AND p.status <> 'released' GROUP BY 1, 2) s");
+    "SELECT coalesce(jsonb_agg(jsonb_build_object('model', m, 'profile', pf, 'count', c) "
+    "ORDER BY m, pf), '[]')::text FROM (SELECT i->>'model' AS m, i->>'profile' AS pf, "
+    "sum((i->>'count')::int) AS c FROM pools p, jsonb_array_elements(p.items) i "
+    "WHERE p.project_id = $1 AND p.status <> 'released' GROUP BY 1, 2) s");
 
 /* ---- pools ---- */
 
 DB_STMT(stmt_pools_get, "SELECT " POOL_COLS " " POOL_FROM "WHERE p.id = $1");
 DB_STMT(stmt_pools_by_name,
-	"SELECT " POOL_COLS " " POOL_FROM
-	"WHERE p.project_id = $1 AND p.name = $2 AND p.status <> 'released'");
+    "SELECT " POOL_COLS " " POOL_FROM
+    "WHERE p.project_id = $1 AND p.name = $2 AND p.status <> 'released'");
 DB_STMT(stmt_pools_list,
-	"SELECT " POOL_COLS " " POOL_FROM
-	"WHERE p.project_id = $1 AND p.id > $2 AND ($4::text IS NULL OR p.status = $4) "
-	"ORDER BY p.id LIMIT $3");
+    "SELECT " POOL_COLS " " POOL_FROM
+    "WHERE p.project_id = $1 AND p.id > $2 AND ($4::text IS NULL OR p.status = $4) "
+    "ORDER BY p.id LIMIT $3");
 DB_STMT(stmt_pools_allocs,
-	"SELECT " ALLOC_COLS " FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-	"JOIN nodes n ON n.id = g.node_id "
-	"WHERE a.pool_id = ANY ($1::int8[]) AND a.state <> 'released' "
-	"AND ($2::int8 = 0 OR a.request_id = $2) "
-	"ORDER BY a.pool_id, n.name, g.gpu_index, a.start");
+    "SELECT " ALLOC_COLS " FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+    "JOIN nodes n ON n.id = g.node_id "
+    "WHERE a.pool_id = ANY ($1::int8[]) AND a.state <> 'released' "
+    "AND ($2::int8 = 0 OR a.request_id = $2) "
+    "ORDER BY a.pool_id, n.name, g.gpu_index, a.start");
 
 /* ---- requests ---- */
 
@@ -74,27 +80,28 @@ DB_STMT(stmt_pools_allocs,
  * for it.
  */
 DB_STMT(stmt_pools_submit,
-	"WITH g AS ("
-	" SELECT $13::bool OR NOT EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = $1) "
-	" AS ok"
-	"), pool AS ("
-	" INSERT INTO pools (project_id, name) SELECT $1, $3 FROM g WHERE g.ok AND $2::int8 = 0 "
-	" RETURNING id"
-	"), req AS ("
-	" INSERT INTO pool_requests (project_id, pool_id, action, items, justification, ends_at, "
-	" requested_by, expires_at) SELECT $1, coalesce((SELECT id FROM pool), $2), $4, $5::jsonb, "
-	" $6, " TS_PARAM("$7") ", nullif($8::int8, 0), now() + make_interval(secs => $9::int4) "
-	" FROM g WHERE g.ok RETURNING id, pool_id, requested_at, expires_at"
-	"), ev AS ("
-	" INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
-	" SELECT id, requested_at, NULL, 'pending', nullif($8::int8, 0), $10 FROM req"
-	"), au AS ("
-	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
-	" request_id, after) SELECT nullif($8::int8, 0), $10, 'pool_request.submit', "
-	" 'pool_request', req.id::text, $1, $11, $12::jsonb || jsonb_build_object('id', req.id, "
-	" 'pool_id', req.pool_id) FROM req"
-	") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", "
-	EPOCH_US("req.expires_at") " FROM g LEFT JOIN req ON true");
+    "WITH g AS ("
+    " SELECT $13::bool OR NOT EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = $1) "
+    " AS ok"
+    "), pool AS ("
+    " INSERT INTO pools (project_id, name) SELECT $1, $3 FROM g WHERE g.ok AND $2::int8 = 0 "
+    " RETURNING id"
+    "), req AS ("
+    " INSERT INTO pool_requests (project_id, pool_id, action, items, justification, ends_at, "
+    " requested_by, expires_at) SELECT $1, coalesce((SELECT id FROM pool), $2), $4, $5::jsonb, "
+    " $6, " TS_PARAM(
+	"$7") ", nullif($8::int8, 0), now() + make_interval(secs => $9::int4) "
+	      " FROM g WHERE g.ok RETURNING id, pool_id, requested_at, expires_at"
+	      "), ev AS ("
+	      " INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
+	      " SELECT id, requested_at, NULL, 'pending', nullif($8::int8, 0), $10 FROM req"
+	      "), au AS ("
+	      " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
+	      " request_id, after) SELECT nullif($8::int8, 0), $10, 'pool_request.submit', "
+	      " 'pool_request', req.id::text, $1, $11, $12::jsonb || jsonb_build_object('id', req.id, "
+	      " 'pool_id', req.pool_id) FROM req"
+	      ") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", " EPOCH_US(
+		  "req.expires_at") " FROM g LEFT JOIN req ON true");
 /*
  * Many submissions in one statement (group commit): one array element
  * per submission, the same columns as stmt_pools_submit. Ids are drawn
@@ -104,90 +111,92 @@ DB_STMT(stmt_pools_submit,
  * quota that the caller did not check inserts nothing either.
  */
 DB_STMT(stmt_pools_submit_many,
-	"WITH g AS ("
-	" SELECT u.*, u.quota_checked OR NOT EXISTS (SELECT 1 FROM project_quotas q "
-	" WHERE q.project_id = u.project) AS ok, "
-	" CASE WHEN u.pool = 0 THEN nextval('pools_id_seq') END AS new_pool, "
-	" nextval('pool_requests_id_seq') AS req_id "
-	" FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], "
-	" $7::int8[], $8::int8[], $9::int4[], $10::text[], $11::text[], $12::text[], $13::bool[]) "
-	" WITH ORDINALITY AS u (project, pool, pool_name, action, items, justification, ends, "
-	" actor_id, ttl, actor, http_id, after, quota_checked, ord)"
-	"), pool AS ("
-	" INSERT INTO pools (id, project_id, name) OVERRIDING SYSTEM VALUE "
-	" SELECT new_pool, project, pool_name FROM g WHERE ok AND new_pool IS NOT NULL ORDER BY ord "
-	" ON CONFLICT (project_id, name) WHERE status <> 'released' DO NOTHING RETURNING id"
-	"), req AS ("
-	" INSERT INTO pool_requests (id, project_id, pool_id, action, items, justification, ends_at, "
-	" requested_by, expires_at) OVERRIDING SYSTEM VALUE "
-	" SELECT g.req_id, g.project, coalesce(pool.id, g.pool), g.action, g.items::jsonb, "
-	" g.justification, " TS_PARAM("g.ends") ", nullif(g.actor_id, 0), "
-	" now() + make_interval(secs => g.ttl) FROM g LEFT JOIN pool ON pool.id = g.new_pool "
-	" WHERE g.ok AND (g.new_pool IS NULL OR pool.id IS NOT NULL) "
-	" RETURNING id, pool_id, requested_at, expires_at"
-	"), ev AS ("
-	" INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
-	" SELECT req.id, req.requested_at, NULL, 'pending', nullif(g.actor_id, 0), g.actor "
-	" FROM req JOIN g ON g.req_id = req.id"
-	"), au AS ("
-	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
-	" request_id, after) SELECT nullif(g.actor_id, 0), g.actor, 'pool_request.submit', "
-	" 'pool_request', req.id::text, g.project, g.http_id, g.after::jsonb || "
-	" jsonb_build_object('id', req.id, 'pool_id', req.pool_id) FROM req JOIN g ON g.req_id = req.id"
-	") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", "
-	EPOCH_US("req.expires_at") " FROM g LEFT JOIN req ON req.id = g.req_id ORDER BY g.ord");
+    "WITH g AS ("
+    " SELECT u.*, u.quota_checked OR NOT EXISTS (SELECT 1 FROM project_quotas q "
+    " WHERE q.project_id = u.project) AS ok, "
+    " CASE WHEN u.pool = 0 THEN nextval('pools_id_seq') END AS new_pool, "
+    " nextval('pool_requests_id_seq') AS req_id "
+    " FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], "
+    " $7::int8[], $8::int8[], $9::int4[], $10::text[], $11::text[], $12::text[], $13::bool[]) "
+    " WITH ORDINALITY AS u (project, pool, pool_name, action, items, justification, ends, "
+    " actor_id, ttl, actor, http_id, after, quota_checked, ord)"
+    "), pool AS ("
+    " INSERT INTO pools (id, project_id, name) OVERRIDING SYSTEM VALUE "
+    " SELECT new_pool, project, pool_name FROM g WHERE ok AND new_pool IS NOT NULL ORDER BY ord "
+    " ON CONFLICT (project_id, name) WHERE status <> 'released' DO NOTHING RETURNING id"
+    "), req AS ("
+    " INSERT INTO pool_requests (id, project_id, pool_id, action, items, justification, ends_at, "
+    " requested_by, expires_at) OVERRIDING SYSTEM VALUE "
+    " SELECT g.req_id, g.project, coalesce(pool.id, g.pool), g.action, g.items::jsonb, "
+    " g.justification, " TS_PARAM(
+	"g.ends") ", nullif(g.actor_id, 0), "
+		  " now() + make_interval(secs => g.ttl) FROM g LEFT JOIN pool ON pool.id = g.new_pool "
+		  " WHERE g.ok AND (g.new_pool IS NULL OR pool.id IS NOT NULL) "
+		  " RETURNING id, pool_id, requested_at, expires_at"
+		  "), ev AS ("
+		  " INSERT INTO pool_request_events (request_id, at, from_state, to_state, actor_id, actor) "
+		  " SELECT req.id, req.requested_at, NULL, 'pending', nullif(g.actor_id, 0), g.actor "
+		  " FROM req JOIN g ON g.req_id = req.id"
+		  "), au AS ("
+		  " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
+		  " request_id, after) SELECT nullif(g.actor_id, 0), g.actor, 'pool_request.submit', "
+		  " 'pool_request', req.id::text, g.project, g.http_id, g.after::jsonb || "
+		  " jsonb_build_object('id', req.id, 'pool_id', req.pool_id) FROM req JOIN g ON g.req_id = req.id"
+		  ") SELECT g.ok, req.id, req.pool_id, " EPOCH_US("req.requested_at") ", " EPOCH_US(
+		      "req.expires_at") " FROM g LEFT JOIN req ON req.id = g.req_id ORDER BY g.ord");
 DB_STMT(stmt_pools_req_get, "SELECT " REQ_COLS " " REQ_FROM "WHERE r.id = $1");
 DB_STMT(stmt_pools_req_list,
-	"SELECT " REQ_COLS " " REQ_FROM
-	"WHERE r.id > $1 AND ($3::int8 = 0 OR r.project_id = $3) "
-	"AND ($4::int8 = 0 OR r.project_id IN "
-	"(SELECT m.project_id FROM project_members m WHERE m.user_id = $4)) "
-	"AND ($5::text IS NULL OR r.state = $5) AND ($6::int8 = 0 OR r.pool_id = $6) "
-	"ORDER BY r.id LIMIT $2");
+    "SELECT " REQ_COLS " " REQ_FROM "WHERE r.id > $1 AND ($3::int8 = 0 OR r.project_id = $3) "
+    "AND ($4::int8 = 0 OR r.project_id IN "
+    "(SELECT m.project_id FROM project_members m WHERE m.user_id = $4)) "
+    "AND ($5::text IS NULL OR r.state = $5) AND ($6::int8 = 0 OR r.pool_id = $6) "
+    "ORDER BY r.id LIMIT $2");
 DB_STMT(stmt_pools_req_events,
-	"SELECT " EPOCH_US("at") ", from_state, to_state, actor, note FROM pool_request_events "
-	"WHERE request_id = $1 ORDER BY id");
+    "SELECT " EPOCH_US("at") ", from_state, to_state, actor, note FROM pool_request_events "
+			     "WHERE request_id = $1 ORDER BY id");
 DB_STMT(stmt_pools_req_lock,
-	"SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US("p.ends_at") ", "
-	"EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), "
-	EPOCH_US("now()") " " REQ_FROM "WHERE r.id = $1 FOR NO KEY UPDATE OF r, p");
+    "SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US(
+	"p.ends_at") ", "
+		     "EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), " EPOCH_US(
+			 "now()") " " REQ_FROM "WHERE r.id = $1 FOR NO KEY UPDATE OF r, p");
 /* a batch of approvals: every request and its pool, locked in id order */
 DB_STMT(stmt_pools_req_lock_many,
-	"SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US("p.ends_at") ", "
-	"EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), "
-	EPOCH_US("now()") " " REQ_FROM "WHERE r.id = ANY ($1::int8[]) "
-	"ORDER BY r.id FOR NO KEY UPDATE OF r, p");
+    "SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US(
+	"p.ends_at") ", "
+		     "EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), " EPOCH_US(
+			 "now()") " " REQ_FROM "WHERE r.id = ANY ($1::int8[]) "
+				  "ORDER BY r.id FOR NO KEY UPDATE OF r, p");
 DB_STMT(stmt_pools_req_close,
-	"WITH rq AS ("
-	" UPDATE pool_requests SET state = $2, decided_by = nullif($3::int8, 0), "
-	" decided_at = now(), note = $5, generation = generation + 1 "
-	" WHERE id = $1 AND state = 'pending' RETURNING id, project_id, pool_id, action"
-	"), pl AS ("
-	" UPDATE pools SET status = 'released', released_at = now(), generation = generation + 1, "
-	" updated_at = now() WHERE id = (SELECT pool_id FROM rq WHERE action = 'create') "
-	" AND status = 'pending' RETURNING id"
-	"), ev AS ("
-	" INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) "
-	" SELECT id, 'pending', $2, nullif($3::int8, 0), $4, $5 FROM rq"
-	"), au AS ("
-	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
-	" request_id, before, after) SELECT nullif($3::int8, 0), $4, $7, 'pool_request', "
-	" id::text, project_id, $6, $8::jsonb, $8::jsonb || jsonb_build_object('state', $2::text, "
-	" 'note', $5::text) FROM rq"
-	") SELECT count(*) FROM rq");
+    "WITH rq AS ("
+    " UPDATE pool_requests SET state = $2, decided_by = nullif($3::int8, 0), "
+    " decided_at = now(), note = $5, generation = generation + 1 "
+    " WHERE id = $1 AND state = 'pending' RETURNING id, project_id, pool_id, action"
+    "), pl AS ("
+    " UPDATE pools SET status = 'released', released_at = now(), generation = generation + 1, "
+    " updated_at = now() WHERE id = (SELECT pool_id FROM rq WHERE action = 'create') "
+    " AND status = 'pending' RETURNING id"
+    "), ev AS ("
+    " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) "
+    " SELECT id, 'pending', $2, nullif($3::int8, 0), $4, $5 FROM rq"
+    "), au AS ("
+    " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "
+    " request_id, before, after) SELECT nullif($3::int8, 0), $4, $7, 'pool_request', "
+    " id::text, project_id, $6, $8::jsonb, $8::jsonb || jsonb_build_object('state', $2::text, "
+    " 'note', $5::text) FROM rq"
+    ") SELECT count(*) FROM rq");
 
 /* ---- candidates ---- */
 
 /* distinct (mig_enabled, layout) of a model's placeable GPUs: a skip scan */
 DB_STMT(stmt_pools_classes,
-	"WITH RECURSIVE c AS ("
-	" (SELECT mig_enabled, layout FROM gpus WHERE model = $1 AND health = 'ok' "
-	" AND node_status = 'ready' ORDER BY mig_enabled, layout LIMIT 1) "
-	" UNION ALL SELECT x.mig_enabled, x.layout FROM c CROSS JOIN LATERAL "
-	" (SELECT g.mig_enabled, g.layout FROM gpus g WHERE g.model = $1 AND g.health = 'ok' "
-	" AND g.node_status = 'ready' AND (g.mig_enabled, g.layout) > (c.mig_enabled, c.layout) "
-	" ORDER BY g.mig_enabled, g.layout LIMIT 1) x"
-	") SELECT mig_enabled, layout FROM c");
+    "WITH RECURSIVE c AS ("
+    " (SELECT mig_enabled, layout FROM gpus WHERE model = $1 AND health = 'ok' "
+    " AND node_status = 'ready' ORDER BY mig_enabled, layout LIMIT 1) "
+    " UNION ALL SELECT x.mig_enabled, x.layout FROM c CROSS JOIN LATERAL "
+    " (SELECT g.mig_enabled, g.layout FROM gpus g WHERE g.model = $1 AND g.health = 'ok' "
+    " AND g.node_status = 'ready' AND (g.mig_enabled, g.layout) > (c.mig_enabled, c.layout) "
+    " ORDER BY g.mig_enabled, g.layout LIMIT 1) x"
+    ") SELECT mig_enabled, layout FROM c");
 
 /*
  * The advisory lock (class 0x67707031, "gpp1"; key: the node id) marks a
@@ -195,69 +204,69 @@ DB_STMT(stmt_pools_classes,
  * re-entrant within a transaction, so a re-check after a row lock wait
  * passes again.
  */
-#define CAND_SELECT \
+#define CAND_SELECT                                                                              \
 	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
-	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY " \
-	"AS w (model, mig, layout, lim, ord) CROSS JOIN LATERAL (" \
-	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid " \
+	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY "           \
+	"AS w (model, mig, layout, lim, ord) CROSS JOIN LATERAL ("                               \
+	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid "         \
 	"FROM gpus x WHERE x.model = w.model AND x.mig_enabled = w.mig AND x.layout = w.layout " \
 	"AND x.health = 'ok' AND x.node_status = 'ready' "
 DB_STMT(stmt_pools_cand_skip,
-	CAND_SELECT
-	"AND pg_try_advisory_xact_lock(1735421233, (x.node_id % 2147483647)::int4) "
-	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x SKIP LOCKED) g "
-	"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+    CAND_SELECT
+    "AND pg_try_advisory_xact_lock(1735421233, (x.node_id % 2147483647)::int4) "
+    "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x SKIP LOCKED) g "
+    "JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
 DB_STMT(stmt_pools_cand_wait,
-	CAND_SELECT
-	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x) g "
-	"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+    CAND_SELECT "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x) g "
+		"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
 
 /* ---- approvals ---- */
 
 /* the request, history, audit: shared by both approval statements */
-#define APPROVE_COMMON \
-	"rq AS (" \
-	" UPDATE pool_requests SET state = 'approved', decided_by = nullif($15::int8, 0), " \
-	" decided_at = now(), note = $17, generation = generation + 1 " \
-	" WHERE id = $1 AND state = 'pending' RETURNING id" \
-	"), pl AS (" \
-	" UPDATE pools SET items = $4::jsonb, status = $5, " \
-	" ends_at = CASE WHEN $21 = 'create' THEN " TS_PARAM("$6") " ELSE ends_at END, " \
-	" released_at = CASE WHEN $5 = 'released' THEN now() END, " \
-	" generation = generation + 1, updated_at = now() WHERE id = $2 RETURNING generation" \
-	"), nb AS (" \
-	" UPDATE nodes n SET generation = n.generation + 1, updated_at = now() " \
-	" FROM (SELECT id FROM nodes WHERE id = ANY ($14::int8[]) ORDER BY id FOR NO KEY UPDATE) s " \
-	" WHERE n.id = s.id RETURNING n.id, n.generation" \
-	"), ob AS (" \
-	" INSERT INTO outbox (node_id, generation, request_id, pool_id) " \
-	" SELECT id, generation, $1, $2 FROM nb" \
-	"), ev AS (" \
-	" INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
-	" VALUES ($1, 'pending', 'approved', nullif($15::int8, 0), $16, $17)" \
-	"), au AS (" \
-	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, " \
-	" request_id, before, after) VALUES (nullif($15::int8, 0), $16, " \
-	" 'pool_request.approve', 'pool_request', $1::text, $3, $18, $19::jsonb, $20::jsonb)" \
-	")"
+#define APPROVE_COMMON                                                                                          \
+	"rq AS ("                                                                                               \
+	" UPDATE pool_requests SET state = 'approved', decided_by = nullif($15::int8, 0), "                     \
+	" decided_at = now(), note = $17, generation = generation + 1 "                                         \
+	" WHERE id = $1 AND state = 'pending' RETURNING id"                                                     \
+	"), pl AS ("                                                                                            \
+	" UPDATE pools SET items = $4::jsonb, status = $5, "                                                    \
+	" ends_at = CASE WHEN $21 = 'create' THEN " TS_PARAM(                                                   \
+	    "$6") " ELSE ends_at END, "                                                                         \
+		  " released_at = CASE WHEN $5 = 'released' THEN now() END, "                                   \
+		  " generation = generation + 1, updated_at = now() WHERE id = $2 RETURNING generation"         \
+		  "), nb AS ("                                                                                  \
+		  " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                      \
+		  " FROM (SELECT id FROM nodes WHERE id = ANY ($14::int8[]) ORDER BY id FOR NO KEY UPDATE) s "  \
+		  " WHERE n.id = s.id RETURNING n.id, n.generation"                                             \
+		  "), ob AS ("                                                                                  \
+		  " INSERT INTO outbox (node_id, generation, request_id, pool_id) "                             \
+		  " SELECT id, generation, $1, $2 FROM nb"                                                      \
+		  "), ev AS ("                                                                                  \
+		  " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
+		  " VALUES ($1, 'pending', 'approved', nullif($15::int8, 0), $16, $17)"                         \
+		  "), au AS ("                                                                                  \
+		  " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "       \
+		  " request_id, before, after) VALUES (nullif($15::int8, 0), $16, "                             \
+		  " 'pool_request.approve', 'pool_request', $1::text, $3, $18, $19::jsonb, $20::jsonb)"         \
+		  ")"
 
 /* the ledger's timestamp: the approval's, or the pool's end time */
 #define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
 
-#define APPROVE_GROW_HEAD \
-	"WITH ins AS (" \
-	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) " \
-	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 " \
+#define APPROVE_GROW_HEAD                                                                                 \
+	"WITH ins AS ("                                                                                   \
+	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "            \
+	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 "                                  \
 	" FROM unnest($7::int8[], $8::text[], $9::int4[], $10::int4[]) AS u (gpu, profile, start, size) " \
-	" RETURNING id" \
-	"), led AS (" \
-	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
-	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 " \
-	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)" \
+	" RETURNING id"                                                                                   \
+	"), led AS ("                                                                                     \
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "  \
+	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "                                 \
+	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)"                \
 	"), "
-#define APPROVE_GROW_TAIL \
-	APPROVE_COMMON \
-	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') " \
+#define APPROVE_GROW_TAIL                                                             \
+	APPROVE_COMMON                                                                \
+	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "          \
 	"AND pools_check((SELECT count(*) FROM ins) = $24::int, 'the allocations'), " \
 	"(SELECT generation FROM pl), " EPOCH_US("now()")
 
@@ -268,32 +277,30 @@ DB_STMT(stmt_pools_cand_wait,
  * nobody reads), so that both take the same parameters.
  */
 DB_STMT(stmt_pools_approve_grow_switch,
-	APPROVE_GROW_HEAD
-	"sw AS ("
-	" UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
-	" updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
-	"), " APPROVE_GROW_TAIL);
-DB_STMT(stmt_pools_approve_grow,
-	APPROVE_GROW_HEAD APPROVE_GROW_TAIL ", cardinality($23::int8[])");
+    APPROVE_GROW_HEAD
+    "sw AS ("
+    " UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
+    " updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
+    "), " APPROVE_GROW_TAIL);
+DB_STMT(stmt_pools_approve_grow, APPROVE_GROW_HEAD APPROVE_GROW_TAIL ", cardinality($23::int8[])");
 
 DB_STMT(stmt_pools_approve_free,
-	"WITH fr AS ("
-	" UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
-	" WHERE id = ANY ($7::int8[]) AND pool_id = $2 AND state NOT IN ('releasing', 'released') "
-	" RETURNING id"
-	"), lc AS ("
-	" UPDATE usage_ledger SET ended_at = greatest(" LEDGER_TS ", started_at), closed_by = $1 "
-	" WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
-	" (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
-	"), lo AS ("
-	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
-	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
-	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
-	" WHERE u.count > 0"
-	"), " APPROVE_COMMON
-	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
-	"AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
-	"(SELECT generation FROM pl), " EPOCH_US("now()"));
+    "WITH fr AS ("
+    " UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
+    " WHERE id = ANY ($7::int8[]) AND pool_id = $2 AND state NOT IN ('releasing', 'released') "
+    " RETURNING id"
+    "), lc AS ("
+    " UPDATE usage_ledger SET ended_at = greatest(" LEDGER_TS ", started_at), closed_by = $1 "
+    " WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
+    " (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
+    "), lo AS ("
+    " INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
+    " SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
+    " FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
+    " WHERE u.count > 0"
+    "), " APPROVE_COMMON " SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
+    "AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
+    "(SELECT generation FROM pl), " EPOCH_US("now()"));
 
 /*
  * Many create / expand approvals in one statement (group commit): $1-$12
@@ -303,139 +310,140 @@ DB_STMT(stmt_pools_approve_free,
  * requests and allocations must change. Every approval names its own
  * pool (the caller sees to it), so no row is updated twice.
  */
-#define APPROVE_MANY_HEAD \
-	"WITH ap AS (" \
-	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], " \
-	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) " \
-	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, " \
-	" http_id)" \
-	"), rq AS (" \
-	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), " \
-	" decided_at = now(), note = ap.note, generation = r.generation + 1 " \
-	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id" \
-	"), pl AS (" \
-	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', " \
-	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM("ap.ends") " ELSE p.ends_at END, " \
-	" released_at = NULL, generation = p.generation + 1, updated_at = now() " \
-	" FROM ap WHERE p.id = ap.pool RETURNING p.id" \
-	"), ins AS (" \
-	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) " \
-	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req " \
-	" FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) " \
-	" AS u (gpu, profile, start, size, pool, req) RETURNING id" \
-	"), led AS (" \
-	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
-	" SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req " \
-	" FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) " \
-	" AS u (pool, project, model, profile, count, req)" \
-	"), nb AS (" \
-	" UPDATE nodes n SET generation = n.generation + 1, updated_at = now() " \
-	" FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s " \
-	" WHERE n.id = s.id RETURNING n.id, n.generation" \
-	"), ob AS (" \
-	" INSERT INTO outbox (node_id, generation, request_id, pool_id) " \
-	" SELECT nb.id, nb.generation, o.req, o.pool " \
-	" FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) " \
-	" JOIN nb ON nb.id = o.node" \
-	"), ev AS (" \
-	" INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
-	" SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap" \
-	"), au AS (" \
-	" INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, " \
-	" request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', " \
-	" 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap" \
-	"), "
-#define APPROVE_MANY_TAIL \
+#define APPROVE_MANY_HEAD                                                                                               \
+	"WITH ap AS ("                                                                                                  \
+	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                            \
+	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) "                      \
+	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, "                        \
+	" http_id)"                                                                                                     \
+	"), rq AS ("                                                                                                    \
+	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                         \
+	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                           \
+	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id"                                           \
+	"), pl AS ("                                                                                                    \
+	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                        \
+	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                     \
+	    "ap.ends") " ELSE p.ends_at END, "                                                                          \
+		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                        \
+		       " FROM ap WHERE p.id = ap.pool RETURNING p.id"                                                   \
+		       "), ins AS ("                                                                                    \
+		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "           \
+		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                          \
+		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) "    \
+		       " AS u (gpu, profile, start, size, pool, req) RETURNING id"                                      \
+		       "), led AS ("                                                                                    \
+		       " INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
+		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                          \
+		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) "    \
+		       " AS u (pool, project, model, profile, count, req)"                                              \
+		       "), nb AS ("                                                                                     \
+		       " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                         \
+		       " FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s "     \
+		       " WHERE n.id = s.id RETURNING n.id, n.generation"                                                \
+		       "), ob AS ("                                                                                     \
+		       " INSERT INTO outbox (node_id, generation, request_id, pool_id) "                                \
+		       " SELECT nb.id, nb.generation, o.req, o.pool "                                                   \
+		       " FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) "                    \
+		       " JOIN nb ON nb.id = o.node"                                                                     \
+		       "), ev AS ("                                                                                     \
+		       " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) "    \
+		       " SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap"                   \
+		       "), au AS ("                                                                                     \
+		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "          \
+		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', "        \
+		       " 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap"              \
+		       "), "
+#define APPROVE_MANY_TAIL                                                            \
 	" SELECT pools_check((SELECT count(*) FROM rq) = $30::int, 'the requests') " \
-	"AND pools_check((SELECT count(*) FROM pl) = $30::int, 'the pools') " \
+	"AND pools_check((SELECT count(*) FROM pl) = $30::int, 'the pools') "        \
 	"AND pools_check((SELECT count(*) FROM ins) = $31::int, 'the allocations')"
 DB_STMT(stmt_pools_approve_many_switch,
-	APPROVE_MANY_HEAD
-	"sw AS ("
-	" UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
-	" updated_at = now() WHERE id = ANY ($29::int8[]) RETURNING id"
-	")" APPROVE_MANY_TAIL);
+    APPROVE_MANY_HEAD
+    "sw AS ("
+    " UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
+    " updated_at = now() WHERE id = ANY ($29::int8[]) RETURNING id"
+    ")" APPROVE_MANY_TAIL);
 /* without switches: leaves gpus alone, only names $29 */
 DB_STMT(stmt_pools_approve_many,
-	APPROVE_MANY_HEAD "nosw AS (SELECT cardinality($29::int8[]))" APPROVE_MANY_TAIL);
+    APPROVE_MANY_HEAD "nosw AS (SELECT cardinality($29::int8[]))" APPROVE_MANY_TAIL);
 
-#define LIVE_COLS "SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, " \
+#define LIVE_COLS                                                                         \
+	"SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, "                 \
 	"coalesce(a.pool_id, 0), g.model, a.profile, a.start, a.size FROM allocations a " \
 	"JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
 DB_STMT(stmt_pools_live_allocs,
-	LIVE_COLS "WHERE a.pool_id = $1 AND a.state NOT IN ('releasing', 'released') "
-	"ORDER BY a.gpu_id, a.start");
+    LIVE_COLS "WHERE a.pool_id = $1 AND a.state NOT IN ('releasing', 'released') "
+	      "ORDER BY a.gpu_id, a.start");
 DB_STMT(stmt_pools_live_allocs_gpus,
-	LIVE_COLS "WHERE a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
-	"AND b.state NOT IN ('releasing', 'released')) "
-	"AND a.state NOT IN ('releasing', 'released') ORDER BY a.gpu_id, a.start");
+    LIVE_COLS "WHERE a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
+	      "AND b.state NOT IN ('releasing', 'released')) "
+	      "AND a.state NOT IN ('releasing', 'released') ORDER BY a.gpu_id, a.start");
 
 /* ---- metrics ---- */
 
 DB_STMT(stmt_pools_gauges,
-	"SELECT (SELECT count(*) FROM pool_requests WHERE state = 'pending'), "
-	"(SELECT count(*) FROM outbox WHERE delivered_at IS NULL)");
+    "SELECT (SELECT count(*) FROM pool_requests WHERE state = 'pending'), "
+    "(SELECT count(*) FROM outbox WHERE delivered_at IS NULL)");
 
 /* ---- expiry ---- */
 
 DB_STMT(stmt_pools_expire,
-	"WITH due AS ("
-	" SELECT id FROM pool_requests WHERE state = 'pending' AND expires_at <= now() "
-	" ORDER BY expires_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
-	"), rq AS ("
-	" UPDATE pool_requests r SET state = 'expired', decided_at = now(), "
-	" generation = r.generation + 1 FROM due WHERE r.id = due.id "
-	" RETURNING r.id, r.project_id, r.pool_id, r.action"
-	"), pl AS ("
-	" UPDATE pools p SET status = 'released', released_at = now(), "
-	" generation = p.generation + 1, updated_at = now() FROM rq "
-	" WHERE p.id = rq.pool_id AND rq.action = 'create' AND p.status = 'pending' RETURNING p.id"
-	"), ev AS ("
-	" INSERT INTO pool_request_events (request_id, from_state, to_state, note) "
-	" SELECT id, 'pending', 'expired', 'pending longer than the request lifetime' FROM rq"
-	"), au AS ("
-	" INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
-	" SELECT 'pool_request.expire', 'pool_request', id::text, project_id, "
-	" '{\"state\":\"pending\"}', '{\"state\":\"expired\"}' FROM rq"
-	") SELECT count(*) FROM rq");
+    "WITH due AS ("
+    " SELECT id FROM pool_requests WHERE state = 'pending' AND expires_at <= now() "
+    " ORDER BY expires_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
+    "), rq AS ("
+    " UPDATE pool_requests r SET state = 'expired', decided_at = now(), "
+    " generation = r.generation + 1 FROM due WHERE r.id = due.id "
+    " RETURNING r.id, r.project_id, r.pool_id, r.action"
+    "), pl AS ("
+    " UPDATE pools p SET status = 'released', released_at = now(), "
+    " generation = p.generation + 1, updated_at = now() FROM rq "
+    " WHERE p.id = rq.pool_id AND rq.action = 'create' AND p.status = 'pending' RETURNING p.id"
+    "), ev AS ("
+    " INSERT INTO pool_request_events (request_id, from_state, to_state, note) "
+    " SELECT id, 'pending', 'expired', 'pending longer than the request lifetime' FROM rq"
+    "), au AS ("
+    " INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
+    " SELECT 'pool_request.expire', 'pool_request', id::text, project_id, "
+    " '{\"state\":\"pending\"}', '{\"state\":\"expired\"}' FROM rq"
+    ") SELECT count(*) FROM rq");
 DB_STMT(stmt_pools_claim_due,
-	"WITH due AS ("
-	" SELECT id, project_id FROM pools WHERE ends_at <= now() "
-	" AND status IN ('provisioning', 'active', 'degraded') "
-	" ORDER BY ends_at, id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
-	"), rq AS ("
-	" INSERT INTO pool_requests (project_id, pool_id, action, justification, expires_at) "
-	" SELECT project_id, id, 'release', 'the pool reached its end time', now() FROM due "
-	" RETURNING id, requested_at"
-	"), ev AS ("
-	" INSERT INTO pool_request_events (request_id, at, to_state, note) "
-	" SELECT id, requested_at, 'pending', 'submitted by the expiry worker' FROM rq"
-	") SELECT due.id, rq.id FROM due, rq");
+    "WITH due AS ("
+    " SELECT id, project_id FROM pools WHERE ends_at <= now() "
+    " AND status IN ('provisioning', 'active', 'degraded') "
+    " ORDER BY ends_at, id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
+    "), rq AS ("
+    " INSERT INTO pool_requests (project_id, pool_id, action, justification, expires_at) "
+    " SELECT project_id, id, 'release', 'the pool reached its end time', now() FROM due "
+    " RETURNING id, requested_at"
+    "), ev AS ("
+    " INSERT INTO pool_request_events (request_id, at, to_state, note) "
+    " SELECT id, requested_at, 'pending', 'submitted by the expiry worker' FROM rq"
+    ") SELECT due.id, rq.id FROM due, rq");
 DB_STMT(stmt_pools_settle,
-	"WITH rel AS ("
-	" UPDATE pools p SET status = 'released', released_at = now(), "
-	" generation = p.generation + 1, updated_at = now() WHERE p.status = 'releasing' "
-	" AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id "
-	" AND a.state <> 'released') RETURNING p.id, p.project_id"
-	"), act AS ("
-	" UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now() "
-	" WHERE p.status = 'provisioning' AND NOT EXISTS (SELECT 1 FROM allocations a "
-	" WHERE a.pool_id = p.id AND a.state NOT IN ('ready', 'releasing', 'released')) "
-	" RETURNING p.id, p.project_id"
-	"), au AS ("
-	" INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
-	" SELECT 'pool.released', 'pool', id::text, project_id, "
-	" '{\"status\":\"releasing\"}'::jsonb, '{\"status\":\"released\"}'::jsonb FROM rel "
-	" UNION ALL SELECT 'pool.active', 'pool', id::text, project_id, "
-	" '{\"status\":\"provisioning\"}'::jsonb, '{\"status\":\"active\"}'::jsonb FROM act"
-	") SELECT (SELECT count(*) FROM rel) + (SELECT count(*) FROM act)");
+    "WITH rel AS ("
+    " UPDATE pools p SET status = 'released', released_at = now(), "
+    " generation = p.generation + 1, updated_at = now() WHERE p.status = 'releasing' "
+    " AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id "
+    " AND a.state <> 'released') RETURNING p.id, p.project_id"
+    "), act AS ("
+    " UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now() "
+    " WHERE p.status = 'provisioning' AND NOT EXISTS (SELECT 1 FROM allocations a "
+    " WHERE a.pool_id = p.id AND a.state NOT IN ('ready', 'releasing', 'released')) "
+    " RETURNING p.id, p.project_id"
+    "), au AS ("
+    " INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
+    " SELECT 'pool.released', 'pool', id::text, project_id, "
+    " '{\"status\":\"releasing\"}'::jsonb, '{\"status\":\"released\"}'::jsonb FROM rel "
+    " UNION ALL SELECT 'pool.active', 'pool', id::text, project_id, "
+    " '{\"status\":\"provisioning\"}'::jsonb, '{\"status\":\"active\"}'::jsonb FROM act"
+    ") SELECT (SELECT count(*) FROM rel) + (SELECT count(*) FROM act)");
 
 /* ---- quotas ---- */
 
 int
-db_quota_get(struct db *db, struct arena *a, int64_t project_id, bool *has,
-	     const char **items_json, int64_t *generation, int64_t *updated_us,
-	     struct gp_error *err)
+db_quota_get(struct db *db, struct arena *a, int64_t project_id, bool *has, const char **items_json,
+    int64_t *generation, int64_t *updated_us, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, project_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_quota_get, 1, p, err);
@@ -453,7 +461,7 @@ db_quota_get(struct db *db, struct arena *a, int64_t project_id, bool *has,
 
 int
 db_quota_lock(struct db *db, struct arena *a, int64_t project_id, bool *has,
-	      const char **items_json, struct gp_error *err)
+    const char **items_json, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, project_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_quota_lock, 1, p, err);
@@ -467,7 +475,7 @@ db_quota_lock(struct db *db, struct arena *a, int64_t project_id, bool *has,
 
 int
 db_quota_put(struct db *db, struct arena *a, int64_t project_id, const char *items_json,
-	     int64_t *generation, int64_t *updated_us, struct gp_error *err)
+    int64_t *generation, int64_t *updated_us, struct gp_error *err)
 {
 	const char *p[2] = { db_param_int(a, project_id), items_json };
 	PGresult *r = db_exec(db, a, &stmt_pools_quota_put, 2, p, err);
@@ -481,7 +489,7 @@ db_quota_put(struct db *db, struct arena *a, int64_t project_id, const char *ite
 
 int
 db_quota_delete(struct db *db, struct arena *a, int64_t project_id, bool *existed,
-		struct gp_error *err)
+    struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, project_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_quota_delete, 1, p, err);
@@ -494,7 +502,7 @@ db_quota_delete(struct db *db, struct arena *a, int64_t project_id, bool *existe
 
 int
 db_project_usage(struct db *db, struct arena *a, int64_t project_id, const char **items_json,
-		 struct gp_error *err)
+    struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, project_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_usage, 1, p, err);
@@ -525,7 +533,7 @@ pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_ro
 
 int
 db_pool_get(struct db *db, struct arena *a, int64_t id, struct pool_row *out, bool *found,
-	    struct gp_error *err)
+    struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_get, 1, p, err);
@@ -540,7 +548,7 @@ db_pool_get(struct db *db, struct arena *a, int64_t id, struct pool_row *out, bo
 
 int
 db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *name,
-		struct pool_row *out, bool *found, struct gp_error *err)
+    struct pool_row *out, bool *found, struct gp_error *err)
 {
 	const char *p[2] = { db_param_int(a, project_id), name };
 	PGresult *r = db_exec(db, a, &stmt_pools_by_name, 2, p, err);
@@ -555,10 +563,10 @@ db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *
 
 int
 db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
-	      int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
+    int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
 {
 	const char *p[4] = { db_param_int(a, project_id), db_param_int(a, after_id),
-			     db_param_int(a, limit), status };
+		db_param_int(a, limit), status };
 	PGresult *r = db_exec(db, a, &stmt_pools_list, 4, p, err);
 
 	if (r == NULL)
@@ -572,7 +580,7 @@ db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *st
 
 int
 db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids,
-		    int64_t request_id, struct pool_alloc_row **out, int *n, struct gp_error *err)
+    int64_t request_id, struct pool_alloc_row **out, int *n, struct gp_error *err)
 {
 	const char *p[2] = { db_param_int64_array(a, ids, nids), db_param_int(a, request_id) };
 	PGresult *r;
@@ -637,7 +645,7 @@ request_from_row(struct arena *a, const PGresult *r, int row, struct pool_reques
 /* The submitted request as row `row` (id, pool, times) and s describe it. */
 static void
 submitted_row(const PGresult *r, int row, const struct request_submit *s,
-	      struct pool_request_row *out)
+    struct pool_request_row *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->id = db_int64(r, row, 1);
@@ -658,7 +666,7 @@ submitted_row(const PGresult *r, int row, const struct request_submit *s,
 
 int
 db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
-		  struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
+    struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
 {
 	const char *p[13];
 	PGresult *r;
@@ -679,9 +687,10 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	*needs_quota = false;
 	r = db_exec(db, a, &stmt_pools_submit, 13, p, err);
 	if (r == NULL) {
-		if (err->status == 409 && strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
-			gp_error_set(err, 409, "conflict", "the project already has a pool named %s",
-				     s->pool_name);
+		if (err->status == 409 &&
+		    strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
+			gp_error_set(err, 409, "conflict",
+			    "the project already has a pool named %s", s->pool_name);
 		return -1;
 	}
 	if (PQntuples(r) != 1)
@@ -696,7 +705,7 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 
 int
 db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
-			int n, struct submit_result *res, struct gp_error *err)
+    int n, struct submit_result *res, struct gp_error *err)
 {
 	int64_t *i64[4];
 	const char **txt[8];
@@ -747,7 +756,7 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 		if (!db_bool(r, i, 0))
 			res[i].needs_quota = true;
 		else if (PQgetisnull(r, i, 1))
-			res[i].conflict = true;         /* the pool name is taken */
+			res[i].conflict = true; /* the pool name is taken */
 		else
 			submitted_row(r, i, v[i], &res[i].out);
 	}
@@ -756,7 +765,7 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 
 int
 db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
-	       bool *found, struct gp_error *err)
+    bool *found, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_get, 1, p, err);
@@ -770,13 +779,12 @@ db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_r
 }
 
 int
-db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
-		 int64_t after_id, int limit, struct pool_request_row **out, int *n,
-		 struct gp_error *err)
+db_requests_list(struct db *db, struct arena *a, const struct request_filter *f, int64_t after_id,
+    int limit, struct pool_request_row **out, int *n, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, after_id), db_param_int(a, limit),
-			     db_param_int(a, f->project_id), db_param_int(a, f->member_user_id),
-			     f->state, db_param_int(a, f->pool_id) };
+		db_param_int(a, f->project_id), db_param_int(a, f->member_user_id), f->state,
+		db_param_int(a, f->pool_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_list, 6, p, err);
 
 	if (r == NULL)
@@ -790,7 +798,7 @@ db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
 
 int
 db_request_events(struct db *db, struct arena *a, int64_t id, struct pool_request_event **out,
-		  int *n, struct gp_error *err)
+    int *n, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_events, 1, p, err);
@@ -812,8 +820,8 @@ db_request_events(struct db *db, struct arena *a, int64_t id, struct pool_reques
 }
 
 int
-db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx *out,
-		bool *found, struct gp_error *err)
+db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx *out, bool *found,
+    struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_lock, 1, p, err);
@@ -834,8 +842,7 @@ db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx 
 
 int
 db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
-		      struct arena *const *arenas, struct approval_ctx *out, bool *found,
-		      struct gp_error *err)
+    struct arena *const *arenas, struct approval_ctx *out, bool *found, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int64_array(a, ids, n) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_lock_many, 1, p, err);
@@ -865,14 +872,12 @@ db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
 }
 
 int
-db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state,
-		 int64_t actor_id, const char *actor, const char *note,
-		 const char *http_request_id, const char *audit_action,
-		 const char *audit_before_json, struct pool_request_row *out,
-		 struct gp_error *err)
+db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state, int64_t actor_id,
+    const char *actor, const char *note, const char *http_request_id, const char *audit_action,
+    const char *audit_before_json, struct pool_request_row *out, struct gp_error *err)
 {
-	const char *p[8] = { db_param_int(a, id), to_state, db_param_int(a, actor_id), actor,
-			     note, http_request_id, audit_action, audit_before_json };
+	const char *p[8] = { db_param_int(a, id), to_state, db_param_int(a, actor_id), actor, note,
+		http_request_id, audit_action, audit_before_json };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_close, 8, p, err);
 	bool found;
 
@@ -891,7 +896,7 @@ db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_stat
 
 int
 db_layout_classes(struct db *db, struct arena *a, const char *model, struct layout_key **out,
-		  int *n, struct gp_error *err)
+    int *n, struct gp_error *err)
 {
 	const char *p[1] = { model };
 	PGresult *r = db_exec(db, a, &stmt_pools_classes, 1, p, err);
@@ -909,7 +914,7 @@ db_layout_classes(struct db *db, struct arena *a, const char *model, struct layo
 
 int
 db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
-		   bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+    bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
 {
 	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
 	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
@@ -975,14 +980,14 @@ distinct_ids(struct arena *a, const int64_t *ids, int n, int *nout)
 
 int
 db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
-		  struct gp_error *err)
+    struct gp_error *err)
 {
 	return db_approval_apply_ex(db, a, ap, true, err);
 }
 
 int
-db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap,
-		     bool commit, struct gp_error *err)
+db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap, bool commit,
+    struct gp_error *err)
 {
 	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
 	const struct db_stmt *st;
@@ -1059,7 +1064,7 @@ db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply
 
 int
 db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
-			int n, struct gp_error *err)
+    int n, struct gp_error *err)
 {
 	int64_t *req = arena_alloc(a, sizeof(*req) * (size_t)(n + 1));
 	int64_t *pool = arena_alloc(a, sizeof(*pool) * (size_t)(n + 1));
@@ -1174,18 +1179,18 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	p[28] = db_param_int64_array(a, sw, nsw);
 	p[29] = db_param_int(a, n);
 	p[30] = db_param_int(a, na);
-	r = db_exec_commit(db, a, nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many,
-			   31, p, err);
+	r = db_exec_commit(db, a,
+	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, 31, p, err);
 	return r == NULL ? -1 : 0;
 }
 
 int
 db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool neighbours,
-			 struct live_alloc **out, int *n, struct gp_error *err)
+    struct live_alloc **out, int *n, struct gp_error *err)
 {
 	const char *p[1] = { db_param_int(a, pool_id) };
-	PGresult *r = db_exec(db, a, neighbours ? &stmt_pools_live_allocs_gpus
-					 : &stmt_pools_live_allocs, 1, p, err);
+	PGresult *r = db_exec(db, a,
+	    neighbours ? &stmt_pools_live_allocs_gpus : &stmt_pools_live_allocs, 1, p, err);
 
 	if (r == NULL)
 		return -1;
@@ -1213,7 +1218,7 @@ db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool n
 
 int
 db_pools_gauges(struct db *db, int64_t *pending_requests, int64_t *outbox_backlog,
-		struct gp_error *err)
+    struct gp_error *err)
 {
 	struct arena *a = arena_create();
 	PGresult *r = db_exec(db, a, &stmt_pools_gauges, 0, NULL, err);
@@ -1248,7 +1253,7 @@ db_requests_expire(struct db *db, int limit, int64_t *n, struct gp_error *err)
 
 int
 db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out, int64_t *request_id,
-		  bool *found, struct gp_error *err)
+    bool *found, struct gp_error *err)
 {
 	PGresult *r = db_exec(db, a, &stmt_pools_claim_due, 0, NULL, err);
 

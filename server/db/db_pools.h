@@ -22,15 +22,15 @@
 struct pool_row {
 	int64_t id;
 	int64_t project_id;
-	const char *project;            /* project name */
+	const char *project; /* project name */
 	const char *name;
 	const char *status;
-	const char *items_json;         /* canonical JSON array */
-	int64_t ends_us;                /* 0: no end time */
+	const char *items_json; /* canonical JSON array */
+	int64_t ends_us;        /* 0: no end time */
 	int64_t generation;
 	int64_t created_us;
 	int64_t updated_us;
-	int64_t released_us;            /* 0 until released */
+	int64_t released_us; /* 0 until released */
 };
 
 /* An allocation of a pool as its views show it. */
@@ -47,8 +47,8 @@ struct pool_alloc_row {
 	int start;
 	int size;
 	const char *state;
-	const char *device_uuid;        /* NULL until the agent reports it */
-	int64_t request_id;             /* 0 when not made by a request */
+	const char *device_uuid; /* NULL until the agent reports it */
+	int64_t request_id;      /* 0 when not made by a request */
 };
 
 struct pool_request_row {
@@ -60,73 +60,70 @@ struct pool_request_row {
 	const char *action;
 	const char *items_json;
 	const char *justification;
-	int64_t ends_us;                /* 0: none */
+	int64_t ends_us; /* 0: none */
 	const char *state;
-	int64_t requested_by_id;        /* 0: the system */
-	const char *requested_by;       /* user name, NULL for the system */
+	int64_t requested_by_id;  /* 0: the system */
+	const char *requested_by; /* user name, NULL for the system */
 	int64_t requested_us;
 	int64_t expires_us;
-	const char *decided_by;         /* NULL until decided (or by the system) */
-	int64_t decided_us;             /* 0 until decided */
-	const char *note;               /* approval note or rejection reason */
+	const char *decided_by; /* NULL until decided (or by the system) */
+	int64_t decided_us;     /* 0 until decided */
+	const char *note;       /* approval note or rejection reason */
 	int64_t generation;
 };
 
 struct pool_request_event {
 	int64_t at_us;
-	const char *from_state;         /* NULL for the submission */
+	const char *from_state; /* NULL for the submission */
 	const char *to_state;
-	const char *actor;              /* NULL: the system */
+	const char *actor; /* NULL: the system */
 	const char *note;
 };
 
 struct request_filter {
-	int64_t project_id;             /* 0: any */
-	int64_t member_user_id;         /* > 0: only projects this user belongs to */
-	const char *state;              /* NULL: any */
-	int64_t pool_id;                /* 0: any */
+	int64_t project_id;     /* 0: any */
+	int64_t member_user_id; /* > 0: only projects this user belongs to */
+	const char *state;      /* NULL: any */
+	int64_t pool_id;        /* 0: any */
 };
 
 /* ---- quotas ---- */
 
 /* The project's quota; *has false when it has none. */
 int db_quota_get(struct db *db, struct arena *a, int64_t project_id, bool *has,
-		 const char **items_json, int64_t *generation, int64_t *updated_us,
-		 struct gp_error *err) __attribute__((warn_unused_result));
+    const char **items_json, int64_t *generation, int64_t *updated_us, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* Lock the project's quota row (FOR UPDATE) and read it; *has false when none. */
 int db_quota_lock(struct db *db, struct arena *a, int64_t project_id, bool *has,
-		  const char **items_json, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    const char **items_json, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Set (insert or replace) the quota; *generation gets the new one. */
 int db_quota_put(struct db *db, struct arena *a, int64_t project_id, const char *items_json,
-		 int64_t *generation, int64_t *updated_us, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    int64_t *generation, int64_t *updated_us, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* Remove the quota (no limit); *existed false when there was none. */
 int db_quota_delete(struct db *db, struct arena *a, int64_t project_id, bool *existed,
-		    struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* What the project's pools hold, summed per kind: a canonical JSON array. */
-int db_project_usage(struct db *db, struct arena *a, int64_t project_id,
-		     const char **items_json, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int db_project_usage(struct db *db, struct arena *a, int64_t project_id, const char **items_json,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* ---- pools ---- */
 
-int db_pool_get(struct db *db, struct arena *a, int64_t id, struct pool_row *out,
-		bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+int db_pool_get(struct db *db, struct arena *a, int64_t id, struct pool_row *out, bool *found,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The project's pool of that name that is not released. */
 int db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *name,
-		    struct pool_row *out, bool *found, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    struct pool_row *out, bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The project's pools with id > after_id (status NULL: any), by id. */
 int db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
-		  int64_t after_id, int limit, struct pool_row **out, int *n,
-		  struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /*
  * Allocations that are not released of pools ids[0..nids), by pool,
@@ -134,25 +131,25 @@ int db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char
  * made.
  */
 int db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids,
-			int64_t request_id, struct pool_alloc_row **out, int *n,
-			struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t request_id, struct pool_alloc_row **out, int *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* ---- requests ---- */
 
 struct request_submit {
 	int64_t project_id;
-	int64_t pool_id;                /* 0 for create: a new pending pool */
-	const char *pool_name;          /* create: the new pool's name */
+	int64_t pool_id;       /* 0 for create: a new pending pool */
+	const char *pool_name; /* create: the new pool's name */
 	const char *action;
-	const char *items_json;         /* canonical; "[]" for release */
+	const char *items_json; /* canonical; "[]" for release */
 	const char *justification;
-	int64_t ends_us;                /* 0: none */
-	int ttl_s;                      /* pending lifetime */
+	int64_t ends_us; /* 0: none */
+	int ttl_s;       /* pending lifetime */
 	int64_t actor_id;
 	const char *actor;
-	const char *http_request_id;    /* for the audit row */
-	const char *audit_after_json;   /* the request as submitted (id added here) */
-	bool quota_checked;             /* the caller checked the project's quota */
+	const char *http_request_id;  /* for the audit row */
+	const char *audit_after_json; /* the request as submitted (id added here) */
+	bool quota_checked;           /* the caller checked the project's quota */
 };
 
 /*
@@ -163,14 +160,14 @@ struct request_submit {
  * and the caller checks the quota and calls again with quota_checked.
  */
 int db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
-		      struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* What became of one submission of db_requests_submit_many. */
 struct submit_result {
-	bool needs_quota;               /* nothing inserted: check the quota, submit alone */
-	bool conflict;                  /* nothing inserted: create of a pool name taken */
-	struct pool_request_row out;    /* otherwise the request inserted */
+	bool needs_quota;            /* nothing inserted: check the quota, submit alone */
+	bool conflict;               /* nothing inserted: create of a pool name taken */
+	struct pool_request_row out; /* otherwise the request inserted */
 };
 
 /*
@@ -179,21 +176,19 @@ struct submit_result {
  * pool name is taken does not fail the statement (res[i].conflict).
  */
 int db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
-			    int n, struct submit_result *res, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    int n, struct submit_result *res, struct gp_error *err) __attribute__((warn_unused_result));
 
 int db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
-		   bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Requests matching f with id > after_id, by id. */
 int db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
-		     int64_t after_id, int limit, struct pool_request_row **out, int *n,
-		     struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t after_id, int limit, struct pool_request_row **out, int *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* The request's history, oldest first. */
-int db_request_events(struct db *db, struct arena *a, int64_t id,
-		      struct pool_request_event **out, int *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int db_request_events(struct db *db, struct arena *a, int64_t id, struct pool_request_event **out,
+    int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* What an approval starts from: the request and its pool, both locked. */
 struct approval_ctx {
@@ -201,21 +196,21 @@ struct approval_ctx {
 	const char *pool_status;
 	const char *pool_items_json;
 	int64_t pool_ends_us;
-	bool has_quota;                 /* the project has a quota (not locked) */
-	int64_t now_us;                 /* the transaction's timestamp */
+	bool has_quota; /* the project has a quota (not locked) */
+	int64_t now_us; /* the transaction's timestamp */
 };
 
 /* Lock request id and its pool (FOR NO KEY UPDATE) and read them. */
 int db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx *out,
-		    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Lock requests ids[0..n) and their pools (in id order) and read them:
  * out[i] and found[i] for ids[i], out[i]'s text in arenas[i].
  */
 int db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
-			  struct arena *const *arenas, struct approval_ctx *out, bool *found,
-			  struct gp_error *err) __attribute__((warn_unused_result));
+    struct arena *const *arenas, struct approval_ctx *out, bool *found, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /*
  * A decision that allocates nothing: pending -> rejected | cancelled
@@ -223,10 +218,9 @@ int db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, in
  * becomes released. The request must be locked and pending.
  */
 int db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state,
-		     int64_t actor_id, const char *actor, const char *note,
-		     const char *http_request_id, const char *audit_action,
-		     const char *audit_before_json, struct pool_request_row *out,
-		     struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t actor_id, const char *actor, const char *note, const char *http_request_id,
+    const char *audit_action, const char *audit_before_json, struct pool_request_row *out,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* ---- placement candidates ---- */
 
@@ -240,9 +234,8 @@ struct layout_key {
  * node, health ok) of model, by a skip scan of gpus_placeable_idx: the
  * cost follows the number of classes, not of GPUs.
  */
-int db_layout_classes(struct db *db, struct arena *a, const char *model,
-		      struct layout_key **out, int *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int db_layout_classes(struct db *db, struct arena *a, const char *model, struct layout_key **out,
+    int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 struct candidate_want {
 	const char *model;
@@ -258,7 +251,7 @@ struct locked_gpu {
 	int index;
 	const char *model;
 	bool mig_enabled;
-	const char *layout;             /* as locked: current */
+	const char *layout; /* as locked: current */
 	const char *uuid;
 	const char *node;
 };
@@ -274,8 +267,8 @@ struct locked_gpu {
  * skip, locks are waited for. Duplicates are possible across wants.
  */
 int db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
-		       bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* ---- applying an approval ---- */
 
@@ -293,11 +286,11 @@ struct approval_apply {
 	int64_t request_id;
 	int64_t pool_id;
 	int64_t project_id;
-	const char *action;             /* create | expand | shrink | release */
-	const char *new_items_json;     /* the pool's SpecAndCount afterwards */
-	const char *new_status;         /* the pool's status afterwards */
-	int64_t ends_us;                /* create: the pool's end time (0 none) */
-	int64_t at_us;                  /* ledger timestamp; 0: the transaction's */
+	const char *action;         /* create | expand | shrink | release */
+	const char *new_items_json; /* the pool's SpecAndCount afterwards */
+	const char *new_status;     /* the pool's status afterwards */
+	int64_t ends_us;            /* create: the pool's end time (0 none) */
+	int64_t at_us;              /* ledger timestamp; 0: the transaction's */
 	/* create / expand: allocations to insert (state reserved) and the
 	 * ledger intervals they open, one per item; GPUs whose MIG mode
 	 * the placement switches (empty GPUs only) */
@@ -319,10 +312,10 @@ struct approval_apply {
 	const char *const *keep_profiles;
 	const int *keep_counts;
 	int nkeep;
-	const int64_t *free_node_ids;   /* nodes of the freed allocations */
+	const int64_t *free_node_ids; /* nodes of the freed allocations */
 	int nfree_nodes;
 	/* who and why */
-	int64_t actor_id;               /* 0: the system */
+	int64_t actor_id; /* 0: the system */
 	const char *actor;
 	const char *note;
 	const char *http_request_id;
@@ -343,11 +336,11 @@ struct approval_apply {
  * retryable conflict inside db_tx_ex(DB_TX_RETRY_EXCLUSION).
  */
 int db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
-		      struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The same without COMMIT (commit false): more statements follow in the transaction. */
 int db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap,
-			 bool commit, struct gp_error *err) __attribute__((warn_unused_result));
+    bool commit, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Group commit: apply the create / expand approvals v[0..n), each of
@@ -355,7 +348,7 @@ int db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_a
  * and checks as n calls of db_approval_apply (at_us must be 0).
  */
 int db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
-			    int n, struct gp_error *err) __attribute__((warn_unused_result));
+    int n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Live (not releasing, not released) allocations for a shrink or release. */
 struct live_alloc {
@@ -377,14 +370,13 @@ struct live_alloc {
  * allocation on the GPUs they occupy; by GPU then start.
  */
 int db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool neighbours,
-			     struct live_alloc **out, int *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    struct live_alloc **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* ---- metrics ---- */
 
 /* Pending pool requests and undelivered outbox rows (partial indexes; cheap). */
 int db_pools_gauges(struct db *db, int64_t *pending_requests, int64_t *outbox_backlog,
-		    struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* ---- the expiry worker ---- */
 
@@ -394,7 +386,7 @@ int db_pools_gauges(struct db *db, int64_t *pending_requests, int64_t *outbox_ba
  * history and audit; their pending pools are released. *n gets the count.
  */
 int db_requests_expire(struct db *db, int limit, int64_t *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * Claim one pool whose end time has passed and that still holds
@@ -402,9 +394,8 @@ int db_requests_expire(struct db *db, int limit, int64_t *n, struct gp_error *er
  * Inserts the system's release request for it (approved at once) and
  * returns its id in *request_id.
  */
-int db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out,
-		      int64_t *request_id, bool *found, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out, int64_t *request_id,
+    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Settle pool statuses: releasing pools with no allocation left become
@@ -412,6 +403,6 @@ int db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out,
  * active (audited). *n gets how many changed.
  */
 int db_pools_settle(struct db *db, int64_t *n, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 #endif

@@ -20,33 +20,30 @@ struct migration {
 extern const struct migration gp_migrations[];
 extern const int gp_nmigrations;
 
-#define MIGRATE_LOCK_KEY "7461626c65677075"     /* arbitrary constant */
+#define MIGRATE_LOCK_KEY "7461626c65677075" /* arbitrary constant */
 
-static const char create_table_sql[] =
-	"CREATE TABLE IF NOT EXISTS schema_migrations ("
-	" version integer PRIMARY KEY,"
-	" name text NOT NULL,"
-	" applied_at timestamptz NOT NULL DEFAULT now(),"
-	" checksum text)";
+static const char create_table_sql[] = "CREATE TABLE IF NOT EXISTS schema_migrations ("
+				       " version integer PRIMARY KEY,"
+				       " name text NOT NULL,"
+				       " applied_at timestamptz NOT NULL DEFAULT now(),"
+				       " checksum text)";
 
 /* databases migrated before checksums were recorded */
 static const char add_checksum_sql[] =
-	"ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text";
+    "ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text";
 
-DB_STMT(stmt_current_version,
-	"SELECT coalesce(max(version), 0) FROM schema_migrations");
+DB_STMT(stmt_current_version, "SELECT coalesce(max(version), 0) FROM schema_migrations");
 DB_STMT(stmt_record_version,
-	"INSERT INTO schema_migrations (version, name, checksum) "
-	"VALUES ($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))");
+    "INSERT INTO schema_migrations (version, name, checksum) "
+    "VALUES ($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))");
 /* an applied migration whose text changed since (NULL: recorded before checksums) */
 DB_STMT(stmt_check_version,
-	"SELECT checksum IS NOT NULL AND checksum <> encode(sha256(convert_to($2, 'UTF8')), 'hex') "
-	"FROM schema_migrations WHERE version = $1");
+    "SELECT checksum IS NOT NULL AND checksum <> encode(sha256(convert_to($2, 'UTF8')), 'hex') "
+    "FROM schema_migrations WHERE version = $1");
 DB_STMT(stmt_fill_checksum,
-	"UPDATE schema_migrations SET checksum = encode(sha256(convert_to($2, 'UTF8')), 'hex') "
-	"WHERE version = $1 AND checksum IS NULL");
-DB_STMT(stmt_has_table,
-	"SELECT to_regclass('public.schema_migrations') IS NOT NULL");
+    "UPDATE schema_migrations SET checksum = encode(sha256(convert_to($2, 'UTF8')), 'hex') "
+    "WHERE version = $1 AND checksum IS NULL");
+DB_STMT(stmt_has_table, "SELECT to_regclass('public.schema_migrations') IS NOT NULL");
 
 int
 migrate_latest_version(void)
@@ -93,7 +90,7 @@ migrate_one(struct db *db, const struct migration *m, struct gp_error *err)
 
 		memcpy(cause, err->message, sizeof(cause));
 		gp_error_set(err, 500, "migration_failed", "could not apply migration %s: %s",
-			     m->name, cause);
+		    m->name, cause);
 		goto rollback;
 	}
 	params[0] = db_param_int(a, m->version);
@@ -106,12 +103,11 @@ migrate_one(struct db *db, const struct migration *m, struct gp_error *err)
 	log_info(NULL, "applied migration", "migration", m->name);
 	rc = 0;
 	goto fail;
-rollback:
-	{
-		struct gp_error ignored;
+rollback : {
+	struct gp_error ignored;
 
-		(void)db_exec_simple(db, "ROLLBACK", &ignored);
-	}
+	(void)db_exec_simple(db, "ROLLBACK", &ignored);
+}
 fail:
 	arena_destroy(a);
 	return rc;
@@ -127,15 +123,16 @@ migrate_verify(struct db *db, struct gp_error *err)
 		goto fail;
 	for (int i = 0; i < gp_nmigrations && gp_migrations[i].version <= current; i++) {
 		const char *params[2] = { db_param_int(a, gp_migrations[i].version),
-					  gp_migrations[i].sql };
+			gp_migrations[i].sql };
 		PGresult *r = db_exec(db, a, &stmt_check_version, 2, params, err);
 
 		if (r == NULL)
 			goto fail;
 		if (PQntuples(r) == 1 && db_bool(r, 0, 0)) {
 			gp_error_set(err, 500, "migration_changed",
-				     "migration %s differs from the one applied to this database; "
-				     "migrations must never change once applied", gp_migrations[i].name);
+			    "migration %s differs from the one applied to this database; "
+			    "migrations must never change once applied",
+			    gp_migrations[i].name);
 			goto fail;
 		}
 		if (db_exec(db, a, &stmt_fill_checksum, 2, params, err) == NULL)
@@ -168,8 +165,8 @@ migrate_apply(struct db *db, struct gp_error *err)
 		goto fail;
 	if (current > migrate_latest_version()) {
 		gp_error_set(err, 500, "schema_too_new",
-			     "the database schema is at version %d, newer than this binary's %d",
-			     current, migrate_latest_version());
+		    "the database schema is at version %d, newer than this binary's %d", current,
+		    migrate_latest_version());
 		goto fail;
 	}
 	for (int i = 0; i < gp_nmigrations; i++) {
@@ -180,7 +177,8 @@ migrate_apply(struct db *db, struct gp_error *err)
 	}
 	rc = 0;
 fail:
-	(void)db_exec_simple(db, "SELECT pg_advisory_unlock(x'" MIGRATE_LOCK_KEY "'::int8)", &ignored);
+	(void)db_exec_simple(db, "SELECT pg_advisory_unlock(x'" MIGRATE_LOCK_KEY "'::int8)",
+	    &ignored);
 	(void)db_exec_simple(db, "RESET statement_timeout", &ignored);
 	(void)db_exec_simple(db, "RESET client_min_messages", &ignored);
 	return rc;

@@ -25,6 +25,6 @@ int migrate_verify(struct db *db, struct gp_error *err) __attribute__((warn_unus
 
 /* Current schema version of the database (0 when never migrated). */
 int migrate_current_version(struct db *db, int *out, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 #endif

@@ -17,12 +17,12 @@
 #include "core/json.h"
 
 #define CATALOG_MAX_MODELS 64
-#define CATALOG_MAX_STRINGS 16          /* product names, PCI ids per model */
+#define CATALOG_MAX_STRINGS 16 /* product names, PCI ids per model */
 #define CATALOG_MAX_FACTS 256
 #define CATALOG_TEXT_MAX 1024
 
 struct catalog {
-	struct arena *arena;            /* owns models, strings, facts */
+	struct arena *arena; /* owns models, strings, facts */
 	struct gpu_model *models;
 	int nmodels;
 	const char **facts;
@@ -55,7 +55,7 @@ catalog_pci_id_ok(const char *s)
 		char ch = s[i];
 
 		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
-		      (ch >= 'A' && ch <= 'F')))
+			(ch >= 'A' && ch <= 'F')))
 			return false;
 	}
 	return true;
@@ -63,8 +63,8 @@ catalog_pci_id_ok(const char *s)
 
 /* Read a non-empty array of strings at key into arena-owned copies. */
 static int
-catalog_parse_strings(struct jfields *f, struct arena *keep, const char *key,
-		      const char ***out, int *nout)
+catalog_parse_strings(struct jfields *f, struct arena *keep, const char *key, const char ***out,
+    int *nout)
 {
 	struct json_object *arr = NULL;
 	const char **v;
@@ -74,8 +74,8 @@ catalog_parse_strings(struct jfields *f, struct arena *keep, const char *key,
 		return -1;
 	n = json_object_array_length(arr);
 	if (n == 0 || n > CATALOG_MAX_STRINGS)
-		return gp_error_field(f->err, jf_path(f, key),
-				      "must hold 1 to %d strings", CATALOG_MAX_STRINGS);
+		return gp_error_field(f->err, jf_path(f, key), "must hold 1 to %d strings",
+		    CATALOG_MAX_STRINGS);
 	v = arena_alloc(keep, n * sizeof(*v));
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *s = json_object_array_get_idx(arr, i);
@@ -85,11 +85,11 @@ catalog_parse_strings(struct jfields *f, struct arena *keep, const char *key,
 		    json_object_get_string_len(s) == 0 ||
 		    json_object_get_string_len(s) >= CATALOG_TEXT_MAX)
 			return gp_error_field(f->err, jf_path(f, key),
-					      "element %zu must be a non-empty string", i);
+			    "element %zu must be a non-empty string", i);
 		str = json_object_get_string(s);
 		if (strlen(str) != (size_t)json_object_get_string_len(s))
 			return gp_error_field(f->err, jf_path(f, key),
-					      "element %zu must not contain NUL characters", i);
+			    "element %zu must not contain NUL characters", i);
 		v[i] = arena_strdup(keep, str);
 	}
 	*out = v;
@@ -98,8 +98,7 @@ catalog_parse_strings(struct jfields *f, struct arena *keep, const char *key,
 }
 
 static int
-catalog_parse_placements(struct jfields *f, const struct gpu_model *m,
-			 struct mig_profile *p)
+catalog_parse_placements(struct jfields *f, const struct gpu_model *m, struct mig_profile *p)
 {
 	struct json_object *arr = NULL;
 	size_t n;
@@ -108,23 +107,23 @@ catalog_parse_placements(struct jfields *f, const struct gpu_model *m,
 		return -1;
 	n = json_object_array_length(arr);
 	if (n == 0 || n > CATALOG_MAX_SLICES)
-		return gp_error_field(f->err, jf_path(f, "placements"),
-				      "must hold 1 to %d starts", CATALOG_MAX_SLICES);
+		return gp_error_field(f->err, jf_path(f, "placements"), "must hold 1 to %d starts",
+		    CATALOG_MAX_SLICES);
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *v = json_object_array_get_idx(arr, i);
 		int64_t s;
 
 		if (!json_object_is_type(v, json_type_int))
 			return gp_error_field(f->err, jf_path(f, "placements"),
-					      "element %zu must be an integer", i);
+			    "element %zu must be an integer", i);
 		s = json_object_get_int64(v);
 		if (s < 0 || s + p->memory_slices > m->memory_slices)
 			return gp_error_field(f->err, jf_path(f, "placements"),
-					      "start %lld does not leave room for %d slices on a %d-slice GPU",
-					      (long long)s, p->memory_slices, m->memory_slices);
+			    "start %lld does not leave room for %d slices on a %d-slice GPU",
+			    (long long)s, p->memory_slices, m->memory_slices);
 		if (i > 0 && s <= p->placements[i - 1])
 			return gp_error_field(f->err, jf_path(f, "placements"),
-					      "starts must be strictly ascending");
+			    "starts must be strictly ascending");
 		p->placements[i] = (int)s;
 	}
 	p->nplacements = (int)n;
@@ -133,7 +132,7 @@ catalog_parse_placements(struct jfields *f, const struct gpu_model *m,
 
 static int
 catalog_parse_profile(struct arena *tmp, struct json_object *obj, const char *path,
-		      struct gpu_model *m, struct mig_profile *p, struct gp_error *err)
+    struct gpu_model *m, struct mig_profile *p, struct gp_error *err)
 {
 	struct jfields f;
 	const char *name = NULL;
@@ -146,7 +145,7 @@ catalog_parse_profile(struct arena *tmp, struct json_object *obj, const char *pa
 		return -1;
 	if (!catalog_name_ok(name, ".+_-") || strcmp(name, "full") == 0)
 		return gp_error_field(err, jf_path(&f, "name"),
-				      "must be letters, digits, '.', '+', '_' or '-' and not \"full\"");
+		    "must be letters, digits, '.', '+', '_' or '-' and not \"full\"");
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	if (jf_int(&f, "id", true, 0, 255, &v, NULL) < 0)
 		return -1;
@@ -183,7 +182,8 @@ catalog_derive_runs(struct gpu_model *m)
 		const struct mig_profile *p = &m->profiles[i];
 
 		for (int j = 0; j < p->nplacements; j++) {
-			uint8_t mask = (uint8_t)(((1u << p->memory_slices) - 1u) << p->placements[j]);
+			uint8_t mask =
+			    (uint8_t)(((1u << p->memory_slices) - 1u) << p->placements[j]);
 			bool dup = false;
 
 			for (int k = 0; k < m->nruns; k++)
@@ -199,7 +199,7 @@ catalog_derive_runs(struct gpu_model *m)
 
 static int
 catalog_parse_model(struct arena *tmp, struct arena *keep, struct json_object *obj,
-		    const char *path, struct gpu_model *m, struct gp_error *err)
+    const char *path, struct gpu_model *m, struct gp_error *err)
 {
 	struct jfields f;
 	struct json_object *profiles = NULL;
@@ -215,17 +215,17 @@ catalog_parse_model(struct arena *tmp, struct arena *keep, struct json_object *o
 		return -1;
 	if (!catalog_name_ok(id, "._-"))
 		return gp_error_field(err, jf_path(&f, "model"),
-				      "must be letters, digits, '.', '_' or '-'");
+		    "must be letters, digits, '.', '_' or '-'");
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	if (catalog_parse_strings(&f, keep, "product_names", &m->product_names,
-				  &m->nproduct_names) < 0 ||
+		&m->nproduct_names) < 0 ||
 	    catalog_parse_strings(&f, keep, "pci_device_ids", &m->pci_device_ids,
-				  &m->npci_device_ids) < 0)
+		&m->npci_device_ids) < 0)
 		return -1;
 	for (int i = 0; i < m->npci_device_ids; i++) {
 		if (!catalog_pci_id_ok(m->pci_device_ids[i]))
 			return gp_error_field(err, jf_path(&f, "pci_device_ids"),
-					      "element %d must look like 0x233010DE", i);
+			    "element %d must look like 0x233010DE", i);
 	}
 	if (jf_int(&f, "memory_mib", true, 1, INT32_MAX, &v, NULL) < 0)
 		return -1;
@@ -233,11 +233,11 @@ catalog_parse_model(struct arena *tmp, struct arena *keep, struct json_object *o
 	if (jf_bool(&f, "mig_capable", true, &m->mig_capable, NULL) < 0)
 		return -1;
 	if (jf_int(&f, "memory_slices", m->mig_capable, m->mig_capable ? 1 : 0,
-		   m->mig_capable ? CATALOG_MAX_SLICES : 0, &v, &present) < 0)
+		m->mig_capable ? CATALOG_MAX_SLICES : 0, &v, &present) < 0)
 		return -1;
 	m->memory_slices = present ? (int)v : 0;
 	if (jf_int(&f, "compute_slices", m->mig_capable, m->mig_capable ? 1 : 0,
-		   m->mig_capable ? CATALOG_MAX_SLICES : 0, &v, &present) < 0)
+		m->mig_capable ? CATALOG_MAX_SLICES : 0, &v, &present) < 0)
 		return -1;
 	m->compute_slices = present ? (int)v : 0;
 	m->full_slices = m->mig_capable ? m->memory_slices : 1;
@@ -246,23 +246,22 @@ catalog_parse_model(struct arena *tmp, struct arena *keep, struct json_object *o
 	n = json_object_array_length(profiles);
 	if (m->mig_capable && (n == 0 || n > CATALOG_MAX_PROFILES))
 		return gp_error_field(err, jf_path(&f, "profiles"),
-				      "a MIG-capable model must list 1 to %d profiles",
-				      CATALOG_MAX_PROFILES);
+		    "a MIG-capable model must list 1 to %d profiles", CATALOG_MAX_PROFILES);
 	if (!m->mig_capable && n != 0)
 		return gp_error_field(err, jf_path(&f, "profiles"),
-				      "a model that is not MIG-capable has no profiles");
+		    "a model that is not MIG-capable has no profiles");
 	for (size_t i = 0; i < n; i++) {
 		struct mig_profile *p = &m->profiles[i];
 		const char *ppath = arena_printf(tmp, "%s.profiles[%zu]", path, i);
 
 		p->index = (int)i;
-		if (catalog_parse_profile(tmp, json_object_array_get_idx(profiles, i),
-					  ppath, m, p, err) < 0)
+		if (catalog_parse_profile(tmp, json_object_array_get_idx(profiles, i), ppath, m, p,
+			err) < 0)
 			return -1;
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(m->profiles[j].name, p->name) == 0)
 				return gp_error_field(err, arena_printf(tmp, "%s.name", ppath),
-						      "duplicates profile %zu", j);
+				    "duplicates profile %zu", j);
 		}
 		m->nprofiles = (int)i + 1;
 	}
@@ -285,14 +284,14 @@ catalog_parse_facts(struct jfields *f, struct catalog *c)
 	n = json_object_array_length(arr);
 	if (n > CATALOG_MAX_FACTS)
 		return gp_error_field(f->err, "facts_for_tests", "must hold at most %d facts",
-				      CATALOG_MAX_FACTS);
+		    CATALOG_MAX_FACTS);
 	c->facts = arena_alloc(c->arena, (n + 1) * sizeof(*c->facts));
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *s = json_object_array_get_idx(arr, i);
 
 		if (!json_object_is_type(s, json_type_string))
 			return gp_error_field(f->err, "facts_for_tests",
-					      "element %zu must be a string", i);
+			    "element %zu must be a string", i);
 		c->facts[i] = arena_strdup(c->arena, json_object_get_string(s));
 	}
 	c->nfacts = (int)n;
@@ -321,8 +320,8 @@ catalog_load(struct catalog **out, const char *json, size_t len, struct gp_error
 	jf_init(&f, tmp, root, "", err);
 	if (jf_string(&f, "about", false, 65536, &about) < 0 ||
 	    jf_object(&f, "units", false, &units) < 0 ||
-	    jf_array(&f, "models", true, &models) < 0 ||
-	    catalog_parse_facts(&f, c) < 0 || jf_finish(&f) < 0)
+	    jf_array(&f, "models", true, &models) < 0 || catalog_parse_facts(&f, c) < 0 ||
+	    jf_finish(&f) < 0)
 		goto fail;
 	n = json_object_array_length(models);
 	if (n == 0 || n > CATALOG_MAX_MODELS) {
@@ -333,13 +332,13 @@ catalog_load(struct catalog **out, const char *json, size_t len, struct gp_error
 	for (size_t i = 0; i < n; i++) {
 		const char *path = arena_printf(tmp, "models[%zu]", i);
 
-		if (catalog_parse_model(tmp, c->arena, json_object_array_get_idx(models, i),
-					path, &c->models[i], err) < 0)
+		if (catalog_parse_model(tmp, c->arena, json_object_array_get_idx(models, i), path,
+			&c->models[i], err) < 0)
 			goto fail;
 		for (size_t j = 0; j < i; j++) {
 			if (strcasecmp(c->models[j].id, c->models[i].id) == 0) {
 				gp_error_field(err, arena_printf(tmp, "%s.model", path),
-					       "duplicates models[%zu]", j);
+				    "duplicates models[%zu]", j);
 				goto fail;
 			}
 		}

@@ -13,7 +13,7 @@
 struct unit {
 	int item;
 	const struct mig_profile *p;
-	int kind;                       /* index of p among the search's kinds */
+	int kind; /* index of p among the search's kinds */
 };
 
 /* A candidate (GPU, start) with the keys it is ranked by. */
@@ -164,7 +164,7 @@ cand_better(const struct placement_gpu *gpus, const struct cand *a, const struct
 /* The preferred candidate for one instance of p on model m, if any. */
 static bool
 place_best(const struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
-	   const struct mig_profile *p, struct cand *best)
+    const struct mig_profile *p, struct cand *best)
 {
 	bool have = false;
 
@@ -179,8 +179,9 @@ place_best(const struct placement_gpu *gpus, int ngpus, const struct gpu_model *
 		c.sw = sw;
 		c.instances = g->instances;
 		/* the GPU-level keys alone may already lose */
-		if (have && (c.instances < best->instances ||
-			     (c.instances == best->instances && sw && !best->sw)))
+		if (have &&
+		    (c.instances < best->instances ||
+			(c.instances == best->instances && sw && !best->sw)))
 			continue;
 		if (p == NULL) {
 			c.start = 0;
@@ -208,8 +209,8 @@ place_best(const struct placement_gpu *gpus, int ngpus, const struct gpu_model *
 }
 
 void
-placement_gpu_init(struct placement_gpu *g, const struct gpu_model *m, int64_t id,
-		   int64_t node_id, int index, bool mig_enabled)
+placement_gpu_init(struct placement_gpu *g, const struct gpu_model *m, int64_t id, int64_t node_id,
+    int index, bool mig_enabled)
 {
 	memset(g, 0, sizeof(*g));
 	g->id = id;
@@ -231,72 +232,68 @@ placement_gpu_fits(const struct placement_gpu *g, const struct mig_profile *p, i
 	if (p == NULL)
 		return start == 0;
 	return catalog_profile_allows(p, start) &&
-	       (g->used_mask & run_mask(start, p->memory_slices)) == 0;
+	    (g->used_mask & run_mask(start, p->memory_slices)) == 0;
 }
 
 int
 placement_gpu_add(struct placement_gpu *g, const struct mig_profile *p, int start,
-		  struct gp_error *err)
+    struct gp_error *err)
 {
 	const struct gpu_model *m = g->model;
 
 	if (p == NULL) {
 		if (start != 0)
 			return gp_error_set(err, 409, "conflict",
-					    "a whole-gpu allocation starts at slice 0, not %d", start);
+			    "a whole-gpu allocation starts at slice 0, not %d", start);
 		if (!gpu_empty(g))
 			return gp_error_set(err, 409, "conflict",
-					    "gpu %lld is not empty: a whole-gpu allocation needs all of it",
-					    (long long)g->id);
+			    "gpu %lld is not empty: a whole-gpu allocation needs all of it",
+			    (long long)g->id);
 		gpu_apply(g, NULL, 0, g->mig_enabled);
 		return 0;
 	}
 	if (!profile_of(m, p))
 		return gp_error_set(err, 409, "conflict", "%s is not a profile of model %s",
-				    p->name, m->id);
+		    p->name, m->id);
 	if (g->full_used)
 		return gp_error_set(err, 409, "conflict",
-				    "gpu %lld is held by a whole-gpu allocation", (long long)g->id);
+		    "gpu %lld is held by a whole-gpu allocation", (long long)g->id);
 	if (!catalog_profile_allows(p, start))
 		return gp_error_set(err, 409, "conflict",
-				    "start %d is not a catalog placement of %s on %s",
-				    start, p->name, m->id);
+		    "start %d is not a catalog placement of %s on %s", start, p->name, m->id);
 	if ((g->used_mask & run_mask(start, p->memory_slices)) != 0)
 		return gp_error_set(err, 409, "conflict",
-				    "slices [%d, %d) of gpu %lld overlap a live allocation",
-				    start, start + p->memory_slices, (long long)g->id);
+		    "slices [%d, %d) of gpu %lld overlap a live allocation", start,
+		    start + p->memory_slices, (long long)g->id);
 	if (g->profile_count[p->index] >= p->max_instances)
 		return gp_error_set(err, 409, "conflict",
-				    "gpu %lld already holds %d instances of %s, the most it takes",
-				    (long long)g->id, p->max_instances, p->name);
+		    "gpu %lld already holds %d instances of %s, the most it takes",
+		    (long long)g->id, p->max_instances, p->name);
 	if (g->compute_used + p->compute_slices > m->compute_slices)
 		return gp_error_set(err, 409, "conflict",
-				    "%s needs %d compute slices but gpu %lld has %d free",
-				    p->name, p->compute_slices, (long long)g->id,
-				    m->compute_slices - g->compute_used);
+		    "%s needs %d compute slices but gpu %lld has %d free", p->name,
+		    p->compute_slices, (long long)g->id, m->compute_slices - g->compute_used);
 	gpu_apply(g, p, start, !g->mig_enabled);
 	return 0;
 }
 
 int
 placement_gpu_remove(struct placement_gpu *g, const struct mig_profile *p, int start,
-		     struct gp_error *err)
+    struct gp_error *err)
 {
 	if (p == NULL) {
 		if (!g->full_used || start != 0)
 			return gp_error_set(err, 409, "conflict",
-					    "gpu %lld holds no whole-gpu allocation", (long long)g->id);
+			    "gpu %lld holds no whole-gpu allocation", (long long)g->id);
 		g->full_used = false;
 		g->used_mask = 0;
 		return 0;
 	}
 	if (!profile_of(g->model, p) || g->profile_count[p->index] == 0 ||
 	    !catalog_profile_allows(p, start) ||
-	    (g->used_mask & run_mask(start, p->memory_slices)) !=
-		    run_mask(start, p->memory_slices))
+	    (g->used_mask & run_mask(start, p->memory_slices)) != run_mask(start, p->memory_slices))
 		return gp_error_set(err, 409, "conflict",
-				    "gpu %lld holds no %s instance at slice %d",
-				    (long long)g->id, p->name, start);
+		    "gpu %lld holds no %s instance at slice %d", (long long)g->id, p->name, start);
 	g->used_mask &= (uint8_t)~run_mask(start, p->memory_slices);
 	g->instances--;
 	g->compute_used -= p->compute_slices;
@@ -392,8 +389,7 @@ placement_gpu_stranded(const struct placement_gpu *g)
 }
 
 bool
-placement_gpu_preference(const struct placement_gpu *g, const struct mig_profile *p,
-			 uint64_t *key)
+placement_gpu_preference(const struct placement_gpu *g, const struct mig_profile *p, uint64_t *key)
 {
 	const struct gpu_model *m = g->model;
 	uint32_t future = 0;
@@ -432,14 +428,14 @@ placement_class_rank(struct placement_class *cl)
 	memset(cl->pref, 0, sizeof(cl->pref));
 	for (int i = 0; i <= m->nprofiles; i++) {
 		if (placement_gpu_preference(&cl->g, i == 0 ? NULL : &m->profiles[i - 1],
-					     &cl->pref[i]))
+			&cl->pref[i]))
 			cl->admits |= 1u << i;
 	}
 }
 
 void
 placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus, int ngpus,
-		   struct placement_capacity *out)
+    struct placement_capacity *out)
 {
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < ngpus; i++) {
@@ -497,9 +493,9 @@ static bool
 gpu_same_state(const struct placement_gpu *x, const struct placement_gpu *y)
 {
 	return x->instances == y->instances && x->mig_enabled == y->mig_enabled &&
-	       x->full_used == y->full_used && x->used_mask == y->used_mask &&
-	       x->compute_used == y->compute_used &&
-	       memcmp(x->profile_count, y->profile_count, sizeof(x->profile_count)) == 0;
+	    x->full_used == y->full_used && x->used_mask == y->used_mask &&
+	    x->compute_used == y->compute_used &&
+	    memcmp(x->profile_count, y->profile_count, sizeof(x->profile_count)) == 0;
 }
 
 #define SEARCH_MAX_KINDS (CATALOG_MAX_PROFILES + 1)
@@ -510,17 +506,17 @@ struct search {
 	const struct unit *units;
 	int nunits;
 	int npos;
-	int *pos;                       /* canonical order -> gpus index */
-	int *klass;                     /* equal initial state -> equal class, contiguous */
-	int *touched;                   /* instances this search put there */
-	int *cur_pos, *cur_si, *lb;     /* per level: next candidate, lower bound */
+	int *pos;                   /* canonical order -> gpus index */
+	int *klass;                 /* equal initial state -> equal class, contiguous */
+	int *touched;               /* instances this search put there */
+	int *cur_pos, *cur_si, *lb; /* per level: next candidate, lower bound */
 	/* distinct profiles asked for (NULL: whole GPU) and running bounds */
 	const struct mig_profile *kinds[SEARCH_MAX_KINDS];
 	int nkinds;
-	int rem[SEARCH_MAX_KINDS];      /* instances not yet placed, per kind */
-	int hsum[SEARCH_MAX_KINDS];     /* summed headroom over the GPUs, per kind */
-	int rem_compute, rem_slices;    /* what the unplaced instances need */
-	int free_compute, free_slices;  /* what the GPUs have */
+	int rem[SEARCH_MAX_KINDS];     /* instances not yet placed, per kind */
+	int hsum[SEARCH_MAX_KINDS];    /* summed headroom over the GPUs, per kind */
+	int rem_compute, rem_slices;   /* what the unplaced instances need */
+	int free_compute, free_slices; /* what the GPUs have */
 	long budget;
 	bool exhausted;
 };
@@ -719,9 +715,9 @@ search_run(struct search *s, struct placement *out)
  */
 static int
 search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
-	     const struct spec_count *items, const struct gpu_model **models,
-	     const struct mig_profile **profs, const int *order, int nitems,
-	     struct placement *out, struct placement_result *res)
+    const struct spec_count *items, const struct gpu_model **models,
+    const struct mig_profile **profs, const int *order, int nitems, struct placement *out,
+    struct placement_result *res)
 {
 	struct search s;
 	struct gpu_ref *refs = NULL;
@@ -781,8 +777,9 @@ search_model(struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
 	for (int i = 0; i < s.npos; i++) {
 		s.pos[i] = refs[i].idx;
 		s.touched[i] = 0;
-		s.klass[i] = i == 0 ? 0 : s.klass[i - 1] +
-			(gpu_same_state(refs[i - 1].g, refs[i].g) ? 0 : 1);
+		s.klass[i] = i == 0
+		    ? 0
+		    : s.klass[i - 1] + (gpu_same_state(refs[i - 1].g, refs[i].g) ? 0 : 1);
 	}
 	res->searched = true;
 	rc = search_run(&s, out);
@@ -843,8 +840,8 @@ undo_all(struct placement_gpu *gpus, const struct placement *out, int n)
 
 int
 placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
-	       const struct spec_count *items, int nitems, unsigned flags,
-	       struct placement_result *res, struct gp_error *err)
+    const struct spec_count *items, int nitems, unsigned flags, struct placement_result *res,
+    struct gp_error *err)
 {
 	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
 	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
@@ -859,7 +856,7 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 	memset(res->missing, 0, sizeof(res->missing));
 	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
 		return gp_error_field(err, "items", "must hold at most %d items",
-				      PLACEMENT_MAX_ITEMS);
+		    PLACEMENT_MAX_ITEMS);
 	for (int i = 0; i < nitems; i++) {
 		char path[32];
 
@@ -873,8 +870,7 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 		return -1;
 	if (total > res->cap || (total > 0 && out == NULL))
 		return gp_error_set(err, 500, "internal",
-				    "the placement buffer holds %d entries but %d are needed",
-				    res->cap, total);
+		    "the placement buffer holds %d entries but %d are needed", res->cap, total);
 	for (int i = 0; i < nitems; i++) {
 		int j = i;
 
@@ -900,8 +896,8 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 			out[n].gpu = best.gpu;
 			out[n].profile = profs[it];
 			out[n].start = best.start;
-			out[n].size = profs[it] != NULL ? profs[it]->memory_slices
-							: models[it]->full_slices;
+			out[n].size =
+			    profs[it] != NULL ? profs[it]->memory_slices : models[it]->full_slices;
 			out[n].mode_switch = best.sw;
 			n++;
 		}
@@ -926,19 +922,19 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 		for (int i = n - 1; i >= 0; i--) {
 			if (models[out[i].item] == m)
 				gpu_unapply(&gpus[out[i].gpu], out[i].profile, out[i].start,
-					    out[i].mode_switch);
+				    out[i].mode_switch);
 		}
 		for (int i = 0; i < n; i++) {
 			if (models[out[i].item] != m)
 				out[keep++] = out[i];
 		}
 		n = keep;
-		rc = search_model(gpus, ngpus, m, items, models, profs, order, nitems,
-				  out + n, res);
+		rc =
+		    search_model(gpus, ngpus, m, items, models, profs, order, nitems, out + n, res);
 		if (rc < 0) {
 			undo_all(gpus, out, n);
 			return gp_error_set(err, 500, "internal",
-					    "could not allocate memory for the placement search");
+			    "could not allocate memory for the placement search");
 		}
 		if (rc == 0)
 			goto fail;
@@ -959,15 +955,15 @@ fail:
 	for (int i = 0; i < nitems; i++)
 		short_total += res->missing[i];
 	gp_error_set(err, 409, "insufficient_capacity",
-		     "%d of %d requested instances could not be placed", short_total, total);
+	    "%d of %d requested instances could not be placed", short_total, total);
 	for (int i = 0; i < nitems; i++) {
 		char path[32];
 
 		if (res->missing[i] == 0)
 			continue;
 		snprintf(path, sizeof(path), "items[%d]", i);
-		gp_error_field(err, path, "%d of %d %s/%s could not be placed",
-			       res->missing[i], items[i].count, items[i].model, items[i].profile);
+		gp_error_field(err, path, "%d of %d %s/%s could not be placed", res->missing[i],
+		    items[i].count, items[i].model, items[i].profile);
 	}
 	return -1;
 }
@@ -1013,8 +1009,8 @@ class_ref_cmp(const void *a, const void *b)
  */
 int
 placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
-		 struct placement_class *cls, int ncls, bool wide,
-		 struct placement_pick *picks, int maxpicks, int *npicks, struct gp_error *err)
+    struct placement_class *cls, int ncls, bool wide, struct placement_pick *picks, int maxpicks,
+    int *npicks, struct gp_error *err)
 {
 	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
 	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
@@ -1028,7 +1024,7 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 	*npicks = 0;
 	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
 		return gp_error_field(err, "items", "must hold at most %d items",
-				      PLACEMENT_MAX_ITEMS);
+		    PLACEMENT_MAX_ITEMS);
 	for (int i = 0; i < nitems; i++) {
 		char path[32];
 
@@ -1056,7 +1052,7 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 		free(refs);
 		free(by_model);
 		return gp_error_set(err, 500, "internal",
-				    "could not allocate memory to rank layout classes");
+		    "could not allocate memory to rank layout classes");
 	}
 	/* the classes of each model asked for, by_model[first[d]..first[d + 1]) */
 	for (int i = 0; i < nitems; i++) {

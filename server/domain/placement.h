@@ -65,11 +65,12 @@
 #include "domain/spec.h"
 
 #define PLACEMENT_MAX_ITEMS 64
-#define PLACEMENT_SEARCH_BUDGET 2000000L  /* search work units per model */
+#define PLACEMENT_SEARCH_BUDGET 2000000L /* search work units per model */
 
 /* placement_find() flags */
-#define PLACEMENT_APPLY 0x1u    /* on success leave gpus[] holding the new layout */
-#define PLACEMENT_NO_SEARCH 0x2u /* stop after the greedy pass: a shortfall is
+#define PLACEMENT_APPLY 0x1u /* on success leave gpus[] holding the new layout */
+#define PLACEMENT_NO_SEARCH \
+	0x2u /* stop after the greedy pass: a shortfall is
 				  * answered without the exact search */
 
 /*
@@ -79,37 +80,37 @@
  * kept consistent by those calls and by the engine.
  */
 struct placement_gpu {
-	int64_t id;                     /* database id */
-	int64_t node_id;                /* orders GPUs together with index */
-	int index;                      /* GPU index on its node */
+	int64_t id;      /* database id */
+	int64_t node_id; /* orders GPUs together with index */
+	int index;       /* GPU index on its node */
 	const struct gpu_model *model;
-	bool mig_enabled;               /* current MIG mode */
+	bool mig_enabled; /* current MIG mode */
 	/* layout */
-	uint8_t used_mask;              /* bit i set: memory slice i is held */
-	bool full_used;                 /* a whole-GPU allocation holds it */
-	int instances;                  /* live MIG instances */
-	int compute_used;               /* their compute slices */
+	uint8_t used_mask;                           /* bit i set: memory slice i is held */
+	bool full_used;                              /* a whole-GPU allocation holds it */
+	int instances;                               /* live MIG instances */
+	int compute_used;                            /* their compute slices */
 	uint8_t profile_count[CATALOG_MAX_PROFILES]; /* live instances per model->profiles[i] */
 };
 
 /* One placed instance. */
 struct placement {
-	int item;                       /* index into the request's items */
-	int gpu;                        /* index into the gpus array */
+	int item;                          /* index into the request's items */
+	int gpu;                           /* index into the gpus array */
 	const struct mig_profile *profile; /* NULL for a whole GPU */
-	int start;                      /* first memory slice */
-	int size;                       /* memory slices held */
-	bool mode_switch;               /* the GPU must change MIG mode first
+	int start;                         /* first memory slice */
+	int size;                          /* memory slices held */
+	bool mode_switch;                  /* the GPU must change MIG mode first
 					 * (enable for MIG, disable for full) */
 };
 
 struct placement_result {
-	struct placement *placements;   /* caller's buffer of cap entries */
-	int cap;                        /* must cover the sum of item counts */
-	int nplacements;                /* on success: ordered by item, gpu, start */
+	struct placement *placements;     /* caller's buffer of cap entries */
+	int cap;                          /* must cover the sum of item counts */
+	int nplacements;                  /* on success: ordered by item, gpu, start */
 	int missing[PLACEMENT_MAX_ITEMS]; /* on insufficient capacity, per item */
-	bool searched;                  /* the exact search ran */
-	bool search_exhausted;          /* ...and stopped at its budget */
+	bool searched;                    /* the exact search ran */
+	bool search_exhausted;            /* ...and stopped at its budget */
 };
 
 /*
@@ -118,9 +119,9 @@ struct placement_result {
  * ties by (node_id, index, id). See placement_select.
  */
 struct placement_class {
-	struct placement_gpu g;         /* one GPU of the class (id, node_id, index unused) */
-	int64_t gpus;                   /* GPUs in the class */
-	int take;                       /* set by placement_select: its first GPUs to use */
+	struct placement_gpu g; /* one GPU of the class (id, node_id, index unused) */
+	int64_t gpus;           /* GPUs in the class */
+	int take;               /* set by placement_select: its first GPUs to use */
 	/* set by placement_class_rank from g: bit 0 a whole GPU, bit 1 + i
 	 * model->profiles[i]; pref[] the placement_gpu_preference of each */
 	uint32_t admits;
@@ -133,33 +134,32 @@ struct placement_class {
  * first take in (node_id, index, id) order can be chosen for it.
  */
 struct placement_pick {
-	int cls;                        /* index into the classes */
-	int group;                      /* picks of one group are adjacent, numbered from 0 */
-	int take;                       /* the same for the whole group */
+	int cls;   /* index into the classes */
+	int group; /* picks of one group are adjacent, numbered from 0 */
+	int take;  /* the same for the whole group */
 };
 
 /* Capacity figures over the GPUs of one model (see placement_capacity). */
 struct placement_capacity {
-	int gpus;                       /* GPUs of the model */
-	int empty_gpus;                 /* could take "full" now */
-	int full_gpus;                  /* held by a whole-GPU allocation */
-	int instances;                  /* live MIG instances */
-	int compute_free;               /* free compute slices on GPUs not held whole */
-	int compute_stranded;           /* of those, unusable by any profile */
+	int gpus;                           /* GPUs of the model */
+	int empty_gpus;                     /* could take "full" now */
+	int full_gpus;                      /* held by a whole-GPU allocation */
+	int instances;                      /* live MIG instances */
+	int compute_free;                   /* free compute slices on GPUs not held whole */
+	int compute_stranded;               /* of those, unusable by any profile */
 	int headroom[CATALOG_MAX_PROFILES]; /* per profile: sum over GPUs of
 					 * placement_gpu_headroom, each profile alone */
 };
 
 /* Start g as an empty GPU of model m. */
 void placement_gpu_init(struct placement_gpu *g, const struct gpu_model *m, int64_t id,
-			int64_t node_id, int index, bool mig_enabled);
+    int64_t node_id, int index, bool mig_enabled);
 
 /*
  * True when an instance of p (NULL: a whole GPU) could be placed on g at
  * start now, by every rule above (MIG mode switches of empty GPUs allowed).
  */
-bool placement_gpu_fits(const struct placement_gpu *g, const struct mig_profile *p,
-			int start);
+bool placement_gpu_fits(const struct placement_gpu *g, const struct mig_profile *p, int start);
 
 /*
  * Record a live allocation of p (NULL: whole GPU) at start on g. Fails with
@@ -168,11 +168,11 @@ bool placement_gpu_fits(const struct placement_gpu *g, const struct mig_profile 
  * allocation also sets mig_enabled, a whole one on a MIG model clears it.
  */
 int placement_gpu_add(struct placement_gpu *g, const struct mig_profile *p, int start,
-		      struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Remove a recorded allocation; 409 "conflict" when g holds no such one. */
 int placement_gpu_remove(struct placement_gpu *g, const struct mig_profile *p, int start,
-			 struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * How many more instances of p (NULL: whole GPU, so 0 or 1) g could take
@@ -196,7 +196,7 @@ int placement_gpu_stranded(const struct placement_gpu *g);
  * False when g cannot take p now (*key untouched).
  */
 bool placement_gpu_preference(const struct placement_gpu *g, const struct mig_profile *p,
-			      uint64_t *key);
+    uint64_t *key);
 
 /* Set cl->admits and cl->pref from cl->g (after filling or changing g). */
 void placement_class_rank(struct placement_class *cl);
@@ -231,9 +231,8 @@ void placement_class_rank(struct placement_class *cl);
  * memory could not be had.
  */
 int placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
-		     struct placement_class *cls, int ncls, bool wide,
-		     struct placement_pick *picks, int maxpicks, int *npicks,
-		     struct gp_error *err) __attribute__((warn_unused_result));
+    struct placement_class *cls, int ncls, bool wide, struct placement_pick *picks, int maxpicks,
+    int *npicks, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Place every instance of items[0..nitems) on gpus[0..ngpus), all or
@@ -250,12 +249,11 @@ int placement_select(const struct catalog *c, const struct spec_count *items, in
  * is the one entry point for approvals and for capacity simulation.
  */
 int placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
-		   const struct spec_count *items, int nitems, unsigned flags,
-		   struct placement_result *res, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    const struct spec_count *items, int nitems, unsigned flags, struct placement_result *res,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Sum capacity figures over the GPUs of model m in gpus[0..ngpus). */
-void placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus,
-			int ngpus, struct placement_capacity *out);
+void placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus, int ngpus,
+    struct placement_capacity *out);
 
 #endif

@@ -9,10 +9,10 @@
 #include <string.h>
 
 static const char *const action_names[] = { "create", "expand", "shrink", "release" };
-static const char *const state_names[] = { "pending", "approved", "fulfilled", "failed",
-					   "rejected", "cancelled", "expired" };
+static const char *const state_names[] = { "pending", "approved", "fulfilled", "failed", "rejected",
+	"cancelled", "expired" };
 static const char *const status_names[] = { "pending", "provisioning", "active", "degraded",
-					    "releasing", "released" };
+	"releasing", "released" };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -80,14 +80,14 @@ pool_status_name(enum pool_status s)
 
 int
 pool_request_transition(enum pool_request_state from, enum pool_request_state to,
-			struct gp_error *err)
+    struct gp_error *err)
 {
 	bool ok = false;
 
 	switch (from) {
 	case POOL_REQUEST_PENDING:
 		ok = to == POOL_REQUEST_APPROVED || to == POOL_REQUEST_REJECTED ||
-		     to == POOL_REQUEST_CANCELLED || to == POOL_REQUEST_EXPIRED;
+		    to == POOL_REQUEST_CANCELLED || to == POOL_REQUEST_EXPIRED;
 		break;
 	case POOL_REQUEST_APPROVED:
 		ok = to == POOL_REQUEST_FULFILLED || to == POOL_REQUEST_FAILED;
@@ -98,30 +98,30 @@ pool_request_transition(enum pool_request_state from, enum pool_request_state to
 	if (ok)
 		return 0;
 	return gp_error_set(err, 409, "conflict", "the request is %s; it cannot become %s",
-			    pool_request_state_name(from), pool_request_state_name(to));
+	    pool_request_state_name(from), pool_request_state_name(to));
 }
 
 bool
 pool_status_holds(enum pool_status s)
 {
 	return s == POOL_STATUS_PROVISIONING || s == POOL_STATUS_ACTIVE ||
-	       s == POOL_STATUS_DEGRADED;
+	    s == POOL_STATUS_DEGRADED;
 }
 
 int
 pool_status_accepts(enum pool_status s, enum pool_action a, const char *pool_name,
-		    struct gp_error *err)
+    struct gp_error *err)
 {
 	if (a == POOL_ACTION_CREATE) {
 		if (s == POOL_STATUS_PENDING)
 			return 0;
 		return gp_error_set(err, 409, "conflict", "pool %s is %s, not pending creation",
-				    pool_name, pool_status_name(s));
+		    pool_name, pool_status_name(s));
 	}
 	if (pool_status_holds(s))
 		return 0;
-	return gp_error_set(err, 409, "conflict", "pool %s is %s; it cannot %s",
-			    pool_name, pool_status_name(s), pool_action_name(a));
+	return gp_error_set(err, 409, "conflict", "pool %s is %s; it cannot %s", pool_name,
+	    pool_status_name(s), pool_action_name(a));
 }
 
 static int
@@ -152,8 +152,8 @@ pool_items_canonical(struct spec_count *items, int n)
 }
 
 int
-pool_items_check(const struct catalog *c, const struct spec_count *items, int n,
-		 const char *field, struct spec_count *out, struct gp_error *err)
+pool_items_check(const struct catalog *c, const struct spec_count *items, int n, const char *field,
+    struct spec_count *out, struct gp_error *err)
 {
 	char path[64];
 	bool bad = false;
@@ -171,7 +171,7 @@ pool_items_check(const struct catalog *c, const struct spec_count *items, int n,
 		for (int j = 0; j < i; j++) {
 			if (spec_same_kind(&items[j], &items[i])) {
 				gp_error_field(err, path, "%s/%s is listed twice", items[i].model,
-					       items[i].profile);
+				    items[i].profile);
 				bad = true;
 				break;
 			}
@@ -195,7 +195,7 @@ pool_items_count(const struct spec_count *items, int n, const char *model, const
 
 int
 pool_items_add(const struct spec_count *a, int na, const struct spec_count *b, int nb,
-	       struct spec_count *out, int *nout, struct gp_error *err)
+    struct spec_count *out, int *nout, struct gp_error *err)
 {
 	int i = 0, j = 0, k = 0;
 
@@ -204,7 +204,7 @@ pool_items_add(const struct spec_count *a, int na, const struct spec_count *b, i
 
 		if (k >= POOL_MAX_ITEMS)
 			return gp_error_field(err, "items", "a pool may hold at most %d kinds",
-					      POOL_MAX_ITEMS);
+			    POOL_MAX_ITEMS);
 		r = i >= na ? 1 : j >= nb ? -1 : spec_cmp_kind(&a[i], &b[j]);
 		if (r < 0) {
 			out[k++] = a[i++];
@@ -213,8 +213,9 @@ pool_items_add(const struct spec_count *a, int na, const struct spec_count *b, i
 		} else {
 			out[k] = a[i];
 			if (a[i].count > SPEC_COUNT_MAX - b[j].count)
-				return gp_error_field(err, "items", "%s/%s would exceed %d instances",
-						      a[i].model, a[i].profile, SPEC_COUNT_MAX);
+				return gp_error_field(err, "items",
+				    "%s/%s would exceed %d instances", a[i].model, a[i].profile,
+				    SPEC_COUNT_MAX);
 			out[k++].count = a[i++].count + b[j++].count;
 		}
 	}
@@ -224,7 +225,7 @@ pool_items_add(const struct spec_count *a, int na, const struct spec_count *b, i
 
 int
 pool_items_subtract(const struct spec_count *a, int na, const struct spec_count *b, int nb,
-		    struct spec_count *out, int *nout, struct gp_error *err)
+    struct spec_count *out, int *nout, struct gp_error *err)
 {
 	int k = 0;
 	bool bad = false;
@@ -237,7 +238,7 @@ pool_items_subtract(const struct spec_count *a, int na, const struct spec_count 
 
 			snprintf(path, sizeof(path), "items[%d]", j);
 			gp_error_field(err, path, "the pool holds %d of %s/%s, not %d", have,
-				       b[j].model, b[j].profile, b[j].count);
+			    b[j].model, b[j].profile, b[j].count);
 			bad = true;
 		}
 	}
@@ -245,7 +246,7 @@ pool_items_subtract(const struct spec_count *a, int na, const struct spec_count 
 		err->status = 409;
 		snprintf(err->code, sizeof(err->code), "conflict");
 		snprintf(err->message, sizeof(err->message),
-			 "the pool does not hold what the request removes");
+		    "the pool does not hold what the request removes");
 		return -1;
 	}
 	for (int i = 0; i < na; i++) {
@@ -262,8 +263,8 @@ pool_items_subtract(const struct spec_count *a, int na, const struct spec_count 
 
 int
 pool_quota_check(bool has_quota, const struct spec_count *quota, int nquota,
-		 const struct spec_count *usage, int nusage, const struct spec_count *add,
-		 int nadd, int *first_bad, struct gp_error *err)
+    const struct spec_count *usage, int nusage, const struct spec_count *add, int nadd,
+    int *first_bad, struct gp_error *err)
 {
 	int bad = -1;
 
@@ -279,9 +280,10 @@ pool_quota_check(bool has_quota, const struct spec_count *quota, int nquota,
 		if ((int64_t)used + add[i].count <= limit)
 			continue;
 		snprintf(path, sizeof(path), "items[%d]", i);
-		gp_error_field(err, path, "%s/%s: the quota allows %d, the project holds %d, "
-			       "the request asks for %d more", add[i].model, add[i].profile, limit,
-			       used, add[i].count);
+		gp_error_field(err, path,
+		    "%s/%s: the quota allows %d, the project holds %d, "
+		    "the request asks for %d more",
+		    add[i].model, add[i].profile, limit, used, add[i].count);
 		if (bad < 0)
 			bad = i;
 	}
@@ -292,8 +294,8 @@ pool_quota_check(bool has_quota, const struct spec_count *quota, int nquota,
 	err->status = 422;
 	snprintf(err->code, sizeof(err->code), "quota_exceeded");
 	snprintf(err->message, sizeof(err->message),
-		 "the request would take the project above its quota for %s/%s",
-		 add[bad].model, add[bad].profile);
+	    "the request would take the project above its quota for %s/%s", add[bad].model,
+	    add[bad].profile);
 	return -1;
 }
 
@@ -301,10 +303,10 @@ pool_quota_check(bool has_quota, const struct spec_count *quota, int nquota,
 
 struct shrink_gpu {
 	int64_t gpu_id;
-	int first;                      /* into the sorted index */
-	int n;                          /* allocations on the GPU */
-	int others;                     /* of them, kind -1 */
-	int left;                       /* not yet chosen */
+	int first;  /* into the sorted index */
+	int n;      /* allocations on the GPU */
+	int others; /* of them, kind -1 */
+	int left;   /* not yet chosen */
 };
 
 /* insertion sort by the comparator: no global state, n is small */
@@ -335,7 +337,7 @@ shrink_sort(const struct shrink_alloc *allocs, int *idx, int n)
 
 int
 pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, int nitems,
-		   bool *chosen, struct gp_error *err)
+    bool *chosen, struct gp_error *err)
 {
 	int *idx = NULL, *need = NULL, *per = NULL;
 	struct shrink_gpu *g = NULL;
@@ -373,7 +375,7 @@ pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, in
 		err->status = 409;
 		snprintf(err->code, sizeof(err->code), "conflict");
 		snprintf(err->message, sizeof(err->message),
-			 "the pool does not hold what the request removes");
+		    "the pool does not hold what the request removes");
 		goto fail;
 	}
 	shrink_sort(allocs, idx, n);
@@ -442,7 +444,7 @@ pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, in
 				const struct shrink_alloc *a = &allocs[idx[i]];
 
 				has = !chosen[idx[i]] && a->kind >= 0 && a->kind < nitems &&
-				      need[a->kind] > 0;
+				    need[a->kind] > 0;
 			}
 			if (has && (best < 0 || g[k].left < best_key)) {
 				best = k;
@@ -450,7 +452,8 @@ pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, in
 			}
 		}
 		if (best < 0) {
-			gp_error_set(err, 500, "internal", "shrink selection ran out of candidates");
+			gp_error_set(err, 500, "internal",
+			    "shrink selection ran out of candidates");
 			goto fail;
 		}
 		for (int i = g[best].first; i < g[best].first + g[best].n; i++) {

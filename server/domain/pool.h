@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "domain/spec.h"
 
-#define POOL_MAX_ITEMS 64               /* items of one request, pool or quota */
+#define POOL_MAX_ITEMS 64 /* items of one request, pool or quota */
 
 enum pool_action {
 	POOL_ACTION_CREATE,
@@ -59,7 +59,7 @@ const char *pool_status_name(enum pool_status s);
  * Returns 0, or -1 with 409 "conflict" naming both states.
  */
 int pool_request_transition(enum pool_request_state from, enum pool_request_state to,
-			    struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * May a request of action a be submitted or approved on a pool in status
@@ -68,7 +68,7 @@ int pool_request_transition(enum pool_request_state from, enum pool_request_stat
  * degraded). Returns 0, or -1 with 409 "conflict".
  */
 int pool_status_accepts(enum pool_status s, enum pool_action a, const char *pool_name,
-			struct gp_error *err) __attribute__((warn_unused_result));
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* True when a pool in status s holds (or is about to hold) resources. */
 bool pool_status_holds(enum pool_status s);
@@ -80,8 +80,8 @@ bool pool_status_holds(enum pool_status s);
  * Then write the canonical (sorted) list to out[0..n).
  */
 int pool_items_check(const struct catalog *c, const struct spec_count *items, int n,
-		     const char *field, struct spec_count *out,
-		     struct gp_error *err) __attribute__((warn_unused_result));
+    const char *field, struct spec_count *out, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* Sort items[0..n) into canonical order, merging equal kinds. Returns the new n. */
 int pool_items_canonical(struct spec_count *items, int n);
@@ -92,21 +92,18 @@ int pool_items_canonical(struct spec_count *items, int n);
  * kinds or a count above SPEC_COUNT_MAX.
  */
 int pool_items_add(const struct spec_count *a, int na, const struct spec_count *b, int nb,
-		   struct spec_count *out, int *nout, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    struct spec_count *out, int *nout, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * out = a - b (both canonical), dropping kinds that reach 0. Fails with
  * 409 "conflict" naming "items[i]" (the index in b) when b asks for a
  * kind a does not hold or for more than a holds.
  */
-int pool_items_subtract(const struct spec_count *a, int na, const struct spec_count *b,
-			int nb, struct spec_count *out, int *nout, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int pool_items_subtract(const struct spec_count *a, int na, const struct spec_count *b, int nb,
+    struct spec_count *out, int *nout, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The count of kind (model, profile) in items; 0 when absent. */
-int pool_items_count(const struct spec_count *items, int n, const char *model,
-		     const char *profile);
+int pool_items_count(const struct spec_count *items, int n, const char *model, const char *profile);
 
 /*
  * Quota check: would usage + add exceed quota? quota NULL (has_quota
@@ -117,9 +114,8 @@ int pool_items_count(const struct spec_count *items, int n, const char *model,
  * (may be NULL) gets the first offending index.
  */
 int pool_quota_check(bool has_quota, const struct spec_count *quota, int nquota,
-		     const struct spec_count *usage, int nusage, const struct spec_count *add,
-		     int nadd, int *first_bad, struct gp_error *err)
-	__attribute__((warn_unused_result));
+    const struct spec_count *usage, int nusage, const struct spec_count *add, int nadd,
+    int *first_bad, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * One live allocation on a GPU that a shrink may touch. kind is the index
@@ -151,6 +147,6 @@ struct shrink_alloc {
  * "items[i]" when fewer than want[i] candidates exist.
  */
 int pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, int nitems,
-		       bool *chosen, struct gp_error *err) __attribute__((warn_unused_result));
+    bool *chosen, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

@@ -26,8 +26,7 @@ spec_path(char *buf, size_t size, const char *field, const char *key)
 static bool
 spec_name_char(char ch, bool profile)
 {
-	if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	    (ch >= '0' && ch <= '9'))
+	if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
 		return true;
 	return ch == '.' || ch == '_' || ch == '-' || (profile && ch == '+');
 }
@@ -48,8 +47,7 @@ spec_copy_name(char *dst, const char *s, size_t n, bool profile)
 }
 
 int
-spec_parse(const char *text, struct spec_count *out, const char *field,
-	   struct gp_error *err)
+spec_parse(const char *text, struct spec_count *out, const char *field, struct gp_error *err)
 {
 	const char *fpath = (field == NULL || field[0] == '\0') ? "spec" : field;
 	const char *slash, *eq;
@@ -64,26 +62,24 @@ spec_parse(const char *text, struct spec_count *out, const char *field,
 	eq = slash != NULL ? strchr(slash + 1, '=') : NULL;
 	if (slash == NULL || eq == NULL)
 		return gp_error_field(err, fpath,
-				      "must look like MODEL/PROFILE=COUNT, as H100-80GB/3g.40gb=2");
+		    "must look like MODEL/PROFILE=COUNT, as H100-80GB/3g.40gb=2");
 	if (!spec_copy_name(s.model, text, (size_t)(slash - text), false))
 		return gp_error_field(err, fpath,
-				      "the model must be 1 to %d letters, digits, '.', '_' or '-'",
-				      CATALOG_NAME_MAX - 1);
+		    "the model must be 1 to %d letters, digits, '.', '_' or '-'",
+		    CATALOG_NAME_MAX - 1);
 	if (!spec_copy_name(s.profile, slash + 1, (size_t)(eq - slash - 1), true))
 		return gp_error_field(err, fpath,
-				      "the profile must be 1 to %d letters, digits, '.', '+', '_' or '-'",
-				      CATALOG_NAME_MAX - 1);
+		    "the profile must be 1 to %d letters, digits, '.', '+', '_' or '-'",
+		    CATALOG_NAME_MAX - 1);
 	/* strtol alone would accept spaces, signs and leading zeros */
 	if (eq[1] < '1' || eq[1] > '9')
-		return gp_error_field(err, fpath,
-				      "the count must be a decimal number from 1 to %d",
-				      SPEC_COUNT_MAX);
+		return gp_error_field(err, fpath, "the count must be a decimal number from 1 to %d",
+		    SPEC_COUNT_MAX);
 	errno = 0;
 	n = strtol(eq + 1, &end, 10);
 	if (errno != 0 || end == eq + 1 || *end != '\0' || n < 1 || n > SPEC_COUNT_MAX)
-		return gp_error_field(err, fpath,
-				      "the count must be a decimal number from 1 to %d",
-				      SPEC_COUNT_MAX);
+		return gp_error_field(err, fpath, "the count must be a decimal number from 1 to %d",
+		    SPEC_COUNT_MAX);
 	s.count = (int)n;
 	*out = s;
 	return 0;
@@ -98,8 +94,8 @@ spec_format(const struct spec_count *s, char *buf, size_t size)
 }
 
 int
-spec_set(struct spec_count *s, const char *model, const char *profile, int count,
-	 const char *field, struct gp_error *err)
+spec_set(struct spec_count *s, const char *model, const char *profile, int count, const char *field,
+    struct gp_error *err)
 {
 	char path[160];
 	int rc = 0;
@@ -107,12 +103,12 @@ spec_set(struct spec_count *s, const char *model, const char *profile, int count
 	memset(s, 0, sizeof(*s));
 	if (model == NULL || strlen(model) >= sizeof(s->model))
 		rc = gp_error_field(err, spec_path(path, sizeof(path), field, "model"),
-				    "must be at most %zu bytes", sizeof(s->model) - 1);
+		    "must be at most %zu bytes", sizeof(s->model) - 1);
 	else
 		memcpy(s->model, model, strlen(model) + 1);
 	if (profile == NULL || strlen(profile) >= sizeof(s->profile))
 		rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
-				    "must be at most %zu bytes", sizeof(s->profile) - 1);
+		    "must be at most %zu bytes", sizeof(s->profile) - 1);
 	else
 		memcpy(s->profile, profile, strlen(profile) + 1);
 	s->count = count;
@@ -121,8 +117,7 @@ spec_set(struct spec_count *s, const char *model, const char *profile, int count
 
 int
 spec_validate(const struct spec_count *s, const struct catalog *c, const char *field,
-	      const struct gpu_model **model, const struct mig_profile **profile,
-	      struct gp_error *err)
+    const struct gpu_model **model, const struct mig_profile **profile, struct gp_error *err)
 {
 	const struct gpu_model *m;
 	const struct mig_profile *p = NULL;
@@ -132,20 +127,19 @@ spec_validate(const struct spec_count *s, const struct catalog *c, const char *f
 	m = catalog_model(c, s->model);
 	if (m == NULL) {
 		rc = gp_error_field(err, spec_path(path, sizeof(path), field, "model"),
-				    "unknown gpu model \"%s\"", s->model);
+		    "unknown gpu model \"%s\"", s->model);
 	} else if (!spec_is_full(s)) {
 		p = catalog_profile(m, s->profile);
 		if (p == NULL && !m->mig_capable)
 			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
-					    "model %s is not MIG-capable: only \"full\" is offered",
-					    m->id);
+			    "model %s is not MIG-capable: only \"full\" is offered", m->id);
 		else if (p == NULL)
 			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
-					    "model %s offers no profile \"%s\"", m->id, s->profile);
+			    "model %s offers no profile \"%s\"", m->id, s->profile);
 	}
 	if (s->count < 1 || s->count > SPEC_COUNT_MAX)
 		rc = gp_error_field(err, spec_path(path, sizeof(path), field, "count"),
-				    "must be between 1 and %d", SPEC_COUNT_MAX);
+		    "must be between 1 and %d", SPEC_COUNT_MAX);
 	if (rc < 0)
 		return -1;
 	if (model != NULL)

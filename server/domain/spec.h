@@ -17,9 +17,9 @@
 #include "domain/catalog.h"
 
 #define SPEC_FULL "full"
-#define SPEC_COUNT_MAX 4096             /* instances of one item */
-#define SPEC_TEXT_MAX 80                /* text form, NUL included */
-#define SPEC_K8S_MAX 64                 /* Kubernetes resource name, NUL included */
+#define SPEC_COUNT_MAX 4096 /* instances of one item */
+#define SPEC_TEXT_MAX 80    /* text form, NUL included */
+#define SPEC_K8S_MAX 64     /* Kubernetes resource name, NUL included */
 
 struct spec_count {
 	char model[CATALOG_NAME_MAX];
@@ -34,23 +34,22 @@ struct spec_count {
  * leading zeros. Checks syntax only (see spec_validate). On failure
  * returns -1 with a validation error on the field path `field`.
  */
-int spec_parse(const char *text, struct spec_count *out, const char *field,
-	       struct gp_error *err) __attribute__((warn_unused_result));
+int spec_parse(const char *text, struct spec_count *out, const char *field, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /*
  * Write the text form into buf. Returns 0, or -1 (buf holding a
  * truncated string) when size is too small; SPEC_TEXT_MAX always fits.
  */
 int spec_format(const struct spec_count *s, char *buf, size_t size)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * Fill s from parts; returns -1 with a validation error on field when a
  * name does not fit (the count is checked by spec_validate).
  */
-int spec_set(struct spec_count *s, const char *model, const char *profile,
-	     int count, const char *field, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int spec_set(struct spec_count *s, const char *model, const char *profile, int count,
+    const char *field, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Check s against the catalog: a known model, a profile that model
@@ -60,10 +59,9 @@ int spec_set(struct spec_count *s, const char *model, const char *profile,
  * failing field is reported. On success *model and *profile (either may
  * be NULL) receive the catalog entries, *profile NULL for "full".
  */
-int spec_validate(const struct spec_count *s, const struct catalog *c,
-		  const char *field, const struct gpu_model **model,
-		  const struct mig_profile **profile, struct gp_error *err)
-	__attribute__((warn_unused_result));
+int spec_validate(const struct spec_count *s, const struct catalog *c, const char *field,
+    const struct gpu_model **model, const struct mig_profile **profile, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* True when s asks for whole GPUs. */
 bool spec_is_full(const struct spec_count *s);
@@ -79,7 +77,7 @@ int spec_compare(const struct spec_count *a, const struct spec_count *b);
  * profile name) into buf. Returns -1 when it does not fit.
  */
 int spec_k8s_resource(const char *profile, char *buf, size_t size)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * The profile of model m that the Kubernetes resource name stands for:

@@ -37,9 +37,9 @@ struct http_server {
 	struct http_config cfg;
 	http_dispatch_fn dispatch;
 	http_resume_fn resume;
-	atomic_int in_flight;           /* requests between first callback and completion */
-	atomic_int fresh;               /* connections accepted that have not begun a request */
-	atomic_int handed;              /* handed to MHD while stopping, not yet started by it */
+	atomic_int in_flight; /* requests between first callback and completion */
+	atomic_int fresh;     /* connections accepted that have not begun a request */
+	atomic_int handed;    /* handed to MHD while stopping, not yet started by it */
 	atomic_bool stopping;
 };
 
@@ -59,14 +59,14 @@ struct exchange {
 	size_t cap;
 	bool too_large;
 	bool dispatched;
-	size_t expected;                /* Content-Length, 0 when unknown */
-	size_t dropped;                 /* body bytes read past the limit */
-	size_t expected_over;           /* > 0: too large to drain */
+	size_t expected;      /* Content-Length, 0 when unknown */
+	size_t dropped;       /* body bytes read past the limit */
+	size_t expected_over; /* > 0: too large to drain */
 	int64_t started_us;
 	/* kept here, not on the stack, so that a deferred answer can use them */
 	struct request req;
 	struct response res;
-	bool deferred;                  /* suspended, waiting for http_resume */
+	bool deferred; /* suspended, waiting for http_resume */
 	atomic_bool resumed;
 };
 
@@ -158,8 +158,8 @@ request_id_valid(const char *s)
 	for (; s[n] != '\0'; n++) {
 		char c = s[n];
 
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			c == '-' || c == '_' || c == '.'))
 			return false;
 		if (n >= 64)
 			return false;
@@ -227,7 +227,7 @@ static const char *
 client_ip(struct arena *a, const struct http_config *cfg, struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char buf[INET6_ADDRSTRLEN] = "unknown";
 	const char *xff, *end;
 	uint32_t addr;
@@ -236,15 +236,17 @@ client_ip(struct arena *a, const struct http_config *cfg, struct MHD_Connection 
 	if (ci == NULL || ci->client_addr == NULL)
 		return arena_strdup(a, buf);
 	if (ci->client_addr->sa_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr,
-			  buf, sizeof(buf));
+		inet_ntop(AF_INET6,
+		    &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr, buf,
+		    sizeof(buf));
 		return arena_strdup(a, buf);
 	}
 	if (ci->client_addr->sa_family != AF_INET)
 		return arena_strdup(a, buf);
 	addr = ntohl(((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr.s_addr);
-	xff = cfg->ntrusted > 0 ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							      "X-Forwarded-For") : NULL;
+	xff = cfg->ntrusted > 0
+	    ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-For")
+	    : NULL;
 	if (xff != NULL && cidr_match(cfg, addr)) {
 		end = xff + strlen(xff);
 		while (end > xff && cidr_match(cfg, addr)) {
@@ -308,13 +310,13 @@ http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
 
 static enum MHD_Result
 send_response(struct http_server *s, struct MHD_Connection *conn, const struct request *req,
-	      const struct response *res)
+    const struct response *res)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(res->body_len, (void *)(uintptr_t)res->body,
-					    MHD_RESPMEM_PERSISTENT);
+	    MHD_RESPMEM_PERSISTENT);
 	if (r == NULL)
 		return MHD_NO;
 	if (res->content_type != NULL)
@@ -331,8 +333,8 @@ send_response(struct http_server *s, struct MHD_Connection *conn, const struct r
 }
 
 static void
-fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url,
-	     const char *method, struct request *req)
+fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url, const char *method,
+    struct request *req)
 {
 	const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
 
@@ -340,7 +342,8 @@ fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url,
 	req->arena = x->arena;
 	req->method = method;
 	req->path = url;
-	req->request_id = request_id_valid(rid) ? arena_strdup(x->arena, rid) : request_id_new(x->arena);
+	req->request_id =
+	    request_id_valid(rid) ? arena_strdup(x->arena, rid) : request_id_new(x->arena);
 	req->client_ip = client_ip(x->arena, &x->server->cfg, conn);
 	req->body = x->body;
 	req->body_len = x->len;
@@ -359,7 +362,7 @@ too_large(struct request *req, struct response *res, size_t max)
 
 	gp_error_clear(&err);
 	gp_error_set(&err, 413, "payload_too_large",
-		     "the request body exceeds the limit of %zu bytes", max);
+	    "the request body exceeds the limit of %zu bytes", max);
 	response_problem(req, res, &err);
 	response_header(res, "Connection", "close");
 }
@@ -371,9 +374,10 @@ send_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection *
 		char status[8], dur[32];
 
 		snprintf(status, sizeof(status), "%d", x->res.status);
-		snprintf(dur, sizeof(dur), "%.3f", (double)(time_mono_us() - x->started_us) / 1000.0);
+		snprintf(dur, sizeof(dur), "%.3f",
+		    (double)(time_mono_us() - x->started_us) / 1000.0);
 		log_info(x->req.request_id, "request", "method", x->req.method, "path", x->req.path,
-			 "status", status, "duration_ms", dur, "client", x->req.client_ip);
+		    "status", status, "duration_ms", dur, "client", x->req.client_ip);
 	}
 	return send_response(s, conn, &x->req, &x->res);
 }
@@ -381,7 +385,7 @@ send_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection *
 /* Dispatch (or answer 413) and queue the response; once per exchange. */
 static enum MHD_Result
 finish_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection *conn,
-		const char *url, const char *method)
+    const char *url, const char *method)
 {
 	x->dispatched = true;
 	fill_request(x, conn, url, method, &x->req);
@@ -397,9 +401,8 @@ finish_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection
 }
 
 static enum MHD_Result
-on_request(void *cls, struct MHD_Connection *conn, const char *url,
-	   const char *method, const char *version, const char *upload_data,
-	   size_t *upload_data_size, void **con_cls)
+on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+    const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
 	struct http_server *s = cls;
 	struct exchange *x = *con_cls;
@@ -407,7 +410,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	(void)version;
 	if (x == NULL) {
 		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		struct conn_state *cs = ci != NULL ? ci->socket_context : NULL;
 		const char *cl;
 
@@ -421,7 +424,8 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		x->arena = arena_create();
 		x->server = s;
 		x->started_us = time_mono_us();
-		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		    MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl != NULL) {
 			char *end;
 			unsigned long long n = strtoull(cl, &end, 10);
@@ -490,8 +494,8 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 void
 http_resume(struct request *req)
 {
-	struct exchange *x = (struct exchange *)(void *)((char *)req -
-							 offsetof(struct exchange, req));
+	struct exchange *x =
+	    (struct exchange *)(void *)((char *)req - offsetof(struct exchange, req));
 
 	atomic_store(&x->resumed, true);
 	MHD_resume_connection(req->transport);
@@ -499,7 +503,7 @@ http_resume(struct request *req)
 
 static void
 on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-	     enum MHD_RequestTerminationCode toe)
+    enum MHD_RequestTerminationCode toe)
 {
 	struct http_server *s = cls;
 	struct exchange *x = *con_cls;
@@ -520,7 +524,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  */
 static void
 on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-	      enum MHD_ConnectionNotificationCode toe)
+    enum MHD_ConnectionNotificationCode toe)
 {
 	struct http_server *s = cls;
 	struct conn_state *cs = *socket_context;
@@ -563,8 +567,8 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 int
-http_start(struct http_server **out, const struct http_config *cfg,
-	   http_dispatch_fn dispatch, http_resume_fn resume, int *bound_port)
+http_start(struct http_server **out, const struct http_config *cfg, http_dispatch_fn dispatch,
+    http_resume_fn resume, int *bound_port)
 {
 	struct http_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_in addr;
@@ -583,21 +587,16 @@ http_start(struct http_server **out, const struct http_config *cfg,
 		free(s);
 		return -1;
 	}
-	s->daemon = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
-		0, NULL, NULL, on_request, s,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-		MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->connection_limit,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_limit,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-		MHD_OPTION_END);
+	    0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->connection_limit,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_limit,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		free(s);
 		return -1;
@@ -633,7 +632,7 @@ drain_backlog(struct http_server *s, MHD_socket fd)
 		if (c < 0) {
 			if (errno == EINTR)
 				continue;
-			break;  /* EAGAIN: the backlog is empty */
+			break; /* EAGAIN: the backlog is empty */
 		}
 		(void)fcntl(c, F_SETFD, FD_CLOEXEC);
 		/* MHD starts it later, on a pool thread: count it until then */
@@ -664,7 +663,8 @@ http_stop(struct http_server *s, int grace_ms)
 		shutdown(fd, SHUT_RDWR);
 	}
 	while ((atomic_load(&s->in_flight) > 0 || atomic_load(&s->fresh) > 0 ||
-		atomic_load(&s->handed) > 0) && waited < grace_ms) {
+		   atomic_load(&s->handed) > 0) &&
+	    waited < grace_ms) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);

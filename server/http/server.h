@@ -20,7 +20,10 @@
  * until some thread calls http_resume(req); then resume runs on a pool
  * thread and fills res. Until then req and res stay where they are.
  */
-enum { HTTP_DONE = 0, HTTP_DEFERRED = 1 };
+enum {
+	HTTP_DONE = 0,
+	HTTP_DEFERRED = 1
+};
 typedef int (*http_dispatch_fn)(struct request *req, struct response *res);
 typedef void (*http_resume_fn)(struct request *req, struct response *res);
 
@@ -33,12 +36,12 @@ struct http_cidr {
 #define HTTP_MAX_TRUSTED 32
 
 struct http_config {
-	const char *host;               /* IPv4 literal, "127.0.0.1" */
-	int port;                       /* 0 picks a free port */
+	const char *host; /* IPv4 literal, "127.0.0.1" */
+	int port;         /* 0 picks a free port */
 	int threads;
 	int connection_limit;
 	int per_ip_limit;
-	int timeout_s;                  /* idle connection timeout */
+	int timeout_s; /* idle connection timeout */
 	size_t max_body;
 	bool access_log;
 	/*
@@ -48,7 +51,7 @@ struct http_config {
 	 */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED];
 	int ntrusted;
-	void *ctx;                      /* copied into every request->ctx */
+	void *ctx; /* copied into every request->ctx */
 };
 
 /*
@@ -56,14 +59,13 @@ struct http_config {
  * into out[0..*n); -1 on anything else or more than max entries.
  */
 int http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 struct http_server;
 
 /* Start listening; *bound_port gets the port in use. */
-int http_start(struct http_server **out, const struct http_config *cfg,
-	       http_dispatch_fn dispatch, http_resume_fn resume, int *bound_port)
-	__attribute__((warn_unused_result));
+int http_start(struct http_server **out, const struct http_config *cfg, http_dispatch_fn dispatch,
+    http_resume_fn resume, int *bound_port) __attribute__((warn_unused_result));
 
 /*
  * Wake a deferred request (any thread, once per HTTP_DEFERRED). Every

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#define EXPIRE_BATCH 100                /* requests per statement */
-#define RELEASES_PER_RUN 100            /* pools released per run at most */
+#define EXPIRE_BATCH 100     /* requests per statement */
+#define RELEASES_PER_RUN 100 /* pools released per run at most */
 
 struct expiry {
 	pthread_t thread;
@@ -116,13 +116,14 @@ expiry_run_once(void)
 		r.a = arena_create();
 		gp_error_clear(&err);
 		if (db_tx(db_thread(), release_due_tx, &r, &err) < 0) {
-			log_warn(NULL, "could not release a pool at its end time", "error", err.message);
+			log_warn(NULL, "could not release a pool at its end time", "error",
+			    err.message);
 			arena_destroy(r.a);
 			break;
 		}
 		if (r.found)
 			log_info(NULL, "released a pool at its end time", "pool", r.pool.name,
-				 "project", r.pool.project);
+			    "project", r.pool.project);
 		arena_destroy(r.a);
 		if (!r.found)
 			break;

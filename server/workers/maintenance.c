@@ -36,8 +36,8 @@ maintenance_run_once(struct maintenance *m)
 		log_warn(NULL, "could not expire idempotency keys", "error", err.message);
 		return;
 	}
-	if (db_auth_expire(db_thread(), m->cfg.login_window_s, m->cfg.token_keep_s,
-			   &failures, &tokens, &err) < 0) {
+	if (db_auth_expire(db_thread(), m->cfg.login_window_s, m->cfg.token_keep_s, &failures,
+		&tokens, &err) < 0) {
 		log_warn(NULL, "could not expire login counters and tokens", "error", err.message);
 		return;
 	}
@@ -46,8 +46,8 @@ maintenance_run_once(struct maintenance *m)
 	snprintf(n[0], sizeof(n[0]), "%lld", (long long)deleted);
 	snprintf(n[1], sizeof(n[1]), "%lld", (long long)failures);
 	snprintf(n[2], sizeof(n[2]), "%lld", (long long)tokens);
-	log_info(NULL, "housekeeping", "idempotency_keys", n[0], "login_failures", n[1],
-		 "tokens", n[2]);
+	log_info(NULL, "housekeeping", "idempotency_keys", n[0], "login_failures", n[1], "tokens",
+	    n[2]);
 }
 
 static void *

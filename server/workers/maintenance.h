@@ -10,15 +10,15 @@
 struct maintenance;
 
 struct maintenance_config {
-	int idempotency_ttl_s;          /* keep Idempotency-Key answers this long */
-	int login_window_s;             /* failed-login counting window */
-	int token_keep_s;               /* keep dead tokens this long */
-	int interval_s;                 /* run every interval_s seconds */
+	int idempotency_ttl_s; /* keep Idempotency-Key answers this long */
+	int login_window_s;    /* failed-login counting window */
+	int token_keep_s;      /* keep dead tokens this long */
+	int interval_s;        /* run every interval_s seconds */
 };
 
 /* Start the worker thread; the first pass runs at once. */
 int maintenance_start(struct maintenance **out, const struct maintenance_config *cfg)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Stop and join the thread. */
 void maintenance_stop(struct maintenance *m);

@@ -74,8 +74,7 @@ struct figure {
 
 static void
 bench_run(const struct catalog *c, struct placement_gpu (*layouts)[NODE_GPUS],
-	  const struct spec_count *items, int nkinds, int nitems, long iterations,
-	  struct figure *f)
+    const struct spec_count *items, int nkinds, int nitems, long iterations, struct figure *f)
 {
 	struct placement out[64];
 	struct placement_result res;
@@ -105,8 +104,8 @@ bench_run(const struct catalog *c, struct placement_gpu (*layouts)[NODE_GPUS],
  */
 static void
 bench_near_capacity(const struct catalog *c, const struct gpu_model *m,
-		    struct placement_gpu (*layouts)[NODE_GPUS], int calls, struct figure *f,
-		    double *slowest, int *exhausted)
+    struct placement_gpu (*layouts)[NODE_GPUS], int calls, struct figure *f, double *slowest,
+    int *exhausted)
 {
 	struct placement out[256];
 	struct placement_result res;
@@ -131,7 +130,8 @@ bench_near_capacity(const struct catalog *c, const struct gpu_model *m,
 			int j = rng_below(m->nprofiles);
 			int n = cap.headroom[j] / nitems + rng_below(3);
 
-			if (spec_set(&items[i], m->id, m->profiles[j].name, n > 0 ? n : 1, "", &err) < 0)
+			if (spec_set(&items[i], m->id, m->profiles[j].name, n > 0 ? n : 1, "",
+				&err) < 0)
 				return;
 		}
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
@@ -150,10 +150,9 @@ bench_near_capacity(const struct catalog *c, const struct gpu_model *m,
 static void
 bench_print(const char *what, const struct figure *f)
 {
-	printf("%-44s %10.0f calls/s  %6.1f%% placed  (%ld calls, %.3f s, %.0f ns/call)\n",
-	       what, (double)f->calls / f->seconds,
-	       100.0 * (double)f->placed / (double)f->calls, f->calls, f->seconds,
-	       1e9 * f->seconds / (double)f->calls);
+	printf("%-44s %10.0f calls/s  %6.1f%% placed  (%ld calls, %.3f s, %.0f ns/call)\n", what,
+	    (double)f->calls / f->seconds, 100.0 * (double)f->placed / (double)f->calls, f->calls,
+	    f->seconds, 1e9 * f->seconds / (double)f->calls);
 }
 
 int
@@ -202,8 +201,8 @@ main(int argc, char **argv)
 	    spec_set(&big[1], m->id, "1g.10gb", 9, "", &err) < 0)
 		return 1;
 
-	printf("placement engine, one node of %d x %s, %d random layouts\n",
-	       NODE_GPUS, m->id, LAYOUTS);
+	printf("placement engine, one node of %d x %s, %d random layouts\n", NODE_GPUS, m->id,
+	    LAYOUTS);
 	bench_run(c, layouts, singles, nsingles, 1, iterations, &f);
 	bench_print("single instance, random layouts:", &f);
 	printf("  => %.0f placements/s\n", (double)f.placed / f.seconds);
@@ -220,7 +219,7 @@ main(int argc, char **argv)
 		bench_near_capacity(c, m, layouts, 4000, &f, &slowest, &exhausted);
 		bench_print("near capacity (1-3 profiles ~ headroom):", &f);
 		printf("  slowest call %.2f ms CPU, %d of %ld stopped at the search budget\n",
-		       slowest * 1e3, exhausted, f.calls);
+		    slowest * 1e3, exhausted, f.calls);
 	}
 	catalog_free(c);
 	return 0;

@@ -35,20 +35,27 @@ extern const char gp_openapi_yaml[];
 extern const size_t gp_openapi_yaml_len;
 
 struct op {
-	char method[8];                 /* upper case */
-	char path[PATH_MAX_LEN];        /* "{name}" reduced to "{}" */
-	int line;                       /* in the contract, 0 for the table */
-	bool public;                    /* "security: []" / ALLOW_PUBLIC */
+	char method[8];          /* upper case */
+	char path[PATH_MAX_LEN]; /* "{name}" reduced to "{}" */
+	int line;                /* in the contract, 0 for the table */
+	bool public;             /* "security: []" / ALLOW_PUBLIC */
 };
 
 struct ops {
 	struct op op[MAX_OPS];
 	int n;
-	char error[256];                /* set when the input could not be read */
+	char error[256]; /* set when the input could not be read */
 };
 
 static const char *const http_methods[] = {
-	"get", "put", "post", "delete", "options", "head", "patch", "trace",
+	"get",
+	"put",
+	"post",
+	"delete",
+	"options",
+	"head",
+	"patch",
+	"trace",
 };
 
 /* Copy path with every "{...}" replaced by "{}"; false when it does not fit. */
@@ -117,7 +124,8 @@ ops_add(struct ops *ops, const char *method, const char *path, int line, bool pu
 	o = &ops->op[ops->n++];
 	memset(o, 0, sizeof(*o));
 	for (size_t i = 0; i < sizeof(o->method) - 1 && method[i] != '\0'; i++)
-		o->method[i] = (char)(method[i] >= 'a' && method[i] <= 'z' ? method[i] - 32 : method[i]);
+		o->method[i] =
+		    (char)(method[i] >= 'a' && method[i] <= 'z' ? method[i] - 32 : method[i]);
 	snprintf(o->path, sizeof(o->path), "%s", path);
 	o->line = line;
 	o->public = public;
@@ -134,7 +142,7 @@ scan_contract(const char *text, size_t len, struct ops *ops)
 	const char *p = text, *end = text + len;
 	char path[PATH_MAX_LEN] = "";
 	bool in_paths = false;
-	int lineno = 0, cur = -1;       /* cur: index of the operation being read */
+	int lineno = 0, cur = -1; /* cur: index of the operation being read */
 
 	memset(ops, 0, sizeof(*ops));
 	while (p < end && ops->error[0] == '\0') {
@@ -147,7 +155,7 @@ scan_contract(const char *text, size_t len, struct ops *ops)
 		lineno++;
 		p = nl ? nl + 1 : end;
 		if (sl == 0)
-			continue;               /* blank or comment-only line */
+			continue; /* blank or comment-only line */
 		if (ind == 0) {
 			in_paths = sl == 6 && memcmp(s, "paths:", 6) == 0;
 			cur = -1;
@@ -160,10 +168,9 @@ scan_contract(const char *text, size_t len, struct ops *ops)
 			path[0] = '\0';
 			if (s[0] != '/')
 				continue;
-			if (s[sl - 1] != ':' ||
-			    !normalize_path(s, sl - 1, path, sizeof(path))) {
+			if (s[sl - 1] != ':' || !normalize_path(s, sl - 1, path, sizeof(path))) {
 				snprintf(ops->error, sizeof(ops->error),
-					 "line %d: cannot read the path key", lineno);
+				    "line %d: cannot read the path key", lineno);
 				return;
 			}
 			continue;
@@ -172,10 +179,12 @@ scan_contract(const char *text, size_t len, struct ops *ops)
 			cur = -1;
 			if (path[0] == '\0')
 				continue;
-			for (size_t m = 0; m < sizeof(http_methods) / sizeof(http_methods[0]); m++) {
+			for (size_t m = 0; m < sizeof(http_methods) / sizeof(http_methods[0]);
+			     m++) {
 				size_t ml = strlen(http_methods[m]);
 
-				if (sl == ml + 1 && memcmp(s, http_methods[m], ml) == 0 && s[ml] == ':') {
+				if (sl == ml + 1 && memcmp(s, http_methods[m], ml) == 0 &&
+				    s[ml] == ':') {
 					ops_add(ops, http_methods[m], path, lineno, false);
 					cur = ops->n - 1;
 					break;
@@ -194,7 +203,7 @@ table_ops(struct ops *ops)
 	memset(ops, 0, sizeof(*ops));
 	for (int i = 0; i < api_nroutes; i++)
 		ops_add(ops, api_routes[i].method, api_routes[i].pattern, 0,
-			(api_routes[i].allow & ALLOW_PUBLIC) != 0);
+		    (api_routes[i].allow & ALLOW_PUBLIC) != 0);
 }
 
 static const struct op *
@@ -220,7 +229,7 @@ report_missing(const struct ops *a, const struct ops *b, const char *what)
 			print_error("%s:\n", what);
 		if (a->op[i].line > 0)
 			print_error("  %-7s %s   (openapi.yaml line %d)\n", a->op[i].method,
-				    a->op[i].path, a->op[i].line);
+			    a->op[i].path, a->op[i].line);
 		else
 			print_error("  %-7s %s\n", a->op[i].method, a->op[i].path);
 	}
@@ -237,7 +246,8 @@ report_duplicates(const struct ops *a, const char *what)
 		for (int j = 0; j < i; j++) {
 			if (strcmp(a->op[i].method, a->op[j].method) == 0 &&
 			    strcmp(a->op[i].path, a->op[j].path) == 0) {
-				print_error("%s lists %s %s twice\n", what, a->op[i].method, a->op[i].path);
+				print_error("%s lists %s %s twice\n", what, a->op[i].method,
+				    a->op[i].path);
 				dups++;
 				break;
 			}
@@ -325,9 +335,9 @@ test_routes_equal_contract(void **state)
 	assert_true(table->n > 0);
 	assert_int_equal(table->n, api_nroutes);
 	bad += report_missing(table, contract,
-			      "routes in server/api/routes.c missing from api/openapi.yaml");
+	    "routes in server/api/routes.c missing from api/openapi.yaml");
 	bad += report_missing(contract, table,
-			      "operations in api/openapi.yaml that server/api/routes.c does not serve");
+	    "operations in api/openapi.yaml that server/api/routes.c does not serve");
 	bad += report_duplicates(table, "server/api/routes.c");
 	bad += report_duplicates(contract, "api/openapi.yaml");
 	free(table);
@@ -353,12 +363,11 @@ test_public_routes_match(void **state)
 		snprintf(want.path, sizeof(want.path), "%s", api_routes[i].pattern);
 		got = ops_find(contract, &want);
 		if (got == NULL)
-			continue;       /* reported by test_routes_equal_contract */
+			continue; /* reported by test_routes_equal_contract */
 		if (got->public != public) {
 			print_error("%s %s is %s in routes.c but %s in api/openapi.yaml (line %d)\n",
-				    want.method, want.path, public ? "public" : "authenticated",
-				    got->public ? "public (security: [])" : "authenticated",
-				    got->line);
+			    want.method, want.path, public ? "public" : "authenticated",
+			    got->public ? "public (security: [])" : "authenticated", got->line);
 			bad++;
 		}
 	}
@@ -385,35 +394,34 @@ test_embedded_contract_is_current(void **state)
 static void
 test_scanner(void **state)
 {
-	static const char doc[] =
-		"openapi: 3.1.0\n"
-		"info:\n"
-		"  title: t\n"
-		"  /notapath:\n"                        /* outside paths: */
-		"    get:\n"
-		"paths:\n"
-		"  # a comment\n"
-		"  /healthz:   # trailing comment\n"
-		"    parameters:\n"
-		"      - $ref: '#/components/parameters/RequestId'\n"
-		"    get:\n"
-		"      security: []\n"
-		"      responses: {}\n"
-		"\n"
-		"  /v1/projects/{project}/members/{username}:\n"
-		"    summary: members\n"
-		"    put:\n"
-		"      description: |\n"
-		"        security: []\n"               /* text in a block, not the key */
-		"    delete:\n"
-		"      responses:\n"
-		"        '204':\n"
-		"          security: []\n"
-		"  x-extension:\n"
-		"    get:\n"
-		"components:\n"
-		"  schemas:\n"
-		"    get:\n";
+	static const char doc[] = "openapi: 3.1.0\n"
+				  "info:\n"
+				  "  title: t\n"
+				  "  /notapath:\n" /* outside paths: */
+				  "    get:\n"
+				  "paths:\n"
+				  "  # a comment\n"
+				  "  /healthz:   # trailing comment\n"
+				  "    parameters:\n"
+				  "      - $ref: '#/components/parameters/RequestId'\n"
+				  "    get:\n"
+				  "      security: []\n"
+				  "      responses: {}\n"
+				  "\n"
+				  "  /v1/projects/{project}/members/{username}:\n"
+				  "    summary: members\n"
+				  "    put:\n"
+				  "      description: |\n"
+				  "        security: []\n" /* text in a block, not the key */
+				  "    delete:\n"
+				  "      responses:\n"
+				  "        '204':\n"
+				  "          security: []\n"
+				  "  x-extension:\n"
+				  "    get:\n"
+				  "components:\n"
+				  "  schemas:\n"
+				  "    get:\n";
 	struct ops *ops = calloc(1, sizeof(*ops));
 
 	(void)state;

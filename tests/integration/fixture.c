@@ -4,7 +4,7 @@
  * "listening" log line, the admin bootstrap, and HTTP, CLI, SQL and
  * JSON helpers that fail the calling cmocka test with a useful message.
  */
-#define _XOPEN_SOURCE 700        /* nftw */
+#define _XOPEN_SOURCE 700 /* nftw */
 
 #include "fixture.h"
 
@@ -48,25 +48,25 @@
 #define FX_MAX_ARGS 64
 
 struct fx_cluster {
-	char host[PATH_MAX];            /* socket directory */
+	char host[PATH_MAX]; /* socket directory */
 	char port[16];
 	char user[64];
-	bool owned;                     /* started (and to be stopped) by us */
+	bool owned; /* started (and to be stopped) by us */
 	bool running;
-	char base[PATH_MAX];            /* owned: the directory holding everything */
+	char base[PATH_MAX]; /* owned: the directory holding everything */
 	char datadir[PATH_MAX];
 	char logfile[PATH_MAX];
-	bool drop_root;                 /* run initdb/pg_ctl as run_uid/run_gid */
+	bool drop_root; /* run initdb/pg_ctl as run_uid/run_gid */
 	uid_t run_uid;
 	gid_t run_gid;
 };
 
 struct fx_private {
 	struct fx_cluster pg;
-	PGconn *sql;                    /* lazily opened on the test database */
+	PGconn *sql; /* lazily opened on the test database */
 	bool db_created;
 	const char *const *server_env;
-	int nseq;                       /* log files and unique names */
+	int nseq; /* log files and unique names */
 	int unique;
 	bool keep;
 };
@@ -256,10 +256,10 @@ fx_dump_servers(struct fixture *fx)
 
 struct fx_spawn {
 	const char *const *argv;
-	const char *const *env;         /* "KEY=VALUE" sets, "KEY" unsets */
-	const char *stdin_path;         /* NULL: /dev/null */
-	const char *stdout_path;        /* NULL: inherit */
-	const char *stderr_path;        /* NULL: same as stdout_path */
+	const char *const *env;  /* "KEY=VALUE" sets, "KEY" unsets */
+	const char *stdin_path;  /* NULL: /dev/null */
+	const char *stdout_path; /* NULL: inherit */
+	const char *stderr_path; /* NULL: same as stdout_path */
 	bool drop_root;
 	uid_t uid;
 	gid_t gid;
@@ -370,8 +370,8 @@ fx_wait_pid(pid_t pid, long timeout_ms, int *status)
  * child is killed) or when it could not be started.
  */
 static int
-fx_run(struct fixture *fx, const char *const *argv, const char *const *env,
-       const char *input, long timeout_ms, bool drop_root, struct fx_proc *out)
+fx_run(struct fixture *fx, const char *const *argv, const char *const *env, const char *input,
+    long timeout_ms, bool drop_root, struct fx_proc *out)
 {
 	struct fx_spawn sp = { .argv = argv, .env = env, .drop_root = drop_root };
 	const char *in_path = NULL, *out_path, *err_path;
@@ -386,7 +386,8 @@ fx_run(struct fixture *fx, const char *const *argv, const char *const *env,
 	if (input != NULL) {
 		in_path = fx_str(fx, "%s/run-%d.in", fx->tmpdir, seq);
 		if (fx_write_file(in_path, input) != 0) {
-			fprintf(stderr, "fixture: could not write %s: %s\n", in_path, strerror(errno));
+			fprintf(stderr, "fixture: could not write %s: %s\n", in_path,
+			    strerror(errno));
 			return -1;
 		}
 	}
@@ -397,7 +398,8 @@ fx_run(struct fixture *fx, const char *const *argv, const char *const *env,
 		if (fx_write_file(out_path, "") != 0 || fx_write_file(err_path, "") != 0 ||
 		    chown(out_path, sp.uid, sp.gid) != 0 || chown(err_path, sp.uid, sp.gid) != 0 ||
 		    (in_path != NULL && chown(in_path, sp.uid, sp.gid) != 0)) {
-			fprintf(stderr, "fixture: could not prepare output files: %s\n", strerror(errno));
+			fprintf(stderr, "fixture: could not prepare output files: %s\n",
+			    strerror(errno));
 			return -1;
 		}
 	}
@@ -414,8 +416,9 @@ fx_run(struct fixture *fx, const char *const *argv, const char *const *env,
 		fx_wait_pid(pid, 5000, &status);
 		out->out = fx_read_file(fx->arena, out_path, NULL);
 		out->err = fx_read_file(fx->arena, err_path, NULL);
-		fprintf(stderr, "fixture: %s did not finish within %ld ms\nstdout:\n%s\nstderr:\n%s\n",
-			argv[0], timeout_ms, out->out, out->err);
+		fprintf(stderr,
+		    "fixture: %s did not finish within %ld ms\nstdout:\n%s\nstderr:\n%s\n", argv[0],
+		    timeout_ms, out->out, out->err);
 		return -1;
 	}
 	out->status = status;
@@ -429,15 +432,16 @@ fx_run(struct fixture *fx, const char *const *argv, const char *const *env,
 static void
 fx_print_proc(const char *what, const struct fx_proc *p)
 {
-	fprintf(stderr, "fixture: %s exited with status %d\n--- stdout ---\n%s\n--- stderr ---\n%s\n",
-		what, p->status, p->out ? p->out : "", p->err ? p->err : "");
+	fprintf(stderr,
+	    "fixture: %s exited with status %d\n--- stdout ---\n%s\n--- stderr ---\n%s\n", what,
+	    p->status, p->out ? p->out : "", p->err ? p->err : "");
 }
 
 /* ---- PostgreSQL clusters and databases ---- */
 
 static void
-fx_pg_conninfo(const struct fx_cluster *pg, const char *dbname,
-	       const char **keys, const char **vals)
+fx_pg_conninfo(const struct fx_cluster *pg, const char *dbname, const char **keys,
+    const char **vals)
 {
 	keys[0] = "host";
 	vals[0] = pg->host;
@@ -468,7 +472,7 @@ fx_pg_admin(const struct fx_cluster *pg, const char *sql)
 	conn = PQconnectdbParams(keys, vals, 0);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		fprintf(stderr, "fixture: could not connect to PostgreSQL in %s port %s: %s",
-			pg->host, pg->port, PQerrorMessage(conn));
+		    pg->host, pg->port, PQerrorMessage(conn));
 		goto fail;
 	}
 	res = PQexec(conn, sql);
@@ -496,14 +500,15 @@ fx_pg_ctl(struct fixture *fx, const char *action)
 {
 	struct fx_cluster *pg = &fx->priv->pg;
 	const char *pg_ctl = fx_str(fx, "%s/pg_ctl", fx_pg_bindir());
-	const char *argv_start[] = { pg_ctl, "-D", pg->datadir, "-l", pg->logfile,
-				     "-w", "-t", "120", "start", NULL };
-	const char *argv_stop[] = { pg_ctl, "-D", pg->datadir, "-m", "fast",
-				    "-w", "-t", "120", "stop", NULL };
+	const char *argv_start[] = { pg_ctl, "-D", pg->datadir, "-l", pg->logfile, "-w", "-t",
+		"120", "start", NULL };
+	const char *argv_stop[] = { pg_ctl, "-D", pg->datadir, "-m", "fast", "-w", "-t", "120",
+		"stop", NULL };
 	const char *const *argv = strcmp(action, "start") == 0 ? argv_start : argv_stop;
 	struct fx_proc p;
 
-	if (fx_run(fx, argv, NULL, NULL, FX_TOOL_TIMEOUT_MS, pg->drop_root, &p) != 0 || p.status != 0) {
+	if (fx_run(fx, argv, NULL, NULL, FX_TOOL_TIMEOUT_MS, pg->drop_root, &p) != 0 ||
+	    p.status != 0) {
 		fx_print_proc(fx_str(fx, "pg_ctl %s", action), &p);
 		fx_print_file_tail(pg->logfile, 40);
 		return -1;
@@ -517,8 +522,8 @@ static int
 fx_pg_create_cluster(struct fixture *fx)
 {
 	struct fx_cluster *pg = &fx->priv->pg;
-	const char *initdb[] = { fx_str(fx, "%s/initdb", fx_pg_bindir()), "-D", pg->datadir, "-U", "postgres",
-				 "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync", NULL };
+	const char *initdb[] = { fx_str(fx, "%s/initdb", fx_pg_bindir()), "-D", pg->datadir, "-U",
+		"postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync", NULL };
 	unsigned int portnum;
 	struct fx_proc p;
 	const char *conf;
@@ -528,8 +533,10 @@ fx_pg_create_cluster(struct fixture *fx)
 	snprintf(pg->user, sizeof(pg->user), "postgres");
 	if (snprintf(pg->base, sizeof(pg->base), "%s/pg", fx->tmpdir) >= (int)sizeof(pg->base) ||
 	    snprintf(pg->host, sizeof(pg->host), "%s", pg->base) >= (int)sizeof(pg->host) ||
-	    snprintf(pg->datadir, sizeof(pg->datadir), "%s/data", pg->base) >= (int)sizeof(pg->datadir) ||
-	    snprintf(pg->logfile, sizeof(pg->logfile), "%s/postgres.log", pg->base) >= (int)sizeof(pg->logfile)) {
+	    snprintf(pg->datadir, sizeof(pg->datadir), "%s/data", pg->base) >=
+		(int)sizeof(pg->datadir) ||
+	    snprintf(pg->logfile, sizeof(pg->logfile), "%s/postgres.log", pg->base) >=
+		(int)sizeof(pg->logfile)) {
 		fprintf(stderr, "fixture: the temporary directory path is too long\n");
 		return -1;
 	}
@@ -544,19 +551,22 @@ fx_pg_create_cluster(struct fixture *fx)
 		if (pw == NULL)
 			pw = getpwnam("nobody");
 		if (pw == NULL) {
-			fprintf(stderr, "fixture: running as root and no postgres or nobody user exists\n");
+			fprintf(stderr,
+			    "fixture: running as root and no postgres or nobody user exists\n");
 			return -1;
 		}
 		pg->drop_root = true;
 		pg->run_uid = pw->pw_uid;
 		pg->run_gid = pw->pw_gid;
-		if (chmod(fx->tmpdir, 0711) != 0 || chown(pg->base, pg->run_uid, pg->run_gid) != 0) {
+		if (chmod(fx->tmpdir, 0711) != 0 ||
+		    chown(pg->base, pg->run_uid, pg->run_gid) != 0) {
 			fprintf(stderr, "fixture: could not hand %s to uid %ld: %s\n", pg->base,
-				(long)pg->run_uid, strerror(errno));
+			    (long)pg->run_uid, strerror(errno));
 			return -1;
 		}
 	}
-	if (fx_run(fx, initdb, NULL, NULL, FX_TOOL_TIMEOUT_MS, pg->drop_root, &p) != 0 || p.status != 0) {
+	if (fx_run(fx, initdb, NULL, NULL, FX_TOOL_TIMEOUT_MS, pg->drop_root, &p) != 0 ||
+	    p.status != 0) {
 		fx_print_proc("initdb", &p);
 		return -1;
 	}
@@ -571,16 +581,18 @@ fx_pg_create_cluster(struct fixture *fx)
 		fprintf(stderr, "fixture: could not open %s: %s\n", conf, strerror(errno));
 		return -1;
 	}
-	fprintf(f, "\n# gpupool test fixture\n"
-		"listen_addresses = ''\n"
-		"unix_socket_directories = '%s'\n"
-		"port = %s\n"
-		"fsync = off\n"
-		"synchronous_commit = off\n"
-		"full_page_writes = off\n"
-		"max_connections = 300\n"
-		"shared_buffers = 32MB\n"
-		"log_min_messages = warning\n", pg->host, pg->port);
+	fprintf(f,
+	    "\n# gpupool test fixture\n"
+	    "listen_addresses = ''\n"
+	    "unix_socket_directories = '%s'\n"
+	    "port = %s\n"
+	    "fsync = off\n"
+	    "synchronous_commit = off\n"
+	    "full_page_writes = off\n"
+	    "max_connections = 300\n"
+	    "shared_buffers = 32MB\n"
+	    "log_min_messages = warning\n",
+	    pg->host, pg->port);
 	if (fclose(f) != 0) {
 		fprintf(stderr, "fixture: could not write %s\n", conf);
 		return -1;
@@ -620,7 +632,7 @@ fx_pg_setup(struct fixture *fx, bool private_pg)
 	if (gp_client_escape(pg->host, esc_host, sizeof(esc_host)) != 0)
 		return -1;
 	n = snprintf(fx->db_url, sizeof(fx->db_url), "postgresql://%s@/%s?host=%s&port=%s",
-		     pg->user, fx->db_name, esc_host, pg->port);
+	    pg->user, fx->db_name, esc_host, pg->port);
 	if (n < 0 || (size_t)n >= sizeof(fx->db_url)) {
 		fprintf(stderr, "fixture: the database URL is too long\n");
 		return -1;
@@ -639,7 +651,8 @@ fx_pg_teardown(struct fixture *fx)
 		priv->sql = NULL;
 	}
 	if (priv->db_created && priv->pg.running &&
-	    fx_pg_admin(&priv->pg, fx_str(fx, "DROP DATABASE IF EXISTS %s WITH (FORCE)", fx->db_name)) != 0)
+	    fx_pg_admin(&priv->pg,
+		fx_str(fx, "DROP DATABASE IF EXISTS %s WITH (FORCE)", fx->db_name)) != 0)
 		ret = -1;
 	priv->db_created = false;
 	if (priv->pg.owned && priv->pg.running && fx_pg_ctl(fx, "stop") != 0)
@@ -651,8 +664,9 @@ int
 fixture_pg_stop(struct fixture *fx)
 {
 	if (!fx->priv->pg.owned) {
-		fprintf(stderr, "fixture: fixture_pg_stop needs a private cluster "
-			"(fixture_group_setup_private_pg)\n");
+		fprintf(stderr,
+		    "fixture: fixture_pg_stop needs a private cluster "
+		    "(fixture_group_setup_private_pg)\n");
 		return -1;
 	}
 	if (fx->priv->sql != NULL) {
@@ -713,7 +727,7 @@ fx_sql_vexec(struct fixture *fx, const char *file, int line, const char *sql, va
 	}
 	if (res == NULL) {
 		print_error("fixture: could not run \"%s\": %s", sql,
-			    fx->priv->sql ? PQerrorMessage(fx->priv->sql) : "no connection\n");
+		    fx->priv->sql ? PQerrorMessage(fx->priv->sql) : "no connection\n");
 		_fail(file, line);
 	}
 	arena_defer(fx->arena, fx_pqclear_cb, res);
@@ -732,7 +746,7 @@ fx_sql_one(struct fixture *fx, const char *file, int line, const char *sql, va_l
 
 	if (PQntuples(res) != 1 || PQnfields(res) != 1) {
 		print_error("fixture: expected one row and one column from \"%s\", got %d rows, %d columns\n",
-			    sql, PQntuples(res), PQnfields(res));
+		    sql, PQntuples(res), PQnfields(res));
 		_fail(file, line);
 	}
 	return res;
@@ -851,7 +865,7 @@ fx_log_port(const char *log)
 		struct json_object *o, *msg;
 
 		if (nl == NULL)
-			break;  /* no complete line left */
+			break; /* no complete line left */
 		if (strstr(line, "listening") != NULL && (size_t)(nl - line) < INT_MAX) {
 			tok = json_tokener_new();
 			if (tok == NULL)
@@ -918,12 +932,14 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 	if (!fx_env_sets(fx->priv->server_env, "GPUPOOL_LISTEN=") &&
 	    !fx_env_sets(extra_env, "GPUPOOL_LISTEN="))
 		env[nenv++] = "GPUPOOL_LISTEN=127.0.0.1:0";
-	for (const char *const *e = fx->priv->server_env; e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
+	for (const char *const *e = fx->priv->server_env;
+	     e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
 		env[nenv++] = *e;
 	for (const char *const *e = extra_env; e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
 		env[nenv++] = *e;
 	env[nenv] = NULL;
-	snprintf(srv->log_path, sizeof(srv->log_path), "%s/server-%d.log", fx->tmpdir, ++fx->priv->nseq);
+	snprintf(srv->log_path, sizeof(srv->log_path), "%s/server-%d.log", fx->tmpdir,
+	    ++fx->priv->nseq);
 	sp.stdout_path = srv->log_path;
 	srv->pid = fx_spawn_start(&sp);
 	if (srv->pid < 0) {
@@ -940,16 +956,18 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 		if (srv->port > 0)
 			break;
 		if (fx_wait_pid(srv->pid, 0, &status) == 0) {
-			fprintf(stderr, "fixture: gpupoold serve exited with status %d before listening\n",
-				status);
+			fprintf(stderr,
+			    "fixture: gpupoold serve exited with status %d before listening\n",
+			    status);
 			fixture_server_dump_log(srv, 0);
 			srv->pid = 0;
 			fx_server_reset(srv);
 			return NULL;
 		}
 		if (fx_now_ms() > deadline) {
-			fprintf(stderr, "fixture: gpupoold serve did not log \"listening\" within %d ms\n",
-				FX_START_TIMEOUT_MS);
+			fprintf(stderr,
+			    "fixture: gpupoold serve did not log \"listening\" within %d ms\n",
+			    FX_START_TIMEOUT_MS);
 			fixture_server_dump_log(srv, 0);
 			fixture_server_kill(fx, srv);
 			return NULL;
@@ -981,14 +999,15 @@ fixture_server_stop(struct fixture *fx, struct fx_server *srv)
 		ret = -1;
 	}
 	if (fx_wait_pid(srv->pid, FX_STOP_TIMEOUT_MS, &status) != 0) {
-		fprintf(stderr, "fixture: gpupoold (port %d) did not exit within %d ms of SIGTERM\n",
-			srv->port, FX_STOP_TIMEOUT_MS);
+		fprintf(stderr,
+		    "fixture: gpupoold (port %d) did not exit within %d ms of SIGTERM\n", srv->port,
+		    FX_STOP_TIMEOUT_MS);
 		kill(srv->pid, SIGKILL);
 		fx_wait_pid(srv->pid, 5000, &status);
 		ret = -1;
 	} else if (status != 0) {
 		fprintf(stderr, "fixture: gpupoold (port %d) exited with status %d after SIGTERM\n",
-			srv->port, status);
+		    srv->port, status);
 		ret = -1;
 	}
 	if (ret != 0)
@@ -1017,7 +1036,7 @@ fixture_server_kill(struct fixture *fx, struct fx_server *srv)
 
 static struct fx_proc *
 fx_vrun_tool(struct fixture *fx, const char *binary, const char *const *env, const char *input,
-	     long timeout_ms, va_list ap)
+    long timeout_ms, va_list ap)
 {
 	const char *argv[FX_MAX_ARGS + 2];
 	struct fx_proc *p = arena_alloc(fx->arena, sizeof(*p));
@@ -1089,9 +1108,8 @@ fx_response_free_cb(void *p)
 }
 
 struct gp_client_response *
-fx_request_at(struct fixture *fx, const char *file, int line, const char *token,
-	      const char *method, const char *path, const char *const *headers,
-	      const char *body_fmt, ...)
+fx_request_at(struct fixture *fx, const char *file, int line, const char *token, const char *method,
+    const char *path, const char *const *headers, const char *body_fmt, ...)
 {
 	struct gp_client_response *r = arena_alloc(fx->arena, sizeof(*r));
 	const char *body = NULL;
@@ -1112,7 +1130,7 @@ fx_request_at(struct fixture *fx, const char *file, int line, const char *token,
 		_fail(file, line);
 	}
 	rc = gp_client_request(fx->server->client, method, path, body, body ? strlen(body) : 0,
-			       headers, r);
+	    headers, r);
 	arena_defer(fx->arena, fx_response_free_cb, r);
 	if (rc != 0) {
 		print_error("fixture: %s %s got no response: %s\n", method, path, r->error);
@@ -1127,9 +1145,8 @@ fx_request_at(struct fixture *fx, const char *file, int line, const char *token,
 static void
 fx_print_response(const struct gp_client_response *r)
 {
-	print_error("  content-type: %s, request id: %s\n  body: %.4000s\n",
-		    r->content_type, r->request_id[0] ? r->request_id : "-",
-		    r->body ? r->body : "");
+	print_error("  content-type: %s, request id: %s\n  body: %.4000s\n", r->content_type,
+	    r->request_id[0] ? r->request_id : "-", r->body ? r->body : "");
 }
 
 void
@@ -1144,17 +1161,18 @@ fx_assert_status(const struct gp_client_response *r, long expected, const char *
 
 void
 fx_assert_problem(const struct gp_client_response *r, long status, const char *code,
-		  const char *file, int line)
+    const char *file, int line)
 {
 	struct json_object *c = gp_client_json_get(r->json, "code");
-	const char *got = c != NULL && json_object_is_type(c, json_type_string) ?
-		json_object_get_string(c) : NULL;
+	const char *got = c != NULL && json_object_is_type(c, json_type_string)
+	    ? json_object_get_string(c)
+	    : NULL;
 
 	if (r->status == status && strncmp(r->content_type, "application/problem+json", 24) == 0 &&
 	    got != NULL && strcmp(got, code) == 0)
 		return;
-	print_error("expected a problem %ld %s, got HTTP %ld code %s\n", status, code,
-		    r->status, got ? got : "(none)");
+	print_error("expected a problem %ld %s, got HTTP %ld code %s\n", status, code, r->status,
+	    got ? got : "(none)");
 	fx_print_response(r);
 	_fail(file, line);
 }
@@ -1179,12 +1197,12 @@ fx_json_has(struct json_object *obj, const char *path)
 		return true;
 	/* present-but-null: the parent exists and has the key */
 	if (br != NULL && (dot == NULL || br > dot))
-		return false;   /* array elements are never null-vs-absent ambiguous here */
+		return false; /* array elements are never null-vs-absent ambiguous here */
 	if (dot == NULL) {
 		parent = obj;
 		key = path;
 		return parent != NULL && json_object_is_type(parent, json_type_object) &&
-		       json_object_object_get_ex(parent, key, NULL);
+		    json_object_object_get_ex(parent, key, NULL);
 	}
 	ppath = strndup(path, (size_t)(dot - path));
 	if (ppath == NULL)
@@ -1192,15 +1210,17 @@ fx_json_has(struct json_object *obj, const char *path)
 	parent = fx_json(obj, ppath);
 	free(ppath);
 	ret = parent != NULL && json_object_is_type(parent, json_type_object) &&
-	      json_object_object_get_ex(parent, dot + 1, NULL);
+	    json_object_object_get_ex(parent, dot + 1, NULL);
 	return ret;
 }
 
 static void
 fx_print_json(struct json_object *obj)
 {
-	print_error("  in: %.4000s\n", obj ? json_object_to_json_string_ext(obj,
-		JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "(no JSON)");
+	print_error("  in: %.4000s\n",
+	    obj ? json_object_to_json_string_ext(obj,
+		      JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+		: "(no JSON)");
 }
 
 const char *
@@ -1244,7 +1264,7 @@ fx_json_len_at(struct json_object *obj, const char *path, const char *file, int 
 
 void
 fx_assert_json_str(struct json_object *obj, const char *path, const char *expected,
-		   const char *file, int line)
+    const char *file, int line)
 {
 	const char *got = fx_json_str_at(obj, path, file, line);
 
@@ -1256,14 +1276,15 @@ fx_assert_json_str(struct json_object *obj, const char *path, const char *expect
 }
 
 void
-fx_assert_json_int(struct json_object *obj, const char *path, int64_t expected,
-		   const char *file, int line)
+fx_assert_json_int(struct json_object *obj, const char *path, int64_t expected, const char *file,
+    int line)
 {
 	int64_t got = fx_json_int_at(obj, path, file, line);
 
 	if (got == expected)
 		return;
-	print_error("expected %lld at \"%s\", got %lld\n", (long long)expected, path, (long long)got);
+	print_error("expected %lld at \"%s\", got %lld\n", (long long)expected, path,
+	    (long long)got);
 	fx_print_json(obj);
 	_fail(file, line);
 }
@@ -1300,7 +1321,7 @@ fixture_login(struct fixture *fx, const char *user, const char *password)
 	json_object_object_add(body, "password", json_object_new_string(password));
 	json_own(fx->arena, body);
 	r = fx_request(fx, NULL, "POST", "/v1/auth/login", "%s",
-		       json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
+	    json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
 	if (r->status != 200) {
 		print_error("fixture: login as %s failed\n", user);
 		fx_print_response(r);
@@ -1320,7 +1341,7 @@ fixture_create_user(struct fixture *fx, const char *name, const char *role)
 	json_object_object_add(body, "role", json_object_new_string(role));
 	json_own(fx->arena, body);
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/users", "%s",
-		       json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
+	    json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
 	if (r->status != 201) {
 		print_error("fixture: creating user %s (%s) failed\n", name, role);
 		fx_print_response(r);
@@ -1336,7 +1357,7 @@ fx_bootstrap(struct fixture *fx)
 {
 	const char *migrate[] = { GPUPOOLD_PATH, "migrate", NULL };
 	const char *create[] = { GPUPOOLD_PATH, "admin", "create-user", "--username",
-				 FIXTURE_ADMIN_USER, "--role", "admin", NULL };
+		FIXTURE_ADMIN_USER, "--role", "admin", NULL };
 	const char *env[] = { fx_str(fx, "GPUPOOL_DATABASE_URL=%s", fx->db_url), NULL };
 	struct gp_client_response r;
 	struct json_object *body, *tok;
@@ -1347,7 +1368,8 @@ fx_bootstrap(struct fixture *fx)
 		fx_print_proc("gpupoold migrate", &p);
 		return -1;
 	}
-	if (fx_run(fx, create, env, FIXTURE_ADMIN_PASSWORD "\n", FX_TOOL_TIMEOUT_MS, false, &p) != 0 ||
+	if (fx_run(fx, create, env, FIXTURE_ADMIN_PASSWORD "\n", FX_TOOL_TIMEOUT_MS, false, &p) !=
+		0 ||
 	    p.status != 0) {
 		fx_print_proc("gpupoold admin create-user", &p);
 		return -1;
@@ -1362,7 +1384,7 @@ fx_bootstrap(struct fixture *fx)
 	tok = rc == 0 && r.status == 200 ? gp_client_json_get(r.json, "token") : NULL;
 	if (tok == NULL || !json_object_is_type(tok, json_type_string)) {
 		fprintf(stderr, "fixture: admin login failed: %s HTTP %ld %s\n", r.error, r.status,
-			r.body ? r.body : "");
+		    r.body ? r.body : "");
 		gp_client_response_free(&r);
 		fixture_server_dump_log(fx->server, 0);
 		return -1;
@@ -1376,7 +1398,7 @@ int
 fixture_create(const struct fixture_options *opts, struct fixture **out)
 {
 	static const struct fixture_options defaults = { 0 };
-	const char *tmp = getenv("GPUPOOL_TEST_TMPDIR");	/* else $TMPDIR, else /tmp */
+	const char *tmp = getenv("GPUPOOL_TEST_TMPDIR"); /* else $TMPDIR, else /tmp */
 	struct fixture *fx;
 	const char *keep = getenv("GPUPOOL_TEST_KEEP");
 
@@ -1396,9 +1418,11 @@ fixture_create(const struct fixture_options *opts, struct fixture **out)
 	/* PostgreSQL's socket path (<tmpdir>/pg/.s.PGSQL.NNNNN) must stay under 107 bytes */
 	if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 60)
 		tmp = "/tmp";
-	if (snprintf(fx->tmpdir, sizeof(fx->tmpdir), "%s/gpfx-XXXXXX", tmp) >= (int)sizeof(fx->tmpdir) ||
+	if (snprintf(fx->tmpdir, sizeof(fx->tmpdir), "%s/gpfx-XXXXXX", tmp) >=
+		(int)sizeof(fx->tmpdir) ||
 	    mkdtemp(fx->tmpdir) == NULL) {
-		fprintf(stderr, "fixture: could not create a temporary directory: %s\n", strerror(errno));
+		fprintf(stderr, "fixture: could not create a temporary directory: %s\n",
+		    strerror(errno));
 		fx->tmpdir[0] = '\0';
 		goto fail;
 	}
@@ -1413,7 +1437,7 @@ fixture_create(const struct fixture_options *opts, struct fixture **out)
 	*out = fx;
 	return 0;
 fail:
-	fx->priv->keep = true;  /* leave the evidence */
+	fx->priv->keep = true; /* leave the evidence */
 	fixture_destroy(fx);
 	return -1;
 }
@@ -1488,24 +1512,26 @@ fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, i
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
-		       "{\"name\":\"%s\",\"region\":\"t\"}", prefix);
+	    "{\"name\":\"%s\",\"region\":\"t\"}", prefix);
 	assert_status(r, 201);
 	for (int n = 0; n < nodes; n++) {
 		const char *node = fx_str(fx, "%s-n%d", prefix, n);
 
 		r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
-			       "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
-			       "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
-			       node, prefix, node);
+		    "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
+		    "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
+		    node, prefix, node);
 		assert_status(r, 201);
 		for (int g = 0; g < gpus; g++) {
-			r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/nodes/%s/gpus", node),
-				       "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
-				       "\"model\":\"%s\"}", g, uuid_seq, uuid_seq, model);
+			r = fx_request(fx, fx->admin_token, "POST",
+			    fx_str(fx, "/v1/nodes/%s/gpus", node),
+			    "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
+			    "\"model\":\"%s\"}",
+			    g, uuid_seq, uuid_seq, model);
 			assert_status(r, 201);
 			uuid_seq++;
 		}
 	}
-	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = $1 WHERE model = $2",
-		    mig ? "true" : "false", model);
+	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = $1 WHERE model = $2", mig ? "true" : "false",
+	    model);
 }

@@ -65,37 +65,38 @@
 #define FIXTURE_PASSWORD "user-Passw0rd-for-tests"
 
 struct fx_server {
-	pid_t pid;                      /* 0 when not running */
+	pid_t pid; /* 0 when not running */
 	int port;
-	char base_url[64];              /* "http://127.0.0.1:NNNN" */
-	char log_path[512];             /* its stderr and stdout */
-	struct gp_client *client;       /* used by fx_request; token set per call */
+	char base_url[64];        /* "http://127.0.0.1:NNNN" */
+	char log_path[512];       /* its stderr and stdout */
+	struct gp_client *client; /* used by fx_request; token set per call */
 };
 
 /* A finished child process (CLI or gpupoold subcommand). */
 struct fx_proc {
-	int status;                     /* exit status; 128 + N when killed by signal N */
-	const char *out;                /* stdout, NUL-terminated, arena memory */
-	const char *err;                /* stderr */
+	int status;      /* exit status; 128 + N when killed by signal N */
+	const char *out; /* stdout, NUL-terminated, arena memory */
+	const char *err; /* stderr */
 };
 
 struct fx_private;
 
 struct fixture {
-	struct arena *arena;            /* freed at teardown */
-	char tmpdir[256];               /* private temp dir: logs, CLI $HOME */
+	struct arena *arena; /* freed at teardown */
+	char tmpdir[256];    /* private temp dir: logs, CLI $HOME */
 	char db_name[64];
-	char db_url[1024];              /* libpq URI, what GPUPOOL_DATABASE_URL gets */
-	const char *admin_token;        /* bearer token of FIXTURE_ADMIN_USER, NULL without a server */
+	char db_url[1024];       /* libpq URI, what GPUPOOL_DATABASE_URL gets */
+	const char *admin_token; /* bearer token of FIXTURE_ADMIN_USER, NULL without a server */
 	struct fx_server servers[FIXTURE_MAX_SERVERS];
-	struct fx_server *server;       /* the server fx_request talks to; tests may repoint it */
+	struct fx_server *server; /* the server fx_request talks to; tests may repoint it */
 	struct fx_private *priv;
 };
 
 struct fixture_options {
-	bool private_pg;                /* own cluster even under the runner (for fixture_pg_stop) */
-	bool no_server;                 /* database only: no migrate, server or admin */
-	const char *const *server_env;  /* extra "KEY=VALUE" for every gpupoold serve; NULL-terminated */
+	bool private_pg; /* own cluster even under the runner (for fixture_pg_stop) */
+	bool no_server;  /* database only: no migrate, server or admin */
+	const char *const
+	    *server_env; /* extra "KEY=VALUE" for every gpupoold serve; NULL-terminated */
 };
 
 /* ---- lifecycle ---- */
@@ -105,7 +106,7 @@ struct fixture_options {
  * and its token. Returns -1 after printing why (and any server log).
  */
 int fixture_create(const struct fixture_options *opts, struct fixture **out)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * Stop the servers (each must exit 0 on SIGTERM), drop the database,
@@ -128,7 +129,8 @@ int fixture_exit_status(int cmocka_result);
 
 /* Run tests in one group with the default fixture; the value for main() to return. */
 #define fixture_run_tests(tests) \
-	fixture_exit_status(cmocka_run_group_tests(tests, fixture_group_setup, fixture_group_teardown))
+	fixture_exit_status(     \
+	    cmocka_run_group_tests(tests, fixture_group_setup, fixture_group_teardown))
 
 /* ---- servers ---- */
 
@@ -162,19 +164,20 @@ int fixture_pg_start(struct fixture *fx) __attribute__((warn_unused_result));
  * arguments are text parameters for $1, $2 ... (strings; format numbers
  * with fx_str). A failed query fails the test.
  */
-#define fx_sql_int64(fx, ...) fx_sql_int64_at(fx, __FILE__, __LINE__, __VA_ARGS__, (const char *)NULL)
+#define fx_sql_int64(fx, ...) \
+	fx_sql_int64_at(fx, __FILE__, __LINE__, __VA_ARGS__, (const char *)NULL)
 #define fx_sql_text(fx, ...) fx_sql_text_at(fx, __FILE__, __LINE__, __VA_ARGS__, (const char *)NULL)
 #define fx_sql_exec(fx, ...) fx_sql_exec_at(fx, __FILE__, __LINE__, __VA_ARGS__, (const char *)NULL)
 
 /* The single integer value of a query that must return exactly one row and column. */
 int64_t fx_sql_int64_at(struct fixture *fx, const char *file, int line, const char *sql, ...)
-	__attribute__((sentinel));
+    __attribute__((sentinel));
 /* The single text value (NULL for SQL NULL) of a one-row, one-column query. */
 const char *fx_sql_text_at(struct fixture *fx, const char *file, int line, const char *sql, ...)
-	__attribute__((sentinel));
+    __attribute__((sentinel));
 /* Run a statement; returns the number of rows it affected (0 when none). */
 int64_t fx_sql_exec_at(struct fixture *fx, const char *file, int line, const char *sql, ...)
-	__attribute__((sentinel));
+    __attribute__((sentinel));
 
 /* ---- users ---- */
 
@@ -203,9 +206,8 @@ const char *fixture_create_user(struct fixture *fx, const char *name, const char
 	fx_request_at(fx, __FILE__, __LINE__, token, method, path, headers, __VA_ARGS__)
 
 struct gp_client_response *fx_request_at(struct fixture *fx, const char *file, int line,
-					 const char *token, const char *method, const char *path,
-					 const char *const *headers, const char *body_fmt, ...)
-	__attribute__((format(printf, 8, 9)));
+    const char *token, const char *method, const char *path, const char *const *headers,
+    const char *body_fmt, ...) __attribute__((format(printf, 8, 9)));
 
 /* ---- assertions on responses and JSON ---- */
 
@@ -214,9 +216,11 @@ struct gp_client_response *fx_request_at(struct fixture *fx, const char *file, i
 /* A problem+json answer with this status and machine code. */
 #define assert_problem(r, status, code) fx_assert_problem(r, status, code, __FILE__, __LINE__)
 /* The string at a dotted path ("projects[0].name") equals expected. */
-#define assert_json_str(obj, path, expected) fx_assert_json_str(obj, path, expected, __FILE__, __LINE__)
+#define assert_json_str(obj, path, expected) \
+	fx_assert_json_str(obj, path, expected, __FILE__, __LINE__)
 /* The integer at path equals expected. */
-#define assert_json_int(obj, path, expected) fx_assert_json_int(obj, path, expected, __FILE__, __LINE__)
+#define assert_json_int(obj, path, expected) \
+	fx_assert_json_int(obj, path, expected, __FILE__, __LINE__)
 /* path is present and JSON null. */
 #define assert_json_null(obj, path) fx_assert_json_null(obj, path, __FILE__, __LINE__)
 /* path is absent (null does not count as absent). */
@@ -227,13 +231,14 @@ struct gp_client_response *fx_request_at(struct fixture *fx, const char *file, i
 #define fx_json_int(obj, path) fx_json_int_at(obj, path, __FILE__, __LINE__)
 #define fx_json_len(obj, path) fx_json_len_at(obj, path, __FILE__, __LINE__)
 
-void fx_assert_status(const struct gp_client_response *r, long expected, const char *file, int line);
+void fx_assert_status(const struct gp_client_response *r, long expected, const char *file,
+    int line);
 void fx_assert_problem(const struct gp_client_response *r, long status, const char *code,
-		       const char *file, int line);
+    const char *file, int line);
 void fx_assert_json_str(struct json_object *obj, const char *path, const char *expected,
-			const char *file, int line);
+    const char *file, int line);
 void fx_assert_json_int(struct json_object *obj, const char *path, int64_t expected,
-			const char *file, int line);
+    const char *file, int line);
 void fx_assert_json_null(struct json_object *obj, const char *path, const char *file, int line);
 void fx_assert_json_absent(struct json_object *obj, const char *path, const char *file, int line);
 const char *fx_json_str_at(struct json_object *obj, const char *path, const char *file, int line);
@@ -256,11 +261,10 @@ bool fx_json_has(struct json_object *obj, const char *path);
  * input (may be NULL) is its stdin.
  */
 struct fx_proc *fx_cli(struct fixture *fx, const char *const *env, const char *input, ...)
-	__attribute__((sentinel));
+    __attribute__((sentinel));
 
 /* Run "gpupoold ARGS..." with GPUPOOL_DATABASE_URL set and wait (120 s). */
-struct fx_proc *fx_gpupoold(struct fixture *fx, const char *input, ...)
-	__attribute__((sentinel));
+struct fx_proc *fx_gpupoold(struct fixture *fx, const char *input, ...) __attribute__((sentinel));
 
 /* The CLI's $HOME for this fixture (holds .config/gpupool/config). */
 const char *fx_cli_home(struct fixture *fx);
@@ -279,6 +283,6 @@ const char *fx_unique(struct fixture *fx, const char *prefix);
  * mig sets their MIG mode (with SQL: the registration API keeps it off).
  */
 void fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus,
-	      bool mig);
+    bool mig);
 
 #endif

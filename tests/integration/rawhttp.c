@@ -46,7 +46,7 @@ raw_connect(int port)
 
 char *
 raw_build(struct arena *a, const char *method, const char *path, const char *const *headers,
-	  const char *body, size_t body_len, size_t *len)
+    const char *body, size_t body_len, size_t *len)
 {
 	size_t cap = strlen(method) + strlen(path) + 128 + (body ? body_len : 0);
 	char *buf, *p;
@@ -55,8 +55,8 @@ raw_build(struct arena *a, const char *method, const char *path, const char *con
 	for (const char *const *h = headers; h != NULL && *h != NULL; h++)
 		cap += strlen(*h) + 2;
 	buf = arena_alloc(a, cap);
-	n = snprintf(buf, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n",
-		     method, path);
+	n = snprintf(buf, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n", method,
+	    path);
 	p = buf + n;
 	for (const char *const *h = headers; h != NULL && *h != NULL; h++)
 		p += sprintf(p, "%s\r\n", *h);
@@ -100,7 +100,7 @@ remaining_ms(int64_t deadline_us)
 
 int
 raw_exchange_fd(struct arena *a, int fd, const char *req, size_t len, int timeout_ms,
-		struct raw_response *out)
+    struct raw_response *out)
 {
 	int64_t deadline = time_mono_us() + (int64_t)timeout_ms * 1000;
 	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
@@ -122,7 +122,7 @@ raw_exchange_fd(struct arena *a, int fd, const char *req, size_t len, int timeou
 			if (errno == EINTR)
 				continue;
 			out->error = errno;
-			break;  /* the server may have answered early: read it */
+			break; /* the server may have answered early: read it */
 		}
 		off += (size_t)n;
 	}
@@ -190,7 +190,8 @@ raw_exchange_fd(struct arena *a, int fd, const char *req, size_t len, int timeou
 
 			if (tok != NULL) {
 				o = json_tokener_parse_ex(tok, out->body, (int)out->body_len);
-				if (o != NULL && json_tokener_get_error(tok) != json_tokener_success) {
+				if (o != NULL &&
+				    json_tokener_get_error(tok) != json_tokener_success) {
 					json_object_put(o);
 					o = NULL;
 				}
@@ -205,7 +206,7 @@ raw_exchange_fd(struct arena *a, int fd, const char *req, size_t len, int timeou
 
 int
 raw_exchange(struct arena *a, int port, const char *req, size_t len, int timeout_ms,
-	     struct raw_response *out)
+    struct raw_response *out)
 {
 	int fd = raw_connect(port);
 	int rc;

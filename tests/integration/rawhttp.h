@@ -18,13 +18,13 @@
 #include "core/arena.h"
 
 struct raw_response {
-	int status;                     /* 0 when no status line arrived */
-	const char *head;               /* status line and headers, NUL-terminated */
-	const char *body;               /* NUL-terminated (may hold NULs before body_len) */
+	int status;       /* 0 when no status line arrived */
+	const char *head; /* status line and headers, NUL-terminated */
+	const char *body; /* NUL-terminated (may hold NULs before body_len) */
 	size_t body_len;
-	struct json_object *json;       /* parsed body, NULL when not JSON; owned by the arena */
-	bool closed;                    /* the server closed the connection */
-	int error;                      /* errno of a failed connect/send/recv, 0 when none */
+	struct json_object *json; /* parsed body, NULL when not JSON; owned by the arena */
+	bool closed;              /* the server closed the connection */
+	int error;                /* errno of a failed connect/send/recv, 0 when none */
 };
 
 /* A blocking TCP connection to 127.0.0.1:port; -1 with errno on failure. */
@@ -37,19 +37,19 @@ int raw_connect(int port);
  * arrived, -1 otherwise (out->error / out->closed say why).
  */
 int raw_exchange_fd(struct arena *a, int fd, const char *req, size_t len, int timeout_ms,
-		    struct raw_response *out);
+    struct raw_response *out);
 
 /* raw_exchange_fd on a fresh connection that is closed afterwards. */
 int raw_exchange(struct arena *a, int port, const char *req, size_t len, int timeout_ms,
-		 struct raw_response *out);
+    struct raw_response *out);
 
 /*
  * Build a request: method, path, extra header lines (NULL-terminated
  * "Name: value", may be NULL), then Host, Connection: close and, when
  * body is not NULL, Content-Length. *len gets the total length.
  */
-char *raw_build(struct arena *a, const char *method, const char *path,
-		const char *const *headers, const char *body, size_t body_len, size_t *len);
+char *raw_build(struct arena *a, const char *method, const char *path, const char *const *headers,
+    const char *body, size_t body_len, size_t *len);
 
 /* The value of the first header called name (case-insensitive), NULL when absent. */
 const char *raw_header(struct arena *a, const struct raw_response *r, const char *name);

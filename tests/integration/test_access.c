@@ -22,16 +22,23 @@ enum actor {
 	A_ADMIN,
 	A_OPERATOR,
 	A_BILLING,
-	A_OWNER,                /* owner of the own project, global role none */
+	A_OWNER, /* owner of the own project, global role none */
 	A_MEMBER,
 	A_VIEWER,
-	A_OUTSIDER,             /* global role none, in no project */
-	A_ANON,                 /* no token */
+	A_OUTSIDER, /* global role none, in no project */
+	A_ANON,     /* no token */
 	A_COUNT
 };
 
 static const char *const actor_names[A_COUNT] = {
-	"admin", "operator", "billing", "owner", "member", "viewer", "outsider", "anon",
+	"admin",
+	"operator",
+	"billing",
+	"owner",
+	"member",
+	"viewer",
+	"outsider",
+	"anon",
 };
 
 #define OWN "acc-own"
@@ -74,11 +81,11 @@ static const struct access_case cases[] = {
 
 	/* users: admin only, whether or not the user exists */
 	{ "POST", "/v1/users",
-	  "{\"username\":\"new-{uniq}\",\"password\":\"matrix-Passw0rd-{uniq}\",\"role\":\"none\"}",
-	  { ONLY_ADMIN(201) } },
+	    "{\"username\":\"new-{uniq}\",\"password\":\"matrix-Passw0rd-{uniq}\",\"role\":\"none\"}",
+	    { ONLY_ADMIN(201) } },
 	{ "POST", "/v1/users",
-	  "{\"username\":\"boss-{uniq}\",\"password\":\"matrix-Passw0rd-{uniq}\",\"role\":\"admin\"}",
-	  { ONLY_ADMIN(201) } },
+	    "{\"username\":\"boss-{uniq}\",\"password\":\"matrix-Passw0rd-{uniq}\",\"role\":\"admin\"}",
+	    { ONLY_ADMIN(201) } },
 	{ "GET", "/v1/users", NULL, { ONLY_ADMIN(200) } },
 	{ "GET", "/v1/users/t-{actor}", NULL, { ONLY_ADMIN(200) } },
 	{ "GET", "/v1/users/no-such-user", NULL, { ONLY_ADMIN(404) } },
@@ -93,7 +100,8 @@ static const struct access_case cases[] = {
 	{ "GET", "/v1/projects/" OTHER, NULL, { READ_OTHER } },
 	{ "GET", "/v1/projects/no-such-project", NULL, { ALL7(404), 401 } },
 	{ "PATCH", "/v1/projects/" OWN, "{\"display_name\":\"by {actor}\"}", { MANAGE_OWN(200) } },
-	{ "PATCH", "/v1/projects/" OTHER, "{\"display_name\":\"by {actor}\"}", { MANAGE_OTHER(200) } },
+	{ "PATCH", "/v1/projects/" OTHER, "{\"display_name\":\"by {actor}\"}",
+	    { MANAGE_OTHER(200) } },
 	{ "PATCH", "/v1/projects/no-such-project", "{\"display_name\":\"x\"}", { ALL7(404), 401 } },
 	{ "DELETE", "/v1/projects/" OWN, NULL, { ALL7(405), 405 } },
 
@@ -101,18 +109,23 @@ static const struct access_case cases[] = {
 	{ "GET", "/v1/projects/" OWN "/members", NULL, { READ_OWN } },
 	{ "GET", "/v1/projects/" OTHER "/members", NULL, { READ_OTHER } },
 	{ "GET", "/v1/projects/no-such-project/members", NULL, { ALL7(404), 401 } },
-	{ "PUT", "/v1/projects/" OWN "/members/n-{actor}", "{\"role\":\"viewer\"}", { MANAGE_OWN(201) } },
-	{ "PUT", "/v1/projects/" OTHER "/members/n-{actor}", "{\"role\":\"viewer\"}", { MANAGE_OTHER(201) } },
-	{ "PUT", "/v1/projects/" OWN "/members/t-{actor}", "{\"role\":\"member\"}", { MANAGE_OWN(200) } },
-	{ "PUT", "/v1/projects/" OTHER "/members/t-{actor}", "{\"role\":\"member\"}", { MANAGE_OTHER(200) } },
+	{ "PUT", "/v1/projects/" OWN "/members/n-{actor}", "{\"role\":\"viewer\"}",
+	    { MANAGE_OWN(201) } },
+	{ "PUT", "/v1/projects/" OTHER "/members/n-{actor}", "{\"role\":\"viewer\"}",
+	    { MANAGE_OTHER(201) } },
+	{ "PUT", "/v1/projects/" OWN "/members/t-{actor}", "{\"role\":\"member\"}",
+	    { MANAGE_OWN(200) } },
+	{ "PUT", "/v1/projects/" OTHER "/members/t-{actor}", "{\"role\":\"member\"}",
+	    { MANAGE_OTHER(200) } },
 	/* promoting oneself: only an owner (already one) or admin may */
 	{ "PUT", "/v1/projects/" OWN "/members/{self}", "{\"role\":\"owner\"}",
-	  { 201, 403, 403, 200, 403, 403, 404, 401 } },
+	    { 201, 403, 403, 200, 403, 403, 404, 401 } },
 	{ "PUT", "/v1/projects/no-such-project/members/t-{actor}", "{\"role\":\"viewer\"}",
-	  { ALL7(404), 401 } },
+	    { ALL7(404), 401 } },
 	{ "DELETE", "/v1/projects/" OWN "/members/t-{actor}", NULL, { MANAGE_OWN(204) } },
 	{ "DELETE", "/v1/projects/" OTHER "/members/t-{actor}", NULL, { MANAGE_OTHER(204) } },
-	{ "DELETE", "/v1/projects/" OWN "/members/p2-owner", NULL, { 404, 403, 403, 404, 403, 403, 404, 401 } },
+	{ "DELETE", "/v1/projects/" OWN "/members/p2-owner", NULL,
+	    { 404, 403, 403, 404, 403, 403, 404, 401 } },
 	{ "GET", "/v1/projects/" OWN "/members/t-{actor}", NULL, { ALL7(405), 405 } },
 
 	/* audit */
@@ -122,9 +135,9 @@ static const struct access_case cases[] = {
 };
 
 struct world {
-	const char *token[A_COUNT];     /* session tokens; NULL for anon */
-	const char *user[A_COUNT];      /* user names; admin is FIXTURE_ADMIN_USER */
-	const char *tok_id[A_COUNT];    /* an API token of each caller, for DELETE /v1/tokens */
+	const char *token[A_COUNT];  /* session tokens; NULL for anon */
+	const char *user[A_COUNT];   /* user names; admin is FIXTURE_ADMIN_USER */
+	const char *tok_id[A_COUNT]; /* an API token of each caller, for DELETE /v1/tokens */
 	const char *victim_token;
 	const char *victim_tok_id;
 	int uniq;
@@ -139,15 +152,15 @@ static const char *
 fingerprint(struct fixture *fx)
 {
 	return fx_sql_text(fx,
-		"SELECT md5(concat_ws(' | ', "
-		"(SELECT string_agg(u::text, ';' ORDER BY id) FROM users u), "
-		"(SELECT string_agg(p::text, ';' ORDER BY id) FROM projects p), "
-		"(SELECT string_agg(n::text, ';' ORDER BY namespace) FROM project_namespaces n), "
-		"(SELECT string_agg(m::text, ';' ORDER BY project_id, user_id) FROM project_members m), "
-		"(SELECT string_agg(concat_ws(',', id, user_id, kind, name, digest, expires_at, revoked_at), "
-		"  ';' ORDER BY id) FROM tokens), "
-		"(SELECT string_agg(a::text, ';' ORDER BY id) FROM audit_log a), "
-		"(SELECT string_agg(i::text, ';' ORDER BY user_id, key) FROM idempotency_keys i)))");
+	    "SELECT md5(concat_ws(' | ', "
+	    "(SELECT string_agg(u::text, ';' ORDER BY id) FROM users u), "
+	    "(SELECT string_agg(p::text, ';' ORDER BY id) FROM projects p), "
+	    "(SELECT string_agg(n::text, ';' ORDER BY namespace) FROM project_namespaces n), "
+	    "(SELECT string_agg(m::text, ';' ORDER BY project_id, user_id) FROM project_members m), "
+	    "(SELECT string_agg(concat_ws(',', id, user_id, kind, name, digest, expires_at, revoked_at), "
+	    "  ';' ORDER BY id) FROM tokens), "
+	    "(SELECT string_agg(a::text, ';' ORDER BY id) FROM audit_log a), "
+	    "(SELECT string_agg(i::text, ';' ORDER BY user_id, key) FROM idempotency_keys i)))");
 }
 
 static int64_t
@@ -206,11 +219,16 @@ static const char *
 code_for(int status)
 {
 	switch (status) {
-	case 401: return "unauthorized";
-	case 403: return "forbidden";
-	case 404: return "not_found";
-	case 405: return "method_not_allowed";
-	default: return NULL;
+	case 401:
+		return "unauthorized";
+	case 403:
+		return "forbidden";
+	case 404:
+		return "not_found";
+	case 405:
+		return "method_not_allowed";
+	default:
+		return NULL;
 	}
 }
 
@@ -220,7 +238,7 @@ create_named_user(struct fixture *fx, const char *name)
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/users",
-		       "{\"username\":\"%s\",\"password\":\"%s\",\"role\":\"none\"}", name, FIXTURE_PASSWORD);
+	    "{\"username\":\"%s\",\"password\":\"%s\",\"role\":\"none\"}", name, FIXTURE_PASSWORD);
 	assert_status(r, 201);
 }
 
@@ -229,8 +247,8 @@ put_member(struct fixture *fx, const char *project, const char *user, const char
 {
 	struct gp_client_response *r;
 
-	r = fx_request(fx, fx->admin_token, "PUT", fx_str(fx, "/v1/projects/%s/members/%s", project, user),
-		       "{\"role\":\"%s\"}", role);
+	r = fx_request(fx, fx->admin_token, "PUT",
+	    fx_str(fx, "/v1/projects/%s/members/%s", project, user), "{\"role\":\"%s\"}", role);
 	assert_true(r->status == 200 || r->status == 201);
 }
 
@@ -238,9 +256,10 @@ static const char *
 role_in(struct fixture *fx, const char *project, const char *user)
 {
 	return fx_sql_text(fx,
-		"SELECT coalesce((SELECT m.role FROM project_members m "
-		"JOIN projects p ON p.id = m.project_id JOIN users u ON u.id = m.user_id "
-		"WHERE p.name = $1 AND u.username = $2), '-')", project, user);
+	    "SELECT coalesce((SELECT m.role FROM project_members m "
+	    "JOIN projects p ON p.id = m.project_id JOIN users u ON u.id = m.user_id "
+	    "WHERE p.name = $1 AND u.username = $2), '-')",
+	    project, user);
 }
 
 /* ---- setup ---- */
@@ -249,7 +268,14 @@ static void
 build_world(struct fixture *fx)
 {
 	static const char *const global[A_COUNT] = {
-		NULL, "operator", "billing", "none", "none", "none", "none", NULL,
+		NULL,
+		"operator",
+		"billing",
+		"none",
+		"none",
+		"none",
+		"none",
+		NULL,
 	};
 	struct gp_client_response *r;
 
@@ -266,9 +292,11 @@ build_world(struct fixture *fx)
 	world.victim_tok_id = fx_json_str(r->json, "id");
 
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-				 "{\"name\":\"" OWN "\",\"namespaces\":[\"acc-own-ns\"]}"), 201);
+			  "{\"name\":\"" OWN "\",\"namespaces\":[\"acc-own-ns\"]}"),
+	    201);
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-				 "{\"name\":\"" OTHER "\",\"namespaces\":[\"acc-other-ns\"]}"), 201);
+			  "{\"name\":\"" OTHER "\",\"namespaces\":[\"acc-other-ns\"]}"),
+	    201);
 	put_member(fx, OWN, world.user[A_OWNER], "owner");
 	put_member(fx, OWN, world.user[A_MEMBER], "member");
 	put_member(fx, OWN, world.user[A_VIEWER], "viewer");
@@ -283,7 +311,8 @@ build_world(struct fixture *fx)
 		put_member(fx, OWN, t, "viewer");
 		put_member(fx, OTHER, t, "viewer");
 		if (a != A_ANON) {
-			r = fx_request(fx, world.token[a], "POST", "/v1/tokens", "{\"name\":\"doomed\"}");
+			r = fx_request(fx, world.token[a], "POST", "/v1/tokens",
+			    "{\"name\":\"doomed\"}");
 			assert_status(r, 201);
 			world.tok_id[a] = fx_json_str(r->json, "id");
 		}
@@ -323,7 +352,7 @@ test_matrix(void **state)
 			cells++;
 			if (r->status != want) {
 				print_error("%-8s %-6s %-50s expected %d, got %ld: %.300s\n",
-					    actor_names[a], c->method, path, want, r->status, r->body);
+				    actor_names[a], c->method, path, want, r->status, r->body);
 				failures++;
 				continue;
 			}
@@ -334,21 +363,22 @@ test_matrix(void **state)
 				if (strncmp(r->content_type, "application/problem+json", 24) != 0 ||
 				    got == NULL || strcmp(json_object_get_string(got), code) != 0) {
 					print_error("%-8s %-6s %s: expected problem %s, got %s\n",
-						    actor_names[a], c->method, path, code, r->body);
+					    actor_names[a], c->method, path, code, r->body);
 					failures++;
 				}
 			}
 			if (mutation) {
 				/* exactly one audit row, by this caller */
 				if (audit_rows(fx) != audit_before + 1) {
-					print_error("%-8s %-6s %s: %lld audit rows written\n", actor_names[a],
-						    c->method, path, (long long)(audit_rows(fx) - audit_before));
+					print_error("%-8s %-6s %s: %lld audit rows written\n",
+					    actor_names[a], c->method, path,
+					    (long long)(audit_rows(fx) - audit_before));
 					failures++;
 				}
 				mutations[a]++;
 			} else if (strcmp(fingerprint(fx), before) != 0) {
 				print_error("%-8s %-6s %s answered %d and changed the database\n",
-					    actor_names[a], c->method, path, want);
+				    actor_names[a], c->method, path, want);
 				failures++;
 			}
 		}
@@ -364,30 +394,40 @@ test_matrix(void **state)
 
 		for (int a = 0; a < A_ANON; a++) {
 			total += mutations[a];
-			assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE id > $1::bigint "
-						      "AND actor = $2", fx_str(fx, "%lld", (long long)audit_start),
-						      world.user[a]), mutations[a]);
+			assert_int_equal(fx_sql_int64(fx,
+					     "SELECT count(*) FROM audit_log WHERE id > $1::bigint "
+					     "AND actor = $2",
+					     fx_str(fx, "%lld", (long long)audit_start),
+					     world.user[a]),
+			    mutations[a]);
 		}
 		assert_int_equal(audit_rows(fx), audit_start + total);
 		/* the allowed mutations per caller, as the matrix says */
-		assert_int_equal(mutations[A_OPERATOR], 2);     /* token create + revoke */
+		assert_int_equal(mutations[A_OPERATOR], 2); /* token create + revoke */
 		assert_int_equal(mutations[A_OUTSIDER], 2);
 		assert_int_equal(mutations[A_MEMBER], 2);
 		assert_int_equal(mutations[A_OWNER], 2 + 1 + 1 + 1 + 1 + 1);
 	}
 	/* only the admin created users and projects */
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users"), users_start + 2);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users WHERE username LIKE 'new-%' "
-				      "OR username LIKE 'boss-%'"), 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM users WHERE username LIKE 'new-%' "
+			     "OR username LIKE 'boss-%'"),
+	    2);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users WHERE role = 'admin'"), 2);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects"), projects_start + 1);
 	/* the own project was changed by admin and owner, the other by admin */
-	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = '" OWN "'"), 3);
-	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = '" OWN "'"),
-			    "by owner");
-	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = '" OTHER "'"), 2);
-	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = '" OTHER "'"),
-			    "by admin");
+	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = '" OWN "'"),
+	    3);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name FROM projects WHERE name = '" OWN "'"),
+	    "by owner");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT generation FROM projects WHERE name = '" OTHER "'"),
+	    2);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name FROM projects WHERE name = '" OTHER "'"),
+	    "by admin");
 	/* memberships */
 	for (int a = 0; a < A_COUNT; a++) {
 		const char *t = fx_str(fx, "t-%s", actor_names[a]);
@@ -408,18 +448,28 @@ test_matrix(void **state)
 	assert_string_equal(role_in(fx, OWN, world.user[A_BILLING]), "-");
 	assert_string_equal(role_in(fx, OTHER, "p2-owner"), "owner");
 	/* namespaces untouched */
-	assert_string_equal(fx_sql_text(fx, "SELECT string_agg(namespace, ',' ORDER BY namespace) "
-					"FROM project_namespaces"), "acc-other-ns,acc-own-ns");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(namespace, ',' ORDER BY namespace) "
+				"FROM project_namespaces"),
+	    "acc-other-ns,acc-own-ns");
 	/* tokens: each caller revoked its own, nobody the victim's */
 	for (int a = 0; a < A_ANON; a++)
-		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens WHERE id = $1::bigint "
-					      "AND revoked_at IS NOT NULL", world.tok_id[a]), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens WHERE id = $1::bigint "
-				      "AND revoked_at IS NULL", world.victim_tok_id), 1);
+		assert_int_equal(fx_sql_int64(fx,
+				     "SELECT count(*) FROM tokens WHERE id = $1::bigint "
+				     "AND revoked_at IS NOT NULL",
+				     world.tok_id[a]),
+		    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM tokens WHERE id = $1::bigint "
+			     "AND revoked_at IS NULL",
+			     world.victim_tok_id),
+	    1);
 	assert_status(fx_request(fx, world.victim_token, "GET", "/v1/me", NULL), 200);
 	/* a user's global role was never raised by a refused PATCH */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users WHERE username LIKE 'acc-%' "
-				      "AND role NOT IN ('operator', 'billing', 'none')"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM users WHERE username LIKE 'acc-%' "
+			     "AND role NOT IN ('operator', 'billing', 'none')"),
+	    0);
 }
 
 /*
@@ -463,11 +513,14 @@ test_visibility(void **state)
 	assert_int_equal(fx_json_len(r->json, "projects"), 0);
 	/* staff and members read the same project the same way */
 	r = fx_request(fx, world.token[A_BILLING], "GET", "/v1/projects/" OWN, NULL);
-	assert_string_equal(r->body, fx_request(fx, world.token[A_VIEWER], "GET",
-						"/v1/projects/" OWN, NULL)->body);
-	r = fx_request(fx, world.token[A_OPERATOR], "GET", "/v1/projects/" OWN "/members?limit=500", NULL);
-	assert_string_equal(r->body, fx_request(fx, world.token[A_MEMBER], "GET",
-						"/v1/projects/" OWN "/members?limit=500", NULL)->body);
+	assert_string_equal(r->body,
+	    fx_request(fx, world.token[A_VIEWER], "GET", "/v1/projects/" OWN, NULL)->body);
+	r = fx_request(fx, world.token[A_OPERATOR], "GET", "/v1/projects/" OWN "/members?limit=500",
+	    NULL);
+	assert_string_equal(r->body,
+	    fx_request(fx, world.token[A_MEMBER], "GET", "/v1/projects/" OWN "/members?limit=500",
+		NULL)
+		->body);
 
 	/* hidden and missing look alike, for reads and for writes */
 	hidden = fx_request(fx, world.token[A_OUTSIDER], "GET", "/v1/projects/" OTHER, NULL);
@@ -476,16 +529,18 @@ test_visibility(void **state)
 	assert_problem(missing, 404, "not_found");
 	assert_string_equal(fx_json_str(hidden->json, "detail"), "no such project: " OTHER);
 	assert_string_equal(fx_json_str(missing->json, "detail"), "no such project: zz-other");
-	assert_string_equal(fx_json_str(hidden->json, "title"), fx_json_str(missing->json, "title"));
-	hidden = fx_request(fx, world.token[A_OWNER], "PUT", "/v1/projects/" OTHER "/members/victim",
-			    "{\"role\":\"owner\"}");
-	missing = fx_request(fx, world.token[A_OWNER], "PUT", "/v1/projects/zz-other/members/victim",
-			     "{\"role\":\"owner\"}");
+	assert_string_equal(fx_json_str(hidden->json, "title"),
+	    fx_json_str(missing->json, "title"));
+	hidden = fx_request(fx, world.token[A_OWNER], "PUT",
+	    "/v1/projects/" OTHER "/members/victim", "{\"role\":\"owner\"}");
+	missing = fx_request(fx, world.token[A_OWNER], "PUT",
+	    "/v1/projects/zz-other/members/victim", "{\"role\":\"owner\"}");
 	assert_problem(hidden, 404, "not_found");
 	assert_problem(missing, 404, "not_found");
 	assert_string_equal(role_in(fx, OTHER, "victim"), "-");
 	/* an unknown member of a hidden project does not leak either */
-	hidden = fx_request(fx, world.token[A_OWNER], "DELETE", "/v1/projects/" OTHER "/members/nobody", NULL);
+	hidden = fx_request(fx, world.token[A_OWNER], "DELETE",
+	    "/v1/projects/" OTHER "/members/nobody", NULL);
 	assert_problem(hidden, 404, "not_found");
 	assert_string_equal(fx_json_str(hidden->json, "detail"), "no such project: " OTHER);
 }
@@ -499,23 +554,32 @@ test_role_change_next_request(void **state)
 
 	assert_problem(fx_request(fx, tok, "GET", "/v1/users", NULL), 403, "forbidden");
 	assert_problem(fx_request(fx, tok, "GET", "/v1/projects/" OTHER, NULL), 404, "not_found");
-	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted", "{\"role\":\"operator\"}"), 200);
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted",
+			  "{\"role\":\"operator\"}"),
+	    200);
 	assert_status(fx_request(fx, tok, "GET", "/v1/projects/" OTHER, NULL), 200);
-	assert_problem(fx_request(fx, tok, "PATCH", "/v1/projects/" OTHER, "{\"display_name\":\"x\"}"),
-		       403, "forbidden");
+	assert_problem(fx_request(fx, tok, "PATCH", "/v1/projects/" OTHER,
+			   "{\"display_name\":\"x\"}"),
+	    403, "forbidden");
 	assert_problem(fx_request(fx, tok, "GET", "/v1/users", NULL), 403, "forbidden");
-	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted", "{\"role\":\"admin\"}"), 200);
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted",
+			  "{\"role\":\"admin\"}"),
+	    200);
 	assert_status(fx_request(fx, tok, "GET", "/v1/users", NULL), 200);
 	assert_status(fx_request(fx, tok, "GET", "/v1/audit", NULL), 200);
-	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted", "{\"role\":\"none\"}"), 200);
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/users/promoted",
+			  "{\"role\":\"none\"}"),
+	    200);
 	assert_problem(fx_request(fx, tok, "GET", "/v1/audit", NULL), 403, "forbidden");
 	assert_problem(fx_request(fx, tok, "GET", "/v1/projects/" OTHER, NULL), 404, "not_found");
 	assert_json_str(fx_request(fx, tok, "GET", "/v1/me", NULL)->json, "role", "none");
 	/* an admin may not be demoted by a non-admin */
-	assert_problem(fx_request(fx, tok, "PATCH", "/v1/users/" FIXTURE_ADMIN_USER, "{\"role\":\"none\"}"),
-		       403, "forbidden");
-	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = $1", FIXTURE_ADMIN_USER),
-			    "admin");
+	assert_problem(fx_request(fx, tok, "PATCH", "/v1/users/" FIXTURE_ADMIN_USER,
+			   "{\"role\":\"none\"}"),
+	    403, "forbidden");
+	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = $1",
+				FIXTURE_ADMIN_USER),
+	    "admin");
 }
 
 int

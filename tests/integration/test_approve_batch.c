@@ -32,18 +32,18 @@
 
 #define MAX_CALLS 64
 
-static const char *op;          /* operator */
-static const char *alice;       /* owner of both projects */
+static const char *op;    /* operator */
+static const char *alice; /* owner of both projects */
 
 struct call {
 	int64_t id;
-	const char *path;               /* NULL: approve request id */
+	const char *path; /* NULL: approve request id */
 	const char *body;
 	const char *token;
-	long status;                    /* 0: transport error */
+	long status; /* 0: transport error */
 	char code[256];
-	int64_t missing;                /* short[0].missing of a 409 insufficient_capacity */
-	int nallocs;                    /* allocations in a 200 */
+	int64_t missing; /* short[0].missing of a 409 insufficient_capacity */
+	int nallocs;     /* allocations in a 200 */
 };
 
 struct burst {
@@ -72,8 +72,8 @@ burst_thread(void *arg)
 		snprintf(path, sizeof(path), "/v1/pool-requests/%lld/approve", (long long)k->id);
 		if (gp_client_set_token(c, k->token) < 0 ||
 		    gp_client_request(c, "POST", k->path ? k->path : path,
-				      k->body ? k->body : "{\"note\":\"burst\"}",
-				      strlen(k->body ? k->body : "{\"note\":\"burst\"}"), NULL, &r) < 0) {
+			k->body ? k->body : "{\"note\":\"burst\"}",
+			strlen(k->body ? k->body : "{\"note\":\"burst\"}"), NULL, &r) < 0) {
 			k->status = 0;
 			gp_client_response_free(&r);
 			continue;
@@ -81,12 +81,14 @@ burst_thread(void *arg)
 		k->status = r.status;
 		if (r.json != NULL && fx_json_has(r.json, "code"))
 			snprintf(k->code, sizeof(k->code), "%s: %s",
-				 json_object_get_string(fx_json(r.json, "code")),
-				 fx_json_has(r.json, "detail") ?
-				 json_object_get_string(fx_json(r.json, "detail")) : "");
+			    json_object_get_string(fx_json(r.json, "code")),
+			    fx_json_has(r.json, "detail")
+				? json_object_get_string(fx_json(r.json, "detail"))
+				: "");
 		if (r.json != NULL && fx_json_has(r.json, "short"))
 			k->missing = json_object_get_int64(
-				fx_json(json_object_array_get_idx(fx_json(r.json, "short"), 0), "missing"));
+			    fx_json(json_object_array_get_idx(fx_json(r.json, "short"), 0),
+				"missing"));
 		if (r.status == 201 && r.json != NULL && fx_json_has(r.json, "id"))
 			k->id = json_object_get_int64(fx_json(r.json, "id"));
 		if (r.status == 200 && r.json != NULL && fx_json_has(r.json, "allocations"))
@@ -133,13 +135,13 @@ find_call(const struct burst *b, int64_t id, int nth)
 
 static int64_t
 submit(struct fixture *fx, const char *project, const char *action, const char *pool,
-       const char *items)
+    const char *items)
 {
 	struct gp_client_response *r;
 
 	r = fx_request(fx, alice, "POST", fx_str(fx, "/v1/projects/%s/pool-requests", project),
-		       "{\"action\":\"%s\",\"pool\":\"%s\",\"items\":[%s],\"justification\":\"t\"}",
-		       action, pool, items);
+	    "{\"action\":\"%s\",\"pool\":\"%s\",\"items\":[%s],\"justification\":\"t\"}", action,
+	    pool, items);
 	assert_status(r, 201);
 	return fx_json_int(r->json, "id");
 }
@@ -148,7 +150,7 @@ static const char *
 state_of(struct fixture *fx, int64_t id)
 {
 	return fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
-			   fx_str(fx, "%lld", (long long)id));
+	    fx_str(fx, "%lld", (long long)id));
 }
 
 static void
@@ -156,41 +158,47 @@ check_invariants(struct fixture *fx)
 {
 	/* no overlapping live allocations */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
-		"AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
-		"AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"), 0);
+			     "SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
+			     "AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
+			     "AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"),
+	    0);
 	/* every pool's live allocations are its items */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM pools p WHERE p.status NOT IN ('pending', 'released') "
-		"AND p.items <> (SELECT coalesce(jsonb_agg(jsonb_build_object('model', m, "
-		"'profile', pf, 'count', c) ORDER BY m, pf), '[]') FROM (SELECT g.model AS m, "
-		"a.profile AS pf, count(*) AS c FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-		"WHERE a.pool_id = p.id AND a.state NOT IN ('releasing', 'released') "
-		"GROUP BY 1, 2) s)"), 0);
+			     "SELECT count(*) FROM pools p WHERE p.status NOT IN ('pending', 'released') "
+			     "AND p.items <> (SELECT coalesce(jsonb_agg(jsonb_build_object('model', m, "
+			     "'profile', pf, 'count', c) ORDER BY m, pf), '[]') FROM (SELECT g.model AS m, "
+			     "a.profile AS pf, count(*) AS c FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			     "WHERE a.pool_id = p.id AND a.state NOT IN ('releasing', 'released') "
+			     "GROUP BY 1, 2) s)"),
+	    0);
 	/* every approved request made allocations, history and one audit row */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
-		"AND r.action IN ('create', 'expand') AND (NOT EXISTS (SELECT 1 FROM allocations a "
-		"WHERE a.request_id = r.id) OR (SELECT count(*) FROM audit_log l "
-		"WHERE l.action = 'pool_request.approve' AND l.object_id = r.id::text) <> 1 "
-		"OR (SELECT to_state FROM pool_request_events e WHERE e.request_id = r.id "
-		"ORDER BY e.id DESC LIMIT 1) <> 'approved')"), 0);
+			     "SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
+			     "AND r.action IN ('create', 'expand') AND (NOT EXISTS (SELECT 1 FROM allocations a "
+			     "WHERE a.request_id = r.id) OR (SELECT count(*) FROM audit_log l "
+			     "WHERE l.action = 'pool_request.approve' AND l.object_id = r.id::text) <> 1 "
+			     "OR (SELECT to_state FROM pool_request_events e WHERE e.request_id = r.id "
+			     "ORDER BY e.id DESC LIMIT 1) <> 'approved')"),
+	    0);
 	/* no request that is not approved holds anything */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM allocations a JOIN pool_requests r ON r.id = a.request_id "
-		"WHERE r.state <> 'approved'"), 0);
+			     "SELECT count(*) FROM allocations a JOIN pool_requests r ON r.id = a.request_id "
+			     "WHERE r.state <> 'approved'"),
+	    0);
 	/* the ledger: per pool and kind, open intervals sum to the live allocations */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM (SELECT l.pool_id, l.model, l.profile, sum(l.count) AS n "
-		"FROM usage_ledger l WHERE l.ended_at IS NULL GROUP BY 1, 2, 3) o "
-		"WHERE o.n <> (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-		"WHERE a.pool_id = o.pool_id AND g.model = o.model AND a.profile = o.profile "
-		"AND a.state NOT IN ('releasing', 'released'))"), 0);
+			     "SELECT count(*) FROM (SELECT l.pool_id, l.model, l.profile, sum(l.count) AS n "
+			     "FROM usage_ledger l WHERE l.ended_at IS NULL GROUP BY 1, 2, 3) o "
+			     "WHERE o.n <> (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			     "WHERE a.pool_id = o.pool_id AND g.model = o.model AND a.profile = o.profile "
+			     "AND a.state NOT IN ('releasing', 'released'))"),
+	    0);
 	/* gpus.layout mirrors the allocations */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
-		"|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
-		"AND a.state <> 'released'), '')"), 0);
+			     "SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
+			     "|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
+			     "AND a.state <> 'released'), '')"),
+	    0);
 }
 
 static int64_t
@@ -212,7 +220,7 @@ static void
 test_burst(void **state)
 {
 	struct fixture *fx = *state;
-	struct burst *b = calloc(1, sizeof(*b));	/* next starts at 0 */
+	struct burst *b = calloc(1, sizeof(*b)); /* next starts at 0 */
 	int64_t good[8], insufficient[3], cancelled, q[2], e[2];
 	int64_t batches0 = metric(fx, "gpupool_approval_batches_total");
 	int64_t items0 = metric(fx, "gpupool_approval_batch_items_total");
@@ -225,31 +233,34 @@ test_burst(void **state)
 		const char *p = i == 0 ? "pa" : "pq";
 
 		r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-			       "{\"name\":\"%s\",\"display_name\":\"%s\"}", p, p);
+		    "{\"name\":\"%s\",\"display_name\":\"%s\"}", p, p);
 		assert_status(r, 201);
 		r = fx_request(fx, fx->admin_token, "PUT",
-			       fx_str(fx, "/v1/projects/%s/members/alice", p), "{\"role\":\"owner\"}");
+		    fx_str(fx, "/v1/projects/%s/members/alice", p), "{\"role\":\"owner\"}");
 		assert_status(r, 201);
 	}
 	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pq/quota",
-		       "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":3}]}");
+	    "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":3}]}");
 	assert_status(r, 201);
 	fx_fleet(fx, "burst", "H100-80GB", 2, 4, true);
 
 	/* a pool to expand twice at once */
-	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve",
-		       (long long)submit(fx, "pa", "create", "grow", "\"H100-80GB/1g.10gb=1\"")), "{}");
+	r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve",
+		(long long)submit(fx, "pa", "create", "grow", "\"H100-80GB/1g.10gb=1\"")),
+	    "{}");
 	assert_status(r, 200);
 	e[0] = submit(fx, "pa", "expand", "grow", "\"H100-80GB/1g.10gb=1\"");
 	e[1] = submit(fx, "pa", "expand", "grow", "\"H100-80GB/1g.20gb=1\"");
 	for (int i = 0; i < 8; i++)
-		good[i] = submit(fx, "pa", "create", fx_str(fx, "good%d", i), "\"H100-80GB/3g.40gb=1\"");
+		good[i] =
+		    submit(fx, "pa", "create", fx_str(fx, "good%d", i), "\"H100-80GB/3g.40gb=1\"");
 	for (int i = 0; i < 3; i++)
-		insufficient[i] = submit(fx, "pa", "create", fx_str(fx, "big%d", i),
-					 "\"H100-80GB/7g.80gb=20\"");
+		insufficient[i] =
+		    submit(fx, "pa", "create", fx_str(fx, "big%d", i), "\"H100-80GB/7g.80gb=20\"");
 	cancelled = submit(fx, "pa", "create", "gone", "\"H100-80GB/1g.10gb=1\"");
 	r = fx_request(fx, alice, "POST",
-		       fx_str(fx, "/v1/pool-requests/%lld/cancel", (long long)cancelled), "{}");
+	    fx_str(fx, "/v1/pool-requests/%lld/cancel", (long long)cancelled), "{}");
 	assert_status(r, 200);
 	/* each fits the quota alone (usage 0 + 2 <= 3), not both */
 	q[0] = submit(fx, "pq", "create", "q0", "\"H100-80GB/1g.10gb=2\"");
@@ -258,7 +269,7 @@ test_burst(void **state)
 	for (int i = 0; i < 8; i++)
 		add_call(b, good[i]);
 	for (int i = 0; i < 4; i++)
-		add_call(b, good[i]);          /* the same approval twice at once */
+		add_call(b, good[i]); /* the same approval twice at once */
 	for (int i = 0; i < 3; i++)
 		add_call(b, insufficient[i]);
 	add_call(b, cancelled);
@@ -273,7 +284,7 @@ test_burst(void **state)
 	for (int i = 0; i < b->n; i++)
 		if (b->calls[i].status == 0 || b->calls[i].status >= 500)
 			fail_msg("approval of %lld answered %ld", (long long)b->calls[i].id,
-				 b->calls[i].status);
+			    b->calls[i].status);
 	for (int i = 0; i < 8; i++) {
 		const struct call *a = find_call(b, good[i], 0);
 
@@ -282,7 +293,7 @@ test_burst(void **state)
 
 			/* one of the two approved it, the other found it decided */
 			assert_true((a->status == 200 && a2->status == 409) ||
-				    (a->status == 409 && a2->status == 200));
+			    (a->status == 409 && a2->status == 200));
 			if (a->status != 200)
 				a = a2;
 		}
@@ -295,7 +306,7 @@ test_burst(void **state)
 
 		assert_int_equal(a->status, 409);
 		assert_int_equal(strncmp(a->code, "insufficient_capacity:", 22), 0);
-		assert_true(a->missing >= 12 && a->missing <= 20);   /* 8 GPUs, some taken */
+		assert_true(a->missing >= 12 && a->missing <= 20); /* 8 GPUs, some taken */
 		assert_string_equal(state_of(fx, insufficient[i]), "pending");
 	}
 	assert_int_equal(find_call(b, cancelled, 0)->status, 409);
@@ -314,14 +325,15 @@ test_burst(void **state)
 	assert_int_equal(quota_refused, 1);
 	assert_int_equal(find_call(b, e[0], 0)->status, 200);
 	assert_int_equal(find_call(b, e[1], 0)->status, 200);
-	assert_string_equal(fx_sql_text(fx, "SELECT items::text FROM pools WHERE name = 'grow' "
-					"AND status <> 'released'"),
-			    "[{\"count\": 2, \"model\": \"H100-80GB\", \"profile\": \"1g.10gb\"}, "
-			    "{\"count\": 1, \"model\": \"H100-80GB\", \"profile\": \"1g.20gb\"}]");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT items::text FROM pools WHERE name = 'grow' "
+				"AND status <> 'released'"),
+	    "[{\"count\": 2, \"model\": \"H100-80GB\", \"profile\": \"1g.10gb\"}, "
+	    "{\"count\": 1, \"model\": \"H100-80GB\", \"profile\": \"1g.20gb\"}]");
 	check_invariants(fx);
 	/* approvals shared transactions: fewer batches than approvals */
 	assert_true(metric(fx, "gpupool_approval_batch_items_total") - items0 >
-		    metric(fx, "gpupool_approval_batches_total") - batches0);
+	    metric(fx, "gpupool_approval_batches_total") - batches0);
 	free(b);
 }
 
@@ -348,13 +360,17 @@ test_submit_burst(void **state)
 		if (i >= 28) {
 			/* pq's quota: 3 x 1g.10gb, of which the burst test's pool holds 2 */
 			k->path = "/v1/projects/pq/pool-requests";
-			k->body = fx_str(fx, "{\"action\":\"create\",\"pool\":\"%s\","
-					 "\"items\":[\"H100-80GB/1g.10gb=%d\"]}", name, i == 28 ? 1 : 2);
+			k->body = fx_str(fx,
+			    "{\"action\":\"create\",\"pool\":\"%s\","
+			    "\"items\":[\"H100-80GB/1g.10gb=%d\"]}",
+			    name, i == 28 ? 1 : 2);
 			continue;
 		}
 		k->path = "/v1/projects/pa/pool-requests";
-		k->body = fx_str(fx, "{\"action\":\"create\",\"pool\":\"%s\","
-				 "\"items\":[\"H100-80GB/1g.10gb=1\"]}", name);
+		k->body = fx_str(fx,
+		    "{\"action\":\"create\",\"pool\":\"%s\","
+		    "\"items\":[\"H100-80GB/1g.10gb=1\"]}",
+		    name);
 	}
 	run_burst(fx, b, b->n);
 	for (int i = 0; i < b->n; i++) {
@@ -386,12 +402,13 @@ test_submit_burst(void **state)
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pools WHERE name = 'same'"), 1);
 	/* every request has its pool, first history row and audit row */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM pool_requests r WHERE r.state = 'pending' AND (NOT EXISTS "
-		"(SELECT 1 FROM pool_request_events e WHERE e.request_id = r.id AND e.to_state = "
-		"'pending') OR NOT EXISTS (SELECT 1 FROM audit_log l WHERE l.action = "
-		"'pool_request.submit' AND l.object_id = r.id::text))"), 0);
+			     "SELECT count(*) FROM pool_requests r WHERE r.state = 'pending' AND (NOT EXISTS "
+			     "(SELECT 1 FROM pool_request_events e WHERE e.request_id = r.id AND e.to_state = "
+			     "'pending') OR NOT EXISTS (SELECT 1 FROM audit_log l WHERE l.action = "
+			     "'pool_request.submit' AND l.object_id = r.id::text))"),
+	    0);
 	assert_true(metric(fx, "gpupool_submit_batch_items_total") - items0 >
-		    metric(fx, "gpupool_submit_batches_total") - batches0);
+	    metric(fx, "gpupool_submit_batches_total") - batches0);
 	free(b);
 }
 
@@ -435,8 +452,9 @@ test_stop_with_queue(void **state)
 
 	fx_fleet(fx, "stop", "H200-141GB", 2, 4, true);
 	for (int i = 0; i < 24; i++)
-		add_call(b, submit(fx, "pa", "create", fx_str(fx, "stop%d", i),
-				   "\"H200-141GB/1g.18gb=1\""));
+		add_call(b,
+		    submit(fx, "pa", "create", fx_str(fx, "stop%d", i),
+			"\"H200-141GB/1g.18gb=1\""));
 	st.fx = fx;
 	st.b = b;
 	st.srv = fixture_server_start(fx, env);
@@ -454,14 +472,15 @@ test_stop_with_queue(void **state)
 		const char *s = state_of(fx, k->id);
 
 		if (k->status != 0 && k->status != 200)
-			fail_msg("approval of %lld answered %ld %s while stopping", (long long)k->id,
-				 k->status, k->code);
+			fail_msg("approval of %lld answered %ld %s while stopping",
+			    (long long)k->id, k->status, k->code);
 		if (k->status == 200)
 			approved++;
 		assert_string_equal(s, k->status == 200 ? "approved" : "pending");
 	}
 	print_message("stop with a burst in flight: %d of %d approved, the rest never reached "
-		      "the server\n", approved, b->n);
+		      "the server\n",
+	    approved, b->n);
 	check_invariants(fx);
 	free(b);
 }

@@ -18,7 +18,7 @@
 
 #include "core/timeutil.h"
 
-#define TOKEN_SECRET_LEN 43     /* base64url of 32 random bytes */
+#define TOKEN_SECRET_LEN 43 /* base64url of 32 random bytes */
 
 /* ---- helpers ---- */
 
@@ -33,7 +33,7 @@ static struct gp_client_response *
 login(struct fixture *fx, const char *user, const char *password)
 {
 	return fx_request(fx, NULL, "POST", "/v1/auth/login",
-			  "{\"username\":\"%s\",\"password\":\"%s\"}", user, password);
+	    "{\"username\":\"%s\",\"password\":\"%s\"}", user, password);
 }
 
 /* Number of rows, in any table of the schema, whose text holds s or its hex form. */
@@ -41,12 +41,12 @@ static int64_t
 rows_containing(struct fixture *fx, const char *s)
 {
 	return fx_sql_int64(fx,
-		"SELECT count(*) FROM pg_tables t, LATERAL (SELECT query_to_xml("
-		"  format('SELECT x::text AS r FROM %I.%I x', t.schemaname, t.tablename),"
-		"  false, false, '')::text AS dump) q "
-		"WHERE t.schemaname = 'public' AND (strpos(q.dump, $1) > 0 "
-		"  OR strpos(q.dump, encode(convert_to($1, 'UTF8'), 'hex')) > 0)",
-		s);
+	    "SELECT count(*) FROM pg_tables t, LATERAL (SELECT query_to_xml("
+	    "  format('SELECT x::text AS r FROM %I.%I x', t.schemaname, t.tablename),"
+	    "  false, false, '')::text AS dump) q "
+	    "WHERE t.schemaname = 'public' AND (strpos(q.dump, $1) > 0 "
+	    "  OR strpos(q.dump, encode(convert_to($1, 'UTF8'), 'hex')) > 0)",
+	    s);
 }
 
 /* Tokens are "gpp_" and 43 base64url characters; the secret is stored nowhere. */
@@ -57,20 +57,24 @@ assert_token_stored_as_digest(struct fixture *fx, const char *token)
 
 	assert_true(len == 4 + TOKEN_SECRET_LEN);
 	assert_memory_equal(token, "gpp_", 4);
-	assert_true(strspn(token + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			   "0123456789-_") == TOKEN_SECRET_LEN);
+	assert_true(strspn(token + 4,
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			"0123456789-_") == TOKEN_SECRET_LEN);
 	/* exactly one row holds sha256(token), and it is 32 bytes */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM tokens WHERE digest = sha256(convert_to($1, 'UTF8')) "
-		"AND length(digest) = 32", token), 1);
+			     "SELECT count(*) FROM tokens WHERE digest = sha256(convert_to($1, 'UTF8')) "
+			     "AND length(digest) = 32",
+			     token),
+	    1);
 	/* the secret part appears in no row of any table, as text or as bytes
 	 * (the scan does see rows: the stored prefix is found) */
 	assert_int_equal(rows_containing(fx, token + 4), 0);
 	assert_true(rows_containing(fx, fx_str(fx, "%.8s", token)) >= 1);
 	/* the stored prefix is only the first 8 characters */
 	assert_string_equal(fx_sql_text(fx,
-		"SELECT prefix FROM tokens WHERE digest = sha256(convert_to($1, 'UTF8'))", token),
-		fx_str(fx, "%.8s", token));
+				"SELECT prefix FROM tokens WHERE digest = sha256(convert_to($1, 'UTF8'))",
+				token),
+	    fx_str(fx, "%.8s", token));
 }
 
 static int64_t
@@ -143,14 +147,17 @@ test_login_ok(void **state)
 	assert_true(exp > now + 12LL * 3600 * 1000000 - 120LL * 1000000);
 	assert_true(exp < now + 12LL * 3600 * 1000000 + 120LL * 1000000);
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM tokens WHERE digest = sha256(convert_to($1, 'UTF8')) "
-		"AND user_id = $2::bigint AND kind = 'session' AND revoked_at IS NULL "
-		"AND abs(extract(epoch FROM expires_at) - $3::bigint / 1000000.0) < 1",
-		token, uid, fx_str(fx, "%lld", (long long)exp)), 1);
+			     "SELECT count(*) FROM tokens WHERE digest = sha256(convert_to($1, 'UTF8')) "
+			     "AND user_id = $2::bigint AND kind = 'session' AND revoked_at IS NULL "
+			     "AND abs(extract(epoch FROM expires_at) - $3::bigint / 1000000.0) < 1",
+			     token, uid, fx_str(fx, "%lld", (long long)exp)),
+	    1);
 	/* two logins (fixture_create_user logged in once), two distinct sessions */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(DISTINCT digest) FROM tokens WHERE user_id = $1::bigint "
-		"AND kind = 'session'", uid), 2);
+			     "SELECT count(DISTINCT digest) FROM tokens WHERE user_id = $1::bigint "
+			     "AND kind = 'session'",
+			     uid),
+	    2);
 
 	r = fx_request(fx, token, "GET", "/v1/me", NULL);
 	assert_status(r, 200);
@@ -158,7 +165,7 @@ test_login_ok(void **state)
 
 	/* the token works only as a bearer token, and only exactly */
 	r = fx_request_h(fx, NULL, "GET", "/v1/me",
-			 ((const char *[]){ fx_str(fx, "Authorization: Basic %s", token), NULL }), NULL);
+	    ((const char *[]){ fx_str(fx, "Authorization: Basic %s", token), NULL }), NULL);
 	assert_problem(r, 401, "unauthorized");
 	assert_int_equal(me_status(fx, fx_str(fx, "%.*s", (int)strlen(token) - 1, token)), 401);
 	assert_int_equal(me_status(fx, fx_str(fx, "%sA", token)), 401);
@@ -195,7 +202,7 @@ test_login_failures_look_alike(void **state)
 	r = fx_request(fx, NULL, "POST", "/v1/auth/login", "{\"username\":\"bob\"}");
 	assert_problem(r, 422, "validation_failed");
 	r = fx_request(fx, NULL, "POST", "/v1/auth/login",
-		       "{\"username\":\"bob\",\"password\":\"x\",\"otp\":\"1\"}");
+	    "{\"username\":\"bob\",\"password\":\"x\",\"otp\":\"1\"}");
 	assert_problem(r, 422, "validation_failed");
 	r = fx_request(fx, NULL, "POST", "/v1/auth/login", "{\"username\":\"bob\",\"password\":1}");
 	assert_problem(r, 422, "validation_failed");
@@ -213,8 +220,9 @@ test_login_failures_look_alike(void **state)
 	assert_problem(r, 401, "invalid_credentials");
 	assert_string_equal(fx_json_str(r->json, "detail"), fx_json_str(unknown->json, "detail"));
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM tokens t JOIN users u ON u.id = t.user_id "
-		"WHERE u.username = 'bob' AND t.revoked_at IS NULL"), 0);
+			     "SELECT count(*) FROM tokens t JOIN users u ON u.id = t.user_id "
+			     "WHERE u.username = 'bob' AND t.revoked_at IS NULL"),
+	    0);
 	/* enabled again, the old session stays dead but a new login works */
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/users/bob", "{\"disabled\":false}");
 	assert_status(r, 200);
@@ -242,15 +250,20 @@ test_me(void **state)
 
 	/* projects appear with the caller's role, sorted by name */
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-				 "{\"name\":\"me-b\",\"display_name\":\"B\"}"), 201);
+			  "{\"name\":\"me-b\",\"display_name\":\"B\"}"),
+	    201);
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-				 "{\"name\":\"me-a\",\"display_name\":\"A\"}"), 201);
+			  "{\"name\":\"me-a\",\"display_name\":\"A\"}"),
+	    201);
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-				 "{\"name\":\"me-c\",\"display_name\":\"C\"}"), 201);
+			  "{\"name\":\"me-c\",\"display_name\":\"C\"}"),
+	    201);
 	assert_status(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/me-b/members/carol",
-				 "{\"role\":\"viewer\"}"), 201);
+			  "{\"role\":\"viewer\"}"),
+	    201);
 	assert_status(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/me-a/members/carol",
-				 "{\"role\":\"owner\"}"), 201);
+			  "{\"role\":\"owner\"}"),
+	    201);
 	r = fx_request(fx, tok, "GET", "/v1/me", NULL);
 	assert_status(r, 200);
 	assert_int_equal(json_object_object_length(r->json), 3);
@@ -272,9 +285,10 @@ test_me(void **state)
 	r = fx_request(fx, NULL, "GET", "/v1/me", NULL);
 	assert_problem(r, 401, "unauthorized");
 	r = fx_request_h(fx, NULL, "GET", "/v1/me",
-			 ((const char *[]){ "Authorization: Bearer", NULL }), NULL);
+	    ((const char *[]){ "Authorization: Bearer", NULL }), NULL);
 	assert_problem(r, 401, "unauthorized");
-	r = fx_request(fx, "gpp_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "GET", "/v1/me", NULL);
+	r = fx_request(fx, "gpp_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "GET", "/v1/me",
+	    NULL);
 	assert_problem(r, 401, "unauthorized");
 }
 
@@ -290,7 +304,8 @@ test_api_token_shown_once(void **state)
 
 	session = fixture_create_user(fx, "dave", "none");
 	uid = user_id(fx, "dave");
-	audit_before = fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.create'");
+	audit_before =
+	    fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.create'");
 	r = fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"ci deploy\"}");
 	assert_status(r, 201);
 	api = fx_json_str(r->json, "token");
@@ -302,15 +317,20 @@ test_api_token_shown_once(void **state)
 	assert_json_null(r->json, "last_used_at");
 	assert_string_equal(r->location, fx_str(fx, "/v1/tokens/%s", id));
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM tokens WHERE id = $1::bigint AND user_id = $2::bigint "
-		"AND kind = 'api' AND name = 'ci deploy' AND expires_at IS NULL "
-		"AND digest = sha256(convert_to($3, 'UTF8'))", id, uid, api), 1);
+			     "SELECT count(*) FROM tokens WHERE id = $1::bigint AND user_id = $2::bigint "
+			     "AND kind = 'api' AND name = 'ci deploy' AND expires_at IS NULL "
+			     "AND digest = sha256(convert_to($3, 'UTF8'))",
+			     id, uid, api),
+	    1);
 	/* the creation is audited, without the secret */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log WHERE action = 'token.create'"), audit_before + 1);
+			     "SELECT count(*) FROM audit_log WHERE action = 'token.create'"),
+	    audit_before + 1);
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log WHERE action = 'token.create' AND actor = 'dave' "
-		"AND object_id = $1", id), 1);
+			     "SELECT count(*) FROM audit_log WHERE action = 'token.create' AND actor = 'dave' "
+			     "AND object_id = $1",
+			     id),
+	    1);
 
 	/* the API token authenticates as its user */
 	r = fx_request(fx, api, "GET", "/v1/me", NULL);
@@ -318,7 +338,9 @@ test_api_token_shown_once(void **state)
 	assert_json_str(r->json, "username", "dave");
 	/* first use is recorded */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM tokens WHERE id = $1::bigint AND last_used_at IS NOT NULL", id), 1);
+			     "SELECT count(*) FROM tokens WHERE id = $1::bigint AND last_used_at IS NOT NULL",
+			     id),
+	    1);
 
 	/* listed without the secret, session tokens not listed */
 	r = fx_request(fx, session, "GET", "/v1/tokens", NULL);
@@ -342,21 +364,24 @@ test_api_token_shown_once(void **state)
 
 	/* bad input changes nothing */
 	audit_before = fx_sql_int64(fx, "SELECT count(*) FROM tokens");
-	assert_problem(fx_request(fx, session, "POST", "/v1/tokens", "{}"), 422, "validation_failed");
-	assert_problem(fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"\"}"),
-		       422, "validation_failed");
-	assert_problem(fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"x\",\"scope\":\"all\"}"),
-		       422, "validation_failed");
+	assert_problem(fx_request(fx, session, "POST", "/v1/tokens", "{}"), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"\"}"), 422,
+	    "validation_failed");
 	assert_problem(fx_request(fx, session, "POST", "/v1/tokens",
-				  "{\"name\":\"x\",\"expires_at\":\"%s\"}", rfc3339_in(fx, -60)),
-		       422, "validation_failed");
+			   "{\"name\":\"x\",\"scope\":\"all\"}"),
+	    422, "validation_failed");
 	assert_problem(fx_request(fx, session, "POST", "/v1/tokens",
-				  "{\"name\":\"x\",\"expires_at\":\"%s\"}", rfc3339_in(fx, 400 * 86400)),
-		       422, "validation_failed");
+			   "{\"name\":\"x\",\"expires_at\":\"%s\"}", rfc3339_in(fx, -60)),
+	    422, "validation_failed");
 	assert_problem(fx_request(fx, session, "POST", "/v1/tokens",
-				  "{\"name\":\"x\",\"expires_at\":\"tomorrow\"}"), 422, "validation_failed");
+			   "{\"name\":\"x\",\"expires_at\":\"%s\"}", rfc3339_in(fx, 400 * 86400)),
+	    422, "validation_failed");
 	assert_problem(fx_request(fx, session, "POST", "/v1/tokens",
-				  "{\"name\":\"%0101d\"}", 0), 422, "validation_failed");
+			   "{\"name\":\"x\",\"expires_at\":\"tomorrow\"}"),
+	    422, "validation_failed");
+	assert_problem(fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"%0101d\"}", 0),
+	    422, "validation_failed");
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens"), audit_before);
 }
 
@@ -381,9 +406,11 @@ test_api_token_idempotent_create(void **state)
 	id = fx_json_str(r->json, "id");
 	assert_int_equal(me_status(fx, api), 200);
 	/* the idempotency record exists, and holds no secret */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE "
-				      "user_id = $1::bigint AND key = 'tok-create-1' AND state = 'done'",
-				      uid), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE "
+			     "user_id = $1::bigint AND key = 'tok-create-1' AND state = 'done'",
+			     uid),
+	    1);
 	assert_token_stored_as_digest(fx, api);
 
 	/* the retry creates nothing and shows no secret */
@@ -392,10 +419,15 @@ test_api_token_idempotent_create(void **state)
 	assert_string_equal(r->location, fx_str(fx, "/v1/tokens/%s", id));
 	assert_null(strstr(r->body, api + 4));
 	assert_json_absent(r->json, "token");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens WHERE user_id = $1::bigint "
-				      "AND kind = 'api'", uid), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.create' "
-				      "AND actor = 'dora'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM tokens WHERE user_id = $1::bigint "
+			     "AND kind = 'api'",
+			     uid),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'token.create' "
+			     "AND actor = 'dora'"),
+	    1);
 	/* and the token created first still works */
 	assert_int_equal(me_status(fx, api), 200);
 	/* a different body with the same key is still a mismatch */
@@ -443,16 +475,21 @@ test_api_token_list_pages(void **state)
 		assert_string_equal(seen[i], ids[i]);
 
 	/* a revoked token leaves the list */
-	assert_status(fx_request(fx, session, "DELETE", fx_str(fx, "/v1/tokens/%s", ids[3]), NULL), 204);
+	assert_status(fx_request(fx, session, "DELETE", fx_str(fx, "/v1/tokens/%s", ids[3]), NULL),
+	    204);
 	r = fx_request(fx, session, "GET", "/v1/tokens?limit=500", NULL);
 	assert_status(r, 200);
 	assert_int_equal(fx_json_len(r->json, "items"), 6);
 	assert_json_str(r->json, "items[3].id", ids[4]);
 
-	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?limit=0", NULL), 422, "validation_failed");
-	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?limit=501", NULL), 422, "validation_failed");
-	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?limit=x", NULL), 422, "validation_failed");
-	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?cursor=zzz", NULL), 422, "validation_failed");
+	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?limit=0", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?limit=501", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?limit=x", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, session, "GET", "/v1/tokens?cursor=zzz", NULL), 422,
+	    "validation_failed");
 }
 
 static void
@@ -467,7 +504,8 @@ test_api_token_expiry(void **state)
 
 	/* a token that expires in 6 seconds works until then, not after */
 	exp = rfc3339_in(fx, 6);
-	r = fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"short\",\"expires_at\":\"%s\"}", exp);
+	r = fx_request(fx, session, "POST", "/v1/tokens",
+	    "{\"name\":\"short\",\"expires_at\":\"%s\"}", exp);
 	assert_status(r, 201);
 	soon = fx_json_str(r->json, "token");
 	exp_us = parse_time(fx_json_str(r->json, "expires_at"));
@@ -481,20 +519,26 @@ test_api_token_expiry(void **state)
 	assert_problem(fx_request(fx, soon, "GET", "/v1/tokens", NULL), 401, "unauthorized");
 
 	/* expiry set in the database takes effect on the next request */
-	r = fx_request(fx, session, "POST", "/v1/tokens", "{\"name\":\"long\",\"expires_at\":\"%s\"}",
-		       rfc3339_in(fx, 86400));
+	r = fx_request(fx, session, "POST", "/v1/tokens",
+	    "{\"name\":\"long\",\"expires_at\":\"%s\"}", rfc3339_in(fx, 86400));
 	assert_status(r, 201);
 	later = fx_json_str(r->json, "token");
 	later_id = fx_json_str(r->json, "id");
 	assert_int_equal(me_status(fx, later), 200);
-	assert_int_equal(fx_sql_exec(fx, "UPDATE tokens SET expires_at = now() - interval '1 second' "
-				     "WHERE id = $1::bigint", later_id), 1);
+	assert_int_equal(fx_sql_exec(fx,
+			     "UPDATE tokens SET expires_at = now() - interval '1 second' "
+			     "WHERE id = $1::bigint",
+			     later_id),
+	    1);
 	assert_int_equal(me_status(fx, later), 401);
 
 	/* so does a session's */
 	assert_int_equal(me_status(fx, session), 200);
-	assert_int_equal(fx_sql_exec(fx, "UPDATE tokens SET expires_at = now() - interval '1 second' "
-				     "WHERE digest = sha256(convert_to($1, 'UTF8'))", session), 1);
+	assert_int_equal(fx_sql_exec(fx,
+			     "UPDATE tokens SET expires_at = now() - interval '1 second' "
+			     "WHERE digest = sha256(convert_to($1, 'UTF8'))",
+			     session),
+	    1);
 	assert_int_equal(me_status(fx, session), 401);
 }
 
@@ -520,20 +564,28 @@ test_api_token_revocation(void **state)
 	assert_int_equal(me_status(fx, a), 200);
 
 	/* revoked through the session: the very next request is refused */
-	audit_before = fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.revoke'");
+	audit_before =
+	    fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.revoke'");
 	r = fx_request(fx, gina, "DELETE", fx_str(fx, "/v1/tokens/%s", a_id), NULL);
 	assert_status(r, 204);
 	assert_int_equal(r->body_len, 0);
 	assert_problem(fx_request(fx, a, "GET", "/v1/me", NULL), 401, "unauthorized");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens WHERE id = $1::bigint "
-				      "AND revoked_at IS NOT NULL", a_id), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.revoke' "
-				      "AND actor = 'gina' AND object_id = $1", a_id), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM tokens WHERE id = $1::bigint "
+			     "AND revoked_at IS NOT NULL",
+			     a_id),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'token.revoke' "
+			     "AND actor = 'gina' AND object_id = $1",
+			     a_id),
+	    1);
 	/* twice is not found, and writes no second audit row */
-	assert_problem(fx_request(fx, gina, "DELETE", fx_str(fx, "/v1/tokens/%s", a_id), NULL),
-		       404, "not_found");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.revoke'"),
-			 audit_before + 1);
+	assert_problem(fx_request(fx, gina, "DELETE", fx_str(fx, "/v1/tokens/%s", a_id), NULL), 404,
+	    "not_found");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'token.revoke'"),
+	    audit_before + 1);
 	/* the other tokens of the user are untouched */
 	assert_int_equal(me_status(fx, b), 200);
 	assert_int_equal(me_status(fx, gina), 200);
@@ -543,16 +595,21 @@ test_api_token_revocation(void **state)
 	assert_problem(r, 404, "not_found");
 	r = fx_request(fx, hank, "DELETE", fx_str(fx, "/v1/tokens/%s", b_id), NULL);
 	assert_problem(r, 404, "not_found");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens WHERE id IN ($1::bigint, $2::bigint) "
-				      "AND revoked_at IS NULL", h_id, b_id), 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM tokens WHERE id IN ($1::bigint, $2::bigint) "
+			     "AND revoked_at IS NULL",
+			     h_id, b_id),
+	    2);
 	assert_int_equal(me_status(fx, h), 200);
 	assert_int_equal(me_status(fx, b), 200);
 	/* ids that are no ids */
 	assert_problem(fx_request(fx, gina, "DELETE", "/v1/tokens/abc", NULL), 404, "not_found");
 	assert_problem(fx_request(fx, gina, "DELETE", "/v1/tokens/0", NULL), 404, "not_found");
-	assert_problem(fx_request(fx, gina, "DELETE", "/v1/tokens/99999999", NULL), 404, "not_found");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'token.revoke'"),
-			 audit_before + 1);
+	assert_problem(fx_request(fx, gina, "DELETE", "/v1/tokens/99999999", NULL), 404,
+	    "not_found");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'token.revoke'"),
+	    audit_before + 1);
 
 	/* a token may revoke itself; the next request with it is refused */
 	r = fx_request(fx, b, "DELETE", fx_str(fx, "/v1/tokens/%s", b_id), NULL);
@@ -573,7 +630,8 @@ test_password_change_ends_tokens(void **state)
 	session = fixture_create_user(fx, "mona", "none");
 	api = fx_json_str(token_create(fx, session, "m")->json, "token");
 	assert_int_equal(me_status(fx, api), 200);
-	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/users/mona", "{\"password\":\"another-Passw0rd-42\"}");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/users/mona",
+	    "{\"password\":\"another-Passw0rd-42\"}");
 	assert_status(r, 200);
 	assert_int_equal(me_status(fx, session), 401);
 	assert_int_equal(me_status(fx, api), 401);
@@ -582,11 +640,15 @@ test_password_change_ends_tokens(void **state)
 	assert_status(r, 200);
 	assert_int_equal(me_status(fx, fx_json_str(r->json, "token")), 200);
 	/* the audit row of the change holds no password or hash */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE object_id = 'mona' "
-				      "AND (strpos(audit_log::text, 'another-Passw0rd-42') > 0 "
-				      "OR strpos(audit_log::text, '$argon2') > 0)"), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE object_id = 'mona' "
-				      "AND action = 'user.update'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE object_id = 'mona' "
+			     "AND (strpos(audit_log::text, 'another-Passw0rd-42') > 0 "
+			     "OR strpos(audit_log::text, '$argon2') > 0)"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE object_id = 'mona' "
+			     "AND action = 'user.update'"),
+	    1);
 }
 
 /* ---- rate limiting ---- */
@@ -604,7 +666,8 @@ test_login_rate_limit_per_user(void **state)
 	tokens = fx_sql_int64(fx, "SELECT count(*) FROM tokens");
 
 	for (int i = 0; i < 10; i++)
-		assert_problem(login(fx, "ivan", fx_str(fx, "wrong-%d", i)), 401, "invalid_credentials");
+		assert_problem(login(fx, "ivan", fx_str(fx, "wrong-%d", i)), 401,
+		    "invalid_credentials");
 	/* the 11th attempt is refused before the password is looked at */
 	r = login(fx, "ivan", FIXTURE_PASSWORD);
 	assert_problem(r, 429, "rate_limited");
@@ -616,8 +679,10 @@ test_login_rate_limit_per_user(void **state)
 	assert_status(login(fx, "judy", FIXTURE_PASSWORD), 200);
 	tokens++;
 	/* once the window has passed ivan may log in again */
-	assert_int_equal(fx_sql_exec(fx, "UPDATE login_failures SET window_start = now() - interval '1 day' "
-				     "WHERE key LIKE '%ivan%'"), 1);
+	assert_int_equal(fx_sql_exec(fx,
+			     "UPDATE login_failures SET window_start = now() - interval '1 day' "
+			     "WHERE key LIKE '%ivan%'"),
+	    1);
 	assert_status(login(fx, "ivan", FIXTURE_PASSWORD), 200);
 	tokens++;
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens"), tokens);
@@ -627,7 +692,9 @@ test_login_rate_limit_per_user(void **state)
 	for (int i = 0; i < 9; i++)
 		assert_problem(login(fx, "judy", "wrong"), 401, "invalid_credentials");
 	assert_status(login(fx, "judy", FIXTURE_PASSWORD), 200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM login_failures WHERE key LIKE '%judy%'"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM login_failures WHERE key LIKE '%judy%'"),
+	    0);
 	for (int i = 0; i < 9; i++)
 		assert_problem(login(fx, "judy", "wrong"), 401, "invalid_credentials");
 	assert_status(login(fx, "judy", FIXTURE_PASSWORD), 200);
@@ -647,8 +714,8 @@ struct guesser {
 	const char *base_url;
 	const char *user;
 	int attempts;
-	int refused;            /* 401: the password was checked */
-	int limited;            /* 429 */
+	int refused; /* 401: the password was checked */
+	int limited; /* 429 */
 	int other;
 };
 
@@ -667,8 +734,10 @@ guesser_main(void *arg)
 		struct gp_client_response r;
 		char body[128];
 
-		snprintf(body, sizeof(body), "{\"username\":\"%s\",\"password\":\"guess-%d\"}", g->user, i);
-		if (gp_client_request(cl, "POST", "/v1/auth/login", body, strlen(body), NULL, &r) != 0)
+		snprintf(body, sizeof(body), "{\"username\":\"%s\",\"password\":\"guess-%d\"}",
+		    g->user, i);
+		if (gp_client_request(cl, "POST", "/v1/auth/login", body, strlen(body), NULL, &r) !=
+		    0)
 			g->other++;
 		else if (r.status == 401)
 			g->refused++;
@@ -697,7 +766,9 @@ test_login_rate_limit_parallel(void **state)
 	login_failures_reset(fx);
 	fixture_create_user(fx, "nina", "none");
 	for (int i = 0; i < 8; i++) {
-		g[i] = (struct guesser){ .base_url = fx->server->base_url, .user = "nina", .attempts = 6 };
+		g[i] = (struct guesser){ .base_url = fx->server->base_url,
+			.user = "nina",
+			.attempts = 6 };
 		assert_int_equal(pthread_create(&th[i], NULL, guesser_main, &g[i]), 0);
 	}
 	for (int i = 0; i < 8; i++) {
@@ -706,7 +777,8 @@ test_login_rate_limit_parallel(void **state)
 		limited += g[i].limited;
 		other += g[i].other;
 	}
-	print_message("parallel guesses: %d checked, %d limited, %d other\n", refused, limited, other);
+	print_message("parallel guesses: %d checked, %d limited, %d other\n", refused, limited,
+	    other);
 	assert_int_equal(other, 0);
 	assert_int_equal(refused + limited, 48);
 	assert_true(refused <= 10);
@@ -724,15 +796,18 @@ test_login_rate_limit_per_address(void **state)
 	fixture_create_user(fx, "kate", "none");
 	/* 100 failures from one address, each for a different user name */
 	for (int i = 0; i < 100; i++)
-		assert_problem(login(fx, fx_str(fx, "spray-%d", i), "x"), 401, "invalid_credentials");
+		assert_problem(login(fx, fx_str(fx, "spray-%d", i), "x"), 401,
+		    "invalid_credentials");
 	/* now every login from that address waits, right password or not */
 	r = login(fx, "kate", FIXTURE_PASSWORD);
 	assert_problem(r, 429, "rate_limited");
 	assert_true(r->retry_after > 0);
 	/* and further sprayed names leave no counter behind */
 	assert_problem(login(fx, "spray-extra", "x"), 429, "rate_limited");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM login_failures "
-				      "WHERE key IN ('user:spray-extra', 'user:kate')"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM login_failures "
+			     "WHERE key IN ('user:spray-extra', 'user:kate')"),
+	    0);
 	login_failures_reset(fx);
 	assert_status(login(fx, "kate", FIXTURE_PASSWORD), 200);
 }
@@ -753,34 +828,44 @@ test_password_rehash(void **state)
 	now_hash = fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = 'liam'");
 	assert_int_equal(strncmp(now_hash, "$argon2id$v=19$m=19456,t=2,p=1$", 31), 0);
 	assert_status(login(fx, "liam", FIXTURE_PASSWORD), 200);
-	assert_string_equal(fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = 'liam'"),
-			    now_hash);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT password_hash FROM users WHERE username = 'liam'"),
+	    now_hash);
 
 	/* a hash made with weaker parameters (m=4096 KiB, t=1) is replaced on
 	 * the next successful login, not on a failed one */
-	assert_int_equal(argon2id_hash_encoded(1, 4096, 1, FIXTURE_PASSWORD, strlen(FIXTURE_PASSWORD),
-					       salt, sizeof(salt), 32, weak, sizeof(weak)), ARGON2_OK);
+	assert_int_equal(argon2id_hash_encoded(1, 4096, 1, FIXTURE_PASSWORD,
+			     strlen(FIXTURE_PASSWORD), salt, sizeof(salt), 32, weak, sizeof(weak)),
+	    ARGON2_OK);
 	assert_int_equal(strncmp(weak, "$argon2id$v=19$m=4096,t=1,p=1$", 30), 0);
-	assert_int_equal(fx_sql_exec(fx, "UPDATE users SET password_hash = $1 WHERE username = 'liam'",
-				     weak), 1);
+	assert_int_equal(fx_sql_exec(fx,
+			     "UPDATE users SET password_hash = $1 WHERE username = 'liam'", weak),
+	    1);
 	assert_problem(login(fx, "liam", "wrong"), 401, "invalid_credentials");
-	assert_string_equal(fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = 'liam'"),
-			    weak);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT password_hash FROM users WHERE username = 'liam'"),
+	    weak);
 	assert_status(login(fx, "liam", FIXTURE_PASSWORD), 200);
 	again = fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = 'liam'");
 	assert_int_equal(strncmp(again, "$argon2id$v=19$m=19456,t=2,p=1$", 31), 0);
 	assert_string_not_equal(again, weak);
-	assert_string_not_equal(again, now_hash);       /* a fresh salt */
+	assert_string_not_equal(again, now_hash); /* a fresh salt */
 	/* the new hash verifies the same password */
-	assert_int_equal(argon2id_verify(again, FIXTURE_PASSWORD, strlen(FIXTURE_PASSWORD)), ARGON2_OK);
+	assert_int_equal(argon2id_verify(again, FIXTURE_PASSWORD, strlen(FIXTURE_PASSWORD)),
+	    ARGON2_OK);
 	assert_status(login(fx, "liam", FIXTURE_PASSWORD), 200);
-	assert_string_equal(fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = 'liam'"),
-			    again);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT password_hash FROM users WHERE username = 'liam'"),
+	    again);
 	/* no secret, weak or new, went to the audit log */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE strpos(audit_log::text, $1) > 0",
-				      weak + 31), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE strpos(audit_log::text, $1) > 0",
-				      FIXTURE_PASSWORD), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE strpos(audit_log::text, $1) > 0",
+			     weak + 31),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE strpos(audit_log::text, $1) > 0",
+			     FIXTURE_PASSWORD),
+	    0);
 }
 
 int

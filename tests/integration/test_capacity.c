@@ -35,7 +35,7 @@ mk_cluster(struct fixture *fx, const char *name)
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
-		       "{\"name\":\"%s\",\"region\":\"eu-west\"}", name);
+	    "{\"name\":\"%s\",\"region\":\"eu-west\"}", name);
 	assert_status(r, 201);
 	assert_json_str(r->json, "name", name);
 }
@@ -46,9 +46,9 @@ mk_node(struct fixture *fx, const char *cluster, const char *name, const char *l
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
-		       "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.example\","
-		       "\"cpu_millicores\":96000,\"memory_bytes\":1099511627776,\"labels\":%s}",
-		       name, cluster, name, labels ? labels : "{}");
+	    "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.example\","
+	    "\"cpu_millicores\":96000,\"memory_bytes\":1099511627776,\"labels\":%s}",
+	    name, cluster, name, labels ? labels : "{}");
 	assert_status(r, 201);
 	assert_json_str(r->json, "status", "ready");
 	assert_json_str(r->json, "cluster", cluster);
@@ -57,14 +57,13 @@ mk_node(struct fixture *fx, const char *cluster, const char *name, const char *l
 /* Register a GPU; instances is a JSON array or NULL. */
 static struct gp_client_response *
 mk_gpu(struct fixture *fx, const char *node, int index, int uuid_n, const char *model,
-       const char *instances)
+    const char *instances)
 {
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/nodes/%s/gpus", node),
-		       "{\"index\":%d,\"uuid\":\"%s\",\"model\":\"%s\"%s%s}", index,
-		       uuid_of(fx, uuid_n), model, instances ? ",\"instances\":" : "",
-		       instances ? instances : "");
+	    "{\"index\":%d,\"uuid\":\"%s\",\"model\":\"%s\"%s%s}", index, uuid_of(fx, uuid_n),
+	    model, instances ? ",\"instances\":" : "", instances ? instances : "");
 	assert_status(r, 201);
 	assert_json_str(r->json, "uuid", uuid_of(fx, uuid_n));
 	return r;
@@ -110,7 +109,7 @@ capacity(struct fixture *fx, const char *cluster)
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/capacity?cluster=%s", cluster),
-		       NULL);
+	    NULL);
 	assert_status(r, 200);
 	return r;
 }
@@ -126,16 +125,16 @@ static const char *
 state_of(struct fixture *fx)
 {
 	return fx_sql_text(fx,
-		"SELECT concat_ws(' | ', "
-		"(SELECT string_agg(concat_ws(',', id, name, region, generation), ';' ORDER BY id) "
-		"  FROM clusters), "
-		"(SELECT string_agg(concat_ws(',', id, name, status, status_reason, labels::text, "
-		"  generation, updated_at), ';' ORDER BY id) FROM nodes), "
-		"(SELECT string_agg(concat_ws(',', id, uuid, gpu_index, mig_enabled, health, layout, "
-		"  used_mask, node_status, generation), ';' ORDER BY id) FROM gpus), "
-		"(SELECT string_agg(concat_ws(',', id, gpu_id, profile, start, size, state), ';' "
-		"  ORDER BY id) FROM allocations), "
-		"(SELECT count(*) FROM audit_log))");
+	    "SELECT concat_ws(' | ', "
+	    "(SELECT string_agg(concat_ws(',', id, name, region, generation), ';' ORDER BY id) "
+	    "  FROM clusters), "
+	    "(SELECT string_agg(concat_ws(',', id, name, status, status_reason, labels::text, "
+	    "  generation, updated_at), ';' ORDER BY id) FROM nodes), "
+	    "(SELECT string_agg(concat_ws(',', id, uuid, gpu_index, mig_enabled, health, layout, "
+	    "  used_mask, node_status, generation), ';' ORDER BY id) FROM gpus), "
+	    "(SELECT string_agg(concat_ws(',', id, gpu_id, profile, start, size, state), ';' "
+	    "  ORDER BY id) FROM allocations), "
+	    "(SELECT count(*) FROM audit_log))");
 }
 
 /* The errors[] of a problem names field. */
@@ -159,22 +158,23 @@ static void
 assert_classes_consistent(struct fixture *fx)
 {
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM ("
-		"(SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, gpus::int8 "
-		" FROM gpu_classes WHERE gpus <> 0 "
-		" EXCEPT SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', "
-		" layout, count(*) FROM gpus GROUP BY 1, 2, 3, 4, 5, 6) UNION ALL "
-		"(SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout, "
-		" count(*) FROM gpus GROUP BY 1, 2, 3, 4, 5, 6 "
-		" EXCEPT SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, gpus::int8 "
-		" FROM gpu_classes WHERE gpus <> 0)) d"), 0);
+			     "SELECT count(*) FROM ("
+			     "(SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, gpus::int8 "
+			     " FROM gpu_classes WHERE gpus <> 0 "
+			     " EXCEPT SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', "
+			     " layout, count(*) FROM gpus GROUP BY 1, 2, 3, 4, 5, 6) UNION ALL "
+			     "(SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout, "
+			     " count(*) FROM gpus GROUP BY 1, 2, 3, 4, 5, 6 "
+			     " EXCEPT SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, gpus::int8 "
+			     " FROM gpu_classes WHERE gpus <> 0)) d"),
+	    0);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpu_classes WHERE gpus < 0"), 0);
 }
 
 /* A request with an optional body. */
 static struct gp_client_response *
 req_any(struct fixture *fx, const char *token, const char *method, const char *path,
-	const char *body)
+    const char *body)
 {
 	if (body != NULL)
 		return fx_request(fx, token, method, path, "%s", body);
@@ -192,8 +192,8 @@ static const char *
 try_sql(struct fixture *fx, const char *sql)
 {
 	fx_sql_exec(fx,
-		"CREATE OR REPLACE FUNCTION test_try(q text) RETURNS text LANGUAGE plpgsql AS $$ "
-		"BEGIN EXECUTE q; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END $$");
+	    "CREATE OR REPLACE FUNCTION test_try(q text) RETURNS text LANGUAGE plpgsql AS $$ "
+	    "BEGIN EXECUTE q; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END $$");
 	return fx_sql_text(fx, "SELECT test_try($1)", sql);
 }
 
@@ -225,45 +225,46 @@ test_catalog(void **state)
 
 		assert_true(nl < 256);
 		lines[nl++] = fx_str(fx, "%s:%lld:%lld:%lld:%lld:%s", fx_json_str(m, "model"),
-				     (long long)fx_json_int(m, "memory_mib"),
-				     (long long)fx_json_int(m, "memory_slices"),
-				     (long long)fx_json_int(m, "compute_slices"),
-				     (long long)fx_json_int(m, "full_slices"),
-				     json_object_get_boolean(fx_json(m, "mig_capable")) ? "t" : "f");
+		    (long long)fx_json_int(m, "memory_mib"),
+		    (long long)fx_json_int(m, "memory_slices"),
+		    (long long)fx_json_int(m, "compute_slices"),
+		    (long long)fx_json_int(m, "full_slices"),
+		    json_object_get_boolean(fx_json(m, "mig_capable")) ? "t" : "f");
 		for (size_t j = 0; j < np; j++) {
-			struct json_object *p = json_object_array_get_idx(fx_json(m, "profiles"), j);
+			struct json_object *p =
+			    json_object_array_get_idx(fx_json(m, "profiles"), j);
 			struct json_object *pl = fx_json(p, "placements");
 			const char *starts = "";
 
 			for (size_t k = 0; k < json_object_array_length(pl); k++)
 				starts = fx_str(fx, "%s%s%d", starts, k ? "," : "",
-						json_object_get_int(json_object_array_get_idx(pl, k)));
+				    json_object_get_int(json_object_array_get_idx(pl, k)));
 			assert_true(nl < 256);
 			lines[nl++] = fx_str(fx, "%s/%s:%lld:%lld:%lld:%lld:%lld:{%s}",
-					     fx_json_str(m, "model"), fx_json_str(p, "name"),
-					     (long long)fx_json_int(p, "id"),
-					     (long long)fx_json_int(p, "compute_slices"),
-					     (long long)fx_json_int(p, "memory_slices"),
-					     (long long)fx_json_int(p, "max_instances"),
-					     (long long)fx_json_int(p, "memory_mib"), starts);
+			    fx_json_str(m, "model"), fx_json_str(p, "name"),
+			    (long long)fx_json_int(p, "id"),
+			    (long long)fx_json_int(p, "compute_slices"),
+			    (long long)fx_json_int(p, "memory_slices"),
+			    (long long)fx_json_int(p, "max_instances"),
+			    (long long)fx_json_int(p, "memory_mib"), starts);
 		}
 	}
 	qsort(lines, nl, sizeof(lines[0]), cmp_str);
 	for (size_t i = 0; i < nl; i++)
 		api = fx_str(fx, "%s%s%s", api, i ? ";" : "", lines[i]);
 	db = fx_sql_text(fx,
-		"SELECT string_agg(l, ';' ORDER BY l COLLATE \"C\") FROM ("
-		"SELECT id || ':' || memory_mib || ':' || memory_slices || ':' || compute_slices || ':' || "
-		"full_slices || ':' || CASE WHEN mig_capable THEN 't' ELSE 'f' END AS l FROM gpu_models "
-		"UNION ALL SELECT model || '/' || name || ':' || profile_id || ':' || compute_slices || ':' || "
-		"memory_slices || ':' || max_instances || ':' || memory_mib || ':' || placements::text "
-		"FROM mig_profiles) x");
+	    "SELECT string_agg(l, ';' ORDER BY l COLLATE \"C\") FROM ("
+	    "SELECT id || ':' || memory_mib || ':' || memory_slices || ':' || compute_slices || ':' || "
+	    "full_slices || ':' || CASE WHEN mig_capable THEN 't' ELSE 'f' END AS l FROM gpu_models "
+	    "UNION ALL SELECT model || '/' || name || ':' || profile_id || ':' || compute_slices || ':' || "
+	    "memory_slices || ':' || max_instances || ':' || memory_mib || ':' || placements::text "
+	    "FROM mig_profiles) x");
 	assert_string_equal(api, db);
 	assert_int_equal(nl, 10 + 40);
 
 	/* the product name and PCI id maps */
-	r = fx_request(fx, user, "GET", "/v1/catalog/models?product_name=nvidia%20h100%2080gb%20hbm3",
-		       NULL);
+	r = fx_request(fx, user, "GET",
+	    "/v1/catalog/models?product_name=nvidia%20h100%2080gb%20hbm3", NULL);
 	assert_status(r, 200);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	assert_json_str(r->json, "items[0].model", "H100-80GB");
@@ -281,8 +282,8 @@ test_catalog(void **state)
 	assert_int_equal(fx_json_len(r->json, "items"), 3);
 	assert_json_str(r->json, "items[0].model", "A30-24GB");
 	r = fx_request(fx, user, "GET",
-		       fx_str(fx, "/v1/catalog/models?limit=3&cursor=%s", fx_json_str(r->json, "next_cursor")),
-		       NULL);
+	    fx_str(fx, "/v1/catalog/models?limit=3&cursor=%s", fx_json_str(r->json, "next_cursor")),
+	    NULL);
 	assert_json_str(r->json, "items[0].model", "H100-80GB");
 
 	r = fx_request(fx, user, "GET", "/v1/catalog/models/H100-80GB", NULL);
@@ -313,7 +314,7 @@ test_mixed_fleet(void **state)
 	mk_node(fx, "mix", "mix-l40s", NULL);
 	/* H100 #0: 2 x 3g.40gb, which strands the 7th compute slice; #1 empty */
 	r = mk_gpu(fx, "mix-h100", 0, 100, "H100-80GB",
-		   "[{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]");
+	    "[{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]");
 	assert_json_int(r->json, "used_mask", 255);
 	assert_json_int(r->json, "free_slices", 0);
 	assert_true(json_object_get_boolean(fx_json(r->json, "mig_enabled")));
@@ -325,8 +326,8 @@ test_mixed_fleet(void **state)
 	mk_gpu(fx, "mix-h200", 0, 102, "H200-141GB", NULL);
 	/* A100-40GB: 1g.5gb at 0, 1 and 5 block every 3g placement */
 	mk_gpu(fx, "mix-a100", 0, 103, "A100-40GB",
-	       "[{\"profile\":\"1g.5gb\",\"start\":0},{\"profile\":\"1g.5gb\",\"start\":1},"
-	       "{\"profile\":\"1g.5gb\",\"start\":5}]");
+	    "[{\"profile\":\"1g.5gb\",\"start\":0},{\"profile\":\"1g.5gb\",\"start\":1},"
+	    "{\"profile\":\"1g.5gb\",\"start\":5}]");
 	/* L40S: one whole GPU in use, one free */
 	r = mk_gpu(fx, "mix-l40s", 0, 104, "L40S-48GB", "[{\"profile\":\"full\",\"start\":0}]");
 	assert_json_int(r->json, "layout[0].size", 1);
@@ -402,7 +403,8 @@ test_mixed_fleet(void **state)
 	assert_int_equal(prof(m, "full", "placeable"), 1);
 
 	/* the model filter; a model without GPUs is still answered */
-	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?cluster=mix&model=H100-80GB", NULL);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?cluster=mix&model=H100-80GB",
+	    NULL);
 	assert_int_equal(fx_json_len(r->json, "models"), 1);
 	assert_json_int(r->json, "models[0].gpus.total", 2);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?cluster=mix&model=A30-24GB", NULL);
@@ -418,13 +420,17 @@ test_mixed_fleet(void **state)
 	assert_json_int(r->json, "nodes", 4);
 	assert_json_int(r->json, "gpus", 6);
 	/* the database mirror agrees with the allocations */
-	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE uuid = $1", uuid_of(fx, 103)),
-			    "1g.5gb@0,1g.5gb@1,1g.5gb@5");
-	assert_int_equal(fx_sql_int64(fx, "SELECT used_mask FROM gpus WHERE uuid = $1", uuid_of(fx, 103)),
-			 0x23);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-				      "WHERE g.cluster_id = (SELECT id FROM clusters WHERE name = 'mix') "
-				      "AND a.pool_id IS NULL AND a.state = 'ready'"), 6);
+	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE uuid = $1",
+				uuid_of(fx, 103)),
+	    "1g.5gb@0,1g.5gb@1,1g.5gb@5");
+	assert_int_equal(fx_sql_int64(fx, "SELECT used_mask FROM gpus WHERE uuid = $1",
+			     uuid_of(fx, 103)),
+	    0x23);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			     "WHERE g.cluster_id = (SELECT id FROM clusters WHERE name = 'mix') "
+			     "AND a.pool_id IS NULL AND a.state = 'ready'"),
+	    6);
 }
 
 /* ---- simulate ---- */
@@ -443,8 +449,8 @@ test_simulate(void **state)
 
 	/* 2 x 3g.40gb + 1 x 1g.10gb does not fit one H100 (3 + 3 + 1 = 7 compute slices notwithstanding) */
 	r = simulate(fx, fx->admin_token,
-		     "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/3g.40gb=2\","
-		     "{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]}");
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/3g.40gb=2\","
+	    "{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]}");
 	assert_status(r, 200);
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_int_equal(fx_json_len(r->json, "placements"), 0);
@@ -455,7 +461,7 @@ test_simulate(void **state)
 
 	/* 3g.40gb + 2 x 2g.20gb does: the 3g at start 4, the 2g at 0 and 2 */
 	r = simulate(fx, fx->admin_token,
-		     "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/2g.20gb=2\",\"H100-80GB/3g.40gb=1\"]}");
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/2g.20gb=2\",\"H100-80GB/3g.40gb=1\"]}");
 	assert_status(r, 200);
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_int_equal(fx_json_len(r->json, "short"), 0);
@@ -476,13 +482,15 @@ test_simulate(void **state)
 	}
 	/* 4g.40gb + 3g.40gb fits; 7 x 1g.10gb fits; 8 do not */
 	r = simulate(fx, fx->admin_token,
-		     "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/4g.40gb=1\"]}");
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/4g.40gb=1\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_int(r->json, "placements[0].start", 4);
 	assert_json_int(r->json, "placements[1].start", 0);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/1g.10gb=7\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/1g.10gb=7\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/1g.10gb=8\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/1g.10gb=8\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_int(r->json, "short[0].missing", 1);
 	/* a whole GPU: start 0, size 8 */
@@ -492,7 +500,8 @@ test_simulate(void **state)
 	assert_json_int(r->json, "placements[0].start", 0);
 	assert_json_int(r->json, "placements[0].size", 8);
 	/* a model the cluster has none of: everything short */
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"sim\",\"items\":[\"A30-24GB/1g.6gb=3\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"sim\",\"items\":[\"A30-24GB/1g.6gb=3\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_int(r->json, "short[0].missing", 3);
 
@@ -500,15 +509,18 @@ test_simulate(void **state)
 	mk_gpu(fx, "sim-1", 1, 201, "H100-80GB", NULL);
 	before = state_of(fx);
 	r = simulate(fx, fx->admin_token,
-		     "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/3g.40gb=2\",\"H100-80GB/1g.10gb=1\"]}");
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/3g.40gb=2\",\"H100-80GB/1g.10gb=1\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_int_equal(fx_json_len(r->json, "placements"), 3);
 
 	/* existing instances are respected: with 3g at 4 on GPU 0, a 4g goes to GPU 0 at 0 */
-	fx_sql_exec(fx, "INSERT INTO allocations (gpu_id, profile, start, size, state) "
-			"SELECT id, '3g.40gb', 4, 4, 'ready' FROM gpus WHERE uuid = $1", gpu);
+	fx_sql_exec(fx,
+	    "INSERT INTO allocations (gpu_id, profile, start, size, state) "
+	    "SELECT id, '3g.40gb', 4, 4, 'ready' FROM gpus WHERE uuid = $1",
+	    gpu);
 	before = state_of(fx);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/4g.40gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"sim\",\"items\":[\"H100-80GB/4g.40gb=1\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_str(r->json, "placements[0].gpu_uuid", gpu);
 	assert_json_int(r->json, "placements[0].start", 0);
@@ -542,16 +554,18 @@ test_simulate_choice(void **state)
 		mk_node(fx, "pick", fx_str(fx, "pick-%d", n), NULL);
 		for (int i = 0; i < 8; i++)
 			mk_gpu(fx, fx_str(fx, "pick-%d", n), i, 1000 + n * 8 + i, "H100-80GB",
-			       n == 2 && i == 5 ? "[{\"profile\":\"3g.40gb\",\"start\":0}]" : NULL);
+			    n == 2 && i == 5 ? "[{\"profile\":\"3g.40gb\",\"start\":0}]" : NULL);
 	}
 	/* a 1g packs next to the 3g on pick-2 #5, in the slot that keeps a 3g spot free */
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_str(r->json, "placements[0].node", "pick-2");
 	assert_json_int(r->json, "placements[0].gpu_index", 5);
 	assert_int_equal(fx_json_int(r->json, "placements[0].start") >= 4, 1);
 	/* whole GPUs: the first empty ones in node and index order */
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=10\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=10\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_int_equal(fx_json_len(r->json, "placements"), 10);
 	assert_json_str(r->json, "placements[0].node", "pick-0");
@@ -559,15 +573,18 @@ test_simulate_choice(void **state)
 	assert_json_str(r->json, "placements[9].node", "pick-1");
 	assert_json_int(r->json, "placements[9].gpu_index", 1);
 	/* 31 empty GPUs: 31 whole GPUs fit, 32 do not */
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=31\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=31\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_str(r->json, "placements[30].node", "pick-3");
 	assert_json_int(r->json, "placements[30].gpu_index", 7);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=32\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=32\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_int(r->json, "short[0].missing", 1);
 	/* 3g: 2 next to ... the busy GPU takes one at 4 first, then empty GPUs in order */
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/3g.40gb=3\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/3g.40gb=3\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_str(r->json, "placements[0].node", "pick-0");
 	assert_json_int(r->json, "placements[0].gpu_index", 0);
@@ -575,8 +592,10 @@ test_simulate_choice(void **state)
 	assert_json_int(r->json, "placements[2].gpu_index", 5);
 	assert_json_int(r->json, "placements[2].start", 4);
 	/* cordoning pick-0 moves the answer to pick-1 */
-	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/nodes/pick-0/cordon", NULL), 200);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=1\"]}");
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/nodes/pick-0/cordon", NULL),
+	    200);
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"pick\",\"items\":[\"H100-80GB/full=1\"]}");
 	assert_json_str(r->json, "placements[0].node", "pick-1");
 	assert_json_int(r->json, "placements[0].gpu_index", 0);
 	assert_classes_consistent(fx);
@@ -596,11 +615,11 @@ test_simulate_search(void **state)
 	mk_cluster(fx, "srch");
 	mk_node(fx, "srch", "srch-1", NULL);
 	mk_gpu(fx, "srch-1", 0, 1200, "H100-80GB",
-	       "[{\"profile\":\"1g.10gb\",\"start\":4},{\"profile\":\"1g.10gb\",\"start\":6}]");
+	    "[{\"profile\":\"1g.10gb\",\"start\":4},{\"profile\":\"1g.10gb\",\"start\":6}]");
 	mk_gpu(fx, "srch-1", 1, 1201, "H100-80GB",
-	       "[{\"profile\":\"1g.10gb+me\",\"start\":0},{\"profile\":\"1g.20gb\",\"start\":2}]");
+	    "[{\"profile\":\"1g.10gb+me\",\"start\":0},{\"profile\":\"1g.20gb\",\"start\":2}]");
 	r = simulate(fx, fx->admin_token,
-		     "{\"cluster\":\"srch\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]}");
+	    "{\"cluster\":\"srch\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_false(json_object_get_boolean(fx_json(r->json, "search_exhausted")));
 	assert_int_equal(fx_json_len(r->json, "placements"), 3);
@@ -612,7 +631,7 @@ test_simulate_search(void **state)
 	assert_json_int(r->json, "placements[2].start", 2);
 	/* one 2g.20gb more does not fit anywhere */
 	r = simulate(fx, fx->admin_token,
-		     "{\"cluster\":\"srch\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=3\"]}");
+	    "{\"cluster\":\"srch\",\"items\":[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=3\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_int_equal(fx_json_len(r->json, "placements"), 0);
 }
@@ -646,11 +665,14 @@ test_filters(void **state)
 	assert_json_str(r->json, "items[0].name", "flt-b");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?label=zone=a", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 2);
-	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?label=zone=a,gpupool.dev/tier=gold", NULL);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?label=zone=a,gpupool.dev/tier=gold",
+	    NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	assert_json_str(r->json, "items[0].name", "flt-a");
-	assert_string_equal(json_object_get_string(json_object_object_get(
-		fx_json(r->json, "items[0].labels"), "gpupool.dev/tier")), "gold");
+	assert_string_equal(json_object_get_string(
+				json_object_object_get(fx_json(r->json, "items[0].labels"),
+				    "gpupool.dev/tier")),
+	    "gold");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?cluster=flt2&status=ready", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?cluster=flt&status=cordoned", NULL);
@@ -689,13 +711,15 @@ test_filters(void **state)
 		next = fx_json(r->json, "next_cursor");
 		if (next == NULL)
 			break;
-		path = fx_str(fx, "/v1/gpus?cluster=flt&limit=1&cursor=%s", json_object_get_string(next));
+		path = fx_str(fx, "/v1/gpus?cluster=flt&limit=1&cursor=%s",
+		    json_object_get_string(next));
 	}
 	assert_int_equal(seen, 3);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?cluster=flt&limit=1", NULL);
 	r = fx_request(fx, fx->admin_token, "GET",
-		       fx_str(fx, "/v1/nodes?cluster=flt&limit=1&cursor=%s", fx_json_str(r->json, "next_cursor")),
-		       NULL);
+	    fx_str(fx, "/v1/nodes?cluster=flt&limit=1&cursor=%s",
+		fx_json_str(r->json, "next_cursor")),
+	    NULL);
 	assert_json_str(r->json, "items[0].name", "flt-b");
 	assert_json_null(r->json, "next_cursor");
 
@@ -720,7 +744,8 @@ test_filters(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?cluster=nope", NULL);
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "cluster");
-	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?model=NVIDIA%20H100%2080GB%20HBM3", NULL);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?model=NVIDIA%20H100%2080GB%20HBM3",
+	    NULL);
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "model");
 }
@@ -743,25 +768,29 @@ test_cordon(void **state)
 
 	audits = fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'node.cordon'");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/cord-1/cordon",
-		       "{\"reason\":\"bios update\"}");
+	    "{\"reason\":\"bios update\"}");
 	assert_status(r, 200);
 	assert_json_str(r->json, "status", "cordoned");
 	assert_json_str(r->json, "status_reason", "bios update");
 	assert_false(json_object_get_boolean(fx_json(r->json, "placeable")));
 	assert_json_int(r->json, "generation", 2);
 	assert_string_equal(r->etag, "\"2\"");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'node.cordon' "
-				      "AND object_id = 'cord-1' AND after->>'status' = 'cordoned' "
-				      "AND before->>'status' = 'ready'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.cordon' "
+			     "AND object_id = 'cord-1' AND after->>'status' = 'cordoned' "
+			     "AND before->>'status' = 'ready'"),
+	    1);
 	/* the GPU mirror follows the node */
-	assert_string_equal(fx_sql_text(fx, "SELECT node_status FROM gpus WHERE uuid = $1", gpu), "cordoned");
+	assert_string_equal(fx_sql_text(fx, "SELECT node_status FROM gpus WHERE uuid = $1", gpu),
+	    "cordoned");
 
 	r = capacity(fx, "cord");
 	assert_json_int(cap_model(r, "H100-80GB"), "gpus.total", 1);
 	assert_json_int(cap_model(r, "H100-80GB"), "gpus.placeable", 0);
 	assert_int_equal(prof(cap_model(r, "H100-80GB"), "full", "placeable"), 0);
 	assert_int_equal(prof(cap_model(r, "H100-80GB"), "1g.10gb", "placeable"), 0);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/gpus/%s", gpu), NULL);
 	assert_false(json_object_get_boolean(fx_json(r->json, "placeable")));
@@ -770,8 +799,9 @@ test_cordon(void **state)
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/cord-1/cordon", NULL);
 	assert_status(r, 200);
 	assert_json_int(r->json, "generation", 2);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'node.cordon'"),
-			 audits + 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.cordon'"),
+	    audits + 1);
 
 	/* drain; cordoning a draining node is a conflict */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/cord-1/drain", NULL);
@@ -780,40 +810,47 @@ test_cordon(void **state)
 	assert_json_null(r->json, "status_reason");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/cord-1/cordon", NULL);
 	assert_problem(r, 409, "conflict");
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
 
 	/* uncordon: placeable again; a stale If-Match is refused */
 	r = fx_request_h(fx, fx->admin_token, "POST", "/v1/nodes/cord-1/uncordon",
-			 ((const char *[]){ "If-Match: \"2\"", NULL }), NULL);
+	    ((const char *[]){ "If-Match: \"2\"", NULL }), NULL);
 	assert_problem(r, 412, "precondition_failed");
 	r = fx_request_h(fx, fx->admin_token, "POST", "/v1/nodes/cord-1/uncordon",
-			 ((const char *[]){ "If-Match: \"3\"", NULL }), NULL);
+	    ((const char *[]){ "If-Match: \"3\"", NULL }), NULL);
 	assert_status(r, 200);
 	assert_json_str(r->json, "status", "ready");
 	r = capacity(fx, "cord");
 	assert_int_equal(prof(cap_model(r, "H100-80GB"), "full", "placeable"), 1);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 
 	/* a failed GPU leaves placement; back to ok clears the reason */
 	r = fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
-		       "{\"health\":\"failed\",\"health_reason\":\"XID 79\"}");
+	    "{\"health\":\"failed\",\"health_reason\":\"XID 79\"}");
 	assert_status(r, 200);
 	assert_json_str(r->json, "health", "failed");
 	assert_json_str(r->json, "health_reason", "XID 79");
 	r = capacity(fx, "cord");
 	assert_json_int(cap_model(r, "H100-80GB"), "gpus.healthy", 0);
 	assert_int_equal(prof(cap_model(r, "H100-80GB"), "full", "placeable"), 0);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/full=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"cord\",\"items\":[\"H100-80GB/full=1\"]}");
 	assert_false(json_object_get_boolean(fx_json(r->json, "fits")));
-	r = fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu), "{\"health\":\"ok\"}");
+	r = fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
+	    "{\"health\":\"ok\"}");
 	assert_status(r, 200);
 	assert_json_null(r->json, "health_reason");
 	r = capacity(fx, "cord");
 	assert_int_equal(prof(cap_model(r, "H100-80GB"), "full", "placeable"), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'gpu.update' "
-				      "AND object_id = $1", gpu), 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'gpu.update' "
+			     "AND object_id = $1",
+			     gpu),
+	    2);
 	assert_classes_consistent(fx);
 }
 
@@ -833,82 +870,88 @@ test_bad_input(void **state)
 
 	/* GPUs: unknown model, a product name for a model, index out of range */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100\"}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100\"}", uuid_of(fx, 501));
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "model");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"NVIDIA H100 80GB HBM3\"}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"NVIDIA H100 80GB HBM3\"}", uuid_of(fx, 501));
 	assert_problem(r, 422, "validation_failed");
 	assert_non_null(strstr(r->body, "H100-80GB"));
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":16,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
+	    "{\"index\":16,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "index");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":-1,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
+	    "{\"index\":-1,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
 	assert_error_field(r, "index");
 	/* duplicate UUID (in any case), duplicate index on the node */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"GPU-000001F4-0000-4000-8000-0000000001F4\",\"model\":\"H100-80GB\"}");
+	    "{\"index\":1,\"uuid\":\"GPU-000001F4-0000-4000-8000-0000000001F4\",\"model\":\"H100-80GB\"}");
 	assert_problem(r, 409, "conflict");
 	assert_non_null(strstr(r->body, "uuid"));
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":0,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
+	    "{\"index\":0,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
 	assert_problem(r, 409, "conflict");
 	assert_non_null(strstr(r->body, "index"));
 	/* malformed UUID, unknown field, unknown node */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"GPU-xyz\",\"model\":\"H100-80GB\",\"colour\":1}");
+	    "{\"index\":1,\"uuid\":\"GPU-xyz\",\"model\":\"H100-80GB\",\"colour\":1}");
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "uuid");
 	assert_error_field(r, "colour");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/nope/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\"}", uuid_of(fx, 501));
 	assert_problem(r, 404, "not_found");
 	/* instances the hardware would refuse */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\","
-		       "\"instances\":[{\"profile\":\"3g.40gb\",\"start\":2}]}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\","
+	    "\"instances\":[{\"profile\":\"3g.40gb\",\"start\":2}]}",
+	    uuid_of(fx, 501));
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "instances[0]");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4},"
-		       "{\"profile\":\"1g.10gb\",\"start\":3}]}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4},"
+	    "{\"profile\":\"1g.10gb\",\"start\":3}]}",
+	    uuid_of(fx, 501));
 	assert_error_field(r, "instances[2]");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"1g.10gb+me\",\"start\":0},{\"profile\":\"1g.10gb+me\",\"start\":1}]}",
-		       uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"1g.10gb+me\",\"start\":0},{\"profile\":\"1g.10gb+me\",\"start\":1}]}",
+	    uuid_of(fx, 501));
 	assert_error_field(r, "instances[1]");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"full\",\"start\":0},{\"profile\":\"1g.10gb\",\"start\":0}]}",
-		       uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"full\",\"start\":0},{\"profile\":\"1g.10gb\",\"start\":0}]}",
+	    uuid_of(fx, 501));
 	assert_error_field(r, "instances[1]");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"3g.20gb\",\"start\":0}]}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"3g.20gb\",\"start\":0}]}",
+	    uuid_of(fx, 501));
 	assert_error_field(r, "instances[0].profile");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"mig_enabled\":false,"
-		       "\"instances\":[{\"profile\":\"1g.10gb\",\"start\":0}]}", uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"mig_enabled\":false,"
+	    "\"instances\":[{\"profile\":\"1g.10gb\",\"start\":0}]}",
+	    uuid_of(fx, 501));
 	assert_error_field(r, "mig_enabled");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes/bad-1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"L40S-48GB\",\"mig_enabled\":true}",
-		       uuid_of(fx, 501));
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"L40S-48GB\",\"mig_enabled\":true}",
+	    uuid_of(fx, 501));
 	assert_error_field(r, "mig_enabled");
 	assert_string_equal(state_of(fx), before);
 
 	/* nodes and clusters */
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes", "{\"name\":\"bad-2\",\"cluster\":\"nope\"}");
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
+	    "{\"name\":\"bad-2\",\"cluster\":\"nope\"}");
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "cluster");
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes", "{\"name\":\"bad-1\",\"cluster\":\"bad\"}");
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
+	    "{\"name\":\"bad-1\",\"cluster\":\"bad\"}");
 	assert_problem(r, 409, "conflict");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
-		       "{\"name\":\"Bad_Node\",\"cluster\":\"bad\",\"cpu_millicores\":-1,"
-		       "\"labels\":{\"bad key!\":\"x\",\"ok\":\"not ok!\",\"n\":1}}");
+	    "{\"name\":\"Bad_Node\",\"cluster\":\"bad\",\"cpu_millicores\":-1,"
+	    "\"labels\":{\"bad key!\":\"x\",\"ok\":\"not ok!\",\"n\":1}}");
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "name");
 	assert_error_field(r, "cpu_millicores");
@@ -923,23 +966,24 @@ test_bad_input(void **state)
 	r = fx_request(fx, fx->admin_token, "DELETE", "/v1/clusters/bad", NULL);
 	assert_problem(r, 409, "conflict");
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/nodes/bad-1",
-		       "{\"status\":\"ready\",\"cluster\":\"x\"}");
+	    "{\"status\":\"ready\",\"cluster\":\"x\"}");
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "status");
 	assert_error_field(r, "cluster");
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/bad-1",
-			 ((const char *[]){ "If-Match: \"7\"", NULL }), "{\"hostname\":\"h\"}");
+	    ((const char *[]){ "If-Match: \"7\"", NULL }), "{\"hostname\":\"h\"}");
 	assert_problem(r, 412, "precondition_failed");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes/nope", NULL);
 	assert_problem(r, 404, "not_found");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/gpus/GPU-nope", NULL);
 	assert_problem(r, 404, "not_found");
-	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 999)), NULL);
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 999)),
+	    NULL);
 	assert_problem(r, 404, "not_found");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/clusters/nope", NULL);
 	assert_problem(r, 404, "not_found");
 	r = fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 500)),
-		       "{\"health\":\"sick\",\"mig_enabled\":\"yes\"}");
+	    "{\"health\":\"sick\",\"mig_enabled\":\"yes\"}");
 	assert_error_field(r, "health");
 	assert_error_field(r, "mig_enabled");
 	assert_string_equal(state_of(fx), before);
@@ -947,12 +991,13 @@ test_bad_input(void **state)
 	/* simulate: malformed spec text, unknown profile, counts */
 	{
 		static const char *const bad_text[] = { "H100-80GB/3g.40gb", "H100-80GB3g.40gb=1",
-							"=1", "H100-80GB/3g.40gb=0", "H100-80GB/3g.40gb=01",
-							"H100-80GB/3g.40gb=x", "H100-80GB/ 3g.40gb=1", "" };
+			"=1", "H100-80GB/3g.40gb=0", "H100-80GB/3g.40gb=01", "H100-80GB/3g.40gb=x",
+			"H100-80GB/ 3g.40gb=1", "" };
 
 		for (size_t i = 0; i < sizeof(bad_text) / sizeof(bad_text[0]); i++) {
 			r = simulate(fx, fx->admin_token,
-				     fx_str(fx, "{\"items\":[\"H100-80GB/1g.10gb=1\",\"%s\"]}", bad_text[i]));
+			    fx_str(fx, "{\"items\":[\"H100-80GB/1g.10gb=1\",\"%s\"]}",
+				bad_text[i]));
 			assert_problem(r, 422, "validation_failed");
 			assert_non_null(strstr(r->body, "items[1]"));
 		}
@@ -963,16 +1008,18 @@ test_bad_input(void **state)
 	r = simulate(fx, fx->admin_token, "{\"items\":[\"A100/3g.20gb=1\"]}");
 	assert_error_field(r, "items[0].model");
 	r = simulate(fx, fx->admin_token,
-		     "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"full\",\"count\":0,\"x\":1}]}");
+	    "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"full\",\"count\":0,\"x\":1}]}");
 	assert_error_field(r, "items[0].count");
 	assert_error_field(r, "items[0].x");
 	r = simulate(fx, fx->admin_token, "{\"items\":[]}");
 	assert_error_field(r, "items");
-	r = simulate(fx, fx->admin_token, "{\"items\":[\"H100-80GB/1g.10gb=4000\",\"H100-80GB/full=100\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"items\":[\"H100-80GB/1g.10gb=4000\",\"H100-80GB/full=100\"]}");
 	assert_error_field(r, "items");
 	r = simulate(fx, fx->admin_token, "{\"items\":[7]}");
 	assert_error_field(r, "items[0]");
-	r = simulate(fx, fx->admin_token, "{\"items\":[\"H100-80GB/full=1\"],\"cluster\":\"nope\"}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"items\":[\"H100-80GB/full=1\"],\"cluster\":\"nope\"}");
 	assert_error_field(r, "cluster");
 	r = simulate(fx, fx->admin_token, "{\"items\":\"H100-80GB/full=1\"}");
 	assert_error_field(r, "items");
@@ -1010,28 +1057,36 @@ test_gpu_get_patch(void **state)
 	assert_string_equal(r->etag, "\"1\"");
 
 	/* MIG mode changes only on an empty GPU */
-	r = fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu), "{\"mig_enabled\":false}");
+	r = fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
+	    "{\"mig_enabled\":false}");
 	assert_problem(r, 409, "conflict");
-	r = fx_request_h(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 0xa601)),
-			 ((const char *[]){ "If-Match: \"1\"", NULL }), "{\"mig_enabled\":true}");
+	r = fx_request_h(fx, fx->admin_token, "PATCH",
+	    fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 0xa601)),
+	    ((const char *[]){ "If-Match: \"1\"", NULL }), "{\"mig_enabled\":true}");
 	assert_status(r, 200);
 	assert_true(json_object_get_boolean(fx_json(r->json, "mig_enabled")));
 	assert_string_equal(r->etag, "\"2\"");
-	r = fx_request_h(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 0xa601)),
-			 ((const char *[]){ "If-Match: \"1\"", NULL }), "{\"health\":\"degraded\"}");
+	r = fx_request_h(fx, fx->admin_token, "PATCH",
+	    fx_str(fx, "/v1/gpus/%s", uuid_of(fx, 0xa601)),
+	    ((const char *[]){ "If-Match: \"1\"", NULL }), "{\"health\":\"degraded\"}");
 	assert_problem(r, 412, "precondition_failed");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity?cluster=gp", NULL);
 	assert_json_int(cap_model(r, "A100-40GB"), "gpus.mig_enabled", 2);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'gpu.update' "
-				      "AND object_id = $1 AND (before->>'mig_enabled')::bool = false "
-				      "AND (after->>'mig_enabled')::bool = true", uuid_of(fx, 0xa601)), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'gpu.create' "
-				      "AND object_id = $1 AND after->'layout'->0->>'profile' = '3g.20gb'",
-				      gpu), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'gpu.update' "
+			     "AND object_id = $1 AND (before->>'mig_enabled')::bool = false "
+			     "AND (after->>'mig_enabled')::bool = true",
+			     uuid_of(fx, 0xa601)),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'gpu.create' "
+			     "AND object_id = $1 AND after->'layout'->0->>'profile' = '3g.20gb'",
+			     gpu),
+	    1);
 
 	/* node PATCH: labels replace, hostname, resources */
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/nodes/gp-1",
-		       "{\"labels\":{\"zone\":\"c\"},\"cpu_millicores\":1000}");
+	    "{\"labels\":{\"zone\":\"c\"},\"cpu_millicores\":1000}");
 	assert_status(r, 200);
 	assert_json_str(r->json, "labels.zone", "c");
 	assert_json_int(r->json, "cpu_millicores", 1000);
@@ -1066,7 +1121,8 @@ test_access(void **state)
 		{ "GET", "/v1/gpus", NULL, 200, 200, 403 },
 		{ "GET", fx_str(fx, "/v1/gpus/%s", gpu), NULL, 200, 200, 403 },
 		{ "GET", "/v1/capacity", NULL, 200, 200, 403 },
-		{ "POST", "/v1/capacity/simulate", "{\"items\":[\"H100-80GB/full=1\"]}", 200, 200, 403 },
+		{ "POST", "/v1/capacity/simulate", "{\"items\":[\"H100-80GB/full=1\"]}", 200, 200,
+		    403 },
 		{ "POST", "/v1/clusters", "{\"name\":\"acc-x\"}", 201, 403, 403 },
 		{ "PATCH", "/v1/clusters/acc", "{\"region\":\"us\"}", 200, 403, 403 },
 		{ "POST", "/v1/nodes", "{\"name\":\"acc-2\",\"cluster\":\"acc\"}", 201, 403, 403 },
@@ -1075,9 +1131,11 @@ test_access(void **state)
 		{ "POST", "/v1/nodes/acc-1/drain", NULL, 200, 403, 403 },
 		{ "POST", "/v1/nodes/acc-1/uncordon", NULL, 200, 403, 403 },
 		{ "POST", "/v1/nodes/acc-1/gpus",
-		  fx_str(fx, "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H200-141GB\"}", uuid_of(fx, 701)),
-		  201, 403, 403 },
-		{ "PATCH", fx_str(fx, "/v1/gpus/%s", gpu), "{\"health\":\"degraded\"}", 200, 403, 403 },
+		    fx_str(fx, "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H200-141GB\"}",
+			uuid_of(fx, 701)),
+		    201, 403, 403 },
+		{ "PATCH", fx_str(fx, "/v1/gpus/%s", gpu), "{\"health\":\"degraded\"}", 200, 403,
+		    403 },
 		{ "DELETE", "/v1/clusters/acc-x", NULL, 204, 403, 403 },
 	};
 
@@ -1107,12 +1165,15 @@ test_access(void **state)
 		r = req_any(fx, op, cases[i].method, cases[i].path, cases[i].body);
 		assert_status(r, cases[i].op);
 	}
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE actor = 'cap-operator' "
-				      "AND object_type IN ('cluster', 'node', 'gpu')"), 10);
-	assert_string_equal(fx_sql_text(fx, "SELECT string_agg(action, ',' ORDER BY id) FROM audit_log "
-				       "WHERE actor = 'cap-operator' AND object_type IN ('cluster', 'node', 'gpu')"),
-			    "cluster.create,cluster.update,node.create,node.update,node.cordon,node.drain,"
-			    "node.uncordon,gpu.create,gpu.update,cluster.delete");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE actor = 'cap-operator' "
+			     "AND object_type IN ('cluster', 'node', 'gpu')"),
+	    10);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(action, ',' ORDER BY id) FROM audit_log "
+				"WHERE actor = 'cap-operator' AND object_type IN ('cluster', 'node', 'gpu')"),
+	    "cluster.create,cluster.update,node.create,node.update,node.cordon,node.drain,"
+	    "node.uncordon,gpu.create,gpu.update,cluster.delete");
 }
 
 /* ---- the database's own guards ---- */
@@ -1127,50 +1188,95 @@ test_database_guards(void **state)
 	mk_node(fx, "sql", "sql-1", NULL);
 	mk_gpu(fx, "sql-1", 0, 800, "H100-80GB", "[{\"profile\":\"3g.40gb\",\"start\":4}]");
 	mk_gpu(fx, "sql-1", 1, 801, "L40S-48GB", NULL);
-	g = fx_str(fx, "%lld", (long long)fx_sql_int64(fx, "SELECT id FROM gpus WHERE uuid = $1",
-						       uuid_of(fx, 800)));
-	g2 = fx_str(fx, "%lld", (long long)fx_sql_int64(fx, "SELECT id FROM gpus WHERE uuid = $1",
-							uuid_of(fx, 801)));
+	g = fx_str(fx, "%lld",
+	    (long long)fx_sql_int64(fx, "SELECT id FROM gpus WHERE uuid = $1", uuid_of(fx, 800)));
+	g2 = fx_str(fx, "%lld",
+	    (long long)fx_sql_int64(fx, "SELECT id FROM gpus WHERE uuid = $1", uuid_of(fx, 801)));
 
 	/* invariant 1: an overlapping live allocation is refused by the exclusion constraint */
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, '1g.10gb', 5, 1)", g)), "23P01");
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, 'full', 0, 8)", g)), "23P01");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, '1g.10gb', 5, 1)",
+				    g)),
+	    "23P01");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, 'full', 0, 8)",
+				    g)),
+	    "23P01");
 	/* ... as are two overlapping rows in one statement */
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, '2g.20gb', 0, 2), (%s, '1g.20gb', 0, 2)", g, g)),
-			    "23P01");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, '2g.20gb', 0, 2), (%s, '1g.20gb', 0, 2)",
+				    g, g)),
+	    "23P01");
 	/* invariant 2: starts and sizes from the catalog */
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, '2g.20gb', 1, 2)", g)), "23514");
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, '2g.20gb', 0, 3)", g)), "23514");
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, '3g.71gb', 0, 4)", g)), "23514");
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, 'full', 0, 8)", g2)), "23514");
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, '1g.10gb', -1, 1)", g)), "23514");
-	assert_string_equal(try_sql(fx, fx_str(fx, "UPDATE allocations SET start = 2 WHERE gpu_id = %s", g)),
-			    "23514");
-	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE id = $1", g), "3g.40gb@4");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, '2g.20gb', 1, 2)",
+				    g)),
+	    "23514");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, '2g.20gb', 0, 3)",
+				    g)),
+	    "23514");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, '3g.71gb', 0, 4)",
+				    g)),
+	    "23514");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, 'full', 0, 8)",
+				    g2)),
+	    "23514");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, '1g.10gb', -1, 1)",
+				    g)),
+	    "23514");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx, "UPDATE allocations SET start = 2 WHERE gpu_id = %s",
+				    g)),
+	    "23514");
+	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE id = $1", g),
+	    "3g.40gb@4");
 
 	/* a released allocation frees its slices; the mirror follows every change */
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size) "
-					    "VALUES (%s, 'full', 0, 1)", g2)), "ok");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size) "
+				    "VALUES (%s, 'full', 0, 1)",
+				    g2)),
+	    "ok");
 	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE id = $1", g2), "full@0");
-	fx_sql_exec(fx, "UPDATE allocations SET state = 'released', released_at = now() WHERE gpu_id = $1", g);
-	assert_string_equal(fx_sql_text(fx, "SELECT layout || ':' || used_mask FROM gpus WHERE id = $1", g),
-			    ":0");
-	assert_string_equal(try_sql(fx, fx_str(fx, "INSERT INTO allocations (gpu_id, profile, start, size, state) "
-					    "VALUES (%s, '4g.40gb', 0, 4, 'ready'), (%s, '3g.40gb', 4, 4, 'ready')",
-					    g, g)), "ok");
-	assert_string_equal(fx_sql_text(fx, "SELECT layout || ':' || used_mask FROM gpus WHERE id = $1", g),
-			    "4g.40gb@0,3g.40gb@4:255");
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET state = 'released', released_at = now() WHERE gpu_id = $1", g);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT layout || ':' || used_mask FROM gpus WHERE id = $1", g),
+	    ":0");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx,
+				    "INSERT INTO allocations (gpu_id, profile, start, size, state) "
+				    "VALUES (%s, '4g.40gb', 0, 4, 'ready'), (%s, '3g.40gb', 4, 4, 'ready')",
+				    g, g)),
+	    "ok");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT layout || ':' || used_mask FROM gpus WHERE id = $1", g),
+	    "4g.40gb@0,3g.40gb@4:255");
 	fx_sql_exec(fx, "DELETE FROM allocations WHERE gpu_id = $1 AND profile = '4g.40gb'", g);
-	assert_string_equal(fx_sql_text(fx, "SELECT layout || ':' || used_mask FROM gpus WHERE id = $1", g),
-			    "3g.40gb@4:240");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT layout || ':' || used_mask FROM gpus WHERE id = $1", g),
+	    "3g.40gb@4:240");
 	/* the capacity view reads the mirror: 3 used, 4 free, none stranded */
 	{
 		struct gp_client_response *r = capacity(fx, "sql");
@@ -1182,11 +1288,13 @@ test_database_guards(void **state)
 	}
 	/* GPU index range and UUID form are checked by the database too */
 	assert_string_equal(try_sql(fx, "UPDATE gpus SET gpu_index = 16"), "23514");
-	assert_string_equal(try_sql(fx, fx_str(fx, "UPDATE gpus SET uuid = 'GPU-ABC' WHERE id = %s", g)),
-			    "23514");
+	assert_string_equal(try_sql(fx,
+				fx_str(fx, "UPDATE gpus SET uuid = 'GPU-ABC' WHERE id = %s", g)),
+	    "23514");
 	/* the class counts followed every change above */
 	assert_classes_consistent(fx);
-	fx_sql_exec(fx, "UPDATE allocations SET state = 'released', released_at = now() WHERE gpu_id = $1", g);
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET state = 'released', released_at = now() WHERE gpu_id = $1", g);
 	fx_sql_exec(fx, "DELETE FROM allocations WHERE gpu_id = $1", g2);
 	assert_classes_consistent(fx);
 }
@@ -1204,7 +1312,7 @@ test_metrics(void **state)
 	mk_cluster(fx, "met");
 	mk_node(fx, "met", "met-1", NULL);
 	mk_gpu(fx, "met-1", 0, 900, "H100-80GB",
-	       "[{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]");
+	    "[{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/capacity", NULL);
 	m = cap_model(r, "H100-80GB");
 	total = fx_json_int(m, "gpus.total");
@@ -1216,14 +1324,21 @@ test_metrics(void **state)
 	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
 	assert_status(r, 200);
 	assert_non_null(strstr(r->body, "# TYPE gpupool_capacity_gpus gauge"));
-	assert_non_null(strstr(r->body, fx_str(fx, "gpupool_capacity_gpus{model=\"H100-80GB\",state=\"total\"} %lld\n",
-					       (long long)total)));
-	assert_non_null(strstr(r->body, fx_str(fx, "gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"stranded\"} %lld\n",
-					       (long long)stranded)));
-	assert_non_null(strstr(r->body, fx_str(fx, "gpupool_capacity_profile_placeable{model=\"H100-80GB\",profile=\"3g.40gb\"} %lld\n",
-					       (long long)placeable3g)));
-	assert_non_null(strstr(r->body, "gpupool_capacity_profile_allocated{model=\"H100-80GB\",profile=\"full\"} "));
-	assert_non_null(strstr(r->body, "gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"free\"} "));
+	assert_non_null(strstr(r->body,
+	    fx_str(fx, "gpupool_capacity_gpus{model=\"H100-80GB\",state=\"total\"} %lld\n",
+		(long long)total)));
+	assert_non_null(strstr(r->body,
+	    fx_str(fx,
+		"gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"stranded\"} %lld\n",
+		(long long)stranded)));
+	assert_non_null(strstr(r->body,
+	    fx_str(fx,
+		"gpupool_capacity_profile_placeable{model=\"H100-80GB\",profile=\"3g.40gb\"} %lld\n",
+		(long long)placeable3g)));
+	assert_non_null(strstr(r->body,
+	    "gpupool_capacity_profile_allocated{model=\"H100-80GB\",profile=\"full\"} "));
+	assert_non_null(
+	    strstr(r->body, "gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"free\"} "));
 	/* models without GPUs are not listed */
 	assert_null(strstr(r->body, "model=\"T4-16GB\""));
 }
@@ -1296,7 +1411,7 @@ test_layout_cache(void **state)
 	mk_gpu(fx, "lc-1", 1, 1101, "A100-80GB", "[{\"profile\":\"1g.10gb\",\"start\":0}]");
 	mk_gpu(fx, "lc-1", 2, 1102, "A100-80GB", NULL);
 	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE uuid = $1", a80),
-			    "1g.10gb@0");
+	    "1g.10gb@0");
 	for (int pass = 0; pass < 2; pass++)
 		check_lc_a100s(fx, false);
 
@@ -1305,8 +1420,8 @@ test_layout_cache(void **state)
 	 * 3g spot (A100-40GB: slices 2-3; A100-80GB: slice 1) */
 	for (int pass = 0; pass < 2; pass++) {
 		r = simulate(fx, fx->admin_token,
-			     "{\"cluster\":\"lc\",\"items\":[\"A100-40GB/1g.10gb=1\","
-			     "\"A100-80GB/1g.10gb=1\"]}");
+		    "{\"cluster\":\"lc\",\"items\":[\"A100-40GB/1g.10gb=1\","
+		    "\"A100-80GB/1g.10gb=1\"]}");
 		assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 		assert_json_str(r->json, "placements[0].gpu_uuid", uuid_of(fx, 1100));
 		assert_json_int(r->json, "placements[0].start", 2);
@@ -1317,19 +1432,25 @@ test_layout_cache(void **state)
 	}
 
 	/* a new layout on the A100-80GB, then the old one again */
-	fx_sql_exec(fx, "INSERT INTO allocations (gpu_id, profile, start, size, state) "
-			"SELECT id, '3g.40gb', 4, 4, 'ready' FROM gpus WHERE uuid = $1", a80);
+	fx_sql_exec(fx,
+	    "INSERT INTO allocations (gpu_id, profile, start, size, state) "
+	    "SELECT id, '3g.40gb', 4, 4, 'ready' FROM gpus WHERE uuid = $1",
+	    a80);
 	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE uuid = $1", a80),
-			    "1g.10gb@0,3g.40gb@4");
+	    "1g.10gb@0,3g.40gb@4");
 	check_lc_a100s(fx, true);
 	/* a 3g.40gb now goes to the empty A100-80GB */
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"lc\",\"items\":[\"A100-80GB/3g.40gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"lc\",\"items\":[\"A100-80GB/3g.40gb=1\"]}");
 	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	assert_json_str(r->json, "placements[0].gpu_uuid", uuid_of(fx, 1102));
-	fx_sql_exec(fx, "UPDATE allocations SET state = 'released' WHERE profile = '3g.40gb' "
-			"AND gpu_id = (SELECT id FROM gpus WHERE uuid = $1)", a80);
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET state = 'released' WHERE profile = '3g.40gb' "
+	    "AND gpu_id = (SELECT id FROM gpus WHERE uuid = $1)",
+	    a80);
 	check_lc_a100s(fx, false);
-	r = simulate(fx, fx->admin_token, "{\"cluster\":\"lc\",\"items\":[\"A100-80GB/3g.40gb=1\"]}");
+	r = simulate(fx, fx->admin_token,
+	    "{\"cluster\":\"lc\",\"items\":[\"A100-80GB/3g.40gb=1\"]}");
 	assert_json_str(r->json, "placements[0].gpu_uuid", a80);
 	assert_json_int(r->json, "placements[0].start", 4);
 
@@ -1374,16 +1495,19 @@ test_cluster_delete_race(void **state)
 	mk_cluster(fx, "racy");
 	/* a concurrent writer holds the row with a newer generation */
 	fx_sql_exec(fx, "BEGIN");
-	fx_sql_exec(fx, "UPDATE clusters SET region = 'moved', generation = generation + 1 "
-		    "WHERE name = 'racy'");
+	fx_sql_exec(fx,
+	    "UPDATE clusters SET region = 'moved', generation = generation + 1 "
+	    "WHERE name = 'racy'");
 	assert_int_equal(pthread_create(&t, NULL, delete_cluster_thread, &d), 0);
-	usleep(500000);                 /* the DELETE reads generation 1 and waits for the row */
+	usleep(500000); /* the DELETE reads generation 1 and waits for the row */
 	fx_sql_exec(fx, "COMMIT");
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(d.status, 412);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM clusters WHERE name = 'racy'"), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'cluster.delete' "
-				      "AND object_id = 'racy'"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'cluster.delete' "
+			     "AND object_id = 'racy'"),
+	    0);
 }
 
 int

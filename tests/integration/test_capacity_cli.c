@@ -44,7 +44,7 @@ assert_cli_status(const struct fx_proc *p, int status, const char *file, int lin
 {
 	if (p->status != status) {
 		print_error("%s:%d: exit status %d, expected %d\nstdout:\n%s\nstderr:\n%s\n", file,
-			    line, p->status, status, p->out, p->err);
+		    line, p->status, status, p->out, p->err);
 		_fail(file, line);
 	}
 }
@@ -56,18 +56,20 @@ assert_text(const char *got, const char *expected, const char *file, int line)
 {
 	if (strcmp(got, expected) != 0) {
 		print_error("%s:%d: output differs\n--- expected\n%s--- got\n%s---\n", file, line,
-			    expected, got);
+		    expected, got);
 		_fail(file, line);
 	}
 }
 #define assert_output(got, expected) assert_text(got, expected, __FILE__, __LINE__)
 
-#define assert_contains(hay, needle) do { \
-	if (strstr((hay), (needle)) == NULL) { \
-		print_error("%s:%d: \"%s\" not in:\n%s\n", __FILE__, __LINE__, (needle), (hay)); \
-		_fail(__FILE__, __LINE__); \
-	} \
-} while (0)
+#define assert_contains(hay, needle)                                                             \
+	do {                                                                                     \
+		if (strstr((hay), (needle)) == NULL) {                                           \
+			print_error("%s:%d: \"%s\" not in:\n%s\n", __FILE__, __LINE__, (needle), \
+			    (hay));                                                              \
+			_fail(__FILE__, __LINE__);                                               \
+		}                                                                                \
+	} while (0)
 
 /* stdout of a -o json run, parsed; fails unless it is one JSON value. */
 static struct json_object *
@@ -95,7 +97,7 @@ names_of(struct fixture *fx, const struct fx_proc *p)
 	assert_non_null(items);
 	for (size_t i = 0; i < json_object_array_length(items); i++)
 		s = fx_str(fx, "%s%s%s", s, i ? " " : "",
-			   fx_json_str(json_object_array_get_idx(items, i), "name"));
+		    fx_json_str(json_object_array_get_idx(items, i), "name"));
 	return s;
 }
 
@@ -132,15 +134,17 @@ test_usage_errors(void **state)
 	 */
 	p = fx_cli(fx, NULL, NULL, "capacity", "simulate", "H100-80GB/3g.40gb", NULL);
 	assert_exit(p, 2);
-	assert_contains(p->err, "gpupool: item 1 \"H100-80GB/3g.40gb\": must look like "
-			"MODEL/PROFILE=COUNT, as H100-80GB/3g.40gb=2\n");
+	assert_contains(p->err,
+	    "gpupool: item 1 \"H100-80GB/3g.40gb\": must look like "
+	    "MODEL/PROFILE=COUNT, as H100-80GB/3g.40gb=2\n");
 	assert_contains(p->err, "usage: gpupool capacity simulate MODEL/PROFILE=COUNT");
 	assert_output(p->out, "");
 	p = fx_cli(fx, NULL, NULL, "capacity", "simulate", "H100-80GB/3g.40gb=1",
-		   "H100-80GB/1g.10gb=0", NULL);
+	    "H100-80GB/1g.10gb=0", NULL);
 	assert_exit(p, 2);
-	assert_contains(p->err, "item 2 \"H100-80GB/1g.10gb=0\": the count must be a decimal "
-			"number from 1 to 4096");
+	assert_contains(p->err,
+	    "item 2 \"H100-80GB/1g.10gb=0\": the count must be a decimal "
+	    "number from 1 to 4096");
 	p = fx_cli(fx, NULL, NULL, "capacity", "simulate", "H100-80GB/1g.10gb=+1", NULL);
 	assert_exit(p, 2);
 	assert_contains(p->err, "the count must be");
@@ -154,8 +158,8 @@ test_usage_errors(void **state)
 	assert_exit(p, 2);
 	assert_contains(p->err, "missing arguments");
 
-	p = fx_cli(fx, NULL, NULL, "nodes", "create", "n9", "--cluster", "c1",
-		   "--cpu-millicores", "12cores", NULL);
+	p = fx_cli(fx, NULL, NULL, "nodes", "create", "n9", "--cluster", "c1", "--cpu-millicores",
+	    "12cores", NULL);
 	assert_exit(p, 2);
 	assert_contains(p->err, "--cpu-millicores must be an integer");
 	p = fx_cli(fx, NULL, NULL, "nodes", "create", "n9", "--hostname", "h", NULL);
@@ -170,11 +174,11 @@ test_usage_errors(void **state)
 	assert_exit(p, 2);
 	assert_contains(p->err, "--region is required");
 	p = fx_cli(fx, NULL, NULL, "gpus", "create", "n1", "--index", "16", "--uuid", UUID_A,
-		   "--model", "H100-80GB", NULL);
+	    "--model", "H100-80GB", NULL);
 	assert_exit(p, 2);
 	assert_contains(p->err, "--index must be an integer from 0 to 15");
 	p = fx_cli(fx, NULL, NULL, "gpus", "create", "n1", "--index", "1", "--uuid", UUID_A,
-		   "--model", "H100-80GB", "--instance", "3g.40gb", NULL);
+	    "--model", "H100-80GB", "--instance", "3g.40gb", NULL);
 	assert_exit(p, 2);
 	assert_contains(p->err, "--instance must be PROFILE@START");
 
@@ -214,14 +218,14 @@ test_inventory(void **state)
 
 	/* nodes */
 	p = CLI(fx, "nodes", "create", "n1", "--cluster", "c1", "--hostname", "gpu-n1.example",
-		"--cpu-millicores", "64000", "--memory-bytes", "549755813888", "--label", "zone=a",
-		"--label", "tier=gold");
+	    "--cpu-millicores", "64000", "--memory-bytes", "549755813888", "--label", "zone=a",
+	    "--label", "tier=gold");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"NAME   CLUSTER   STATUS   GPUS   MODEL   CPU   MEMORY   HOSTNAME         LABELS\n"
-		"n1     c1        ready    0      -       64    512Gi    gpu-n1.example   tier=gold,zone=a\n");
+	    "NAME   CLUSTER   STATUS   GPUS   MODEL   CPU   MEMORY   HOSTNAME         LABELS\n"
+	    "n1     c1        ready    0      -       64    512Gi    gpu-n1.example   tier=gold,zone=a\n");
 	p = CLI(fx, "-o", "json", "nodes", "create", "n2", "--cluster", "c1", "--cpu-millicores",
-		"500", "--label", "zone=b");
+	    "500", "--label", "zone=b");
 	assert_exit(p, 0);
 	o = cli_json(fx, p);
 	assert_json_str(o, "status", "ready");
@@ -239,81 +243,91 @@ test_inventory(void **state)
 
 	/* GPUs through the API, with the instances already on them */
 	r = fx_request(fx, op_token, "POST", "/v1/nodes/n1/gpus",
-		       "{\"index\":0,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"1g.10gb\",\"start\":6},{\"profile\":\"3g.40gb\",\"start\":0},"
-		       "{\"profile\":\"2g.20gb\",\"start\":4}]}", UUID_A);
+	    "{\"index\":0,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"1g.10gb\",\"start\":6},{\"profile\":\"3g.40gb\",\"start\":0},"
+	    "{\"profile\":\"2g.20gb\",\"start\":4}]}",
+	    UUID_A);
 	assert_status(r, 201);
 	r = fx_request(fx, op_token, "POST", "/v1/nodes/n1/gpus",
-		       "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"full\",\"start\":0}]}", UUID_B);
+	    "{\"index\":1,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"full\",\"start\":0}]}",
+	    UUID_B);
 	assert_status(r, 201);
 	r = fx_request(fx, op_token, "POST", "/v1/nodes/n2/gpus",
-		       "{\"index\":0,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
-		       "{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]}",
-		       UUID_D);
+	    "{\"index\":0,\"uuid\":\"%s\",\"model\":\"H100-80GB\",\"instances\":["
+	    "{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]}",
+	    UUID_D);
 	assert_status(r, 201);
 	/* ... and through the CLI */
 	p = CLI(fx, "gpus", "create", "n1", "--index", "2", "--uuid", UUID_C, "--model",
-		"H100-80GB", "--mig");
+	    "H100-80GB", "--mig");
 	assert_exit(p, 0);
 	assert_contains(p->out, "[.. .. .. .. .. .. .. ..]");
 	p = CLI(fx, "gpus", "create", "n2", "--index", "1", "--uuid", UUID_E, "--model",
-		"H100-80GB", "--instance", "3g.40gb@4", "--instance", "1g.20gb@0");
+	    "H100-80GB", "--instance", "3g.40gb@4", "--instance", "1g.20gb@0");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
-		"n2     1       H100-80GB   on    ok       [1g.20|.. ..|3g.40gb    ]   2      " UUID_E "\n"
-		"\n"
-		"PROFILE   START   SIZE   STATE   POOL   DEVICE\n"
-		"1g.20gb   0       2      ready   -      -\n"
-		"3g.40gb   4       4      ready   -      -\n");
+	    "NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
+	    "n2     1       H100-80GB   on    ok       [1g.20|.. ..|3g.40gb    ]   2      " UUID_E
+	    "\n"
+	    "\n"
+	    "PROFILE   START   SIZE   STATE   POOL   DEVICE\n"
+	    "1g.20gb   0       2      ready   -      -\n"
+	    "3g.40gb   4       4      ready   -      -\n");
 	p = CLI(fx, "gpus", "create", "n3", "--index", "0", "--uuid", UUID_L, "--model",
-		"L40S-48GB");
+	    "L40S-48GB");
 	assert_exit(p, 0);
 
 	/* what the hardware refuses, the server refuses: exit 1 with its words */
 	p = CLI(fx, "gpus", "create", "n3", "--index", "1", "--uuid",
-		"GPU-00000000-0000-0000-0000-0000000000f7", "--model", "H100-80GB", "--instance",
-		"3g.40gb@2");
+	    "GPU-00000000-0000-0000-0000-0000000000f7", "--model", "H100-80GB", "--instance",
+	    "3g.40gb@2");
 	assert_exit(p, 1);
 	assert_contains(p->err, "instances[0]");
 	p = CLI(fx, "gpus", "create", "n3", "--index", "1", "--uuid", UUID_A, "--model",
-		"H100-80GB");
+	    "H100-80GB");
 	assert_exit(p, 1);
 	assert_contains(p->err, "HTTP 409");
 	p = CLI(fx, "gpus", "create", "n3", "--index", "1", "--uuid",
-		"GPU-00000000-0000-0000-0000-0000000000f8", "--model", "NVIDIA H100 80GB HBM3");
+	    "GPU-00000000-0000-0000-0000-0000000000f8", "--model", "NVIDIA H100 80GB HBM3");
 	assert_exit(p, 1);
-	assert_contains(p->err, "model: NVIDIA H100 80GB HBM3 is a product name; the model id "
-			"is H100-80GB");
+	assert_contains(p->err,
+	    "model: NVIDIA H100 80GB HBM3 is a product name; the model id "
+	    "is H100-80GB");
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpus"), 6);
 
 	/* the slice bars, exactly */
 	p = CLI(fx, "gpus", "list", "--node", "n1");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
-		"n1     0       H100-80GB   on    ok       [3g.40gb    |2g.20|1g|..]   1      " UUID_A "\n"
-		"n1     1       H100-80GB   off   ok       [full                   ]   0      " UUID_B "\n"
-		"n1     2       H100-80GB   on    ok       [.. .. .. .. .. .. .. ..]   8      " UUID_C "\n");
+	    "NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
+	    "n1     0       H100-80GB   on    ok       [3g.40gb    |2g.20|1g|..]   1      " UUID_A
+	    "\n"
+	    "n1     1       H100-80GB   off   ok       [full                   ]   0      " UUID_B
+	    "\n"
+	    "n1     2       H100-80GB   on    ok       [.. .. .. .. .. .. .. ..]   8      " UUID_C
+	    "\n");
 	p = CLI(fx, "gpus", "get", UUID_A);
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
-		"n1     0       H100-80GB   on    ok       [3g.40gb    |2g.20|1g|..]   1      " UUID_A "\n"
-		"\n"
-		"PROFILE   START   SIZE   STATE   POOL   DEVICE\n"
-		"3g.40gb   0       4      ready   -      -\n"
-		"2g.20gb   4       2      ready   -      -\n"
-		"1g.10gb   6       1      ready   -      -\n");
+	    "NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
+	    "n1     0       H100-80GB   on    ok       [3g.40gb    |2g.20|1g|..]   1      " UUID_A
+	    "\n"
+	    "\n"
+	    "PROFILE   START   SIZE   STATE   POOL   DEVICE\n"
+	    "3g.40gb   0       4      ready   -      -\n"
+	    "2g.20gb   4       2      ready   -      -\n"
+	    "1g.10gb   6       1      ready   -      -\n");
 	p = CLI(fx, "gpus", "list", "--node", "n2");
 	assert_exit(p, 0);
-	assert_contains(p->out, "n2     0       H100-80GB   on    ok       [3g.40gb    |3g.40gb    ]   0");
+	assert_contains(p->out,
+	    "n2     0       H100-80GB   on    ok       [3g.40gb    |3g.40gb    ]   0");
 	p = CLI(fx, "gpus", "list", "--model", "L40S-48GB");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
-		"n3     0       L40S-48GB   off   ok       [.......................]   1      " UUID_L "\n");
+	    "NODE   INDEX   MODEL       MIG   HEALTH   LAYOUT                      FREE   UUID\n"
+	    "n3     0       L40S-48GB   off   ok       [.......................]   1      " UUID_L
+	    "\n");
 	/* the JSON is the server's, unchanged (no display fields) */
 	p = CLI(fx, "-o", "json", "gpus", "get", UUID_B);
 	assert_exit(p, 0);
@@ -350,9 +364,9 @@ test_inventory(void **state)
 	p = CLI(fx, "nodes", "list", "--cluster", "c1");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"NAME   CLUSTER   STATUS   GPUS   MODEL       CPU    MEMORY   HOSTNAME         LABELS\n"
-		"n1     c1        ready    3      H100-80GB   64     512Gi    gpu-n1.example   tier=gold,zone=a\n"
-		"n2     c1        ready    2      H100-80GB   500m   0Gi      n2               zone=b\n");
+	    "NAME   CLUSTER   STATUS   GPUS   MODEL       CPU    MEMORY   HOSTNAME         LABELS\n"
+	    "n1     c1        ready    3      H100-80GB   64     512Gi    gpu-n1.example   tier=gold,zone=a\n"
+	    "n2     c1        ready    2      H100-80GB   500m   0Gi      n2               zone=b\n");
 	p = CLI(fx, "nodes", "list", "--model", "A100-40GB-typo");
 	assert_exit(p, 1);
 	assert_contains(p->err, "model: no such model in the catalog");
@@ -379,19 +393,19 @@ test_capacity_view(void **state)
 	 * placeable: c takes everything an empty GPU does, e has slices 2-3.
 	 */
 	assert_output(p->out,
-		"H100-80GB: 5 GPUs (5 healthy, 4 MIG enabled, 5 placeable)\n"
-		"  slices         total      used      free  stranded\n"
-		"  compute           35        23        12         3\n"
-		"  memory            40        29        11         -\n"
-		"  profile     allocated  placeable\n"
-		"  full                1          1\n"
-		"  1g.10gb             1          9\n"
-		"  1g.10gb+me          0          2\n"
-		"  1g.20gb             1          5\n"
-		"  2g.20gb             1          4\n"
-		"  3g.40gb             4          2\n"
-		"  4g.40gb             0          1\n"
-		"  7g.80gb             0          1\n");
+	    "H100-80GB: 5 GPUs (5 healthy, 4 MIG enabled, 5 placeable)\n"
+	    "  slices         total      used      free  stranded\n"
+	    "  compute           35        23        12         3\n"
+	    "  memory            40        29        11         -\n"
+	    "  profile     allocated  placeable\n"
+	    "  full                1          1\n"
+	    "  1g.10gb             1          9\n"
+	    "  1g.10gb+me          0          2\n"
+	    "  1g.20gb             1          5\n"
+	    "  2g.20gb             1          4\n"
+	    "  3g.40gb             4          2\n"
+	    "  4g.40gb             0          1\n"
+	    "  7g.80gb             0          1\n");
 
 	p = CLI(fx, "-o", "json", "capacity");
 	assert_exit(p, 0);
@@ -426,12 +440,12 @@ test_capacity_view(void **state)
 	p = CLI(fx, "capacity", "--cluster", "c2");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"L40S-48GB: 1 GPUs (1 healthy, 0 MIG enabled, 1 placeable)\n"
-		"  slices        total      used      free  stranded\n"
-		"  compute           1         0         1         0\n"
-		"  memory            1         0         1         -\n"
-		"  profile    allocated  placeable\n"
-		"  full               0          1\n");
+	    "L40S-48GB: 1 GPUs (1 healthy, 0 MIG enabled, 1 placeable)\n"
+	    "  slices        total      used      free  stranded\n"
+	    "  compute           1         0         1         0\n"
+	    "  memory            1         0         1         -\n"
+	    "  profile    allocated  placeable\n"
+	    "  full               0          1\n");
 	/* a model with no GPUs is shown when asked for */
 	p = CLI(fx, "-o", "json", "capacity", "--model", "A100-40GB");
 	assert_exit(p, 0);
@@ -461,14 +475,14 @@ test_simulate(void **state)
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/3g.40gb=2", "H100-80GB/1g.10gb=1");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"fits: yes\n"
-		"\n"
-		"MODEL       PROFILE   NODE   GPU   START   SIZE   MIG SWITCH   GPU UUID\n"
-		"H100-80GB   3g.40gb   n1     2     0       4      false        " UUID_C "\n"
-		"H100-80GB   3g.40gb   n1     2     4       4      false        " UUID_C "\n"
-		"H100-80GB   1g.10gb   n2     1     2       1      false        " UUID_E "\n");
+	    "fits: yes\n"
+	    "\n"
+	    "MODEL       PROFILE   NODE   GPU   START   SIZE   MIG SWITCH   GPU UUID\n"
+	    "H100-80GB   3g.40gb   n1     2     0       4      false        " UUID_C "\n"
+	    "H100-80GB   3g.40gb   n1     2     4       4      false        " UUID_C "\n"
+	    "H100-80GB   1g.10gb   n2     1     2       1      false        " UUID_E "\n");
 	p = CLI(fx, "-o", "json", "capacity", "simulate", "H100-80GB/3g.40gb=2",
-		"H100-80GB/1g.10gb=1");
+	    "H100-80GB/1g.10gb=1");
 	assert_exit(p, 0);
 	o = cli_json(fx, p);
 	assert_true(json_object_get_boolean(fx_json(o, "fits")));
@@ -482,12 +496,12 @@ test_simulate(void **state)
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/3g.40gb=3");
 	assert_exit(p, 3);
 	assert_output(p->out,
-		"fits: no\n"
-		"\n"
-		"MODEL       PROFILE   MISSING\n"
-		"H100-80GB   3g.40gb   1\n");
+	    "fits: no\n"
+	    "\n"
+	    "MODEL       PROFILE   MISSING\n"
+	    "H100-80GB   3g.40gb   1\n");
 	p = CLI(fx, "-o", "json", "capacity", "simulate", "H100-80GB/3g.40gb=3",
-		"H100-80GB/1g.10gb=1");
+	    "H100-80GB/1g.10gb=1");
 	assert_exit(p, 3);
 	o = cli_json(fx, p);
 	assert_false(json_object_get_boolean(fx_json(o, "fits")));
@@ -554,19 +568,19 @@ test_cordon(void **state)
 	p = CLI(fx, "capacity", "--model", "H100-80GB");
 	assert_exit(p, 0);
 	assert_output(p->out,
-		"H100-80GB: 5 GPUs (5 healthy, 4 MIG enabled, 2 placeable)\n"
-		"  slices         total      used      free  stranded\n"
-		"  compute           35        23        12         3\n"
-		"  memory            40        29        11         -\n"
-		"  profile     allocated  placeable\n"
-		"  full                1          0\n"
-		"  1g.10gb             1          2\n"
-		"  1g.10gb+me          0          1\n"
-		"  1g.20gb             1          1\n"
-		"  2g.20gb             1          1\n"
-		"  3g.40gb             4          0\n"
-		"  4g.40gb             0          0\n"
-		"  7g.80gb             0          0\n");
+	    "H100-80GB: 5 GPUs (5 healthy, 4 MIG enabled, 2 placeable)\n"
+	    "  slices         total      used      free  stranded\n"
+	    "  compute           35        23        12         3\n"
+	    "  memory            40        29        11         -\n"
+	    "  profile     allocated  placeable\n"
+	    "  full                1          0\n"
+	    "  1g.10gb             1          2\n"
+	    "  1g.10gb+me          0          1\n"
+	    "  1g.20gb             1          1\n"
+	    "  2g.20gb             1          1\n"
+	    "  3g.40gb             4          0\n"
+	    "  4g.40gb             0          0\n"
+	    "  7g.80gb             0          0\n");
 	p = CLI(fx, "gpus", "list", "--node", "n1", "-o", "json");
 	o = cli_json(fx, p);
 	assert_false(json_object_get_boolean(fx_json(o, "items[2].placeable")));
@@ -615,8 +629,9 @@ test_cordon(void **state)
 	assert_exit(p, 1);
 	assert_contains(p->err, "HTTP 404");
 	/* the audit log has each change, by the operator */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'node.cordon'"),
-			 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.cordon'"),
+	    1);
 }
 
 int

@@ -20,8 +20,8 @@ cli_login_admin(struct fixture *fx)
 {
 	struct fx_proc *p;
 
-	p = fx_cli(fx, NULL, FIXTURE_ADMIN_PASSWORD "\n", "--server", fx->server->base_url,
-		   "login", "--username", FIXTURE_ADMIN_USER, NULL);
+	p = fx_cli(fx, NULL, FIXTURE_ADMIN_PASSWORD "\n", "--server", fx->server->base_url, "login",
+	    "--username", FIXTURE_ADMIN_USER, NULL);
 	if (p->status != 0)
 		print_error("stdout: %s\nstderr: %s\n", p->out, p->err);
 	assert_int_equal(p->status, 0);
@@ -117,8 +117,8 @@ test_cli_login_and_me(void **state)
 
 	/* a wrong password: exit 1 and the server's words on stderr */
 	unlink(cfg_path);
-	p = fx_cli(fx, NULL, "not-the-password\n", "--server", fx->server->base_url,
-		   "login", "--username", FIXTURE_ADMIN_USER, NULL);
+	p = fx_cli(fx, NULL, "not-the-password\n", "--server", fx->server->base_url, "login",
+	    "--username", FIXTURE_ADMIN_USER, NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 	assert_int_not_equal(stat(cfg_path, &st), 0);
@@ -140,7 +140,7 @@ test_cli_login_and_me(void **state)
 	assert_true(strlen(token) > 0);
 	/* the stored token is a working session of the admin */
 	assert_json_str(fx_request(fx, token, "GET", "/v1/me", NULL)->json, "username",
-			FIXTURE_ADMIN_USER);
+	    FIXTURE_ADMIN_USER);
 
 	p = fx_cli(fx, NULL, NULL, "me", NULL);
 	assert_cli_ok(p);
@@ -170,23 +170,24 @@ test_cli_login_and_me(void **state)
 	fclose(f);
 
 	/* $XDG_CONFIG_HOME wins over $HOME */
-	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "XDG_CONFIG_HOME=%s/xdg", fx->tmpdir), NULL },
-		   FIXTURE_ADMIN_PASSWORD "\n", "--server", fx->server->base_url, "login",
-		   "--username", FIXTURE_ADMIN_USER, NULL);
+	p = fx_cli(fx,
+	    (const char *const[]){ fx_str(fx, "XDG_CONFIG_HOME=%s/xdg", fx->tmpdir), NULL },
+	    FIXTURE_ADMIN_PASSWORD "\n", "--server", fx->server->base_url, "login", "--username",
+	    FIXTURE_ADMIN_USER, NULL);
 	assert_cli_ok(p);
 	assert_int_equal(stat(fx_str(fx, "%s/xdg/gpupool/config", fx->tmpdir), &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 
 	/* the environment overrides the config file, --server overrides both */
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_SERVER=http://127.0.0.1:1", NULL }, NULL,
-		   "me", NULL);
+	    "me", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "127.0.0.1:1"));
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_SERVER=http://127.0.0.1:1", NULL }, NULL,
-		   "--server", fx->server->base_url, "me", NULL);
+	    "--server", fx->server->base_url, "me", NULL);
 	assert_cli_ok(p);
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_TOKEN=gpp_not_a_real_token", NULL }, NULL,
-		   "me", NULL);
+	    "me", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 }
@@ -204,7 +205,7 @@ test_cli_projects(void **state)
 
 	cli_login_admin(fx);
 	p = fx_cli(fx, NULL, NULL, "projects", "create", name, "--display-name", "Team CLI",
-		   "--namespace", "ns-cli-a", "--namespace", "ns-cli-b", NULL);
+	    "--namespace", "ns-cli-a", "--namespace", "ns-cli-b", NULL);
 	assert_cli_ok(p);
 	assert_non_null(strstr(p->out, "DISPLAY NAME"));
 	assert_non_null(strstr(p->out, name));
@@ -216,7 +217,8 @@ test_cli_projects(void **state)
 	assert_json_str(r->json, "display_name", "Team CLI");
 	assert_int_equal(fx_json_len(r->json, "namespaces"), 2);
 	assert_json_str(r->json, "namespaces[0]", "ns-cli-a");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = $1", name), 1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = $1", name),
+	    1);
 
 	p = fx_cli(fx, NULL, NULL, "-o", "json", "projects", "get", name, NULL);
 	assert_cli_ok(p);
@@ -248,13 +250,13 @@ test_cli_projects(void **state)
 	assert_int_equal(fx_json_len(doc, "items"), 1);
 	assert_non_null(fx_json(doc, "next_cursor"));
 	p = fx_cli(fx, NULL, NULL, "projects", "list", "--limit", "1", "--cursor",
-		   fx_json_str(doc, "next_cursor"), "-o", "json", NULL);
+	    fx_json_str(doc, "next_cursor"), "-o", "json", NULL);
 	assert_cli_ok(p);
 	assert_int_equal(fx_json_len(cli_json(fx, p), "items"), 1);
 
 	/* a conflict: exit 1, the server's detail on stderr, nothing on stdout */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-		       "{\"name\":\"%s\",\"display_name\":\"Again\",\"namespaces\":[]}", name);
+	    "{\"name\":\"%s\",\"display_name\":\"Again\",\"namespaces\":[]}", name);
 	assert_int_equal(r->status, 409);
 	detail = fx_json_str(r->json, "detail");
 	p = fx_cli(fx, NULL, NULL, "projects", "create", name, "--display-name", "Again", NULL);
@@ -262,10 +264,12 @@ test_cli_projects(void **state)
 	assert_string_equal(p->out, "");
 	assert_non_null(strstr(p->err, detail));
 	assert_non_null(strstr(p->err, "HTTP 409"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = $1", name), 1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = $1", name),
+	    1);
 
 	/* validation errors name the failing field */
-	p = fx_cli(fx, NULL, NULL, "projects", "create", "Not A Valid Name!", "--display-name", "x", NULL);
+	p = fx_cli(fx, NULL, NULL, "projects", "create", "Not A Valid Name!", "--display-name", "x",
+	    NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 422"));
 	assert_non_null(strstr(p->err, "name"));
@@ -303,7 +307,8 @@ test_cli_members(void **state)
 	assert_json_str(r->json, "projects[0].role", "member");
 
 	/* changing the role is the same command */
-	p = fx_cli(fx, NULL, NULL, "-o", "json", "members", "add", name, user, "--role", "viewer", NULL);
+	p = fx_cli(fx, NULL, NULL, "-o", "json", "members", "add", name, user, "--role", "viewer",
+	    NULL);
 	assert_cli_ok(p);
 	doc = cli_json(fx, p);
 	assert_json_str(doc, "username", user);
@@ -324,7 +329,7 @@ test_cli_members(void **state)
 
 	/* a project bob cannot manage: the server refuses, the CLI says why */
 	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "GPUPOOL_TOKEN=%s", bob), NULL }, NULL,
-		   "members", "add", name, user, "--role", "owner", NULL);
+	    "members", "add", name, user, "--role", "owner", NULL);
 	assert_int_equal(p->status, 1);
 	assert_true(strstr(p->err, "HTTP 404") != NULL || strstr(p->err, "HTTP 403") != NULL);
 }
@@ -341,9 +346,10 @@ test_cli_tokens(void **state)
 	int64_t exp_us, sent_us;
 
 	cli_login_admin(fx);
-	time_format_rfc3339(time_now_us() + (int64_t)30 * 86400 * 1000000, expires, sizeof(expires));
-	p = fx_cli(fx, NULL, NULL, "-o", "json", "tokens", "create", tname,
-		   "--expires-at", expires, NULL);
+	time_format_rfc3339(time_now_us() + (int64_t)30 * 86400 * 1000000, expires,
+	    sizeof(expires));
+	p = fx_cli(fx, NULL, NULL, "-o", "json", "tokens", "create", tname, "--expires-at", expires,
+	    NULL);
 	assert_cli_ok(p);
 	doc = cli_json(fx, p);
 	assert_json_str(doc, "name", tname);
@@ -359,16 +365,16 @@ test_cli_tokens(void **state)
 
 	/* the new token works on its own, through the API and the CLI */
 	assert_json_str(fx_request(fx, token, "GET", "/v1/me", NULL)->json, "username",
-			FIXTURE_ADMIN_USER);
+	    FIXTURE_ADMIN_USER);
 	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "GPUPOOL_TOKEN=%s", token), NULL }, NULL,
-		   "me", NULL);
+	    "me", NULL);
 	assert_cli_ok(p);
 
 	p = fx_cli(fx, NULL, NULL, "tokens", "list", NULL);
 	assert_cli_ok(p);
 	assert_non_null(strstr(p->out, "PREFIX"));
 	assert_non_null(strstr(p->out, tname));
-	assert_null(strstr(p->out, token));     /* the secret is never listed */
+	assert_null(strstr(p->out, token)); /* the secret is never listed */
 	p = fx_cli(fx, NULL, NULL, "-o", "json", "tokens", "list", NULL);
 	assert_cli_ok(p);
 	assert_true(list_has(fx_json(cli_json(fx, p), "items"), "name", tname));
@@ -377,13 +383,13 @@ test_cli_tokens(void **state)
 	assert_cli_ok(p);
 	assert_int_equal(fx_request(fx, token, "GET", "/v1/me", NULL)->status, 401);
 	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "GPUPOOL_TOKEN=%s", token), NULL }, NULL,
-		   "me", NULL);
+	    "me", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 
 	/* a field error from the server is shown with its field path */
 	p = fx_cli(fx, NULL, NULL, "tokens", "create", fx_unique(fx, "old"), "--expires-at",
-		   "2001-01-01T00:00:00Z", NULL);
+	    "2001-01-01T00:00:00Z", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 422"));
 	assert_non_null(strstr(p->err, "  expires_at: "));
@@ -403,13 +409,15 @@ test_cli_users(void **state)
 	struct fx_proc *p;
 
 	cli_login_admin(fx);
-	p = fx_cli(fx, NULL, "carol-Passw0rd-long-enough\n", "users", "create", user,
-		   "--role", "operator", NULL);
+	p = fx_cli(fx, NULL, "carol-Passw0rd-long-enough\n", "users", "create", user, "--role",
+	    "operator", NULL);
 	assert_cli_ok(p);
 	assert_non_null(strstr(p->out, user));
 	assert_non_null(strstr(p->out, "operator"));
-	assert_json_str(fx_request(fx, fixture_login(fx, user, "carol-Passw0rd-long-enough"),
-				   "GET", "/v1/me", NULL)->json, "role", "operator");
+	assert_json_str(fx_request(fx, fixture_login(fx, user, "carol-Passw0rd-long-enough"), "GET",
+			    "/v1/me", NULL)
+			    ->json,
+	    "role", "operator");
 
 	p = fx_cli(fx, NULL, NULL, "-o", "json", "users", "list", NULL);
 	assert_cli_ok(p);
@@ -418,16 +426,18 @@ test_cli_users(void **state)
 	assert_true(list_has(fx_json(doc, "items"), "username", FIXTURE_ADMIN_USER));
 
 	/* the same name twice is refused by the server */
-	p = fx_cli(fx, NULL, "carol-Passw0rd-long-enough\n", "users", "create", user,
-		   "--role", "operator", NULL);
+	p = fx_cli(fx, NULL, "carol-Passw0rd-long-enough\n", "users", "create", user, "--role",
+	    "operator", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 409"));
 
 	/* a non-admin may not create users */
-	p = fx_cli(fx, (const char *const[]){
-			   fx_str(fx, "GPUPOOL_TOKEN=%s", fixture_login(fx, user, "carol-Passw0rd-long-enough")),
-			   NULL }, "x-Passw0rd-long-enough\n", "users", "create", fx_unique(fx, "cli-dave"),
-		   "--role", "none", NULL);
+	p = fx_cli(fx,
+	    (const char *const[]){ fx_str(fx, "GPUPOOL_TOKEN=%s",
+				       fixture_login(fx, user, "carol-Passw0rd-long-enough")),
+		NULL },
+	    "x-Passw0rd-long-enough\n", "users", "create", fx_unique(fx, "cli-dave"), "--role",
+	    "none", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "HTTP 403"));
 }

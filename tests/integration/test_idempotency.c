@@ -30,7 +30,7 @@
 
 static int
 raw_post_a(struct arena *a, int port, const char *token, const char *path, const char *key,
-	   const char *body, struct raw_response *out)
+    const char *body, struct raw_response *out)
 {
 	const char *headers[4];
 	int n = 0;
@@ -78,7 +78,7 @@ assert_raw_status(const struct raw_response *r, int status)
 {
 	if (r->status != status)
 		print_error("expected %d, got %d\n%s%.2000s\n", status, r->status,
-			    r->head ? r->head : "", r->body ? r->body : "");
+		    r->head ? r->head : "", r->body ? r->body : "");
 	assert_int_equal(r->status, status);
 }
 
@@ -119,7 +119,7 @@ stable_head(struct fixture *fx, const struct raw_response *r)
 /* second is first again: same status, headers and body bytes, marked as a replay. */
 static void
 assert_replay_of(struct fixture *fx, const struct raw_response *first,
-		 const struct raw_response *second)
+    const struct raw_response *second)
 {
 	assert_int_equal(second->status, first->status);
 	assert_null(hdr(fx, first, "Idempotent-Replayed"));
@@ -142,14 +142,16 @@ count_projects(struct fixture *fx, const char *name)
 static int64_t
 count_audit(struct fixture *fx, const char *action, const char *object_id)
 {
-	return fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = $1 AND object_id = $2",
-			    action, object_id);
+	return fx_sql_int64(fx,
+	    "SELECT count(*) FROM audit_log WHERE action = $1 AND object_id = $2", action,
+	    object_id);
 }
 
 static const char *
 admin_id(struct fixture *fx)
 {
-	return fx_sql_text(fx, "SELECT id::text FROM users WHERE username = $1", FIXTURE_ADMIN_USER);
+	return fx_sql_text(fx, "SELECT id::text FROM users WHERE username = $1",
+	    FIXTURE_ADMIN_USER);
 }
 
 /* ---- replay ---- */
@@ -158,15 +160,19 @@ static void
 test_replay(void **state)
 {
 	struct fixture *fx = *state;
-	const char *body = "{\"name\":\"idem-one\",\"display_name\":\"One\",\"namespaces\":[\"idem-ns\"]}";
+	const char *body =
+	    "{\"name\":\"idem-one\",\"display_name\":\"One\",\"namespaces\":[\"idem-ns\"]}";
 	struct raw_response *first, *again, *third;
 
 	first = post(fx, fx->admin_token, "/v1/projects", "key-one", body);
 	assert_raw_status(first, 201);
 	assert_string_equal(hdr(fx, first, "ETag"), "\"1\"");
 	assert_string_equal(hdr(fx, first, "Location"), "/v1/projects/idem-one");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE user_id = $1::bigint "
-				      "AND key = 'key-one' AND state = 'done' AND status = 201", admin_id(fx)), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE user_id = $1::bigint "
+			     "AND key = 'key-one' AND state = 'done' AND status = 201",
+			     admin_id(fx)),
+	    1);
 
 	again = post(fx, fx->admin_token, "/v1/projects", "key-one", body);
 	assert_replay_of(fx, first, again);
@@ -174,12 +180,15 @@ test_replay(void **state)
 	assert_string_equal(hdr(fx, again, "Location"), "/v1/projects/idem-one");
 	/* one project, one namespace, one audit row */
 	assert_int_equal(count_projects(fx, "idem-one"), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM project_namespaces WHERE namespace = 'idem-ns'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM project_namespaces WHERE namespace = 'idem-ns'"),
+	    1);
 	assert_int_equal(count_audit(fx, "project.create", "idem-one"), 1);
 
 	/* the project changes; the replay is still the first response, stored, not recomputed */
 	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/idem-one",
-				 "{\"display_name\":\"Changed\"}"), 200);
+			  "{\"display_name\":\"Changed\"}"),
+	    200);
 	third = post(fx, fx->admin_token, "/v1/projects", "key-one", body);
 	assert_replay_of(fx, first, third);
 	assert_json_int(third->json, "generation", 1);
@@ -187,12 +196,16 @@ test_replay(void **state)
 	assert_int_equal(count_audit(fx, "project.create", "idem-one"), 1);
 
 	/* without a key the same request runs, and conflicts */
-	assert_raw_problem(fx, post(fx, fx->admin_token, "/v1/projects", NULL, body), 409, "conflict");
+	assert_raw_problem(fx, post(fx, fx->admin_token, "/v1/projects", NULL, body), 409,
+	    "conflict");
 	/* PATCH takes no Idempotency-Key: nothing is recorded for it */
 	assert_status(fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/idem-one",
-				   ((const char *[]){ "Idempotency-Key: patch-key", NULL }),
-				   "{\"display_name\":\"Again\"}"), 200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = 'patch-key'"), 0);
+			  ((const char *[]){ "Idempotency-Key: patch-key", NULL }),
+			  "{\"display_name\":\"Again\"}"),
+	    200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE key = 'patch-key'"),
+	    0);
 }
 
 static void
@@ -217,12 +230,14 @@ test_mismatch(void **state)
 	assert_raw_problem(fx, r, 422, "idempotency_mismatch");
 	/* another endpoint */
 	r = post(fx, fx->admin_token, "/v1/users", "key-two",
-		 "{\"username\":\"idem-user\",\"password\":\"long-enough-Passw0rd\"}");
+	    "{\"username\":\"idem-user\",\"password\":\"long-enough-Passw0rd\"}");
 	assert_raw_problem(fx, r, 422, "idempotency_mismatch");
 	r = post(fx, fx->admin_token, "/v1/tokens", "key-two", body);
 	assert_raw_problem(fx, r, 422, "idempotency_mismatch");
 	assert_int_equal(count_projects(fx, "idem-other"), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users WHERE username = 'idem-user'"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM users WHERE username = 'idem-user'"),
+	    0);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects"), projects);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log"), audit);
 
@@ -255,9 +270,13 @@ test_keys_per_caller(void **state)
 	assert_null(hdr(fx, d, "Idempotent-Replayed"));
 	assert_int_equal(count_projects(fx, "pc-c"), 1);
 	/* ... and its own answer is what it gets replayed */
-	assert_replay_of(fx, d, post(fx, admin2, "/v1/projects", "shared-2", "{\"name\":\"pc-c\"}"));
-	assert_replay_of(fx, c, post(fx, fx->admin_token, "/v1/projects", "shared-2", "{\"name\":\"pc-c\"}"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = 'shared-2'"), 2);
+	assert_replay_of(fx, d,
+	    post(fx, admin2, "/v1/projects", "shared-2", "{\"name\":\"pc-c\"}"));
+	assert_replay_of(fx, c,
+	    post(fx, fx->admin_token, "/v1/projects", "shared-2", "{\"name\":\"pc-c\"}"));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE key = 'shared-2'"),
+	    2);
 
 	/* plain users, same key, same body: two tokens */
 	u1 = fixture_create_user(fx, "idem-u1", "none");
@@ -268,8 +287,10 @@ test_keys_per_caller(void **state)
 	assert_raw_status(t2, 201);
 	assert_null(hdr(fx, t2, "Idempotent-Replayed"));
 	assert_string_not_equal(fx_json_str(t1->json, "id"), fx_json_str(t2->json, "id"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens t JOIN users u ON u.id = t.user_id "
-				      "WHERE u.username IN ('idem-u1', 'idem-u2') AND t.kind = 'api'"), 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM tokens t JOIN users u ON u.id = t.user_id "
+			     "WHERE u.username IN ('idem-u1', 'idem-u2') AND t.kind = 'api'"),
+	    2);
 }
 
 /* ---- what is kept ---- */
@@ -284,22 +305,29 @@ test_errors_replayed(void **state)
 	/* a validation error is kept and replayed */
 	first = post(fx, fx->admin_token, "/v1/projects", "key-bad", "{\"name\":\"Not A Name\"}");
 	assert_raw_problem(fx, first, 422, "validation_failed");
-	assert_replay_of(fx, first, post(fx, fx->admin_token, "/v1/projects", "key-bad",
-					 "{\"name\":\"Not A Name\"}"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT status FROM idempotency_keys WHERE key = 'key-bad'"), 422);
+	assert_replay_of(fx, first,
+	    post(fx, fx->admin_token, "/v1/projects", "key-bad", "{\"name\":\"Not A Name\"}"));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT status FROM idempotency_keys WHERE key = 'key-bad'"),
+	    422);
 
 	/* a conflict is kept even after its cause went away */
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-				 "{\"name\":\"holder\",\"namespaces\":[\"held\"]}"), 201);
+			  "{\"name\":\"holder\",\"namespaces\":[\"held\"]}"),
+	    201);
 	first = post(fx, fx->admin_token, "/v1/projects", "key-409",
-		     "{\"name\":\"wants\",\"namespaces\":[\"held\"]}");
+	    "{\"name\":\"wants\",\"namespaces\":[\"held\"]}");
 	assert_raw_problem(fx, first, 409, "conflict");
-	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/holder", "{\"namespaces\":[]}"), 200);
-	r = post(fx, fx->admin_token, "/v1/projects", "key-409", "{\"name\":\"wants\",\"namespaces\":[\"held\"]}");
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/holder",
+			  "{\"namespaces\":[]}"),
+	    200);
+	r = post(fx, fx->admin_token, "/v1/projects", "key-409",
+	    "{\"name\":\"wants\",\"namespaces\":[\"held\"]}");
 	assert_replay_of(fx, first, r);
 	assert_int_equal(count_projects(fx, "wants"), 0);
 	/* a new key runs the request again, and now it succeeds */
-	r = post(fx, fx->admin_token, "/v1/projects", "key-409b", "{\"name\":\"wants\",\"namespaces\":[\"held\"]}");
+	r = post(fx, fx->admin_token, "/v1/projects", "key-409b",
+	    "{\"name\":\"wants\",\"namespaces\":[\"held\"]}");
 	assert_raw_status(r, 201);
 	assert_int_equal(count_projects(fx, "wants"), 1);
 
@@ -308,20 +336,24 @@ test_errors_replayed(void **state)
 	r = post(fx, user_tok, "/v1/projects", "key-403", "{\"name\":\"nope\"}");
 	assert_raw_problem(fx, r, 403, "forbidden");
 	r = post(fx, "gpp_invalid-token-invalid-token-invalid-token", "/v1/projects", "key-401",
-		 "{\"name\":\"nope\"}");
+	    "{\"name\":\"nope\"}");
 	assert_raw_problem(fx, r, 401, "unauthorized");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key IN ('key-403', 'key-401')"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE key IN ('key-403', 'key-401')"),
+	    0);
 
 	/* a server error releases the key: the retry runs the request again */
 	fx_sql_exec(fx,
-		"CREATE FUNCTION test_idem_fail() RETURNS trigger LANGUAGE plpgsql AS $$ "
-		"BEGIN RAISE EXCEPTION 'injected failure'; END $$");
+	    "CREATE FUNCTION test_idem_fail() RETURNS trigger LANGUAGE plpgsql AS $$ "
+	    "BEGIN RAISE EXCEPTION 'injected failure'; END $$");
 	fx_sql_exec(fx,
-		"CREATE TRIGGER test_idem_fail BEFORE INSERT ON projects FOR EACH ROW "
-		"WHEN (NEW.name = 'flaky') EXECUTE FUNCTION test_idem_fail()");
+	    "CREATE TRIGGER test_idem_fail BEFORE INSERT ON projects FOR EACH ROW "
+	    "WHEN (NEW.name = 'flaky') EXECUTE FUNCTION test_idem_fail()");
 	r = post(fx, fx->admin_token, "/v1/projects", "key-500", "{\"name\":\"flaky\"}");
 	assert_true(r->status >= 500);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = 'key-500'"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE key = 'key-500'"),
+	    0);
 	fx_sql_exec(fx, "DROP TRIGGER test_idem_fail ON projects");
 	fx_sql_exec(fx, "DROP FUNCTION test_idem_fail()");
 	r = post(fx, fx->admin_token, "/v1/projects", "key-500", "{\"name\":\"flaky\"}");
@@ -349,7 +381,8 @@ test_key_length(void **state)
 	assert_raw_problem(fx, r, 422, "validation_failed");
 	assert_int_equal(count_projects(fx, "long-key"), 0);
 	/* a key is text: bytes that are not UTF-8 are the client's error, not the server's */
-	r = post(fx, fx->admin_token, "/v1/projects", "bad-\xff\xfe-key", "{\"name\":\"long-key\"}");
+	r = post(fx, fx->admin_token, "/v1/projects", "bad-\xff\xfe-key",
+	    "{\"name\":\"long-key\"}");
 	assert_raw_problem(fx, r, 422, "validation_failed");
 	assert_int_equal(count_projects(fx, "long-key"), 0);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys"), keys);
@@ -358,8 +391,11 @@ test_key_length(void **state)
 	key[200] = '\0';
 	r = post(fx, fx->admin_token, "/v1/projects", key, "{\"name\":\"long-key\"}");
 	assert_raw_status(r, 201);
-	assert_replay_of(fx, r, post(fx, fx->admin_token, "/v1/projects", key, "{\"name\":\"long-key\"}"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = $1", key), 1);
+	assert_replay_of(fx, r,
+	    post(fx, fx->admin_token, "/v1/projects", key, "{\"name\":\"long-key\"}"));
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = $1",
+			     key),
+	    1);
 }
 
 /* ---- in flight ---- */
@@ -369,7 +405,7 @@ struct poster {
 	const char *token;
 	const char *key;
 	const char *body;
-	pthread_barrier_t *start;       /* NULL: go at once */
+	pthread_barrier_t *start; /* NULL: go at once */
 	struct arena *arena;
 	struct raw_response res;
 	int rc;
@@ -405,8 +441,10 @@ test_in_flight(void **state)
 {
 	struct fixture *fx = *state;
 	const char *body = "{\"name\":\"slow-one\"}";
-	struct poster p = { .port = fx->server->port, .token = fx->admin_token, .key = "key-slow",
-			    .body = body };
+	struct poster p = { .port = fx->server->port,
+		.token = fx->admin_token,
+		.key = "key-slow",
+		.body = body };
 	struct raw_response *r;
 	pthread_t th;
 	int waited = 0;
@@ -416,8 +454,9 @@ test_in_flight(void **state)
 	fx_sql_exec(fx, "BEGIN");
 	fx_sql_exec(fx, "LOCK TABLE projects IN SHARE ROW EXCLUSIVE MODE");
 	assert_int_equal(pthread_create(&th, NULL, poster_main, &p), 0);
-	while (fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = 'key-slow' "
-			    "AND state = 'in_flight'") == 0) {
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM idempotency_keys WHERE key = 'key-slow' "
+		   "AND state = 'in_flight'") == 0) {
 		if (++waited > 2000) {
 			fx_sql_exec(fx, "ROLLBACK");
 			fail_msg("the first request never claimed its key");
@@ -425,8 +464,9 @@ test_in_flight(void **state)
 		sleep_ms(10);
 	}
 	/* wait until it is blocked on the lock, not merely claimed */
-	while (fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-			    "AND datname = current_database()") == 0) {
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+		   "AND datname = current_database()") == 0) {
 		if (++waited > 4000) {
 			fx_sql_exec(fx, "ROLLBACK");
 			fail_msg("the first request never waited on the lock");
@@ -468,8 +508,10 @@ test_claim_of_dead_server(void **state)
 {
 	struct fixture *fx = *state;
 	const char *body = "{\"name\":\"orphan\"}";
-	struct poster p = { .port = fx->server->port, .token = fx->admin_token, .key = "key-orphan",
-			    .body = body };
+	struct poster p = { .port = fx->server->port,
+		.token = fx->admin_token,
+		.key = "key-orphan",
+		.body = body };
 	struct raw_response *r = NULL;
 	pthread_t th;
 	int waited = 0;
@@ -479,19 +521,22 @@ test_claim_of_dead_server(void **state)
 	fx_sql_exec(fx, "BEGIN");
 	fx_sql_exec(fx, "LOCK TABLE projects IN SHARE ROW EXCLUSIVE MODE");
 	assert_int_equal(pthread_create(&th, NULL, poster_main, &p), 0);
-	while (fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-			    "AND datname = current_database()") == 0) {
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+		   "AND datname = current_database()") == 0) {
 		if (++waited > 3000) {
 			fx_sql_exec(fx, "ROLLBACK");
 			fail_msg("the first request never waited on the lock");
 		}
 		sleep_ms(10);
 	}
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM idempotency_keys WHERE key = 'key-orphan' "
-				      "AND state = 'in_flight'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE key = 'key-orphan' "
+			     "AND state = 'in_flight'"),
+	    1);
 	fixture_server_kill(fx, fx->server);
 	assert_int_equal(pthread_join(th, NULL), 0);
-	assert_int_not_equal(p.res.status, 201);      /* it never answered */
+	assert_int_not_equal(p.res.status, 201); /* it never answered */
 	assert_non_null(fixture_server_start(fx, NULL));
 	fx_sql_exec(fx, "ROLLBACK");
 
@@ -535,9 +580,12 @@ test_concurrent_duplicates(void **state)
 
 		assert_int_equal(pthread_barrier_init(&start, NULL, RACE_THREADS), 0);
 		for (int i = 0; i < RACE_THREADS; i++) {
-			p[i] = (struct poster){ .port = fx->server->port, .token = fx->admin_token,
-						.key = key, .body = body, .start = &start,
-						.arena = arena_create() };
+			p[i] = (struct poster){ .port = fx->server->port,
+				.token = fx->admin_token,
+				.key = key,
+				.body = body,
+				.start = &start,
+				.arena = arena_create() };
 			assert_non_null(p[i].arena);
 			assert_int_equal(pthread_create(&th[i], NULL, poster_main, &p[i]), 0);
 		}
@@ -565,18 +613,20 @@ test_concurrent_duplicates(void **state)
 		for (int i = 0; i < RACE_THREADS; i++) {
 			if (p[i].res.status == 201) {
 				assert_int_equal(p[i].res.body_len, original->body_len);
-				assert_memory_equal(p[i].res.body, original->body, original->body_len);
+				assert_memory_equal(p[i].res.body, original->body,
+				    original->body_len);
 			}
 		}
 		assert_int_equal(count_projects(fx, name), 1);
 		assert_int_equal(count_audit(fx, "project.create", name), 1);
 		/* afterwards every retry is the replay */
-		assert_replay_of(fx, original, post(fx, fx->admin_token, "/v1/projects", key, body));
+		assert_replay_of(fx, original,
+		    post(fx, fx->admin_token, "/v1/projects", key, body));
 		for (int i = 0; i < RACE_THREADS; i++)
 			arena_destroy(p[i].arena);
 	}
-	print_message("concurrent duplicates: %d conflicts, %d replays over %d rounds\n",
-		      conflicts, replays, RACE_ROUNDS);
+	print_message("concurrent duplicates: %d conflicts, %d replays over %d rounds\n", conflicts,
+	    replays, RACE_ROUNDS);
 }
 
 /*
@@ -611,5 +661,6 @@ main(void)
 		cmocka_unit_test(test_claim_of_dead_server),
 	};
 
-	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }

@@ -77,7 +77,8 @@ test_changed_migration(void **state)
 	assert_int_equal(strlen(sum), 64);
 
 	/* as if 0001 had been edited after this database applied it */
-	fx_sql_exec(fx, "UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = 1");
+	fx_sql_exec(fx,
+	    "UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = 1");
 	p = fx_gpupoold(fx, NULL, "migrate", NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "0001_foundation differs"));
@@ -88,8 +89,12 @@ test_changed_migration(void **state)
 	fx_sql_exec(fx, "UPDATE schema_migrations SET checksum = NULL WHERE version = 1");
 	p = fx_gpupoold(fx, NULL, "migrate", NULL);
 	assert_int_equal(p->status, 0);
-	assert_string_equal(fx_sql_text(fx, "SELECT checksum FROM schema_migrations WHERE version = 1"), sum);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM schema_migrations WHERE checksum IS NULL"), 0);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT checksum FROM schema_migrations WHERE version = 1"),
+	    sum);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM schema_migrations WHERE checksum IS NULL"),
+	    0);
 }
 
 int

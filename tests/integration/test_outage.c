@@ -26,15 +26,15 @@
 
 #define NWORKERS 4
 #define CLIENT_TIMEOUT_MS 10000
-#define MAX_LATENCY_MS 4000             /* no request may take longer, outage or not */
-#define RECOVERY_LIMIT_MS 5000          /* from pg_ctl start returning to the first 2xx */
+#define MAX_LATENCY_MS 4000    /* no request may take longer, outage or not */
+#define RECOVERY_LIMIT_MS 5000 /* from pg_ctl start returning to the first 2xx */
 
 enum phase {
-	PHASE_UP,               /* PostgreSQL running */
-	PHASE_STOPPING,         /* pg_ctl stop in progress */
-	PHASE_DOWN,             /* stopped: every answer must be 503 */
-	PHASE_STARTING,         /* pg_ctl start in progress */
-	PHASE_BACK,             /* running again */
+	PHASE_UP,       /* PostgreSQL running */
+	PHASE_STOPPING, /* pg_ctl stop in progress */
+	PHASE_DOWN,     /* stopped: every answer must be 503 */
+	PHASE_STARTING, /* pg_ctl start in progress */
+	PHASE_BACK,     /* running again */
 };
 
 static atomic_int phase;
@@ -46,13 +46,13 @@ struct worker {
 	const char *base_url;
 	const char *token;
 	/* written by the worker, read by main after a relaxed poll or the join */
-	atomic_int ok_up;               /* 2xx with PostgreSQL up, before the outage */
-	atomic_int unavailable_down;    /* well-formed 503s sent entirely within the outage */
-	atomic_int ok_back;             /* 2xx after the restart */
-	atomic_llong first_ok_back_us;  /* when the first of those arrived (mono), 0: none */
-	int created;                    /* 201s from POST /v1/projects */
-	int unavailable;                /* well-formed 503s, any phase */
-	int bad;                        /* anything else: 500s, transport errors, malformed 503s ... */
+	atomic_int ok_up;              /* 2xx with PostgreSQL up, before the outage */
+	atomic_int unavailable_down;   /* well-formed 503s sent entirely within the outage */
+	atomic_int ok_back;            /* 2xx after the restart */
+	atomic_llong first_ok_back_us; /* when the first of those arrived (mono), 0: none */
+	int created;                   /* 201s from POST /v1/projects */
+	int unavailable;               /* well-formed 503s, any phase */
+	int bad; /* anything else: 500s, transport errors, malformed 503s ... */
 	char bad_first[512];
 	long max_latency_ms;
 	int seq;
@@ -60,14 +60,14 @@ struct worker {
 
 static void
 worker_bad(struct worker *w, const char *what, const char *method, const char *path,
-	   const struct gp_client_response *r)
+    const struct gp_client_response *r)
 {
 	w->bad++;
 	if (w->bad == 1)
 		snprintf(w->bad_first, sizeof(w->bad_first),
-			 "worker %d: %s %s (phase %d): %s: HTTP %ld %s %.200s", w->id, method, path,
-			 atomic_load(&phase), what, r->status, r->status == 0 ? r->error : r->content_type,
-			 r->body ? r->body : "");
+		    "worker %d: %s %s (phase %d): %s: HTTP %ld %s %.200s", w->id, method, path,
+		    atomic_load(&phase), what, r->status,
+		    r->status == 0 ? r->error : r->content_type, r->body ? r->body : "");
 }
 
 /* True when r is the 503 the design promises while the database is away. */
@@ -77,13 +77,11 @@ is_db_unavailable(const struct gp_client_response *r)
 	struct json_object *code = gp_client_json_get(r->json, "code");
 	struct json_object *st = gp_client_json_get(r->json, "status");
 
-	return r->status == 503 &&
-	       strncmp(r->content_type, "application/problem+json", 24) == 0 &&
-	       code != NULL && json_object_is_type(code, json_type_string) &&
-	       strcmp(json_object_get_string(code), "database_unavailable") == 0 &&
-	       st != NULL && json_object_get_int64(st) == 503 &&
-	       gp_client_json_get(r->json, "detail") != NULL &&
-	       r->retry_after >= 1 && r->request_id[0] != '\0';
+	return r->status == 503 && strncmp(r->content_type, "application/problem+json", 24) == 0 &&
+	    code != NULL && json_object_is_type(code, json_type_string) &&
+	    strcmp(json_object_get_string(code), "database_unavailable") == 0 && st != NULL &&
+	    json_object_get_int64(st) == 503 && gp_client_json_get(r->json, "detail") != NULL &&
+	    r->retry_after >= 1 && r->request_id[0] != '\0';
 }
 
 static void
@@ -98,12 +96,14 @@ worker_one(struct worker *w, struct gp_client *c, bool post)
 
 	if (post) {
 		w->seq++;
-		snprintf(body, sizeof(body), "{\"name\":\"out-%d-%d\",\"namespaces\":[\"out-%d-%d\"]}",
-			 w->id, w->seq, w->id, w->seq);
+		snprintf(body, sizeof(body),
+		    "{\"name\":\"out-%d-%d\",\"namespaces\":[\"out-%d-%d\"]}", w->id, w->seq, w->id,
+		    w->seq);
 	}
 	p_start = atomic_load(&phase);
 	t0 = time_mono_us();
-	rc = gp_client_request(c, method, path, post ? body : NULL, post ? strlen(body) : 0, NULL, &r);
+	rc = gp_client_request(c, method, path, post ? body : NULL, post ? strlen(body) : 0, NULL,
+	    &r);
 	ms = (time_mono_us() - t0) / 1000;
 	p_end = atomic_load(&phase);
 	if (ms > w->max_latency_ms)
@@ -113,7 +113,7 @@ worker_one(struct worker *w, struct gp_client *c, bool post)
 	} else if (r.status == 503) {
 		if (!is_db_unavailable(&r)) {
 			worker_bad(w, "a 503 that is not database_unavailable with Retry-After",
-				   method, path, &r);
+			    method, path, &r);
 		} else {
 			w->unavailable++;
 			if (p_start == PHASE_DOWN && p_end == PHASE_DOWN)
@@ -254,8 +254,8 @@ test_outage_and_recovery(void **state)
 		assert_true(r->retry_after >= 1);
 		/* a login is refused the same way, not as bad credentials */
 		r = fx_request(fx, NULL, "POST", "/v1/auth/login",
-			       "{\"username\":\"%s\",\"password\":\"%s\"}",
-			       FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+		    "{\"username\":\"%s\",\"password\":\"%s\"}", FIXTURE_ADMIN_USER,
+		    FIXTURE_ADMIN_PASSWORD);
 		assert_problem(r, 503, "database_unavailable");
 		sleep_ms(150);
 	}
@@ -278,10 +278,12 @@ test_outage_and_recovery(void **state)
 		struct worker *w = &ws[i];
 		long long first = atomic_load(&w->first_ok_back_us);
 
-		fprintf(stderr, "worker %d: %d ok before, %d 503 during, %d ok after (first after %lld ms), "
-			"%d bad, max latency %ld ms\n", w->id, atomic_load(&w->ok_up),
-			atomic_load(&w->unavailable_down), atomic_load(&w->ok_back),
-			first ? (first - back_us) / 1000 : -1, w->bad, w->max_latency_ms);
+		fprintf(stderr,
+		    "worker %d: %d ok before, %d 503 during, %d ok after (first after %lld ms), "
+		    "%d bad, max latency %ld ms\n",
+		    w->id, atomic_load(&w->ok_up), atomic_load(&w->unavailable_down),
+		    atomic_load(&w->ok_back), first ? (first - back_us) / 1000 : -1, w->bad,
+		    w->max_latency_ms);
 		if (w->bad > 0)
 			print_error("%s (%d bad in all)\n", w->bad_first, w->bad);
 		total_bad += w->bad;
@@ -307,7 +309,7 @@ test_outage_and_recovery(void **state)
 	assert_status(r, 200);
 	assert_json_str(r->json, "status", "ready");
 	assert_int_equal(fx_json_int(r->json, "schema_version"),
-			 fx_sql_int64(fx, "SELECT max(version) FROM schema_migrations"));
+	    fx_sql_int64(fx, "SELECT max(version) FROM schema_migrations"));
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/me", NULL);
 	assert_status(r, 200);
 	assert_json_str(r->json, "username", FIXTURE_ADMIN_USER);
@@ -319,17 +321,22 @@ test_outage_and_recovery(void **state)
 	fprintf(stderr, "gpupool_db_reconnects_total %lld\n", reconnects);
 	assert_true(reconnects > 0);
 	assert_true(metric_value(r->body, "gpupool_db_errors_total") > 0);
-	assert_non_null(strstr(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"503\"} "));
-	assert_non_null(strstr(r->body, "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"503\"} "));
+	assert_non_null(strstr(r->body,
+	    "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"503\"} "));
+	assert_non_null(strstr(r->body,
+	    "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"503\"} "));
 	assert_null(strstr(r->body, "status=\"500\""));
 
 	/* what committed is whole: every 201 is there, each project with its audit row */
 	{
-		int64_t projects = fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name LIKE 'out-%'");
-		int64_t audited = fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'project.create' "
-					       "AND object_id LIKE 'out-%'");
-		int64_t namespaces = fx_sql_int64(fx, "SELECT count(*) FROM project_namespaces n "
-						  "JOIN projects p ON p.id = n.project_id WHERE p.name LIKE 'out-%'");
+		int64_t projects =
+		    fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name LIKE 'out-%'");
+		int64_t audited = fx_sql_int64(fx,
+		    "SELECT count(*) FROM audit_log WHERE action = 'project.create' "
+		    "AND object_id LIKE 'out-%'");
+		int64_t namespaces = fx_sql_int64(fx,
+		    "SELECT count(*) FROM project_namespaces n "
+		    "JOIN projects p ON p.id = n.project_id WHERE p.name LIKE 'out-%'");
 
 		assert_true(created > 0);
 		assert_true(projects >= created);
@@ -345,6 +352,6 @@ main(void)
 		cmocka_unit_test(test_outage_and_recovery),
 	};
 
-	return fixture_exit_status(cmocka_run_group_tests(tests, fixture_group_setup_private_pg,
-							  fixture_group_teardown));
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, fixture_group_setup_private_pg, fixture_group_teardown));
 }

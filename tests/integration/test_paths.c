@@ -41,7 +41,7 @@ test_encoded_queries(void **state)
 
 	/* '+' of an offset, '.' of an action, '/' in a value: all decoded */
 	r = fx_request(fx, fx->admin_token, "GET",
-		       "/v1/audit?action=project%2Ecreate&since=2000-01-01T00:00:00%2B00:00", NULL);
+	    "/v1/audit?action=project%2Ecreate&since=2000-01-01T00:00:00%2B00:00", NULL);
 	assert_status(r, 200);
 	assert_true(fx_json_len(r->json, "items") >= 1);
 	assert_json_str(r->json, "items[0].action", "project.create");

@@ -19,35 +19,38 @@
 #include <unistd.h>
 
 /* tokens, set up once */
-static const char *op;          /* operator */
-static const char *alice;       /* owner of pa */
-static const char *bob;         /* member of pa */
-static const char *dave;        /* member of pa */
-static const char *vic;         /* viewer of pa */
-static const char *carol;       /* owner of pb */
+static const char *op;    /* operator */
+static const char *alice; /* owner of pa */
+static const char *bob;   /* member of pa */
+static const char *dave;  /* member of pa */
+static const char *vic;   /* viewer of pa */
+static const char *carol; /* owner of pb */
 
 /* ---- helpers ---- */
 
 static struct gp_client_response *
 submit(struct fixture *fx, const char *token, const char *project, const char *action,
-       const char *pool, const char *items_json, long status)
+    const char *pool, const char *items_json, long status)
 {
 	struct gp_client_response *r;
 
 	if (items_json != NULL)
-		r = fx_request(fx, token, "POST", fx_str(fx, "/v1/projects/%s/pool-requests", project),
-			       "{\"action\":\"%s\",\"pool\":\"%s\",\"items\":%s,"
-			       "\"justification\":\"test\"}", action, pool, items_json);
+		r = fx_request(fx, token, "POST",
+		    fx_str(fx, "/v1/projects/%s/pool-requests", project),
+		    "{\"action\":\"%s\",\"pool\":\"%s\",\"items\":%s,"
+		    "\"justification\":\"test\"}",
+		    action, pool, items_json);
 	else
-		r = fx_request(fx, token, "POST", fx_str(fx, "/v1/projects/%s/pool-requests", project),
-			       "{\"action\":\"%s\",\"pool\":\"%s\"}", action, pool);
+		r = fx_request(fx, token, "POST",
+		    fx_str(fx, "/v1/projects/%s/pool-requests", project),
+		    "{\"action\":\"%s\",\"pool\":\"%s\"}", action, pool);
 	assert_status(r, status);
 	return r;
 }
 
 static int64_t
 submit_id(struct fixture *fx, const char *token, const char *project, const char *action,
-	  const char *pool, const char *items_json)
+    const char *pool, const char *items_json)
 {
 	struct gp_client_response *r = submit(fx, token, project, action, pool, items_json, 201);
 
@@ -58,13 +61,12 @@ submit_id(struct fixture *fx, const char *token, const char *project, const char
 
 static struct gp_client_response *
 decide(struct fixture *fx, const char *token, int64_t id, const char *what, const char *body,
-       long status)
+    long status)
 {
 	struct gp_client_response *r;
 
 	r = fx_request(fx, token, "POST",
-		       fx_str(fx, "/v1/pool-requests/%lld/%s", (long long)id, what), "%s",
-		       body ? body : "{}");
+	    fx_str(fx, "/v1/pool-requests/%lld/%s", (long long)id, what), "%s", body ? body : "{}");
 	assert_status(r, status);
 	return r;
 }
@@ -79,7 +81,7 @@ static const char *
 state_of_request(struct fixture *fx, int64_t id)
 {
 	return fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
-			   fx_str(fx, "%lld", (long long)id));
+	    fx_str(fx, "%lld", (long long)id));
 }
 
 /* Every row an approval could change, as one comparable text. */
@@ -87,19 +89,19 @@ static const char *
 world(struct fixture *fx)
 {
 	return fx_sql_text(fx,
-		"SELECT concat_ws(' | ', "
-		"(SELECT string_agg(concat_ws(',', id, gpu_id, profile, start, state, pool_id), ';' "
-		" ORDER BY id) FROM allocations), "
-		"(SELECT string_agg(concat_ws(',', id, status, items, generation), ';' ORDER BY id) "
-		" FROM pools), "
-		"(SELECT string_agg(concat_ws(',', id, state, generation), ';' ORDER BY id) "
-		" FROM pool_requests), "
-		"(SELECT string_agg(concat_ws(',', id, count, ended_at), ';' ORDER BY id) "
-		" FROM usage_ledger), "
-		"(SELECT string_agg(concat_ws(',', id, generation), ';' ORDER BY id) FROM nodes), "
-		"(SELECT string_agg(concat_ws(',', id, layout, mig_enabled), ';' ORDER BY id) FROM gpus), "
-		"(SELECT count(*) FROM outbox), (SELECT count(*) FROM pool_request_events), "
-		"(SELECT count(*) FROM audit_log))");
+	    "SELECT concat_ws(' | ', "
+	    "(SELECT string_agg(concat_ws(',', id, gpu_id, profile, start, state, pool_id), ';' "
+	    " ORDER BY id) FROM allocations), "
+	    "(SELECT string_agg(concat_ws(',', id, status, items, generation), ';' ORDER BY id) "
+	    " FROM pools), "
+	    "(SELECT string_agg(concat_ws(',', id, state, generation), ';' ORDER BY id) "
+	    " FROM pool_requests), "
+	    "(SELECT string_agg(concat_ws(',', id, count, ended_at), ';' ORDER BY id) "
+	    " FROM usage_ledger), "
+	    "(SELECT string_agg(concat_ws(',', id, generation), ';' ORDER BY id) FROM nodes), "
+	    "(SELECT string_agg(concat_ws(',', id, layout, mig_enabled), ';' ORDER BY id) FROM gpus), "
+	    "(SELECT count(*) FROM outbox), (SELECT count(*) FROM pool_request_events), "
+	    "(SELECT count(*) FROM audit_log))");
 }
 
 /* The invariants of DESIGN.md section 3 as they concern pools. */
@@ -108,49 +110,56 @@ check_invariants(struct fixture *fx)
 {
 	/* 1. no overlapping live allocations */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
-		"AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
-		"AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"), 0);
+			     "SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
+			     "AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
+			     "AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"),
+	    0);
 	/* 3. a pool's live allocations equal its SpecAndCount, item by item */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM pools p WHERE p.items <> (SELECT coalesce(jsonb_agg("
-		"jsonb_build_object('model', m, 'profile', pf, 'count', c) ORDER BY m, pf), '[]') "
-		"FROM (SELECT g.model AS m, a.profile AS pf, count(*) AS c FROM allocations a "
-		"JOIN gpus g ON g.id = a.gpu_id WHERE a.pool_id = p.id "
-		"AND a.state NOT IN ('releasing', 'released') GROUP BY 1, 2) s)"), 0);
+			     "SELECT count(*) FROM pools p WHERE p.items <> (SELECT coalesce(jsonb_agg("
+			     "jsonb_build_object('model', m, 'profile', pf, 'count', c) ORDER BY m, pf), '[]') "
+			     "FROM (SELECT g.model AS m, a.profile AS pf, count(*) AS c FROM allocations a "
+			     "JOIN gpus g ON g.id = a.gpu_id WHERE a.pool_id = p.id "
+			     "AND a.state NOT IN ('releasing', 'released') GROUP BY 1, 2) s)"),
+	    0);
 	/* 4. open ledger intervals sum, per pool and kind, to the live allocations */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM (SELECT pool_id, model, profile, sum(count) AS n FROM usage_ledger "
-		"WHERE ended_at IS NULL GROUP BY 1, 2, 3) l FULL JOIN (SELECT a.pool_id, g.model, "
-		"a.profile, count(*) AS n FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-		"WHERE a.pool_id IS NOT NULL AND a.state NOT IN ('releasing', 'released') "
-		"GROUP BY 1, 2, 3) a USING (pool_id, model, profile) "
-		"WHERE l.n IS DISTINCT FROM a.n"), 0);
+			     "SELECT count(*) FROM (SELECT pool_id, model, profile, sum(count) AS n FROM usage_ledger "
+			     "WHERE ended_at IS NULL GROUP BY 1, 2, 3) l FULL JOIN (SELECT a.pool_id, g.model, "
+			     "a.profile, count(*) AS n FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			     "WHERE a.pool_id IS NOT NULL AND a.state NOT IN ('releasing', 'released') "
+			     "GROUP BY 1, 2, 3) a USING (pool_id, model, profile) "
+			     "WHERE l.n IS DISTINCT FROM a.n"),
+	    0);
 	/* every approved create/expand made exactly its items */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
-		"AND r.action IN ('create', 'expand') AND (SELECT sum((i->>'count')::int) "
-		"FROM jsonb_array_elements(r.items) i) <> (SELECT count(*) FROM allocations a "
-		"WHERE a.request_id = r.id)"), 0);
+			     "SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
+			     "AND r.action IN ('create', 'expand') AND (SELECT sum((i->>'count')::int) "
+			     "FROM jsonb_array_elements(r.items) i) <> (SELECT count(*) FROM allocations a "
+			     "WHERE a.request_id = r.id)"),
+	    0);
 	/* gpus.layout mirrors the live allocations */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
-		"|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
-		"AND a.state <> 'released'), '')"), 0);
+			     "SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
+			     "|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
+			     "AND a.state <> 'released'), '')"),
+	    0);
 	/* every request's history starts with its submission and ends in its state */
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM pool_requests r WHERE r.state <> (SELECT e.to_state "
-		"FROM pool_request_events e WHERE e.request_id = r.id ORDER BY e.id DESC LIMIT 1) "
-		"OR (SELECT e.from_state IS NULL AND e.to_state = 'pending' FROM pool_request_events e "
-		"WHERE e.request_id = r.id ORDER BY e.id LIMIT 1) IS NOT TRUE"), 0);
+			     "SELECT count(*) FROM pool_requests r WHERE r.state <> (SELECT e.to_state "
+			     "FROM pool_request_events e WHERE e.request_id = r.id ORDER BY e.id DESC LIMIT 1) "
+			     "OR (SELECT e.from_state IS NULL AND e.to_state = 'pending' FROM pool_request_events e "
+			     "WHERE e.request_id = r.id ORDER BY e.id LIMIT 1) IS NOT TRUE"),
+	    0);
 }
 
 /* The agent's part, until the agent issue: releasing allocations are gone. */
 static void
 agent_confirms_releases(struct fixture *fx)
 {
-	fx_sql_exec(fx, "UPDATE allocations SET state = 'released', released_at = now() "
-		    "WHERE state = 'releasing'");
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET state = 'released', released_at = now() "
+	    "WHERE state = 'releasing'");
 }
 
 /* Wait (10 s at most) until sql returns true. */
@@ -188,20 +197,25 @@ group_setup(void **state)
 		const char *p = i == 0 ? "pa" : "pb";
 
 		r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-			       "{\"name\":\"%s\",\"display_name\":\"%s\"}", p, p);
+		    "{\"name\":\"%s\",\"display_name\":\"%s\"}", p, p);
 		if (r->status != 201)
 			return -1;
 	}
 	{
-		static const struct { const char *p, *u, *role; } m[] = {
-			{ "pa", "alice", "owner" }, { "pa", "bob", "member" }, { "pa", "dave", "member" },
-			{ "pa", "vic", "viewer" }, { "pb", "carol", "owner" },
+		static const struct {
+			const char *p, *u, *role;
+		} m[] = {
+			{ "pa", "alice", "owner" },
+			{ "pa", "bob", "member" },
+			{ "pa", "dave", "member" },
+			{ "pa", "vic", "viewer" },
+			{ "pb", "carol", "owner" },
 		};
 
 		for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
 			r = fx_request(fx, fx->admin_token, "PUT",
-				       fx_str(fx, "/v1/projects/%s/members/%s", m[i].p, m[i].u),
-				       "{\"role\":\"%s\"}", m[i].role);
+			    fx_str(fx, "/v1/projects/%s/members/%s", m[i].p, m[i].u),
+			    "{\"role\":\"%s\"}", m[i].role);
 			if (r->status != 201)
 				return -1;
 		}
@@ -223,8 +237,8 @@ test_mig_workflow(void **state)
 	fx_fleet(fx, "mig", "H100-80GB", 2, 1, true);
 	gen0 = fx_sql_int64(fx, "SELECT sum(generation) FROM nodes WHERE name LIKE 'mig-%'");
 	r = submit(fx, bob, "pa", "create", "train",
-		   "[\"H100-80GB/3g.40gb=2\",{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]",
-		   201);
+	    "[\"H100-80GB/3g.40gb=2\",{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]",
+	    201);
 	id = fx_json_int(r->json, "id");
 	pool_id = fx_json_int(r->json, "pool_id");
 	assert_string_equal(r->location, fx_str(fx, "/v1/pool-requests/%lld", (long long)id));
@@ -258,36 +272,45 @@ test_mig_workflow(void **state)
 
 		assert_json_str(r->json, fx_str(fx, "%s.state", p), "reserved");
 		assert_json_str(r->json, fx_str(fx, "%s.resource_name", p),
-				fx_str(fx, "nvidia.com/mig-%s", prof));
-		assert_true(strncmp(fx_json_str(r->json, fx_str(fx, "%s.node", p)), "mig-n", 5) == 0);
+		    fx_str(fx, "nvidia.com/mig-%s", prof));
+		assert_true(
+		    strncmp(fx_json_str(r->json, fx_str(fx, "%s.node", p)), "mig-n", 5) == 0);
 	}
 	decided = fx_json_str(r->json, "decided_at");
 
 	/* the database: allocations, ledger from the approval time, outbox, nodes, history, audit */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE pool_id = $1 "
-				      "AND state = 'reserved' AND request_id = $2",
-				      fx_str(fx, "%lld", (long long)pool_id),
-				      fx_str(fx, "%lld", (long long)id)), 3);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM usage_ledger l JOIN pool_requests r "
-				      "ON r.id = l.opened_by WHERE l.pool_id = $1 AND l.ended_at IS NULL "
-				      "AND l.started_at = r.decided_at",
-				      fx_str(fx, "%lld", (long long)pool_id)), 2);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(DISTINCT g.node_id) FROM allocations a "
-				      "JOIN gpus g ON g.id = a.gpu_id WHERE a.request_id = $1",
-				      fx_str(fx, "%lld", (long long)id)),
-			 fx_sql_int64(fx, "SELECT count(*) FROM outbox WHERE request_id = $1",
-				      fx_str(fx, "%lld", (long long)id)));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM outbox o JOIN nodes n "
-				      "ON n.id = o.node_id WHERE o.request_id = $1 "
-				      "AND o.generation = n.generation",
-				      fx_str(fx, "%lld", (long long)id)),
-			 fx_sql_int64(fx, "SELECT count(*) FROM outbox WHERE request_id = $1",
-				      fx_str(fx, "%lld", (long long)id)));
-	assert_true(fx_sql_int64(fx, "SELECT sum(generation) FROM nodes WHERE name LIKE 'mig-%'") >
-		    gen0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = "
-				      "'pool_request.approve' AND object_id = $1 AND actor = 'op'",
-				      fx_str(fx, "%lld", (long long)id)), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE pool_id = $1 "
+			     "AND state = 'reserved' AND request_id = $2",
+			     fx_str(fx, "%lld", (long long)pool_id),
+			     fx_str(fx, "%lld", (long long)id)),
+	    3);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM usage_ledger l JOIN pool_requests r "
+			     "ON r.id = l.opened_by WHERE l.pool_id = $1 AND l.ended_at IS NULL "
+			     "AND l.started_at = r.decided_at",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(DISTINCT g.node_id) FROM allocations a "
+			     "JOIN gpus g ON g.id = a.gpu_id WHERE a.request_id = $1",
+			     fx_str(fx, "%lld", (long long)id)),
+	    fx_sql_int64(fx, "SELECT count(*) FROM outbox WHERE request_id = $1",
+		fx_str(fx, "%lld", (long long)id)));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM outbox o JOIN nodes n "
+			     "ON n.id = o.node_id WHERE o.request_id = $1 "
+			     "AND o.generation = n.generation",
+			     fx_str(fx, "%lld", (long long)id)),
+	    fx_sql_int64(fx, "SELECT count(*) FROM outbox WHERE request_id = $1",
+		fx_str(fx, "%lld", (long long)id)));
+	assert_true(
+	    fx_sql_int64(fx, "SELECT sum(generation) FROM nodes WHERE name LIKE 'mig-%'") > gen0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = "
+			     "'pool_request.approve' AND object_id = $1 AND actor = 'op'",
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
 
 	/* the request with its history */
 	r = fx_request(fx, bob, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)id), NULL);
@@ -320,8 +343,10 @@ test_mig_workflow(void **state)
 	id = submit_id(fx, bob, "pa", "expand", "train", "[\"H100-80GB/1g.10gb=2\"]");
 	r = approve(fx, id, 200);
 	assert_int_equal(fx_json_len(r->json, "allocations"), 2);
-	assert_int_equal(fx_sql_int64(fx, "SELECT (items->0->>'count')::int FROM pools WHERE id = $1",
-				      fx_str(fx, "%lld", (long long)pool_id)), 3);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT (items->0->>'count')::int FROM pools WHERE id = $1",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    3);
 	check_invariants(fx);
 
 	/* shrink: one 3g.40gb goes to releasing, its ledger interval closes and one reopens */
@@ -330,19 +355,26 @@ test_mig_workflow(void **state)
 	assert_int_equal(fx_json_len(r->json, "allocations"), 1);
 	assert_json_str(r->json, "allocations[0].state", "releasing");
 	assert_json_str(r->json, "allocations[0].profile", "3g.40gb");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM usage_ledger l JOIN pool_requests r "
-				      "ON r.id = $1 WHERE l.closed_by = r.id AND l.ended_at = r.decided_at "
-				      "AND l.profile = '3g.40gb'", fx_str(fx, "%lld", (long long)id)), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM usage_ledger l JOIN pool_requests r "
+			     "ON r.id = $1 WHERE l.closed_by = r.id AND l.ended_at = r.decided_at "
+			     "AND l.profile = '3g.40gb'",
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count FROM usage_ledger WHERE opened_by = $1",
-				      fx_str(fx, "%lld", (long long)id)), 1);
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
 	check_invariants(fx);
 
 	/* release: everything releasing, the pool empty, every interval closed */
 	id = submit_id(fx, alice, "pa", "release", "train", NULL);
 	r = approve(fx, id, 200);
 	assert_int_equal(fx_json_len(r->json, "allocations"), 4);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM usage_ledger WHERE pool_id = $1 "
-				      "AND ended_at IS NULL", fx_str(fx, "%lld", (long long)pool_id)), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM usage_ledger WHERE pool_id = $1 "
+			     "AND ended_at IS NULL",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    0);
 	r = fx_request(fx, bob, "GET", fx_str(fx, "/v1/pools/%lld", (long long)pool_id), NULL);
 	assert_json_str(r->json, "status", "releasing");
 	assert_int_equal(fx_json_len(r->json, "items"), 0);
@@ -352,10 +384,15 @@ test_mig_workflow(void **state)
 
 	/* the agent confirms; the worker settles the pool; the name is free again */
 	agent_confirms_releases(fx);
-	wait_until(fx, fx_str(fx, "SELECT count(*) FROM pools WHERE id = %lld "
-			      "AND status = 'released'", (long long)pool_id));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
-				      "WHERE n.name LIKE 'mig-%' AND g.layout <> ''"), 0);
+	wait_until(fx,
+	    fx_str(fx,
+		"SELECT count(*) FROM pools WHERE id = %lld "
+		"AND status = 'released'",
+		(long long)pool_id));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+			     "WHERE n.name LIKE 'mig-%' AND g.layout <> ''"),
+	    0);
 	id = submit_id(fx, bob, "pa", "create", "train", "[\"H100-80GB/7g.80gb=1\"]");
 	approve(fx, id, 200);
 	check_invariants(fx);
@@ -377,15 +414,18 @@ test_full_gpus(void **state)
 		assert_json_str(r->json, fx_str(fx, "allocations[%d].profile", i), "full");
 		assert_json_int(r->json, fx_str(fx, "allocations[%d].start", i), 0);
 		assert_json_int(r->json, fx_str(fx, "allocations[%d].size", i), 8);
-		assert_json_str(r->json, fx_str(fx, "allocations[%d].resource_name", i), "nvidia.com/gpu");
+		assert_json_str(r->json, fx_str(fx, "allocations[%d].resource_name", i),
+		    "nvidia.com/gpu");
 	}
 	assert_string_not_equal(fx_json_str(r->json, "allocations[0].gpu_uuid"),
-				fx_json_str(r->json, "allocations[1].gpu_uuid"));
+	    fx_json_str(r->json, "allocations[1].gpu_uuid"));
 	/* a MIG request on the same model takes the third GPU, switching its mode */
 	id = submit_id(fx, alice, "pa", "create", "mixed", "[\"A100-40GB/3g.20gb=1\"]");
 	r = approve(fx, id, 200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpus WHERE model = 'A100-40GB' "
-				      "AND mig_enabled"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus WHERE model = 'A100-40GB' "
+			     "AND mig_enabled"),
+	    1);
 	/* and now a whole GPU no longer fits */
 	id = submit_id(fx, alice, "pa", "expand", "whole", "[\"A100-40GB/full=1\"]");
 	r = approve(fx, id, 409);
@@ -404,7 +444,7 @@ test_insufficient(void **state)
 
 	fx_fleet(fx, "small", "H200-141GB", 1, 1, true);
 	id = submit_id(fx, bob, "pa", "create", "big",
-		       "[\"H200-141GB/7g.141gb=2\",\"H200-141GB/1g.18gb=1\"]");
+	    "[\"H200-141GB/7g.141gb=2\",\"H200-141GB/1g.18gb=1\"]");
 	before = world(fx);
 	r = approve(fx, id, 409);
 	assert_json_str(r->json, "code", "insufficient_capacity");
@@ -441,9 +481,9 @@ test_quota(void **state)
 	assert_status(r, 200);
 	assert_json_null(r->json, "items");
 	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pa/quota",
-		       "{\"items\":[\"H100-NVL-94GB/1g.12gb=2\",\"H100-80GB/7g.80gb=1\","
-		       "\"A100-40GB/full=2\",\"A100-40GB/3g.20gb=1\",\"H200-141GB/7g.141gb=1\","
-		       "\"H200-141GB/1g.18gb=1\"]}");
+	    "{\"items\":[\"H100-NVL-94GB/1g.12gb=2\",\"H100-80GB/7g.80gb=1\","
+	    "\"A100-40GB/full=2\",\"A100-40GB/3g.20gb=1\",\"H200-141GB/7g.141gb=1\","
+	    "\"H200-141GB/1g.18gb=1\"]}");
 	assert_status(r, 201);
 	assert_int_equal(fx_json_len(r->json, "items"), 6);
 	assert_json_str(r->json, "items[3].model", "H100-NVL-94GB");
@@ -457,7 +497,7 @@ test_quota(void **state)
 	assert_json_int(r->json, "item.limit", 2);
 	assert_json_str(r->json, "errors[0].field", "items[0]");
 	r = submit(fx, bob, "pa", "create", "q1",
-		   "[\"H100-NVL-94GB/1g.12gb=1\",\"H100-NVL-94GB/2g.24gb=1\"]", 422);
+	    "[\"H100-NVL-94GB/1g.12gb=1\",\"H100-NVL-94GB/2g.24gb=1\"]", 422);
 	assert_json_str(r->json, "item.profile", "2g.24gb");
 	assert_json_int(r->json, "item.limit", 0);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pools WHERE name = 'q1'"), 0);
@@ -466,7 +506,7 @@ test_quota(void **state)
 	id = submit_id(fx, bob, "pa", "create", "q1", "[\"H100-NVL-94GB/1g.12gb=2\"]");
 	/* lowered before the approval: re-checked, refused, nothing changes */
 	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pa/quota",
-		       "{\"items\":[\"H100-NVL-94GB/1g.12gb=1\"]}");
+	    "{\"items\":[\"H100-NVL-94GB/1g.12gb=1\"]}");
 	assert_status(r, 200);
 	before = world(fx);
 	r = approve(fx, id, 422);
@@ -479,12 +519,15 @@ test_quota(void **state)
 	assert_status(r, 404);
 	approve(fx, id, 200);
 	r = fx_request(fx, bob, "GET", "/v1/projects/pa/quota", NULL);
-	assert_json_str(r->json, "usage[0].model", fx_sql_text(fx,
+	assert_json_str(r->json, "usage[0].model",
+	    fx_sql_text(fx,
 		"SELECT min(i->>'model') FROM pools p, jsonb_array_elements(p.items) i "
 		"WHERE p.project_id = (SELECT id FROM projects WHERE name = 'pa') "
 		"AND p.status <> 'released'"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action LIKE "
-				      "'project.quota.%'"), 3);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action LIKE "
+			     "'project.quota.%'"),
+	    3);
 	check_invariants(fx);
 }
 
@@ -505,9 +548,11 @@ test_reject_cancel(void **state)
 	assert_json_str(r->json, "reason", "not this quarter");
 	assert_json_str(r->json, "decided_by", "op");
 	/* a rejected create releases its pool: the name is free again */
-	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE id = (SELECT pool_id "
-					"FROM pool_requests WHERE id = $1)",
-					fx_str(fx, "%lld", (long long)id)), "released");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT status FROM pools WHERE id = (SELECT pool_id "
+				"FROM pool_requests WHERE id = $1)",
+				fx_str(fx, "%lld", (long long)id)),
+	    "released");
 	approve(fx, id, 409);
 	decide(fx, bob, id, "cancel", NULL, 409);
 
@@ -523,8 +568,10 @@ test_reject_cancel(void **state)
 	id = submit_id(fx, bob, "pa", "create", "nope", "[\"L40S-48GB/full=1\"]");
 	decide(fx, fx->admin_token, id, "cancel", NULL, 200);
 	r = decide(fx, fx->admin_token, id, "cancel", "{\"why\":1}", 422);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action IN "
-				      "('pool_request.cancel', 'pool_request.reject')"), 4);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action IN "
+			     "('pool_request.cancel', 'pool_request.reject')"),
+	    4);
 	r = fx_request(fx, alice, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)id), NULL);
 	assert_json_str(r->json, "history[1].to", "cancelled");
 	assert_json_str(r->json, "history[1].actor", "admin");
@@ -536,7 +583,7 @@ static void
 test_expiry(void **state)
 {
 	static const char *const env[] = { "GPUPOOL_REQUEST_TTL=1", "GPUPOOL_EXPIRY_INTERVAL=1",
-					   NULL };
+		NULL };
 	struct fixture *fx = *state;
 	struct fx_server *main_server = fx->server, *short_ttl;
 	struct gp_client_response *r;
@@ -549,18 +596,24 @@ test_expiry(void **state)
 	fx->server = main_server;
 	id = fx_json_int(r->json, "id");
 	pool_id = fx_json_int(r->json, "pool_id");
-	wait_until(fx, fx_str(fx, "SELECT count(*) FROM pool_requests WHERE id = %lld "
-			      "AND state = 'expired'", (long long)id));
+	wait_until(fx,
+	    fx_str(fx,
+		"SELECT count(*) FROM pool_requests WHERE id = %lld "
+		"AND state = 'expired'",
+		(long long)id));
 	r = fx_request(fx, bob, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)id), NULL);
 	assert_json_str(r->json, "state", "expired");
 	assert_json_str(r->json, "history[1].to", "expired");
 	assert_json_null(r->json, "history[1].actor");
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE id = $1",
-					fx_str(fx, "%lld", (long long)pool_id)), "released");
+				fx_str(fx, "%lld", (long long)pool_id)),
+	    "released");
 	approve(fx, id, 409);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = "
-				      "'pool_request.expire' AND object_id = $1",
-				      fx_str(fx, "%lld", (long long)id)), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = "
+			     "'pool_request.expire' AND object_id = $1",
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
 	assert_int_equal(fixture_server_stop(fx, short_ttl), 0);
 	check_invariants(fx);
 }
@@ -575,41 +628,55 @@ test_time_bounded(void **state)
 	int64_t id, pool_id;
 
 	fx_fleet(fx, "timed", "L4-24GB", 1, 2, false);
-	ends = fx_sql_text(fx, "SELECT to_char((now() + interval '3 seconds') AT TIME ZONE 'UTC', "
-			   "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+	ends = fx_sql_text(fx,
+	    "SELECT to_char((now() + interval '3 seconds') AT TIME ZONE 'UTC', "
+	    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
 	r = fx_request(fx, bob, "POST", "/v1/projects/pa/pool-requests",
-		       "{\"action\":\"create\",\"pool\":\"timed\",\"items\":[\"L4-24GB/full=2\"],"
-		       "\"ends_at\":\"%s\"}", ends);
+	    "{\"action\":\"create\",\"pool\":\"timed\",\"items\":[\"L4-24GB/full=2\"],"
+	    "\"ends_at\":\"%s\"}",
+	    ends);
 	assert_status(r, 201);
 	assert_json_str(r->json, "ends_at", ends);
 	id = fx_json_int(r->json, "id");
 	pool_id = fx_json_int(r->json, "pool_id");
 	/* ends_at is for create only, and in the future */
 	r = fx_request(fx, bob, "POST", "/v1/projects/pa/pool-requests",
-		       "{\"action\":\"create\",\"pool\":\"late\",\"items\":[\"L4-24GB/full=1\"],"
-		       "\"ends_at\":\"2001-01-01T00:00:00Z\"}");
+	    "{\"action\":\"create\",\"pool\":\"late\",\"items\":[\"L4-24GB/full=1\"],"
+	    "\"ends_at\":\"2001-01-01T00:00:00Z\"}");
 	assert_status(r, 422);
 	approve(fx, id, 200);
 	r = fx_request(fx, bob, "GET", fx_str(fx, "/v1/pools/%lld", (long long)pool_id), NULL);
 	assert_json_str(r->json, "ends_at", ends);
-	wait_until(fx, fx_str(fx, "SELECT count(*) FROM pools WHERE id = %lld "
-			      "AND status = 'releasing'", (long long)pool_id));
+	wait_until(fx,
+	    fx_str(fx,
+		"SELECT count(*) FROM pools WHERE id = %lld "
+		"AND status = 'releasing'",
+		(long long)pool_id));
 	/* the ledger closed at the end time, not when the worker ran */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM usage_ledger l JOIN pools p "
-				      "ON p.id = l.pool_id WHERE l.pool_id = $1 "
-				      "AND l.ended_at = p.ends_at", fx_str(fx, "%lld", (long long)pool_id)),
-			 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM usage_ledger l JOIN pools p "
+			     "ON p.id = l.pool_id WHERE l.pool_id = $1 "
+			     "AND l.ended_at = p.ends_at",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    1);
 	/* a system release request, approved, in the pool's history */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests WHERE pool_id = $1 "
-				      "AND action = 'release' AND state = 'approved' "
-				      "AND requested_by IS NULL AND decided_by IS NULL",
-				      fx_str(fx, "%lld", (long long)pool_id)), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE pool_id = $1 "
-				      "AND state = 'releasing'", fx_str(fx, "%lld", (long long)pool_id)),
-			 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_requests WHERE pool_id = $1 "
+			     "AND action = 'release' AND state = 'approved' "
+			     "AND requested_by IS NULL AND decided_by IS NULL",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE pool_id = $1 "
+			     "AND state = 'releasing'",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    2);
 	agent_confirms_releases(fx);
-	wait_until(fx, fx_str(fx, "SELECT count(*) FROM pools WHERE id = %lld "
-			      "AND status = 'released'", (long long)pool_id));
+	wait_until(fx,
+	    fx_str(fx,
+		"SELECT count(*) FROM pools WHERE id = %lld "
+		"AND status = 'released'",
+		(long long)pool_id));
 	check_invariants(fx);
 }
 
@@ -629,30 +696,37 @@ test_shrink_whole_gpu(void **state)
 	pool_id = fx_json_int(r->json, "pool_id");
 	approve(fx, fx_json_int(r->json, "id"), 200);
 	gpu_a = fx_sql_int64(fx, "SELECT min(gpu_id) FROM allocations WHERE pool_id = $1",
-			     fx_str(fx, "%lld", (long long)pool_id));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(DISTINCT gpu_id) FROM allocations "
-				      "WHERE pool_id = $1", fx_str(fx, "%lld", (long long)pool_id)), 1);
+	    fx_str(fx, "%lld", (long long)pool_id));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(DISTINCT gpu_id) FROM allocations "
+			     "WHERE pool_id = $1",
+			     fx_str(fx, "%lld", (long long)pool_id)),
+	    1);
 	/* another project takes a slice of the other GPU, then the pool grows onto it */
 	id = submit_id(fx, carol, "pb", "create", "other", "[\"A100-80GB/1g.10gb=1\"]");
 	approve(fx, id, 200);
 	gpu_b = fx_sql_int64(fx, "SELECT gpu_id FROM allocations WHERE request_id = $1",
-			     fx_str(fx, "%lld", (long long)id));
+	    fx_str(fx, "%lld", (long long)id));
 	assert_true(gpu_b != gpu_a);
 	id = submit_id(fx, bob, "pa", "expand", "shr", "[\"A100-80GB/3g.40gb=1\"]");
 	approve(fx, id, 200);
 	assert_int_equal(fx_sql_int64(fx, "SELECT gpu_id FROM allocations WHERE request_id = $1",
-				      fx_str(fx, "%lld", (long long)id)), gpu_b);
+			     fx_str(fx, "%lld", (long long)id)),
+	    gpu_b);
 	/* shrink by two: both on gpu_a go, so it becomes whole */
 	id = submit_id(fx, bob, "pa", "shrink", "shr", "[\"A100-80GB/3g.40gb=2\"]");
 	r = approve(fx, id, 200);
 	assert_int_equal(fx_json_len(r->json, "allocations"), 2);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE "
-				      "release_request_id = $1 AND gpu_id = $2",
-				      fx_str(fx, "%lld", (long long)id),
-				      fx_str(fx, "%lld", (long long)gpu_a)), 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE "
+			     "release_request_id = $1 AND gpu_id = $2",
+			     fx_str(fx, "%lld", (long long)id),
+			     fx_str(fx, "%lld", (long long)gpu_a)),
+	    2);
 	agent_confirms_releases(fx);
 	assert_string_equal(fx_sql_text(fx, "SELECT layout FROM gpus WHERE id = $1",
-					fx_str(fx, "%lld", (long long)gpu_a)), "");
+				fx_str(fx, "%lld", (long long)gpu_a)),
+	    "");
 	/* shrinking what the pool does not hold, or all of it, is refused */
 	submit(fx, bob, "pa", "shrink", "shr", "[\"A100-80GB/3g.40gb=2\"]", 409);
 	submit(fx, bob, "pa", "shrink", "shr", "[\"A100-80GB/3g.40gb=1\"]", 409);
@@ -668,7 +742,8 @@ test_idempotent_retries(void **state)
 	struct gp_client_response *r1, *r2;
 	const char *const k1[] = { "Idempotency-Key: submit-1", NULL };
 	const char *const k2[] = { "Idempotency-Key: approve-1", NULL };
-	const char *body = "{\"action\":\"create\",\"pool\":\"idem\",\"items\":[\"A10G-24GB/full=1\"]}";
+	const char *body =
+	    "{\"action\":\"create\",\"pool\":\"idem\",\"items\":[\"A10G-24GB/full=1\"]}";
 	int64_t id;
 
 	fx_fleet(fx, "idem", "A10G-24GB", 1, 1, false);
@@ -678,20 +753,25 @@ test_idempotent_retries(void **state)
 	assert_status(r2, 201);
 	assert_string_equal(r1->body, r2->body);
 	id = fx_json_int(r1->json, "id");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests r JOIN pools p "
-				      "ON p.id = r.pool_id WHERE p.name = 'idem'"), 1);
-	r1 = fx_request_h(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
-			  k2, "{\"note\":\"once\"}");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_requests r JOIN pools p "
+			     "ON p.id = r.pool_id WHERE p.name = 'idem'"),
+	    1);
+	r1 = fx_request_h(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id), k2, "{\"note\":\"once\"}");
 	assert_status(r1, 200);
-	r2 = fx_request_h(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
-			  k2, "{\"note\":\"once\"}");
+	r2 = fx_request_h(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id), k2, "{\"note\":\"once\"}");
 	assert_status(r2, 200);
 	assert_string_equal(r1->body, r2->body);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE request_id = $1",
-				      fx_str(fx, "%lld", (long long)id)), 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_request_events WHERE "
-				      "request_id = $1 AND to_state = 'approved'",
-				      fx_str(fx, "%lld", (long long)id)), 1);
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_request_events WHERE "
+			     "request_id = $1 AND to_state = 'approved'",
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
 	/* without the key a second approval is a conflict */
 	approve(fx, id, 409);
 	check_invariants(fx);
@@ -713,21 +793,24 @@ test_validation(void **state)
 	assert_json_str(r->json, "errors[0].field", "items[0].profile");
 	r = submit(fx, bob, "pa", "create", "v", "[\"X100/full=1\"]", 422);
 	assert_json_str(r->json, "errors[0].field", "items[0].model");
-	r = submit(fx, bob, "pa", "create", "v", "[{\"model\":\"H100-80GB\",\"profile\":\"full\","
-		   "\"count\":0}]", 422);
+	r = submit(fx, bob, "pa", "create", "v",
+	    "[{\"model\":\"H100-80GB\",\"profile\":\"full\","
+	    "\"count\":0}]",
+	    422);
 	assert_json_str(r->json, "errors[0].field", "items[0].count");
-	r = submit(fx, bob, "pa", "create", "v", "[\"H100-80GB/full=1\",\"H100-80GB/full=2\"]", 422);
+	r = submit(fx, bob, "pa", "create", "v", "[\"H100-80GB/full=1\",\"H100-80GB/full=2\"]",
+	    422);
 	assert_json_str(r->json, "errors[0].field", "items[1]");
 	r = submit(fx, bob, "pa", "create", "v", "[]", 422);
 	r = submit(fx, bob, "pa", "create", "v", NULL, 422);
 	assert_json_str(r->json, "errors[0].field", "items");
 	r = submit(fx, bob, "pa", "create", "v", "[\"H100-80GB/1g.10gb=x\"]", 422);
 	r = fx_request(fx, bob, "POST", "/v1/projects/pa/pool-requests",
-		       "{\"action\":\"release\",\"pool\":\"v\",\"items\":[\"H100-80GB/full=1\"]}");
+	    "{\"action\":\"release\",\"pool\":\"v\",\"items\":[\"H100-80GB/full=1\"]}");
 	assert_status(r, 422);
 	r = fx_request(fx, bob, "POST", "/v1/projects/pa/pool-requests",
-		       "{\"action\":\"create\",\"pool\":\"v\",\"items\":[\"H100-80GB/full=1\"],"
-		       "\"colour\":\"red\"}");
+	    "{\"action\":\"create\",\"pool\":\"v\",\"items\":[\"H100-80GB/full=1\"],"
+	    "\"colour\":\"red\"}");
 	assert_status(r, 422);
 	assert_json_str(r->json, "errors[0].field", "colour");
 	/* a pool that does not exist, or is not yet approved */
@@ -772,7 +855,7 @@ test_access(void **state)
 		r = fx_request(fx, t, "GET", fx_str(fx, "/v1/pools/%lld", (long long)b_pool), NULL);
 		assert_problem(r, 404, "not_found");
 		r = fx_request(fx, t, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)b_req),
-			       NULL);
+		    NULL);
 		assert_problem(r, 404, "not_found");
 		r = fx_request(fx, t, "GET", "/v1/projects/pb/pools", NULL);
 		assert_status(r, 404);
@@ -788,7 +871,8 @@ test_access(void **state)
 	assert_status(r, 200);
 	for (size_t i = 0; i < fx_json_len(r->json, "items"); i++)
 		assert_json_str(r->json, fx_str(fx, "items[%zu].project", i), "pb");
-	r = fx_request(fx, op, "GET", fx_str(fx, "/v1/pool-requests?project=pa&state=pending"), NULL);
+	r = fx_request(fx, op, "GET", fx_str(fx, "/v1/pool-requests?project=pa&state=pending"),
+	    NULL);
 	assert_status(r, 200);
 	assert_true(fx_json_len(r->json, "items") >= 1);
 	for (size_t i = 0; i < fx_json_len(r->json, "items"); i++) {
@@ -796,7 +880,8 @@ test_access(void **state)
 		assert_json_str(r->json, fx_str(fx, "items[%zu].state", i), "pending");
 	}
 	/* viewers may read but not submit; members may not approve or reject */
-	r = fx_request(fx, vic, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)a_req), NULL);
+	r = fx_request(fx, vic, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)a_req),
+	    NULL);
 	assert_status(r, 200);
 	submit(fx, vic, "pa", "create", "view", "[\"A30-24GB/1g.6gb=1\"]", 403);
 	decide(fx, alice, a_req, "approve", NULL, 403);
@@ -816,19 +901,23 @@ static void
 test_exclusion_constraint(void **state)
 {
 	struct fixture *fx = *state;
-	const char *gpu = fx_sql_text(fx, "SELECT min(gpu_id)::text FROM allocations "
-				      "WHERE state = 'reserved' AND profile = '7g.80gb'");
+	const char *gpu = fx_sql_text(fx,
+	    "SELECT min(gpu_id)::text FROM allocations "
+	    "WHERE state = 'reserved' AND profile = '7g.80gb'");
 
 	assert_non_null(gpu);
 	/* 1g.10gb at slice 3 is a valid placement, but 7g.80gb holds slices 0-7 */
 	fx_sql_exec(fx,
-		"DO $$ BEGIN "
-		"INSERT INTO allocations (gpu_id, profile, start, size) SELECT min(gpu_id), "
-		"'1g.10gb', 3, 1 FROM allocations WHERE state = 'reserved' AND profile = '7g.80gb'; "
-		"RAISE EXCEPTION 'an overlapping allocation was accepted'; "
-		"EXCEPTION WHEN exclusion_violation THEN NULL; END $$");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE gpu_id = $1 "
-				      "AND state <> 'released'", gpu), 1);
+	    "DO $$ BEGIN "
+	    "INSERT INTO allocations (gpu_id, profile, start, size) SELECT min(gpu_id), "
+	    "'1g.10gb', 3, 1 FROM allocations WHERE state = 'reserved' AND profile = '7g.80gb'; "
+	    "RAISE EXCEPTION 'an overlapping allocation was accepted'; "
+	    "EXCEPTION WHEN exclusion_violation THEN NULL; END $$");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE gpu_id = $1 "
+			     "AND state <> 'released'",
+			     gpu),
+	    1);
 }
 
 /* The CLI: submit, approve (prints the placements), list, show, quotas. */
@@ -837,24 +926,25 @@ test_cli(void **state)
 {
 	struct fixture *fx = *state;
 	const char *bob_env[] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url),
-				  fx_str(fx, "GPUPOOL_TOKEN=%s", bob), NULL };
+		fx_str(fx, "GPUPOOL_TOKEN=%s", bob), NULL };
 	const char *op_env[] = { bob_env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", op), NULL };
 	const char *admin_env[] = { bob_env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", fx->admin_token),
-				    NULL };
+		NULL };
 	struct fx_proc *p;
 	const char *id;
 
 	fx_fleet(fx, "cli", "L40S-48GB", 2, 1, false);
 	p = fx_cli(fx, bob_env, NULL, "request", "create", "--project", "pa", "--pool", "clip",
-		   "L40S-48GB/full=2", "--justification", "render farm", NULL);
+	    "L40S-48GB/full=2", "--justification", "render farm", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "L40S-48GB/full=2"));
 	assert_non_null(strstr(p->out, "pending"));
-	id = fx_sql_text(fx, "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
-			 "ON p.id = r.pool_id WHERE p.name = 'clip'");
+	id = fx_sql_text(fx,
+	    "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
+	    "ON p.id = r.pool_id WHERE p.name = 'clip'");
 	/* a malformed item is a usage error before anything is sent */
 	p = fx_cli(fx, bob_env, NULL, "request", "expand", "--project", "pa", "--pool", "clip",
-		   "L40S-48GB/full", NULL);
+	    "L40S-48GB/full", NULL);
 	assert_int_equal(p->status, 2);
 	/* members cannot approve; the operator can, and sees the placements */
 	p = fx_cli(fx, bob_env, NULL, "request", "approve", id, NULL);
@@ -867,7 +957,7 @@ test_cli(void **state)
 	assert_non_null(strstr(p->out, "cli-n1"));
 	assert_non_null(strstr(p->out, "nvidia.com/gpu"));
 	p = fx_cli(fx, bob_env, NULL, "requests", "list", "--project", "pa", "--state", "approved",
-		   NULL);
+	    NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "clip"));
 	p = fx_cli(fx, bob_env, NULL, "-o", "json", "requests", "get", id, NULL);
@@ -877,16 +967,19 @@ test_cli(void **state)
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "clip"));
 	p = fx_cli(fx, bob_env, NULL, "pools", "get",
-		   fx_sql_text(fx, "SELECT id::text FROM pools WHERE name = 'clip' "
-			       "AND status <> 'released'"), NULL);
+	    fx_sql_text(fx,
+		"SELECT id::text FROM pools WHERE name = 'clip' "
+		"AND status <> 'released'"),
+	    NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "reserved"));
 	/* no capacity left: the approval fails with the server's reason */
 	p = fx_cli(fx, bob_env, NULL, "request", "expand", "--project", "pa", "--pool", "clip",
-		   "L40S-48GB/full=1", NULL);
+	    "L40S-48GB/full=1", NULL);
 	assert_int_equal(p->status, 0);
-	id = fx_sql_text(fx, "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
-			 "ON p.id = r.pool_id WHERE p.name = 'clip'");
+	id = fx_sql_text(fx,
+	    "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
+	    "ON p.id = r.pool_id WHERE p.name = 'clip'");
 	p = fx_cli(fx, op_env, NULL, "request", "approve", id, NULL);
 	assert_int_equal(p->status, 1);
 	assert_non_null(strstr(p->err, "insufficient_capacity"));
@@ -905,10 +998,11 @@ test_cli(void **state)
 	assert_int_equal(p->status, 0);
 	/* release and cancel */
 	p = fx_cli(fx, bob_env, NULL, "request", "release", "--project", "pa", "--pool", "clip",
-		   NULL);
+	    NULL);
 	assert_int_equal(p->status, 0);
-	id = fx_sql_text(fx, "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
-			 "ON p.id = r.pool_id WHERE p.name = 'clip'");
+	id = fx_sql_text(fx,
+	    "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
+	    "ON p.id = r.pool_id WHERE p.name = 'clip'");
 	p = fx_cli(fx, bob_env, NULL, "request", "cancel", id, NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "cancelled"));
@@ -934,6 +1028,6 @@ main(void)
 		cmocka_unit_test(test_cli),
 	};
 
-	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup,
-							  fixture_group_teardown));
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }

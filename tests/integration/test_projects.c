@@ -24,14 +24,14 @@ static const char *
 state_of(struct fixture *fx)
 {
 	return fx_sql_text(fx,
-		"SELECT concat_ws(' | ', "
-		"(SELECT string_agg(concat_ws(',', id, name, display_name, generation, updated_at), ';' "
-		"  ORDER BY id) FROM projects), "
-		"(SELECT string_agg(concat_ws(',', project_id, namespace), ';' ORDER BY namespace) "
-		"  FROM project_namespaces), "
-		"(SELECT string_agg(concat_ws(',', project_id, user_id, role), ';' "
-		"  ORDER BY project_id, user_id) FROM project_members), "
-		"(SELECT count(*) FROM audit_log))");
+	    "SELECT concat_ws(' | ', "
+	    "(SELECT string_agg(concat_ws(',', id, name, display_name, generation, updated_at), ';' "
+	    "  ORDER BY id) FROM projects), "
+	    "(SELECT string_agg(concat_ws(',', project_id, namespace), ';' ORDER BY namespace) "
+	    "  FROM project_namespaces), "
+	    "(SELECT string_agg(concat_ws(',', project_id, user_id, role), ';' "
+	    "  ORDER BY project_id, user_id) FROM project_members), "
+	    "(SELECT count(*) FROM audit_log))");
 }
 
 static struct gp_client_response *
@@ -40,20 +40,20 @@ project_create(struct fixture *fx, const char *name, const char *namespaces_json
 	struct gp_client_response *r;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-		       "{\"name\":\"%s\",\"display_name\":\"Project %s\",\"namespaces\":%s}",
-		       name, name, namespaces_json ? namespaces_json : "[]");
+	    "{\"name\":\"%s\",\"display_name\":\"Project %s\",\"namespaces\":%s}", name, name,
+	    namespaces_json ? namespaces_json : "[]");
 	assert_status(r, 201);
 	return r;
 }
 
 static void
 member_put(struct fixture *fx, const char *token, const char *project, const char *user,
-	   const char *role, long status)
+    const char *role, long status)
 {
 	struct gp_client_response *r;
 
 	r = fx_request(fx, token, "PUT", fx_str(fx, "/v1/projects/%s/members/%s", project, user),
-		       "{\"role\":\"%s\"}", role);
+	    "{\"role\":\"%s\"}", role);
 	assert_status(r, status);
 	if (status < 300) {
 		assert_json_str(r->json, "username", user);
@@ -65,9 +65,10 @@ static const char *
 member_role(struct fixture *fx, const char *project, const char *user)
 {
 	return fx_sql_text(fx,
-		"SELECT coalesce((SELECT m.role FROM project_members m "
-		"JOIN projects p ON p.id = m.project_id JOIN users u ON u.id = m.user_id "
-		"WHERE p.name = $1 AND u.username = $2), '-')", project, user);
+	    "SELECT coalesce((SELECT m.role FROM project_members m "
+	    "JOIN projects p ON p.id = m.project_id JOIN users u ON u.id = m.user_id "
+	    "WHERE p.name = $1 AND u.username = $2), '-')",
+	    project, user);
 }
 
 /* The errors[] of a problem names field. */
@@ -130,8 +131,9 @@ test_pagination(void **state)
 			break;
 		/* the cursor is opaque, not the last id in plain text */
 		assert_string_not_equal(json_object_get_string(next),
-					fx_str(fx, "%lld", (long long)fx_json_int(r->json,
-						fx_str(fx, "items[%zu].id", sizes[pages - 1] - 1))));
+		    fx_str(fx, "%lld",
+			(long long)fx_json_int(r->json,
+			    fx_str(fx, "items[%zu].id", sizes[pages - 1] - 1))));
 		path = fx_str(fx, "/v1/projects?limit=50&cursor=%s", json_object_get_string(next));
 		if (pages == 1)
 			project_create(fx, "page-late", NULL);
@@ -163,7 +165,8 @@ test_pagination(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=1", NULL);
 	assert_json_str(r->json, "items[0].name", "page-000");
 	r = fx_request(fx, fx->admin_token, "GET",
-		       fx_str(fx, "/v1/projects?limit=1&cursor=%s", fx_json_str(r->json, "next_cursor")), NULL);
+	    fx_str(fx, "/v1/projects?limit=1&cursor=%s", fx_json_str(r->json, "next_cursor")),
+	    NULL);
 	assert_json_str(r->json, "items[0].name", "page-001");
 	/* the last page exactly full: no next cursor promising an empty page */
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=121", NULL);
@@ -172,22 +175,23 @@ test_pagination(void **state)
 
 	/* bad limits and cursors */
 	{
-		static const char *const bad_limit[] = { "0", "501", "abc", "-1", "1.5", "", "+5", " 5",
-							 "99999999999999999999" };
+		static const char *const bad_limit[] = { "0", "501", "abc", "-1", "1.5", "", "+5",
+			" 5", "99999999999999999999" };
 		static const char *const bad_cursor[] = { "abc", "c", "czz", "c-1", "",
-							  "c8000000000000000", "1" };
+			"c8000000000000000", "1" };
 
 		for (size_t i = 0; i < sizeof(bad_limit) / sizeof(bad_limit[0]); i++) {
 			char esc[64];
 
 			assert_int_equal(gp_client_escape(bad_limit[i], esc, sizeof(esc)), 0);
-			r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/projects?limit=%s", esc), NULL);
+			r = fx_request(fx, fx->admin_token, "GET",
+			    fx_str(fx, "/v1/projects?limit=%s", esc), NULL);
 			assert_problem(r, 422, "validation_failed");
 			assert_error_field(r, "limit");
 		}
 		for (size_t i = 0; i < sizeof(bad_cursor) / sizeof(bad_cursor[0]); i++) {
 			r = fx_request(fx, fx->admin_token, "GET",
-				       fx_str(fx, "/v1/projects?cursor=%s", bad_cursor[i]), NULL);
+			    fx_str(fx, "/v1/projects?cursor=%s", bad_cursor[i]), NULL);
 			assert_problem(r, 422, "validation_failed");
 			assert_error_field(r, "cursor");
 		}
@@ -206,8 +210,9 @@ test_pagination(void **state)
 		assert_json_str(r->json, "items[0].name", "page-010");
 		assert_json_str(r->json, "items[1].name", "page-050");
 		r = fx_request(fx, tok, "GET",
-			       fx_str(fx, "/v1/projects?limit=2&cursor=%s", fx_json_str(r->json, "next_cursor")),
-			       NULL);
+		    fx_str(fx, "/v1/projects?limit=2&cursor=%s",
+			fx_json_str(r->json, "next_cursor")),
+		    NULL);
 		assert_int_equal(fx_json_len(r->json, "items"), 1);
 		assert_json_str(r->json, "items[0].name", "page-090");
 		assert_json_null(r->json, "next_cursor");
@@ -225,8 +230,8 @@ test_create_get(void **state)
 	const char *id;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-		       "{\"name\":\"alpha\",\"display_name\":\"Alpha team\","
-		       "\"namespaces\":[\"alpha-prod\",\"alpha-dev\"]}");
+	    "{\"name\":\"alpha\",\"display_name\":\"Alpha team\","
+	    "\"namespaces\":[\"alpha-prod\",\"alpha-dev\"]}");
 	assert_status(r, 201);
 	assert_json_str(r->json, "name", "alpha");
 	assert_json_str(r->json, "display_name", "Alpha team");
@@ -237,19 +242,25 @@ test_create_get(void **state)
 	assert_string_equal(r->etag, "\"1\"");
 	assert_string_equal(r->location, "/v1/projects/alpha");
 	id = fx_str(fx, "%lld", (long long)fx_json_int(r->json, "id"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE id = $1::bigint "
-				      "AND name = 'alpha' AND display_name = 'Alpha team' AND generation = 1", id), 1);
-	assert_string_equal(fx_sql_text(fx, "SELECT string_agg(namespace, ',' ORDER BY namespace) "
-					"FROM project_namespaces WHERE project_id = $1::bigint", id),
-			    "alpha-dev,alpha-prod");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM projects WHERE id = $1::bigint "
+			     "AND name = 'alpha' AND display_name = 'Alpha team' AND generation = 1",
+			     id),
+	    1);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(namespace, ',' ORDER BY namespace) "
+				"FROM project_namespaces WHERE project_id = $1::bigint",
+				id),
+	    "alpha-dev,alpha-prod");
 	/* one audit row, in the same request, with the created object */
 	assert_int_equal(audit_count(fx), audit_before + 1);
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log WHERE action = 'project.create' AND object_type = 'project' "
-		"AND object_id = 'alpha' AND project_id = $1::bigint AND actor = $2 AND before IS NULL "
-		"AND after->>'display_name' = 'Alpha team' AND after->'namespaces' = "
-		"'[\"alpha-dev\",\"alpha-prod\"]'::jsonb AND request_id = $3",
-		id, FIXTURE_ADMIN_USER, r->request_id), 1);
+			     "SELECT count(*) FROM audit_log WHERE action = 'project.create' AND object_type = 'project' "
+			     "AND object_id = 'alpha' AND project_id = $1::bigint AND actor = $2 AND before IS NULL "
+			     "AND after->>'display_name' = 'Alpha team' AND after->'namespaces' = "
+			     "'[\"alpha-dev\",\"alpha-prod\"]'::jsonb AND request_id = $3",
+			     id, FIXTURE_ADMIN_USER, r->request_id),
+	    1);
 
 	g = fx_request(fx, fx->admin_token, "GET", "/v1/projects/alpha", NULL);
 	assert_status(g, 200);
@@ -262,7 +273,8 @@ test_create_get(void **state)
 	assert_json_str(r->json, "display_name", "beta");
 	assert_int_equal(fx_json_len(r->json, "namespaces"), 0);
 
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/projects/gamma", NULL), 404, "not_found");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/projects/gamma", NULL), 404,
+	    "not_found");
 }
 
 static void
@@ -282,27 +294,31 @@ test_create_refused(void **state)
 		{ "{\"name\":\"trail-\"}", 422, "validation_failed", "name" },
 		{ "{\"name\":\"under_score\"}", 422, "validation_failed", "name" },
 		{ "{\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}",
-		  422, "validation_failed", "name" },
+		    422, "validation_failed", "name" },
 		{ "{\"name\":7}", 422, "validation_failed", "name" },
-		{ "{\"name\":\"ok-name\",\"display_name\":\"\"}", 422, "validation_failed", "display_name" },
-		{ "{\"name\":\"ok-name\",\"namespaces\":\"ns\"}", 422, "validation_failed", "namespaces" },
-		{ "{\"name\":\"ok-name\",\"namespaces\":[\"Bad_NS\"]}", 422, "validation_failed", "namespaces[0]" },
-		{ "{\"name\":\"ok-name\",\"namespaces\":[\"ok-ns\",\"-bad\"]}", 422, "validation_failed",
-		  "namespaces[1]" },
-		{ "{\"name\":\"ok-name\",\"namespaces\":[\"dup\",\"dup\"]}", 422, "validation_failed",
-		  "namespaces[1]" },
-		{ "{\"name\":\"ok-name\",\"namespaces\":[3]}", 422, "validation_failed", "namespaces[0]" },
+		{ "{\"name\":\"ok-name\",\"display_name\":\"\"}", 422, "validation_failed",
+		    "display_name" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":\"ns\"}", 422, "validation_failed",
+		    "namespaces" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":[\"Bad_NS\"]}", 422, "validation_failed",
+		    "namespaces[0]" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":[\"ok-ns\",\"-bad\"]}", 422,
+		    "validation_failed", "namespaces[1]" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":[\"dup\",\"dup\"]}", 422,
+		    "validation_failed", "namespaces[1]" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":[3]}", 422, "validation_failed",
+		    "namespaces[0]" },
 		/* a non-string before a string: the duplicate check must not read it as one */
 		{ "{\"name\":\"ok-name\",\"namespaces\":[null,\"ns-a\"]}", 422, "validation_failed",
-		  "namespaces[0]" },
+		    "namespaces[0]" },
 		{ "{\"name\":\"ok-name\",\"namespaces\":[7,{},\"ns-a\",\"ns-a\"]}", 422,
-		  "validation_failed", "namespaces[0]" },
+		    "validation_failed", "namespaces[0]" },
 		{ "{\"name\":\"ok-name\",\"owner\":\"x\"}", 422, "validation_failed", "owner" },
 		/* alpha exists (test_create_get) */
 		{ "{\"name\":\"alpha\"}", 409, "conflict", NULL },
 		/* alpha-dev belongs to alpha: the project row is rolled back too */
-		{ "{\"name\":\"ok-name\",\"namespaces\":[\"fresh-ns\",\"alpha-dev\"]}", 409, "conflict",
-		  "namespaces" },
+		{ "{\"name\":\"ok-name\",\"namespaces\":[\"fresh-ns\",\"alpha-dev\"]}", 409,
+		    "conflict", "namespaces" },
 	};
 	const char *before = state_of(fx);
 	struct gp_client_response *r;
@@ -323,13 +339,16 @@ test_create_refused(void **state)
 		for (int i = 0; i < 65; i++)
 			list = arena_printf(fx->arena, "%s%s\"many-%d\"", list, i ? "," : "", i);
 		r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-			       "{\"name\":\"many\",\"namespaces\":[%s]}", list);
+		    "{\"name\":\"many\",\"namespaces\":[%s]}", list);
 		assert_problem(r, 422, "validation_failed");
 		assert_error_field(r, "namespaces");
 		assert_string_equal(state_of(fx), before);
 	}
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = 'ok-name'"), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM project_namespaces WHERE namespace = 'fresh-ns'"), 0);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = 'ok-name'"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM project_namespaces WHERE namespace = 'fresh-ns'"),
+	    0);
 }
 
 /* ---- PATCH and If-Match ---- */
@@ -350,62 +369,69 @@ test_patch_if_match(void **state)
 
 	audit_before = audit_count(fx);
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-			 ((const char *[]){ "If-Match: \"1\"", NULL }),
-			 "{\"display_name\":\"Delta v2\"}");
+	    ((const char *[]){ "If-Match: \"1\"", NULL }), "{\"display_name\":\"Delta v2\"}");
 	assert_status(r, 200);
 	assert_json_str(r->json, "display_name", "Delta v2");
 	assert_json_int(r->json, "generation", 2);
 	assert_string_equal(r->etag, "\"2\"");
-	assert_json_str(r->json, "namespaces[0]", "delta-a");   /* untouched */
+	assert_json_str(r->json, "namespaces[0]", "delta-a"); /* untouched */
 	assert_int_equal(audit_count(fx), audit_before + 1);
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log WHERE action = 'project.update' AND object_id = 'delta' "
-		"AND (before->>'generation')::int = 1 AND (after->>'generation')::int = 2 "
-		"AND before->>'display_name' = 'Project delta' AND after->>'display_name' = 'Delta v2' "
-		"AND request_id = $1", r->request_id), 1);
+			     "SELECT count(*) FROM audit_log WHERE action = 'project.update' AND object_id = 'delta' "
+			     "AND (before->>'generation')::int = 1 AND (after->>'generation')::int = 2 "
+			     "AND before->>'display_name' = 'Project delta' AND after->>'display_name' = 'Delta v2' "
+			     "AND request_id = $1",
+			     r->request_id),
+	    1);
 
 	/* the stale ETag: 412 and nothing changes, no audit row */
 	before = state_of(fx);
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-			 ((const char *[]){ "If-Match: \"1\"", NULL }),
-			 "{\"display_name\":\"lost update\",\"namespaces\":[\"lost\"]}");
+	    ((const char *[]){ "If-Match: \"1\"", NULL }),
+	    "{\"display_name\":\"lost update\",\"namespaces\":[\"lost\"]}");
 	assert_problem(r, 412, "precondition_failed");
 	assert_string_equal(state_of(fx), before);
-	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = 'delta'"), 2);
-	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = 'delta'"),
-			    "Delta v2");
+	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = 'delta'"),
+	    2);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name FROM projects WHERE name = 'delta'"),
+	    "Delta v2");
 	/* ETags this server never issued */
 	{
-		static const char *const junk[] = { "If-Match: 2", "If-Match: \"\"", "If-Match: \"two\"",
-						    "If-Match: \"0\"", "If-Match: \"-2\"", "If-Match: \"3\"",
-						    "If-Match: \"2", "If-Match: W/\"1\"" };
+		static const char *const junk[] = { "If-Match: 2", "If-Match: \"\"",
+			"If-Match: \"two\"", "If-Match: \"0\"", "If-Match: \"-2\"",
+			"If-Match: \"3\"", "If-Match: \"2", "If-Match: W/\"1\"" };
 
 		for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
 			r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-					 ((const char *[]){ junk[i], NULL }), "{\"display_name\":\"junk\"}");
+			    ((const char *[]){ junk[i], NULL }), "{\"display_name\":\"junk\"}");
 			assert_problem(r, 412, "precondition_failed");
 			assert_string_equal(state_of(fx), before);
 		}
 	}
 	/* a weak form of the current ETag and "*" match */
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-			 ((const char *[]){ "If-Match: W/\"2\"", NULL }),
-			 "{\"namespaces\":[\"delta-b\",\"delta-a\"]}");
+	    ((const char *[]){ "If-Match: W/\"2\"", NULL }),
+	    "{\"namespaces\":[\"delta-b\",\"delta-a\"]}");
 	assert_status(r, 200);
 	assert_string_equal(r->etag, "\"3\"");
-	assert_string_equal(fx_sql_text(fx, "SELECT string_agg(namespace, ',' ORDER BY namespace) "
-					"FROM project_namespaces n JOIN projects p ON p.id = n.project_id "
-					"WHERE p.name = 'delta'"), "delta-a,delta-b");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(namespace, ',' ORDER BY namespace) "
+				"FROM project_namespaces n JOIN projects p ON p.id = n.project_id "
+				"WHERE p.name = 'delta'"),
+	    "delta-a,delta-b");
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-			 ((const char *[]){ "If-Match: *", NULL }), "{\"namespaces\":[]}");
+	    ((const char *[]){ "If-Match: *", NULL }), "{\"namespaces\":[]}");
 	assert_status(r, 200);
 	assert_string_equal(r->etag, "\"4\"");
 	assert_int_equal(fx_json_len(r->json, "namespaces"), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM project_namespaces n JOIN projects p "
-				      "ON p.id = n.project_id WHERE p.name = 'delta'"), 0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM project_namespaces n JOIN projects p "
+			     "ON p.id = n.project_id WHERE p.name = 'delta'"),
+	    0);
 	/* without If-Match the write is unconditional */
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-		       "{\"display_name\":\"Delta\",\"namespaces\":[\"delta-c\"]}");
+	    "{\"display_name\":\"Delta\",\"namespaces\":[\"delta-c\"]}");
 	assert_status(r, 200);
 	assert_string_equal(r->etag, "\"5\"");
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects/delta", NULL);
@@ -415,33 +441,43 @@ test_patch_if_match(void **state)
 	/* refused patches change nothing, generation included */
 	before = state_of(fx);
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-			 ((const char *[]){ "If-Match: \"5\"", NULL }), "{\"namespaces\":[\"omega-a\"]}");
+	    ((const char *[]){ "If-Match: \"5\"", NULL }), "{\"namespaces\":[\"omega-a\"]}");
 	assert_problem(r, 409, "conflict");
 	assert_error_field(r, "namespaces");
 	assert_string_equal(state_of(fx), before);
-	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta", "{\"name\":\"renamed\"}");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
+	    "{\"name\":\"renamed\"}");
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "name");
-	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta", "{\"display_name\":\"\"}");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
+	    "{\"display_name\":\"\"}");
 	assert_problem(r, 422, "validation_failed");
-	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta", "{\"namespaces\":[\"A\"]}");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
+	    "{\"namespaces\":[\"A\"]}");
 	assert_problem(r, 422, "validation_failed");
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta", "{\"display_name\":5}");
 	assert_problem(r, 422, "validation_failed");
-	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/no-such", "{\"display_name\":\"x\"}");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/no-such",
+	    "{\"display_name\":\"x\"}");
 	assert_problem(r, 404, "not_found");
 	assert_string_equal(state_of(fx), before);
-	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = 'delta'"), 5);
+	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = 'delta'"),
+	    5);
 
 	/* a namespace released by one project can be claimed by another */
-	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/omega", "{\"namespaces\":[]}"), 200);
-	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta", "{\"namespaces\":[\"omega-a\"]}");
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/omega",
+			  "{\"namespaces\":[]}"),
+	    200);
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
+	    "{\"namespaces\":[\"omega-a\"]}");
 	assert_status(r, 200);
-	assert_string_equal(fx_sql_text(fx, "SELECT p.name FROM project_namespaces n JOIN projects p "
-					"ON p.id = n.project_id WHERE n.namespace = 'omega-a'"), "delta");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT p.name FROM project_namespaces n JOIN projects p "
+				"ON p.id = n.project_id WHERE n.namespace = 'omega-a'"),
+	    "delta");
 	/* and a project may list the namespaces it already has */
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
-		       "{\"namespaces\":[\"omega-a\",\"delta-d\"]}");
+	    "{\"namespaces\":[\"omega-a\",\"delta-d\"]}");
 	assert_status(r, 200);
 	assert_int_equal(fx_json_len(r->json, "namespaces"), 2);
 }
@@ -471,10 +507,11 @@ test_members(void **state)
 	assert_string_equal(member_role(fx, "team", "m-mem"), "member");
 	assert_string_equal(member_role(fx, "team", "m-view"), "viewer");
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log l JOIN projects p ON p.id = l.project_id "
-		"WHERE p.name = 'team' AND l.action = 'project.member.put' "
-		"AND l.object_id = 'team/m-mem' AND l.actor = 'm-own1' AND l.before IS NULL "
-		"AND l.after = '{\"username\":\"m-mem\",\"role\":\"member\"}'::jsonb"), 1);
+			     "SELECT count(*) FROM audit_log l JOIN projects p ON p.id = l.project_id "
+			     "WHERE p.name = 'team' AND l.action = 'project.member.put' "
+			     "AND l.object_id = 'team/m-mem' AND l.actor = 'm-own1' AND l.before IS NULL "
+			     "AND l.after = '{\"username\":\"m-mem\",\"role\":\"member\"}'::jsonb"),
+	    1);
 
 	r = fx_request(fx, view, "GET", "/v1/projects/team/members", NULL);
 	assert_status(r, 200);
@@ -487,8 +524,9 @@ test_members(void **state)
 	r = fx_request(fx, view, "GET", "/v1/projects/team/members?limit=2", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 2);
 	r = fx_request(fx, view, "GET",
-		       fx_str(fx, "/v1/projects/team/members?limit=2&cursor=%s", fx_json_str(r->json, "next_cursor")),
-		       NULL);
+	    fx_str(fx, "/v1/projects/team/members?limit=2&cursor=%s",
+		fx_json_str(r->json, "next_cursor")),
+	    NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	assert_json_str(r->json, "items[0].username", "m-view");
 	assert_json_null(r->json, "next_cursor");
@@ -506,16 +544,19 @@ test_members(void **state)
 	member_put(fx, mem, "team", "m-view", "owner", 403);
 	member_put(fx, view, "team", "m-view", "owner", 403);
 	assert_status(fx_request(fx, mem, "DELETE", "/v1/projects/team/members/m-view", NULL), 403);
-	assert_status(fx_request(fx, view, "DELETE", "/v1/projects/team/members/m-own1", NULL), 403);
+	assert_status(fx_request(fx, view, "DELETE", "/v1/projects/team/members/m-own1", NULL),
+	    403);
 	/* bad input */
 	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-new", "{\"role\":\"admin\"}");
 	assert_problem(r, 422, "validation_failed");
 	assert_error_field(r, "role");
 	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-new", "{}");
 	assert_problem(r, 422, "validation_failed");
-	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-new", "{\"role\":\"viewer\",\"x\":1}");
+	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-new",
+	    "{\"role\":\"viewer\",\"x\":1}");
 	assert_problem(r, 422, "validation_failed");
-	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/nobody", "{\"role\":\"viewer\"}");
+	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/nobody",
+	    "{\"role\":\"viewer\"}");
 	assert_problem(r, 404, "not_found");
 	r = fx_request(fx, own1, "DELETE", "/v1/projects/team/members/m-new", NULL);
 	assert_problem(r, 404, "not_found");
@@ -527,24 +568,27 @@ test_members(void **state)
 	member_put(fx, own1, "team", "m-mem", "viewer", 200);
 	assert_string_equal(member_role(fx, "team", "m-mem"), "viewer");
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log WHERE action = 'project.member.put' "
-		"AND object_id = 'team/m-mem' AND before->>'role' = 'member' AND after->>'role' = 'viewer'"), 1);
+			     "SELECT count(*) FROM audit_log WHERE action = 'project.member.put' "
+			     "AND object_id = 'team/m-mem' AND before->>'role' = 'member' AND after->>'role' = 'viewer'"),
+	    1);
 	r = fx_request(fx, own1, "DELETE", "/v1/projects/team/members/m-mem", NULL);
 	assert_status(r, 204);
 	assert_string_equal(member_role(fx, "team", "m-mem"), "-");
 	assert_int_equal(fx_sql_int64(fx,
-		"SELECT count(*) FROM audit_log WHERE action = 'project.member.remove' "
-		"AND object_id = 'team/m-mem' AND before->>'role' = 'viewer' AND after IS NULL"), 1);
+			     "SELECT count(*) FROM audit_log WHERE action = 'project.member.remove' "
+			     "AND object_id = 'team/m-mem' AND before->>'role' = 'viewer' AND after IS NULL"),
+	    1);
 	/* the removed member no longer sees the project */
 	assert_problem(fx_request(fx, mem, "GET", "/v1/projects/team", NULL), 404, "not_found");
 	r = fx_request(fx, mem, "GET", "/v1/me", NULL);
 	assert_int_equal(fx_json_len(r->json, "projects"), 0);
-	assert_problem(fx_request(fx, own1, "DELETE", "/v1/projects/team/members/m-mem", NULL),
-		       404, "not_found");
+	assert_problem(fx_request(fx, own1, "DELETE", "/v1/projects/team/members/m-mem", NULL), 404,
+	    "not_found");
 
 	/* the last owner can neither step down nor leave */
 	before = state_of(fx);
-	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-own1", "{\"role\":\"member\"}");
+	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-own1",
+	    "{\"role\":\"member\"}");
 	assert_problem(r, 409, "conflict");
 	r = fx_request(fx, own1, "DELETE", "/v1/projects/team/members/m-own1", NULL);
 	assert_problem(r, 409, "conflict");
@@ -556,11 +600,14 @@ test_members(void **state)
 	assert_status(r, 204);
 	assert_problem(fx_request(fx, own1, "GET", "/v1/projects/team", NULL), 404, "not_found");
 	before = state_of(fx);
-	r = fx_request(fx, own2, "PUT", "/v1/projects/team/members/m-own2", "{\"role\":\"viewer\"}");
+	r = fx_request(fx, own2, "PUT", "/v1/projects/team/members/m-own2",
+	    "{\"role\":\"viewer\"}");
 	assert_problem(r, 409, "conflict");
 	assert_string_equal(state_of(fx), before);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM project_members m JOIN projects p "
-				      "ON p.id = m.project_id WHERE p.name = 'team' AND m.role = 'owner'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM project_members m JOIN projects p "
+			     "ON p.id = m.project_id WHERE p.name = 'team' AND m.role = 'owner'"),
+	    1);
 }
 
 /* One request on its own gp_client, for a thread. */
@@ -617,18 +664,23 @@ test_last_owner_race(void **state)
 	member_put(fx, fx->admin_token, "race-team", "race-own1", "owner", 201);
 	member_put(fx, fx->admin_token, "race-team", "race-own2", "owner", 201);
 
-	c[0] = (struct caller){ .base_url = fx->server->base_url, .token = t1, .method = "DELETE",
-				.path = "/v1/projects/race-team/members/race-own2" };
-	c[1] = (struct caller){ .base_url = fx->server->base_url, .token = t2, .method = "DELETE",
-				.path = "/v1/projects/race-team/members/race-own1" };
+	c[0] = (struct caller){ .base_url = fx->server->base_url,
+		.token = t1,
+		.method = "DELETE",
+		.path = "/v1/projects/race-team/members/race-own2" };
+	c[1] = (struct caller){ .base_url = fx->server->base_url,
+		.token = t2,
+		.method = "DELETE",
+		.path = "/v1/projects/race-team/members/race-own1" };
 	fx_sql_exec(fx, "BEGIN");
 	fx_sql_exec(fx, "LOCK TABLE audit_log IN SHARE ROW EXCLUSIVE MODE");
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, caller_main, &c[i]), 0);
 	/* both wait for the lock, or one already gave up (a server that
 	 * serializes the two checks may refuse one before the lock) */
-	while (fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-			    "AND datname = current_database()") < 2) {
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+		   "AND datname = current_database()") < 2) {
 		if (++waited > 1000)
 			break;
 		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000000L }, NULL);
@@ -654,12 +706,16 @@ test_last_owner_race(void **state)
 			refused++;
 		}
 	}
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM project_members m JOIN projects p "
-				      "ON p.id = m.project_id WHERE p.name = 'race-team' AND m.role = 'owner'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM project_members m JOIN projects p "
+			     "ON p.id = m.project_id WHERE p.name = 'race-team' AND m.role = 'owner'"),
+	    1);
 	assert_int_equal(ok, 1);
 	assert_int_equal(refused, 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'project.member.remove' "
-				      "AND object_id LIKE 'race-team/%'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'project.member.remove' "
+			     "AND object_id LIKE 'race-team/%'"),
+	    1);
 }
 
 /* ---- audit ---- */
@@ -676,7 +732,8 @@ test_audit_api(void **state)
 	c1 = project_create(fx, "aud-one", NULL);
 	c2 = project_create(fx, "aud-two", NULL);
 	member_put(fx, fx->admin_token, "aud-one", "auditee", "owner", 201);
-	p1 = fx_request(fx, tok, "PATCH", "/v1/projects/aud-one", "{\"display_name\":\"by auditee\"}");
+	p1 = fx_request(fx, tok, "PATCH", "/v1/projects/aud-one",
+	    "{\"display_name\":\"by auditee\"}");
 	assert_status(p1, 200);
 
 	/* filter by action: newest first */
@@ -698,7 +755,7 @@ test_audit_api(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?actor=auditee", NULL);
 	assert_status(r, 200);
 	assert_int_equal((int64_t)fx_json_len(r->json, "items"),
-			 fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE actor = 'auditee'"));
+	    fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE actor = 'auditee'"));
 	assert_true(fx_json_len(r->json, "items") >= 1);
 	for (size_t i = 0; i < fx_json_len(r->json, "items"); i++)
 		assert_json_str(r->json, fx_str(fx, "items[%zu].actor", i), "auditee");
@@ -715,24 +772,26 @@ test_audit_api(void **state)
 	assert_json_str(r->json, "items[1].action", "project.member.put");
 	assert_json_str(r->json, "items[1].object_id", "aud-one/auditee");
 	assert_json_str(r->json, "items[2].action", "project.create");
-	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?project=aud-one&action=project.create", NULL);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/audit?project=aud-one&action=project.create", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?project=aud-one&actor=auditee", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	assert_json_str(r->json, "items[0].action", "project.update");
-	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?actor=auditee&action=project.update", NULL);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?actor=auditee&action=project.update",
+	    NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?project=no-such-project", NULL);
 	assert_status(r, 200);
 	assert_int_equal(fx_json_len(r->json, "items"), 0);
-	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?object_type=project_member&object_id=aud-one/auditee",
-		       NULL);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/audit?object_type=project_member&object_id=aud-one/auditee", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	/* a time window that holds nothing, and one that holds everything */
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?until=2000-01-01T00:00:00Z", NULL);
 	assert_int_equal(fx_json_len(r->json, "items"), 0);
 	r = fx_request(fx, fx->admin_token, "GET",
-		       "/v1/audit?since=2000-01-01T00:00:00Z&until=2999-01-01T00:00:00Z&limit=500", NULL);
+	    "/v1/audit?since=2000-01-01T00:00:00Z&until=2999-01-01T00:00:00Z&limit=500", NULL);
 	total = fx_sql_int64(fx, "SELECT count(*) FROM audit_log");
 	assert_true(total <= 500);
 	assert_int_equal((int64_t)fx_json_len(r->json, "items"), total);
@@ -753,23 +812,30 @@ test_audit_api(void **state)
 			assert_true(n <= 7);
 			for (size_t i = 0; i < n; i++)
 				got = arena_printf(fx->arena, "%s%s%lld", got, got[0] ? "," : "",
-						   (long long)fx_json_int(r->json, fx_str(fx, "items[%zu].id", i)));
+				    (long long)fx_json_int(r->json,
+					fx_str(fx, "items[%zu].id", i)));
 			pages++;
 			assert_true(pages < 200);
 			next = fx_json(r->json, "next_cursor");
 			if (next == NULL)
 				break;
-			path = fx_str(fx, "/v1/audit?limit=7&cursor=%s", json_object_get_string(next));
+			path =
+			    fx_str(fx, "/v1/audit?limit=7&cursor=%s", json_object_get_string(next));
 		}
-		assert_string_equal(got, fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id DESC) "
-						     "FROM audit_log"));
+		assert_string_equal(got,
+		    fx_sql_text(fx,
+			"SELECT string_agg(id::text, ',' ORDER BY id DESC) "
+			"FROM audit_log"));
 	}
 
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?limit=0", NULL), 422, "validation_failed");
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?limit=501", NULL), 422, "validation_failed");
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?cursor=x1", NULL), 422, "validation_failed");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?limit=0", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?limit=501", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?cursor=x1", NULL), 422,
+	    "validation_failed");
 	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/audit?since=yesterday", NULL),
-		       422, "validation_failed");
+	    422, "validation_failed");
 	assert_problem(fx_request(fx, tok, "GET", "/v1/audit", NULL), 403, "forbidden");
 }
 
@@ -789,36 +855,42 @@ test_audit_same_transaction(void **state)
 	fixture_create_user(fx, "d-user", "none");
 	member_put(fx, fx->admin_token, "doomed", "d-user", "viewer", 201);
 	fx_sql_exec(fx,
-		"CREATE FUNCTION test_audit_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
-		"BEGIN RAISE EXCEPTION 'audit refused for %', NEW.object_id; END $$");
+	    "CREATE FUNCTION test_audit_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+	    "BEGIN RAISE EXCEPTION 'audit refused for %', NEW.object_id; END $$");
 	fx_sql_exec(fx,
-		"CREATE TRIGGER test_audit_refuse BEFORE INSERT ON audit_log FOR EACH ROW "
-		"WHEN (NEW.object_id LIKE 'doomed%' OR NEW.object_id LIKE 'doomed2%') "
-		"EXECUTE FUNCTION test_audit_refuse()");
+	    "CREATE TRIGGER test_audit_refuse BEFORE INSERT ON audit_log FOR EACH ROW "
+	    "WHEN (NEW.object_id LIKE 'doomed%' OR NEW.object_id LIKE 'doomed2%') "
+	    "EXECUTE FUNCTION test_audit_refuse()");
 
 	before = state_of(fx);
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects", "{\"name\":\"doomed2\",\"namespaces\":[\"d2\"]}");
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"doomed2\",\"namespaces\":[\"d2\"]}");
 	assert_true(r->status >= 500);
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/doomed",
-		       "{\"display_name\":\"never\",\"namespaces\":[\"doomed-b\"]}");
+	    "{\"display_name\":\"never\",\"namespaces\":[\"doomed-b\"]}");
 	assert_true(r->status >= 500);
-	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/doomed/members/d-user", "{\"role\":\"owner\"}");
+	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/doomed/members/d-user",
+	    "{\"role\":\"owner\"}");
 	assert_true(r->status >= 500);
 	r = fx_request(fx, fx->admin_token, "DELETE", "/v1/projects/doomed/members/d-user", NULL);
 	assert_true(r->status >= 500);
 	assert_string_equal(state_of(fx), before);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = 'doomed2'"), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = 'doomed'"), 1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = 'doomed2'"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx, "SELECT generation FROM projects WHERE name = 'doomed'"),
+	    1);
 	assert_string_equal(member_role(fx, "doomed", "d-user"), "viewer");
 
 	fx_sql_exec(fx, "DROP TRIGGER test_audit_refuse ON audit_log");
 	fx_sql_exec(fx, "DROP FUNCTION test_audit_refuse()");
 	/* the same requests now go through, each with its audit row */
 	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/doomed",
-		       "{\"display_name\":\"saved\",\"namespaces\":[\"doomed-b\"]}");
+	    "{\"display_name\":\"saved\",\"namespaces\":[\"doomed-b\"]}");
 	assert_status(r, 200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE object_id = 'doomed' "
-				      "AND action = 'project.update'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE object_id = 'doomed' "
+			     "AND action = 'project.update'"),
+	    1);
 }
 
 /*
@@ -853,5 +925,6 @@ main(void)
 		cmocka_unit_test(test_audit_same_transaction),
 	};
 
-	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }

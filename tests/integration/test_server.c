@@ -47,8 +47,8 @@ sleep_ms(long ms)
 
 struct child {
 	pid_t pid;
-	const char *out_path;           /* stdout and stderr */
-	int status;                     /* exit status, 128 + signal, -1 unknown */
+	const char *out_path; /* stdout and stderr */
+	int status;           /* exit status, 128 + signal, -1 unknown */
 	const char *out;
 };
 
@@ -80,9 +80,12 @@ child_start(struct fixture *fx, struct child *c, const char *db_url, const char 
 	c->out_path = fx_unique(fx, fx_str(fx, "%s/child", fx->tmpdir));
 	c->status = -1;
 	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-	assert_int_equal(posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0), 0);
+	assert_int_equal(posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY,
+			     0),
+	    0);
 	assert_int_equal(posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out_path,
-							   O_WRONLY | O_CREAT | O_TRUNC, 0644), 0);
+			     O_WRONLY | O_CREAT | O_TRUNC, 0644),
+	    0);
 	assert_int_equal(posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO), 0);
 	rc = posix_spawn(&c->pid, GPUPOOLD_PATH, &fa, NULL, (char *const *)argv, env);
 	posix_spawn_file_actions_destroy(&fa);
@@ -120,7 +123,7 @@ child_wait(struct fixture *fx, struct child *c, long timeout_ms)
 			kill(c->pid, SIGKILL);
 			waitpid(c->pid, &ws, 0);
 			print_error("gpupoold did not finish within %ld ms:\n%s\n", timeout_ms,
-				    read_all(fx, c->out_path));
+			    read_all(fx, c->out_path));
 			fail();
 		}
 		sleep_ms(5);
@@ -168,11 +171,13 @@ metric(const char *text, const char *series)
 	return -1;
 }
 
-#define assert_metric(text, series, expected) do { \
-		long long got_ = metric(text, series); \
-		if (got_ != (long long)(expected)) \
-			print_error("%s: expected %lld, got %lld\n%s\n", series, (long long)(expected), got_, text); \
-		assert_int_equal(got_, expected); \
+#define assert_metric(text, series, expected)                                    \
+	do {                                                                     \
+		long long got_ = metric(text, series);                           \
+		if (got_ != (long long)(expected))                               \
+			print_error("%s: expected %lld, got %lld\n%s\n", series, \
+			    (long long)(expected), got_, text);                  \
+		assert_int_equal(got_, expected);                                \
 	} while (0)
 
 /* Every line is a comment or "name{labels} value", and every family is typed first. */
@@ -185,11 +190,16 @@ assert_prometheus_text(const char *text)
 	char typed[64][96];
 	int ntyped = 0;
 
-	assert_int_equal(regcomp(&sample, "^([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{([a-zA-Z_][a-zA-Z0-9_]*=\"[^\"]*\",?)*\\})? "
-				 "(-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?|\\+Inf|NaN)$", REG_EXTENDED), 0);
+	assert_int_equal(regcomp(&sample,
+			     "^([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{([a-zA-Z_][a-zA-Z0-9_]*=\"[^\"]*\",?)*\\})? "
+			     "(-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?|\\+Inf|NaN)$",
+			     REG_EXTENDED),
+	    0);
 	assert_int_equal(regcomp(&help, "^# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .+$", REG_EXTENDED), 0);
-	assert_int_equal(regcomp(&type, "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$",
-				 REG_EXTENDED), 0);
+	assert_int_equal(regcomp(&type,
+			     "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$",
+			     REG_EXTENDED),
+	    0);
 	while (*p != '\0') {
 		size_t n = strcspn(p, "\n");
 		regmatch_t m[2];
@@ -202,8 +212,8 @@ assert_prometheus_text(const char *text)
 			continue;
 		if (regexec(&type, line, 2, m, 0) == 0) {
 			assert_true(ntyped < 64);
-			snprintf(typed[ntyped++], sizeof(typed[0]), "%.*s", (int)(m[1].rm_eo - m[1].rm_so),
-				 line + m[1].rm_so);
+			snprintf(typed[ntyped++], sizeof(typed[0]), "%.*s",
+			    (int)(m[1].rm_eo - m[1].rm_so), line + m[1].rm_so);
 			continue;
 		}
 		if (regexec(&help, line, 0, NULL, 0) == 0)
@@ -221,9 +231,9 @@ assert_prometheus_text(const char *text)
 
 				/* a histogram family covers _bucket, _sum and _count */
 				ok = len >= tl && strncmp(line, typed[i], tl) == 0 &&
-				     (len == tl || strncmp(line + tl, "_bucket", len - tl) == 0 ||
-				      strncmp(line + tl, "_sum", len - tl) == 0 ||
-				      strncmp(line + tl, "_count", len - tl) == 0);
+				    (len == tl || strncmp(line + tl, "_bucket", len - tl) == 0 ||
+					strncmp(line + tl, "_sum", len - tl) == 0 ||
+					strncmp(line + tl, "_count", len - tl) == 0);
 			}
 			if (!ok) {
 				print_error("sample before its # TYPE: \"%s\"\n", line);
@@ -241,18 +251,19 @@ static void
 assert_histogram(const char *text, const char *labels, long long count)
 {
 	static const char *const le[] = { "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
-					  "0.05", "0.1", "0.25", "0.5", "1", "5", "+Inf" };
+		"0.05", "0.1", "0.25", "0.5", "1", "5", "+Inf" };
 	long long prev = 0;
 
 	for (size_t i = 0; i < sizeof(le) / sizeof(le[0]); i++) {
 		char series[256];
 		long long v;
 
-		snprintf(series, sizeof(series), "gpupool_http_request_duration_seconds_bucket{%s,le=\"%s\"}",
-			 labels, le[i]);
+		snprintf(series, sizeof(series),
+		    "gpupool_http_request_duration_seconds_bucket{%s,le=\"%s\"}", labels, le[i]);
 		v = metric(text, series);
 		if (v < prev)
-			print_error("%s is %lld, below the previous bucket %lld\n%s\n", series, v, prev, text);
+			print_error("%s is %lld, below the previous bucket %lld\n%s\n", series, v,
+			    prev, text);
 		assert_true(v >= prev);
 		prev = v;
 	}
@@ -260,7 +271,8 @@ assert_histogram(const char *text, const char *labels, long long count)
 	{
 		char series[256];
 
-		snprintf(series, sizeof(series), "gpupool_http_request_duration_seconds_count{%s}", labels);
+		snprintf(series, sizeof(series), "gpupool_http_request_duration_seconds_count{%s}",
+		    labels);
 		assert_metric(text, series, count);
 	}
 }
@@ -282,7 +294,7 @@ test_metrics(void **state)
 		assert_status(fx_request(fx, fx->admin_token, "GET", "/v1/me", NULL), 200);
 	assert_problem(fx_request(fx, NULL, "GET", "/v1/me", NULL), 401, "unauthorized");
 	assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/projects", "{\"name\":"), 400,
-		       "malformed_json");
+	    "malformed_json");
 	assert_problem(fx_request(fx, NULL, "GET", "/v1/nope", NULL), 404, "not_found");
 	assert_problem(fx_request(fx, NULL, "DELETE", "/healthz", NULL), 405, "method_not_allowed");
 	assert_status(fx_request(fx, NULL, "GET", "/readyz", NULL), 200);
@@ -290,27 +302,41 @@ test_metrics(void **state)
 	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
 	assert_status(r, 200);
 	/* the scrape itself is counted after it is answered */
-	assert_int_equal(metric(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"}"), -1);
+	assert_int_equal(metric(r->body,
+			     "gpupool_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"}"),
+	    -1);
 	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
 	assert_status(r, 200);
 	assert_string_equal(r->content_type, "text/plain; version=0.0.4");
 	assert_prometheus_text(r->body);
 	assert_non_null(strstr(r->body, "# TYPE gpupool_http_requests_total counter\n"));
-	assert_non_null(strstr(r->body, "# TYPE gpupool_http_request_duration_seconds histogram\n"));
+	assert_non_null(
+	    strstr(r->body, "# TYPE gpupool_http_request_duration_seconds histogram\n"));
 	assert_non_null(strstr(r->body, "# TYPE gpupool_db_reconnects_total counter\n"));
 	assert_non_null(strstr(r->body, "# TYPE gpupool_db_errors_total counter\n"));
 
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}", 3);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"200\"}", 2);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"401\"}", 1);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"400\"}", 1);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/readyz\",status=\"200\"}", 1);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"}", 1);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"\",route=\"unmatched\",status=\"404\"}", 1);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"\",route=\"unmatched\",status=\"405\"}", 1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}", 3);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"200\"}", 2);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"GET\",route=\"/v1/me\",status=\"401\"}", 1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"400\"}",
+	    1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"GET\",route=\"/readyz\",status=\"200\"}", 1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"}", 1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"\",route=\"unmatched\",status=\"404\"}", 1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"\",route=\"unmatched\",status=\"405\"}", 1);
 	/* nothing else was requested */
 	assert_int_equal(count_substr(r->body, "\ngpupool_http_requests_total{"), 8);
-	assert_metric(r->body, "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"201\"}", -1);
+	assert_metric(r->body,
+	    "gpupool_http_requests_total{method=\"POST\",route=\"/v1/projects\",status=\"201\"}",
+	    -1);
 
 	assert_histogram(r->body, "method=\"GET\",route=\"/healthz\"", 3);
 	assert_histogram(r->body, "method=\"GET\",route=\"/v1/me\"", 3);
@@ -341,9 +367,10 @@ test_metrics_token(void **state)
 	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
 	assert_problem(r, 401, "unauthorized");
 	assert_problem(fx_request(fx, "metrics-secret-0123456788", "GET", "/metrics", NULL), 401,
-		       "unauthorized");
+	    "unauthorized");
 	/* a user's token is not the metrics token, even an admin's */
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/metrics", NULL), 401, "unauthorized");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/metrics", NULL), 401,
+	    "unauthorized");
 	r = fx_request(fx, secret, "GET", "/metrics", NULL);
 	assert_status(r, 200);
 	assert_prometheus_text(r->body);
@@ -375,15 +402,17 @@ failed_login(struct fixture *fx, const char *xff)
 	const char *h[] = { fx_str(fx, "X-Forwarded-For: %s", xff), NULL };
 
 	assert_problem(fx_request_h(fx, NULL, "POST", "/v1/auth/login", h,
-				    "{\"username\":\"nobody-xff\",\"password\":\"wrong\"}"),
-		       401, "invalid_credentials");
+			   "{\"username\":\"nobody-xff\",\"password\":\"wrong\"}"),
+	    401, "invalid_credentials");
 }
 
 static int64_t
 ip_failures(struct fixture *fx, const char *ip)
 {
-	return fx_sql_int64(fx, "SELECT coalesce((SELECT failures FROM login_failures "
-			    "WHERE key = 'ip:' || $1), 0)", ip);
+	return fx_sql_int64(fx,
+	    "SELECT coalesce((SELECT failures FROM login_failures "
+	    "WHERE key = 'ip:' || $1), 0)",
+	    ip);
 }
 
 /*
@@ -473,7 +502,7 @@ slow_client_main(void *arg)
 	char body[256];
 
 	snprintf(body, sizeof(body), "{\"username\":\"%s\",\"password\":\"%s\"}",
-		 FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+	    FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
 	pthread_barrier_wait(s->start);
 	if (c == NULL) {
 		snprintf(s->error, sizeof(s->error), "no client");
@@ -530,7 +559,9 @@ shutdown_round(struct fixture *fx, int round)
 	for (int i = 0; i < SLOW_CLIENTS; i++) {
 		clients[i].base_url = srv->base_url;
 		clients[i].start = &start;
-		assert_int_equal(pthread_create(&clients[i].thread, NULL, slow_client_main, &clients[i]), 0);
+		assert_int_equal(pthread_create(&clients[i].thread, NULL, slow_client_main,
+				     &clients[i]),
+		    0);
 	}
 	pthread_barrier_wait(&start);
 	/*
@@ -570,14 +601,17 @@ shutdown_round(struct fixture *fx, int round)
 		const struct slow_client *s = &clients[i];
 
 		if (s->status != 200 || s->error[0] != '\0')
-			fprintf(stderr, "client %2d: sent at %+6.1f ms, done at %+6.1f ms: HTTP %ld %s\n",
-				i, (double)(s->sent_us - term_us) / 1000,
-				(double)(s->done_us - term_us) / 1000, s->status, s->error);
+			fprintf(stderr,
+			    "client %2d: sent at %+6.1f ms, done at %+6.1f ms: HTTP %ld %s\n", i,
+			    (double)(s->sent_us - term_us) / 1000,
+			    (double)(s->done_us - term_us) / 1000, s->status, s->error);
 		if (s->done_us > refused_us)
 			late++;
 	}
-	fprintf(stderr, "round %d: SIGTERM at 0, first refused connection at %+.1f ms, "
-		"%d logins finished after it\n", round, (double)(refused_us - term_us) / 1000, late);
+	fprintf(stderr,
+	    "round %d: SIGTERM at 0, first refused connection at %+.1f ms, "
+	    "%d logins finished after it\n",
+	    round, (double)(refused_us - term_us) / 1000, late);
 	for (int i = 0; i < SLOW_CLIENTS; i++) {
 		assert_true(clients[i].sent_us < term_us);
 		assert_string_equal(clients[i].error, "");
@@ -613,7 +647,8 @@ test_graceful_shutdown(void **state)
 	for (int round = 1; round <= 4; round++)
 		shutdown_round(fx, round);
 	/* each login left its token */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens"), tokens + 4 * SLOW_CLIENTS);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM tokens"),
+	    tokens + 4 * SLOW_CLIENTS);
 }
 
 /*
@@ -642,14 +677,14 @@ test_shutdown_waits_for_request_on_its_way(void **state)
 	/* still there, waiting for the rest */
 	assert_false(exited(pid, &code));
 	body = fx_str(fx, "{\"username\":\"%s\",\"password\":\"%s\"}", FIXTURE_ADMIN_USER,
-		      FIXTURE_ADMIN_PASSWORD);
+	    FIXTURE_ADMIN_PASSWORD);
 	rest = fx_str(fx, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-		      strlen(body), body);
+	    strlen(body), body);
 	assert_int_equal(raw_exchange_fd(fx->arena, fd, rest, strlen(rest), 10000, &r), 0);
 	close(fd);
 	if (r.status != 200)
 		print_error("the half-sent login got: %s%s\n", r.head ? r.head : "(nothing)\n",
-			    r.body ? r.body : "");
+		    r.body ? r.body : "");
 	assert_int_equal(r.status, 200);
 	assert_non_null(fx_json(r.json, "token"));
 	/* the server is draining: the connection is not to be reused */
@@ -680,7 +715,7 @@ test_per_ip_limit(void **state)
 	req = raw_build(fx->arena, "GET", "/healthz", NULL, NULL, 0, &len);
 	for (int i = 0; i < 8; i++) {
 		fds[i] = raw_connect(srv->port);
-		assert_true(fds[i] >= 0);       /* the kernel accepts; the server decides */
+		assert_true(fds[i] >= 0); /* the kernel accepts; the server decides */
 		sleep_ms(5);
 	}
 	/* the server closes the extra ones (soon, however loaded the machine) */
@@ -729,7 +764,8 @@ test_per_ip_limit(void **state)
 		for (int i = 0; i < 4; i++) {
 			struct raw_response r;
 
-			if (again[i] >= 0 && raw_exchange_fd(fx->arena, again[i], req, len, 5000, &r) == 0 &&
+			if (again[i] >= 0 &&
+			    raw_exchange_fd(fx->arena, again[i], req, len, 5000, &r) == 0 &&
 			    r.status == 200)
 				ok++;
 			if (again[i] >= 0)
@@ -746,16 +782,17 @@ test_per_ip_limit(void **state)
 /* ---- migrations ---- */
 
 static const char migrations_sql[] =
-	"SELECT string_agg(version || ' ' || name || ' ' || applied_at, ',' ORDER BY version) "
-	"FROM schema_migrations";
+    "SELECT string_agg(version || ' ' || name || ' ' || applied_at, ',' ORDER BY version) "
+    "FROM schema_migrations";
 
 static void
 test_migrate_twice(void **state)
 {
 	struct fixture *fx = *state;
 	const char *before = fx_sql_text(fx, migrations_sql);
-	const char *tables = fx_sql_text(fx, "SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
-					 "WHERE relnamespace = 'public'::regnamespace");
+	const char *tables = fx_sql_text(fx,
+	    "SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
+	    "WHERE relnamespace = 'public'::regnamespace");
 	struct fx_proc *p;
 
 	/* the fixture migrated once already; this run must change nothing */
@@ -768,8 +805,10 @@ test_migrate_twice(void **state)
 	assert_null(strstr(p->out, "applied migration"));
 	assert_non_null(strstr(p->err, "schema is current"));
 	assert_string_equal(fx_sql_text(fx, migrations_sql), before);
-	assert_string_equal(fx_sql_text(fx, "SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
-					"WHERE relnamespace = 'public'::regnamespace"), tables);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
+				"WHERE relnamespace = 'public'::regnamespace"),
+	    tables);
 	/* and the server is still happy with the schema */
 	assert_status(fx_request(fx, NULL, "GET", "/readyz", NULL), 200);
 }
@@ -786,13 +825,16 @@ test_migrate_concurrent(void **state)
 	static const char *const args[] = { "migrate", NULL };
 	int applied = 0;
 	int64_t expected = fx_sql_int64(fx, "SELECT count(*) FROM schema_migrations");
-	const char *expected_list = fx_sql_text(fx, "SELECT string_agg(version || ' ' || name, ',' "
-						"ORDER BY version) FROM schema_migrations");
+	const char *expected_list = fx_sql_text(fx,
+	    "SELECT string_agg(version || ' ' || name, ',' "
+	    "ORDER BY version) FROM schema_migrations");
 
 	/* a database nobody has migrated */
 	assert_int_equal(fixture_create(&opts, &fresh), 0);
-	assert_int_equal(fx_sql_int64(fresh, "SELECT count(*) FROM pg_class "
-				      "WHERE relnamespace = 'public'::regnamespace"), 0);
+	assert_int_equal(fx_sql_int64(fresh,
+			     "SELECT count(*) FROM pg_class "
+			     "WHERE relnamespace = 'public'::regnamespace"),
+	    0);
 	for (int i = 0; i < CONCURRENT_MIGRATES; i++)
 		child_start(fx, &kids[i], fresh->db_url, args);
 	for (int i = 0; i < CONCURRENT_MIGRATES; i++) {
@@ -805,14 +847,20 @@ test_migrate_concurrent(void **state)
 	/* each migration applied exactly once, by one of them */
 	assert_int_equal(applied, expected);
 	assert_int_equal(fx_sql_int64(fresh, "SELECT count(*) FROM schema_migrations"), expected);
-	assert_int_equal(fx_sql_int64(fresh, "SELECT count(DISTINCT version) FROM schema_migrations"), expected);
-	assert_string_equal(fx_sql_text(fresh, "SELECT string_agg(version || ' ' || name, ',' "
-					"ORDER BY version) FROM schema_migrations"), expected_list);
+	assert_int_equal(fx_sql_int64(fresh,
+			     "SELECT count(DISTINCT version) FROM schema_migrations"),
+	    expected);
+	assert_string_equal(fx_sql_text(fresh,
+				"SELECT string_agg(version || ' ' || name, ',' "
+				"ORDER BY version) FROM schema_migrations"),
+	    expected_list);
 	/* the result is the whole schema */
-	assert_int_equal(fx_sql_int64(fresh, "SELECT count(*) FROM pg_class WHERE relkind = 'r' "
-				      "AND relnamespace = 'public'::regnamespace"),
-			 fx_sql_int64(fx, "SELECT count(*) FROM pg_class WHERE relkind = 'r' "
-				      "AND relnamespace = 'public'::regnamespace"));
+	assert_int_equal(fx_sql_int64(fresh,
+			     "SELECT count(*) FROM pg_class WHERE relkind = 'r' "
+			     "AND relnamespace = 'public'::regnamespace"),
+	    fx_sql_int64(fx,
+		"SELECT count(*) FROM pg_class WHERE relkind = 'r' "
+		"AND relnamespace = 'public'::regnamespace"));
 	assert_int_equal(fx_sql_int64(fresh, "SELECT count(*) FROM users"), 0);
 	assert_int_equal(fixture_destroy(fresh), 0);
 }
@@ -826,41 +874,45 @@ test_create_user_exists(void **state)
 	int64_t users = fx_sql_int64(fx, "SELECT count(*) FROM users");
 	int64_t audit = fx_sql_int64(fx, "SELECT count(*) FROM audit_log");
 	const char *hash = fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = $1",
-				       FIXTURE_ADMIN_USER);
+	    FIXTURE_ADMIN_USER);
 	struct fx_proc *p;
 	struct gp_client_response *r;
 
 	p = fx_gpupoold(fx, "another-Passw0rd-entirely\n", "admin", "create-user", "--username",
-			FIXTURE_ADMIN_USER, "--role", "operator", NULL);
+	    FIXTURE_ADMIN_USER, "--role", "operator", NULL);
 	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "already exists"));
 	/* nothing changed: same rows, same role, same password */
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users"), users);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log"), audit);
 	assert_string_equal(fx_sql_text(fx, "SELECT password_hash FROM users WHERE username = $1",
-					FIXTURE_ADMIN_USER), hash);
+				FIXTURE_ADMIN_USER),
+	    hash);
 	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = $1",
-					FIXTURE_ADMIN_USER), "admin");
+				FIXTURE_ADMIN_USER),
+	    "admin");
 	fixture_login(fx, FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
 
 	/* a new one is created (0), then exists (3) */
 	p = fx_gpupoold(fx, FIXTURE_PASSWORD "\n", "admin", "create-user", "--username", "srv-op",
-			"--role", "operator", NULL);
+	    "--role", "operator", NULL);
 	if (p->status != 0)
 		print_error("stderr: %s\n", p->err);
 	assert_int_equal(p->status, 0);
-	p = fx_gpupoold(fx, "yet-another-Passw0rd\n", "admin", "create-user", "--username", "srv-op",
-			"--role", "admin", NULL);
+	p = fx_gpupoold(fx, "yet-another-Passw0rd\n", "admin", "create-user", "--username",
+	    "srv-op", "--role", "admin", NULL);
 	assert_int_equal(p->status, 3);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users"), users + 1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'user.create' "
-				      "AND object_id = 'srv-op'"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'user.create' "
+			     "AND object_id = 'srv-op'"),
+	    1);
 	r = fx_request(fx, fixture_login(fx, "srv-op", FIXTURE_PASSWORD), "GET", "/v1/me", NULL);
 	assert_status(r, 200);
 	assert_json_str(r->json, "role", "operator");
 	/* bad usage is 2, not 3 */
 	p = fx_gpupoold(fx, FIXTURE_PASSWORD "\n", "admin", "create-user", "--username", "srv-x",
-			"--role", "root", NULL);
+	    "--role", "root", NULL);
 	assert_int_equal(p->status, 2);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users"), users + 1);
 }
@@ -876,8 +928,10 @@ test_schema_too_new(void **state)
 	struct child c;
 	struct fx_proc *p;
 
-	assert_int_equal(fx_sql_exec(fx, "INSERT INTO schema_migrations (version, name) "
-				     "VALUES (9999, '9999_from_the_future')"), 1);
+	assert_int_equal(fx_sql_exec(fx,
+			     "INSERT INTO schema_migrations (version, name) "
+			     "VALUES (9999, '9999_from_the_future')"),
+	    1);
 
 	/* the running server notices: not ready */
 	r = fx_request(fx, NULL, "GET", "/readyz", NULL);
@@ -897,7 +951,9 @@ test_schema_too_new(void **state)
 	p = fx_gpupoold(fx, NULL, "migrate", NULL);
 	assert_int_not_equal(p->status, 0);
 	assert_non_null(strstr(p->err, "newer"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM schema_migrations WHERE version = 9999"), 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM schema_migrations WHERE version = 9999"),
+	    1);
 
 	/* back to normal */
 	assert_int_equal(fx_sql_exec(fx, "DELETE FROM schema_migrations WHERE version = 9999"), 1);

@@ -28,16 +28,16 @@ struct model_row {
 
 /* Transcribed from NVIDIA's MIG user guide, independently of the parser. */
 static const struct model_row model_rows[] = {
-	{"A30-24GB",      true,  24576,  4, 4, 4, 5, 7},
-	{"A100-40GB",     true,  40960,  8, 7, 8, 7, 14},
-	{"A100-80GB",     true,  81920,  8, 7, 8, 7, 14},
-	{"H100-80GB",     true,  81559,  8, 7, 8, 7, 14},
-	{"H100-NVL-94GB", true,  95830,  8, 7, 8, 7, 14},
-	{"H200-141GB",    true,  143771, 8, 7, 8, 7, 14},
-	{"L40S-48GB",     false, 46068,  0, 0, 1, 0, 0},
-	{"L4-24GB",       false, 23034,  0, 0, 1, 0, 0},
-	{"A10G-24GB",     false, 23028,  0, 0, 1, 0, 0},
-	{"T4-16GB",       false, 15360,  0, 0, 1, 0, 0},
+	{ "A30-24GB", true, 24576, 4, 4, 4, 5, 7 },
+	{ "A100-40GB", true, 40960, 8, 7, 8, 7, 14 },
+	{ "A100-80GB", true, 81920, 8, 7, 8, 7, 14 },
+	{ "H100-80GB", true, 81559, 8, 7, 8, 7, 14 },
+	{ "H100-NVL-94GB", true, 95830, 8, 7, 8, 7, 14 },
+	{ "H200-141GB", true, 143771, 8, 7, 8, 7, 14 },
+	{ "L40S-48GB", false, 46068, 0, 0, 1, 0, 0 },
+	{ "L4-24GB", false, 23034, 0, 0, 1, 0, 0 },
+	{ "A10G-24GB", false, 23028, 0, 0, 1, 0, 0 },
+	{ "T4-16GB", false, 15360, 0, 0, 1, 0, 0 },
 };
 
 struct profile_row {
@@ -52,53 +52,53 @@ struct profile_row {
 	int nplacements;
 };
 
-#define P7 {0, 1, 2, 3, 4, 5, 6}, 7
-#define P4 {0, 2, 4, 6}, 4
-#define P3 {0, 2, 4}, 3
-#define P2 {0, 4}, 2
-#define P1 {0}, 1
+#define P7 { 0, 1, 2, 3, 4, 5, 6 }, 7
+#define P4 { 0, 2, 4, 6 }, 4
+#define P3 { 0, 2, 4 }, 3
+#define P2 { 0, 4 }, 2
+#define P1 { 0 }, 1
 
 static const struct profile_row profile_rows[] = {
-	{"A30-24GB", "1g.6gb", 14, 1, 1, 4, false, {0, 1, 2, 3}, 4},
-	{"A30-24GB", "1g.6gb+me", 21, 1, 1, 1, true, {0, 1, 2, 3}, 4},
-	{"A30-24GB", "2g.12gb", 5, 2, 2, 2, false, {0, 2}, 2},
-	{"A30-24GB", "2g.12gb+me", 6, 2, 2, 1, true, {0, 2}, 2},
-	{"A30-24GB", "4g.24gb", 0, 4, 4, 1, false, P1},
-	{"A100-40GB", "1g.5gb", 19, 1, 1, 7, false, P7},
-	{"A100-40GB", "1g.5gb+me", 20, 1, 1, 1, true, P7},
-	{"A100-40GB", "1g.10gb", 15, 1, 2, 4, false, P4},
-	{"A100-40GB", "2g.10gb", 14, 2, 2, 3, false, P3},
-	{"A100-40GB", "3g.20gb", 9, 3, 4, 2, false, P2},
-	{"A100-40GB", "4g.20gb", 5, 4, 4, 1, false, P1},
-	{"A100-40GB", "7g.40gb", 0, 7, 8, 1, false, P1},
-	{"A100-80GB", "1g.10gb", 19, 1, 1, 7, false, P7},
-	{"A100-80GB", "1g.10gb+me", 20, 1, 1, 1, true, P7},
-	{"A100-80GB", "1g.20gb", 15, 1, 2, 4, false, P4},
-	{"A100-80GB", "2g.20gb", 14, 2, 2, 3, false, P3},
-	{"A100-80GB", "3g.40gb", 9, 3, 4, 2, false, P2},
-	{"A100-80GB", "4g.40gb", 5, 4, 4, 1, false, P1},
-	{"A100-80GB", "7g.80gb", 0, 7, 8, 1, false, P1},
-	{"H100-80GB", "1g.10gb", 19, 1, 1, 7, false, P7},
-	{"H100-80GB", "1g.10gb+me", 20, 1, 1, 1, true, P7},
-	{"H100-80GB", "1g.20gb", 15, 1, 2, 4, false, P4},
-	{"H100-80GB", "2g.20gb", 14, 2, 2, 3, false, P3},
-	{"H100-80GB", "3g.40gb", 9, 3, 4, 2, false, P2},
-	{"H100-80GB", "4g.40gb", 5, 4, 4, 1, false, P1},
-	{"H100-80GB", "7g.80gb", 0, 7, 8, 1, false, P1},
-	{"H100-NVL-94GB", "1g.12gb", 19, 1, 1, 7, false, P7},
-	{"H100-NVL-94GB", "1g.12gb+me", 20, 1, 1, 1, true, P7},
-	{"H100-NVL-94GB", "1g.24gb", 15, 1, 2, 4, false, P4},
-	{"H100-NVL-94GB", "2g.24gb", 14, 2, 2, 3, false, P3},
-	{"H100-NVL-94GB", "3g.47gb", 9, 3, 4, 2, false, P2},
-	{"H100-NVL-94GB", "4g.47gb", 5, 4, 4, 1, false, P1},
-	{"H100-NVL-94GB", "7g.94gb", 0, 7, 8, 1, false, P1},
-	{"H200-141GB", "1g.18gb", 19, 1, 1, 7, false, P7},
-	{"H200-141GB", "1g.18gb+me", 20, 1, 1, 1, true, P7},
-	{"H200-141GB", "1g.35gb", 15, 1, 2, 4, false, P4},
-	{"H200-141GB", "2g.35gb", 14, 2, 2, 3, false, P3},
-	{"H200-141GB", "3g.71gb", 9, 3, 4, 2, false, P2},
-	{"H200-141GB", "4g.71gb", 5, 4, 4, 1, false, P1},
-	{"H200-141GB", "7g.141gb", 0, 7, 8, 1, false, P1},
+	{ "A30-24GB", "1g.6gb", 14, 1, 1, 4, false, { 0, 1, 2, 3 }, 4 },
+	{ "A30-24GB", "1g.6gb+me", 21, 1, 1, 1, true, { 0, 1, 2, 3 }, 4 },
+	{ "A30-24GB", "2g.12gb", 5, 2, 2, 2, false, { 0, 2 }, 2 },
+	{ "A30-24GB", "2g.12gb+me", 6, 2, 2, 1, true, { 0, 2 }, 2 },
+	{ "A30-24GB", "4g.24gb", 0, 4, 4, 1, false, P1 },
+	{ "A100-40GB", "1g.5gb", 19, 1, 1, 7, false, P7 },
+	{ "A100-40GB", "1g.5gb+me", 20, 1, 1, 1, true, P7 },
+	{ "A100-40GB", "1g.10gb", 15, 1, 2, 4, false, P4 },
+	{ "A100-40GB", "2g.10gb", 14, 2, 2, 3, false, P3 },
+	{ "A100-40GB", "3g.20gb", 9, 3, 4, 2, false, P2 },
+	{ "A100-40GB", "4g.20gb", 5, 4, 4, 1, false, P1 },
+	{ "A100-40GB", "7g.40gb", 0, 7, 8, 1, false, P1 },
+	{ "A100-80GB", "1g.10gb", 19, 1, 1, 7, false, P7 },
+	{ "A100-80GB", "1g.10gb+me", 20, 1, 1, 1, true, P7 },
+	{ "A100-80GB", "1g.20gb", 15, 1, 2, 4, false, P4 },
+	{ "A100-80GB", "2g.20gb", 14, 2, 2, 3, false, P3 },
+	{ "A100-80GB", "3g.40gb", 9, 3, 4, 2, false, P2 },
+	{ "A100-80GB", "4g.40gb", 5, 4, 4, 1, false, P1 },
+	{ "A100-80GB", "7g.80gb", 0, 7, 8, 1, false, P1 },
+	{ "H100-80GB", "1g.10gb", 19, 1, 1, 7, false, P7 },
+	{ "H100-80GB", "1g.10gb+me", 20, 1, 1, 1, true, P7 },
+	{ "H100-80GB", "1g.20gb", 15, 1, 2, 4, false, P4 },
+	{ "H100-80GB", "2g.20gb", 14, 2, 2, 3, false, P3 },
+	{ "H100-80GB", "3g.40gb", 9, 3, 4, 2, false, P2 },
+	{ "H100-80GB", "4g.40gb", 5, 4, 4, 1, false, P1 },
+	{ "H100-80GB", "7g.80gb", 0, 7, 8, 1, false, P1 },
+	{ "H100-NVL-94GB", "1g.12gb", 19, 1, 1, 7, false, P7 },
+	{ "H100-NVL-94GB", "1g.12gb+me", 20, 1, 1, 1, true, P7 },
+	{ "H100-NVL-94GB", "1g.24gb", 15, 1, 2, 4, false, P4 },
+	{ "H100-NVL-94GB", "2g.24gb", 14, 2, 2, 3, false, P3 },
+	{ "H100-NVL-94GB", "3g.47gb", 9, 3, 4, 2, false, P2 },
+	{ "H100-NVL-94GB", "4g.47gb", 5, 4, 4, 1, false, P1 },
+	{ "H100-NVL-94GB", "7g.94gb", 0, 7, 8, 1, false, P1 },
+	{ "H200-141GB", "1g.18gb", 19, 1, 1, 7, false, P7 },
+	{ "H200-141GB", "1g.18gb+me", 20, 1, 1, 1, true, P7 },
+	{ "H200-141GB", "1g.35gb", 15, 1, 2, 4, false, P4 },
+	{ "H200-141GB", "2g.35gb", 14, 2, 2, 3, false, P3 },
+	{ "H200-141GB", "3g.71gb", 9, 3, 4, 2, false, P2 },
+	{ "H200-141GB", "4g.71gb", 5, 4, 4, 1, false, P1 },
+	{ "H200-141GB", "7g.141gb", 0, 7, 8, 1, false, P1 },
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -112,7 +112,7 @@ setup(void **state)
 	gp_error_clear(&err);
 	if (catalog_load_builtin(&c, &err) < 0) {
 		fprintf(stderr, "catalog: %s %s\n", err.message,
-			err.nfields > 0 ? err.fields[0].field : "");
+		    err.nfields > 0 ? err.fields[0].field : "");
 		return -1;
 	}
 	*state = c;
@@ -161,7 +161,7 @@ test_models(void **state)
 	}
 	assert_null(catalog_model_at(c, -1));
 	assert_null(catalog_model_at(c, NELEM(model_rows)));
-	assert_null(catalog_model(c, "h100-80gb"));     /* ids are exact */
+	assert_null(catalog_model(c, "h100-80gb")); /* ids are exact */
 	assert_null(catalog_model(c, "H100"));
 	assert_null(catalog_model(c, ""));
 	assert_null(catalog_model(c, NULL));
@@ -232,12 +232,14 @@ test_invariants(void **state)
 			assert_true(p->memory_slices <= m->memory_slices);
 			for (int k = 0; k < p->nplacements; k++) {
 				assert_true(p->placements[k] >= 0);
-				assert_true(p->placements[k] + p->memory_slices <= m->memory_slices);
+				assert_true(
+				    p->placements[k] + p->memory_slices <= m->memory_slices);
 				if (k > 0)
 					assert_true(p->placements[k] > p->placements[k - 1]);
 			}
-			has_whole = has_whole || (p->memory_slices == m->memory_slices &&
-						  p->compute_slices == m->compute_slices);
+			has_whole = has_whole ||
+			    (p->memory_slices == m->memory_slices &&
+				p->compute_slices == m->compute_slices);
 		}
 		assert_int_equal(has_whole, m->mig_capable);
 		/* runs are distinct and each is a catalog placement */
@@ -254,7 +256,11 @@ test_required_models(void **state)
 {
 	const struct catalog *c = *state;
 	static const char *const required[] = {
-		"H100-80GB", "H200-141GB", "A100-40GB", "L40S-48GB", "A30-24GB",
+		"H100-80GB",
+		"H200-141GB",
+		"A100-40GB",
+		"L40S-48GB",
+		"A30-24GB",
 	};
 
 	for (int i = 0; i < NELEM(required); i++)
@@ -271,21 +277,21 @@ test_product_lookup(void **state)
 		const char *product;
 		const char *model;
 	} rows[] = {
-		{"NVIDIA H100 80GB HBM3", "H100-80GB"},
-		{"nvidia h100 80gb hbm3", "H100-80GB"},
-		{"NVIDIA H100 PCIe", "H100-80GB"},
-		{"NVIDIA H100 NVL", "H100-NVL-94GB"},
-		{"NVIDIA H200", "H200-141GB"},
-		{"NVIDIA H200 NVL", "H200-141GB"},
-		{"NVIDIA A100-SXM4-40GB", "A100-40GB"},
-		{"NVIDIA A100-PCIE-40GB", "A100-40GB"},
-		{"NVIDIA A100-SXM4-80GB", "A100-80GB"},
-		{"NVIDIA A100 80GB PCIe", "A100-80GB"},
-		{"NVIDIA A30", "A30-24GB"},
-		{"NVIDIA L40S", "L40S-48GB"},
-		{"NVIDIA L4", "L4-24GB"},
-		{"NVIDIA A10G", "A10G-24GB"},
-		{"Tesla T4", "T4-16GB"},
+		{ "NVIDIA H100 80GB HBM3", "H100-80GB" },
+		{ "nvidia h100 80gb hbm3", "H100-80GB" },
+		{ "NVIDIA H100 PCIe", "H100-80GB" },
+		{ "NVIDIA H100 NVL", "H100-NVL-94GB" },
+		{ "NVIDIA H200", "H200-141GB" },
+		{ "NVIDIA H200 NVL", "H200-141GB" },
+		{ "NVIDIA A100-SXM4-40GB", "A100-40GB" },
+		{ "NVIDIA A100-PCIE-40GB", "A100-40GB" },
+		{ "NVIDIA A100-SXM4-80GB", "A100-80GB" },
+		{ "NVIDIA A100 80GB PCIe", "A100-80GB" },
+		{ "NVIDIA A30", "A30-24GB" },
+		{ "NVIDIA L40S", "L40S-48GB" },
+		{ "NVIDIA L4", "L4-24GB" },
+		{ "NVIDIA A10G", "A10G-24GB" },
+		{ "Tesla T4", "T4-16GB" },
 	};
 
 	for (int i = 0; i < NELEM(rows); i++) {
@@ -312,7 +318,7 @@ test_profile_lookup(void **state)
 	const struct gpu_model *h100 = catalog_model(c, "H100-80GB");
 
 	assert_null(catalog_profile(h100, "full"));
-	assert_null(catalog_profile(h100, "3g.20gb"));        /* an A100-40GB name */
+	assert_null(catalog_profile(h100, "3g.20gb")); /* an A100-40GB name */
 	assert_null(catalog_profile(h100, "3G.40GB"));
 	assert_null(catalog_profile(h100, NULL));
 	assert_null(catalog_profile(NULL, "3g.40gb"));
@@ -338,19 +344,22 @@ test_facts(void **state)
 
 /* ---- malformed catalogs ---- */
 
-#define PROFILE_OK "{\"name\":\"1g.5gb\",\"id\":19,\"compute_slices\":1,\"memory_slices\":1," \
+#define PROFILE_OK                                                                                \
+	"{\"name\":\"1g.5gb\",\"id\":19,\"compute_slices\":1,\"memory_slices\":1,"                \
 	"\"max_instances\":7,\"sm_count\":14,\"memory_mib\":4864,\"placements\":[0,1,2,3,4,5,6]," \
 	"\"media_extensions\":false,\"confirmed\":true}"
-#define MODEL_OK(id, profiles) "{\"model\":\"" id "\",\"product_names\":[\"X " id "\"]," \
+#define MODEL_OK(id, profiles)                                                           \
+	"{\"model\":\"" id "\",\"product_names\":[\"X " id "\"],"                        \
 	"\"pci_device_ids\":[\"0x12345678\"],\"memory_mib\":40960,\"mig_capable\":true," \
 	"\"memory_slices\":8,\"compute_slices\":7,\"profiles\":[" profiles "]}"
 
 static void
 test_minimal_valid(void **state)
 {
-	static const char json[] = "{\"models\":[" MODEL_OK("M1", PROFILE_OK) "," \
-		"{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"]," \
-		"\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[]}]}";
+	static const char json[] = "{\"models\":[" MODEL_OK("M1",
+	    PROFILE_OK) ","
+			"{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
+			"\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[]}]}";
 	struct catalog *c = NULL;
 	struct gp_error err;
 
@@ -370,73 +379,79 @@ test_rejects(void **state)
 {
 	static const struct {
 		const char *json;
-		const char *field;      /* NULL: no field, only a message */
+		const char *field; /* NULL: no field, only a message */
 	} rows[] = {
-		{"", NULL},
-		{"[]", NULL},
-		{"{\"models\":[" MODEL_OK("M1", PROFILE_OK) "]} x", NULL},
-		{"{\"models\":[" MODEL_OK("M1", PROFILE_OK) "]", NULL},
-		{"{}", "models"},
-		{"{\"models\":[]}", "models"},
-		{"{\"models\":[" MODEL_OK("M1", PROFILE_OK) "],\"extra\":1}", "extra"},
-		{"{\"models\":[" MODEL_OK("M1", PROFILE_OK) "," MODEL_OK("M1", PROFILE_OK) "]}",
-		 "models[1].model"},
-		{"{\"models\":[" MODEL_OK("M/1", PROFILE_OK) "]}", "models[0].model"},
-		{"{\"models\":[" MODEL_OK("M1", PROFILE_OK "," PROFILE_OK) "]}",
-		 "models[0].profiles[1].name"},
-		{"{\"models\":[" MODEL_OK("M1", "") "]}", "models[0].profiles"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"full\"}") "]}",
-		 "models[0].profiles[0].name"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"1g.5gb\",\"id\":19,\"compute_slices\":1,"
-		 "\"memory_slices\":1,\"max_instances\":7,\"sm_count\":14,\"memory_mib\":4864,"
-		 "\"placements\":[0,8],\"media_extensions\":false,\"confirmed\":true}") "]}",
-		 "models[0].profiles[0].placements"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"3g\",\"id\":9,\"compute_slices\":3,"
-		 "\"memory_slices\":4,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
-		 "\"placements\":[0,5],\"media_extensions\":false,\"confirmed\":true}") "]}",
-		 "models[0].profiles[0].placements"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"1g\",\"id\":9,\"compute_slices\":1,"
-		 "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
-		 "\"placements\":[2,1],\"media_extensions\":false,\"confirmed\":true}") "]}",
-		 "models[0].profiles[0].placements"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"9g\",\"id\":9,\"compute_slices\":9,"
-		 "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
-		 "\"placements\":[0],\"media_extensions\":false,\"confirmed\":true}") "]}",
-		 "models[0].profiles[0].compute_slices"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"1g\",\"id\":9,\"compute_slices\":1,"
-		 "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
-		 "\"placements\":[0],\"media_extensions\":\"no\",\"confirmed\":true}") "]}",
-		 "models[0].profiles[0].media_extensions"},
-		{"{\"models\":[" MODEL_OK("M1", "{\"name\":\"1g\",\"id\":9,\"compute_slices\":1,"
-		 "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
-		 "\"placements\":[0],\"media_extensions\":false,\"confirmed\":true,\"x\":1}") "]}",
-		 "models[0].profiles[0].x"},
-		{"{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
-		 "\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[" PROFILE_OK "]}]}",
-		 "models[0].profiles"},
-		{"{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
-		 "\"memory_mib\":100,\"mig_capable\":false,\"memory_slices\":8,\"profiles\":[]}]}",
-		 "models[0].memory_slices"},
-		{"{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
-		 "\"memory_mib\":100,\"profiles\":[]}]}",
-		 "models[0].mig_capable"},
-		{"{\"models\":[{\"model\":\"N1\",\"product_names\":[],\"pci_device_ids\":[\"0xABCDEF01\"],"
-		 "\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[]}]}",
-		 "models[0].product_names"},
-		{"{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"10DE\"],"
-		 "\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[]}]}",
-		 "models[0].pci_device_ids"},
-		{"{\"models\":[{\"model\":\"M1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
-		 "\"memory_mib\":100,\"mig_capable\":true,\"memory_slices\":9,\"compute_slices\":7,"
-		 "\"profiles\":[]}]}",
-		 "models[0].memory_slices"},
-		{"{\"models\":[" MODEL_OK("M1", PROFILE_OK) "],\"facts_for_tests\":[1]}",
-		 "facts_for_tests"},
+		{ "", NULL },
+		{ "[]", NULL },
+		{ "{\"models\":[" MODEL_OK("M1", PROFILE_OK) "]} x", NULL },
+		{ "{\"models\":[" MODEL_OK("M1", PROFILE_OK) "]", NULL },
+		{ "{}", "models" },
+		{ "{\"models\":[]}", "models" },
+		{ "{\"models\":[" MODEL_OK("M1", PROFILE_OK) "],\"extra\":1}", "extra" },
+		{ "{\"models\":[" MODEL_OK("M1", PROFILE_OK) "," MODEL_OK("M1", PROFILE_OK) "]}",
+		    "models[1].model" },
+		{ "{\"models\":[" MODEL_OK("M/1", PROFILE_OK) "]}", "models[0].model" },
+		{ "{\"models\":[" MODEL_OK("M1", PROFILE_OK "," PROFILE_OK) "]}",
+		    "models[0].profiles[1].name" },
+		{ "{\"models\":[" MODEL_OK("M1", "") "]}", "models[0].profiles" },
+		{ "{\"models\":[" MODEL_OK("M1", "{\"name\":\"full\"}") "]}",
+		    "models[0].profiles[0].name" },
+		{ "{\"models\":[" MODEL_OK("M1",
+		      "{\"name\":\"1g.5gb\",\"id\":19,\"compute_slices\":1,"
+		      "\"memory_slices\":1,\"max_instances\":7,\"sm_count\":14,\"memory_mib\":4864,"
+		      "\"placements\":[0,8],\"media_extensions\":false,\"confirmed\":true}") "]}",
+		    "models[0].profiles[0].placements" },
+		{ "{\"models\":[" MODEL_OK("M1",
+		      "{\"name\":\"3g\",\"id\":9,\"compute_slices\":3,"
+		      "\"memory_slices\":4,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
+		      "\"placements\":[0,5],\"media_extensions\":false,\"confirmed\":true}") "]}",
+		    "models[0].profiles[0].placements" },
+		{ "{\"models\":[" MODEL_OK("M1",
+		      "{\"name\":\"1g\",\"id\":9,\"compute_slices\":1,"
+		      "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
+		      "\"placements\":[2,1],\"media_extensions\":false,\"confirmed\":true}") "]}",
+		    "models[0].profiles[0].placements" },
+		{ "{\"models\":[" MODEL_OK("M1",
+		      "{\"name\":\"9g\",\"id\":9,\"compute_slices\":9,"
+		      "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
+		      "\"placements\":[0],\"media_extensions\":false,\"confirmed\":true}") "]}",
+		    "models[0].profiles[0].compute_slices" },
+		{ "{\"models\":[" MODEL_OK("M1",
+		      "{\"name\":\"1g\",\"id\":9,\"compute_slices\":1,"
+		      "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
+		      "\"placements\":[0],\"media_extensions\":\"no\",\"confirmed\":true}") "]}",
+		    "models[0].profiles[0].media_extensions" },
+		{ "{\"models\":[" MODEL_OK("M1",
+		      "{\"name\":\"1g\",\"id\":9,\"compute_slices\":1,"
+		      "\"memory_slices\":1,\"max_instances\":2,\"sm_count\":14,\"memory_mib\":4864,"
+		      "\"placements\":[0],\"media_extensions\":false,\"confirmed\":true,\"x\":1}") "]}",
+		    "models[0].profiles[0].x" },
+		{ "{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
+		  "\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[" PROFILE_OK "]}]}",
+		    "models[0].profiles" },
+		{ "{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
+		  "\"memory_mib\":100,\"mig_capable\":false,\"memory_slices\":8,\"profiles\":[]}]}",
+		    "models[0].memory_slices" },
+		{ "{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
+		  "\"memory_mib\":100,\"profiles\":[]}]}",
+		    "models[0].mig_capable" },
+		{ "{\"models\":[{\"model\":\"N1\",\"product_names\":[],\"pci_device_ids\":[\"0xABCDEF01\"],"
+		  "\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[]}]}",
+		    "models[0].product_names" },
+		{ "{\"models\":[{\"model\":\"N1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"10DE\"],"
+		  "\"memory_mib\":100,\"mig_capable\":false,\"profiles\":[]}]}",
+		    "models[0].pci_device_ids" },
+		{ "{\"models\":[{\"model\":\"M1\",\"product_names\":[\"n\"],\"pci_device_ids\":[\"0xABCDEF01\"],"
+		  "\"memory_mib\":100,\"mig_capable\":true,\"memory_slices\":9,\"compute_slices\":7,"
+		  "\"profiles\":[]}]}",
+		    "models[0].memory_slices" },
+		{ "{\"models\":[" MODEL_OK("M1", PROFILE_OK) "],\"facts_for_tests\":[1]}",
+		    "facts_for_tests" },
 	};
 
 	(void)state;
 	for (int i = 0; i < NELEM(rows); i++) {
-		struct catalog *c = (struct catalog *)&rows;    /* must be reset to NULL */
+		struct catalog *c = (struct catalog *)&rows; /* must be reset to NULL */
 		struct gp_error err;
 
 		gp_error_clear(&err);
@@ -448,7 +463,7 @@ test_rejects(void **state)
 		if (rows[i].field != NULL) {
 			if (err.nfields < 1 || strcmp(err.fields[0].field, rows[i].field) != 0)
 				fail_msg("row %d: expected field %s, got %s (%s)", i, rows[i].field,
-					 err.nfields > 0 ? err.fields[0].field : "none", err.message);
+				    err.nfields > 0 ? err.fields[0].field : "none", err.message);
 		}
 	}
 }

@@ -108,8 +108,8 @@ struct run {
 };
 
 static int
-find(struct placement_gpu *gpus, int ngpus, const char *const *texts, int ntexts,
-     unsigned flags, struct run *r)
+find(struct placement_gpu *gpus, int ngpus, const char *const *texts, int ntexts, unsigned flags,
+    struct run *r)
 {
 	struct spec_count items[PLACEMENT_MAX_ITEMS];
 
@@ -216,8 +216,8 @@ oracle_future(const struct gpu_model *m, uint8_t mask, int counts[9])
 
 /* <0 when candidate a ranks before b by the documented preference. */
 static int
-oracle_rank_cmp(const struct placement_gpu *gpus, const struct mig_profile *p,
-		int ga, int sa, int gb, int sb)
+oracle_rank_cmp(const struct placement_gpu *gpus, const struct mig_profile *p, int ga, int sa,
+    int gb, int sb)
 {
 	const struct placement_gpu *x = &gpus[ga], *y = &gpus[gb];
 	bool swx, swy;
@@ -231,8 +231,10 @@ oracle_rank_cmp(const struct placement_gpu *gpus, const struct mig_profile *p,
 	if (p != NULL) {
 		int fx[9], fy[9];
 
-		oracle_future(x->model, (uint8_t)(x->used_mask | oracle_run(sa, p->memory_slices)), fx);
-		oracle_future(y->model, (uint8_t)(y->used_mask | oracle_run(sb, p->memory_slices)), fy);
+		oracle_future(x->model, (uint8_t)(x->used_mask | oracle_run(sa, p->memory_slices)),
+		    fx);
+		oracle_future(y->model, (uint8_t)(y->used_mask | oracle_run(sb, p->memory_slices)),
+		    fy);
 		for (int z = 8; z >= 1; z--) {
 			if (fx[z] != fy[z])
 				return fy[z] - fx[z];
@@ -252,7 +254,7 @@ oracle_rank_cmp(const struct placement_gpu *gpus, const struct mig_profile *p,
 /* The oracle's preferred (gpu, start) for one instance; false when none fits. */
 static bool
 oracle_best(const struct placement_gpu *gpus, int ngpus, const struct gpu_model *m,
-	    const struct mig_profile *p, int *bg, int *bs)
+    const struct mig_profile *p, int *bg, int *bs)
 {
 	bool have = false;
 
@@ -281,13 +283,12 @@ struct ounit {
 /* Exhaustive: can units[k..n) all be placed? Identical consecutive units
  * take (gpu, start) in non-decreasing order, which loses no solution. */
 static bool
-oracle_exists(struct placement_gpu *gpus, int ngpus, const struct ounit *u, int n, int k,
-	      int lo)
+oracle_exists(struct placement_gpu *gpus, int ngpus, const struct ounit *u, int n, int k, int lo)
 {
 	if (k == n)
 		return true;
-	for (int c = (k > 0 && u[k].item == u[k - 1].item) ? lo : 0;
-	     c < ngpus * CATALOG_MAX_SLICES; c++) {
+	for (int c = (k > 0 && u[k].item == u[k - 1].item) ? lo : 0; c < ngpus * CATALOG_MAX_SLICES;
+	     c++) {
 		int g = c / CATALOG_MAX_SLICES, s = c % CATALOG_MAX_SLICES;
 		struct placement_gpu saved;
 		bool ok;
@@ -307,11 +308,11 @@ oracle_exists(struct placement_gpu *gpus, int ngpus, const struct ounit *u, int 
 /* The engine's answer is legal: per item the right count and profile, and
  * all of it applies to a copy of the GPUs by the oracle's rules. */
 static void
-check_valid(const struct placement_gpu *gpus, int ngpus, const struct spec_count *items,
-	    int nitems, const struct run *r)
+check_valid(const struct placement_gpu *gpus, int ngpus, const struct spec_count *items, int nitems,
+    const struct run *r)
 {
 	struct placement_gpu copy[MAXG];
-	int per_item[PLACEMENT_MAX_ITEMS] = {0};
+	int per_item[PLACEMENT_MAX_ITEMS] = { 0 };
 
 	memcpy(copy, gpus, (size_t)ngpus * sizeof(*copy));
 	for (int i = 0; i < r->res.nplacements; i++) {
@@ -330,14 +331,15 @@ check_valid(const struct placement_gpu *gpus, int ngpus, const struct spec_count
 		}
 		if (!oracle_fits(&copy[pl->gpu], pl->profile, pl->start))
 			fail_msg("placement %d (item %d gpu %d start %d) breaks a rule", i,
-				 pl->item, pl->gpu, pl->start);
+			    pl->item, pl->gpu, pl->start);
 		oracle_apply(&copy[pl->gpu], pl->profile, pl->start);
 		per_item[pl->item]++;
 		if (i > 0) {
 			const struct placement *q = &r->res.placements[i - 1];
 
-			assert_true(q->item < pl->item || (q->item == pl->item &&
-				    (q->gpu < pl->gpu || (q->gpu == pl->gpu && q->start < pl->start))));
+			assert_true(q->item < pl->item ||
+			    (q->item == pl->item &&
+				(q->gpu < pl->gpu || (q->gpu == pl->gpu && q->start < pl->start))));
 		}
 	}
 	for (int i = 0; i < nitems; i++)
@@ -379,7 +381,7 @@ test_every_profile_every_start(void **state)
 		for (int j = 0; j < m->nprofiles; j++) {
 			const struct mig_profile *p = &m->profiles[j];
 			char text[SPEC_TEXT_MAX];
-			const char *texts[1] = {text};
+			const char *texts[1] = { text };
 			struct placement_gpu g;
 			struct run r;
 
@@ -399,7 +401,8 @@ test_every_profile_every_start(void **state)
 				gpu(&g, m->id, 1);
 				/* slices held without instances: a layout only the engine sees */
 				g.used_mask = (uint8_t)(~run & ((1u << m->memory_slices) - 1u));
-				assert_int_equal(placement_gpu_fits(&g, p, s), catalog_profile_allows(p, s));
+				assert_int_equal(placement_gpu_fits(&g, p, s),
+				    catalog_profile_allows(p, s));
 				rc = find(&g, 1, texts, 1, 0, &r);
 				if (catalog_profile_allows(p, s)) {
 					assert_int_equal(rc, 0);
@@ -416,7 +419,7 @@ test_every_profile_every_start(void **state)
 
 					gp_error_clear(&err);
 					assert_int_equal(placement_gpu_add(&g, p, s, &err) == 0,
-							 catalog_profile_allows(p, s));
+					    catalog_profile_allows(p, s));
 				}
 			}
 		}
@@ -432,7 +435,7 @@ test_full_every_model(void **state)
 	for (int i = 0; i < catalog_nmodels(cat); i++) {
 		const struct gpu_model *m = catalog_model_at(cat, i);
 		char text[SPEC_TEXT_MAX];
-		const char *texts[1] = {text};
+		const char *texts[1] = { text };
 		struct placement_gpu g[2];
 		struct run r;
 
@@ -463,9 +466,9 @@ test_full_rules(void **state)
 {
 	struct placement_gpu g[3];
 	struct run r;
-	static const char *const full1[] = {"H100-80GB/full=1"};
-	static const char *const full3[] = {"H100-80GB/full=3"};
-	static const char *const mig1[] = {"H100-80GB/1g.10gb=1"};
+	static const char *const full1[] = { "H100-80GB/full=1" };
+	static const char *const full3[] = { "H100-80GB/full=3" };
+	static const char *const mig1[] = { "H100-80GB/1g.10gb=1" };
 
 	(void)state;
 	/* an instance anywhere on a GPU keeps "full" away */
@@ -485,7 +488,7 @@ test_full_rules(void **state)
 		assert_int_equal(err.status, 409);
 	}
 	/* an empty MIG-disabled GPU is preferred for full; MIG prefers a MIG GPU */
-	gpu(&g[0], "H100-80GB", 1);                   /* MIG enabled, lower id */
+	gpu(&g[0], "H100-80GB", 1); /* MIG enabled, lower id */
 	gpu(&g[1], "H100-80GB", 2);
 	g[1].mig_enabled = false;
 	assert_int_equal(find(g, 2, full1, 1, 0, &r), 0);
@@ -532,12 +535,12 @@ test_non_mig_model(void **state)
 {
 	struct placement_gpu g[2];
 	struct run r;
-	static const char *const full2[] = {"L40S-48GB/full=2"};
-	static const char *const mig[] = {"L40S-48GB/1g.10gb=1"};
+	static const char *const full2[] = { "L40S-48GB/full=2" };
+	static const char *const mig[] = { "L40S-48GB/1g.10gb=1" };
 
 	(void)state;
 	placement_gpu_init(&g[0], model("L40S-48GB"), 10, 1, 0, true);
-	assert_false(g[0].mig_enabled);           /* cannot be enabled */
+	assert_false(g[0].mig_enabled); /* cannot be enabled */
 	placement_gpu_init(&g[1], model("L40S-48GB"), 11, 1, 1, false);
 	assert_int_equal(find(g, 2, full2, 1, 0, &r), 0);
 	assert_int_equal(r.out[0].size, 1);
@@ -560,7 +563,7 @@ test_max_instances(void **state)
 		for (int j = 0; j < m->nprofiles; j++) {
 			const struct mig_profile *p = &m->profiles[j];
 			char text[SPEC_TEXT_MAX];
-			const char *texts[1] = {text};
+			const char *texts[1] = { text };
 			struct placement_gpu g[2];
 			struct run r;
 
@@ -577,13 +580,14 @@ test_max_instances(void **state)
 			for (int s = 0; s < CATALOG_MAX_SLICES; s++)
 				assert_false(placement_gpu_fits(&g[0], p, s));
 			/* a second GPU takes the overflow */
-			snprintf(text, sizeof(text), "%s/%s=%d", m->id, p->name, p->max_instances + 1);
+			snprintf(text, sizeof(text), "%s/%s=%d", m->id, p->name,
+			    p->max_instances + 1);
 			gpu(&g[0], m->id, 1);
 			gpu(&g[1], m->id, 2);
 			assert_int_equal(find(g, 2, texts, 1, 0, &r), 0);
 			assert_int_equal(r.res.nplacements, p->max_instances + 1);
 			for (int k = 0; k < p->max_instances; k++)
-				assert_int_equal(r.out[k].gpu, 0);   /* packed first */
+				assert_int_equal(r.out[k].gpu, 0); /* packed first */
 			assert_int_equal(r.out[p->max_instances].gpu, 1);
 		}
 	}
@@ -606,7 +610,7 @@ test_compute_limit(void **state)
 {
 	struct placement_gpu g;
 	struct gp_error err;
-	static const char *const one[] = {"H100-80GB/1g.10gb=1"};
+	static const char *const one[] = { "H100-80GB/1g.10gb=1" };
 	struct run r;
 
 	(void)state;
@@ -625,7 +629,7 @@ test_compute_limit(void **state)
 	add(&g, "1g.10gb", 6);
 	assert_int_equal(g.compute_used, 7);
 	assert_int_equal(g.used_mask, 0x7f);
-	g.used_mask = 0x0f;         /* pretend slices 4-7 were free */
+	g.used_mask = 0x0f; /* pretend slices 4-7 were free */
 	gp_error_clear(&err);
 	assert_int_equal(placement_gpu_add(&g, prof(g.model, "1g.10gb"), 5, &err), -1);
 	assert_non_null(strstr(err.message, "compute slices"));
@@ -693,7 +697,7 @@ test_fact_two_3g_plus_1g(void **state)
 		for (int j = 0; j < m->nprofiles; j++) {
 			const struct mig_profile *p1 = &m->profiles[j];
 			char a[SPEC_TEXT_MAX], b[SPEC_TEXT_MAX];
-			const char *texts[2] = {a, b};
+			const char *texts[2] = { a, b };
 			struct placement_gpu g[2];
 			struct run r;
 
@@ -708,12 +712,13 @@ test_fact_two_3g_plus_1g(void **state)
 			assert_false(r.res.search_exhausted);
 			/* the oracle agrees that no layout exists */
 			{
-				struct ounit u[3] = {{m, p3, 0}, {m, p3, 0}, {m, p1, 1}};
+				struct ounit u[3] = { { m, p3, 0 }, { m, p3, 0 }, { m, p1, 1 } };
 
 				assert_false(oracle_exists(g, 1, u, 3, 0, 0));
 			}
 			/* 3 + 3 + 1 = 7 compute slices: compute is not the reason */
-			assert_int_equal(2 * p3->compute_slices + p1->compute_slices, m->compute_slices);
+			assert_int_equal(2 * p3->compute_slices + p1->compute_slices,
+			    m->compute_slices);
 			/* two GPUs: the 3g pair packs on one, the 1g goes to the other */
 			gpu(&g[1], m->id, 2);
 			assert_int_equal(find(g, 2, texts, 2, 0, &r), 0);
@@ -730,7 +735,7 @@ test_fact_two_3g_plus_1g(void **state)
 static void
 test_fact_3g_2g_2g(void **state)
 {
-	static const char *const texts[] = {"H100-80GB/2g.20gb=2", "H100-80GB/3g.40gb=1"};
+	static const char *const texts[] = { "H100-80GB/2g.20gb=2", "H100-80GB/3g.40gb=1" };
 	const struct gpu_model *m = model("H100-80GB");
 	const struct mig_profile *p3 = prof(m, "3g.40gb"), *p2 = prof(m, "2g.20gb");
 	struct placement_gpu g;
@@ -741,7 +746,7 @@ test_fact_3g_2g_2g(void **state)
 	assert_non_null(strstr(catalog_fact(cat, 1), "3g.40gb + 2g.20gb + 2g.20gb"));
 	gpu(&g, "H100-80GB", 1);
 	assert_int_equal(find(&g, 1, texts, 2, 0, &r), 0);
-	assert_false(r.res.searched);       /* larger first gets it greedily */
+	assert_false(r.res.searched); /* larger first gets it greedily */
 	assert_non_null(has(&r, 1, 0, 4));
 	assert_non_null(has(&r, 0, 0, 0));
 	assert_non_null(has(&r, 0, 0, 2));
@@ -780,10 +785,10 @@ test_fact_3g_2g_2g(void **state)
 static void
 test_fact_4g_3g_7x1g_2x3g(void **state)
 {
-	static const char *const a[] = {"H100-80GB/3g.40gb=1", "H100-80GB/4g.40gb=1"};
-	static const char *const b[] = {"H100-80GB/1g.10gb=7"};
-	static const char *const c[] = {"H100-80GB/3g.40gb=2"};
-	static const char *const c1[] = {"H100-80GB/1g.10gb=1"};
+	static const char *const a[] = { "H100-80GB/3g.40gb=1", "H100-80GB/4g.40gb=1" };
+	static const char *const b[] = { "H100-80GB/1g.10gb=7" };
+	static const char *const c[] = { "H100-80GB/3g.40gb=2" };
+	static const char *const c1[] = { "H100-80GB/1g.10gb=1" };
 	struct placement_gpu g;
 	struct run r;
 
@@ -827,8 +832,8 @@ test_fact_4g_3g_7x1g_2x3g(void **state)
 static void
 test_fact_1g_blocks_3g(void **state)
 {
-	static const char *const three[] = {"H100-80GB/1g.10gb=3"};
-	static const char *const big[] = {"H100-80GB/3g.40gb=1"};
+	static const char *const three[] = { "H100-80GB/1g.10gb=3" };
+	static const char *const big[] = { "H100-80GB/3g.40gb=1" };
 	const struct gpu_model *m = model("H100-80GB");
 	struct placement_gpu g;
 	struct run r;
@@ -876,8 +881,8 @@ test_fact_slice_7(void **state)
 				continue;
 			takers++;
 			assert_true((strcmp(p->name, "3g.40gb") == 0 && s == 4) ||
-				    (strcmp(p->name, "1g.20gb") == 0 && s == 6) ||
-				    (strcmp(p->name, "7g.80gb") == 0 && s == 0));
+			    (strcmp(p->name, "1g.20gb") == 0 && s == 6) ||
+			    (strcmp(p->name, "7g.80gb") == 0 && s == 0));
 		}
 	}
 	assert_int_equal(takers, 3);
@@ -904,24 +909,24 @@ test_stranded(void **state)
 		int starts[8];
 		int stranded;
 	} rows[] = {
-		{"H100-80GB", {NULL}, {0}, 0},
-		{"H100-80GB", {"3g.40gb", "3g.40gb"}, {0, 4}, 1},
-		{"H200-141GB", {"3g.71gb", "3g.71gb"}, {0, 4}, 1},
-		{"A100-40GB", {"3g.20gb", "3g.20gb"}, {0, 4}, 1},
-		{"H100-80GB", {"3g.40gb", "2g.20gb", "1g.20gb"}, {0, 4, 6}, 1},
-		{"H100-80GB", {"4g.40gb", "3g.40gb"}, {0, 4}, 0},
+		{ "H100-80GB", { NULL }, { 0 }, 0 },
+		{ "H100-80GB", { "3g.40gb", "3g.40gb" }, { 0, 4 }, 1 },
+		{ "H200-141GB", { "3g.71gb", "3g.71gb" }, { 0, 4 }, 1 },
+		{ "A100-40GB", { "3g.20gb", "3g.20gb" }, { 0, 4 }, 1 },
+		{ "H100-80GB", { "3g.40gb", "2g.20gb", "1g.20gb" }, { 0, 4, 6 }, 1 },
+		{ "H100-80GB", { "4g.40gb", "3g.40gb" }, { 0, 4 }, 0 },
 		/* 3g at 0: slices 4-7 take at most 3 more compute slices */
-		{"H100-80GB", {"3g.40gb"}, {0}, 1},
-		{"H100-80GB", {"3g.40gb"}, {4}, 0},
-		{"H100-80GB", {"7g.80gb"}, {0}, 0},
+		{ "H100-80GB", { "3g.40gb" }, { 0 }, 1 },
+		{ "H100-80GB", { "3g.40gb" }, { 4 }, 0 },
+		{ "H100-80GB", { "7g.80gb" }, { 0 }, 0 },
 		/* slices 0-5 held by 1g.20gb x3: free 4 compute, only 1g at 6 usable */
-		{"H100-80GB", {"1g.20gb", "1g.20gb", "1g.20gb"}, {0, 2, 4}, 3},
+		{ "H100-80GB", { "1g.20gb", "1g.20gb", "1g.20gb" }, { 0, 2, 4 }, 3 },
 		/* 2g at 0, 2, 4: slices 6-7 take a 1g.20gb, nothing else: 0 stranded */
-		{"H100-80GB", {"2g.20gb", "2g.20gb", "2g.20gb"}, {0, 2, 4}, 0},
+		{ "H100-80GB", { "2g.20gb", "2g.20gb", "2g.20gb" }, { 0, 2, 4 }, 0 },
 		/* slices 4 and 7 free, 2 compute slices: only a 1g at 4 is possible */
-		{"H100-80GB", {"3g.40gb", "1g.10gb", "1g.10gb"}, {0, 5, 6}, 1},
-		{"A30-24GB", {"2g.12gb", "1g.6gb"}, {0, 3}, 0},
-		{"A30-24GB", {"1g.6gb", "1g.6gb"}, {0, 2}, 0},
+		{ "H100-80GB", { "3g.40gb", "1g.10gb", "1g.10gb" }, { 0, 5, 6 }, 1 },
+		{ "A30-24GB", { "2g.12gb", "1g.6gb" }, { 0, 3 }, 0 },
+		{ "A30-24GB", { "1g.6gb", "1g.6gb" }, { 0, 2 }, 0 },
 	};
 
 	(void)state;
@@ -932,8 +937,8 @@ test_stranded(void **state)
 		for (int k = 0; k < 8 && rows[i].layout[k] != NULL; k++)
 			add(&g, rows[i].layout[k], rows[i].starts[k]);
 		if (placement_gpu_stranded(&g) != rows[i].stranded)
-			fail_msg("row %d: stranded %d, expected %d", i,
-				 placement_gpu_stranded(&g), rows[i].stranded);
+			fail_msg("row %d: stranded %d, expected %d", i, placement_gpu_stranded(&g),
+			    rows[i].stranded);
 	}
 }
 
@@ -943,15 +948,15 @@ test_headroom(void **state)
 	static const struct {
 		const char *layout[4];
 		int starts[4];
-		int expect[8];  /* per H100 profile in catalog order, then full */
+		int expect[8]; /* per H100 profile in catalog order, then full */
 	} rows[] = {
 		/* 1g.10gb +me 1g.20gb 2g 3g 4g 7g full */
-		{{NULL}, {0}, {7, 1, 4, 3, 2, 1, 1, 1}},
-		{{"3g.40gb"}, {4}, {4, 1, 2, 2, 1, 1, 0, 0}},
-		{{"4g.40gb"}, {0}, {3, 1, 2, 1, 1, 0, 0, 0}},
-		{{"1g.10gb+me"}, {3}, {6, 0, 3, 2, 1, 0, 0, 0}},
-		{{"3g.40gb", "3g.40gb"}, {0, 4}, {0, 0, 0, 0, 0, 0, 0, 0}},
-		{{"2g.20gb", "2g.20gb"}, {0, 2}, {3, 1, 2, 1, 1, 0, 0, 0}},
+		{ { NULL }, { 0 }, { 7, 1, 4, 3, 2, 1, 1, 1 } },
+		{ { "3g.40gb" }, { 4 }, { 4, 1, 2, 2, 1, 1, 0, 0 } },
+		{ { "4g.40gb" }, { 0 }, { 3, 1, 2, 1, 1, 0, 0, 0 } },
+		{ { "1g.10gb+me" }, { 3 }, { 6, 0, 3, 2, 1, 0, 0, 0 } },
+		{ { "3g.40gb", "3g.40gb" }, { 0, 4 }, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+		{ { "2g.20gb", "2g.20gb" }, { 0, 2 }, { 3, 1, 2, 1, 1, 0, 0, 0 } },
 	};
 	const struct gpu_model *m = model("H100-80GB");
 
@@ -964,8 +969,9 @@ test_headroom(void **state)
 			add(&g, rows[i].layout[k], rows[i].starts[k]);
 		for (int j = 0; j < m->nprofiles; j++) {
 			if (placement_gpu_headroom(&g, &m->profiles[j]) != rows[i].expect[j])
-				fail_msg("row %d %s: headroom %d, expected %d", i, m->profiles[j].name,
-					 placement_gpu_headroom(&g, &m->profiles[j]), rows[i].expect[j]);
+				fail_msg("row %d %s: headroom %d, expected %d", i,
+				    m->profiles[j].name,
+				    placement_gpu_headroom(&g, &m->profiles[j]), rows[i].expect[j]);
 		}
 		assert_int_equal(placement_gpu_headroom(&g, NULL), rows[i].expect[7]);
 	}
@@ -1002,8 +1008,8 @@ test_capacity_sum(void **state)
 static void
 test_prefer_packing(void **state)
 {
-	static const char *const one[] = {"H100-80GB/1g.10gb=1"};
-	static const char *const big[] = {"H100-80GB/4g.40gb=1"};
+	static const char *const one[] = { "H100-80GB/1g.10gb=1" };
+	static const char *const big[] = { "H100-80GB/4g.40gb=1" };
 	struct placement_gpu g[3];
 	struct run r;
 
@@ -1014,7 +1020,7 @@ test_prefer_packing(void **state)
 	add(&g[1], "1g.10gb", 0);
 	assert_int_equal(find(g, 2, one, 1, 0, &r), 0);
 	assert_int_equal(r.out[0].gpu, 1);
-	assert_int_equal(r.out[0].start, 1);     /* not 4: keeps the 3g spot at 4 */
+	assert_int_equal(r.out[0].start, 1); /* not 4: keeps the 3g spot at 4 */
 	/* the GPU with more instances wins */
 	gpu(&g[2], "H100-80GB", 3);
 	add(&g[2], "1g.10gb", 0);
@@ -1031,18 +1037,18 @@ test_prefer_packing(void **state)
 static void
 test_prefer_future_run(void **state)
 {
-	static const char *const big[] = {"H100-80GB/3g.40gb=1"};
-	static const char *const one[] = {"H100-80GB/1g.10gb=1"};
-	static const char *const two[] = {"H100-80GB/2g.20gb=1"};
+	static const char *const big[] = { "H100-80GB/3g.40gb=1" };
+	static const char *const one[] = { "H100-80GB/1g.10gb=1" };
+	static const char *const two[] = { "H100-80GB/2g.20gb=1" };
 	struct placement_gpu g[2];
 	struct run r;
 
 	(void)state;
 	/* both hold one 1g; the 3g goes where more space stays usable */
 	gpu(&g[0], "H100-80GB", 1);
-	add(&g[0], "1g.10gb", 4);        /* 3g fits at 0, leaves 5,6,7 */
+	add(&g[0], "1g.10gb", 4); /* 3g fits at 0, leaves 5,6,7 */
 	gpu(&g[1], "H100-80GB", 2);
-	add(&g[1], "1g.10gb", 0);        /* 3g fits at 4, leaves 1,2,3 */
+	add(&g[1], "1g.10gb", 0); /* 3g fits at 4, leaves 1,2,3 */
 	assert_int_equal(find(g, 2, big, 1, 0, &r), 0);
 	assert_int_equal(r.out[0].gpu, 1);
 	assert_int_equal(r.out[0].start, 4);
@@ -1062,7 +1068,7 @@ test_prefer_future_run(void **state)
 static void
 test_prefer_lowest_id(void **state)
 {
-	static const char *const one[] = {"H100-80GB/1g.10gb=1"};
+	static const char *const one[] = { "H100-80GB/1g.10gb=1" };
 	struct placement_gpu g[4];
 	struct run r;
 
@@ -1072,8 +1078,8 @@ test_prefer_lowest_id(void **state)
 	placement_gpu_init(&g[2], model("H100-80GB"), 20, 1, 0, true);
 	placement_gpu_init(&g[3], model("H100-80GB"), 10, 2, 1, true);
 	assert_int_equal(find(g, 4, one, 1, 0, &r), 0);
-	assert_int_equal(r.out[0].gpu, 2);       /* node 1, index 0 */
-	g[2].mig_enabled = false;                /* now it would need a mode switch */
+	assert_int_equal(r.out[0].gpu, 2); /* node 1, index 0 */
+	g[2].mig_enabled = false;          /* now it would need a mode switch */
 	assert_int_equal(find(g, 4, one, 1, 0, &r), 0);
 	assert_int_equal(r.out[0].gpu, 1);
 	/* equal node and index: the lower id */
@@ -1089,7 +1095,9 @@ static void
 test_larger_first(void **state)
 {
 	static const char *const texts[] = {
-		"H100-80GB/1g.20gb=1", "H100-80GB/2g.20gb=1", "H100-80GB/4g.40gb=1",
+		"H100-80GB/1g.20gb=1",
+		"H100-80GB/2g.20gb=1",
+		"H100-80GB/4g.40gb=1",
 	};
 	struct placement_gpu g;
 	struct run r;
@@ -1114,16 +1122,16 @@ test_larger_first(void **state)
 static void
 test_search_fallback(void **state)
 {
-	static const char *const texts[] = {"H100-80GB/3g.40gb=1", "H100-80GB/2g.20gb=2"};
+	static const char *const texts[] = { "H100-80GB/3g.40gb=1", "H100-80GB/2g.20gb=2" };
 	const struct gpu_model *m = model("H100-80GB");
 	struct placement_gpu g[2];
 	struct run r;
 
 	(void)state;
-	placement_gpu_init(&g[0], m, 1, 1, 0, true);          /* A */
+	placement_gpu_init(&g[0], m, 1, 1, 0, true); /* A */
 	add(&g[0], "1g.10gb", 4);
 	add(&g[0], "1g.10gb", 6);
-	placement_gpu_init(&g[1], m, 2, 1, 1, true);          /* B */
+	placement_gpu_init(&g[1], m, 2, 1, 1, true); /* B */
 	add(&g[1], "1g.10gb+me", 0);
 	add(&g[1], "1g.20gb", 2);
 	assert_int_equal(find(g, 2, texts, 2, 0, &r), 0);
@@ -1144,7 +1152,7 @@ test_search_fallback(void **state)
 static void
 test_search_proves_none(void **state)
 {
-	static const char *const texts[] = {"H100-80GB/2g.20gb=1", "H100-80GB/1g.20gb=2"};
+	static const char *const texts[] = { "H100-80GB/2g.20gb=1", "H100-80GB/1g.20gb=2" };
 	struct placement_gpu g[2];
 	struct run r;
 
@@ -1158,9 +1166,9 @@ test_search_proves_none(void **state)
 	add(&g[1], "1g.20gb", 6);
 	{
 		struct ounit u[3] = {
-			{g[0].model, prof(g[0].model, "2g.20gb"), 0},
-			{g[0].model, prof(g[0].model, "1g.20gb"), 1},
-			{g[0].model, prof(g[0].model, "1g.20gb"), 1},
+			{ g[0].model, prof(g[0].model, "2g.20gb"), 0 },
+			{ g[0].model, prof(g[0].model, "1g.20gb"), 1 },
+			{ g[0].model, prof(g[0].model, "1g.20gb"), 1 },
 		};
 
 		assert_false(oracle_exists(g, 2, u, 3, 0, 0));
@@ -1180,7 +1188,7 @@ test_request_errors(void **state)
 	struct placement out[2];
 	struct placement_result res;
 	struct gp_error err;
-	static const char *const bad[] = {"H100-80GB/3g.20gb=1", "X/full=1", "H100-80GB/full=1"};
+	static const char *const bad[] = { "H100-80GB/3g.20gb=1", "X/full=1", "H100-80GB/full=1" };
 	struct run r;
 
 	(void)state;
@@ -1209,7 +1217,7 @@ test_request_errors(void **state)
 		items[i] = items[0];
 	gp_error_clear(&err);
 	assert_int_equal(placement_find(cat, &g, 1, items, PLACEMENT_MAX_ITEMS + 1, 0, &res, &err),
-			 -1);
+	    -1);
 	assert_int_equal(err.status, 422);
 	/* nothing asked, nothing placed */
 	gp_error_clear(&err);
@@ -1226,7 +1234,9 @@ static void
 test_all_or_nothing(void **state)
 {
 	static const char *const texts[] = {
-		"H100-80GB/3g.40gb=2", "A100-40GB/7g.40gb=2", "H100-80GB/1g.10gb=1",
+		"H100-80GB/3g.40gb=2",
+		"A100-40GB/7g.40gb=2",
+		"H100-80GB/1g.10gb=1",
 	};
 	struct placement_gpu g[3], before[3];
 	struct run r;
@@ -1249,7 +1259,9 @@ test_all_or_nothing(void **state)
 	/* with one A100 asked it all fits, and APPLY keeps it */
 	{
 		static const char *const ok[] = {
-			"H100-80GB/3g.40gb=2", "A100-40GB/7g.40gb=1", "H100-80GB/1g.10gb=1",
+			"H100-80GB/3g.40gb=2",
+			"A100-40GB/7g.40gb=1",
+			"H100-80GB/1g.10gb=1",
 		};
 
 		assert_int_equal(find(g, 3, ok, 3, 0, &r), 0);
@@ -1263,7 +1275,7 @@ test_all_or_nothing(void **state)
 		assert_int_equal(g[2].instances, 3);
 		/* no empty H100 is left for a whole one */
 		{
-			static const char *const full[] = {"H100-80GB/full=1"};
+			static const char *const full[] = { "H100-80GB/full=1" };
 
 			assert_int_equal(find(g, 3, full, 1, 0, &r), -1);
 		}
@@ -1331,13 +1343,14 @@ test_random_single(void **state)
 		for (int j = -1; j < m->nprofiles; j++) {
 			const struct mig_profile *p = j < 0 ? NULL : &m->profiles[j];
 			char text[SPEC_TEXT_MAX];
-			const char *texts[1] = {text};
+			const char *texts[1] = { text };
 			struct spec_count item;
 			struct run r;
 			int bg = -1, bs = -1;
 			bool exists;
 
-			snprintf(text, sizeof(text), "%s/%s=1", m->id, p == NULL ? "full" : p->name);
+			snprintf(text, sizeof(text), "%s/%s=1", m->id,
+			    p == NULL ? "full" : p->name);
 			exists = oracle_best(g, 8, m, p, &bg, &bs);
 			find(g, 8, texts, 1, 0, &r);
 			assert_memory_equal(g, before, sizeof(g));
@@ -1350,12 +1363,12 @@ test_random_single(void **state)
 			}
 			if (r.rc != 0)
 				fail_msg("t=%d %s: engine found nothing, oracle found gpu %d start %d",
-					 t, text, bg, bs);
+				    t, text, bg, bs);
 			items_of(texts, 1, &item);
 			check_valid(g, 8, &item, 1, &r);
 			if (r.out[0].gpu != bg || r.out[0].start != bs)
 				fail_msg("t=%d %s: engine chose gpu %d start %d, preference says %d/%d",
-					 t, text, r.out[0].gpu, r.out[0].start, bg, bs);
+				    t, text, r.out[0].gpu, r.out[0].start, bg, bs);
 			assert_false(r.res.searched);
 			placed++;
 		}
@@ -1395,7 +1408,7 @@ test_random_requests(void **state)
 			int count = 1 + rng_below(3);
 
 			snprintf(texts_buf[i], sizeof(texts_buf[i]), "%s/%s=%d", m->id,
-				 j < 0 ? "full" : m->profiles[j].name, count);
+			    j < 0 ? "full" : m->profiles[j].name, count);
 			texts[i] = texts_buf[i];
 			for (int k = 0; k < count; k++) {
 				units[nunits].m = m;
@@ -1411,8 +1424,8 @@ test_random_requests(void **state)
 		assert_false(r.res.search_exhausted);
 		if (exists != (r.rc == 0))
 			fail_msg("t=%d: oracle %s, engine %s (%s; %s; %s)", t,
-				 exists ? "fits" : "does not fit", r.rc == 0 ? "fits" : "does not",
-				 texts[0], nitems > 1 ? texts[1] : "", nitems > 2 ? texts[2] : "");
+			    exists ? "fits" : "does not fit", r.rc == 0 ? "fits" : "does not",
+			    texts[0], nitems > 1 ? texts[1] : "", nitems > 2 ? texts[2] : "");
 		if (r.rc != 0) {
 			int missing = 0;
 
@@ -1430,7 +1443,8 @@ test_random_requests(void **state)
 			/* the GPUs hold exactly the old layout plus the placements */
 			memcpy(scratch, before, sizeof(g));
 			for (int i = 0; i < r.res.nplacements; i++)
-				oracle_apply(&scratch[r.out[i].gpu], r.out[i].profile, r.out[i].start);
+				oracle_apply(&scratch[r.out[i].gpu], r.out[i].profile,
+				    r.out[i].start);
 			for (int i = 0; i < ngpus; i++) {
 				assert_int_equal(g[i].used_mask, scratch[i].used_mask);
 				assert_int_equal(g[i].instances, scratch[i].instances);
@@ -1439,7 +1453,7 @@ test_random_requests(void **state)
 				if (g[i].instances > 0 || g[i].full_used)
 					assert_int_equal(g[i].mig_enabled, scratch[i].mig_enabled);
 				assert_memory_equal(g[i].profile_count, scratch[i].profile_count,
-						    sizeof(g[i].profile_count));
+				    sizeof(g[i].profile_count));
 			}
 		} else {
 			assert_memory_equal(g, before, sizeof(g));
@@ -1448,8 +1462,8 @@ test_random_requests(void **state)
 			rescued++;
 		ok++;
 	}
-	print_message("random requests: %d placed (%d needed the search), %d refused\n",
-		      ok, rescued, no);
+	print_message("random requests: %d placed (%d needed the search), %d refused\n", ok,
+	    rescued, no);
 	assert_true(ok > 500);
 	assert_true(no > 500);
 	assert_true(rescued > 0);
@@ -1465,7 +1479,9 @@ test_determinism(void **state)
 		const struct gpu_model *m = catalog_model(cat, "H100-80GB");
 		struct placement_gpu g[8], h[8];
 		static const char *const texts[] = {
-			"H100-80GB/3g.40gb=2", "H100-80GB/1g.10gb=3", "H100-80GB/2g.20gb=2",
+			"H100-80GB/3g.40gb=2",
+			"H100-80GB/1g.10gb=3",
+			"H100-80GB/2g.20gb=2",
 		};
 		struct run r1, r2, r3;
 		int perm[8];
@@ -1493,9 +1509,10 @@ test_determinism(void **state)
 			bool found = false;
 
 			for (int k = 0; k < r2.res.nplacements; k++) {
-				found = found || (r2.out[k].item == r1.out[i].item &&
-						  h[r2.out[k].gpu].id == g[r1.out[i].gpu].id &&
-						  r2.out[k].start == r1.out[i].start);
+				found = found ||
+				    (r2.out[k].item == r1.out[i].item &&
+					h[r2.out[k].gpu].id == g[r1.out[i].gpu].id &&
+					r2.out[k].start == r1.out[i].start);
 			}
 			assert_true(found);
 		}
@@ -1511,7 +1528,7 @@ test_large_request(void **state)
 	struct placement out[200];
 	struct placement_result res;
 	struct gp_error err;
-	static const char *const texts[] = {"H100-80GB/1g.10gb=90", "H100-80GB/full=2"};
+	static const char *const texts[] = { "H100-80GB/1g.10gb=90", "H100-80GB/full=2" };
 
 	(void)state;
 	for (int i = 0; i < MAXG; i++)
@@ -1594,7 +1611,8 @@ test_preference_keys(void **state)
 				if (!has)
 					continue;
 				assert_true(cl.pref[j + 1] == key);
-				if (kg < 0 || key > best || (key == best && order_before(&g[i], &g[kg]))) {
+				if (kg < 0 || key > best ||
+				    (key == best && order_before(&g[i], &g[kg]))) {
 					best = key;
 					kg = i;
 				}
@@ -1610,9 +1628,9 @@ test_preference_keys(void **state)
 #define SEL_LAYOUTS 5
 
 struct sel_fleet {
-	struct placement_gpu g[SEL_MAXG];       /* in (node_id, index, id) order */
-	int klass[SEL_MAXG];                    /* index into cls */
-	int rank[SEL_MAXG];                     /* position within its class */
+	struct placement_gpu g[SEL_MAXG]; /* in (node_id, index, id) order */
+	int klass[SEL_MAXG];              /* index into cls */
+	int rank[SEL_MAXG];               /* position within its class */
 	struct placement_class cls[2 * SEL_LAYOUTS];
 	int ncls;
 	int n;
@@ -1636,7 +1654,7 @@ static void
 sel_fleet_build(struct sel_fleet *f, const struct gpu_model *m1, const struct gpu_model *m2)
 {
 	struct placement_gpu tmpl[2 * SEL_LAYOUTS];
-	int counts[2 * SEL_LAYOUTS] = {0};
+	int counts[2 * SEL_LAYOUTS] = { 0 };
 
 	memset(f, 0, sizeof(*f));
 	for (int k = 0; k < 2 * SEL_LAYOUTS; k++)
@@ -1647,10 +1665,10 @@ sel_fleet_build(struct sel_fleet *f, const struct gpu_model *m1, const struct gp
 					  : SEL_LAYOUTS + rng_below(SEL_LAYOUTS);
 
 		f->g[i] = tmpl[k];
-		f->g[i].id = 1000 + rng_below(1000) * 100 + i;  /* unique */
+		f->g[i].id = 1000 + rng_below(1000) * 100 + i; /* unique */
 		f->g[i].node_id = rng_below(f->n / 4 + 1);
 		f->g[i].index = rng_below(8);
-		f->klass[i] = k;                /* the template for now */
+		f->klass[i] = k; /* the template for now */
 	}
 	/* sort, carrying each GPU's template along in its (unused) id digits */
 	for (int i = 0; i < f->n; i++)
@@ -1690,9 +1708,9 @@ sel_subset(const struct sel_fleet *f, struct placement_gpu *out)
  */
 static int
 sel_subset_picks(const struct sel_fleet *f, const struct placement_pick *picks, int npicks,
-		 struct placement_gpu *out)
+    struct placement_gpu *out)
 {
-	bool in[SEL_MAXG] = {false};
+	bool in[SEL_MAXG] = { false };
 	int n = 0;
 
 	for (int p = 0; p < npicks;) {
@@ -1721,11 +1739,11 @@ sel_subset_picks(const struct sel_fleet *f, const struct placement_pick *picks, 
 /* Same outcome: placements equal GPU by GPU (by id), or the same shortfall. */
 static void
 sel_same(const struct placement_gpu *ga, const struct run *a, const struct placement_gpu *gb,
-	 const struct run *b, int nitems, int t, const char *what)
+    const struct run *b, int nitems, int t, const char *what)
 {
 	if (a->rc != b->rc)
 		fail_msg("t=%d %s: %s vs %s", t, what, a->rc == 0 ? "fits" : "short",
-			 b->rc == 0 ? "fits" : "short");
+		    b->rc == 0 ? "fits" : "short");
 	if (a->rc != 0) {
 		assert_memory_equal(a->res.missing, b->res.missing, sizeof(int) * (size_t)nitems);
 		return;
@@ -1737,9 +1755,9 @@ sel_same(const struct placement_gpu *ga, const struct run *a, const struct place
 		if (x->item != y->item || ga[x->gpu].id != gb[y->gpu].id || x->start != y->start ||
 		    x->profile != y->profile || x->mode_switch != y->mode_switch)
 			fail_msg("t=%d %s: placement %d differs: item %d gpu %lld start %d vs "
-				 "item %d gpu %lld start %d", t, what, i, x->item,
-				 (long long)ga[x->gpu].id, x->start, y->item,
-				 (long long)gb[y->gpu].id, y->start);
+				 "item %d gpu %lld start %d",
+			    t, what, i, x->item, (long long)ga[x->gpu].id, x->start, y->item,
+			    (long long)gb[y->gpu].id, y->start);
 	}
 }
 
@@ -1775,7 +1793,7 @@ test_select_classes(void **state)
 			int j = m->nprofiles > 0 ? rng_below(m->nprofiles + 1) - 1 : -1;
 
 			snprintf(texts_buf[i], sizeof(texts_buf[i]), "%s/%s=%d", m->id,
-				 j < 0 ? "full" : m->profiles[j].name, 1 + rng_below(6));
+			    j < 0 ? "full" : m->profiles[j].name, 1 + rng_below(6));
 			texts[i] = texts_buf[i];
 		}
 		items_of(texts, nitems, items);
@@ -1785,11 +1803,13 @@ test_select_classes(void **state)
 
 		gp_error_clear(&err);
 		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, false, picks,
-						  NELEM(picks), &npicks, &err), 0);
+				     NELEM(picks), &npicks, &err),
+		    0);
 		assert_true(npicks >= 0);
 		/* the classes' takes, then the groups' (never more GPUs) */
 		for (int how = 0; how < 2; how++) {
-			nsub = how == 0 ? sel_subset(&f, sub) : sel_subset_picks(&f, picks, npicks, sub);
+			nsub = how == 0 ? sel_subset(&f, sub)
+					: sel_subset_picks(&f, picks, npicks, sub);
 			if (how == 0)
 				nsub_narrow = nsub;
 			else
@@ -1798,7 +1818,8 @@ test_select_classes(void **state)
 			assert_false(narrow.res.searched);
 			if (narrow.rc == 0) {
 				assert_false(full.res.searched);
-				sel_same(sub, &narrow, f.g, &full, nitems, t, how ? "picks" : "narrow");
+				sel_same(sub, &narrow, f.g, &full, nitems, t,
+				    how ? "picks" : "narrow");
 				narrow_ok += how;
 			} else {
 				assert_int_equal(narrow.err.status, 409);
@@ -1811,7 +1832,8 @@ test_select_classes(void **state)
 
 		gp_error_clear(&err);
 		assert_int_equal(placement_select(cat, items, nitems, f.cls, f.ncls, true, picks,
-						  NELEM(picks), &npicks, &err), 0);
+				     NELEM(picks), &npicks, &err),
+		    0);
 		assert_int_equal(npicks, 0);
 		nsub = sel_subset(&f, sub);
 		assert_true(nsub >= nsub_narrow);
@@ -1823,8 +1845,8 @@ test_select_classes(void **state)
 		wide_searched += wide.res.searched;
 	}
 	print_message("select: narrow placed %d, fell short %d, read fewer GPUs than wide %d "
-		      "times, fewer by groups %d times; wide searched %d\n", narrow_ok,
-		      narrow_short, narrower, fewer_picked, wide_searched);
+		      "times, fewer by groups %d times; wide searched %d\n",
+	    narrow_ok, narrow_short, narrower, fewer_picked, wide_searched);
 	assert_true(narrow_ok > 300);
 	assert_true(narrow_short > 100);
 	assert_true(narrower > 300);
@@ -1845,18 +1867,20 @@ test_select_limits(void **state)
 
 	(void)state;
 	memset(cls, 0, sizeof(cls));
-	gpu(&cls[0].g, "H100-80GB", 0);         /* empty */
+	gpu(&cls[0].g, "H100-80GB", 0); /* empty */
 	cls[0].gpus = 50;
 	gpu(&cls[1].g, "H100-80GB", 0);
-	add(&cls[1].g, "3g.40gb", 0);           /* packs: preferred by both */
+	add(&cls[1].g, "3g.40gb", 0); /* packs: preferred by both */
 	cls[1].gpus = 2;
-	gpu(&cls[2].g, "A100-40GB", 0);         /* another model */
+	gpu(&cls[2].g, "A100-40GB", 0); /* another model */
 	cls[2].gpus = 9;
 	for (int i = 0; i < 3; i++)
 		placement_class_rank(&cls[i]);
 	items_of(texts, 2, items);
 	gp_error_clear(&err);
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks), &npicks, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks),
+			     &npicks, &err),
+	    0);
 	/* the 3g goes first and needs one GPU; the 1g.10gb come after it, 3
 	 * instances: the two busy GPUs are not enough, and of the empty ones
 	 * the greedy pass can reach only the first */
@@ -1873,27 +1897,36 @@ test_select_limits(void **state)
 	assert_int_equal(picks[2].take, 1);
 	assert_true(picks[0].group != picks[1].group && picks[1].group != picks[2].group);
 	/* no room for the groups: the takes alone */
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, 2, &npicks, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, 2, &npicks, &err),
+	    0);
 	assert_int_equal(npicks, -1);
 	assert_int_equal(cls[0].take, 1);
 	assert_int_equal(cls[1].take, 2);
 	cls[1].gpus = 5;
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks), &npicks, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks),
+			     &npicks, &err),
+	    0);
 	assert_int_equal(cls[0].take, 0);
 	assert_int_equal(cls[1].take, 3);
 	/* the 3g alone: one busy GPU */
-	assert_int_equal(placement_select(cat, items + 1, 1, cls, 3, false, picks, NELEM(picks), &npicks, &err), 0);
+	assert_int_equal(placement_select(cat, items + 1, 1, cls, 3, false, picks, NELEM(picks),
+			     &npicks, &err),
+	    0);
 	assert_int_equal(cls[0].take, 0);
 	assert_int_equal(cls[1].take, 1);
 	gp_error_clear(&err);
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, true, picks, NELEM(picks), &npicks, &err), 0);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, true, picks, NELEM(picks), &npicks,
+			     &err),
+	    0);
 	assert_int_equal(cls[0].take, 3);
 	assert_int_equal(cls[1].take, 3);
 	assert_int_equal(cls[2].take, 0);
 	/* a bad item: 422 naming it */
 	snprintf(items[1].profile, sizeof(items[1].profile), "9g.99gb");
 	gp_error_clear(&err);
-	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks), &npicks, &err), -1);
+	assert_int_equal(placement_select(cat, items, 2, cls, 3, false, picks, NELEM(picks),
+			     &npicks, &err),
+	    -1);
 	assert_int_equal(err.status, 422);
 	assert_string_equal(err.fields[0].field, "items[1].profile");
 }

@@ -40,8 +40,7 @@ teardown(void **state)
 }
 
 static struct spec_count
-S(const char *model, const char *profile, int count)
-{
+S(const char *model, const char *profile, int count) {
 	struct spec_count s;
 
 	memset(&s, 0, sizeof(s));
@@ -64,8 +63,10 @@ test_names(void **state)
 		assert_int_equal((int)a, i);
 	}
 	for (int i = 0; i <= POOL_REQUEST_EXPIRED; i++) {
-		assert_int_equal(pool_request_state_parse(
-					 pool_request_state_name((enum pool_request_state)i), &s), 0);
+		assert_int_equal(pool_request_state_parse(pool_request_state_name(
+							      (enum pool_request_state)i),
+				     &s),
+		    0);
 		assert_int_equal((int)s, i);
 	}
 	for (int i = 0; i <= POOL_STATUS_RELEASED; i++) {
@@ -84,13 +85,13 @@ test_transitions(void **state)
 {
 	/* allowed[from][to] */
 	static const bool allowed[7][7] = {
-		/* pending */   { 0, 1, 0, 0, 1, 1, 1 },
-		/* approved */  { 0, 0, 1, 1, 0, 0, 0 },
+		/* pending */ { 0, 1, 0, 0, 1, 1, 1 },
+		/* approved */ { 0, 0, 1, 1, 0, 0, 0 },
 		/* fulfilled */ { 0, 0, 0, 0, 0, 0, 0 },
-		/* failed */    { 0, 0, 0, 0, 0, 0, 0 },
-		/* rejected */  { 0, 0, 0, 0, 0, 0, 0 },
+		/* failed */ { 0, 0, 0, 0, 0, 0, 0 },
+		/* rejected */ { 0, 0, 0, 0, 0, 0, 0 },
 		/* cancelled */ { 0, 0, 0, 0, 0, 0, 0 },
-		/* expired */   { 0, 0, 0, 0, 0, 0, 0 },
+		/* expired */ { 0, 0, 0, 0, 0, 0, 0 },
 	};
 
 	(void)state;
@@ -101,7 +102,7 @@ test_transitions(void **state)
 
 			gp_error_clear(&err);
 			rc = pool_request_transition((enum pool_request_state)f,
-						     (enum pool_request_state)t, &err);
+			    (enum pool_request_state)t, &err);
 			if (allowed[f][t]) {
 				assert_int_equal(rc, 0);
 				assert_false(gp_error_isset(&err));
@@ -110,7 +111,7 @@ test_transitions(void **state)
 				assert_int_equal(err.status, 409);
 				assert_string_equal(err.code, "conflict");
 				assert_non_null(strstr(err.message,
-						       pool_request_state_name((enum pool_request_state)f)));
+				    pool_request_state_name((enum pool_request_state)f)));
 			}
 		}
 	}
@@ -121,12 +122,12 @@ test_status_accepts(void **state)
 {
 	/* accepts[status][action]: create, expand, shrink, release */
 	static const bool accepts[6][4] = {
-		/* pending */      { 1, 0, 0, 0 },
+		/* pending */ { 1, 0, 0, 0 },
 		/* provisioning */ { 0, 1, 1, 1 },
-		/* active */       { 0, 1, 1, 1 },
-		/* degraded */     { 0, 1, 1, 1 },
-		/* releasing */    { 0, 0, 0, 0 },
-		/* released */     { 0, 0, 0, 0 },
+		/* active */ { 0, 1, 1, 1 },
+		/* degraded */ { 0, 1, 1, 1 },
+		/* releasing */ { 0, 0, 0, 0 },
+		/* released */ { 0, 0, 0, 0 },
 	};
 
 	(void)state;
@@ -137,7 +138,8 @@ test_status_accepts(void **state)
 			int rc;
 
 			gp_error_clear(&err);
-			rc = pool_status_accepts((enum pool_status)s, (enum pool_action)a, "p1", &err);
+			rc = pool_status_accepts((enum pool_status)s, (enum pool_action)a, "p1",
+			    &err);
 			assert_int_equal(rc, accepts[s][a] ? 0 : -1);
 			if (rc < 0) {
 				assert_int_equal(err.status, 409);
@@ -313,7 +315,9 @@ test_shrink_whole_gpu(void **state)
 	{
 		/* GPU 1 shares with another tenant, GPU 2 holds only ours: free GPU 2 */
 		const struct shrink_alloc a[] = {
-			{ 10, 1, 0, 0 }, { 11, 1, -1, 4 }, { 12, 2, 0, 0 },
+			{ 10, 1, 0, 0 },
+			{ 11, 1, -1, 4 },
+			{ 12, 2, 0, 0 },
 		};
 		const int want[] = { 1 };
 
@@ -323,7 +327,9 @@ test_shrink_whole_gpu(void **state)
 	{
 		/* GPU 1: 2 of ours; GPU 2: 1 of ours. Want 1: GPU 2 becomes whole. */
 		const struct shrink_alloc a[] = {
-			{ 10, 1, 0, 0 }, { 11, 1, 0, 4 }, { 12, 2, 0, 4 },
+			{ 10, 1, 0, 0 },
+			{ 11, 1, 0, 4 },
+			{ 12, 2, 0, 4 },
 		};
 		const int want[] = { 1 };
 
@@ -344,7 +350,10 @@ test_shrink_whole_gpu(void **state)
 	{
 		/* two kinds on one GPU: freeing both kinds empties it */
 		const struct shrink_alloc a[] = {
-			{ 10, 5, 0, 0 }, { 11, 5, 1, 4 }, { 12, 6, 0, 0 }, { 13, 6, -1, 4 },
+			{ 10, 5, 0, 0 },
+			{ 11, 5, 1, 4 },
+			{ 12, 6, 0, 0 },
+			{ 13, 6, -1, 4 },
 		};
 		const int want[] = { 1, 1 };
 
@@ -353,8 +362,11 @@ test_shrink_whole_gpu(void **state)
 	{
 		/* no GPU can be emptied: take from the one closest to empty */
 		const struct shrink_alloc a[] = {
-			{ 10, 1, 0, 0 }, { 11, 1, -1, 2 }, { 12, 1, -1, 4 },
-			{ 20, 2, 0, 0 }, { 21, 2, -1, 4 },
+			{ 10, 1, 0, 0 },
+			{ 11, 1, -1, 2 },
+			{ 12, 1, -1, 4 },
+			{ 20, 2, 0, 0 },
+			{ 21, 2, -1, 4 },
 		};
 		const int want[] = { 1 };
 
@@ -363,7 +375,10 @@ test_shrink_whole_gpu(void **state)
 	{
 		/* the order of the input does not matter */
 		const struct shrink_alloc a[] = {
-			{ 21, 2, -1, 4 }, { 12, 1, -1, 4 }, { 20, 2, 0, 0 }, { 10, 1, 0, 0 },
+			{ 21, 2, -1, 4 },
+			{ 12, 1, -1, 4 },
+			{ 20, 2, 0, 0 },
+			{ 10, 1, 0, 0 },
 			{ 11, 1, -1, 2 },
 		};
 		const int want[] = { 1 };

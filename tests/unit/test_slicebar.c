@@ -21,7 +21,7 @@ struct bar_case {
 	int slices;
 	int n;
 	struct slicebar_instance inst[MAXI];
-	const char *expected;           /* NULL: must be refused */
+	const char *expected; /* NULL: must be refused */
 };
 
 static const struct bar_case cases[] = {
@@ -29,33 +29,32 @@ static const struct bar_case cases[] = {
 	{ "H100 full", 8, 1, { { "full", 0, 8 } }, "[full                   ]" },
 	{ "H100 7g", 8, 1, { { "7g.80gb", 0, 8 } }, "[7g.80gb                ]" },
 	{ "H100 3g+2g+1g, slice 7 free", 8, 3,
-	  { { "3g.40gb", 0, 4 }, { "2g.20gb", 4, 2 }, { "1g.10gb", 6, 1 } },
-	  "[3g.40gb    |2g.20|1g|..]" },
+	    { { "3g.40gb", 0, 4 }, { "2g.20gb", 4, 2 }, { "1g.10gb", 6, 1 } },
+	    "[3g.40gb    |2g.20|1g|..]" },
 	{ "the same given backwards", 8, 3,
-	  { { "1g.10gb", 6, 1 }, { "2g.20gb", 4, 2 }, { "3g.40gb", 0, 4 } },
-	  "[3g.40gb    |2g.20|1g|..]" },
-	{ "H100 3g at 4, 1g.20gb at 0", 8, 2,
-	  { { "3g.40gb", 4, 4 }, { "1g.20gb", 0, 2 } },
-	  "[1g.20|.. ..|3g.40gb    ]" },
+	    { { "1g.10gb", 6, 1 }, { "2g.20gb", 4, 2 }, { "3g.40gb", 0, 4 } },
+	    "[3g.40gb    |2g.20|1g|..]" },
+	{ "H100 3g at 4, 1g.20gb at 0", 8, 2, { { "3g.40gb", 4, 4 }, { "1g.20gb", 0, 2 } },
+	    "[1g.20|.. ..|3g.40gb    ]" },
 	{ "H100 2x3g", 8, 2, { { "3g.40gb", 0, 4 }, { "3g.40gb", 4, 4 } },
-	  "[3g.40gb    |3g.40gb    ]" },
+	    "[3g.40gb    |3g.40gb    ]" },
 	{ "H100 seven 1g", 8, 7,
-	  { { "1g.10gb", 0, 1 }, { "1g.10gb", 1, 1 }, { "1g.10gb", 2, 1 }, { "1g.10gb", 3, 1 },
-	    { "1g.10gb", 4, 1 }, { "1g.10gb", 5, 1 }, { "1g.10gb", 6, 1 } },
-	  "[1g|1g|1g|1g|1g|1g|1g|..]" },
+	    { { "1g.10gb", 0, 1 }, { "1g.10gb", 1, 1 }, { "1g.10gb", 2, 1 }, { "1g.10gb", 3, 1 },
+		{ "1g.10gb", 4, 1 }, { "1g.10gb", 5, 1 }, { "1g.10gb", 6, 1 } },
+	    "[1g|1g|1g|1g|1g|1g|1g|..]" },
 	{ "H100 one 1g in the middle", 8, 1, { { "1g.10gb+me", 3, 1 } },
-	  "[.. .. ..|1g|.. .. .. ..]" },
+	    "[.. .. ..|1g|.. .. .. ..]" },
 	{ "H100 4g", 8, 1, { { "4g.40gb", 0, 4 } }, "[4g.40gb    |.. .. .. ..]" },
 	{ "A30 empty", 4, 0, { { NULL, 0, 0 } }, "[..... ..... ..... .....]" },
 	{ "A30 2g + 1g", 4, 2, { { "2g.12gb", 0, 2 }, { "1g.6gb", 3, 1 } },
-	  "[2g.12gb    |.....|1g.6g]" },
+	    "[2g.12gb    |.....|1g.6g]" },
 	{ "A30 full", 4, 1, { { "full", 0, 4 } }, "[full                   ]" },
 	{ "L40S empty", 1, 0, { { NULL, 0, 0 } }, "[.......................]" },
 	{ "L40S full", 1, 1, { { "full", 0, 1 } }, "[full                   ]" },
 	{ "a name too long for the bar", 1, 1, { { "abcdefghijklmnopqrstuvwxyz", 0, 1 } },
-	  "[abcdefghijklmnopqrstuvw]" },
+	    "[abcdefghijklmnopqrstuvw]" },
 	{ "control bytes and spaces", 8, 1, { { "a\x1b[2J b", 0, 4 } },
-	  "[a?[2J?b    |.. .. .. ..]" },
+	    "[a?[2J?b    |.. .. .. ..]" },
 	{ "no name", 8, 1, { { NULL, 2, 2 } }, "[.. ..|     |.. .. .. ..]" },
 	{ "overlap", 8, 2, { { "3g.40gb", 0, 4 }, { "2g.20gb", 2, 2 } }, NULL },
 	{ "past the end", 8, 1, { { "3g.40gb", 6, 4 } }, NULL },
@@ -80,8 +79,8 @@ test_slicebar_cases(void **state)
 			continue;
 		}
 		if (rc != 0 || strcmp(buf, c->expected) != 0)
-			fail_msg("%s:\n  expected \"%s\"\n  got      \"%s\" (%d)", c->what, c->expected,
-				 buf, rc);
+			fail_msg("%s:\n  expected \"%s\"\n  got      \"%s\" (%d)", c->what,
+			    c->expected, buf, rc);
 		assert_int_equal(strlen(buf), SLICEBAR_INNER + 2);
 	}
 }

@@ -45,12 +45,12 @@ test_parse_valid(void **state)
 		const char *profile;
 		int count;
 	} rows[] = {
-		{"H100-80GB/3g.40gb=2", "H100-80GB", "3g.40gb", 2},
-		{"A30-24GB/1g.6gb+me=1", "A30-24GB", "1g.6gb+me", 1},
-		{"L40S-48GB/full=4096", "L40S-48GB", "full", 4096},
-		{"H200-141GB/7g.141gb=10", "H200-141GB", "7g.141gb", 10},
-		{"x/y=9", "x", "y", 9},
-		{"A_B.c-1/p_q-r.s+t=123", "A_B.c-1", "p_q-r.s+t", 123},
+		{ "H100-80GB/3g.40gb=2", "H100-80GB", "3g.40gb", 2 },
+		{ "A30-24GB/1g.6gb+me=1", "A30-24GB", "1g.6gb+me", 1 },
+		{ "L40S-48GB/full=4096", "L40S-48GB", "full", 4096 },
+		{ "H200-141GB/7g.141gb=10", "H200-141GB", "7g.141gb", 10 },
+		{ "x/y=9", "x", "y", 9 },
+		{ "A_B.c-1/p_q-r.s+t=123", "A_B.c-1", "p_q-r.s+t", 123 },
 	};
 
 	(void)state;
@@ -82,8 +82,8 @@ test_parse_invalid(void **state)
 		" H100-80GB/3g.40gb=2", "H100 80GB/3g.40gb=2", "H100-80GB/3g 40gb=2",
 		"H100-80GB/3g.40gb=2=3", "a/b/c=1", "a=b/c=1", "H100+80GB/3g.40gb=2",
 		"H100-80GB\n/3g.40gb=2", "H100-80GB/3g.40gb=0x2",
-		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/3g.40gb=1",          /* 32-byte model */
-		"H100-80GB/pppppppppppppppppppppppppppppppp=1",        /* 32-byte profile */
+		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/3g.40gb=1",   /* 32-byte model */
+		"H100-80GB/pppppppppppppppppppppppppppppppp=1", /* 32-byte profile */
 	};
 
 	(void)state;
@@ -100,7 +100,7 @@ test_parse_invalid(void **state)
 		assert_int_equal(err.nfields, 1);
 		assert_string_equal(err.fields[0].field, "quota[3]");
 		assert_true(err.fields[0].message[0] != '\0');
-		assert_int_equal((unsigned char)s.model[0], 0x5a);   /* untouched on failure */
+		assert_int_equal((unsigned char)s.model[0], 0x5a); /* untouched on failure */
 	}
 	{
 		struct spec_count s;
@@ -117,7 +117,8 @@ test_parse_invalid(void **state)
 
 		gp_error_clear(&err);
 		assert_int_equal(spec_parse("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/ppppppppppppppppppppppppppppppp=1",
-					    &s, "x", &err), 0);
+				     &s, "x", &err),
+		    0);
 		assert_int_equal(strlen(s.model), 31);
 		assert_int_equal(strlen(s.profile), 31);
 	}
@@ -165,8 +166,10 @@ test_roundtrip_catalog(void **state)
 			char buf[SPEC_TEXT_MAX];
 
 			gp_error_clear(&err);
-			assert_int_equal(spec_set(&s, m->id, j < 0 ? SPEC_FULL : m->profiles[j].name,
-						  j + 2, "x", &err), 0);
+			assert_int_equal(spec_set(&s, m->id,
+					     j < 0 ? SPEC_FULL : m->profiles[j].name, j + 2, "x",
+					     &err),
+			    0);
 			assert_int_equal(spec_format(&s, buf, sizeof(buf)), 0);
 			assert_int_equal(spec_parse(buf, &back, "x", &err), 0);
 			assert_int_equal(spec_compare(&s, &back), 0);
@@ -196,26 +199,31 @@ test_validate_errors(void **state)
 		const char *prefix;
 		int nfields;
 		const char *field0;
-		const char *msg0;       /* substring of the first message */
+		const char *msg0; /* substring of the first message */
 		const char *field1;
 	} rows[] = {
-		{"H100-80GB", "3g.40gb", 1, "items[0]", 0, NULL, NULL, NULL},
-		{"L40S-48GB", "full", 1, "items[0]", 0, NULL, NULL, NULL},
-		{"H100-80GB", "full", 4096, "", 0, NULL, NULL, NULL},
-		{"H101-80GB", "3g.40gb", 1, "items[0]", 1, "items[0].model",
-		 "unknown gpu model \"H101-80GB\"", NULL},
-		{"h100-80gb", "3g.40gb", 1, "items[0]", 1, "items[0].model", "unknown gpu model", NULL},
-		{"H100-80GB", "3g.20gb", 1, "items[2]", 1, "items[2].profile",
-		 "model H100-80GB offers no profile \"3g.20gb\"", NULL},
-		{"H100-80GB", "FULL", 1, "items[2]", 1, "items[2].profile", "offers no profile", NULL},
-		{"L40S-48GB", "1g.10gb", 1, "items[1]", 1, "items[1].profile",
-		 "model L40S-48GB is not MIG-capable", NULL},
-		{"A30-24GB", "3g.40gb", 1, NULL, 1, "profile", "offers no profile", NULL},
-		{"H100-80GB", "3g.40gb", 0, "items[0]", 1, "items[0].count", "between 1 and 4096", NULL},
-		{"H100-80GB", "3g.40gb", -5, "items[0]", 1, "items[0].count", "between 1", NULL},
-		{"H100-80GB", "3g.40gb", 4097, "items[0]", 1, "items[0].count", "between 1", NULL},
-		{"nope", "3g.40gb", 0, "items[4]", 2, "items[4].model", "unknown", "items[4].count"},
-		{"H100-80GB", "9g", 0, "q", 2, "q.profile", "offers no", "q.count"},
+		{ "H100-80GB", "3g.40gb", 1, "items[0]", 0, NULL, NULL, NULL },
+		{ "L40S-48GB", "full", 1, "items[0]", 0, NULL, NULL, NULL },
+		{ "H100-80GB", "full", 4096, "", 0, NULL, NULL, NULL },
+		{ "H101-80GB", "3g.40gb", 1, "items[0]", 1, "items[0].model",
+		    "unknown gpu model \"H101-80GB\"", NULL },
+		{ "h100-80gb", "3g.40gb", 1, "items[0]", 1, "items[0].model", "unknown gpu model",
+		    NULL },
+		{ "H100-80GB", "3g.20gb", 1, "items[2]", 1, "items[2].profile",
+		    "model H100-80GB offers no profile \"3g.20gb\"", NULL },
+		{ "H100-80GB", "FULL", 1, "items[2]", 1, "items[2].profile", "offers no profile",
+		    NULL },
+		{ "L40S-48GB", "1g.10gb", 1, "items[1]", 1, "items[1].profile",
+		    "model L40S-48GB is not MIG-capable", NULL },
+		{ "A30-24GB", "3g.40gb", 1, NULL, 1, "profile", "offers no profile", NULL },
+		{ "H100-80GB", "3g.40gb", 0, "items[0]", 1, "items[0].count", "between 1 and 4096",
+		    NULL },
+		{ "H100-80GB", "3g.40gb", -5, "items[0]", 1, "items[0].count", "between 1", NULL },
+		{ "H100-80GB", "3g.40gb", 4097, "items[0]", 1, "items[0].count", "between 1",
+		    NULL },
+		{ "nope", "3g.40gb", 0, "items[4]", 2, "items[4].model", "unknown",
+		    "items[4].count" },
+		{ "H100-80GB", "9g", 0, "q", 2, "q.profile", "offers no", "q.count" },
 	};
 
 	for (int i = 0; i < NELEM(rows); i++) {
@@ -225,7 +233,8 @@ test_validate_errors(void **state)
 
 		gp_error_clear(&err);
 		assert_int_equal(spec_set(&s, rows[i].model, rows[i].profile, rows[i].count,
-					  rows[i].prefix, &err), 0);
+				     rows[i].prefix, &err),
+		    0);
 		if (rows[i].nfields == 0) {
 			assert_int_equal(spec_validate(&s, c, rows[i].prefix, &m, NULL, &err), 0);
 			assert_non_null(m);
@@ -238,7 +247,8 @@ test_validate_errors(void **state)
 		assert_int_equal(err.nfields, rows[i].nfields);
 		assert_string_equal(err.fields[0].field, rows[i].field0);
 		if (strstr(err.fields[0].message, rows[i].msg0) == NULL)
-			fail_msg("row %d: \"%s\" lacks \"%s\"", i, err.fields[0].message, rows[i].msg0);
+			fail_msg("row %d: \"%s\" lacks \"%s\"", i, err.fields[0].message,
+			    rows[i].msg0);
 		if (rows[i].field1 != NULL)
 			assert_string_equal(err.fields[1].field, rows[i].field1);
 	}
@@ -329,13 +339,14 @@ test_k8s_names(void **state)
 	assert_null(spec_profile_from_k8s(h100, "amd.com/gpu"));
 	assert_null(spec_profile_from_k8s(h100, NULL));
 	assert_string_equal(spec_profile_from_k8s(catalog_model(c, "L4-24GB"), "nvidia.com/gpu"),
-			    "full");
+	    "full");
 	/* every profile of every model maps there and back */
 	for (int i = 0; i < catalog_nmodels(c); i++) {
 		const struct gpu_model *m = catalog_model_at(c, i);
 
 		for (int j = 0; j < m->nprofiles; j++) {
-			assert_int_equal(spec_k8s_resource(m->profiles[j].name, buf, sizeof(buf)), 0);
+			assert_int_equal(spec_k8s_resource(m->profiles[j].name, buf, sizeof(buf)),
+			    0);
 			assert_int_equal(strncmp(buf, "nvidia.com/mig-", 15), 0);
 			assert_null(strchr(buf, '+'));
 			assert_ptr_equal(spec_profile_from_k8s(m, buf), m->profiles[j].name);

@@ -48,7 +48,7 @@ struct client {
 	double *lat_ms;
 	size_t nlat, caplat;
 	long ok, errors, conflicts;
-	int64_t *ids;                   /* submit: ids received */
+	int64_t *ids; /* submit: ids received */
 	size_t nids, capids;
 	unsigned seed;
 	long first_error_status;
@@ -58,9 +58,9 @@ struct client {
 static const char *base_url;
 static const char *token;
 static const char *project_prefix;
-static unsigned run_tag;                /* makes pool names unique per run */
+static unsigned run_tag; /* makes pool names unique per run */
 static double deadline;
-static int64_t *queue;                  /* approve: ids to approve */
+static int64_t *queue; /* approve: ids to approve */
 static size_t nqueue;
 static size_t next_job;
 
@@ -141,17 +141,18 @@ client_next(struct client *c, bool submit)
 		const char *it = items[rand_r(&c->seed) % (sizeof(items) / sizeof(items[0]))];
 
 		snprintf(c->path, sizeof(c->path), "%s/v1/projects/%s%d/pool-requests", base_url,
-			 project_prefix, c->index % PROJECTS);
+		    project_prefix, c->index % PROJECTS);
 		snprintf(c->req, sizeof(c->req),
-			 "{\"action\":\"create\",\"pool\":\"b%x-%d-%ld\",\"items\":[%s],"
-			 "\"justification\":\"bench\"}", run_tag, c->index, c->n++, it);
+		    "{\"action\":\"create\",\"pool\":\"b%x-%d-%ld\",\"items\":[%s],"
+		    "\"justification\":\"bench\"}",
+		    run_tag, c->index, c->n++, it);
 	} else {
 		size_t j = next_job++;
 
 		if (j >= nqueue)
 			return false;
 		snprintf(c->path, sizeof(c->path), "%s/v1/pool-requests/%lld/approve", base_url,
-			 (long long)queue[j]);
+		    (long long)queue[j]);
 		snprintf(c->req, sizeof(c->req), "{\"note\":\"bench\"}");
 	}
 	c->body.len = 0;
@@ -187,7 +188,9 @@ client_done(struct client *c, bool submit, CURLcode rc)
 		if (c->first_error_status == 0) {
 			c->first_error_status = status != 0 ? status : -(long)rc;
 			snprintf(c->first_error, sizeof(c->first_error), "%s",
-				 rc != CURLE_OK ? curl_easy_strerror(rc) : c->body.p ? c->body.p : "");
+			    rc != CURLE_OK  ? curl_easy_strerror(rc)
+				: c->body.p ? c->body.p
+					    : "");
 		}
 	}
 }
@@ -266,8 +269,9 @@ load_ids(const char *file)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: bench_approve submit URL TOKEN CLIENTS SECONDS PROJECT_PREFIX IDS_FILE\n"
-			"       bench_approve approve URL TOKEN CLIENTS SECONDS IDS_FILE\n");
+	fprintf(stderr,
+	    "usage: bench_approve submit URL TOKEN CLIENTS SECONDS PROJECT_PREFIX IDS_FILE\n"
+	    "       bench_approve approve URL TOKEN CLIENTS SECONDS IDS_FILE\n");
 	exit(2);
 }
 
@@ -349,7 +353,7 @@ main(int argc, char **argv)
 		conflicts += clients[i].conflicts;
 		if (clients[i].first_error_status != 0 && errors > 0)
 			fprintf(stderr, "bench_approve: client %d: HTTP %ld: %.200s\n", i,
-				clients[i].first_error_status, clients[i].first_error);
+			    clients[i].first_error_status, clients[i].first_error);
 	}
 	all = malloc((total + 1) * sizeof(*all));
 	if (all == NULL)
@@ -362,12 +366,12 @@ main(int argc, char **argv)
 	qsort(all, total, sizeof(*all), cmp_double);
 	getrusage(RUSAGE_SELF, &ru);
 	cpu_us = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
-		 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 	printf("ok %ld errors %ld conflicts %ld seconds %.3f rps %.1f p50_ms %.3f p99_ms %.3f "
 	       "client_us %.0f\n",
-	       ok, errors, conflicts, elapsed, (double)(ok + conflicts) / elapsed,
-	       total ? all[total / 2] : 0.0, total ? all[(size_t)((double)total * 0.99)] : 0.0,
-	       total ? cpu_us / (double)total : 0.0);
+	    ok, errors, conflicts, elapsed, (double)(ok + conflicts) / elapsed,
+	    total ? all[total / 2] : 0.0, total ? all[(size_t)((double)total * 0.99)] : 0.0,
+	    total ? cpu_us / (double)total : 0.0);
 	for (int i = 0; i < nclients; i++) {
 		curl_slist_free_all(clients[i].headers);
 		curl_easy_cleanup(clients[i].curl);

@@ -33,13 +33,13 @@ layouts_emit(const struct gpu_model *m, long id, const struct chosen *c, int n)
 {
 	for (int i = 0; i < n; i++)
 		printf("%s\t%ld\t%s\t%d\t%d\n", m->id, id, c[i].p->name, c[i].start,
-		       c[i].p->memory_slices);
+		    c[i].p->memory_slices);
 }
 
 /* Extend the layout in c[0..n) with instances starting at from or later. */
 static void
-layouts_walk(const struct gpu_model *m, struct placement_gpu *g, struct chosen *c, int n,
-	     int from, long *id)
+layouts_walk(const struct gpu_model *m, struct placement_gpu *g, struct chosen *c, int n, int from,
+    long *id)
 {
 	for (int start = from; start < m->memory_slices; start++) {
 		for (int i = 0; i < m->nprofiles; i++) {
@@ -84,7 +84,7 @@ main(int argc, char **argv)
 	gp_error_clear(&err);
 	if (catalog_load_builtin(&cat, &err) < 0) {
 		fprintf(stderr, "bench_capacity_layouts: could not load the catalog: %s\n",
-			err.message);
+		    err.message);
 		return 1;
 	}
 	if (argc > 1) {
@@ -92,7 +92,8 @@ main(int argc, char **argv)
 			const struct gpu_model *m = catalog_model(cat, argv[i]);
 
 			if (m == NULL || !m->mig_capable) {
-				fprintf(stderr, "bench_capacity_layouts: no MIG model %s\n", argv[i]);
+				fprintf(stderr, "bench_capacity_layouts: no MIG model %s\n",
+				    argv[i]);
 				catalog_free(cat);
 				return 2;
 			}

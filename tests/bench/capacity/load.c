@@ -39,14 +39,14 @@ struct load_thread {
 	const char *method;
 	const char *path;
 	const char *body;
-	long first;             /* index of its first sample */
-	long count;             /* samples it takes */
+	long first; /* index of its first sample */
+	long count; /* samples it takes */
 	long warmup;
-	double deadline_ms;     /* stop starting requests after this; 0: never */
-	long done;              /* samples taken */
-	double *samples;        /* shared array; each thread writes its own range */
+	double deadline_ms; /* stop starting requests after this; 0: never */
+	long done;          /* samples taken */
+	double *samples;    /* shared array; each thread writes its own range */
 	long errors;
-	long status;            /* last failing status, 0 when none */
+	long status; /* last failing status, 0 when none */
 	char error[512];
 };
 
@@ -89,9 +89,9 @@ load_report(double *v, long n, long errors, double wall_ms)
 	for (long i = 0; i < n; i++)
 		sum += v[i];
 	printf("requests=%ld errors=%ld mean_ms=%.3f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f "
-	       "max_ms=%.3f rps=%.1f\n", n, errors, n ? sum / (double)n : 0, load_pct(v, n, 50),
-	       load_pct(v, n, 90), load_pct(v, n, 99), n ? v[n - 1] : 0,
-	       wall_ms > 0 ? 1e3 * (double)n / wall_ms : 0);
+	       "max_ms=%.3f rps=%.1f\n",
+	    n, errors, n ? sum / (double)n : 0, load_pct(v, n, 50), load_pct(v, n, 90),
+	    load_pct(v, n, 99), n ? v[n - 1] : 0, wall_ms > 0 ? 1e3 * (double)n / wall_ms : 0);
 }
 
 static long
@@ -104,7 +104,7 @@ load_parse_count(const char *s, long min, const char *what)
 	v = strtol(s, &end, 10);
 	if (errno != 0 || end == s || *end != '\0' || v < min) {
 		fprintf(stderr, "bench_capacity_load: %s must be an integer >= %ld, not \"%s\"\n",
-			what, min, s);
+		    what, min, s);
 		exit(2);
 	}
 	return v;
@@ -118,12 +118,12 @@ load_one(struct load_thread *t)
 	int rc;
 
 	rc = gp_client_request(t->client, t->method, t->path, t->body,
-			       t->body ? strlen(t->body) : 0, NULL, &r);
+	    t->body ? strlen(t->body) : 0, NULL, &r);
 	if (rc != 0 || r.status != 200) {
 		t->errors++;
 		t->status = r.status;
-		snprintf(t->error, sizeof(t->error), "%s", rc != 0 ? r.error :
-			 (r.body != NULL ? r.body : ""));
+		snprintf(t->error, sizeof(t->error), "%s",
+		    rc != 0 ? r.error : (r.body != NULL ? r.body : ""));
 		gp_client_response_free(&r);
 		return -1;
 	}
@@ -165,7 +165,7 @@ load_read_body(const char *arg)
 	f = fopen(arg + 1, "r");
 	if (f == NULL) {
 		fprintf(stderr, "bench_capacity_load: could not open %s: %s\n", arg + 1,
-			strerror(errno));
+		    strerror(errno));
 		exit(1);
 	}
 	buf = malloc(LOAD_MAX_BODY + 1);
@@ -189,8 +189,9 @@ load_http(int argc, char **argv)
 	int rc = 0;
 
 	if (argc < 9 || argc > 11) {
-		fprintf(stderr, "usage: bench_capacity_load http URL TOKEN METHOD PATH BODY "
-			"REQUESTS CONNECTIONS [WARMUP [SECONDS]]\n");
+		fprintf(stderr,
+		    "usage: bench_capacity_load http URL TOKEN METHOD PATH BODY "
+		    "REQUESTS CONNECTIONS [WARMUP [SECONDS]]\n");
 		return 2;
 	}
 	requests = load_parse_count(argv[7], 1, "REQUESTS");
@@ -200,8 +201,9 @@ load_http(int argc, char **argv)
 	if (argc == 11)
 		seconds = load_parse_count(argv[10], 0, "SECONDS");
 	if (conns > LOAD_MAX_CONNECTIONS || conns > requests) {
-		fprintf(stderr, "bench_capacity_load: 1 to %d connections, at most one per request\n",
-			LOAD_MAX_CONNECTIONS);
+		fprintf(stderr,
+		    "bench_capacity_load: 1 to %d connections, at most one per request\n",
+		    LOAD_MAX_CONNECTIONS);
 		return 2;
 	}
 	body = load_read_body(argv[6]);
@@ -241,14 +243,14 @@ load_http(int argc, char **argv)
 	/* pack the samples of threads stopped early */
 	for (long i = 0; i < conns; i++) {
 		memmove(samples + taken, samples + threads[i].first,
-			sizeof(*samples) * (size_t)threads[i].done);
+		    sizeof(*samples) * (size_t)threads[i].done);
 		taken += threads[i].done;
 	}
 	for (long i = 0; i < conns; i++) {
 		errors += threads[i].errors;
 		if (threads[i].errors > 0 && rc == 0) {
 			fprintf(stderr, "bench_capacity_load: %s %s: HTTP %ld %.300s\n", argv[4],
-				argv[5], threads[i].status, threads[i].error);
+			    argv[5], threads[i].status, threads[i].error);
 			rc = 1;
 		}
 		gp_client_destroy(threads[i].client);
@@ -324,8 +326,9 @@ main(int argc, char **argv)
 		return load_http(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "sql") == 0)
 		return load_sql(argc, argv);
-	fprintf(stderr, "usage: bench_capacity_load http URL TOKEN METHOD PATH BODY REQUESTS "
-		"CONNECTIONS [WARMUP [SECONDS]]\n"
-		"       bench_capacity_load sql CONNINFO SQL REQUESTS [WARMUP]\n");
+	fprintf(stderr,
+	    "usage: bench_capacity_load http URL TOKEN METHOD PATH BODY REQUESTS "
+	    "CONNECTIONS [WARMUP [SECONDS]]\n"
+	    "       bench_capacity_load sql CONNINFO SQL REQUESTS [WARMUP]\n");
 	return 2;
 }

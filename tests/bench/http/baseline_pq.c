@@ -24,14 +24,14 @@
 #define STMT_NAME "token_auth"
 
 static const char token_auth_sql[] =
-	"SELECT t.id, t.kind, u.id, u.username, u.role, "
-	"(extract(epoch from t.last_used_at) * 1000000)::int8, t.digest "
-	"FROM tokens t JOIN users u ON u.id = t.user_id "
-	"WHERE t.digest = $1 AND t.revoked_at IS NULL "
-	"AND (t.expires_at IS NULL OR t.expires_at > now()) AND NOT u.disabled";
+    "SELECT t.id, t.kind, u.id, u.username, u.role, "
+    "(extract(epoch from t.last_used_at) * 1000000)::int8, t.digest "
+    "FROM tokens t JOIN users u ON u.id = t.user_id "
+    "WHERE t.digest = $1 AND t.revoked_at IS NULL "
+    "AND (t.expires_at IS NULL OR t.expires_at > now()) AND NOT u.disabled";
 
 static const char *conninfo;
-static char digest_param[2 + 64 + 1];	/* "\x" + hex: bytea text input */
+static char digest_param[2 + 64 + 1]; /* "\x" + hex: bytea text input */
 static pthread_key_t conn_key;
 static char seen;
 
@@ -78,8 +78,7 @@ reply(struct MHD_Connection *conn, unsigned int status, const char *body, size_t
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
-	r = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body,
-					    MHD_RESPMEM_MUST_COPY);
+	r = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
 	if (r == NULL)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -89,9 +88,8 @@ reply(struct MHD_Connection *conn, unsigned int status, const char *body, size_t
 }
 
 static enum MHD_Result
-on_request(void *cls, struct MHD_Connection *conn, const char *url,
-	   const char *method, const char *version, const char *upload_data,
-	   size_t *upload_data_size, void **con_cls)
+on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+    const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
 	static const char unavailable[] = "{\"error\":\"database_unavailable\"}";
 	static const char unauthorized[] = "{\"error\":\"unauthorized\"}";
@@ -128,7 +126,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	/* user names match ^[a-z0-9][a-z0-9._-]*$ and roles are fixed words */
 	n = snprintf(body, sizeof(body), "{\"username\":\"%s\",\"role\":\"%s\",\"projects\":[]}",
-		     PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
+	    PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
 	PQclear(r);
 	if (n < 0 || (size_t)n >= sizeof(body))
 		return reply(conn, 503, unavailable, sizeof(unavailable) - 1);
@@ -137,7 +135,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 
 static void
 on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-	     enum MHD_RequestTerminationCode toe)
+    enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
 	(void)conn;

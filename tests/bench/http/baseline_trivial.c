@@ -14,12 +14,11 @@
 #include <string.h>
 
 static const char body[] = "{\"status\":\"ok\"}";
-static char seen;		/* con_cls marker: the first callback happened */
+static char seen; /* con_cls marker: the first callback happened */
 
 static enum MHD_Result
-on_request(void *cls, struct MHD_Connection *conn, const char *url,
-	   const char *method, const char *version, const char *upload_data,
-	   size_t *upload_data_size, void **con_cls)
+on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+    const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -38,7 +37,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		return MHD_YES;
 	}
 	r = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)(uintptr_t)body,
-					    MHD_RESPMEM_PERSISTENT);
+	    MHD_RESPMEM_PERSISTENT);
 	if (r == NULL)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -49,7 +48,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 
 static void
 on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-	     enum MHD_RequestTerminationCode toe)
+    enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
 	(void)conn;

@@ -51,7 +51,7 @@ bench_parse_port(const char *s)
 
 struct MHD_Daemon *
 bench_start(int port, MHD_AccessHandlerCallback handler, void *cls,
-	    MHD_RequestCompletedCallback completed)
+    MHD_RequestCompletedCallback completed)
 {
 	struct sockaddr_in addr;
 	struct MHD_Daemon *d;
@@ -61,19 +61,14 @@ bench_start(int port, MHD_AccessHandlerCallback handler, void *cls,
 	addr.sin_port = htons((uint16_t)port);
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	/* Keep in step with http_start() in server/http/server.c. */
-	d = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG,
-		0, NULL, NULL, handler, cls,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-		MHD_OPTION_THREAD_POOL_SIZE, bench_threads(),
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)256,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-		MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
-		MHD_OPTION_END);
+	    0, NULL, NULL, handler, cls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+	    MHD_OPTION_THREAD_POOL_SIZE, bench_threads(), MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned int)1024, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)256,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
 	if (d == NULL)
 		fprintf(stderr, "could not start libmicrohttpd on port %d\n", port);
 	return d;

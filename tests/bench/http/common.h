@@ -14,8 +14,8 @@
  * (internal polling thread pool, epoll, GPUPOOL_THREADS or 2 x CPUs
  * threads). Returns NULL after printing why on failure.
  */
-struct MHD_Daemon *bench_start(int port, MHD_AccessHandlerCallback handler,
-			       void *cls, MHD_RequestCompletedCallback completed);
+struct MHD_Daemon *bench_start(int port, MHD_AccessHandlerCallback handler, void *cls,
+    MHD_RequestCompletedCallback completed);
 
 /* Parse a port from text; -1 when it is not an integer from 0 to 65535. */
 int bench_parse_port(const char *s);
