@@ -61,7 +61,17 @@ DB_STMT(stmt_cap_node_insert,
     "VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id");
 DB_STMT(stmt_cap_node_by_id, "SELECT " NODE_COLS " " NODE_FROM "WHERE n.id = $1");
 DB_STMT(stmt_cap_node_get, "SELECT " NODE_COLS " " NODE_FROM "WHERE n.name = $1");
-DB_STMT(stmt_cap_node_lock, "SELECT id FROM nodes WHERE name = $1 FOR NO KEY UPDATE");
+/*
+ * The lock order (docs/architecture.md) puts GPUs before nodes: a node's
+ * status reaches its GPUs through a trigger, so its GPUs are locked first,
+ * in id order, then the node (the scalar subquery runs before the row
+ * lock is taken).
+ */
+DB_STMT(stmt_cap_node_lock,
+    "WITH g AS MATERIALIZED (SELECT x.id FROM gpus x WHERE x.node_id = "
+    "(SELECT id FROM nodes WHERE name = $1) ORDER BY x.id FOR NO KEY UPDATE) "
+    "SELECT n.id FROM nodes n WHERE n.name = $1 AND (SELECT count(*) FROM g) >= 0 "
+    "FOR NO KEY UPDATE OF n");
 DB_STMT(stmt_cap_nodes_list,
     "SELECT " NODE_COLS " " NODE_FROM "WHERE n.id > $1 AND ($3::int8 IS NULL OR n.cluster_id = $3) "
     "AND ($4::text IS NULL OR n.status = $4) "

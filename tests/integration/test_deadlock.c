@@ -1,0 +1,384 @@
+/*
+ * test_deadlock.c - the global lock order under mixed load on two
+ * replicas: creates, expands, shrinks and releases approved from both
+ * replicas at once, pools whose end time passes (so the expiry workers of
+ * both replicas release them), a project under a quota, and an operator
+ * cordoning and uncordoning nodes, and released slices confirmed (as
+ * the agents will) while it runs. PostgreSQL must detect no deadlock
+ * (pg_stat_database.deadlocks of the test database stays where it was),
+ * nothing may answer 5xx, and the database invariants hold afterwards.
+ *
+ * The approval latency seen by the clients (p50, p99, max) is printed,
+ * for the record; it is not asserted (the machines are shared).
+ */
+#include "fixture.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NTHREADS 6
+#define RUN_SECONDS 12
+#define MAX_SAMPLES 20000
+
+static const char *op;    /* operator */
+static const char *alice; /* owner of every project */
+
+struct load {
+	struct fixture *fx;
+	const char *urls[2];
+	atomic_int stop;
+	atomic_long ok;       /* approvals answered 200 */
+	atomic_long refused;  /* approvals answered 409 / 422 (capacity, quota, state) */
+	atomic_long failed5;  /* answers of 500 and above, or no answer */
+	atomic_long cordons;  /* operator node updates */
+	pthread_mutex_t lock; /* guards the samples */
+	double samples[MAX_SAMPLES];
+	int nsamples;
+	char first_error[512];
+};
+
+struct worker {
+	struct load *l;
+	int id;
+	unsigned seed;
+	struct gp_client *c[2];
+};
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void
+note_5xx(struct load *l, const char *what, const struct gp_client_response *r)
+{
+	atomic_fetch_add(&l->failed5, 1);
+	pthread_mutex_lock(&l->lock);
+	if (l->first_error[0] == '\0')
+		snprintf(l->first_error, sizeof(l->first_error), "%s: %ld %.300s", what,
+		    r ? r->status : 0L, r && r->body ? r->body : "");
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* One call on replica rep; returns the status (0: no answer) and the id of a created object. */
+static long
+call(struct worker *w, int rep, const char *token, const char *method, const char *path,
+    const char *body, int64_t *id)
+{
+	struct gp_client_response r;
+	long status;
+
+	memset(&r, 0, sizeof(r));
+	if (gp_client_set_token(w->c[rep], token) < 0 ||
+	    gp_client_request(w->c[rep], method, path, body, body ? strlen(body) : 0, NULL, &r) <
+		0) {
+		note_5xx(w->l, path, NULL);
+		gp_client_response_free(&r);
+		return 0;
+	}
+	status = r.status;
+	if (status >= 500)
+		note_5xx(w->l, path, &r);
+	if (id != NULL && r.json != NULL && fx_json_has(r.json, "id"))
+		*id = json_object_get_int64(fx_json(r.json, "id"));
+	gp_client_response_free(&r);
+	return status;
+}
+
+/* Submit a request and approve it on a random replica: true when approved. */
+static bool
+submit_approve(struct worker *w, const char *project, const char *action, const char *pool,
+    const char *items, const char *extra)
+{
+	char path[128], body[512];
+	int64_t id = 0;
+	long st;
+	double t0;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/pool-requests", project);
+	snprintf(body, sizeof(body),
+	    "{\"action\":\"%s\",\"pool\":\"%s\"%s%s%s,\"justification\":\"load\"%s}", action, pool,
+	    items ? ",\"items\":[" : "", items ? items : "", items ? "]" : "", extra ? extra : "");
+	st = call(w, (int)(rand_r(&w->seed) % 2), alice, "POST", path, body, &id);
+	if (st != 201)
+		return false;
+	snprintf(path, sizeof(path), "/v1/pool-requests/%lld/approve", (long long)id);
+	t0 = now_ms();
+	st = call(w, (int)(rand_r(&w->seed) % 2), op, "POST", path, "{\"note\":\"load\"}", NULL);
+	if (st == 200) {
+		double dt = now_ms() - t0;
+
+		atomic_fetch_add(&w->l->ok, 1);
+		pthread_mutex_lock(&w->l->lock);
+		if (w->l->nsamples < MAX_SAMPLES)
+			w->l->samples[w->l->nsamples++] = dt;
+		pthread_mutex_unlock(&w->l->lock);
+		return true;
+	}
+	if (st == 409 || st == 422)
+		atomic_fetch_add(&w->l->refused, 1);
+	return false;
+}
+
+static const char *const shapes[] = {
+	"\"H100-80GB/1g.10gb=1\"",
+	"\"H100-80GB/1g.10gb=2\",\"H100-80GB/2g.20gb=1\"",
+	"\"H100-80GB/3g.40gb=1\"",
+	"\"H100-80GB/2g.20gb=2\"",
+	"\"H100-80GB/1g.10gb=3\",\"H100-80GB/3g.40gb=1\"",
+};
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct load *l = w->l;
+	int n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		w->c[i] = gp_client_create(l->urls[i], NULL);
+		gp_client_set_retries(w->c[i], 0);
+	}
+	while (!atomic_load(&l->stop)) {
+		char pool[64];
+		const char *project = w->id == 0 ? "dq" : (w->id % 2 ? "da" : "db");
+		int shape = (int)(rand_r(&w->seed) % (sizeof(shapes) / sizeof(shapes[0])));
+		int kind = (int)(rand_r(&w->seed) % 4);
+
+		snprintf(pool, sizeof(pool), "w%d-%d", w->id, n++);
+		if (kind == 0) {
+			/* ends in about a second: the expiry workers release it */
+			char extra[96];
+			time_t end = time(NULL) + 2;
+			struct tm tm;
+
+			gmtime_r(&end, &tm);
+			strftime(extra, sizeof(extra), ",\"ends_at\":\"%Y-%m-%dT%H:%M:%SZ\"", &tm);
+			(void)submit_approve(w, project, "create", pool, shapes[shape], extra);
+			continue;
+		}
+		if (!submit_approve(w, project, "create", pool, shapes[shape], NULL))
+			continue;
+		if (kind >= 2)
+			(void)submit_approve(w, project, "expand", pool, "\"H100-80GB/1g.10gb=1\"",
+			    NULL);
+		if (kind == 3)
+			(void)submit_approve(w, project, "shrink", pool, "\"H100-80GB/1g.10gb=1\"",
+			    NULL);
+		(void)submit_approve(w, project, "release", pool, NULL, NULL);
+	}
+	for (int i = 0; i < 2; i++)
+		gp_client_destroy(w->c[i]);
+	return NULL;
+}
+
+/* The operator cordons and uncordons nodes while approvals run. */
+static void *
+cordon_main(void *arg)
+{
+	struct worker *w = arg;
+	struct load *l = w->l;
+	int n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		w->c[i] = gp_client_create(l->urls[i], NULL);
+		gp_client_set_retries(w->c[i], 0);
+	}
+	while (!atomic_load(&l->stop)) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/v1/nodes/dl-n%d/%s", (n / 2) % 4,
+		    n % 2 ? "uncordon" : "cordon");
+		(void)call(w, n % 2, op, "POST", path, NULL, NULL);
+		atomic_fetch_add(&l->cordons, 1);
+		n++;
+		usleep(50000);
+	}
+	/* leave every node ready */
+	for (int i = 0; i < 4; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/v1/nodes/dl-n%d/uncordon", i);
+		(void)call(w, 0, op, "POST", path, NULL, NULL);
+	}
+	for (int i = 0; i < 2; i++)
+		gp_client_destroy(w->c[i]);
+	return NULL;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int64_t
+deadlocks(struct fixture *fx)
+{
+	/* the statistics of other backends reach the view when they flush */
+	usleep(1500000);
+	fx_sql_exec(fx, "SELECT pg_stat_clear_snapshot()");
+	return fx_sql_int64(fx,
+	    "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()");
+}
+
+static void
+check_invariants(struct fixture *fx)
+{
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
+			     "AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
+			     "AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pools p WHERE p.status NOT IN ('pending', 'released', "
+			     "'releasing') AND p.items <> (SELECT coalesce(jsonb_agg(jsonb_build_object('model', "
+			     "m, 'profile', pf, 'count', c) ORDER BY m, pf), '[]') FROM (SELECT g.model AS m, "
+			     "a.profile AS pf, count(*) AS c FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			     "WHERE a.pool_id = p.id AND a.state NOT IN ('releasing', 'released') "
+			     "GROUP BY 1, 2) s)"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM (SELECT l.pool_id, l.model, l.profile, sum(l.count) AS n "
+			     "FROM usage_ledger l WHERE l.ended_at IS NULL GROUP BY 1, 2, 3) o "
+			     "WHERE o.n <> (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			     "WHERE a.pool_id = o.pool_id AND g.model = o.model AND a.profile = o.profile "
+			     "AND a.state NOT IN ('releasing', 'released'))"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
+			     "|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
+			     "AND a.state <> 'released'), '')"),
+	    0);
+	/* the class counters agree with the GPUs they count */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS h, "
+			     "node_status = 'ready' AS r, layout, count(*) AS n FROM gpus GROUP BY 1, 2, 3, 4, 5, 6) "
+			     "g FULL JOIN (SELECT * FROM gpu_classes WHERE gpus <> 0) c ON (c.cluster_id, c.model, "
+			     "c.mig_enabled, c.healthy, c.node_ready, c.layout) = (g.cluster_id, g.model, "
+			     "g.mig_enabled, g.h, g.r, g.layout) WHERE c.gpus IS DISTINCT FROM g.n"),
+	    0);
+}
+
+/*
+ * What an agent's confirmation of its releases will do, in the global
+ * lock order (GPUs in id order, then their allocations).
+ */
+static const char confirm_releases[] =
+    "DO $$DECLARE ids bigint[]; BEGIN "
+    "SELECT array_agg(id ORDER BY id) INTO ids FROM (SELECT id FROM gpus WHERE id IN "
+    "(SELECT gpu_id FROM allocations WHERE state = 'releasing') ORDER BY id "
+    "FOR NO KEY UPDATE) g; "
+    "UPDATE allocations SET state = 'released', updated_at = now() "
+    "WHERE state = 'releasing' AND gpu_id = ANY (ids); END$$";
+
+static void
+test_mixed_load_two_replicas(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", NULL };
+	struct load *l = calloc(1, sizeof(*l));
+	struct worker w[NTHREADS + 1];
+	pthread_t t[NTHREADS + 1];
+	struct fx_server *second;
+	struct gp_client_response *r;
+	int64_t d0, d1, expired;
+
+	assert_non_null(l);
+	op = fixture_create_user(fx, "op", "operator");
+	alice = fixture_create_user(fx, "alice", "none");
+	for (int i = 0; i < 3; i++) {
+		const char *p = i == 0 ? "da" : i == 1 ? "db" : "dq";
+
+		r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+		    "{\"name\":\"%s\",\"display_name\":\"%s\"}", p, p);
+		assert_status(r, 201);
+		r = fx_request(fx, fx->admin_token, "PUT",
+		    fx_str(fx, "/v1/projects/%s/members/alice", p), "{\"role\":\"owner\"}");
+		assert_status(r, 201);
+	}
+	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/dq/quota",
+	    "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":6},"
+	    "{\"model\":\"H100-80GB\",\"profile\":\"2g.20gb\",\"count\":3},"
+	    "{\"model\":\"H100-80GB\",\"profile\":\"3g.40gb\",\"count\":2}]}");
+	assert_status(r, 201);
+	fx_fleet(fx, "dl", "H100-80GB", 4, 4, true);
+
+	/* both replicas run their expiry worker every second */
+	assert_int_equal(fixture_server_stop(fx, fx->server), 0);
+	fx->server = fixture_server_start(fx, env);
+	assert_non_null(fx->server);
+	second = fixture_server_start(fx, env);
+	assert_non_null(second);
+	l->fx = fx;
+	l->urls[0] = fx->server->base_url;
+	l->urls[1] = second->base_url;
+	pthread_mutex_init(&l->lock, NULL);
+
+	d0 = deadlocks(fx);
+	for (int i = 0; i <= NTHREADS; i++) {
+		w[i].l = l;
+		w[i].id = i;
+		w[i].seed = 0x5eed0000u + (unsigned)i;
+		assert_int_equal(pthread_create(&t[i], NULL, i == NTHREADS ? cordon_main : worker_main,
+				     &w[i]),
+		    0);
+	}
+	/*
+	 * Until the agents exist, nothing confirms a release: do what their
+	 * confirmation will do, so that released slices come back.
+	 */
+	for (int i = 0; i < RUN_SECONDS * 5; i++) {
+		usleep(200000);
+		fx_sql_exec(fx, confirm_releases);
+	}
+	atomic_store(&l->stop, 1);
+	for (int i = 0; i <= NTHREADS; i++)
+		pthread_join(t[i], NULL);
+	sleep(3); /* the last end times pass and expiry releases them */
+	d1 = deadlocks(fx);
+
+	qsort(l->samples, (size_t)l->nsamples, sizeof(double), cmp_double);
+	expired = fx_sql_int64(fx,
+	    "SELECT count(*) FROM pool_requests WHERE action = 'release' AND requested_by IS NULL");
+	printf("# approvals: %ld approved, %ld refused, %ld failed (5xx or no answer); "
+	       "%ld node updates; %lld pools released by expiry\n",
+	    atomic_load(&l->ok), atomic_load(&l->refused), atomic_load(&l->failed5),
+	    atomic_load(&l->cordons), (long long)expired);
+	if (l->nsamples > 0)
+		printf("# approval latency ms: p50 %.1f  p99 %.1f  max %.1f (n=%d)\n",
+		    l->samples[l->nsamples / 2], l->samples[(int)((double)l->nsamples * 0.99)],
+		    l->samples[l->nsamples - 1], l->nsamples);
+	printf("# deadlocks detected by PostgreSQL: %lld\n", (long long)(d1 - d0));
+	if (l->first_error[0] != '\0')
+		printf("# first failure: %s\n", l->first_error);
+
+	assert_true(atomic_load(&l->ok) > 50);
+	assert_int_equal(d1 - d0, 0);
+	assert_int_equal(atomic_load(&l->failed5), 0);
+	check_invariants(fx);
+	assert_int_equal(fixture_server_stop(fx, second), 0);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mixed_load_two_replicas),
+	};
+
+	return fixture_run_tests(tests);
+}
