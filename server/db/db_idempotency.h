@@ -1,5 +1,5 @@
 /*
- * db_idempotency.h - Idempotency-Key records (DESIGN.md section 6).
+ * db_idempotency.h - Idempotency-Key records (docs/design.md section 6).
  *
  * A key is claimed before the handler runs and completed with the
  * response afterwards; a replay returns the stored response byte for

@@ -1,6 +1,6 @@
 /*
  * placement.h - the placement engine: where each instance of a request
- * goes on real GPUs (DESIGN.md section 4). Pure computation: no I/O, no
+ * goes on real GPUs (docs/design.md section 4). Pure computation: no I/O, no
  * locks, no global state; the greedy path allocates nothing.
  *
  * Rules enforced for every placement:

@@ -104,7 +104,7 @@ world(struct fixture *fx)
 	    "(SELECT count(*) FROM audit_log))");
 }
 
-/* The invariants of DESIGN.md section 3 as they concern pools. */
+/* The invariants of docs/design.md section 3 as they concern pools. */
 static void
 check_invariants(struct fixture *fx)
 {
