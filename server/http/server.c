@@ -913,7 +913,15 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	buf[strcspn(buf, "\n")] = '\0';
-	log_warn(NULL, "libmicrohttpd", "detail", buf);
+	/*
+	 * A client gone mid-request (or cut off by the deadline sweeper) is
+	 * routine: one line each would let a crowd of slow clients flood
+	 * the log, so those go to debug.
+	 */
+	if (strstr(buf, "when reading request") != NULL)
+		log_debug(NULL, "libmicrohttpd", "detail", buf);
+	else
+		log_warn(NULL, "libmicrohttpd", "detail", buf);
 }
 
 int
