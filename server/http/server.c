@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -835,7 +836,8 @@ static const char timeout_reply[] = "HTTP/1.1 408 Request Timeout\r\n"
 /*
  * Every 200 ms: shut down the sockets of connections past their
  * deadline (a 408 first when nothing has been sent on them yet);
- * libmicrohttpd then reads end-of-file and closes them itself.
+ * libmicrohttpd then reads end-of-file and closes them itself. A
+ * connection whose pool thread has not read what arrived is spared.
  */
 static void *
 sweep_main(void *arg)
@@ -858,8 +860,16 @@ sweep_main(void *arg)
 		now = time_mono_us();
 		for (struct conn_state *cs = s->conns; cs != NULL; cs = cs->next) {
 			long long d = atomic_load(&cs->deadline_us);
+			int unread = 0;
 
 			if (d == 0 || now <= d || cs->killed || cs->fd < 0)
+				continue;
+			/*
+			 * Bytes waiting unread: the client sent them, its pool
+			 * thread is what is behind (a handler blocked on the
+			 * database). Not the client's fault; look again later.
+			 */
+			if (ioctl(cs->fd, FIONREAD, &unread) == 0 && unread > 0)
 				continue;
 			cs->killed = true;
 			if (atomic_load(&cs->reading_head))

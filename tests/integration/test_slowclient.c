@@ -402,6 +402,58 @@ test_slow_body(void **state)
 	assert_int_equal(fixture_server_stop(fx, srv), 0);
 }
 
+/*
+ * A request whose pool thread is stuck in another handler (here on a
+ * table lock) past the header deadline is served afterwards: the client
+ * sent its headers in time, the server was what was slow.
+ */
+static void
+test_stalled_thread_not_timed_out(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_THREADS=1", "GPUPOOL_HEADER_TIMEOUT=1",
+		"GPUPOOL_BODY_TIMEOUT=1", NULL };
+	struct fixture *fx = *state;
+	struct fx_server *srv = fixture_server_start(fx, env);
+	struct raw_response ra, rb;
+	char *req_a = arena_alloc(fx->arena, 512);
+	int fd_a, fd_b, waited = 0;
+
+	assert_non_null(srv);
+	/* accepted (its header deadline running) before the only thread stalls */
+	fd_b = raw_connect(srv->port);
+	assert_true(fd_b >= 0);
+	sleep_ms(200);
+	fx_sql_exec(fx, "BEGIN");
+	fx_sql_exec(fx, "LOCK TABLE tokens, users, projects IN ACCESS EXCLUSIVE MODE");
+	snprintf(req_a, 512,
+	    "GET /v1/projects HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n"
+	    "Connection: close\r\n\r\n",
+	    fx->admin_token);
+	fd_a = raw_connect(srv->port);
+	assert_true(fd_a >= 0);
+	assert_true(send_all(fd_a, req_a));
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+		   "AND datname = current_database()") < 1) {
+		assert_true(++waited < 300);
+		sleep_ms(10);
+		/* a new look at pg_stat_activity inside our transaction */
+		fx_sql_exec(fx, "SELECT pg_stat_clear_snapshot()");
+	}
+	/* b's request arrives whole, then waits 2.5 s for the thread */
+	assert_true(
+	    send_all(fd_b, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+	sleep_ms(2500);
+	fx_sql_exec(fx, "COMMIT");
+	assert_int_equal(raw_exchange_fd(fx->arena, fd_a, "", 0, 10000, &ra), 0);
+	assert_int_equal(ra.status, 200);
+	assert_int_equal(raw_exchange_fd(fx->arena, fd_b, "", 0, 10000, &rb), 0);
+	assert_int_equal(rb.status, 200);
+	close(fd_a);
+	close(fd_b);
+	assert_int_equal(fixture_server_stop(fx, srv), 0);
+}
+
 /* A keep-alive request through the proxy on behalf of client xff. */
 static const char *
 proxied(struct fixture *fx, const char *method, const char *path, const char *xff,
@@ -503,6 +555,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_headers),
 		cmocka_unit_test(test_slow_body),
+		cmocka_unit_test(test_stalled_thread_not_timed_out),
 		cmocka_unit_test(test_trusted_proxy_clients),
 	};
 
