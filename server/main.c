@@ -221,12 +221,42 @@ check_schema(struct app *app)
 	}
 }
 
+/*
+ * The probe listener (GPUPOOL_PROBE_LISTEN): /healthz, /readyz and
+ * /metrics on their own small daemon, reachable however many clients
+ * hold the API port.
+ */
+static void
+probe_start(const struct config *cfg, const struct http_config *api, struct http_server **out)
+{
+	struct http_config pc = *api;
+	char p[16];
+	int port = 0;
+
+	pc.host = cfg->probe_host;
+	pc.port = cfg->probe_port;
+	pc.threads = 2;
+	pc.connection_limit = 64;
+	pc.per_ip_limit = 64;
+	pc.timeout_s = 10;
+	pc.header_timeout_s = 5;
+	pc.body_timeout_s = 5;
+	pc.max_body = 4096;
+	pc.access_log = false;
+	pc.probe_only = true;
+	if (http_start(out, &pc, api_dispatch, api_dispatch_resume, &port) < 0)
+		fatal("could not listen on %s:%d (GPUPOOL_PROBE_LISTEN)", cfg->probe_host,
+		    cfg->probe_port);
+	snprintf(p, sizeof(p), "%d", port);
+	log_info(NULL, "probe listener", "host", cfg->probe_host, "port", p);
+}
+
 static int
 cmd_serve(struct config *cfg)
 {
 	struct app app;
 	struct http_config hc;
-	struct http_server *server = NULL;
+	struct http_server *server = NULL, *probe = NULL;
 	struct maintenance *maint = NULL;
 	struct expiry *expiry = NULL;
 	struct catalog *catalog = NULL;
@@ -269,6 +299,8 @@ cmd_serve(struct config *cfg)
 	hc.connection_limit = cfg->max_connections;
 	hc.per_ip_limit = cfg->max_connections_per_ip;
 	hc.timeout_s = cfg->connection_timeout_s;
+	hc.header_timeout_s = cfg->header_timeout_s;
+	hc.body_timeout_s = cfg->body_timeout_s;
 	hc.max_body = 1024 * 1024;
 	hc.access_log = cfg->access_log;
 	memcpy(hc.trusted, cfg->trusted, sizeof(hc.trusted));
@@ -278,6 +310,8 @@ cmd_serve(struct config *cfg)
 		fatal("could not start the group-commit workers");
 	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
 		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
+	if (cfg->probe_host[0] != '\0')
+		probe_start(cfg, &hc, &probe);
 	{
 		struct maintenance_config mc = {
 			.idempotency_ttl_s = cfg->idempotency_ttl_s,
@@ -304,6 +338,7 @@ cmd_serve(struct config *cfg)
 	/* queued approvals and submissions first, while their connections live */
 	pool_workers_stop(&app);
 	http_stop(server, cfg->shutdown_grace_s * 1000);
+	http_stop(probe, 1000);
 	pool_workers_free(&app);
 	expiry_stop(expiry);
 	maintenance_stop(maint);
