@@ -62,7 +62,8 @@ walk(struct arena *a, struct json_object *obj, const char *path, int depth)
 					struct json_object *e = json_object_array_get_idx(sub, j);
 
 					if (json_object_is_type(e, json_type_object))
-						walk(a, e, arena_printf(a, "%s[%zu]", jf_path(&f, k), j),
+						walk(a, e,
+						    arena_printf(a, "%s[%zu]", jf_path(&f, k), j),
 						    depth + 1);
 				}
 			}

@@ -105,7 +105,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    cursor != 0) {
 			/* leading zeros or upper case hex: the same position, another spelling */
 			int64_t c2 = -1;
-			struct fake f2 = { { NULL, api_cursor_encode(a, cursor), NULL, NULL, NULL } };
+			struct fake f2 = { { NULL, api_cursor_encode(a, cursor), NULL, NULL,
+			    NULL } };
 
 			req.ctx = &f2;
 			if (api_page(&req, &limit, &c2, &err) < 0 || c2 != cursor)

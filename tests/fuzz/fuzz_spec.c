@@ -42,7 +42,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&err, 0, sizeof(err));
 	if (spec_parse(text, &s, "spec", &err) < 0) {
-		if (err.status != 422 || err.nfields < 1 || strncmp(err.fields[0].field, "spec", 4) != 0)
+		if (err.status != 422 || err.nfields < 1 ||
+		    strncmp(err.fields[0].field, "spec", 4) != 0)
 			abort();
 	} else {
 		if (spec_format(&s, buf, sizeof(buf)) < 0 || strcmp(buf, text) != 0)
