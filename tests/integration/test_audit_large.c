@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define SLICES 3000     /* 1g.10gb instances in the large approval */
-#define OLD_ROWS 24 /* large rows of the old shape */
+#define OLD_ROWS 24     /* large rows of the old shape */
 #define OLD_ALLOCS 4000 /* allocations in each of them */
 #define PAGE_BUDGET (1024 * 1024)
 #define RSS_SLACK_KB (24 * 1024)
@@ -173,18 +173,23 @@ test_pages_bounded(void **state)
 
 	/* warm up every worker thread on small pages, then take the baseline */
 	for (int i = 0; i < 16; i++)
-		assert_status(fx_request(fx, fx->admin_token, "GET", "/v1/audit?action=user.create&limit=5", NULL), 200);
+		assert_status(fx_request(fx, fx->admin_token, "GET",
+				  "/v1/audit?action=user.create&limit=5", NULL),
+		    200);
 	base_kb = server_rss_kb(fx);
 
 	/* the large page: before the bound, all 24 MB of it in one answer */
 	for (int i = 0; i < 4; i++) {
-		r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?action=al.old&limit=500", NULL);
+		r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?action=al.old&limit=500",
+		    NULL);
 		assert_status(r, 200);
 		if ((int64_t)r->body_len > max_page)
 			max_page = (int64_t)r->body_len;
 	}
 	for (int i = 0; i < 16; i++)
-		assert_status(fx_request(fx, fx->admin_token, "GET", "/v1/audit?action=user.create&limit=5", NULL), 200);
+		assert_status(fx_request(fx, fx->admin_token, "GET",
+				  "/v1/audit?action=user.create&limit=5", NULL),
+		    200);
 	after_kb = server_rss_kb(fx);
 	printf("audit: largest page %lld bytes; server RSS %ld kB before, %ld kB after\n",
 	    (long long)max_page, base_kb, after_kb);
@@ -205,8 +210,9 @@ test_pages_bounded(void **state)
 			    first_old + OLD_ROWS - 1 - seen);
 			seen++;
 		}
-		cursor = fx_json(r->json, "next_cursor") != NULL ? fx_json_str(r->json, "next_cursor")
-								 : NULL;
+		cursor = fx_json(r->json, "next_cursor") != NULL
+		    ? fx_json_str(r->json, "next_cursor")
+		    : NULL;
 	} while (cursor != NULL);
 	assert_int_equal(seen, OLD_ROWS);
 	assert_true(pages >= OLD_ROWS / 2);
