@@ -193,7 +193,12 @@ test_pages_bounded(void **state)
 	after_kb = server_rss_kb(fx);
 	printf("audit: largest page %lld bytes; server RSS %ld kB before, %ld kB after\n",
 	    (long long)max_page, base_kb, after_kb);
+#ifndef __SANITIZE_ADDRESS__
 	assert_true(after_kb < base_kb + RSS_SLACK_KB);
+#else
+	/* ASan's quarantine holds freed memory by design: RSS says nothing there */
+	(void)after_kb;
+#endif
 
 	/* the pages stop at the budget and list every row once, newest first */
 	do {
