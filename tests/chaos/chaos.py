@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ha"))
 import gpload  # noqa: E402
 
