@@ -31,7 +31,7 @@ def main():
     ap.add_argument("--password", required=True)
     ap.add_argument("--psql", required=True, help="psql command line for the primary")
     ap.add_argument("--clients", type=int, default=6)
-    ap.add_argument("--nodes", type=int, default=24)
+    ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--duration", type=float, default=25)
     ap.add_argument("--kill-after", type=float, default=8)
     ap.add_argument("--kill-cmd", required=True)
