@@ -5,14 +5,15 @@ Run by scripts/chaos, which builds gpupoold and starts one PostgreSQL. This
 driver starts two gpupoold replicas on fixed ports and, for DURATION s:
 
 - load: CLIENTS threads, each owning one pool at a time: create it,
-  expand it one MIG slice at a time, release it after a few expands; every
+  expand it one MIG slice at a time, release it after three expands (an
+  agent thread marks releasing allocations released, with SQL); every
   submission and approval carries an Idempotency-Key (the submission's
   justification is the key, so a key that ran twice shows in SQL); no
   answer moves the retry, same key, to the other replica; 5xx retries on
   the same one;
 - kill -9 of a random replica every 5-15 s, restarted at once;
 - PostgreSQL restarted (fast) every PG_RESTART s;
-- SLOW slow clients per replica (1,100 in all by default) trickling one header line every 5-10 s,
+- SLOW slow clients per replica (1,100 by default) trickling one header line every 5-10 s,
   while /healthz of each replica is timed every second;
 - duplicate Idempotency-Keys: every 0.5 s one expand submission sent four
   times at once with one key, two to each replica.
@@ -103,7 +104,7 @@ def main():
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--nodes", type=int, default=32)
-    ap.add_argument("--slow", type=int, default=550, help="slow clients per replica")
+    ap.add_argument("--slow", type=int, default=1100, help="slow clients per replica")
     ap.add_argument("--pg-restart", type=float, default=0,
                     help="restart PostgreSQL every this many s (0: once, half-way)")
     a = ap.parse_args()
@@ -184,7 +185,7 @@ def run(a, psql, reps):
                 n += 1
                 name = "c%d-%d" % (i, n)
                 body = {"action": "create", "pool": name, "items": ITEM}
-            elif grown >= 6:
+            elif grown >= 3:
                 body = {"action": "release", "pool": pool}
             else:
                 body = {"action": "expand", "pool": pool, "items": ITEM}
@@ -203,6 +204,16 @@ def run(a, psql, reps):
                 grown += 1
         for c in clients:
             c.close()
+
+    def agent():
+        # the node agents' part, as the integration tests play it: releasing
+        # allocations are gone, so released capacity comes back
+        while not stopping.wait(0.5):
+            try:
+                gpload.psql(psql, "UPDATE allocations SET state = 'released', released_at = now()"
+                                  " WHERE state = 'releasing';")
+            except subprocess.CalledProcessError:
+                pass  # PostgreSQL restarting
 
     def killer():
         rnd = random.Random()
@@ -261,23 +272,26 @@ def run(a, psql, reps):
                         s.health_fail += 1
 
     def duplicates():
+        # keep-alive connections, two per replica, opened before the slow
+        # clients fill the servers: this probe is about keys, not accepting
+        dup_clients = [gpload.Client(reps[j % 2].url, token) for j in range(4)]
+        for c in dup_clients:
+            c.request("GET", "/healthz")
         while not stopping.wait(0.5):
             key = "ck-dup-" + str(uuid.uuid4())
             body = {"action": "expand", "pool": "chaos-dup", "items": ITEM, "justification": key}
             out = []
 
-            def one(rep):
-                c = gpload.Client(rep.url, token)
+            def one(c):
                 st, doc, hdrs = c.request("POST", "/v1/projects/chaos-p0/pool-requests", body,
                                           key)
-                c.close()
                 s.count("duplicate", st)
                 running = st == 409 and doc and \
                     doc.get("error", {}).get("code") == "idempotency_conflict"
                 if 0 < st < 500 and not running:
                     out.append((st, hdrs.get("idempotent-replayed") == "true"))
 
-            ts = [threading.Thread(target=one, args=(reps[j % 2],)) for j in range(4)]
+            ts = [threading.Thread(target=one, args=(c,)) for c in dup_clients]
             for t in ts:
                 t.start()
             for t in ts:
@@ -287,9 +301,11 @@ def run(a, psql, reps):
                 s.dup_keys += 1
                 if len({st for st, _ in out}) > 1:
                     s.dup_inconsistent += 1
+        for c in dup_clients:
+            c.close()
 
     workers = [threading.Thread(target=load, args=(i,)) for i in range(a.clients)]
-    helpers = [threading.Thread(target=f) for f in (killer, pg_restarter, health, duplicates)]
+    helpers = [threading.Thread(target=f) for f in (agent, killer, pg_restarter, health, duplicates)]
     helpers += [threading.Thread(target=slow, args=(r,)) for r in reps]
     for t in workers + helpers:
         t.start()
