@@ -80,6 +80,7 @@ class Stats:
         self.unsure = []         # request ids whose approval got no 2xx
         self.dup_keys = 0
         self.dup_inconsistent = 0
+        self.dup_combos = {}     # the answers of a key whose answers disagree -> count
         self.health_ms = []
         self.health_fail = 0
         self.kills = 0
@@ -289,7 +290,8 @@ def run(a, psql, reps):
                 running = st == 409 and doc and \
                     doc.get("error", {}).get("code") == "idempotency_conflict"
                 if 0 < st < 500 and not running:
-                    out.append((st, hdrs.get("idempotent-replayed") == "true"))
+                    code = doc.get("error", {}).get("code", "") if isinstance(doc, dict) else ""
+                    out.append((st, code, hdrs.get("idempotent-replayed") == "true"))
 
             ts = [threading.Thread(target=one, args=(c,)) for c in dup_clients]
             for t in ts:
@@ -299,8 +301,12 @@ def run(a, psql, reps):
             # the definite answers (not "still running", not 5xx) must agree
             with s.lock:
                 s.dup_keys += 1
-                if len({st for st, _ in out}) > 1:
+                if len({st for st, _, _ in out}) > 1:
                     s.dup_inconsistent += 1
+                    combo = " + ".join(sorted("%d%s%s" % (st, " " + code if code else "",
+                                                          " replayed" if rp else "")
+                                              for st, code, rp in out))
+                    s.dup_combos[combo] = s.dup_combos.get(combo, 0) + 1
         for c in dup_clients:
             c.close()
 
@@ -346,6 +352,8 @@ def run(a, psql, reps):
              s.health_fail))
     print("  duplicate-key probes: %d keys sent 4x across both replicas, %d whose definite"
           " answers disagree (e.g. 201 and a replayed 409)" % (s.dup_keys, s.dup_inconsistent))
+    for combo, n in sorted(s.dup_combos.items(), key=lambda kv: -kv[1])[:3]:
+        print("    %dx: %s" % (n, combo))
     print("  check: idempotency keys that ran twice (SQL): %d" % ran_twice)
     print("  check: deadlocks in PostgreSQL's log: %d" % deadlocks)
     for name, n in inv.items():
