@@ -87,8 +87,8 @@ class Stats:
         self.pg_restarts = 0
         self.slow_held = 0       # the most slow connections one replica held
 
-    def count(self, kind, status):
-        k = "%s %s" % (kind, status or "no answer")
+    def count(self, kind, status, code=""):
+        k = "%s %s%s" % (kind, status or "no answer", " " + code if code else "")
         with self.lock:
             self.answers[k] = self.answers.get(k, 0) + 1
 
@@ -147,12 +147,11 @@ def run(a, psql, reps):
         while True:
             t = time.monotonic()
             st, doc, _ = clients[which[0]].request("POST", path, body, key)
-            s.count(kind, st)
+            s.count(kind, st, gpload.error_code(doc))
             if st == 0:
                 which[0] ^= 1
                 time.sleep(0.05)
-            elif st >= 500 or (st == 409 and doc and
-                               doc.get("error", {}).get("code") == "idempotency_conflict"):
+            elif st >= 500 or gpload.error_code(doc) == "idempotency_conflict":
                 time.sleep(0.1)
             else:
                 return st, doc, (time.monotonic() - t) * 1000
@@ -286,11 +285,9 @@ def run(a, psql, reps):
             def one(c):
                 st, doc, hdrs = c.request("POST", "/v1/projects/chaos-p0/pool-requests", body,
                                           key)
-                s.count("duplicate", st)
-                running = st == 409 and doc and \
-                    doc.get("error", {}).get("code") == "idempotency_conflict"
-                if 0 < st < 500 and not running:
-                    code = doc.get("error", {}).get("code", "") if isinstance(doc, dict) else ""
+                code = gpload.error_code(doc)
+                s.count("duplicate", st, code)
+                if 0 < st < 500 and code != "idempotency_conflict":
                     out.append((st, code, hdrs.get("idempotent-replayed") == "true"))
 
             ts = [threading.Thread(target=one, args=(c,)) for c in dup_clients]

@@ -60,6 +60,11 @@ class Client:
         return r.status, doc, headers
 
 
+def error_code(doc):
+    """The problem document's code ("" when there is none)."""
+    return doc.get("code", "") if isinstance(doc, dict) else ""
+
+
 def login(base_url, username, password):
     c = Client(base_url)
     st, doc, _ = c.request("POST", "/v1/auth/login",
@@ -129,7 +134,7 @@ def retrying(client, method, path, body, deadline, key=None, log=None):
         attempts += 1
         if log is not None:
             log.append((path.rsplit("/", 1)[-1], st, t0, time.monotonic()))
-        conflict = st == 409 and doc and doc.get("error", {}).get("code") == "idempotency_conflict"
+        conflict = st == 409 and error_code(doc) == "idempotency_conflict"
         if (st not in RETRY_STATUSES and not conflict) or time.monotonic() >= deadline:
             return st, doc, attempts, t_first, t0
         time.sleep(0.05 if st == 0 else 0.1)
