@@ -80,6 +80,7 @@ class Stats:
         self.unsure = []         # request ids whose approval got no 2xx
         self.dup_keys = 0
         self.dup_inconsistent = 0
+        self.details = {}        # 4xx answers of the load by detail -> count
         self.dup_combos = {}     # the answers of a key whose answers disagree -> count
         self.health_ms = []
         self.health_fail = 0
@@ -148,6 +149,13 @@ def run(a, psql, reps):
             t = time.monotonic()
             st, doc, _ = clients[which[0]].request("POST", path, body, key)
             s.count(kind, st, gpload.error_code(doc))
+            if 400 <= st < 500 and isinstance(doc, dict):
+                with s.lock:
+                    errs = doc.get("errors") or [{}]
+                    what = "%s %d: %s %s %s" % (kind, st, doc.get("detail", ""),
+                                                errs[0].get("field", ""),
+                                                errs[0].get("message", ""))
+                    s.details[what] = s.details.get(what, 0) + 1
             if st == 0:
                 which[0] ^= 1
                 time.sleep(0.05)
@@ -191,8 +199,9 @@ def run(a, psql, reps):
                 body = {"action": "expand", "pool": pool, "items": ITEM}
             st, doc, _ = submit(clients, which, project, body)
             if st != 201:
-                if pool is None or st == 404:
-                    pool = None
+                # refused (e.g. 422: the pool is already releasing because a
+                # release committed but was answered otherwise): a new pool
+                pool = None
                 time.sleep(0.05)
                 continue
             st = approve(clients, which, doc["id"])
@@ -337,6 +346,8 @@ def run(a, psql, reps):
         "%s: %d" % kv for kv in sorted(s.answers.items()))))
     print("  errors by status: %s" % (", ".join(
         "%s: %d" % kv for kv in sorted(errors.items())) or "none"))
+    for what, n in sorted(s.details.items(), key=lambda kv: -kv[1])[:4]:
+        print("    %dx %s" % (n, what[:140]))
     print("  approvals answered 2xx: %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms"
           % (len(s.acked), gpload.percentile(s.approve_ms, 50),
              gpload.percentile(s.approve_ms, 99), max(s.approve_ms, default=0)))
