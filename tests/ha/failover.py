@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--clients", type=int, default=6)
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--duration", type=float, default=25)
+    ap.add_argument("--rate", type=float, default=20,
+                    help="at most this many submit+approve per second per client")
     ap.add_argument("--kill-after", type=float, default=8)
     ap.add_argument("--kill-cmd", required=True)
     ap.add_argument("--recovery-limit", type=float, default=30,
@@ -55,6 +57,8 @@ def main():
         c = gpload.Client(a.url, token)
         mylog, mine, n = [], [], 0
         while time.monotonic() < stop_at:
+            # paced, so that the fleet lasts the whole run on a fast machine
+            time.sleep(max(0.0, t_start + n / a.rate - time.monotonic()))
             n += 1
             st, doc, _, _, _ = gpload.retrying(
                 c, "POST", "/v1/projects/ha-p%d/pool-requests" % (i % 4),
@@ -103,8 +107,8 @@ def main():
     other_committed = len(other) - len(gpload.missing_approvals(psql, [r[0] for r in other]))
     inv = gpload.invariants(psql)
 
-    print("failover under approval load: %d clients, %.0f s, kill -9 of the primary at %.1f s"
-          % (a.clients, a.duration, k - t_start))
+    print("failover under approval load: %d clients (at most %.0f approvals/s each), %.0f s,"
+          " kill -9 of the primary at %.1f s" % (a.clients, a.rate, a.duration, k - t_start))
     print("  HTTP attempts by answer: %s" % ", ".join(
         "%s: %d" % kv for kv in sorted(by_status.items())))
     print("  requests failed (no answer or 5xx, retried with the same key): %d" % len(failed))
