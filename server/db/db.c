@@ -168,7 +168,9 @@ db_conn(struct db *db, struct gp_error *err)
 
 		snprintf(msg, sizeof(msg), "%s",
 		    db->conn ? PQerrorMessage(db->conn) : "out of memory");
-		msg[strcspn(msg, "\n")] = '\0';
+		/* a multi-host URL gets one line per host tried: keep them all */
+		for (char *nl = strchr(msg, '\n'); nl != NULL; nl = strchr(nl, '\n'))
+			*nl = nl[1] != '\0' ? ';' : '\0';
 		log_warn(NULL, "could not connect to the database", "error", msg);
 		if (db->conn != NULL) {
 			PQfinish(db->conn);
