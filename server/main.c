@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "workers/expiry.h"
 #include "workers/maintenance.h"
+#include "workers/periodic.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -228,7 +229,7 @@ cmd_serve(struct config *cfg)
 	struct http_config hc;
 	struct http_server *server = NULL;
 	struct maintenance *maint = NULL;
-	struct expiry *expiry = NULL;
+	struct periodic *expiry = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
 	sigset_t set;
@@ -305,7 +306,7 @@ cmd_serve(struct config *cfg)
 	pool_workers_stop(&app);
 	http_stop(server, cfg->shutdown_grace_s * 1000);
 	pool_workers_free(&app);
-	expiry_stop(expiry);
+	periodic_stop(expiry);
 	maintenance_stop(maint);
 	layout_cache_reset(); /* its keys point into the catalog */
 	catalog_free(catalog);
