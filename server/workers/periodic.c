@@ -81,7 +81,8 @@ periodic_main(void *arg)
 		pthread_mutex_lock(&p->lock);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ns = (int64_t)ts.tv_nsec +
-		    (int64_t)periodic_next_delay_ms(p->cfg.interval_ms, p->cfg.jitter_ms, &p->seed) *
+		    (int64_t)periodic_next_delay_ms(p->cfg.interval_ms, p->cfg.jitter_ms,
+			&p->seed) *
 			1000000;
 		ts.tv_sec += (time_t)(ns / 1000000000);
 		ts.tv_nsec = (long)(ns % 1000000000);
