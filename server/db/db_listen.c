@@ -6,6 +6,8 @@
  */
 #include "db_listen.h"
 
+#include "core/log.h"
+
 #include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
@@ -40,7 +42,8 @@ listen_lost(struct db_listener *l, struct gp_error *err, const char *what)
 {
 	char msg[256];
 
-	snprintf(msg, sizeof(msg), "%s", l != NULL && l->conn != NULL ? PQerrorMessage(l->conn) : "");
+	snprintf(msg, sizeof(msg), "%s",
+	    l != NULL && l->conn != NULL ? PQerrorMessage(l->conn) : "");
 	msg[strcspn(msg, "\n")] = '\0';
 	gp_error_set(err, 503, "database_unavailable", "%s: %s", what, msg);
 	if (err != NULL)
@@ -74,6 +77,18 @@ listen_one(struct db_listener *l, const char *channel, struct gp_error *err)
 	return 0;
 }
 
+/* Server notices (a FATAL before a terminated session's EOF) go to the log. */
+static void
+listen_notice(void *arg, const char *message)
+{
+	char msg[256];
+
+	(void)arg;
+	snprintf(msg, sizeof(msg), "%s", message);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_info(NULL, "LISTEN connection notice", "message", msg);
+}
+
 int
 db_listen_open(struct db_listener **out, const char *url, const char *application_name,
     const char *const *channels, int n, struct gp_error *err)
@@ -92,6 +107,7 @@ db_listen_open(struct db_listener **out, const char *url, const char *applicatio
 		listen_lost(l, err, "could not open the LISTEN connection");
 		goto fail;
 	}
+	PQsetNoticeProcessor(l->conn, listen_notice, NULL);
 	for (int i = 0; i < n; i++)
 		if (listen_one(l, channels[i], err) < 0)
 			goto fail;

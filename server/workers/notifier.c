@@ -69,14 +69,14 @@ notifier_main(void *arg)
 			if (db_listen_open(&l, n->cfg.url, n->cfg.application_name, n->names,
 				n->cfg.nchannels, &err) < 0) {
 				if (first || wait_ms == NOTIFIER_BACKOFF_MIN_MS)
-					log_warn(NULL, "could not open the LISTEN connection", "error",
-					    err.message);
+					log_warn(NULL, "could not open the LISTEN connection",
+					    "error", err.message);
 				l = NULL;
 				first = false;
 				backoff(n, wait_ms);
-				wait_ms = wait_ms * 2 > n->cfg.reconnect_max_ms ?
-				    n->cfg.reconnect_max_ms :
-				    wait_ms * 2;
+				wait_ms = wait_ms * 2 > n->cfg.reconnect_max_ms
+				    ? n->cfg.reconnect_max_ms
+				    : wait_ms * 2;
 				continue;
 			}
 			atomic_store(&n->backend_pid, db_listen_backend_pid(l));

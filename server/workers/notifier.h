@@ -29,8 +29,8 @@ struct notifier_channel {
 #define NOTIFIER_MAX_CHANNELS 16
 
 struct notifier_config {
-	const char *url;              /* libpq conninfo or URI */
-	const char *application_name; /* default "gpupoold notifier" */
+	const char *url;                         /* libpq conninfo or URI */
+	const char *application_name;            /* default "gpupoold notifier" */
 	const struct notifier_channel *channels; /* copied */
 	int nchannels;                           /* 1..NOTIFIER_MAX_CHANNELS */
 	int reconnect_max_ms;                    /* default 5000 */
