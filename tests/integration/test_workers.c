@@ -125,7 +125,9 @@ test_registry_deadlines(void **state)
 static void
 test_registry_shutdown(void **state)
 {
-	enum { N = 500 };
+	enum {
+		N = 500
+	};
 	static struct waiter w[N];
 	struct deferred_registry *r;
 	struct waiter refused = { 0 };
@@ -221,7 +223,8 @@ test_notifier_reconnects(void **state)
 	n = notifier_for(fx, r);
 	pid = notifier_backend_pid(n);
 	assert_int_equal(deferred_add(r, "pool:1", far(), waiter_fire, &before), 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pg_terminate_backend($1::int) t WHERE t",
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pg_terminate_backend($1::int) t WHERE t",
 			     fx_str(fx, "%d", pid)),
 	    1);
 	/* back by itself, listening again */
@@ -265,7 +268,8 @@ test_server_notifier(void **state)
 			sleep_ms(10);
 	}
 	assert_true(pid > 0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pg_terminate_backend($1::int) t WHERE t",
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pg_terminate_backend($1::int) t WHERE t",
 			     fx_str(fx, "%lld", (long long)pid)),
 	    1);
 	for (int i = 0; i < 500; i++) {
