@@ -12,6 +12,7 @@
 #include "core/metrics_registry.h"
 #include "core/timeutil.h"
 #include "db/db.h"
+#include "db/db_lock.h"
 #include "workers/deferred.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
@@ -349,6 +350,33 @@ test_periodic_leadership(void **state)
 	    0);
 }
 
+/* Taking the lock again keeps it once: one release gives it up. */
+static void
+test_leader_lock_not_stacked(void **state)
+{
+	struct fixture *fx = *state;
+	const char *held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+			   "AND classid = 1768189029 AND objid = hashtext('test-stack')::oid";
+	struct gp_error err;
+	bool leader = false;
+
+	db_setup(fx);
+	gp_error_clear(&err);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(db_leader_try(db_thread(), "test-stack", &leader, &err), 0);
+		assert_true(leader);
+	}
+	assert_int_equal(fx_sql_int64(fx, held), 1);
+	/* another session cannot take it */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pg_try_advisory_lock(1768189029, "
+			     "hashtext('test-stack')) t WHERE t"),
+	    0);
+	assert_int_equal(db_leader_release(db_thread(), "test-stack", &err), 0);
+	assert_int_equal(fx_sql_int64(fx, held), 0);
+	db_thread_close();
+}
+
 static void
 test_periodic_stop_and_kick(void **state)
 {
@@ -442,6 +470,7 @@ main(void)
 		cmocka_unit_test(test_notifier_reconnects),
 		cmocka_unit_test(test_server_notifier),
 		cmocka_unit_test(test_periodic_leadership),
+		cmocka_unit_test(test_leader_lock_not_stacked),
 		cmocka_unit_test(test_periodic_stop_and_kick),
 		cmocka_unit_test(test_periodic_jitter_bounds),
 		cmocka_unit_test(test_metrics_registry_order),
