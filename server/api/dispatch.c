@@ -295,6 +295,8 @@ struct deferred {
 	int route;
 	const char *idem_key;
 	api_cont_fn cont;
+	api_wait_fn wait; /* api_defer_until's continuation instead of cont */
+	enum deferred_outcome outcome;
 	void *arg;
 };
 
@@ -312,6 +314,31 @@ void
 api_wake(struct request *req)
 {
 	req->wake(req);
+}
+
+/* The registry fired a long-poll's entry: note why, hand it back to http/. */
+static void
+wait_fire(void *arg, enum deferred_outcome outcome)
+{
+	struct request *req = arg;
+	struct deferred *d = req->deferred;
+
+	d->outcome = outcome;
+	api_wake(req);
+}
+
+int
+api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
+    api_wait_fn cont, void *arg, struct gp_error *err)
+{
+	struct deferred *d = req->deferred;
+	struct deferred_registry *waits = api_app(req)->waits;
+
+	d->wait = cont;
+	d->arg = arg;
+	if (waits == NULL || deferred_add(waits, key, deadline_us, wait_fire, req) < 0)
+		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
+	return API_DEFERRED;
 }
 
 /* The handler's (or continuation's) outcome rc becomes the answer. */
@@ -372,6 +399,7 @@ api_dispatch(struct request *req, struct response *res)
 	d->route = idx;
 	d->idem_key = idem_key;
 	d->cont = NULL;
+	d->wait = NULL;
 	req->deferred = d;
 	rc = rt->handler(req, res, &err);
 	if (rc == API_DEFERRED)
@@ -391,6 +419,9 @@ api_dispatch_resume(struct request *req, struct response *res)
 	int rc;
 
 	gp_error_clear(&err);
-	rc = d->cont(req, res, d->arg, &err);
+	if (d->wait != NULL)
+		rc = d->wait(req, res, d->arg, d->outcome, &err);
+	else
+		rc = d->cont(req, res, d->arg, &err);
 	dispatch_finish(req, res, d->route, d->idem_key, rc, &err);
 }

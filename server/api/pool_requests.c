@@ -21,7 +21,7 @@
  * 409 insufficient_capacity.
  */
 #include "pools.h"
-#include "batch.h"
+#include "workers/batch.h"
 #include "capacity.h"
 
 #include "core/log.h"

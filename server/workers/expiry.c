@@ -1,6 +1,6 @@
 /*
- * expiry.c - the expiry worker (see expiry.h), on a thread of its own
- * with its own database connection.
+ * expiry.c - the expiry worker (see expiry.h): a periodic worker
+ * (periodic.h) on every replica (no leadership lock: the passes are idempotent).
  */
 #include "expiry.h"
 
@@ -8,25 +8,14 @@
 #include "core/log.h"
 #include "db/db.h"
 #include "db/db_pools.h"
+#include "periodic.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define EXPIRE_BATCH 100     /* requests per statement */
 #define RELEASES_PER_RUN 100 /* pools released per run at most */
-
-struct expiry {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
-	int interval_s;
-};
 
 struct release_due {
 	struct arena *a;
@@ -91,12 +80,13 @@ release_due_tx(struct db *db, void *arg, struct gp_error *err)
 }
 
 static void
-expiry_run_once(void)
+expiry_run_once(void *arg)
 {
 	struct gp_error err;
 	int64_t n = 0, total = 0;
 	char buf[24];
 
+	(void)arg;
 	gp_error_clear(&err);
 	do {
 		if (db_requests_expire(db_thread(), EXPIRE_BATCH, &n, &err) < 0) {
@@ -133,59 +123,20 @@ expiry_run_once(void)
 		log_warn(NULL, "could not settle pool statuses", "error", err.message);
 }
 
-static void *
-expiry_main(void *arg)
-{
-	struct expiry *e = arg;
-
-	pthread_mutex_lock(&e->lock);
-	while (!e->stop) {
-		struct timespec ts;
-
-		pthread_mutex_unlock(&e->lock);
-		expiry_run_once();
-		pthread_mutex_lock(&e->lock);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += e->interval_s;
-		while (!e->stop && pthread_cond_timedwait(&e->cond, &e->lock, &ts) != ETIMEDOUT)
-			;
-	}
-	pthread_mutex_unlock(&e->lock);
-	db_thread_close();
-	return NULL;
-}
-
 int
-expiry_start(struct expiry **out, int interval_s)
+expiry_start(struct periodic **out, int interval_s)
 {
-	struct expiry *e = calloc(1, sizeof(*e));
+	struct periodic_config pc = {
+		.name = "expiry",
+		.interval_ms = (interval_s > 0 ? interval_s : 10) * 1000,
+		/*
+		 * every replica runs its own passes (each step is idempotent),
+		 * at its own interval: a leader's interval would rule the others
+		 */
+		.leader = false,
+		.run = expiry_run_once,
+	};
 
-	if (e == NULL)
-		return -1;
-	e->interval_s = interval_s > 0 ? interval_s : 10;
-	pthread_mutex_init(&e->lock, NULL);
-	pthread_cond_init(&e->cond, NULL);
-	if (pthread_create(&e->thread, NULL, expiry_main, e) != 0) {
-		pthread_mutex_destroy(&e->lock);
-		pthread_cond_destroy(&e->cond);
-		free(e);
-		return -1;
-	}
-	*out = e;
-	return 0;
-}
-
-void
-expiry_stop(struct expiry *e)
-{
-	if (e == NULL)
-		return;
-	pthread_mutex_lock(&e->lock);
-	e->stop = true;
-	pthread_cond_signal(&e->cond);
-	pthread_mutex_unlock(&e->lock);
-	pthread_join(e->thread, NULL);
-	pthread_mutex_destroy(&e->lock);
-	pthread_cond_destroy(&e->cond);
-	free(e);
+	pc.jitter_ms = pc.interval_ms / 10;
+	return periodic_start(out, &pc);
 }
