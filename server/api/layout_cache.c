@@ -93,7 +93,7 @@ layout_compute(const struct gpu_model *m, bool mig_enabled, const char *layout,
 
 	memset(f, 0, sizeof(*f));
 	placement_gpu_init(g, m, 0, 0, 0, mig_enabled);
-	f->valid = capacity_layout_apply(g, layout) == 0;
+	f->valid = placement_layout_apply(g, layout) == 0;
 	f->memory_used = popcount8(g->used_mask);
 	f->stranded = f->valid ? placement_gpu_stranded(g) : 0;
 	for (int i = 0; i <= m->nprofiles; i++)

@@ -24,11 +24,11 @@
 struct layout_figures {
 	/*
 	 * cls.g: placement_gpu_init(m, ids 0, mig_enabled) then
-	 * capacity_layout_apply(layout); cls.admits and cls.pref from
+	 * placement_layout_apply(layout); cls.admits and cls.pref from
 	 * placement_class_rank; cls.gpus and cls.take 0.
 	 */
 	struct placement_class cls;
-	bool valid;      /* capacity_layout_apply accepted the text */
+	bool valid;      /* placement_layout_apply accepted the text */
 	int memory_used; /* memory slices held */
 	int stranded;    /* placement_gpu_stranded; 0 when !valid */
 	/* placement_gpu_headroom: [0] a whole GPU, [1 + i] m->profiles[i] */

@@ -253,37 +253,6 @@ DB_STMT(stmt_pools_cand_wait,
 /* the ledger's timestamp: the approval's, or the pool's end time */
 #define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
 
-#define APPROVE_GROW_HEAD                                                                                 \
-	"WITH ins AS ("                                                                                   \
-	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "            \
-	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 "                                  \
-	" FROM unnest($7::int8[], $8::text[], $9::int4[], $10::int4[]) AS u (gpu, profile, start, size) " \
-	" RETURNING id"                                                                                   \
-	"), led AS ("                                                                                     \
-	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "  \
-	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "                                 \
-	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)"                \
-	"), "
-#define APPROVE_GROW_TAIL                                                             \
-	APPROVE_COMMON                                                                \
-	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "          \
-	"AND pools_check((SELECT count(*) FROM ins) = $24::int, 'the allocations'), " \
-	"(SELECT generation FROM pl), " EPOCH_US("now()")
-
-/*
- * A grow that switches the MIG mode of some empty GPUs ($23) updates them;
- * one that does not leaves gpus alone (an UPDATE of no rows still fires
- * the statement triggers of gpus) and only names $23 (a last column
- * nobody reads), so that both take the same parameters.
- */
-DB_STMT(stmt_pools_approve_grow_switch,
-    APPROVE_GROW_HEAD
-    "sw AS ("
-    " UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
-    " updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
-    "), " APPROVE_GROW_TAIL);
-DB_STMT(stmt_pools_approve_grow, APPROVE_GROW_HEAD APPROVE_GROW_TAIL ", cardinality($23::int8[])");
-
 DB_STMT(stmt_pools_approve_free,
     "WITH fr AS ("
     " UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
@@ -310,6 +279,47 @@ DB_STMT(stmt_pools_approve_free,
  * requests and allocations must change. Every approval names its own
  * pool (the caller sees to it), so no row is updated twice.
  */
+/*
+ * The parameters of stmt_pools_approve_many by name: AM_x is $(AM_x + 1).
+ * Per approval (AM_REQ .. AM_HTTP_ID), per allocation (AM_ALLOC_*), per
+ * ledger interval (AM_LEDGER_*), per outbox row (AM_OUTBOX_*), and the
+ * counts the statement checks itself against.
+ */
+enum approve_many_param {
+	AM_REQ,            /* $1 */
+	AM_POOL,           /* $2 */
+	AM_PROJECT,        /* $3 */
+	AM_ITEMS,          /* $4 */
+	AM_ACTION,         /* $5 */
+	AM_ENDS,           /* $6 */
+	AM_NOTE,           /* $7 */
+	AM_BEFORE,         /* $8 */
+	AM_AFTER,          /* $9 */
+	AM_ACTOR_ID,       /* $10 */
+	AM_ACTOR,          /* $11 */
+	AM_HTTP_ID,        /* $12 */
+	AM_ALLOC_GPU,      /* $13 */
+	AM_ALLOC_PROFILE,  /* $14 */
+	AM_ALLOC_START,    /* $15 */
+	AM_ALLOC_SIZE,     /* $16 */
+	AM_ALLOC_POOL,     /* $17 */
+	AM_ALLOC_REQ,      /* $18 */
+	AM_LEDGER_POOL,    /* $19 */
+	AM_LEDGER_PROJECT, /* $20 */
+	AM_LEDGER_MODEL,   /* $21 */
+	AM_LEDGER_PROFILE, /* $22 */
+	AM_LEDGER_COUNT,   /* $23 */
+	AM_LEDGER_REQ,     /* $24 */
+	AM_NODES,          /* $25 */
+	AM_OUTBOX_NODE,    /* $26 */
+	AM_OUTBOX_REQ,     /* $27 */
+	AM_OUTBOX_POOL,    /* $28 */
+	AM_SWITCH,         /* $29 */
+	AM_NREQUESTS,      /* $30 */
+	AM_NALLOCS,        /* $31 */
+	AM_NPARAMS
+};
+
 #define APPROVE_MANY_HEAD                                                                                               \
 	"WITH ap AS ("                                                                                                  \
 	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                            \
@@ -979,62 +989,29 @@ distinct_ids(struct arena *a, const int64_t *ids, int n, int *nout)
 }
 
 int
-db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
+db_approval_free_apply(struct db *db, struct arena *a, const struct approval_apply *ap, bool commit,
     struct gp_error *err)
 {
-	return db_approval_apply_ex(db, a, ap, true, err);
-}
-
-int
-db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap, bool commit,
-    struct gp_error *err)
-{
-	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
-	const struct db_stmt *st;
-	const char *p[24];
+	const char *p[22];
 	PGresult *r;
 	int nnodes = 0;
 	int64_t *nodes;
 
 	memset(p, 0, sizeof(p));
+	nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
 	p[0] = db_param_int(a, ap->request_id);
 	p[1] = db_param_int(a, ap->pool_id);
 	p[2] = db_param_int(a, ap->project_id);
 	p[3] = ap->new_items_json;
 	p[4] = ap->new_status;
 	p[5] = db_param_int(a, ap->ends_us);
-	if (grow) {
-		int64_t *gpu = arena_alloc(a, sizeof(*gpu) * (size_t)(ap->nallocs + 1));
-		int64_t *nid = arena_alloc(a, sizeof(*nid) * (size_t)(ap->nallocs + 1));
-		const char **prof = arena_alloc(a, sizeof(*prof) * (size_t)(ap->nallocs + 1));
-		int *start = arena_alloc(a, sizeof(*start) * (size_t)(ap->nallocs + 1));
-		int *size = arena_alloc(a, sizeof(*size) * (size_t)(ap->nallocs + 1));
-
-		for (int i = 0; i < ap->nallocs; i++) {
-			gpu[i] = ap->allocs[i].gpu_id;
-			nid[i] = ap->allocs[i].node_id;
-			prof[i] = ap->allocs[i].profile;
-			start[i] = ap->allocs[i].start;
-			size[i] = ap->allocs[i].size;
-		}
-		nodes = distinct_ids(a, nid, ap->nallocs, &nnodes);
-		p[6] = db_param_int64_array(a, gpu, ap->nallocs);
-		p[7] = db_param_text_array(a, prof, ap->nallocs);
-		p[8] = db_param_int_array(a, start, ap->nallocs);
-		p[9] = db_param_int_array(a, size, ap->nallocs);
-		p[10] = db_param_text_array(a, ap->item_models, ap->nitems);
-		p[11] = db_param_text_array(a, ap->item_profiles, ap->nitems);
-		p[12] = db_param_int_array(a, ap->item_counts, ap->nitems);
-	} else {
-		nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
-		p[6] = db_param_int64_array(a, ap->free_ids, ap->nfree);
-		p[7] = db_param_text_array(a, ap->keep_models, ap->nkeep);
-		p[8] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
-		p[9] = db_param_int(a, ap->nfree);
-		p[10] = db_param_text_array(a, ap->keep_models, ap->nkeep);
-		p[11] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
-		p[12] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
-	}
+	p[6] = db_param_int64_array(a, ap->free_ids, ap->nfree);
+	p[7] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+	p[8] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+	p[9] = db_param_int(a, ap->nfree);
+	p[10] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+	p[11] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+	p[12] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
 	p[13] = db_param_int64_array(a, nodes, nnodes);
 	p[14] = db_param_int(a, ap->actor_id);
 	p[15] = ap->actor;
@@ -1044,22 +1021,12 @@ db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply
 	p[19] = ap->audit_after_json;
 	p[20] = ap->action;
 	p[21] = db_param_int(a, ap->at_us);
-	p[22] = db_param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
-	p[23] = db_param_int(a, ap->nallocs);
 	/* the statement checks itself (pools_check), so it may commit in its round trip */
-	if (!grow)
-		st = &stmt_pools_approve_free;
-	else if (ap->nswitch > 0)
-		st = &stmt_pools_approve_grow_switch;
-	else
-		st = &stmt_pools_approve_grow;
 	if (commit)
-		r = db_exec_commit(db, a, st, grow ? 24 : 22, p, err);
+		r = db_exec_commit(db, a, &stmt_pools_approve_free, 22, p, err);
 	else
-		r = db_exec(db, a, st, grow ? 24 : 22, p, err);
-	if (r == NULL)
-		return -1;
-	return 0;
+		r = db_exec(db, a, &stmt_pools_approve_free, 22, p, err);
+	return r == NULL ? -1 : 0;
 }
 
 int
@@ -1076,7 +1043,7 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	const char **aprof, **lmodel, **lprof;
 	int *astart, *asize, *lcount;
 	int na = 0, nl = 0, no = 0, nsw = 0, nnodes = 0;
-	const char *p[31];
+	const char *p[AM_NPARAMS];
 	PGresult *r;
 
 	for (int k = 0; k < 7; k++)
@@ -1148,39 +1115,40 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		}
 	}
 	nodes = distinct_ids(a, on[0], no, &nnodes);
-	p[0] = db_param_int64_array(a, req, n);
-	p[1] = db_param_int64_array(a, pool, n);
-	p[2] = db_param_int64_array(a, proj, n);
-	p[3] = db_param_text_array(a, text[0], n);
-	p[4] = db_param_text_array(a, text[1], n);
-	p[5] = db_param_int64_array(a, ends, n);
-	p[6] = db_param_text_array(a, text[2], n);
-	p[7] = db_param_text_array(a, text[3], n);
-	p[8] = db_param_text_array(a, text[4], n);
-	p[9] = db_param_int64_array(a, actor_id, n);
-	p[10] = db_param_text_array(a, text[5], n);
-	p[11] = db_param_text_array(a, text[6], n);
-	p[12] = db_param_int64_array(a, an[0], na);
-	p[13] = db_param_text_array(a, aprof, na);
-	p[14] = db_param_int_array(a, astart, na);
-	p[15] = db_param_int_array(a, asize, na);
-	p[16] = db_param_int64_array(a, an[1], na);
-	p[17] = db_param_int64_array(a, an[2], na);
-	p[18] = db_param_int64_array(a, ln[0], nl);
-	p[19] = db_param_int64_array(a, ln[1], nl);
-	p[20] = db_param_text_array(a, lmodel, nl);
-	p[21] = db_param_text_array(a, lprof, nl);
-	p[22] = db_param_int_array(a, lcount, nl);
-	p[23] = db_param_int64_array(a, ln[2], nl);
-	p[24] = db_param_int64_array(a, nodes, nnodes);
-	p[25] = db_param_int64_array(a, on[0], no);
-	p[26] = db_param_int64_array(a, on[1], no);
-	p[27] = db_param_int64_array(a, on[2], no);
-	p[28] = db_param_int64_array(a, sw, nsw);
-	p[29] = db_param_int(a, n);
-	p[30] = db_param_int(a, na);
+	p[AM_REQ] = db_param_int64_array(a, req, n);
+	p[AM_POOL] = db_param_int64_array(a, pool, n);
+	p[AM_PROJECT] = db_param_int64_array(a, proj, n);
+	p[AM_ITEMS] = db_param_text_array(a, text[0], n);
+	p[AM_ACTION] = db_param_text_array(a, text[1], n);
+	p[AM_ENDS] = db_param_int64_array(a, ends, n);
+	p[AM_NOTE] = db_param_text_array(a, text[2], n);
+	p[AM_BEFORE] = db_param_text_array(a, text[3], n);
+	p[AM_AFTER] = db_param_text_array(a, text[4], n);
+	p[AM_ACTOR_ID] = db_param_int64_array(a, actor_id, n);
+	p[AM_ACTOR] = db_param_text_array(a, text[5], n);
+	p[AM_HTTP_ID] = db_param_text_array(a, text[6], n);
+	p[AM_ALLOC_GPU] = db_param_int64_array(a, an[0], na);
+	p[AM_ALLOC_PROFILE] = db_param_text_array(a, aprof, na);
+	p[AM_ALLOC_START] = db_param_int_array(a, astart, na);
+	p[AM_ALLOC_SIZE] = db_param_int_array(a, asize, na);
+	p[AM_ALLOC_POOL] = db_param_int64_array(a, an[1], na);
+	p[AM_ALLOC_REQ] = db_param_int64_array(a, an[2], na);
+	p[AM_LEDGER_POOL] = db_param_int64_array(a, ln[0], nl);
+	p[AM_LEDGER_PROJECT] = db_param_int64_array(a, ln[1], nl);
+	p[AM_LEDGER_MODEL] = db_param_text_array(a, lmodel, nl);
+	p[AM_LEDGER_PROFILE] = db_param_text_array(a, lprof, nl);
+	p[AM_LEDGER_COUNT] = db_param_int_array(a, lcount, nl);
+	p[AM_LEDGER_REQ] = db_param_int64_array(a, ln[2], nl);
+	p[AM_NODES] = db_param_int64_array(a, nodes, nnodes);
+	p[AM_OUTBOX_NODE] = db_param_int64_array(a, on[0], no);
+	p[AM_OUTBOX_REQ] = db_param_int64_array(a, on[1], no);
+	p[AM_OUTBOX_POOL] = db_param_int64_array(a, on[2], no);
+	p[AM_SWITCH] = db_param_int64_array(a, sw, nsw);
+	p[AM_NREQUESTS] = db_param_int(a, n);
+	p[AM_NALLOCS] = db_param_int(a, na);
 	r = db_exec_commit(db, a,
-	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, 31, p, err);
+	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, AM_NPARAMS, p,
+	    err);
 	return r == NULL ? -1 : 0;
 }
 

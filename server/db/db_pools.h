@@ -324,22 +324,18 @@ struct approval_apply {
 };
 
 /*
- * Apply an approval in one statement: the request becomes approved
- * (history row), the allocations are inserted or move to releasing, the
- * pool gets its items and status, ledger intervals open or close at the
+ * Apply a shrink or release approval in one statement: the request
+ * becomes approved (history row), the chosen allocations move to
+ * releasing, the pool gets its items and status, ledger intervals close
+ * (and, for a shrink, reopen with what the pool keeps) at at_us or the
  * transaction timestamp, affected nodes' generation is bumped with one
  * outbox row each, and the audit row is written. The request and pool
  * must be locked. The statement checks that it changed exactly what was
- * decided (pools_check, else a retryable serialization failure) and is
- * sent together with COMMIT (db_exec_commit): the caller's db_tx function
- * must return right after it. An overlap (exclusion constraint) is a
- * retryable conflict inside db_tx_ex(DB_TX_RETRY_EXCLUSION).
+ * decided (pools_check, else a retryable serialization failure); with
+ * commit it is sent together with COMMIT (db_exec_commit) and the
+ * caller's db_tx function must return right after it.
  */
-int db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
-    struct gp_error *err) __attribute__((warn_unused_result));
-
-/* The same without COMMIT (commit false): more statements follow in the transaction. */
-int db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap,
+int db_approval_free_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
     bool commit, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
