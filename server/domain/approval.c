@@ -129,10 +129,9 @@ approval_grow_arrays(struct arena *a, const struct approval_placed *p, int np,
 }
 
 int
-approval_free_choose(const struct approval_live *live, int nlive, int64_t pool_id,
-    bool release, const struct spec_count *pool_items, int npool,
-    const struct spec_count *items, int nitems, bool *chosen, struct spec_count *next,
-    int *nnext, int *keep_counts, struct gp_error *err)
+approval_free_choose(const struct approval_live *live, int nlive, int64_t pool_id, bool release,
+    const struct spec_count *pool_items, int npool, const struct spec_count *items, int nitems,
+    bool *chosen, struct spec_count *next, int *nnext, int *keep_counts, struct gp_error *err)
 {
 	struct shrink_alloc *sa;
 	int *want;

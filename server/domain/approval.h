@@ -120,9 +120,9 @@ struct approval_live {
  * intervals to reopen. A release frees every allocation of the pool and
  * keeps nothing. 409 when a shrink would leave the pool empty.
  */
-int approval_free_choose(const struct approval_live *live, int nlive, int64_t pool_id,
-    bool release, const struct spec_count *pool_items, int npool,
-    const struct spec_count *items, int nitems, bool *chosen, struct spec_count *next,
-    int *nnext, int *keep_counts, struct gp_error *err) __attribute__((warn_unused_result));
+int approval_free_choose(const struct approval_live *live, int nlive, int64_t pool_id, bool release,
+    const struct spec_count *pool_items, int npool, const struct spec_count *items, int nitems,
+    bool *chosen, struct spec_count *next, int *nnext, int *keep_counts, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 #endif

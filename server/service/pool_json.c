@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-
 int
 pools_items_parse(const char *json, struct spec_count *out, int *n, struct gp_error *err)
 {
@@ -184,4 +183,3 @@ pools_request_json(const struct pool_request_row *r, const struct pool_request_e
 	}
 	return o;
 }
-

@@ -156,7 +156,6 @@ classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t m
 	return 0;
 }
 
-
 /* ---- candidates and placement ---- */
 
 struct service_placed {
@@ -309,8 +308,8 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
  */
 static int
 place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
-    const struct spec_count *items, int nitems, struct service_placed **out, int *nout, int *missing,
-    struct gp_error *err)
+    const struct spec_count *items, int nitems, struct service_placed **out, int *nout,
+    int *missing, struct gp_error *err)
 {
 	struct placement_result res;
 	struct gp_error perr;
@@ -527,7 +526,6 @@ service_submit_finish(struct db *db, struct service_submit *s, struct pool_reque
 	out->project = s->project;
 	return 0;
 }
-
 
 /* ---- approve: group commit ---- */
 
@@ -848,7 +846,8 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 static int
 approve_cmp_project(const void *pa, const void *pb)
 {
-	const struct service_approval *a = *(struct service_approval *const *)pa, *b = *(struct service_approval *const *)pb;
+	const struct service_approval *a = *(struct service_approval *const *)pa,
+				      *b = *(struct service_approval *const *)pb;
 
 	return (a->ax.req.project_id > b->ax.req.project_id) -
 	    (a->ax.req.project_id < b->ax.req.project_id);
@@ -1094,7 +1093,6 @@ pool_approvals_metrics(struct strbuf *b)
 	    (unsigned long long)atomic_load(&stat_submit_items));
 }
 
-
 /* ---- reject and cancel ---- */
 
 struct close {
@@ -1131,13 +1129,13 @@ close_tx(struct db *db, void *arg, struct gp_error *err)
 	    pool_request_state_name(c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED),
 	    c->actor->user_id, c->actor->username, c->note, c->actor->http_request_id,
 	    c->cancel ? "pool_request.cancel" : "pool_request.reject",
-	    json_to_arena(c->a, json_own(c->a, pools_request_json(&ax.req, NULL, 0)), NULL),
-	    c->out, err);
+	    json_to_arena(c->a, json_own(c->a, pools_request_json(&ax.req, NULL, 0)), NULL), c->out,
+	    err);
 }
 
 int
-service_request_close(struct db *db, struct arena *a, const struct service_actor *actor,
-    int64_t id, bool cancel, const char *note, service_close_check_fn check, void *check_arg,
+service_request_close(struct db *db, struct arena *a, const struct service_actor *actor, int64_t id,
+    bool cancel, const char *note, service_close_check_fn check, void *check_arg,
     struct pool_request_row *out, struct gp_error *err)
 {
 	struct close c = { a, actor, id, cancel, note, check, check_arg, out };
