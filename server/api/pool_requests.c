@@ -252,7 +252,9 @@ api_pool_requests_list(struct request *req, struct response *res, struct gp_erro
 	}
 	if (!role_sees_all_projects(api_role(req)))
 		f.member_user_id = req->principal.user_id;
-	f.state = state;
+	f.has_state = state != NULL;
+	if (f.has_state)
+		f.state = st;
 	if (db_requests_list(db_thread(), req->arena, &f, cursor, limit + 1, &rows, &n, err) < 0)
 		return -1;
 	items = json_object_new_array();

@@ -254,8 +254,8 @@ api_pools_list(struct request *req, struct response *res, struct gp_error *err)
 		    "degraded, releasing, released");
 	if (api_project_access(db_thread(), req, req->params[0], PROJECT_READ, &p, NULL, err) < 0)
 		return -1;
-	if (db_pools_list(db_thread(), req->arena, p.id, status, cursor, limit + 1, &rows, &n,
-		err) < 0)
+	if (db_pools_list(db_thread(), req->arena, p.id, status != NULL ? &st : NULL, cursor,
+		limit + 1, &rows, &n, err) < 0)
 		return -1;
 	shown = n < limit ? n : limit;
 	ids = arena_alloc(req->arena, sizeof(*ids) * (size_t)(shown + 1));

@@ -525,6 +525,17 @@ db_project_usage(struct db *db, struct arena *a, int64_t project_id, const char 
 
 /* ---- pools ---- */
 
+/* A pool status column; a status this binary does not know reads as released. */
+static enum pool_status
+status_col(const PGresult *r, int row, int col)
+{
+	enum pool_status st;
+
+	if (pool_status_parse(PQgetvalue(r, row, col), &st) < 0)
+		st = POOL_STATUS_RELEASED;
+	return st;
+}
+
 static void
 pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_row *o)
 {
@@ -532,7 +543,7 @@ pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_ro
 	o->project_id = db_int64(r, row, c + 1);
 	o->project = db_text(a, r, row, c + 2);
 	o->name = db_text(a, r, row, c + 3);
-	o->status = db_text(a, r, row, c + 4);
+	o->status = status_col(r, row, c + 4);
 	o->items_json = db_text(a, r, row, c + 5);
 	o->ends_us = db_int64(r, row, c + 6);
 	o->generation = db_int64(r, row, c + 7);
@@ -572,11 +583,11 @@ db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *
 }
 
 int
-db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
+db_pools_list(struct db *db, struct arena *a, int64_t project_id, const enum pool_status *status,
     int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
 {
 	const char *p[4] = { db_param_int(a, project_id), db_param_int(a, after_id),
-		db_param_int(a, limit), status };
+		db_param_int(a, limit), status != NULL ? pool_status_name(*status) : NULL };
 	PGresult *r = db_exec(db, a, &stmt_pools_list, 4, p, err);
 
 	if (r == NULL)
@@ -618,7 +629,8 @@ db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids
 		o->profile = db_text(a, r, i, 8);
 		o->start = (int)db_int64(r, i, 9);
 		o->size = (int)db_int64(r, i, 10);
-		o->state = db_text(a, r, i, 11);
+		if (allocation_state_parse(PQgetvalue(r, i, 11), &o->state) < 0)
+			o->state = ALLOCATION_FAILED;
 		o->device_uuid = db_text(a, r, i, 12);
 		o->request_id = db_int64(r, i, 13);
 	}
@@ -635,11 +647,13 @@ request_from_row(struct arena *a, const PGresult *r, int row, struct pool_reques
 	o->project = db_text(a, r, row, 2);
 	o->pool_id = db_int64(r, row, 3);
 	o->pool = db_text(a, r, row, 4);
-	o->action = db_text(a, r, row, 5);
+	if (pool_action_parse(PQgetvalue(r, row, 5), &o->action) < 0)
+		o->action = POOL_ACTION_RELEASE;
 	o->items_json = db_text(a, r, row, 6);
 	o->justification = db_text(a, r, row, 7);
 	o->ends_us = db_int64(r, row, 8);
-	o->state = db_text(a, r, row, 9);
+	if (pool_request_state_parse(PQgetvalue(r, row, 9), &o->state) < 0)
+		o->state = POOL_REQUEST_FAILED;
 	o->requested_by_id = db_int64(r, row, 10);
 	o->requested_by = db_text(a, r, row, 11);
 	o->requested_us = db_int64(r, row, 12);
@@ -668,7 +682,7 @@ submitted_row(const PGresult *r, int row, const struct request_submit *s,
 	out->items_json = s->items_json;
 	out->justification = s->justification;
 	out->ends_us = s->ends_us;
-	out->state = "pending";
+	out->state = POOL_REQUEST_PENDING;
 	out->requested_by_id = s->actor_id;
 	out->requested_by = s->actor;
 	out->generation = 1;
@@ -684,7 +698,7 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	p[0] = db_param_int(a, s->project_id);
 	p[1] = db_param_int(a, s->pool_id);
 	p[2] = s->pool_name;
-	p[3] = s->action;
+	p[3] = pool_action_name(s->action);
 	p[4] = s->items_json;
 	p[5] = s->justification;
 	p[6] = db_param_int(a, s->ends_us);
@@ -734,7 +748,7 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 		i64[2][i] = v[i]->ends_us;
 		i64[3][i] = v[i]->actor_id;
 		txt[0][i] = v[i]->pool_name;
-		txt[1][i] = v[i]->action;
+		txt[1][i] = pool_action_name(v[i]->action);
 		txt[2][i] = v[i]->items_json;
 		txt[3][i] = v[i]->justification;
 		txt[4][i] = v[i]->actor;
@@ -793,7 +807,8 @@ db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
     int limit, struct pool_request_row **out, int *n, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, after_id), db_param_int(a, limit),
-		db_param_int(a, f->project_id), db_param_int(a, f->member_user_id), f->state,
+		db_param_int(a, f->project_id), db_param_int(a, f->member_user_id),
+		f->has_state ? pool_request_state_name(f->state) : NULL,
 		db_param_int(a, f->pool_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_list, 6, p, err);
 
@@ -842,7 +857,7 @@ db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx 
 	if (!*found)
 		return 0;
 	request_from_row(a, r, 0, &out->req);
-	out->pool_status = db_text(a, r, 0, REQ_NCOLS);
+	out->pool_status = status_col(r, 0, REQ_NCOLS);
 	out->pool_items_json = db_text(a, r, 0, REQ_NCOLS + 1);
 	out->pool_ends_us = db_int64(r, 0, REQ_NCOLS + 2);
 	out->has_quota = db_bool(r, 0, REQ_NCOLS + 3);
@@ -871,7 +886,7 @@ db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
 				continue;
 			found[i] = true;
 			request_from_row(ra, r, row, &out[i].req);
-			out[i].pool_status = db_text(ra, r, row, REQ_NCOLS);
+			out[i].pool_status = status_col(r, row, REQ_NCOLS);
 			out[i].pool_items_json = db_text(ra, r, row, REQ_NCOLS + 1);
 			out[i].pool_ends_us = db_int64(r, row, REQ_NCOLS + 2);
 			out[i].has_quota = db_bool(r, row, REQ_NCOLS + 3);
@@ -882,12 +897,14 @@ db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
 }
 
 int
-db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state, int64_t actor_id,
-    const char *actor, const char *note, const char *http_request_id, const char *audit_action,
-    const char *audit_before_json, struct pool_request_row *out, struct gp_error *err)
+db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_request_state to_state,
+    int64_t actor_id, const char *actor, const char *note, const char *http_request_id,
+    const char *audit_action, const char *audit_before_json, struct pool_request_row *out,
+    struct gp_error *err)
 {
-	const char *p[8] = { db_param_int(a, id), to_state, db_param_int(a, actor_id), actor, note,
-		http_request_id, audit_action, audit_before_json };
+	const char *p[8] = { db_param_int(a, id), pool_request_state_name(to_state),
+		db_param_int(a, actor_id), actor, note, http_request_id, audit_action,
+		audit_before_json };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_close, 8, p, err);
 	bool found;
 
@@ -1003,7 +1020,7 @@ db_approval_free_apply(struct db *db, struct arena *a, const struct approval_app
 	p[1] = db_param_int(a, ap->pool_id);
 	p[2] = db_param_int(a, ap->project_id);
 	p[3] = ap->new_items_json;
-	p[4] = ap->new_status;
+	p[4] = pool_status_name(ap->new_status);
 	p[5] = db_param_int(a, ap->ends_us);
 	p[6] = db_param_int64_array(a, ap->free_ids, ap->nfree);
 	p[7] = db_param_text_array(a, ap->keep_models, ap->nkeep);
@@ -1019,7 +1036,7 @@ db_approval_free_apply(struct db *db, struct arena *a, const struct approval_app
 	p[17] = ap->http_request_id;
 	p[18] = ap->audit_before_json;
 	p[19] = ap->audit_after_json;
-	p[20] = ap->action;
+	p[20] = pool_action_name(ap->action);
 	p[21] = db_param_int(a, ap->at_us);
 	/* the statement checks itself (pools_check), so it may commit in its round trip */
 	if (commit)
@@ -1078,7 +1095,7 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		ends[i] = ap->ends_us;
 		actor_id[i] = ap->actor_id;
 		text[0][i] = ap->new_items_json;
-		text[1][i] = ap->action;
+		text[1][i] = pool_action_name(ap->action);
 		text[2][i] = ap->note;
 		text[3][i] = ap->audit_before_json;
 		text[4][i] = ap->audit_after_json;

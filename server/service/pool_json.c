@@ -110,7 +110,7 @@ pools_pool_json(const struct pool_row *p, const struct pool_alloc_row *a, int na
 	json_add_int(o, "id", p->id);
 	json_add_str(o, "project", p->project);
 	json_add_str(o, "name", p->name);
-	json_add_str(o, "status", p->status);
+	json_add_str(o, "status", pool_status_name(p->status));
 	json_object_object_add(o, "items", pools_stored_items_json(p->items_json));
 	if (p->ends_us != 0)
 		json_add_time(o, "ends_at", p->ends_us);
@@ -128,7 +128,8 @@ pools_pool_json(const struct pool_row *p, const struct pool_alloc_row *a, int na
 			continue;
 		json_object_array_add(arr,
 		    pools_alloc_json(a[i].node, a[i].gpu_uuid, a[i].gpu_index, a[i].model,
-			a[i].profile, a[i].start, a[i].size, a[i].state, a[i].device_uuid));
+			a[i].profile, a[i].start, a[i].size, allocation_state_name(a[i].state),
+			a[i].device_uuid));
 	}
 	json_object_object_add(o, "allocations", arr);
 	return o;
@@ -153,8 +154,8 @@ pools_request_json(const struct pool_request_row *r, const struct pool_request_e
 	json_add_str(o, "project", r->project);
 	json_add_str(o, "pool", r->pool);
 	json_add_int(o, "pool_id", r->pool_id);
-	json_add_str(o, "action", r->action);
-	json_add_str(o, "state", r->state);
+	json_add_str(o, "action", pool_action_name(r->action));
+	json_add_str(o, "state", pool_request_state_name(r->state));
 	json_object_object_add(o, "items", pools_stored_items_json(r->items_json));
 	json_add_str(o, "justification", r->justification);
 	add_time_or_null(o, "ends_at", r->ends_us);
@@ -164,7 +165,7 @@ pools_request_json(const struct pool_request_row *r, const struct pool_request_e
 	json_add_str(o, "decided_by", r->decided_by);
 	add_time_or_null(o, "decided_at", r->decided_us);
 	json_add_str(o, "note", r->note);
-	json_add_str(o, "reason", strcmp(r->state, "rejected") == 0 ? r->note : NULL);
+	json_add_str(o, "reason", r->state == POOL_REQUEST_REJECTED ? r->note : NULL);
 	json_add_int(o, "generation", r->generation);
 	if (history != NULL) {
 		struct json_object *arr = json_object_new_array();

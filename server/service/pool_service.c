@@ -401,7 +401,6 @@ service_submit_prepare(struct db *db, struct service_submit *s, struct gp_error 
 	memset(rs, 0, sizeof(*rs));
 	if (s->action != POOL_ACTION_CREATE) {
 		struct spec_count have[POOL_MAX_ITEMS], left[POOL_MAX_ITEMS];
-		enum pool_status st;
 		int nhave, nleft;
 
 		if (db_pool_by_name(db, s->arena, s->project_id, s->pool, &pool, &found, err) < 0)
@@ -409,9 +408,7 @@ service_submit_prepare(struct db *db, struct service_submit *s, struct gp_error 
 		if (!found)
 			return gp_error_field(err, "pool", "project %s has no pool named %s",
 			    s->project, s->pool);
-		if (pool_status_parse(pool.status, &st) < 0)
-			st = POOL_STATUS_RELEASED;
-		if (pool_status_accepts(st, s->action, pool.name, err) < 0)
+		if (pool_status_accepts(pool.status, s->action, pool.name, err) < 0)
 			return -1;
 		if (s->action == POOL_ACTION_SHRINK) {
 			if (pools_items_parse(pool.items_json, have, &nhave, err) < 0 ||
@@ -435,7 +432,7 @@ service_submit_prepare(struct db *db, struct service_submit *s, struct gp_error 
 	json_add_str(after, "justification", s->justification);
 	rs->project_id = s->project_id;
 	rs->pool_name = s->pool;
-	rs->action = pool_action_name(s->action);
+	rs->action = s->action;
 	rs->items_json = pools_items_text(s->arena, s->items, s->nitems);
 	rs->justification = s->justification;
 	rs->ends_us = s->ends_us;
@@ -587,7 +584,7 @@ approve_after_json(const struct service_approval *c)
 	struct pool_request_row r = c->ax.req;
 	struct json_object *o;
 
-	r.state = "approved";
+	r.state = POOL_REQUEST_APPROVED;
 	r.decided_by = c->actor.username;
 	r.decided_us = c->ax.now_us;
 	r.note = c->note;
@@ -602,20 +599,15 @@ static int
 approve_check(struct service_approval *c, struct gp_error *err)
 {
 	struct spec_count next[POOL_MAX_ITEMS];
-	enum pool_request_state st;
-	enum pool_status ps;
 	int nnext = 0;
 
-	if (pool_request_state_parse(c->ax.req.state, &st) < 0 ||
-	    pool_request_transition(st, POOL_REQUEST_APPROVED, err) < 0)
+	if (pool_request_transition(c->ax.req.state, POOL_REQUEST_APPROVED, err) < 0)
 		return -1;
 	/* the system's release of a pool past its end time expires as it is made */
 	if (!c->due && c->ax.req.expires_us <= c->ax.now_us)
 		return gp_error_set(err, 409, "conflict", "the request expired");
-	if (pool_action_parse(c->ax.req.action, &c->action) < 0 ||
-	    pool_status_parse(c->ax.pool_status, &ps) < 0)
-		return gp_error_set(err, 500, "internal", "a stored request is malformed");
-	if (pool_status_accepts(ps, c->action, c->ax.req.pool, err) < 0)
+	c->action = c->ax.req.action;
+	if (pool_status_accepts(c->ax.pool_status, c->action, c->ax.req.pool, err) < 0)
 		return -1;
 	if (pools_items_parse(c->ax.req.items_json, c->items, &c->nitems, err) < 0 ||
 	    pools_items_parse(c->ax.pool_items_json, c->pool_items, &c->npool, err) < 0)
@@ -653,7 +645,7 @@ approve_grow_fill(struct service_approval *c)
 		pl[i].mode_switch = p->mode_switch;
 	}
 	approval_grow_arrays(a, pl, c->nplaced, c->items, c->nitems, &g);
-	ap->new_status = "provisioning";
+	ap->new_status = POOL_STATUS_PROVISIONING;
 	ap->ends_us = c->ax.req.ends_us;
 	ap->allocs = na;
 	ap->nallocs = c->nplaced;
@@ -713,7 +705,7 @@ approve_free(struct db *db, struct service_approval *c, bool release, struct gp_
 		profiles[i] = c->items[i].profile;
 	}
 	ap->new_items_json = pools_items_text(a, next, nnext);
-	ap->new_status = release ? "releasing" : c->ax.pool_status;
+	ap->new_status = release ? POOL_STATUS_RELEASING : c->ax.pool_status;
 	ap->at_us = c->at_us;
 	ap->free_ids = ids;
 	ap->nfree = k;
@@ -1110,8 +1102,8 @@ static int
 close_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct close *c = arg;
+	enum pool_request_state to = c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED;
 	struct approval_ctx ax;
-	enum pool_request_state st;
 	bool found;
 
 	if (db_request_lock(db, c->a, c->id, &ax, &found, err) < 0)
@@ -1121,14 +1113,10 @@ close_tx(struct db *db, void *arg, struct gp_error *err)
 		    (long long)c->id);
 	if (c->check != NULL && c->check(db, c->check_arg, &ax.req, err) < 0)
 		return -1;
-	if (pool_request_state_parse(ax.req.state, &st) < 0 ||
-	    pool_request_transition(st, c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED,
-		err) < 0)
+	if (pool_request_transition(ax.req.state, to, err) < 0)
 		return -1;
-	return db_request_close(db, c->a, c->id,
-	    pool_request_state_name(c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED),
-	    c->actor->user_id, c->actor->username, c->note, c->actor->http_request_id,
-	    c->cancel ? "pool_request.cancel" : "pool_request.reject",
+	return db_request_close(db, c->a, c->id, to, c->actor->user_id, c->actor->username, c->note,
+	    c->actor->http_request_id, c->cancel ? "pool_request.cancel" : "pool_request.reject",
 	    json_to_arena(c->a, json_own(c->a, pools_request_json(&ax.req, NULL, 0)), NULL), c->out,
 	    err);
 }

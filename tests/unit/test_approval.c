@@ -39,8 +39,7 @@ teardown(void **state)
 }
 
 static struct spec_count
-S(const char *model, const char *profile, int count)
-{
+S(const char *model, const char *profile, int count) {
 	struct spec_count s;
 
 	memset(&s, 0, sizeof(s));
@@ -94,8 +93,7 @@ test_batch_quota_project(void **state)
 /* ---- candidate classes ---- */
 
 static struct approval_class
-C(const struct gpu_model *m, bool mig, const char *layout)
-{
+C(const struct gpu_model *m, bool mig, const char *layout) {
 	struct approval_class c;
 
 	memset(&c, 0, sizeof(c));
