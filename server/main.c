@@ -6,7 +6,7 @@
 #include "config.h"
 
 #include "api/api.h"
-#include "api/layout_cache.h"
+#include "service/layout_cache.h"
 #include "api/pools.h"
 #include "auth/password.h"
 #include "auth/roles.h"

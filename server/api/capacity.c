@@ -18,7 +18,7 @@
 #include "core/strbuf.h"
 #include "core/log.h"
 #include "db/db_capacity.h"
-#include "layout_cache.h"
+#include "service/layout_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>

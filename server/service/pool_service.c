@@ -27,6 +27,7 @@
  */
 #include "pool_service.h"
 #include "pool_json.h"
+#include "layout_cache.h"
 
 #include "core/log.h"
 #include "core/strbuf.h"
@@ -145,10 +146,13 @@ classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t m
 		return -1;
 	v = arena_alloc(a, sizeof(*v) * (size_t)(nk + 1));
 	for (int i = 0; i < nk; i++) {
+		struct layout_figures f;
+
+		layout_cache_get(m, keys[i].mig_enabled, keys[i].layout, &f);
 		v[i].mig_enabled = keys[i].mig_enabled;
 		v[i].layout = keys[i].layout;
-		placement_gpu_init(&v[i].g, m, 0, 0, 0, keys[i].mig_enabled);
-		v[i].valid = placement_layout_apply(&v[i].g, keys[i].layout) == 0;
+		v[i].g = f.cls.g;
+		v[i].valid = f.valid;
 	}
 	class_cache_store(m->id, v, nk, now);
 	*out = v;
@@ -266,6 +270,7 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 	for (int i = 0; i < n; i++) {
 		const struct gpu_model *m = catalog_model(c, rows[i].model);
 		struct placement_gpu *g;
+		struct layout_figures f;
 		int j;
 
 		if (m == NULL)
@@ -289,13 +294,16 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 			set->cap = ncap;
 		}
 		g = &set->gpus[set->n];
-		placement_gpu_init(g, m, rows[i].id, rows[i].node_id, rows[i].index,
-		    rows[i].mig_enabled);
-		if (placement_layout_apply(g, rows[i].layout) < 0) {
+		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
+		if (!f.valid) {
 			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
 			    "gpu", rows[i].uuid, "layout", rows[i].layout);
 			continue;
 		}
+		*g = f.cls.g;
+		g->id = rows[i].id;
+		g->node_id = rows[i].node_id;
+		g->index = rows[i].index;
 		set->rows[set->n++] = &rows[i];
 		added++;
 	}

@@ -9,8 +9,8 @@
  * changes), so GET /v1/capacity and simulation, which meet the same few
  * thousand layouts on every call, compute each once.
  */
-#ifndef GP_API_LAYOUT_CACHE_H
-#define GP_API_LAYOUT_CACHE_H
+#ifndef GP_SERVICE_LAYOUT_CACHE_H
+#define GP_SERVICE_LAYOUT_CACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>

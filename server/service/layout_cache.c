@@ -6,7 +6,7 @@
  * Entries are never removed before layout_cache_reset.
  */
 #include "layout_cache.h"
-#include "capacity.h"
+#include "domain/placement.h"
 
 #include <pthread.h>
 #include <stddef.h>
