@@ -13,6 +13,7 @@
  * the engine would choose from (placement_select).
  */
 #include "api.h"
+#include "core/problem.h"
 #include "capacity.h"
 
 #include "core/strbuf.h"
@@ -463,7 +464,7 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	if (capacity_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
 		&perr) == 0) {
 		fits = true;
-	} else if (perr.status == 409 && strcmp(perr.code, "insufficient_capacity") == 0) {
+	} else if (gp_error_is(&perr, GP_PROBLEM_INSUFFICIENT_CAPACITY)) {
 		fits = false;
 	} else {
 		*err = perr;

@@ -7,6 +7,7 @@
  * service_approvals_run, and the handler answers once woken.
  */
 #include "pools.h"
+#include "core/problem.h"
 #include "batch.h"
 
 #include "core/strbuf.h"
@@ -49,7 +50,7 @@ request_load_visible(struct db *db, struct request *req, int64_t id, struct pool
 			*err = e;
 			return -1;
 		}
-		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such pool request: %lld",
 		    (long long)id);
 	}
 	return 0;
@@ -355,7 +356,7 @@ approve_reply(struct request *req, struct response *res, void *arg, struct gp_er
 	if (c->outcome != SERVICE_APPROVAL_DONE) {
 		*err = c->err;
 		if (!gp_error_isset(err))
-			gp_error_set(err, 500, "internal", "the approval was not decided");
+			gp_problem_set(err, GP_PROBLEM_INTERNAL, "the approval was not decided");
 	}
 	if (c->outcome == SERVICE_APPROVAL_DONE) {
 		/* the same document as the audit row's "after" */
@@ -363,7 +364,7 @@ approve_reply(struct request *req, struct response *res, void *arg, struct gp_er
 		api_etag(req, res, c->ax.req.generation + 1);
 		return 0;
 	}
-	if (err->status == 409 && strcmp(err->code, "insufficient_capacity") == 0) {
+	if (gp_error_is(err, GP_PROBLEM_INSUFFICIENT_CAPACITY)) {
 		struct json_object *sh = json_object_new_array();
 
 		for (int i = 0; i < c->nitems; i++) {
@@ -379,7 +380,7 @@ approve_reply(struct request *req, struct response *res, void *arg, struct gp_er
 		}
 		return reply_problem_with(req, res, err, "short", sh);
 	}
-	if (c->quota_item != NULL && strcmp(err->code, "quota_exceeded") == 0)
+	if (c->quota_item != NULL && gp_error_is(err, GP_PROBLEM_QUOTA_EXCEEDED))
 		return reply_problem_with(req, res, err, "item", json_object_get(c->quota_item));
 	return -1;
 }
@@ -431,12 +432,12 @@ cancel_check(struct db *db, void *arg, const struct pool_request_row *r, struct 
 			*err = e;
 			return -1;
 		}
-		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such pool request: %lld",
 		    (long long)r->id);
 	}
 	if (r->requested_by_id != req->principal.user_id && prole != PROJECT_ROLE_OWNER &&
 	    api_role(req) != ROLE_ADMIN)
-		return gp_error_set(err, 403, "forbidden",
+		return gp_problem_set(err, GP_PROBLEM_FORBIDDEN,
 		    "only the requester or an owner "
 		    "of project %s may cancel this request",
 		    proj.name);

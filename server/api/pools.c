@@ -4,6 +4,7 @@
  * the JSON shapes the pool handlers share.
  */
 #include "pools.h"
+#include "core/problem.h"
 
 #include "db/db_projects.h"
 
@@ -163,7 +164,7 @@ quota_change_tx(struct db *db, void *arg, struct gp_error *err)
 		    0)
 			return -1;
 		if (!has || gen != c->expected)
-			return gp_error_set(err, 412, "precondition_failed",
+			return gp_problem_set(err, GP_PROBLEM_PRECONDITION_FAILED,
 			    "the quota changed since it was read (ETag mismatch)");
 	}
 	if (c->items_json != NULL) {
@@ -174,7 +175,7 @@ quota_change_tx(struct db *db, void *arg, struct gp_error *err)
 		if (db_quota_delete(db, req->arena, c->project.id, &existed, err) < 0)
 			return -1;
 		if (!existed)
-			return gp_error_set(err, 404, "not_found", "project %s has no quota",
+			return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "project %s has no quota",
 			    c->project.name);
 	}
 	if (db_project_usage(db, req->arena, c->project.id, &c->usage, err) < 0)
@@ -294,7 +295,8 @@ api_pools_get(struct request *req, struct response *res, struct gp_error *err)
 			*err = ignored;
 			return -1;
 		}
-		return gp_error_set(err, 404, "not_found", "no such pool: %s", req->params[0]);
+		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such pool: %s",
+		    req->params[0]);
 	}
 	if (db_pool_allocations(db_thread(), req->arena, &p.id, 1, 0, &allocs, &na, err) < 0)
 		return -1;

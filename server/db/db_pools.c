@@ -3,6 +3,7 @@
  * the expiry worker's claims (see db_pools.h).
  */
 #include "db_pools.h"
+#include "core/problem.h"
 #include "db_internal.h"
 #include "db_sql.h"
 
@@ -713,12 +714,12 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	if (r == NULL) {
 		if (err->status == 409 &&
 		    strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
-			gp_error_set(err, 409, "conflict",
+			gp_problem_set(err, GP_PROBLEM_CONFLICT,
 			    "the project already has a pool named %s", s->pool_name);
 		return -1;
 	}
 	if (PQntuples(r) != 1)
-		return gp_error_set(err, 500, "internal", "the request was not inserted");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "the request was not inserted");
 	if (!db_bool(r, 0, 0)) {
 		*needs_quota = true;
 		return 0;
@@ -774,7 +775,8 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != n)
-		return gp_error_set(err, 500, "internal", "the submissions were not all answered");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL,
+		    "the submissions were not all answered");
 	for (int i = 0; i < n; i++) {
 		memset(&res[i], 0, sizeof(res[i]));
 		if (!db_bool(r, i, 0))
@@ -911,11 +913,11 @@ db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_request_s
 	if (r == NULL)
 		return -1;
 	if (db_int64(r, 0, 0) != 1)
-		return gp_error_set(err, 409, "conflict", "the request is no longer pending");
+		return gp_problem_set(err, GP_PROBLEM_CONFLICT, "the request is no longer pending");
 	if (db_request_get(db, a, id, out, &found, err) < 0)
 		return -1;
 	if (!found)
-		return gp_error_set(err, 500, "internal", "the request vanished");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "the request vanished");
 	return 0;
 }
 

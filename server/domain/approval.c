@@ -2,6 +2,7 @@
  * approval.c - the approval workflow's pure decisions (see approval.h).
  */
 #include "approval.h"
+#include "core/problem.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,14 +143,14 @@ approval_free_choose(const struct approval_live *live, int nlive, int64_t pool_i
 		if (pool_items_subtract(pool_items, npool, items, nitems, next, nnext, err) < 0)
 			return -1;
 		if (*nnext == 0)
-			return gp_error_set(err, 409, "conflict",
+			return gp_problem_set(err, GP_PROBLEM_CONFLICT,
 			    "the shrink would leave the pool "
 			    "empty; reject it and request a release");
 	}
 	sa = calloc((size_t)nlive + 1, sizeof(*sa));
 	want = calloc((size_t)nitems + 1, sizeof(*want));
 	if (sa == NULL || want == NULL) {
-		gp_error_set(err, 500, "internal", "out of memory");
+		gp_problem_set(err, GP_PROBLEM_INTERNAL, "out of memory");
 		goto done;
 	}
 	for (int i = 0; i < nlive; i++) {

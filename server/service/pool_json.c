@@ -4,6 +4,7 @@
  * writes into audit rows (one shape for both).
  */
 #include "pool_json.h"
+#include "core/problem.h"
 
 #include <string.h>
 
@@ -38,7 +39,7 @@ pools_items_parse(const char *json, struct spec_count *out, int *n, struct gp_er
 fail:
 	json_object_put(arr);
 	if (rc < 0)
-		gp_error_set(err, 500, "internal", "a stored item list is malformed");
+		gp_problem_set(err, GP_PROBLEM_INTERNAL, "a stored item list is malformed");
 	return rc;
 }
 

@@ -26,6 +26,7 @@
  * batch of one whose request the same transaction inserts first.
  */
 #include "pool_service.h"
+#include "core/problem.h"
 #include "pool_json.h"
 #include "layout_cache.h"
 
@@ -424,7 +425,7 @@ service_submit_prepare(struct db *db, struct service_submit *s, struct gp_error 
 				err) < 0)
 				return -1;
 			if (nleft == 0)
-				return gp_error_set(err, 409, "conflict",
+				return gp_problem_set(err, GP_PROBLEM_CONFLICT,
 				    "the shrink would leave pool %s empty; "
 				    "request a release instead",
 				    pool.name);
@@ -518,8 +519,8 @@ service_submit_finish(struct db *db, struct service_submit *s, struct pool_reque
 		return -1;
 	}
 	if (s->res.conflict)
-		return gp_error_set(err, 409, "conflict", "the project already has a pool named %s",
-		    s->rs.pool_name);
+		return gp_problem_set(err, GP_PROBLEM_CONFLICT,
+		    "the project already has a pool named %s", s->rs.pool_name);
 	if (s->res.needs_quota) {
 		if (service_quota_check(db, s->arena, s->project_id, false, s->items, s->nitems,
 			qitem, err) < 0)
@@ -613,7 +614,7 @@ approve_check(struct service_approval *c, struct gp_error *err)
 		return -1;
 	/* the system's release of a pool past its end time expires as it is made */
 	if (!c->due && c->ax.req.expires_us <= c->ax.now_us)
-		return gp_error_set(err, 409, "conflict", "the request expired");
+		return gp_problem_set(err, GP_PROBLEM_CONFLICT, "the request expired");
 	c->action = c->ax.req.action;
 	if (pool_status_accepts(c->ax.pool_status, c->action, c->ax.req.pool, err) < 0)
 		return -1;
@@ -626,7 +627,7 @@ approve_check(struct service_approval *c, struct gp_error *err)
 		return -1;
 	if (c->ax.req.ends_us != 0 && c->ax.req.ends_us <= c->ax.now_us &&
 	    c->action == POOL_ACTION_CREATE)
-		return gp_error_set(err, 409, "conflict",
+		return gp_problem_set(err, GP_PROBLEM_CONFLICT,
 		    "the pool's requested end time has passed; reject the request");
 	c->ap.new_items_json = pools_items_text(c->arena, next, nnext);
 	return 0;
@@ -835,7 +836,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 			continue;
 		}
 		if (rc == 0) {
-			gp_error_set(&e, 409, "insufficient_capacity",
+			gp_problem_set(&e, GP_PROBLEM_INSUFFICIENT_CAPACITY,
 			    "the free capacity cannot hold every item of the request");
 			approve_refuse(c, &e);
 		}
@@ -899,7 +900,7 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		memset(&keys[i], 0, sizeof(keys[i]));
 		gp_error_clear(&e);
 		if (!found[i]) {
-			gp_error_set(&e, 404, "not_found", "no such pool request: %lld",
+			gp_problem_set(&e, GP_PROBLEM_NOT_FOUND, "no such pool request: %lld",
 			    (long long)c->id);
 			approve_refuse(c, &e);
 			continue;
@@ -1117,7 +1118,7 @@ close_tx(struct db *db, void *arg, struct gp_error *err)
 	if (db_request_lock(db, c->a, c->id, &ax, &found, err) < 0)
 		return -1;
 	if (!found)
-		return gp_error_set(err, 404, "not_found", "no such pool request: %lld",
+		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such pool request: %lld",
 		    (long long)c->id);
 	if (c->check != NULL && c->check(db, c->check_arg, &ax.req, err) < 0)
 		return -1;

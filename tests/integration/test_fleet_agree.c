@@ -81,8 +81,8 @@ submit_create(struct fixture *fx, const char *pool, const char *items)
 static struct gp_client_response *
 approve(struct fixture *fx, int64_t id)
 {
-	return fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
-	    "{}");
+	return fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id), "{}");
 }
 
 static void
