@@ -251,6 +251,25 @@ DB_STMT(stmt_pools_cand_wait,
 		  " 'pool_request.approve', 'pool_request', $1::text, $3, $18, $19::jsonb, $20::jsonb)"         \
 		  ")"
 
+/*
+ * ---- the usage ledger ----
+ *
+ * Every transition of usage_ledger (what billing reads) is one of these
+ * fragments, and only the approval statements use them: an interval
+ * opens per (pool, kind) when a create / expand is approved
+ * (LEDGER_OPEN, stmt_pools_approve_many); a shrink closes the open
+ * intervals of the kinds it names and reopens one with what the pool
+ * keeps, a release closes every open interval (LEDGER_CLOSE,
+ * LEDGER_OPEN; stmt_pools_approve_free, which the API's approvals and
+ * the expiry worker's releases share). An interval is never reopened
+ * or deleted.
+ */
+#define LEDGER_OPEN                                                                           \
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, " \
+	" opened_by) "
+#define LEDGER_CLOSE(at, by) \
+	" UPDATE usage_ledger SET ended_at = greatest(" at ", started_at), closed_by = " by " "
+
 /* the ledger's timestamp: the approval's, or the pool's end time */
 #define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
 
@@ -259,18 +278,17 @@ DB_STMT(stmt_pools_approve_free,
     " UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
     " WHERE id = ANY ($7::int8[]) AND pool_id = $2 AND state NOT IN ('releasing', 'released') "
     " RETURNING id"
-    "), lc AS ("
-    " UPDATE usage_ledger SET ended_at = greatest(" LEDGER_TS ", started_at), closed_by = $1 "
-    " WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
-    " (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
-    "), lo AS ("
-    " INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
-    " SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
-    " FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
-    " WHERE u.count > 0"
-    "), " APPROVE_COMMON " SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
-    "AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
-    "(SELECT generation FROM pl), " EPOCH_US("now()"));
+    "), lc AS (" LEDGER_CLOSE(LEDGER_TS,
+	"$1") " WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
+	      " (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
+	      "), lo AS (" LEDGER_OPEN " SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS
+	      ", $1 "
+	      " FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
+	      " WHERE u.count > 0"
+	      "), " APPROVE_COMMON
+	      " SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
+	      "AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
+	      "(SELECT generation FROM pl), " EPOCH_US("now()"));
 
 /*
  * Many create / expand approvals in one statement (group commit): $1-$12
@@ -321,48 +339,47 @@ enum approve_many_param {
 	AM_NPARAMS
 };
 
-#define APPROVE_MANY_HEAD                                                                                               \
-	"WITH ap AS ("                                                                                                  \
-	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                            \
-	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) "                      \
-	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, "                        \
-	" http_id)"                                                                                                     \
-	"), rq AS ("                                                                                                    \
-	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                         \
-	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                           \
-	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id"                                           \
-	"), pl AS ("                                                                                                    \
-	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                        \
-	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                     \
-	    "ap.ends") " ELSE p.ends_at END, "                                                                          \
-		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                        \
-		       " FROM ap WHERE p.id = ap.pool RETURNING p.id"                                                   \
-		       "), ins AS ("                                                                                    \
-		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "           \
-		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                          \
-		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) "    \
-		       " AS u (gpu, profile, start, size, pool, req) RETURNING id"                                      \
-		       "), led AS ("                                                                                    \
-		       " INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
-		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                          \
-		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) "    \
-		       " AS u (pool, project, model, profile, count, req)"                                              \
-		       "), nb AS ("                                                                                     \
-		       " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                         \
-		       " FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s "     \
-		       " WHERE n.id = s.id RETURNING n.id, n.generation"                                                \
-		       "), ob AS ("                                                                                     \
-		       " INSERT INTO outbox (node_id, generation, request_id, pool_id) "                                \
-		       " SELECT nb.id, nb.generation, o.req, o.pool "                                                   \
-		       " FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) "                    \
-		       " JOIN nb ON nb.id = o.node"                                                                     \
-		       "), ev AS ("                                                                                     \
-		       " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) "    \
-		       " SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap"                   \
-		       "), au AS ("                                                                                     \
-		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "          \
-		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', "        \
-		       " 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap"              \
+#define APPROVE_MANY_HEAD                                                                                            \
+	"WITH ap AS ("                                                                                               \
+	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                         \
+	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) "                   \
+	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, "                     \
+	" http_id)"                                                                                                  \
+	"), rq AS ("                                                                                                 \
+	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                      \
+	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                        \
+	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id"                                        \
+	"), pl AS ("                                                                                                 \
+	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                     \
+	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                  \
+	    "ap.ends") " ELSE p.ends_at END, "                                                                       \
+		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                     \
+		       " FROM ap WHERE p.id = ap.pool RETURNING p.id"                                                \
+		       "), ins AS ("                                                                                 \
+		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "        \
+		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                       \
+		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) " \
+		       " AS u (gpu, profile, start, size, pool, req) RETURNING id"                                   \
+		       "), led AS (" LEDGER_OPEN                                                                     \
+		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                       \
+		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) " \
+		       " AS u (pool, project, model, profile, count, req)"                                           \
+		       "), nb AS ("                                                                                  \
+		       " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                      \
+		       " FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s "  \
+		       " WHERE n.id = s.id RETURNING n.id, n.generation"                                             \
+		       "), ob AS ("                                                                                  \
+		       " INSERT INTO outbox (node_id, generation, request_id, pool_id) "                             \
+		       " SELECT nb.id, nb.generation, o.req, o.pool "                                                \
+		       " FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) "                 \
+		       " JOIN nb ON nb.id = o.node"                                                                  \
+		       "), ev AS ("                                                                                  \
+		       " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
+		       " SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap"                \
+		       "), au AS ("                                                                                  \
+		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "       \
+		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', "     \
+		       " 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap"           \
 		       "), "
 #define APPROVE_MANY_TAIL                                                            \
 	" SELECT pools_check((SELECT count(*) FROM rq) = $30::int, 'the requests') " \
