@@ -136,20 +136,11 @@ fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t clus
 	for (int i = 0; i < n; i++) {
 		const struct gpu_model *m = catalog_model(c, rows[i].model);
 		struct placement_gpu *g = &fleet->gpus[k];
-		struct layout_figures f;
 
-		if (m == NULL)
+		if (m == NULL ||
+		    layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
+			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
 			continue;
-		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
-		if (!f.valid) {
-			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-			    "gpu", rows[i].uuid, "layout", rows[i].layout);
-			continue;
-		}
-		*g = f.cls.g;
-		g->id = rows[i].id;
-		g->node_id = rows[i].node_id;
-		g->index = rows[i].index;
 		rows[k++] = rows[i];
 	}
 	fleet->rows = rows;

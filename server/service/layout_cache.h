@@ -46,6 +46,16 @@ struct layout_figures {
 void layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout,
     struct layout_figures *out);
 
+/*
+ * One GPU row as the placement engine sees it: *g from the layout's
+ * figures, with the GPU's id, node and index. The one reading of a GPU
+ * row that simulation (api/capacity.c) and approval (service/) share.
+ * -1 (logged with uuid) when the layout breaks a hardware rule: the GPU
+ * is then not placed on.
+ */
+int layout_cache_gpu(const struct gpu_model *m, bool mig_enabled, const char *layout, int64_t id,
+    int64_t node_id, int index, const char *uuid, struct placement_gpu *g);
+
 /* How many keys are remembered. */
 int layout_cache_size(void);
 

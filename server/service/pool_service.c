@@ -271,7 +271,6 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 	for (int i = 0; i < n; i++) {
 		const struct gpu_model *m = catalog_model(c, rows[i].model);
 		struct placement_gpu *g;
-		struct layout_figures f;
 		int j;
 
 		if (m == NULL)
@@ -295,16 +294,9 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 			set->cap = ncap;
 		}
 		g = &set->gpus[set->n];
-		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
-		if (!f.valid) {
-			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-			    "gpu", rows[i].uuid, "layout", rows[i].layout);
+		if (layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
+			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
 			continue;
-		}
-		*g = f.cls.g;
-		g->id = rows[i].id;
-		g->node_id = rows[i].node_id;
-		g->index = rows[i].index;
 		set->rows[set->n++] = &rows[i];
 		added++;
 	}
