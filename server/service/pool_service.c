@@ -941,6 +941,13 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 			return -1;
 		c->outcome = SERVICE_APPROVAL_DONE;
 	}
+	/* the system's release is all or nothing: no pending request is left behind */
+	if (b->claim_due && b->v[0]->outcome != SERVICE_APPROVAL_DONE) {
+		*err = b->v[0]->err;
+		if (!gp_error_isset(err))
+			gp_problem_set(err, GP_PROBLEM_INTERNAL, "the release was not decided");
+		return -1;
+	}
 	/* creates and expands: placed together, applied in one statement */
 	if (approve_place_all(db, b, err) < 0)
 		return -1;
@@ -1041,10 +1048,6 @@ service_release_due(struct db *db, struct arena *a, bool *found, struct pool_row
 		return -1;
 	if (!b.found)
 		return 0;
-	if (c->outcome != SERVICE_APPROVAL_DONE) {
-		*err = c->err;
-		return -1;
-	}
 	*found = true;
 	*pool = b.due;
 	return 0;
