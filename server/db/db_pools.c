@@ -273,6 +273,37 @@ DB_STMT(stmt_pools_cand_wait,
 /* the ledger's timestamp: the approval's, or the pool's end time */
 #define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
 
+/*
+ * The parameters of stmt_pools_approve_free by name: AF_x is $(AF_x + 1).
+ * The request and pool, the allocations to free, the ledger kinds that
+ * close and what reopens of them, the nodes to notify, who and why.
+ */
+enum approve_free_param {
+	AF_REQ,            /* $1 */
+	AF_POOL,           /* $2 */
+	AF_PROJECT,        /* $3 */
+	AF_ITEMS,          /* $4 */
+	AF_STATUS,         /* $5 */
+	AF_ENDS,           /* $6 */
+	AF_FREE_IDS,       /* $7 */
+	AF_CLOSE_MODELS,   /* $8 */
+	AF_CLOSE_PROFILES, /* $9 */
+	AF_NFREE,          /* $10 */
+	AF_KEEP_MODELS,    /* $11 */
+	AF_KEEP_PROFILES,  /* $12 */
+	AF_KEEP_COUNTS,    /* $13 */
+	AF_NODES,          /* $14 */
+	AF_ACTOR_ID,       /* $15 */
+	AF_ACTOR,          /* $16 */
+	AF_NOTE,           /* $17 */
+	AF_HTTP_ID,        /* $18 */
+	AF_BEFORE,         /* $19 */
+	AF_AFTER,          /* $20 */
+	AF_ACTION,         /* $21 */
+	AF_AT,             /* $22 */
+	AF_NPARAMS
+};
+
 DB_STMT(stmt_pools_approve_free,
     "WITH fr AS ("
     " UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
@@ -1028,40 +1059,40 @@ int
 db_approval_free_apply(struct db *db, struct arena *a, const struct approval_apply *ap, bool commit,
     struct gp_error *err)
 {
-	const char *p[22];
+	const char *p[AF_NPARAMS];
 	PGresult *r;
 	int nnodes = 0;
 	int64_t *nodes;
 
 	memset(p, 0, sizeof(p));
 	nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
-	p[0] = db_param_int(a, ap->request_id);
-	p[1] = db_param_int(a, ap->pool_id);
-	p[2] = db_param_int(a, ap->project_id);
-	p[3] = ap->new_items_json;
-	p[4] = pool_status_name(ap->new_status);
-	p[5] = db_param_int(a, ap->ends_us);
-	p[6] = db_param_int64_array(a, ap->free_ids, ap->nfree);
-	p[7] = db_param_text_array(a, ap->keep_models, ap->nkeep);
-	p[8] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
-	p[9] = db_param_int(a, ap->nfree);
-	p[10] = db_param_text_array(a, ap->keep_models, ap->nkeep);
-	p[11] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
-	p[12] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
-	p[13] = db_param_int64_array(a, nodes, nnodes);
-	p[14] = db_param_int(a, ap->actor_id);
-	p[15] = ap->actor;
-	p[16] = ap->note;
-	p[17] = ap->http_request_id;
-	p[18] = ap->audit_before_json;
-	p[19] = ap->audit_after_json;
-	p[20] = pool_action_name(ap->action);
-	p[21] = db_param_int(a, ap->at_us);
+	p[AF_REQ] = db_param_int(a, ap->request_id);
+	p[AF_POOL] = db_param_int(a, ap->pool_id);
+	p[AF_PROJECT] = db_param_int(a, ap->project_id);
+	p[AF_ITEMS] = ap->new_items_json;
+	p[AF_STATUS] = pool_status_name(ap->new_status);
+	p[AF_ENDS] = db_param_int(a, ap->ends_us);
+	p[AF_FREE_IDS] = db_param_int64_array(a, ap->free_ids, ap->nfree);
+	p[AF_CLOSE_MODELS] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+	p[AF_CLOSE_PROFILES] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+	p[AF_NFREE] = db_param_int(a, ap->nfree);
+	p[AF_KEEP_MODELS] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+	p[AF_KEEP_PROFILES] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+	p[AF_KEEP_COUNTS] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
+	p[AF_NODES] = db_param_int64_array(a, nodes, nnodes);
+	p[AF_ACTOR_ID] = db_param_int(a, ap->actor_id);
+	p[AF_ACTOR] = ap->actor;
+	p[AF_NOTE] = ap->note;
+	p[AF_HTTP_ID] = ap->http_request_id;
+	p[AF_BEFORE] = ap->audit_before_json;
+	p[AF_AFTER] = ap->audit_after_json;
+	p[AF_ACTION] = pool_action_name(ap->action);
+	p[AF_AT] = db_param_int(a, ap->at_us);
 	/* the statement checks itself (pools_check), so it may commit in its round trip */
 	if (commit)
-		r = db_exec_commit(db, a, &stmt_pools_approve_free, 22, p, err);
+		r = db_exec_commit(db, a, &stmt_pools_approve_free, AF_NPARAMS, p, err);
 	else
-		r = db_exec(db, a, &stmt_pools_approve_free, 22, p, err);
+		r = db_exec(db, a, &stmt_pools_approve_free, AF_NPARAMS, p, err);
 	return r == NULL ? -1 : 0;
 }
 
