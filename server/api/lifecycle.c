@@ -6,7 +6,7 @@
  */
 #include "api.h"
 #include "capacity.h"
-#include "layout_cache.h"
+#include "service/layout_cache.h"
 #include "pools.h"
 
 #include "core/metrics_registry.h"
