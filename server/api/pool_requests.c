@@ -593,19 +593,51 @@ struct submit_batch {
 	struct arena *a;
 };
 
+/* A submission's answer: 201, the request, its ETag and Location. */
+static void
+submit_answer(struct request *req, struct response *res, struct pool_request_row out,
+    const char *project)
+{
+	out.project = project;
+	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
+	api_etag(req, res, out.generation);
+	response_header(res, "Location",
+	    arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
+}
+
 static int
 submit_batch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct submit_batch *b = arg;
 	const struct request_submit **rs = arena_alloc(b->a, sizeof(*rs) * (size_t)b->n);
 	struct submit_result *res = arena_alloc(b->a, sizeof(*res) * (size_t)b->n);
+	bool *dup = arena_alloc(b->a, sizeof(*dup) * (size_t)b->n);
+	int m = 0;
 
-	for (int i = 0; i < b->n; i++)
-		rs[i] = &b->v[i]->rs;
-	if (db_requests_submit_many(db, b->a, rs, b->n, res, err) < 0)
+	/* Idempotency-Keys first: a duplicate inserts nothing */
+	for (int i = 0; i < b->n; i++) {
+		if (api_idem_claim(db, b->v[i]->req, &dup[i], err) < 0)
+			return -1;
+		if (!dup[i])
+			rs[m++] = &b->v[i]->rs;
+	}
+	if (m > 0 && db_requests_submit_many(db, b->a, rs, m, res, err) < 0)
 		return -1;
-	for (int i = 0; i < b->n; i++)
-		b->v[i]->res = res[i];
+	for (int i = 0, k = 0; i < b->n; i++) {
+		struct submit_job *j = b->v[i];
+		struct response answer;
+
+		if (dup[i])
+			continue;
+		j->res = res[k++];
+		if (j->res.conflict || j->res.needs_quota)
+			continue;
+		/* the answer commits with the submission */
+		memset(&answer, 0, sizeof(answer));
+		submit_answer(j->req, &answer, j->res.out, j->proj.name);
+		if (api_idem_keep(db, j->req, &answer, err) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -679,11 +711,7 @@ submit_reply(struct request *req, struct response *res, void *arg, struct gp_err
 		if (db_request_submit(db, req->arena, &j->rs, &out, &needs_quota, err) < 0)
 			return -1;
 	}
-	out.project = j->proj.name;
-	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
-	api_etag(req, res, out.generation);
-	response_header(res, "Location",
-	    arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
+	submit_answer(req, res, out, j->proj.name);
 	return 0;
 }
 
@@ -1230,6 +1258,25 @@ approve_cmp_project(const void *pa, const void *pb)
 	    (a->ax.req.project_id < b->ax.req.project_id);
 }
 
+/* An approval's answer: the approved request, the audit row's "after". */
+static void
+approve_answer(struct request *req, struct response *res, const struct approve *c)
+{
+	response_raw(res, 200, "application/json", c->after, c->after_len);
+	api_etag(req, res, c->ax.req.generation + 1);
+}
+
+/* Store c's answer for its Idempotency-Key, in the batch transaction. */
+static int
+approve_keep(struct db *db, struct approve *c, struct gp_error *err)
+{
+	struct response answer;
+
+	memset(&answer, 0, sizeof(answer));
+	approve_answer(c->req, &answer, c);
+	return api_idem_keep(db, c->req, &answer, err);
+}
+
 static int
 approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 {
@@ -1241,6 +1288,7 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	struct approve **quota = arena_alloc(b->a, sizeof(*quota) * (size_t)b->n);
 	const struct approval_apply **grow = arena_alloc(b->a, sizeof(*grow) * (size_t)b->n);
 	int nquota = 0, ngrow = 0;
+	bool dup;
 
 	for (int i = 0; i < b->n; i++) {
 		struct approve *c = b->v[i];
@@ -1256,6 +1304,11 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		c->after = NULL;
 		ids[i] = c->id;
 		arenas[i] = c->req->arena;
+		/* Idempotency-Key: a duplicate changes nothing */
+		if (api_idem_claim(db, c->req, &dup, err) < 0)
+			return -1;
+		if (dup)
+			c->outcome = APPROVE_REFUSED;
 	}
 	if (db_requests_lock_many(db, b->a, ids, b->n, arenas, ctx, found, err) < 0)
 		return -1;
@@ -1263,6 +1316,8 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		struct approve *c = b->v[i];
 		struct gp_error e;
 
+		if (c->outcome != APPROVE_OPEN)
+			continue;
 		gp_error_clear(&e);
 		if (!found[i]) {
 			gp_error_set(&e, 404, "not_found", "no such pool request: %lld",
@@ -1329,6 +1384,10 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		grow[ngrow++] = &c->ap;
 		c->outcome = APPROVE_DONE;
 	}
+	/* each answer commits with its approval */
+	for (int i = 0; i < b->n; i++)
+		if (b->v[i]->outcome == APPROVE_DONE && approve_keep(db, b->v[i], err) < 0)
+			return -1;
 	if (ngrow == 0)
 		return 0;
 	return db_approvals_apply_many(db, b->a, grow, ngrow, err);
@@ -1461,8 +1520,7 @@ approve_reply(struct request *req, struct response *res, void *arg, struct gp_er
 	}
 	if (c->outcome == APPROVE_DONE) {
 		/* the same document as the audit row's "after" */
-		response_raw(res, 200, "application/json", c->after, c->after_len);
-		api_etag(req, res, c->ax.req.generation + 1);
+		approve_answer(req, res, c);
 		return 0;
 	}
 	if (err->status == 409 && strcmp(err->code, "insufficient_capacity") == 0) {
