@@ -260,8 +260,10 @@ test_approvals(void **state)
 
 		assert_status(r, 201);
 		id = fx_json_int(r->json, "id");
-		(void)race(fx, ports, 3, op, fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
-		    fx_str(fx, "approve-%lld", (long long)id), "{\"note\":\"once\"}", 200, &replays);
+		(void)race(fx, ports, 3, op,
+		    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+		    fx_str(fx, "approve-%lld", (long long)id), "{\"note\":\"once\"}", 200,
+		    &replays);
 		assert_int_equal(fx_sql_int64(fx,
 				     "SELECT count(*) FROM audit_log WHERE action = "
 				     "'pool_request.approve' AND object_id = $1",
@@ -306,8 +308,8 @@ test_crash_after_commit(void **state)
 	assert_int_equal(count_requests(fx, pool), 1);
 
 	memset(&retry, 0, sizeof(retry));
-	assert_int_equal(raw_post(fx->arena, replica_b->port, alice, "/v1/projects/eo/pool-requests",
-			     key, body, &retry),
+	assert_int_equal(raw_post(fx->arena, replica_b->port, alice,
+			     "/v1/projects/eo/pool-requests", key, body, &retry),
 	    0);
 	if (retry.status != 201)
 		print_response("the retry", &retry);
