@@ -51,7 +51,9 @@ static pthread_key_t db_key;
 static pthread_once_t db_key_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t stat_errors;
 static atomic_uint_fast64_t stat_reconnects;
-static bool crash_after_commit; /* GPUPOOL_TEST_CRASH_AFTER_COMMIT, debug builds only */
+/* test hooks, debug builds only: GPUPOOL_TEST_CRASH_AFTER_COMMIT, GPUPOOL_TEST_LOSE_COMMIT_REPLY */
+static bool crash_after_commit;
+static bool lose_commit_reply;
 
 static void
 db_free(void *p)
@@ -87,15 +89,19 @@ db_init(const struct db_config *cfg)
 	pthread_once(&db_key_once, db_key_create);
 #ifndef NDEBUG
 	/*
-	 * Test hook: die by SIGKILL right after the first transaction that
-	 * claimed an Idempotency-Key commits, before anything is answered
-	 * (tests/integration/test_idempotency.c). Compiled out of release
-	 * builds (NDEBUG), so a production server cannot be told to crash.
+	 * Test hooks for a transaction that claimed an Idempotency-Key
+	 * (tests/integration/test_exactly_once.c): die by SIGKILL right
+	 * after it commits, before anything is answered; or drop the
+	 * connection as if COMMIT's answer had been lost on the way, so
+	 * that the outcome must be looked up. Compiled out of release builds
+	 * (NDEBUG): a production server cannot be told to crash.
 	 */
 	{
 		const char *v = getenv("GPUPOOL_TEST_CRASH_AFTER_COMMIT");
 
 		crash_after_commit = v != NULL && strcmp(v, "1") == 0;
+		v = getenv("GPUPOOL_TEST_LOSE_COMMIT_REPLY");
+		lose_commit_reply = v != NULL && strcmp(v, "1") == 0;
 	}
 #endif
 }
@@ -661,6 +667,12 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 		}
 		if (rc == 0 && !db->committed && !gp_error_isset(err))
 			gp_error_set(err, 500, "internal", "could not commit");
+		if (db->committed && lose_commit_reply && db->claim != NULL) {
+			db_drop(db);
+			db->committed = false;
+			db->conn_lost = true;
+			db_unavailable(err, "connection lost");
+		}
 		db->in_tx = false;
 		if (!db->committed && db->commit_sent && db->conn_lost && db->claim != NULL) {
 			int outcome = db_tx_resolve(db, err);

@@ -16,7 +16,10 @@
  *    another replica, is the replay of the committed submission. The
  *    window is made deterministic with GPUPOOL_TEST_CRASH_AFTER_COMMIT=1,
  *    which debug builds (the test suite's) honour: the server kills
- *    itself after the first commit that claimed a key.
+ *    itself after the first commit that claimed a key;
+ *  - the connection lost with COMMIT's answer on its way
+ *    (GPUPOOL_TEST_LOSE_COMMIT_REPLY=1): the outcome is looked up, the
+ *    client gets 201, not 503.
  */
 #include "fixture.h"
 #include "rawhttp.h"
@@ -327,6 +330,45 @@ test_crash_after_commit(void **state)
 	    fx_str(fx, "/v1/pool-requests/%lld", (long long)fx_json_int(o, "id")));
 }
 
+/*
+ * The connection breaks with COMMIT's answer on its way (forced with
+ * GPUPOOL_TEST_LOSE_COMMIT_REPLY=1, debug builds): the server looks
+ * the key up on a new connection, finds that the submission committed
+ * and answers 201, not 503; the retry is the replay.
+ */
+static void
+test_commit_outcome_resolved(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_TEST_LOSE_COMMIT_REPLY=1", NULL };
+	struct fixture *fx = *state;
+	const char *pool = fx_unique(fx, "lost");
+	const char *key = fx_str(fx, "key-%s", pool);
+	const char *body = submit_body(fx, pool);
+	struct fx_server *flaky = fixture_server_start(fx, env);
+	struct raw_response first, retry;
+
+	assert_non_null(flaky);
+	memset(&first, 0, sizeof(first));
+	assert_int_equal(raw_post(fx->arena, flaky->port, alice, "/v1/projects/eo/pool-requests",
+			     key, body, &first),
+	    0);
+	if (first.status != 201)
+		print_response("the submission", &first);
+	assert_int_equal(first.status, 201);
+	assert_null(raw_header(fx->arena, &first, "Idempotent-Replayed"));
+	assert_int_equal(count_requests(fx, pool), 1);
+	memset(&retry, 0, sizeof(retry));
+	assert_int_equal(raw_post(fx->arena, fx->server->port, alice,
+			     "/v1/projects/eo/pool-requests", key, body, &retry),
+	    0);
+	assert_int_equal(retry.status, 201);
+	assert_string_equal(raw_header(fx->arena, &retry, "Idempotent-Replayed"), "true");
+	assert_int_equal(retry.body_len, first.body_len);
+	assert_memory_equal(retry.body, first.body, first.body_len);
+	assert_int_equal(count_requests(fx, pool), 1);
+	assert_int_equal(fixture_server_stop(fx, flaky), 0);
+}
+
 static int
 group_setup(void **state)
 {
@@ -364,6 +406,7 @@ main(void)
 		cmocka_unit_test(test_submissions_two_replicas),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_crash_after_commit),
+		cmocka_unit_test(test_commit_outcome_resolved),
 	};
 
 	return fixture_exit_status(
