@@ -352,6 +352,8 @@ test_outage_and_recovery(void **state)
 
 #define SWEEP_THREADS 24
 
+static const char *sweep_owner; /* owner of project "sweep" */
+
 struct sweeper {
 	pthread_t thread;
 	pthread_barrier_t *start;
@@ -385,7 +387,7 @@ sweeper_main(void *arg)
 {
 	struct sweeper *w = arg;
 	struct gp_client *c = gp_client_create(w->base_url, w->token);
-	char body[128];
+	char body[192];
 
 	pthread_barrier_wait(w->start);
 	if (c == NULL) {
@@ -399,6 +401,13 @@ sweeper_main(void *arg)
 	sweep_one(w, c, "GET", "/v1/me", NULL, 200);
 	sweep_one(w, c, "POST", "/v1/projects", body, 201);
 	sweep_one(w, c, "GET", "/readyz", NULL, 200);
+	/* a submission: group-committed on the submissions workers' connections */
+	snprintf(body, sizeof(body),
+	    "{\"action\":\"create\",\"pool\":\"%s\",\"items\":[\"H100-80GB/1g.10gb=1\"],"
+	    "\"justification\":\"t\"}",
+	    w->name);
+	if (gp_client_set_token(c, sweep_owner) == 0)
+		sweep_one(w, c, "POST", "/v1/projects/sweep/pool-requests", body, 201);
 	sweep_one(w, c, "GET", "/v1/tokens", NULL, 200);
 	gp_client_destroy(c);
 	return NULL;
@@ -434,8 +443,8 @@ sweep(struct fixture *fx, const char *label)
 }
 
 /*
- * PostgreSQL restarts while the server is idle: every HTTP thread (and
- * the submission workers) holds a connection that is now dead. Once
+ * PostgreSQL restarts while the server is idle: every HTTP thread and
+ * the submissions workers hold a connection that is now dead. Once
  * PostgreSQL is back, the very first requests must all succeed: a dead
  * connection is found before anything runs on it, or its transaction
  * is run again on a new one, never answered 503.
@@ -444,7 +453,14 @@ static void
 test_no_503_after_restart(void **state)
 {
 	struct fixture *fx = *state;
+	struct gp_client_response *r;
 
+	sweep_owner = fixture_create_user(fx, "sweeper", "none");
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects", "{\"name\":\"sweep\"}");
+	assert_status(r, 201);
+	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/sweep/members/sweeper",
+	    "{\"role\":\"owner\"}");
+	assert_status(r, 201);
 	for (int round = 0; round < 2; round++) {
 		/* every thread has a live connection */
 		assert_int_equal(sweep(fx, "warm"), 0);
