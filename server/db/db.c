@@ -683,8 +683,10 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 				gp_error_clear(err);
 				db->committed = true;
 			} else {
-				db->commit_sent = false; /* it rolled back: run it again */
+				/* it rolled back: run it again (once) */
+				db->commit_sent = false;
 				db->conn_lost = true;
+				db_unavailable(err, "connection lost");
 			}
 		}
 		if (db->committed) {
