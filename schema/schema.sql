@@ -348,7 +348,8 @@ CREATE TABLE public.idempotency_keys (
     location text,
     body bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT idempotency_keys_state_check CHECK ((state = ANY (ARRAY['in_flight'::text, 'done'::text])))
+    claimed_by text,
+    CONSTRAINT idempotency_keys_state_check CHECK ((state = ANY (ARRAY['committed'::text, 'done'::text])))
 );
 
 CREATE TABLE public.login_failures (

@@ -107,6 +107,20 @@ int api_start(struct app *app) __attribute__((warn_unused_result));
 void api_drain(struct app *app);
 void api_stop(struct app *app);
 
+/*
+ * Idempotency-Key hooks for work that a deferred request hands to a
+ * group-commit transaction (each a no-op for a request without a key).
+ * In that transaction, api_idem_claim claims req's key before the item
+ * changes anything: *dup true means another request (or an earlier item
+ * of the same batch) holds it, and the item must change nothing (the
+ * dispatcher answers it from the key's row). api_idem_keep stores the
+ * item's answer res in the same transaction, once it is known there.
+ */
+int api_idem_claim(struct db *db, struct request *req, bool *dup, struct gp_error *err)
+    __attribute__((warn_unused_result));
+int api_idem_keep(struct db *db, struct request *req, const struct response *res,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
 /* The server context of a request. */
 struct app *api_app(const struct request *req);
 

@@ -167,6 +167,34 @@ submit_run(struct db *db, void **items, int n, void *arg)
 	}
 }
 
+/* A submission's answer: 201, the request, its ETag and Location. */
+static void
+submit_answer(struct request *req, struct response *res, const struct pool_request_row *out)
+{
+	response_json(req, res, 201, pools_request_json(out, NULL, 0));
+	api_etag(req, res, out->generation);
+	response_header(res, "Location",
+	    arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out->id));
+}
+
+/* In the batch transaction: claim the Idempotency-Key, store the answer. */
+static int
+submit_claim(struct db *db, void *ctx, bool *dup, struct gp_error *err)
+{
+	return api_idem_claim(db, ((struct submit_job *)ctx)->req, dup, err);
+}
+
+static int
+submit_keep(struct db *db, void *ctx, struct gp_error *err)
+{
+	struct submit_job *j = ctx;
+	struct response answer;
+
+	memset(&answer, 0, sizeof(answer));
+	submit_answer(j->req, &answer, &j->s.res.out);
+	return api_idem_keep(db, j->req, &answer, err);
+}
+
 /* The answer, on an HTTP thread once the batch inserted (or refused) it. */
 static int
 submit_reply(struct request *req, struct response *res, void *arg, struct gp_error *err)
@@ -180,10 +208,7 @@ submit_reply(struct request *req, struct response *res, void *arg, struct gp_err
 			return reply_problem_with(req, res, err, "item", json_object_get(qitem));
 		return -1;
 	}
-	response_json(req, res, 201, pools_request_json(&out, NULL, 0));
-	api_etag(req, res, out.generation);
-	response_header(res, "Location",
-	    arena_printf(req->arena, "/v1/pool-requests/%lld", (long long)out.id));
+	submit_answer(req, res, &out);
 	return 0;
 }
 
@@ -213,6 +238,9 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	j->s.ttl_s = api_app(req)->request_ttl_s > 0 ? api_app(req)->request_ttl_s : 7 * 86400;
 	memcpy(j->s.items, s.items, sizeof(s.items));
 	j->s.nitems = s.nitems;
+	j->s.hooks.claim = submit_claim;
+	j->s.hooks.keep = submit_keep;
+	j->s.hooks.ctx = j;
 	if (service_submit_prepare(db, &j->s, err) < 0)
 		return -1;
 	/* the insert itself is group-committed with others (submit_run) */
@@ -293,6 +321,32 @@ struct approve_job {
 	struct service_approval c;
 };
 
+/* An approval's answer: the approved request, the audit row's "after". */
+static void
+approve_answer(struct request *req, struct response *res, const struct service_approval *c)
+{
+	response_raw(res, 200, "application/json", c->after, c->after_len);
+	api_etag(req, res, c->ax.req.generation + 1);
+}
+
+/* In the batch transaction: claim the Idempotency-Key, store the answer. */
+static int
+approve_claim(struct db *db, void *ctx, bool *dup, struct gp_error *err)
+{
+	return api_idem_claim(db, ((struct approve_job *)ctx)->req, dup, err);
+}
+
+static int
+approve_keep(struct db *db, void *ctx, struct gp_error *err)
+{
+	struct approve_job *j = ctx;
+	struct response answer;
+
+	memset(&answer, 0, sizeof(answer));
+	approve_answer(j->req, &answer, &j->c);
+	return api_idem_keep(db, j->req, &answer, err);
+}
+
 /* The approvals worker's batch (batch.c): decide, then wake every handler. */
 static void
 approve_run(struct db *db, void **items, int n, void *arg)
@@ -360,9 +414,7 @@ approve_reply(struct request *req, struct response *res, void *arg, struct gp_er
 			gp_problem_set(err, GP_PROBLEM_INTERNAL, "the approval was not decided");
 	}
 	if (c->outcome == SERVICE_APPROVAL_DONE) {
-		/* the same document as the audit row's "after" */
-		response_raw(res, 200, "application/json", c->after, c->after_len);
-		api_etag(req, res, c->ax.req.generation + 1);
+		approve_answer(req, res, c);
 		return 0;
 	}
 	if (gp_error_is(err, GP_PROBLEM_INSUFFICIENT_CAPACITY)) {
@@ -408,6 +460,9 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 	j->req = req;
 	c->arena = req->arena;
 	c->actor = request_actor(req);
+	c->hooks.claim = approve_claim;
+	c->hooks.keep = approve_keep;
+	c->hooks.ctx = j;
 	if (batch_push(api_app(req)->approvals, j))
 		return api_defer(req, approve_reply, j);
 	/* shutting down: the workers are gone, decide it here, alone */

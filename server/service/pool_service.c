@@ -459,13 +459,33 @@ submit_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	struct submit_batch *b = arg;
 	const struct request_submit **rs = arena_alloc(b->a, sizeof(*rs) * (size_t)b->n);
 	struct submit_result *res = arena_alloc(b->a, sizeof(*res) * (size_t)b->n);
+	int m = 0;
 
-	for (int i = 0; i < b->n; i++)
-		rs[i] = &b->v[i]->rs;
-	if (db_requests_submit_many(db, b->a, rs, b->n, res, err) < 0)
+	/* the callers' claims first: a duplicate inserts nothing */
+	for (int i = 0; i < b->n; i++) {
+		struct service_submit *s = b->v[i];
+
+		s->dup = false;
+		memset(&s->res, 0, sizeof(s->res));
+		if (s->hooks.claim != NULL && s->hooks.claim(db, s->hooks.ctx, &s->dup, err) < 0)
+			return -1;
+		if (!s->dup)
+			rs[m++] = &s->rs;
+	}
+	if (m > 0 && db_requests_submit_many(db, b->a, rs, m, res, err) < 0)
 		return -1;
-	for (int i = 0; i < b->n; i++)
-		b->v[i]->res = res[i];
+	for (int i = 0, k = 0; i < b->n; i++) {
+		struct service_submit *s = b->v[i];
+
+		if (s->dup)
+			continue;
+		s->res = res[k++];
+		s->res.out.project = s->project;
+		/* what is complete here commits with its answer */
+		if (!s->res.conflict && !s->res.needs_quota && s->hooks.keep != NULL &&
+		    s->hooks.keep(db, s->hooks.ctx, err) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -882,6 +902,12 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		c->after = NULL;
 		ids[i] = c->id;
 		arenas[i] = c->arena;
+		/* the caller's claim (Idempotency-Key): a duplicate changes nothing */
+		c->dup = false;
+		if (c->hooks.claim != NULL && c->hooks.claim(db, c->hooks.ctx, &c->dup, err) < 0)
+			return -1;
+		if (c->dup)
+			c->outcome = SERVICE_APPROVAL_REFUSED;
 	}
 	if (db_requests_lock_many(db, b->a, ids, b->n, arenas, ctx, found, err) < 0)
 		return -1;
@@ -890,6 +916,8 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		struct gp_error e;
 
 		memset(&keys[i], 0, sizeof(keys[i]));
+		if (c->outcome != SERVICE_APPROVAL_OPEN)
+			continue;
 		gp_error_clear(&e);
 		if (!found[i]) {
 			gp_problem_set(&e, GP_PROBLEM_NOT_FOUND, "no such pool request: %lld",
@@ -960,6 +988,14 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		approve_fill_common(c);
 		grow[ngrow++] = &c->ap;
 		c->outcome = SERVICE_APPROVAL_DONE;
+	}
+	/* each caller's answer commits with its approval */
+	for (int i = 0; i < b->n; i++) {
+		struct service_approval *c = b->v[i];
+
+		if (c->outcome == SERVICE_APPROVAL_DONE && c->hooks.keep != NULL &&
+		    c->hooks.keep(db, c->hooks.ctx, err) < 0)
+			return -1;
 	}
 	if (ngrow == 0)
 		return 0;

@@ -49,6 +49,20 @@ int service_quota_check(struct db *db, struct arena *a, int64_t project_id, bool
 
 /* ---- submit ---- */
 
+/*
+ * What a caller runs for one item inside a group-commit transaction (the
+ * API stores the item's Idempotency-Key there, so that the effect and its
+ * stored answer commit together or not at all). claim runs before the
+ * item changes anything; *dup true means another request holds the key
+ * and the item must change nothing (its outcome is then "dup"). keep runs
+ * once the item took effect, before the commit. Either may be NULL.
+ */
+struct service_tx_hooks {
+	int (*claim)(struct db *db, void *ctx, bool *dup, struct gp_error *err);
+	int (*keep)(struct db *db, void *ctx, struct gp_error *err);
+	void *ctx;
+};
+
 struct service_submit {
 	struct arena *arena; /* the caller's: every text of the submission */
 	struct service_actor actor;
@@ -61,9 +75,11 @@ struct service_submit {
 	int ttl_s;       /* pending lifetime */
 	struct spec_count items[POOL_MAX_ITEMS];
 	int nitems;
+	struct service_tx_hooks hooks;
 	/* service_submit_prepare */
 	struct request_submit rs;
 	/* service_submits_run */
+	bool dup; /* hooks.claim: a duplicate, nothing inserted */
 	int rc;
 	struct gp_error err;
 	struct submit_result res;
@@ -111,6 +127,8 @@ struct service_approval {
 	const char *note;
 	int64_t at_us; /* ledger timestamp; 0: the transaction's */
 	bool due;      /* the system's release of a pool past its end time */
+	struct service_tx_hooks hooks;
+	bool dup; /* hooks.claim: a duplicate (outcome REFUSED), nothing changed */
 	/* decided by the batch */
 	enum service_approval_outcome outcome;
 	struct gp_error err;
