@@ -80,6 +80,42 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.audit_doc_compact(doc jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+	SELECT CASE
+	WHEN jsonb_typeof(doc -> 'allocations') = 'array'
+	     AND jsonb_array_length(doc -> 'allocations') > 32 THEN
+		(doc - 'allocations') || jsonb_build_object('allocations_summary', (
+			SELECT jsonb_build_object(
+				'count', count(*),
+				'gpus', count(DISTINCT e ->> 'gpu_uuid'),
+				'nodes', count(DISTINCT e ->> 'node'),
+				'by_spec', (
+					SELECT jsonb_agg(jsonb_build_object('model', s.model,
+						'profile', s.profile, 'state', s.state, 'count', s.n)
+						ORDER BY s.model, s.profile, s.state)
+					FROM (SELECT x ->> 'model' AS model, x ->> 'profile' AS profile,
+					             x ->> 'state' AS state, count(*) AS n
+					      FROM jsonb_array_elements(doc -> 'allocations') x
+					      GROUP BY 1, 2, 3) s),
+				'full_list', CASE WHEN doc ? 'pool_id'
+				                  THEN '/v1/pools/' || (doc ->> 'pool_id') END)
+			FROM jsonb_array_elements(doc -> 'allocations') e))
+	ELSE doc
+	END
+$$;
+
+CREATE FUNCTION public.audit_log_compact() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	NEW.before := audit_doc_compact(NEW.before);
+	NEW.after := audit_doc_compact(NEW.after);
+	RETURN NEW;
+END
+$$;
+
 CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -312,7 +348,8 @@ CREATE TABLE public.idempotency_keys (
     location text,
     body bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT idempotency_keys_state_check CHECK ((state = ANY (ARRAY['in_flight'::text, 'done'::text])))
+    claimed_by text,
+    CONSTRAINT idempotency_keys_state_check CHECK ((state = ANY (ARRAY['committed'::text, 'done'::text])))
 );
 
 CREATE TABLE public.login_failures (
@@ -749,6 +786,16 @@ CREATE TRIGGER allocations_layout_delete AFTER DELETE ON public.allocations REFE
 CREATE TRIGGER allocations_layout_insert AFTER INSERT ON public.allocations REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
 
 CREATE TRIGGER allocations_layout_update AFTER UPDATE ON public.allocations REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
+
+CREATE TRIGGER audit_log_compact BEFORE INSERT ON public.audit_log FOR EACH ROW WHEN (((COALESCE(jsonb_array_length(
+        CASE
+            WHEN (jsonb_typeof((new.after -> 'allocations'::text)) = 'array'::text) THEN (new.after -> 'allocations'::text)
+            ELSE NULL::jsonb
+        END), 0) > 32) OR (COALESCE(jsonb_array_length(
+        CASE
+            WHEN (jsonb_typeof((new.before -> 'allocations'::text)) = 'array'::text) THEN (new.before -> 'allocations'::text)
+            ELSE NULL::jsonb
+        END), 0) > 32))) EXECUTE FUNCTION public.audit_log_compact();
 
 CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 

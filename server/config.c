@@ -29,29 +29,36 @@ env_int(const char *name, int min, int max, int *out, char *errbuf, int errlen)
 	return 0;
 }
 
-int
-config_parse_listen(struct config *cfg, const char *s)
+/* "host:port" into host (localhost becomes 127.0.0.1) and *port; -1 on malformed input. */
+static int
+parse_host_port(const char *s, char *host, size_t hostlen, int *port)
 {
 	const char *colon = strrchr(s, ':');
 	char *end;
-	long port;
+	long n;
 	size_t hlen;
 
 	if (colon == NULL)
 		return -1;
 	hlen = (size_t)(colon - s);
-	if (hlen == 0 || hlen >= sizeof(cfg->listen_host))
+	if (hlen == 0 || hlen >= hostlen)
 		return -1;
 	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || colon[1] == '\0' || port < 0 || port > 65535)
+	n = strtol(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || colon[1] == '\0' || n < 0 || n > 65535)
 		return -1;
-	memcpy(cfg->listen_host, s, hlen);
-	cfg->listen_host[hlen] = '\0';
-	if (strcmp(cfg->listen_host, "localhost") == 0)
-		snprintf(cfg->listen_host, sizeof(cfg->listen_host), "127.0.0.1");
-	cfg->listen_port = (int)port;
+	memcpy(host, s, hlen);
+	host[hlen] = '\0';
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, hostlen, "127.0.0.1");
+	*port = (int)n;
 	return 0;
+}
+
+int
+config_parse_listen(struct config *cfg, const char *s)
+{
+	return parse_host_port(s, cfg->listen_host, sizeof(cfg->listen_host), &cfg->listen_port);
 }
 
 int
@@ -68,6 +75,8 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->max_connections = 1024;
 	cfg->max_connections_per_ip = 256;
 	cfg->connection_timeout_s = 30;
+	cfg->header_timeout_s = 10;
+	cfg->body_timeout_s = 30;
 	cfg->statement_timeout_ms = 5000;
 	cfg->session_ttl_s = 12 * 3600;
 	cfg->shutdown_grace_s = 10;
@@ -83,6 +92,12 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		snprintf(errbuf, (size_t)errlen, "GPUPOOL_LISTEN must be host:port");
 		return -1;
 	}
+	v = getenv("GPUPOOL_PROBE_LISTEN");
+	if (v != NULL && *v != '\0' &&
+	    parse_host_port(v, cfg->probe_host, sizeof(cfg->probe_host), &cfg->probe_port) < 0) {
+		snprintf(errbuf, (size_t)errlen, "GPUPOOL_PROBE_LISTEN must be host:port");
+		return -1;
+	}
 	if (env_int("GPUPOOL_THREADS", 1, 256, &cfg->threads, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_MAX_CONNECTIONS", 1, 100000, &cfg->max_connections, errbuf, errlen) <
 		0 ||
@@ -90,6 +105,9 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_CONNECTION_TIMEOUT", 1, 3600, &cfg->connection_timeout_s, errbuf,
 		errlen) < 0 ||
+	    env_int("GPUPOOL_HEADER_TIMEOUT", 1, 3600, &cfg->header_timeout_s, errbuf, errlen) <
+		0 ||
+	    env_int("GPUPOOL_BODY_TIMEOUT", 1, 3600, &cfg->body_timeout_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_STATEMENT_TIMEOUT_MS", 100, 600000, &cfg->statement_timeout_ms, errbuf,
 		errlen) < 0 ||
 	    env_int("GPUPOOL_SESSION_TTL", 60, 30 * 86400, &cfg->session_ttl_s, errbuf, errlen) <

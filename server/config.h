@@ -16,6 +16,10 @@ struct config {
 	int max_connections;        /* GPUPOOL_MAX_CONNECTIONS */
 	int max_connections_per_ip; /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
 	int connection_timeout_s;   /* GPUPOOL_CONNECTION_TIMEOUT */
+	int header_timeout_s;       /* GPUPOOL_HEADER_TIMEOUT */
+	int body_timeout_s;         /* GPUPOOL_BODY_TIMEOUT */
+	char probe_host[64];        /* GPUPOOL_PROBE_LISTEN host part; "" when off */
+	int probe_port;             /* GPUPOOL_PROBE_LISTEN port */
 	int statement_timeout_ms;   /* GPUPOOL_STATEMENT_TIMEOUT_MS */
 	int session_ttl_s;          /* GPUPOOL_SESSION_TTL */
 	int shutdown_grace_s;       /* GPUPOOL_SHUTDOWN_GRACE */

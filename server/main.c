@@ -6,8 +6,6 @@
 #include "config.h"
 
 #include "api/api.h"
-#include "api/layout_cache.h"
-#include "api/pools.h"
 #include "auth/password.h"
 #include "auth/roles.h"
 #include "auth/token.h"
@@ -20,8 +18,11 @@
 #include "domain/catalog.h"
 #include "domain/catalog_data.h"
 #include "http/server.h"
+#include "workers/deferred.h"
 #include "workers/expiry.h"
 #include "workers/maintenance.h"
+#include "workers/notifier.h"
+#include "workers/periodic.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,14 @@
 #include <unistd.h>
 
 #define GPUPOOLD_VERSION "0.1.0"
+
+/*
+ * The NOTIFY channel whose payloads are keys of the deferred-request
+ * registry: NOTIFY gpupool_wake, 'node:42' (from any replica, or inside
+ * the transaction that made the change) wakes what waits for node:42 on
+ * every replica.
+ */
+#define GPUPOOLD_WAKE_CHANNEL "gpupool_wake"
 
 extern const char gp_openapi_yaml[];
 extern const size_t gp_openapi_yaml_len;
@@ -221,14 +230,45 @@ check_schema(struct app *app)
 	}
 }
 
+/*
+ * The probe listener (GPUPOOL_PROBE_LISTEN): /healthz, /readyz and
+ * /metrics on their own small daemon, reachable however many clients
+ * hold the API port.
+ */
+static void
+probe_start(const struct config *cfg, const struct http_config *api, struct http_server **out)
+{
+	struct http_config pc = *api;
+	char p[16];
+	int port = 0;
+
+	pc.host = cfg->probe_host;
+	pc.port = cfg->probe_port;
+	pc.threads = 2;
+	pc.connection_limit = 64;
+	pc.per_ip_limit = 64;
+	pc.timeout_s = 10;
+	pc.header_timeout_s = 5;
+	pc.body_timeout_s = 5;
+	pc.max_body = 4096;
+	pc.access_log = false;
+	pc.probe_only = true;
+	if (http_start(out, &pc, api_dispatch, api_dispatch_resume, &port) < 0)
+		fatal("could not listen on %s:%d (GPUPOOL_PROBE_LISTEN)", cfg->probe_host,
+		    cfg->probe_port);
+	snprintf(p, sizeof(p), "%d", port);
+	log_info(NULL, "probe listener", "host", cfg->probe_host, "port", p);
+}
+
 static int
 cmd_serve(struct config *cfg)
 {
 	struct app app;
 	struct http_config hc;
-	struct http_server *server = NULL;
+	struct http_server *server = NULL, *probe = NULL;
 	struct maintenance *maint = NULL;
-	struct expiry *expiry = NULL;
+	struct periodic *expiry = NULL;
+	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
 	sigset_t set;
@@ -269,15 +309,35 @@ cmd_serve(struct config *cfg)
 	hc.connection_limit = cfg->max_connections;
 	hc.per_ip_limit = cfg->max_connections_per_ip;
 	hc.timeout_s = cfg->connection_timeout_s;
+	hc.header_timeout_s = cfg->header_timeout_s;
+	hc.body_timeout_s = cfg->body_timeout_s;
 	hc.max_body = 1024 * 1024;
 	hc.access_log = cfg->access_log;
 	memcpy(hc.trusted, cfg->trusted, sizeof(hc.trusted));
 	hc.ntrusted = cfg->ntrusted;
 	hc.ctx = &app;
-	if (pool_workers_start(&app) < 0)
+	if (deferred_start(&app.waits) < 0)
+		fatal("could not start the deferred-request registry");
+	{
+		const struct notifier_channel ch[] = {
+			{ GPUPOOLD_WAKE_CHANNEL, notifier_wake_registry, app.waits },
+		};
+		struct notifier_config nc = {
+			.url = cfg->database_url,
+			.application_name = "gpupoold notifier",
+			.channels = ch,
+			.nchannels = 1,
+		};
+
+		if (notifier_start(&notifier, &nc) < 0)
+			fatal("could not start the notifier");
+	}
+	if (api_start(&app) < 0)
 		fatal("could not start the group-commit workers");
 	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
 		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
+	if (cfg->probe_host[0] != '\0')
+		probe_start(cfg, &hc, &probe);
 	{
 		struct maintenance_config mc = {
 			.idempotency_ttl_s = cfg->idempotency_ttl_s,
@@ -302,12 +362,16 @@ cmd_serve(struct config *cfg)
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	/* queued approvals and submissions first, while their connections live */
-	pool_workers_stop(&app);
+	api_drain(&app);
+	/* every waiting request answers now; later ones answer at once */
+	notifier_stop(notifier);
+	deferred_stop(app.waits);
 	http_stop(server, cfg->shutdown_grace_s * 1000);
-	pool_workers_free(&app);
-	expiry_stop(expiry);
+	http_stop(probe, 1000);
+	api_stop(&app);
+	deferred_free(app.waits);
+	periodic_stop(expiry);
 	maintenance_stop(maint);
-	layout_cache_reset(); /* its keys point into the catalog */
 	catalog_free(catalog);
 	log_info(NULL, "stopped");
 	return 0;

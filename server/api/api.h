@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/request.h"
 #include "db/db.h"
+#include "workers/deferred.h"
 
 struct batch_queue;
 struct catalog;
@@ -31,8 +32,9 @@ struct app {
 	int approval_workers;   /* threads per group-commit queue */
 	bool metrics_protected; /* /metrics wants the bearer whose digest follows */
 	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
-	struct batch_queue *approvals; /* group commit of approvals (pool_requests.c) */
-	struct batch_queue *submits;   /* group commit of pool-request submissions */
+	struct batch_queue *approvals;   /* group commit of approvals (pool_requests.c) */
+	struct batch_queue *submits;     /* group commit of pool-request submissions */
+	struct deferred_registry *waits; /* requests waiting for a key (api_defer_until) */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res, struct gp_error *err);
@@ -79,6 +81,45 @@ typedef int (
     *api_cont_fn)(struct request *req, struct response *res, void *arg, struct gp_error *err);
 int api_defer(struct request *req, api_cont_fn cont, void *arg);
 void api_wake(struct request *req);
+
+/*
+ * A long-poll: wait until key is woken (deferred_wake on app->waits, the
+ * notifier for a NOTIFY from any replica), deadline_us (time_mono_us
+ * clock) passes or the server stops; then cont runs on an HTTP thread as
+ * api_defer's would, told which of the three happened. Returns
+ * API_DEFERRED, or, when the registry refuses (stopping), cont's own
+ * result at once with DEFERRED_SHUTDOWN.
+ */
+typedef int (*api_wait_fn)(struct request *req, struct response *res, void *arg,
+    enum deferred_outcome outcome, struct gp_error *err);
+int api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
+    api_wait_fn cont, void *arg, struct gp_error *err);
+
+/*
+ * What the handlers need running beside the HTTP server (lifecycle.c):
+ * api_start, before http_start, starts the group-commit queues and
+ * registers the handlers' /metrics collectors; api_drain, before
+ * http_stop, answers everything queued (from then on each handler runs
+ * its own work while the HTTP server drains); api_stop after http_stop
+ * (and before the catalog is freed).
+ */
+int api_start(struct app *app) __attribute__((warn_unused_result));
+void api_drain(struct app *app);
+void api_stop(struct app *app);
+
+/*
+ * Idempotency-Key hooks for work that a deferred request hands to a
+ * group-commit transaction (each a no-op for a request without a key).
+ * In that transaction, api_idem_claim claims req's key before the item
+ * changes anything: *dup true means another request (or an earlier item
+ * of the same batch) holds it, and the item must change nothing (the
+ * dispatcher answers it from the key's row). api_idem_keep stores the
+ * item's answer res in the same transaction, once it is known there.
+ */
+int api_idem_claim(struct db *db, struct request *req, bool *dup, struct gp_error *err)
+    __attribute__((warn_unused_result));
+int api_idem_keep(struct db *db, struct request *req, const struct response *res,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The server context of a request. */
 struct app *api_app(const struct request *req);

@@ -1,10 +1,15 @@
 /*
  * audit.c - GET /v1/audit: the audit log with filters, newest first.
+ * A page holds at most `limit` rows and about AUDIT_PAGE_BYTES of
+ * documents: a page the byte budget ended early still has a
+ * next_cursor, so a client reads on as usual.
  */
 #include "api.h"
 
 #include "db/db_audit.h"
 #include "db/db_projects.h"
+
+#define AUDIT_PAGE_BYTES (1024 * 1024)
 
 int
 api_audit_list(struct request *req, struct response *res, struct gp_error *err)
@@ -13,6 +18,8 @@ api_audit_list(struct request *req, struct response *res, struct gp_error *err)
 	struct audit_entry *rows;
 	struct json_object *items;
 	const char *project;
+	bool cut;
+	int64_t next;
 	int n;
 
 	if (api_page(req, &flt.limit, &flt.before_id, err) < 0)
@@ -38,9 +45,14 @@ api_audit_list(struct request *req, struct response *res, struct gp_error *err)
 		flt.project_id = p.id;
 	}
 	flt.limit += 1;
-	if (db_audit_list(db_thread(), req->arena, &flt, &rows, &n, err) < 0)
+	flt.max_bytes = AUDIT_PAGE_BYTES;
+	if (db_audit_list(db_thread(), req->arena, &flt, &rows, &n, &cut, err) < 0)
 		return -1;
 	flt.limit -= 1;
+	if (cut)
+		next = rows[n - 1].id;
+	else
+		next = n > flt.limit ? rows[flt.limit - 1].id : 0;
 	items = json_object_new_array();
 	for (int i = 0; i < n && i < flt.limit; i++) {
 		struct json_object *o = json_object_new_object();
@@ -59,6 +71,6 @@ api_audit_list(struct request *req, struct response *res, struct gp_error *err)
 		    rows[i].after_json ? json_tokener_parse(rows[i].after_json) : NULL);
 		json_object_array_add(items, o);
 	}
-	api_reply_list(req, res, items, n > flt.limit ? rows[flt.limit - 1].id : 0);
+	api_reply_list(req, res, items, next);
 	return 0;
 }

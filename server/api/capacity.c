@@ -13,77 +13,17 @@
  * the engine would choose from (placement_select).
  */
 #include "api.h"
+#include "core/problem.h"
 #include "capacity.h"
 
 #include "core/strbuf.h"
 #include "core/log.h"
 #include "db/db_capacity.h"
-#include "layout_cache.h"
+#include "service/layout_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- layouts ---- */
-
-int
-capacity_layout_apply(struct placement_gpu *g, const char *layout)
-{
-	const char *s = layout;
-	int rc = 0;
-
-	if (s == NULL)
-		return 0;
-	while (*s != '\0') {
-		const char *end = strchr(s, ',');
-		size_t len = end ? (size_t)(end - s) : strlen(s);
-		const char *at = NULL;
-		char name[CATALOG_NAME_MAX];
-		const struct mig_profile *p = NULL;
-		int start = -1, size;
-
-		for (size_t i = 0; i < len; i++)
-			if (s[i] == '@')
-				at = s + i;
-		if (at == NULL || (size_t)(at - s) >= sizeof(name) || at + 1 >= s + len) {
-			rc = -1;
-			goto next;
-		}
-		memcpy(name, s, (size_t)(at - s));
-		name[at - s] = '\0';
-		start = 0;
-		for (const char *d = at + 1; d < s + len; d++) {
-			if (*d < '0' || *d > '9' || start > 7) {
-				start = -1;
-				break;
-			}
-			start = start * 10 + (*d - '0');
-		}
-		if (start < 0 || start >= CATALOG_MAX_SLICES) {
-			rc = -1;
-			goto next;
-		}
-		if (strcmp(name, SPEC_FULL) != 0) {
-			p = catalog_profile(g->model, name);
-			if (p == NULL) {
-				rc = -1;
-				goto next;
-			}
-		}
-		if (placement_gpu_add(g, p, start, NULL) < 0) {
-			/* keep the slices held, whatever the rule it broke */
-			size = p != NULL ? p->memory_slices : g->model->full_slices;
-			if (start + size <= CATALOG_MAX_SLICES)
-				g->used_mask |= (uint8_t)(((1u << size) - 1u) << start);
-			rc = -1;
-		}
-	next:
-		if (end == NULL)
-			break;
-		s = end + 1;
-	}
-	return rc;
-}
 
 /* ---- the engine's view of the fleet ---- */
 
@@ -196,20 +136,11 @@ fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t clus
 	for (int i = 0; i < n; i++) {
 		const struct gpu_model *m = catalog_model(c, rows[i].model);
 		struct placement_gpu *g = &fleet->gpus[k];
-		struct layout_figures f;
 
-		if (m == NULL)
+		if (m == NULL ||
+		    layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
+			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
 			continue;
-		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
-		if (!f.valid) {
-			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-			    "gpu", rows[i].uuid, "layout", rows[i].layout);
-			continue;
-		}
-		*g = f.cls.g;
-		g->id = rows[i].id;
-		g->node_id = rows[i].node_id;
-		g->index = rows[i].index;
 		rows[k++] = rows[i];
 	}
 	fleet->rows = rows;
@@ -524,7 +455,7 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	if (capacity_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
 		&perr) == 0) {
 		fits = true;
-	} else if (perr.status == 409 && strcmp(perr.code, "insufficient_capacity") == 0) {
+	} else if (gp_error_is(&perr, GP_PROBLEM_INSUFFICIENT_CAPACITY)) {
 		fits = false;
 	} else {
 		*err = perr;

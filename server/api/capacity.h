@@ -65,15 +65,6 @@ int capacity_place(struct db *db, struct arena *a, const struct catalog *c, int6
     const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
     struct placement_result *res, struct gp_error *err) __attribute__((warn_unused_result));
 
-/*
- * Record on g (fresh from placement_gpu_init) every allocation of a
- * layout text ("3g.40gb@0,1g.10gb@6", "full@0", ""). Returns -1 when the
- * text names an unknown profile or breaks a hardware rule; g then holds
- * at least the slices the text names (conservative). layout_cache_get
- * remembers its outcome per (model, MIG mode, text).
- */
-int capacity_layout_apply(struct placement_gpu *g, const char *layout);
-
 /* Capacity of one model, summed over GPUs (see docs/capacity.md). */
 struct model_capacity {
 	const struct gpu_model *model;

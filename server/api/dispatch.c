@@ -16,8 +16,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define IDEMPOTENCY_KEY_MAX 200
+/* how long a duplicate waits for the answer of the request holding its key */
+#define IDEMPOTENCY_WAIT_US (500 * 1000)
+#define IDEMPOTENCY_POLL_US (10 * 1000)
 #define TOKEN_TOUCH_INTERVAL_US (60 * 1000000LL)
 
 struct app *
@@ -194,42 +198,90 @@ header_value(const struct response *res, const char *name)
 	return NULL;
 }
 
+/* What the dispatcher keeps of a request while its handler runs or waits. */
+struct deferred {
+	int route;
+	struct idem_key *idem; /* NULL: no Idempotency-Key */
+	api_cont_fn cont;
+	api_wait_fn wait; /* api_defer_until's continuation instead of cont */
+	enum deferred_outcome outcome;
+	void *arg;
+};
+
+static void
+idempotency_replay(struct response *res, const struct idem_response *stored)
+{
+	memset(res, 0, sizeof(*res));
+	response_raw(res, stored->status, stored->content_type, stored->body, stored->body_len);
+	if (stored->etag != NULL)
+		response_header(res, "ETag", stored->etag);
+	if (stored->location != NULL)
+		response_header(res, "Location", stored->location);
+	response_header(res, "Idempotent-Replayed", "true");
+}
+
+/*
+ * Answer from k's row: 1 when res holds the replay, 0 when there is no
+ * row (run the request), -1 with err: 422 for another request under the
+ * key, 409 (Retry-After) while the request that holds it has committed
+ * but not stored its answer yet (it is about to; or its server died).
+ * A row without an answer is waited for a little.
+ */
+static int
+idempotency_answer(struct request *req, struct response *res, const struct idem_key *k,
+    struct gp_error *err)
+{
+	int64_t deadline = time_mono_us() + IDEMPOTENCY_WAIT_US;
+	struct idem_response stored;
+	enum idem_found found;
+
+	for (;;) {
+		if (db_idem_lookup(db_thread(), req->arena, k, &found, &stored, err) < 0)
+			return -1;
+		if (found != IDEM_PENDING || time_mono_us() >= deadline)
+			break;
+		{
+			struct timespec ts = { 0, IDEMPOTENCY_POLL_US * 1000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	switch (found) {
+	case IDEM_NONE:
+		return 0;
+	case IDEM_REPLAY:
+		idempotency_replay(res, &stored);
+		return 1;
+	case IDEM_MISMATCH:
+		return gp_error_set(err, 422, "idempotency_mismatch",
+		    "this Idempotency-Key was used with a different request");
+	case IDEM_PENDING:
+		break;
+	}
+	if (stored.location != NULL)
+		response_header(res, "Location", stored.location);
+	err->retry_after = 1;
+	return gp_error_set(err, 409, "idempotency_conflict",
+	    "a request with this Idempotency-Key was carried out and its answer is not "
+	    "stored yet");
+}
+
 /* Returns 1 when the response was produced from the store, 0 to run the handler. */
 static int
-idempotency_begin(struct request *req, struct response *res, const char *key, struct gp_error *err)
+idempotency_begin(struct request *req, struct response *res, const char *key, struct idem_key **out,
+    struct gp_error *err)
 {
 	unsigned char hash[TOKEN_DIGEST_LEN];
-	struct idem_response stored;
-	enum idem_claim claim;
+	struct idem_key *k;
 
 	if (strlen(key) == 0 || strlen(key) > IDEMPOTENCY_KEY_MAX)
 		return gp_error_field(err, "Idempotency-Key", "must be 1 to %d characters",
 		    IDEMPOTENCY_KEY_MAX);
 	request_hash(req, hash);
-	memset(&stored, 0, sizeof(stored));
-	if (db_idem_claim(db_thread(), req->arena, req->principal.user_id, key, hash, &claim,
-		&stored, err) < 0)
-		return -1;
-	switch (claim) {
-	case IDEM_CLAIMED:
-		return 0;
-	case IDEM_IN_FLIGHT:
-		err->retry_after = 1;
-		return gp_error_set(err, 409, "idempotency_conflict",
-		    "a request with this Idempotency-Key is still in progress");
-	case IDEM_MISMATCH:
-		return gp_error_set(err, 422, "idempotency_mismatch",
-		    "this Idempotency-Key was used with a different request");
-	case IDEM_REPLAY:
-		response_raw(res, stored.status, stored.content_type, stored.body, stored.body_len);
-		if (stored.etag != NULL)
-			response_header(res, "ETag", stored.etag);
-		if (stored.location != NULL)
-			response_header(res, "Location", stored.location);
-		response_header(res, "Idempotent-Replayed", "true");
-		return 1;
-	}
-	return 0;
+	k = arena_alloc(req->arena, sizeof(*k));
+	db_idem_key_init(k, req->principal.user_id, key, hash);
+	*out = k;
+	return idempotency_answer(req, res, k, err);
 }
 
 /*
@@ -259,44 +311,69 @@ idempotency_replayable(struct request *req, const struct response *res, struct r
 	return scratch;
 }
 
-static void
-idempotency_end(struct request *req, struct response *res, const char *key)
+/*
+ * Store res as k's answer on db: into the row k's request claimed, or a
+ * new row when none was claimed (a refusal); never over a stored answer.
+ */
+static int
+idempotency_store(struct db *db, struct request *req, const struct idem_key *k,
+    const struct response *res, struct gp_error *err)
 {
-	struct gp_error err;
 	struct response scratch;
-	const struct response *keep;
+	const struct response *keep = idempotency_replayable(req, res, &scratch);
+	struct idem_response stored = {
+		.status = keep->status,
+		.content_type = keep->content_type,
+		.etag = header_value(keep, "ETag"),
+		.location = header_value(keep, "Location"),
+		.body = keep->body,
+		.body_len = keep->body_len,
+	};
 
-	gp_error_clear(&err);
-	if (res->status >= 500) {
-		if (db_idem_release(db_thread(), req->principal.user_id, key, &err) < 0)
-			log_warn(req->request_id, "could not release an idempotency key", "error",
-			    err.message);
-		return;
-	}
-	keep = idempotency_replayable(req, res, &scratch);
-	{
-		struct idem_response stored = {
-			.status = keep->status,
-			.content_type = keep->content_type,
-			.etag = header_value(keep, "ETag"),
-			.location = header_value(keep, "Location"),
-			.body = keep->body,
-			.body_len = keep->body_len,
-		};
-
-		if (db_idem_complete(db_thread(), req->principal.user_id, key, &stored, &err) < 0)
-			log_warn(req->request_id, "could not store an idempotent response", "error",
-			    err.message);
-	}
+	return db_idem_store(db, req->arena, k, &stored, err);
 }
 
-/* What the dispatcher keeps of a request whose handler deferred its answer. */
-struct deferred {
-	int route;
-	const char *idem_key;
-	api_cont_fn cont;
-	void *arg;
-};
+/*
+ * After the handler: an answer below 500 is stored unless one already
+ * is. A 5xx is not; there is nothing to release either, since a claim
+ * exists only where the mutation committed.
+ */
+static void
+idempotency_end(struct request *req, struct response *res, const struct idem_key *k)
+{
+	struct gp_error err;
+
+	gp_error_clear(&err);
+	if (res->status >= 500)
+		return;
+	if (idempotency_store(db_thread(), req, k, res, &err) < 0)
+		log_warn(req->request_id, "could not store an idempotent response", "error",
+		    err.message);
+}
+
+int
+api_idem_claim(struct db *db, struct request *req, bool *dup, struct gp_error *err)
+{
+	struct deferred *d = req->deferred;
+
+	*dup = false;
+	if (d == NULL || d->idem == NULL)
+		return 0;
+	if (db_idem_claim(db, req->arena, d->idem, err) < 0)
+		return -1;
+	*dup = d->idem->state == IDEM_DUPLICATE;
+	return 0;
+}
+
+int
+api_idem_keep(struct db *db, struct request *req, const struct response *res, struct gp_error *err)
+{
+	struct deferred *d = req->deferred;
+
+	if (d == NULL || d->idem == NULL || d->idem->state != IDEM_CLAIMED)
+		return 0;
+	return idempotency_store(db, req, d->idem, res, err);
+}
 
 int
 api_defer(struct request *req, api_cont_fn cont, void *arg)
@@ -314,11 +391,51 @@ api_wake(struct request *req)
 	req->wake(req);
 }
 
+/* The registry fired a long-poll's entry: note why, hand it back to http/. */
+static void
+wait_fire(void *arg, enum deferred_outcome outcome)
+{
+	struct request *req = arg;
+	struct deferred *d = req->deferred;
+
+	d->outcome = outcome;
+	api_wake(req);
+}
+
+int
+api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
+    api_wait_fn cont, void *arg, struct gp_error *err)
+{
+	struct deferred *d = req->deferred;
+	struct deferred_registry *waits = api_app(req)->waits;
+
+	d->wait = cont;
+	d->arg = arg;
+	if (waits == NULL || deferred_add(waits, key, deadline_us, wait_fire, req) < 0)
+		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
+	return API_DEFERRED;
+}
+
 /* The handler's (or continuation's) outcome rc becomes the answer. */
 static void
-dispatch_finish(struct request *req, struct response *res, int idx, const char *idem_key, int rc,
+dispatch_finish(struct request *req, struct response *res, int idx, struct idem_key *idem, int rc,
     struct gp_error *err)
 {
+	bool replayed = false;
+
+	if (idem != NULL && idem->state == IDEM_DUPLICATE) {
+		/* another request holds the key: its answer is this one's */
+		gp_error_clear(err);
+		memset(res, 0, sizeof(*res));
+		rc = idempotency_answer(req, res, idem, err);
+		if (rc == 0) {
+			/* the holder rolled back meanwhile: the client may retry */
+			err->retry_after = 1;
+			rc = gp_error_set(err, 409, "idempotency_conflict",
+			    "a request with this Idempotency-Key is still in progress");
+		}
+		replayed = rc == 1;
+	}
 	if (rc < 0 || res->status == 0) {
 		if (!gp_error_isset(err))
 			gp_error_set(err, 500, "internal", "the handler failed without a reason");
@@ -329,8 +446,8 @@ dispatch_finish(struct request *req, struct response *res, int idx, const char *
 			    err->message);
 		response_problem(req, res, err);
 	}
-	if (idem_key != NULL)
-		idempotency_end(req, res, idem_key);
+	if (idem != NULL && idem->state != IDEM_DUPLICATE && !replayed)
+		idempotency_end(req, res, idem);
 	metrics_observe(idx, res->status, time_mono_us() - req->started_us);
 }
 
@@ -340,7 +457,8 @@ api_dispatch(struct request *req, struct response *res)
 	struct gp_error err;
 	const struct route *rt = NULL;
 	struct deferred *d;
-	const char *idem_key = NULL;
+	struct idem_key *idem = NULL;
+	const char *key = NULL;
 	int idx, rc;
 
 	gp_error_clear(&err);
@@ -356,11 +474,11 @@ api_dispatch(struct request *req, struct response *res)
 	if (check_content_type(req, &err) < 0)
 		goto fail;
 	if (strcmp(req->method, "POST") == 0 && req->principal.user_id != 0)
-		idem_key = req->header(req, "Idempotency-Key");
-	if (idem_key != NULL) {
-		rc = idempotency_begin(req, res, idem_key, &err);
+		key = req->header(req, "Idempotency-Key");
+	if (key != NULL) {
+		rc = idempotency_begin(req, res, key, &idem, &err);
 		if (rc < 0) {
-			idem_key = NULL;
+			idem = NULL;
 			goto fail;
 		}
 		if (rc == 1) {
@@ -370,16 +488,20 @@ api_dispatch(struct request *req, struct response *res)
 	}
 	d = arena_alloc(req->arena, sizeof(*d));
 	d->route = idx;
-	d->idem_key = idem_key;
+	d->idem = idem;
 	d->cont = NULL;
+	d->wait = NULL;
 	req->deferred = d;
+	/* every transaction the handler runs claims the key first (db.c) */
+	db_idem_arm(db_thread(), idem);
 	rc = rt->handler(req, res, &err);
+	db_idem_arm(db_thread(), NULL);
 	if (rc == API_DEFERRED)
 		return API_DEFERRED;
-	dispatch_finish(req, res, idx, idem_key, rc, &err);
+	dispatch_finish(req, res, idx, idem, rc, &err);
 	return 0;
 fail:
-	dispatch_finish(req, res, idx, idem_key, -1, &err);
+	dispatch_finish(req, res, idx, idem, -1, &err);
 	return 0;
 }
 
@@ -388,9 +510,17 @@ api_dispatch_resume(struct request *req, struct response *res)
 {
 	struct deferred *d = req->deferred;
 	struct gp_error err;
-	int rc;
+	int rc = -1;
 
 	gp_error_clear(&err);
-	rc = d->cont(req, res, d->arg, &err);
-	dispatch_finish(req, res, d->route, d->idem_key, rc, &err);
+	/* a duplicate changed nothing: dispatch_finish answers it from the key's row */
+	if (d->idem == NULL || d->idem->state != IDEM_DUPLICATE) {
+		db_idem_arm(db_thread(), d->idem);
+		if (d->wait != NULL)
+			rc = d->wait(req, res, d->arg, d->outcome, &err);
+		else
+			rc = d->cont(req, res, d->arg, &err);
+		db_idem_arm(db_thread(), NULL);
+	}
+	dispatch_finish(req, res, d->route, d->idem, rc, &err);
 }

@@ -56,7 +56,7 @@ api_metrics(struct request *req, struct response *res, struct gp_error *err)
 		if (!token_digest_equal(digest, app->metrics_digest))
 			return gp_error_set(err, 401, "unauthorized", "invalid metrics token");
 	}
-	body = metrics_render(req->arena, app->catalog, &len);
+	body = metrics_render(req->arena, &len);
 	response_raw(res, 200, "text/plain; version=0.0.4", body, len);
 	return 0;
 }

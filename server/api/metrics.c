@@ -1,14 +1,13 @@
 /*
  * metrics.c - lock-free counters (C11 atomics) indexed by route and
- * status; rendered in the Prometheus text format.
+ * status; rendered in the Prometheus text format, followed by what the
+ * registered collectors write (core/metrics_registry.h).
  */
 #include "metrics.h"
 #include "api.h"
-#include "capacity.h"
-#include "pools.h"
 
+#include "core/metrics_registry.h"
 #include "core/strbuf.h"
-#include "db/db.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -69,7 +68,7 @@ route_labels(int r, const char **method, const char **route)
 }
 
 const char *
-metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
+metrics_render(struct arena *a, size_t *len)
 {
 	struct strbuf b;
 	int nr = api_nroutes < METRICS_MAX_ROUTES ? api_nroutes : METRICS_MAX_ROUTES;
@@ -131,30 +130,7 @@ metrics_render(struct arena *a, const struct catalog *catalog, size_t *len)
 		    "gpupool_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
 		    method, route, (unsigned long long)cum);
 	}
-	pool_approvals_metrics(&b);
-	strbuf_printf(&b,
-	    "# HELP gpupool_db_errors_total Failed database operations.\n"
-	    "# TYPE gpupool_db_errors_total counter\n"
-	    "gpupool_db_errors_total %llu\n",
-	    (unsigned long long)db_stat_errors());
-	strbuf_printf(&b,
-	    "# HELP gpupool_db_reconnects_total Database reconnections.\n"
-	    "# TYPE gpupool_db_reconnects_total counter\n"
-	    "gpupool_db_reconnects_total %llu\n",
-	    (unsigned long long)db_stat_reconnects());
-	{
-		/* capacity gauges: one grouped scan of gpus; skipped when the database is away */
-		const char *cap = capacity_metrics_text(a, catalog);
-
-		if (cap != NULL)
-			strbuf_printf(&b, "%s", cap);
-	}
-	{
-		const char *pools = pools_metrics_text(a);
-
-		if (pools != NULL)
-			strbuf_printf(&b, "%s", pools);
-	}
+	metrics_collect(&b, a);
 	*len = b.len;
 	return b.p;
 }

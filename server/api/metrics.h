@@ -11,10 +11,10 @@
 /* Count one request of route idx (-1: no route matched). */
 void metrics_observe(int route_idx, int status, int64_t duration_us);
 
-struct catalog;
-
-/* Prometheus text exposition of everything recorded, plus the capacity
- * gauges of catalog's models, into arena memory. */
-const char *metrics_render(struct arena *a, const struct catalog *catalog, size_t *len);
+/*
+ * Prometheus text exposition of everything recorded, then of every
+ * registered collector (core/metrics_registry.h), into arena memory.
+ */
+const char *metrics_render(struct arena *a, size_t *len);
 
 #endif

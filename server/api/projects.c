@@ -302,6 +302,19 @@ member_change_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	if (db_user_get(db, req->arena, req->params[1], &u, &found, err) < 0)
 		return -1;
+	/*
+	 * Only an admin sees every account. Anyone else sees themselves
+	 * and the users they share a project with; any other name answers
+	 * exactly as a name nobody has, so an owner cannot probe for
+	 * accounts (404 versus 201 would tell).
+	 */
+	if (found && api_role(req) != ROLE_ADMIN && u.id != req->principal.user_id) {
+		bool shared;
+
+		if (db_users_share_project(db, req->principal.user_id, u.id, &shared, err) < 0)
+			return -1;
+		found = shared;
+	}
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such user: %s", req->params[1]);
 	if (c->role != NULL) {

@@ -1,5 +1,5 @@
 /*
- * roles.h - global and project roles (DESIGN.md section 6).
+ * roles.h - global and project roles (docs/design.md section 6).
  */
 #ifndef GP_AUTH_ROLES_H
 #define GP_AUTH_ROLES_H

@@ -3,7 +3,7 @@
  *
  * The lowest layer that knows the cause fills a caller-supplied
  * struct gp_error with the HTTP status, a stable API code (see
- * DESIGN.md section 6), a human message and, for validation failures,
+ * docs/design.md section 6), a human message and, for validation failures,
  * the field paths that failed.
  */
 #ifndef GP_CORE_ERROR_H

@@ -84,12 +84,16 @@ utf8_check(const unsigned char *s, size_t len)
 }
 
 /*
- * Duplicate member names. json-c keeps the last of two equal keys
+ * Duplicate member names and member names with NUL. json-c keeps the last of two equal keys
  * without saying so; a request that names a field twice is ambiguous,
  * so it is refused. One pass over input already known to be strict JSON
  * (at most JSON_MAX_DEPTH levels): a stack of containers, each object
  * with a hash set of its keys (raw bytes between the quotes, so "a" and
  * "\u0061" count as different; escapes are rare in member names).
+ * json-c keeps member names as C strings: "pool\u0000" would become
+ * "pool" and slip past this check and jf_finish(), so a name with an
+ * escaped NUL (the only character json-c cannot keep in a name; strict
+ * mode refuses raw control characters) is refused too.
  */
 struct key_ref {
 	uint32_t off;
@@ -179,13 +183,23 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 		if (c == '"') {
 			struct key_ref k = { (uint32_t)(i + 1), 0 };
 
-			for (i++; i < len && body[i] != '"'; i++)
-				if (body[i] == '\\')
-					i++;
+			bool nul = false;
+
+			for (i++; i < len && body[i] != '"'; i++) {
+				if (body[i] != '\\')
+					continue;
+				if (len - i > 5 && body[i + 1] == 'u' &&
+				    memcmp(body + i + 2, "0000", 4) == 0)
+					nul = true;
+				i++;
+			}
 			k.len = (uint32_t)(i - k.off);
 			if (top >= 0 && st[top].object && st[top].want_key) {
 				st[top].want_key = false;
 				st[top].cur = k;
+				if (nul)
+					return gp_error_field(err, dup_path(a, body, st, top, k),
+					    "member names must not contain NUL characters");
 				if (!key_add(a, body, &st[top], k))
 					return gp_error_field(err, dup_path(a, body, st, top, k),
 					    "appears more than once in its object");

@@ -27,7 +27,8 @@
  * JSON_MAX_DEPTH, anything but whitespace after the value) or 422
  * validation_failed with the field "" (the body itself) when the value
  * is valid JSON but not an object, or with the member's path when an
- * object names a member twice, and returns -1.
+ * object names a member twice or a member name holds an escaped NUL
+ * (json-c would cut the name there), and returns -1.
  */
 int json_parse_object(struct arena *a, const char *body, size_t len, struct json_object **out,
     struct gp_error *err);

@@ -3,12 +3,15 @@
  * with retry and SQLSTATE mapping. The only file that opens connections.
  */
 #include "db.h"
+#include "db_idempotency.h"
 #include "db_internal.h"
 
 #include "core/log.h"
 #include "core/timeutil.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,15 +21,22 @@
 #define DB_MAX_PREPARED 256
 #define DB_TX_ATTEMPTS 6
 #define DB_RECONNECT_BACKOFF_US 200000
+/* how long a lost COMMIT's outcome is looked for: tries, 200 ms apart */
+#define DB_RESOLVE_TRIES 25
 
 struct db {
 	PGconn *conn;
 	const struct db_stmt *prepared[DB_MAX_PREPARED];
 	int nprepared;
 	bool in_tx;
-	bool retryable; /* last error was 40001/40P01 */
-	bool exclusion; /* last error was 23P01 */
-	bool committed; /* db_exec_commit ended the transaction */
+	bool retryable;        /* last error was 40001/40P01 */
+	bool exclusion;        /* last error was 23P01 */
+	bool committed;        /* db_exec_commit ended the transaction */
+	bool commit_sent;      /* the transaction's COMMIT went out */
+	bool conn_lost;        /* last error: the connection is gone */
+	bool terminated;       /* ... and the server said so (57P01) before running anything */
+	struct idem_key *idem; /* db_idem_arm: claimed by every db_tx */
+	const struct idem_key *claim; /* a key the running transaction claimed */
 	/* a db_tx whose BEGIN (and SET) goes out with its first statement */
 	const char *begin_sql;
 	const char *begin_set;
@@ -41,6 +51,9 @@ static pthread_key_t db_key;
 static pthread_once_t db_key_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t stat_errors;
 static atomic_uint_fast64_t stat_reconnects;
+/* test hooks, debug builds only: GPUPOOL_TEST_CRASH_AFTER_COMMIT, GPUPOOL_TEST_LOSE_COMMIT_REPLY */
+static bool crash_after_commit;
+static bool lose_commit_reply;
 
 static void
 db_free(void *p)
@@ -74,6 +87,23 @@ db_init(const struct db_config *cfg)
 	    "-c statement_timeout=%d -c search_path=public -c TimeZone=UTC -c jit=off",
 	    config.statement_timeout_ms);
 	pthread_once(&db_key_once, db_key_create);
+#ifndef NDEBUG
+	/*
+	 * Test hooks for a transaction that claimed an Idempotency-Key
+	 * (tests/integration/test_exactly_once.c): die by SIGKILL right
+	 * after it commits, before anything is answered; or drop the
+	 * connection as if COMMIT's answer had been lost on the way, so
+	 * that the outcome must be looked up. Compiled out of release builds
+	 * (NDEBUG): a production server cannot be told to crash.
+	 */
+	{
+		const char *v = getenv("GPUPOOL_TEST_CRASH_AFTER_COMMIT");
+
+		crash_after_commit = v != NULL && strcmp(v, "1") == 0;
+		v = getenv("GPUPOOL_TEST_LOSE_COMMIT_REPLY");
+		lose_commit_reply = v != NULL && strcmp(v, "1") == 0;
+	}
+#endif
 }
 
 struct db *
@@ -130,6 +160,44 @@ db_unavailable(struct gp_error *err, const char *why)
 	return -1;
 }
 
+/* A transaction's BEGIN went out: its connection cannot be replaced. */
+static bool
+db_tx_started(const struct db *db)
+{
+	return db->in_tx && db->begin_sql == NULL;
+}
+
+/*
+ * An idle connection that has something to read has been closed by the
+ * server (PostgreSQL restarted: its backend sent FATAL 57P01 and hung
+ * up, which libpq takes for a notice until it reads the end of the
+ * stream), so it is found dead before a statement is sent on it. One
+ * poll() without waiting. These connections do not LISTEN, so nothing
+ * else arrives unasked; a stray message only costs a reconnect.
+ */
+static bool
+db_conn_stale(PGconn *conn)
+{
+	struct pollfd pfd = { .fd = PQsocket(conn), .events = POLLIN };
+
+	if (pfd.fd < 0)
+		return true;
+	return poll(&pfd, 1, 0) != 0;
+}
+
+/* Forget the connection: the next statement opens a fresh one at once. */
+static void
+db_drop(struct db *db)
+{
+	if (db->conn != NULL) {
+		PQfinish(db->conn);
+		db->conn = NULL;
+		atomic_fetch_add(&stat_reconnects, 1);
+	}
+	db->nprepared = 0;
+	db->last_failed_connect_us = 0;
+}
+
 PGconn *
 db_conn(struct db *db, struct gp_error *err)
 {
@@ -138,9 +206,11 @@ db_conn(struct db *db, struct gp_error *err)
 	const char *vals[5];
 	int64_t now;
 
-	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK)
+	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK &&
+	    (db_tx_started(db) || !db_conn_stale(db->conn)))
 		return db->conn;
-	if (db->in_tx && db->begin_sql == NULL) {
+	if (db_tx_started(db)) {
+		db->conn_lost = true;
 		db_unavailable(err, "connection lost in a transaction");
 		return NULL;
 	}
@@ -168,7 +238,9 @@ db_conn(struct db *db, struct gp_error *err)
 
 		snprintf(msg, sizeof(msg), "%s",
 		    db->conn ? PQerrorMessage(db->conn) : "out of memory");
-		msg[strcspn(msg, "\n")] = '\0';
+		/* a multi-host URL gets one line per host tried: keep them all */
+		for (char *nl = strchr(msg, '\n'); nl != NULL; nl = strchr(nl, '\n'))
+			*nl = nl[1] != '\0' ? ';' : '\0';
 		log_warn(NULL, "could not connect to the database", "error", msg);
 		if (db->conn != NULL) {
 			PQfinish(db->conn);
@@ -202,8 +274,11 @@ db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err)
 	db->exclusion = state != NULL && strcmp(state, "23P01") == 0;
 	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK || state == NULL ||
 	    strncmp(state, "08", 2) == 0 || strcmp(state, "57P01") == 0 ||
-	    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0)
+	    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0) {
+		db->conn_lost = true;
+		db->terminated = state != NULL && strcmp(state, "57P01") == 0;
 		return db_unavailable(err, "connection lost");
+	}
 	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0) {
 		db->retryable = true;
 		return gp_error_set(err, 409, "conflict",
@@ -300,6 +375,7 @@ db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparam
 	if (PQsendQueryPrepared(conn, st->name, nparams, values, lengths, formats, 0) != 1)
 		goto send_failed;
 	if (commit) {
+		db->commit_sent = true;
 		if (PQsendQueryParams(conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1)
 			goto send_failed;
 		nq++;
@@ -347,6 +423,22 @@ send_failed:
 	return NULL;
 }
 
+/*
+ * After a statement outside a transaction failed: when the connection
+ * was lost and the statement did not run (safe), drop it, clear err and
+ * say to try once more on a fresh connection.
+ */
+static bool
+db_retry_fresh(struct db *db, int attempt, bool safe, struct gp_error *err)
+{
+	if (attempt > 0 || !safe || !db->conn_lost || db->in_tx)
+		return false;
+	log_info(NULL, "the database connection was lost; retrying on a new one");
+	db_drop(db);
+	gp_error_clear(err);
+	return true;
+}
+
 PGresult *
 db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
     const char *const *values, const int *lengths, const int *formats, struct gp_error *err)
@@ -357,16 +449,28 @@ db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams
 
 	if (db->begin_sql != NULL)
 		return db_pipeline(db, a, st, nparams, values, lengths, formats, false, err);
-	conn = db_conn(db, err);
-	if (conn == NULL)
-		return NULL;
-	if (db_prepare(db, conn, st, err) < 0)
-		return NULL;
-	r = PQexecPrepared(conn, st->name, nparams, values, lengths, formats, 0);
-	status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+	for (int attempt = 0;; attempt++) {
+		db->conn_lost = false;
+		db->terminated = false;
+		conn = db_conn(db, err);
+		if (conn == NULL)
+			return NULL;
+		if (db_prepare(db, conn, st, err) < 0) {
+			/* nothing ran: a lost connection is replaced once */
+			if (db_retry_fresh(db, attempt, true, err))
+				continue;
+			return NULL;
+		}
+		r = PQexecPrepared(conn, st->name, nparams, values, lengths, formats, 0);
+		status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+		if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+			break;
 		db_error_from_result(db, r, err);
 		PQclear(r);
+		/* a statement outside a transaction may have run unless the
+		 * server said it ended the session first (57P01) */
+		if (db_retry_fresh(db, attempt, db->terminated, err))
+			continue;
 		return NULL;
 	}
 	arena_defer(a, db_result_clear, r);
@@ -450,14 +554,89 @@ db_backoff(struct db *db, int attempt)
 	nanosleep(&ts, NULL);
 }
 
+void
+db_idem_arm(struct db *db, struct idem_key *k)
+{
+	db->idem = k;
+}
+
+void
+db_tx_note_claim(struct db *db, const struct idem_key *k)
+{
+	db->claim = k;
+}
+
+/*
+ * The connection was lost after the transaction's COMMIT went out: did
+ * it commit? A key the transaction claimed says, read on a fresh
+ * connection (PostgreSQL may take a few seconds to come back). 1:
+ * committed, 0: rolled back, -1: unknown (err says why).
+ */
+static int
+db_tx_resolve(struct db *db, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	bool found = false;
+	int rc = -1;
+
+	for (int i = 0; i < DB_RESOLVE_TRIES && rc < 0; i++) {
+		struct timespec ts = { 0, DB_RECONNECT_BACKOFF_US * 1000L };
+
+		if (i > 0)
+			nanosleep(&ts, NULL);
+		db_drop(db);
+		gp_error_clear(err);
+		if (db_idem_claim_committed(db, a, db->claim, &found, err) == 0)
+			rc = found ? 1 : 0;
+	}
+	arena_destroy(a);
+	log_warn(NULL, "the database connection was lost while committing", "outcome",
+	    rc == 1       ? "committed"
+		: rc == 0 ? "rolled back"
+			  : "unknown");
+	return rc;
+}
+
+/* Claim the armed key in the transaction that begins; -1 (not retried) for a duplicate. */
+static int
+db_tx_claim_armed(struct db *db, struct gp_error *err)
+{
+	struct idem_key *k = db->idem;
+	struct arena *a;
+	int rc;
+
+	if (k == NULL || k->state == IDEM_COMMITTED)
+		return 0;
+	if (k->state != IDEM_DUPLICATE) {
+		a = arena_create();
+		k->state = IDEM_OPEN;
+		rc = db_idem_claim(db, a, k, err);
+		arena_destroy(a);
+		if (rc < 0)
+			return -1;
+	}
+	if (k->state == IDEM_DUPLICATE) {
+		err->retry_after = 1;
+		return gp_error_set(err, 409, "idempotency_conflict",
+		    "a request with this Idempotency-Key was carried out");
+	}
+	return 0;
+}
+
 /*
  * BEGIN (then begin_set, when not NULL) is not sent on its own: it goes
  * out in the same round trip as the transaction's first statement.
+ * A transaction that loses its connection before its COMMIT went out
+ * is run once more on a fresh connection (PostgreSQL restarted: the
+ * old connection was dead); one that loses it after is resolved
+ * through the key it claimed, if any.
  */
 static int
 db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flags, db_tx_fn fn,
     void *arg, struct gp_error *err)
 {
+	bool reconnected = false;
+
 	for (int attempt = 0; attempt < DB_TX_ATTEMPTS; attempt++) {
 		int rc;
 
@@ -465,10 +644,15 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 		db->retryable = false;
 		db->exclusion = false;
 		db->committed = false;
+		db->commit_sent = false;
+		db->conn_lost = false;
+		db->claim = NULL;
 		db->begin_sql = begin;
 		db->begin_set = begin_set;
 		db->in_tx = true;
-		rc = fn(db, arg, err);
+		rc = db_tx_claim_armed(db, err);
+		if (rc == 0)
+			rc = fn(db, arg, err);
 		if (rc == 0 && db->begin_sql != NULL) {
 			/* nothing ran: nothing to commit */
 			db->begin_sql = NULL;
@@ -478,19 +662,61 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 		}
 		db->begin_sql = NULL;
 		db->begin_set = NULL;
-		if (rc == 0 && (db->committed || db_exec_simple(db, "COMMIT", err) == 0)) {
-			db->in_tx = false;
+		if (rc == 0 && !db->committed) {
+			db->commit_sent = true;
+			if (db_exec_simple(db, "COMMIT", err) == 0)
+				db->committed = true;
+		}
+		if (rc == 0 && !db->committed && !gp_error_isset(err))
+			gp_error_set(err, 500, "internal", "could not commit");
+		if (db->committed && lose_commit_reply && db->claim != NULL) {
+			db_drop(db);
+			db->committed = false;
+			db->conn_lost = true;
+			db_unavailable(err, "connection lost");
+		}
+		db->in_tx = false;
+		if (!db->committed && db->commit_sent && db->conn_lost && db->claim != NULL) {
+			int outcome = db_tx_resolve(db, err);
+
+			if (outcome < 0)
+				goto fail;
+			if (outcome == 1) {
+				gp_error_clear(err);
+				db->committed = true;
+			} else {
+				/* it rolled back: run it again (once) */
+				db->commit_sent = false;
+				db->conn_lost = true;
+				db_unavailable(err, "connection lost");
+			}
+		}
+		if (db->committed) {
+			if (db->idem != NULL && db->idem->state == IDEM_CLAIMED)
+				db->idem->state = IDEM_COMMITTED;
+			if (crash_after_commit && db->claim != NULL)
+				raise(SIGKILL);
 			return 0;
 		}
-		if (rc == 0 && !gp_error_isset(err))
-			gp_error_set(err, 500, "internal", "could not commit");
 		if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK &&
 		    PQtransactionStatus(db->conn) != PQTRANS_IDLE) {
 			PGresult *r = PQexec(db->conn, "ROLLBACK");
 
 			PQclear(r);
 		}
-		db->in_tx = false;
+		if (db->idem != NULL && db->idem->state == IDEM_CLAIMED)
+			db->idem->state = IDEM_OPEN;
+		if (db->conn_lost && !db->commit_sent && !reconnected) {
+			/* the connection was dead (PostgreSQL restarted): once more, on a new one */
+			reconnected = true;
+			log_info(NULL,
+			    "the database connection was lost; retrying the transaction");
+			db_drop(db);
+			attempt--;
+			continue;
+		}
+		if (db->conn_lost && db->commit_sent)
+			goto fail;
 		if (!db->retryable && !(db->exclusion && (flags & DB_TX_RETRY_EXCLUSION)))
 			return -1;
 		db_backoff(db, attempt);
@@ -501,6 +727,10 @@ db_tx_run(struct db *db, const char *begin, const char *begin_set, unsigned flag
 	    "the database is busy with conflicting changes, retry the request");
 	if (err != NULL)
 		err->retry_after = 1;
+	return -1;
+fail:
+	if (db->idem != NULL && db->idem->state == IDEM_CLAIMED)
+		db->idem->state = IDEM_OPEN;
 	return -1;
 }
 

@@ -5,6 +5,7 @@
 #ifndef GP_DB_AUDIT_H
 #define GP_DB_AUDIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "db.h"
@@ -34,13 +35,20 @@ struct audit_filter {
 	int64_t until_us;
 	int64_t before_id; /* cursor: rows with id < before_id; 0: newest */
 	int limit;
+	int64_t max_bytes; /* documents per page (before + after as text); 0: no bound */
 };
 
 int db_audit_insert(struct db *db, struct arena *a, const struct audit_entry *e,
     struct gp_error *err) __attribute__((warn_unused_result));
 
-/* Newest first. */
+/*
+ * Newest first: at most f->limit rows, and no row once the documents of
+ * the rows before it reach f->max_bytes (the first row always comes).
+ * *cut is true when the byte bound ended the list before f->limit rows
+ * although more rows match.
+ */
 int db_audit_list(struct db *db, struct arena *a, const struct audit_filter *f,
-    struct audit_entry **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+    struct audit_entry **out, int *n, bool *cut, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 #endif

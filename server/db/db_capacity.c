@@ -3,6 +3,7 @@
  * reads the capacity views and the placement engine start from.
  */
 #include "db_capacity.h"
+#include "core/problem.h"
 #include "db_internal.h"
 #include "db_sql.h"
 
@@ -209,7 +210,7 @@ cluster_reload(struct db *db, struct arena *a, int64_t id, struct cluster_row *o
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
-		return gp_error_set(err, 500, "internal", "cluster vanished");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "cluster vanished");
 	cluster_from_row(a, r, 0, out);
 	return 0;
 }
@@ -223,8 +224,8 @@ db_cluster_insert(struct db *db, struct arena *a, const char *name, const char *
 
 	if (r == NULL) {
 		if (err->status == 409)
-			gp_error_set(err, 409, "conflict", "a cluster named %s already exists",
-			    name);
+			gp_problem_set(err, GP_PROBLEM_CONFLICT,
+			    "a cluster named %s already exists", name);
 		return -1;
 	}
 	return cluster_reload(db, a, db_int64(r, 0, 0), out, err);
@@ -306,7 +307,7 @@ db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale, st
 		*stale = PQntuples(r) == 0;
 	} else {
 		if (err->status == 409)
-			gp_error_set(err, 409, "conflict",
+			gp_problem_set(err, GP_PROBLEM_CONFLICT,
 			    "the cluster still has nodes; move or remove them first");
 		rc = -1;
 	}
@@ -349,7 +350,7 @@ node_reload(struct db *db, struct arena *a, int64_t id, struct node_row *out, st
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
-		return gp_error_set(err, 500, "internal", "node vanished");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "node vanished");
 	node_from_row(a, r, 0, out);
 	return 0;
 }
@@ -365,7 +366,8 @@ db_node_insert(struct db *db, struct arena *a, int64_t cluster_id, const char *n
 
 	if (r == NULL) {
 		if (err->status == 409)
-			gp_error_set(err, 409, "conflict", "a node named %s already exists", name);
+			gp_problem_set(err, GP_PROBLEM_CONFLICT, "a node named %s already exists",
+			    name);
 		return -1;
 	}
 	return node_reload(db, a, db_int64(r, 0, 0), out, err);
@@ -459,7 +461,7 @@ db_node_set_status(struct db *db, struct arena *a, int64_t id, const char *statu
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
-		return gp_error_set(err, 404, "not_found", "no such node");
+		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such node");
 	return node_reload(db, a, id, out, err);
 }
 
@@ -497,7 +499,7 @@ gpu_reload(struct db *db, struct arena *a, int64_t id, struct gpu_row *out, stru
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
-		return gp_error_set(err, 500, "internal", "gpu vanished");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "gpu vanished");
 	gpu_from_row(a, r, 0, out);
 	return 0;
 }
@@ -513,10 +515,10 @@ db_gpu_insert(struct db *db, struct arena *a, int64_t node_id, int index, const 
 	if (r == NULL) {
 		if (err->status == 409) {
 			if (strcmp(db_last_constraint(db), "gpus_uuid_key") == 0)
-				gp_error_set(err, 409, "conflict",
+				gp_problem_set(err, GP_PROBLEM_CONFLICT,
 				    "a gpu with uuid %s is already registered", uuid);
 			else
-				gp_error_set(err, 409, "conflict",
+				gp_problem_set(err, GP_PROBLEM_CONFLICT,
 				    "the node already has a gpu at index %d", index);
 		}
 		return -1;
@@ -594,7 +596,7 @@ db_allocation_insert_unmanaged(struct db *db, struct arena *a, int64_t gpu_id, c
 
 	if (db_exec(db, a, &stmt_cap_alloc_insert, 5, p, err) == NULL) {
 		if (err->status == 409)
-			gp_error_set(err, 409, "conflict",
+			gp_problem_set(err, GP_PROBLEM_CONFLICT,
 			    "%s at slice %d overlaps another instance on the gpu", profile, start);
 		return -1;
 	}

@@ -1,167 +1,181 @@
 /*
- * db_idempotency.c - Idempotency-Key claims and stored responses.
+ * db_idempotency.c - Idempotency-Key claims and stored answers.
  *
- * While a request runs, its claimant holds a session advisory lock on
- * (user, key) besides the 'in_flight' row. The lock, not the row, says
- * the claimant is alive: when its server dies, PostgreSQL ends the
- * session and drops the lock, and the next request with the key takes
- * the claim over instead of answering 409 until the row expires.
+ * The claim is a row inserted by the mutation's own transaction, so it
+ * exists exactly when the mutation committed: a server that dies before
+ * its COMMIT leaves nothing behind, one that dies after it leaves a row
+ * that stops the retry from running the request again. A concurrent
+ * duplicate's INSERT waits on the first's uncommitted row (the primary
+ * key) and then finds it. The answer is stored by the request that
+ * claimed the row (claimed_by), once: an UPDATE only fills a row that has
+ * no answer yet.
  */
 #include "db_idempotency.h"
 #include "db_internal.h"
 
+#include "core/timeutil.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
-/* two-key advisory locks: a lock space apart from the migration lock's int8 key */
-#define IDEM_LOCK_ARGS "1768189028, hashtext($1::text || ':' || $2::text)"
-
-DB_STMT(stmt_idem_lock, "SELECT pg_try_advisory_lock(" IDEM_LOCK_ARGS ")");
-DB_STMT(stmt_idem_unlock, "SELECT pg_advisory_unlock(" IDEM_LOCK_ARGS ")");
+/* a request may claim its own key again (an approval that waited for the next batch) */
 DB_STMT(stmt_idem_claim,
-    "INSERT INTO idempotency_keys (user_id, key, request_hash, state) "
-    "VALUES ($1, $2, $3, 'in_flight') ON CONFLICT (user_id, key) DO NOTHING RETURNING 1");
+    "INSERT INTO idempotency_keys AS k (user_id, key, request_hash, state, claimed_by) "
+    "VALUES ($1, $2, $3, 'committed', $4) "
+    "ON CONFLICT (user_id, key) DO UPDATE SET claimed_by = EXCLUDED.claimed_by "
+    "WHERE k.state = 'committed' AND k.claimed_by = EXCLUDED.claimed_by RETURNING 1");
 DB_STMT(stmt_idem_get,
     "SELECT request_hash, state, status, content_type, etag, location, body "
     "FROM idempotency_keys WHERE user_id = $1 AND key = $2");
-DB_STMT(stmt_idem_complete,
-    "UPDATE idempotency_keys SET state = 'done', status = $3, content_type = $4, "
-    "etag = $5, location = $6, body = $7 WHERE user_id = $1 AND key = $2");
-DB_STMT(stmt_idem_release,
-    "DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND state = 'in_flight'");
+DB_STMT(stmt_idem_claimed,
+    "SELECT 1 FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND claimed_by = $3");
+DB_STMT(stmt_idem_store,
+    "INSERT INTO idempotency_keys AS k (user_id, key, request_hash, state, claimed_by, "
+    "status, content_type, etag, location, body) "
+    "VALUES ($1, $2, $3, 'done', $4, $5, $6, $7, $8, $9) "
+    "ON CONFLICT (user_id, key) DO UPDATE SET state = 'done', status = EXCLUDED.status, "
+    "content_type = EXCLUDED.content_type, etag = EXCLUDED.etag, "
+    "location = EXCLUDED.location, body = EXCLUDED.body "
+    "WHERE k.state = 'committed' AND k.claimed_by = EXCLUDED.claimed_by");
 DB_STMT(stmt_idem_expire,
     "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1::int)");
 
-/* Drop the claim lock; the answer is already decided, so errors only get logged by db/. */
-static void
-idem_unlock(struct db *db, struct arena *a, const char *const *p)
-{
-	struct gp_error ignored;
+static atomic_uint_fast64_t token_seq;
 
-	gp_error_clear(&ignored);
-	(void)db_exec(db, a, &stmt_idem_unlock, 2, p, &ignored);
+void
+db_idem_key_init(struct idem_key *k, int64_t user_id, const char *key, const unsigned char *hash)
+{
+	unsigned char rnd[16];
+
+	memset(k, 0, sizeof(*k));
+	k->user_id = user_id;
+	k->key = key;
+	memcpy(k->hash, hash, IDEM_HASH_LEN);
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		/* unique enough without the kernel's entropy: pid, clock, counter */
+		uint64_t a = (uint64_t)getpid() << 32 ^ (uint64_t)time_mono_us();
+		uint64_t b = atomic_fetch_add(&token_seq, 1);
+
+		memcpy(rnd, &a, 8);
+		memcpy(rnd + 8, &b, 8);
+	}
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(k->token + 2 * i, 3, "%02x", rnd[i]);
+	k->state = IDEM_OPEN;
 }
 
 int
-db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
-    const unsigned char *hash, enum idem_claim *out, struct idem_response *stored,
-    struct gp_error *err)
+db_idem_lookup(struct db *db, struct arena *a, const struct idem_key *k, enum idem_found *out,
+    struct idem_response *stored, struct gp_error *err)
 {
-	const char *p[3];
-	int lens[3] = { 0, 0, 32 };
-	int fmts[3] = { 0, 0, 1 };
-	bool locked;
-	PGresult *r;
+	const char *p[2] = { db_param_int(a, k->user_id), k->key };
+	PGresult *r = db_exec(db, a, &stmt_idem_get, 2, p, err);
 
-	p[0] = db_param_int(a, user_id);
-	p[1] = key;
-	p[2] = (const char *)hash;
-	/* lock first, so that nobody sees our row before we hold the lock */
-	r = db_exec(db, a, &stmt_idem_lock, 2, p, err);
 	if (r == NULL)
 		return -1;
-	locked = db_bool(r, 0, 0);
-	if (locked) {
-		r = db_exec_ex(db, a, &stmt_idem_claim, 3, p, lens, fmts, err);
-		if (r == NULL)
-			goto fail;
-		if (PQntuples(r) == 1) {
-			*out = IDEM_CLAIMED; /* the lock is held until complete/release */
-			return 0;
-		}
-	}
-	r = db_exec_ex(db, a, &stmt_idem_get, 2, p, NULL, NULL, err);
-	if (r == NULL)
-		goto fail;
+	memset(stored, 0, sizeof(*stored));
 	if (PQntuples(r) != 1) {
-		/* released between the claim and this select: treat as in flight */
-		*out = IDEM_IN_FLIGHT;
-		goto unlock;
+		*out = IDEM_NONE;
+		return 0;
 	}
 	{
 		size_t hlen = 0;
 		unsigned char *h =
 		    PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &hlen);
-		bool same = h != NULL && hlen == 32 && memcmp(h, hash, 32) == 0;
+		bool same =
+		    h != NULL && hlen == IDEM_HASH_LEN && memcmp(h, k->hash, IDEM_HASH_LEN) == 0;
 
 		PQfreemem(h);
 		if (!same) {
 			*out = IDEM_MISMATCH;
-			goto unlock;
+			return 0;
 		}
 	}
+	stored->location = db_text(a, r, 0, 5);
 	if (strcmp(PQgetvalue(r, 0, 1), "done") != 0) {
-		/*
-		 * In flight. When we got the lock, the session that claimed
-		 * the key has ended (its server died) and its transaction was
-		 * rolled back: the request is ours to run.
-		 */
-		*out = locked ? IDEM_CLAIMED : IDEM_IN_FLIGHT;
+		*out = IDEM_PENDING;
 		return 0;
 	}
 	*out = IDEM_REPLAY;
 	stored->status = (int)db_int64(r, 0, 2);
 	stored->content_type = db_text(a, r, 0, 3);
 	stored->etag = db_text(a, r, 0, 4);
-	stored->location = db_text(a, r, 0, 5);
 	{
 		size_t blen = 0;
 		unsigned char *b =
 		    PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 6), &blen);
 
-		if (b == NULL) {
-			gp_error_set(err, 500, "internal", "could not decode a stored response");
-			goto fail;
-		}
+		if (b == NULL)
+			return gp_error_set(err, 500, "internal",
+			    "could not decode a stored response");
 		stored->body = arena_strndup(a, (const char *)b, blen);
 		stored->body_len = blen;
 		PQfreemem(b);
 	}
-unlock:
-	if (locked)
-		idem_unlock(db, a, p);
 	return 0;
-fail:
-	if (locked)
-		idem_unlock(db, a, p);
-	return -1;
 }
 
 int
-db_idem_complete(struct db *db, int64_t user_id, const char *key, const struct idem_response *res,
+db_idem_claim(struct db *db, struct arena *a, struct idem_key *k, struct gp_error *err)
+{
+	const char *p[4];
+	int lens[4] = { 0, 0, IDEM_HASH_LEN, 0 };
+	int fmts[4] = { 0, 0, 1, 0 };
+	PGresult *r;
+
+	if (k == NULL)
+		return 0;
+	p[0] = db_param_int(a, k->user_id);
+	p[1] = k->key;
+	p[2] = (const char *)k->hash;
+	p[3] = k->token;
+	r = db_exec_ex(db, a, &stmt_idem_claim, 4, p, lens, fmts, err);
+	if (r == NULL)
+		return -1;
+	k->state = PQntuples(r) == 1 ? IDEM_CLAIMED : IDEM_DUPLICATE;
+	if (k->state == IDEM_CLAIMED)
+		db_tx_note_claim(db, k);
+	return 0;
+}
+
+int
+db_idem_claim_committed(struct db *db, struct arena *a, const struct idem_key *k, bool *found,
     struct gp_error *err)
 {
-	struct arena *a = arena_create();
-	const char *p[7];
-	int lens[7] = { 0 };
-	int fmts[7] = { 0, 0, 0, 0, 0, 0, 1 };
-	int rc;
+	const char *p[3] = { db_param_int(a, k->user_id), k->key, k->token };
+	PGresult *r = db_exec(db, a, &stmt_idem_claimed, 3, p, err);
 
-	p[0] = db_param_int(a, user_id);
-	p[1] = key;
-	p[2] = db_param_int(a, res->status);
-	p[3] = res->content_type;
-	p[4] = res->etag;
-	p[5] = res->location;
-	p[6] = res->body ? res->body : "";
-	lens[6] = (int)res->body_len;
-	rc = db_exec_ex(db, a, &stmt_idem_complete, 7, p, lens, fmts, err) ? 0 : -1;
-	/* only now, with the response committed, may another request take the key */
-	idem_unlock(db, a, p);
-	arena_destroy(a);
-	return rc;
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	return 0;
 }
 
 int
-db_idem_release(struct db *db, int64_t user_id, const char *key, struct gp_error *err)
+db_idem_store(struct db *db, struct arena *a, const struct idem_key *k,
+    const struct idem_response *res, struct gp_error *err)
 {
-	struct arena *a = arena_create();
-	const char *p[2] = { db_param_int(a, user_id), key };
-	int rc = db_exec(db, a, &stmt_idem_release, 2, p, err) ? 0 : -1;
+	const char *p[9];
+	int lens[9] = { 0, 0, IDEM_HASH_LEN, 0, 0, 0, 0, 0, 0 };
+	int fmts[9] = { 0, 0, 1, 0, 0, 0, 0, 0, 1 };
 
-	idem_unlock(db, a, p);
-	arena_destroy(a);
-	return rc;
+	if (k == NULL)
+		return 0;
+	p[0] = db_param_int(a, k->user_id);
+	p[1] = k->key;
+	p[2] = (const char *)k->hash;
+	p[3] = k->token;
+	p[4] = db_param_int(a, res->status);
+	p[5] = res->content_type;
+	p[6] = res->etag;
+	p[7] = res->location;
+	p[8] = res->body ? res->body : "";
+	lens[8] = (int)res->body_len;
+	return db_exec_ex(db, a, &stmt_idem_store, 9, p, lens, fmts, err) ? 0 : -1;
 }
 
 int

@@ -1,9 +1,14 @@
 /*
- * db_idempotency.h - Idempotency-Key records (DESIGN.md section 6).
+ * db_idempotency.h - Idempotency-Key records (docs/design.md section 6).
  *
- * A key is claimed before the handler runs and completed with the
- * response afterwards; a replay returns the stored response byte for
- * byte. Records are kept at least 72 hours.
+ * A key is claimed inside the transaction of the mutation it protects:
+ * one INSERT on the (user, key) primary key, so the effect and the claim
+ * commit together or not at all, and a concurrent duplicate's INSERT
+ * waits for the first transaction and then sees its row. The answer is
+ * stored in that same transaction where the caller knows it there (the
+ * group-committed approvals and submissions), otherwise right after the
+ * commit; once stored it is never replaced. Records are kept at least
+ * 72 hours.
  */
 #ifndef GP_DB_IDEMPOTENCY_H
 #define GP_DB_IDEMPOTENCY_H
@@ -13,11 +18,29 @@
 
 #include "db.h"
 
-enum idem_claim {
-	IDEM_CLAIMED,   /* new key: run the request */
-	IDEM_REPLAY,    /* done before with the same body: replay */
-	IDEM_IN_FLIGHT, /* another request holds the key */
-	IDEM_MISMATCH,  /* same key, different request */
+#define IDEM_HASH_LEN 32
+
+enum idem_state {
+	IDEM_OPEN,      /* not claimed (yet, or the claiming transaction rolled back) */
+	IDEM_CLAIMED,   /* claimed by the running transaction */
+	IDEM_COMMITTED, /* claimed by a transaction that committed */
+	IDEM_DUPLICATE, /* another request holds the key: answer from its row */
+};
+
+/* One keyed request; lives in the request's arena. */
+struct idem_key {
+	int64_t user_id;
+	const char *key;
+	unsigned char hash[IDEM_HASH_LEN]; /* SHA-256 of method, path and body */
+	char token[33];                    /* this request's claim: random hex */
+	enum idem_state state;
+};
+
+enum idem_found {
+	IDEM_NONE,     /* no row: run the request */
+	IDEM_REPLAY,   /* answer stored for the same request: replay it */
+	IDEM_PENDING,  /* committed, answer not stored (yet, or lost with its server) */
+	IDEM_MISMATCH, /* same key, different request */
 };
 
 struct idem_response {
@@ -29,23 +52,44 @@ struct idem_response {
 	size_t body_len;
 };
 
-/*
- * Claim (user_id, key) for a request whose SHA-256 is hash[32]. On
- * IDEM_CLAIMED this connection holds a session lock on the key until
- * db_idem_complete() or db_idem_release(); a key left in flight by a
- * session that has ended is claimed again.
- */
-int db_idem_claim(struct db *db, struct arena *a, int64_t user_id, const char *key,
-    const unsigned char *hash, enum idem_claim *out, struct idem_response *stored,
-    struct gp_error *err) __attribute__((warn_unused_result));
+/* Fill k for user_id, key and hash with a fresh claim token; k->state = IDEM_OPEN. */
+void db_idem_key_init(struct idem_key *k, int64_t user_id, const char *key,
+    const unsigned char *hash);
 
-/* Store the response of a claimed key. */
-int db_idem_complete(struct db *db, int64_t user_id, const char *key,
+/*
+ * What the database holds for k (a plain read, no lock). On IDEM_REPLAY
+ * stored gets the answer (arena a), on IDEM_PENDING its Location, if any.
+ */
+int db_idem_lookup(struct db *db, struct arena *a, const struct idem_key *k, enum idem_found *out,
+    struct idem_response *stored, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Inside a transaction: claim k (NULL: nothing to do). The INSERT waits
+ * while another transaction holds an uncommitted claim of the key. Sets
+ * k->state to IDEM_CLAIMED, or IDEM_DUPLICATE when another request (or
+ * an earlier item of this transaction) has it; a duplicate must then
+ * change nothing and be answered from the key's row.
+ */
+int db_idem_claim(struct db *db, struct arena *a, struct idem_key *k, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * Store res as k's answer: fills the row k's request claimed and that has
+ * no answer yet, or, when k holds no row (nothing claimed it, or the
+ * claiming transaction rolled back), inserts it. A row with an answer, or
+ * claimed by another request, is left as it is. Inside a transaction or
+ * on its own. k NULL: nothing to do.
+ */
+int db_idem_store(struct db *db, struct arena *a, const struct idem_key *k,
     const struct idem_response *res, struct gp_error *err) __attribute__((warn_unused_result));
 
-/* Drop a claim whose request failed without a storable answer (5xx). */
-int db_idem_release(struct db *db, int64_t user_id, const char *key, struct gp_error *err)
-    __attribute__((warn_unused_result));
+/*
+ * Every db_tx on db, until disarmed (k NULL), first claims k while k is
+ * IDEM_OPEN (a duplicate makes db_tx fail with 409 idempotency_conflict
+ * without running its function), and moves k to IDEM_COMMITTED when the
+ * transaction commits. For the handler of a keyed request.
+ */
+void db_idem_arm(struct db *db, struct idem_key *k);
 
 /* Delete records older than max_age_s; *deleted gets the count. */
 int db_idem_expire(struct db *db, int max_age_s, int64_t *deleted, struct gp_error *err)

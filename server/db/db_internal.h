@@ -71,4 +71,17 @@ const char *db_param_bool_array(struct arena *a, const bool *v, int n);
 /* Map a failed PGresult (or broken connection) to err; returns -1. */
 int db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err);
 
+struct idem_key;
+
+/*
+ * db_idempotency.c -> db.c: the running transaction claimed k. When the
+ * connection is lost after its COMMIT went out, db_tx looks k's row up
+ * on a fresh connection to learn whether it committed.
+ */
+void db_tx_note_claim(struct db *db, const struct idem_key *k);
+
+/* db.c -> db_idempotency.c: *found is whether k's claim committed. */
+int db_idem_claim_committed(struct db *db, struct arena *a, const struct idem_key *k, bool *found,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
 #endif

@@ -3,6 +3,7 @@
  * the expiry worker's claims (see db_pools.h).
  */
 #include "db_pools.h"
+#include "core/problem.h"
 #include "db_internal.h"
 #include "db_sql.h"
 
@@ -250,57 +251,75 @@ DB_STMT(stmt_pools_cand_wait,
 		  " 'pool_request.approve', 'pool_request', $1::text, $3, $18, $19::jsonb, $20::jsonb)"         \
 		  ")"
 
+/*
+ * ---- the usage ledger ----
+ *
+ * Every transition of usage_ledger (what billing reads) is one of these
+ * fragments, and only the approval statements use them: an interval
+ * opens per (pool, kind) when a create / expand is approved
+ * (LEDGER_OPEN, stmt_pools_approve_many); a shrink closes the open
+ * intervals of the kinds it names and reopens one with what the pool
+ * keeps, a release closes every open interval (LEDGER_CLOSE,
+ * LEDGER_OPEN; stmt_pools_approve_free, which the API's approvals and
+ * the expiry worker's releases share). An interval is never reopened
+ * or deleted.
+ */
+#define LEDGER_OPEN                                                                           \
+	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, " \
+	" opened_by) "
+#define LEDGER_CLOSE(at, by) \
+	" UPDATE usage_ledger SET ended_at = greatest(" at ", started_at), closed_by = " by " "
+
 /* the ledger's timestamp: the approval's, or the pool's end time */
 #define LEDGER_TS "coalesce(" TS_PARAM("$22") ", now())"
 
-#define APPROVE_GROW_HEAD                                                                                 \
-	"WITH ins AS ("                                                                                   \
-	" INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "            \
-	" SELECT u.gpu, u.profile, u.start, u.size, 'reserved', $2, $1 "                                  \
-	" FROM unnest($7::int8[], $8::text[], $9::int4[], $10::int4[]) AS u (gpu, profile, start, size) " \
-	" RETURNING id"                                                                                   \
-	"), led AS ("                                                                                     \
-	" INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "  \
-	" SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "                                 \
-	" FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count)"                \
-	"), "
-#define APPROVE_GROW_TAIL                                                             \
-	APPROVE_COMMON                                                                \
-	" SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "          \
-	"AND pools_check((SELECT count(*) FROM ins) = $24::int, 'the allocations'), " \
-	"(SELECT generation FROM pl), " EPOCH_US("now()")
-
 /*
- * A grow that switches the MIG mode of some empty GPUs ($23) updates them;
- * one that does not leaves gpus alone (an UPDATE of no rows still fires
- * the statement triggers of gpus) and only names $23 (a last column
- * nobody reads), so that both take the same parameters.
+ * The parameters of stmt_pools_approve_free by name: AF_x is $(AF_x + 1).
+ * The request and pool, the allocations to free, the ledger kinds that
+ * close and what reopens of them, the nodes to notify, who and why.
  */
-DB_STMT(stmt_pools_approve_grow_switch,
-    APPROVE_GROW_HEAD
-    "sw AS ("
-    " UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
-    " updated_at = now() WHERE id = ANY ($23::int8[]) RETURNING id"
-    "), " APPROVE_GROW_TAIL);
-DB_STMT(stmt_pools_approve_grow, APPROVE_GROW_HEAD APPROVE_GROW_TAIL ", cardinality($23::int8[])");
+enum approve_free_param {
+	AF_REQ,            /* $1 */
+	AF_POOL,           /* $2 */
+	AF_PROJECT,        /* $3 */
+	AF_ITEMS,          /* $4 */
+	AF_STATUS,         /* $5 */
+	AF_ENDS,           /* $6 */
+	AF_FREE_IDS,       /* $7 */
+	AF_CLOSE_MODELS,   /* $8 */
+	AF_CLOSE_PROFILES, /* $9 */
+	AF_NFREE,          /* $10 */
+	AF_KEEP_MODELS,    /* $11 */
+	AF_KEEP_PROFILES,  /* $12 */
+	AF_KEEP_COUNTS,    /* $13 */
+	AF_NODES,          /* $14 */
+	AF_ACTOR_ID,       /* $15 */
+	AF_ACTOR,          /* $16 */
+	AF_NOTE,           /* $17 */
+	AF_HTTP_ID,        /* $18 */
+	AF_BEFORE,         /* $19 */
+	AF_AFTER,          /* $20 */
+	AF_ACTION,         /* $21 */
+	AF_AT,             /* $22 */
+	AF_NPARAMS
+};
 
 DB_STMT(stmt_pools_approve_free,
     "WITH fr AS ("
     " UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
     " WHERE id = ANY ($7::int8[]) AND pool_id = $2 AND state NOT IN ('releasing', 'released') "
     " RETURNING id"
-    "), lc AS ("
-    " UPDATE usage_ledger SET ended_at = greatest(" LEDGER_TS ", started_at), closed_by = $1 "
-    " WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
-    " (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
-    "), lo AS ("
-    " INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) "
-    " SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS ", $1 "
-    " FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
-    " WHERE u.count > 0"
-    "), " APPROVE_COMMON " SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
-    "AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
-    "(SELECT generation FROM pl), " EPOCH_US("now()"));
+    "), lc AS (" LEDGER_CLOSE(LEDGER_TS,
+	"$1") " WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
+	      " (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
+	      "), lo AS (" LEDGER_OPEN " SELECT $2, $3, u.model, u.profile, u.count, " LEDGER_TS
+	      ", $1 "
+	      " FROM unnest($11::text[], $12::text[], $13::int4[]) AS u (model, profile, count) "
+	      " WHERE u.count > 0"
+	      "), " APPROVE_COMMON
+	      " SELECT pools_check((SELECT count(*) FROM rq) = 1, 'the request') "
+	      "AND pools_check((SELECT count(*) FROM fr) = $10::int, 'the allocations'), "
+	      "(SELECT generation FROM pl), " EPOCH_US("now()"));
 
 /*
  * Many create / expand approvals in one statement (group commit): $1-$12
@@ -310,48 +329,88 @@ DB_STMT(stmt_pools_approve_free,
  * requests and allocations must change. Every approval names its own
  * pool (the caller sees to it), so no row is updated twice.
  */
-#define APPROVE_MANY_HEAD                                                                                               \
-	"WITH ap AS ("                                                                                                  \
-	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                            \
-	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) "                      \
-	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, "                        \
-	" http_id)"                                                                                                     \
-	"), rq AS ("                                                                                                    \
-	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                         \
-	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                           \
-	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id"                                           \
-	"), pl AS ("                                                                                                    \
-	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                        \
-	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                     \
-	    "ap.ends") " ELSE p.ends_at END, "                                                                          \
-		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                        \
-		       " FROM ap WHERE p.id = ap.pool RETURNING p.id"                                                   \
-		       "), ins AS ("                                                                                    \
-		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "           \
-		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                          \
-		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) "    \
-		       " AS u (gpu, profile, start, size, pool, req) RETURNING id"                                      \
-		       "), led AS ("                                                                                    \
-		       " INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, opened_by) " \
-		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                          \
-		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) "    \
-		       " AS u (pool, project, model, profile, count, req)"                                              \
-		       "), nb AS ("                                                                                     \
-		       " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                         \
-		       " FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s "     \
-		       " WHERE n.id = s.id RETURNING n.id, n.generation"                                                \
-		       "), ob AS ("                                                                                     \
-		       " INSERT INTO outbox (node_id, generation, request_id, pool_id) "                                \
-		       " SELECT nb.id, nb.generation, o.req, o.pool "                                                   \
-		       " FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) "                    \
-		       " JOIN nb ON nb.id = o.node"                                                                     \
-		       "), ev AS ("                                                                                     \
-		       " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) "    \
-		       " SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap"                   \
-		       "), au AS ("                                                                                     \
-		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "          \
-		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', "        \
-		       " 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap"              \
+/*
+ * The parameters of stmt_pools_approve_many by name: AM_x is $(AM_x + 1).
+ * Per approval (AM_REQ .. AM_HTTP_ID), per allocation (AM_ALLOC_*), per
+ * ledger interval (AM_LEDGER_*), per outbox row (AM_OUTBOX_*), and the
+ * counts the statement checks itself against.
+ */
+enum approve_many_param {
+	AM_REQ,            /* $1 */
+	AM_POOL,           /* $2 */
+	AM_PROJECT,        /* $3 */
+	AM_ITEMS,          /* $4 */
+	AM_ACTION,         /* $5 */
+	AM_ENDS,           /* $6 */
+	AM_NOTE,           /* $7 */
+	AM_BEFORE,         /* $8 */
+	AM_AFTER,          /* $9 */
+	AM_ACTOR_ID,       /* $10 */
+	AM_ACTOR,          /* $11 */
+	AM_HTTP_ID,        /* $12 */
+	AM_ALLOC_GPU,      /* $13 */
+	AM_ALLOC_PROFILE,  /* $14 */
+	AM_ALLOC_START,    /* $15 */
+	AM_ALLOC_SIZE,     /* $16 */
+	AM_ALLOC_POOL,     /* $17 */
+	AM_ALLOC_REQ,      /* $18 */
+	AM_LEDGER_POOL,    /* $19 */
+	AM_LEDGER_PROJECT, /* $20 */
+	AM_LEDGER_MODEL,   /* $21 */
+	AM_LEDGER_PROFILE, /* $22 */
+	AM_LEDGER_COUNT,   /* $23 */
+	AM_LEDGER_REQ,     /* $24 */
+	AM_NODES,          /* $25 */
+	AM_OUTBOX_NODE,    /* $26 */
+	AM_OUTBOX_REQ,     /* $27 */
+	AM_OUTBOX_POOL,    /* $28 */
+	AM_SWITCH,         /* $29 */
+	AM_NREQUESTS,      /* $30 */
+	AM_NALLOCS,        /* $31 */
+	AM_NPARAMS
+};
+
+#define APPROVE_MANY_HEAD                                                                                            \
+	"WITH ap AS ("                                                                                               \
+	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                         \
+	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) "                   \
+	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, "                     \
+	" http_id)"                                                                                                  \
+	"), rq AS ("                                                                                                 \
+	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                      \
+	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                        \
+	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id"                                        \
+	"), pl AS ("                                                                                                 \
+	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                     \
+	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                  \
+	    "ap.ends") " ELSE p.ends_at END, "                                                                       \
+		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                     \
+		       " FROM ap WHERE p.id = ap.pool RETURNING p.id"                                                \
+		       "), ins AS ("                                                                                 \
+		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "        \
+		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                       \
+		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) " \
+		       " AS u (gpu, profile, start, size, pool, req) RETURNING id"                                   \
+		       "), led AS (" LEDGER_OPEN                                                                     \
+		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                       \
+		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) " \
+		       " AS u (pool, project, model, profile, count, req)"                                           \
+		       "), nb AS ("                                                                                  \
+		       " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                      \
+		       " FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s "  \
+		       " WHERE n.id = s.id RETURNING n.id, n.generation"                                             \
+		       "), ob AS ("                                                                                  \
+		       " INSERT INTO outbox (node_id, generation, request_id, pool_id) "                             \
+		       " SELECT nb.id, nb.generation, o.req, o.pool "                                                \
+		       " FROM unnest($26::int8[], $27::int8[], $28::int8[]) AS o (node, req, pool) "                 \
+		       " JOIN nb ON nb.id = o.node"                                                                  \
+		       "), ev AS ("                                                                                  \
+		       " INSERT INTO pool_request_events (request_id, from_state, to_state, actor_id, actor, note) " \
+		       " SELECT req, 'pending', 'approved', nullif(actor_id, 0), actor, note FROM ap"                \
+		       "), au AS ("                                                                                  \
+		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "       \
+		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', "     \
+		       " 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap"           \
 		       "), "
 #define APPROVE_MANY_TAIL                                                            \
 	" SELECT pools_check((SELECT count(*) FROM rq) = $30::int, 'the requests') " \
@@ -515,6 +574,17 @@ db_project_usage(struct db *db, struct arena *a, int64_t project_id, const char 
 
 /* ---- pools ---- */
 
+/* A pool status column; a status this binary does not know reads as released. */
+static enum pool_status
+status_col(const PGresult *r, int row, int col)
+{
+	enum pool_status st;
+
+	if (pool_status_parse(PQgetvalue(r, row, col), &st) < 0)
+		st = POOL_STATUS_RELEASED;
+	return st;
+}
+
 static void
 pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_row *o)
 {
@@ -522,7 +592,7 @@ pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_ro
 	o->project_id = db_int64(r, row, c + 1);
 	o->project = db_text(a, r, row, c + 2);
 	o->name = db_text(a, r, row, c + 3);
-	o->status = db_text(a, r, row, c + 4);
+	o->status = status_col(r, row, c + 4);
 	o->items_json = db_text(a, r, row, c + 5);
 	o->ends_us = db_int64(r, row, c + 6);
 	o->generation = db_int64(r, row, c + 7);
@@ -562,11 +632,11 @@ db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const char *
 }
 
 int
-db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
+db_pools_list(struct db *db, struct arena *a, int64_t project_id, const enum pool_status *status,
     int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
 {
 	const char *p[4] = { db_param_int(a, project_id), db_param_int(a, after_id),
-		db_param_int(a, limit), status };
+		db_param_int(a, limit), status != NULL ? pool_status_name(*status) : NULL };
 	PGresult *r = db_exec(db, a, &stmt_pools_list, 4, p, err);
 
 	if (r == NULL)
@@ -608,7 +678,8 @@ db_pool_allocations(struct db *db, struct arena *a, const int64_t *ids, int nids
 		o->profile = db_text(a, r, i, 8);
 		o->start = (int)db_int64(r, i, 9);
 		o->size = (int)db_int64(r, i, 10);
-		o->state = db_text(a, r, i, 11);
+		if (allocation_state_parse(PQgetvalue(r, i, 11), &o->state) < 0)
+			o->state = ALLOCATION_FAILED;
 		o->device_uuid = db_text(a, r, i, 12);
 		o->request_id = db_int64(r, i, 13);
 	}
@@ -625,11 +696,13 @@ request_from_row(struct arena *a, const PGresult *r, int row, struct pool_reques
 	o->project = db_text(a, r, row, 2);
 	o->pool_id = db_int64(r, row, 3);
 	o->pool = db_text(a, r, row, 4);
-	o->action = db_text(a, r, row, 5);
+	if (pool_action_parse(PQgetvalue(r, row, 5), &o->action) < 0)
+		o->action = POOL_ACTION_RELEASE;
 	o->items_json = db_text(a, r, row, 6);
 	o->justification = db_text(a, r, row, 7);
 	o->ends_us = db_int64(r, row, 8);
-	o->state = db_text(a, r, row, 9);
+	if (pool_request_state_parse(PQgetvalue(r, row, 9), &o->state) < 0)
+		o->state = POOL_REQUEST_FAILED;
 	o->requested_by_id = db_int64(r, row, 10);
 	o->requested_by = db_text(a, r, row, 11);
 	o->requested_us = db_int64(r, row, 12);
@@ -658,7 +731,7 @@ submitted_row(const PGresult *r, int row, const struct request_submit *s,
 	out->items_json = s->items_json;
 	out->justification = s->justification;
 	out->ends_us = s->ends_us;
-	out->state = "pending";
+	out->state = POOL_REQUEST_PENDING;
 	out->requested_by_id = s->actor_id;
 	out->requested_by = s->actor;
 	out->generation = 1;
@@ -674,7 +747,7 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	p[0] = db_param_int(a, s->project_id);
 	p[1] = db_param_int(a, s->pool_id);
 	p[2] = s->pool_name;
-	p[3] = s->action;
+	p[3] = pool_action_name(s->action);
 	p[4] = s->items_json;
 	p[5] = s->justification;
 	p[6] = db_param_int(a, s->ends_us);
@@ -689,12 +762,12 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	if (r == NULL) {
 		if (err->status == 409 &&
 		    strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
-			gp_error_set(err, 409, "conflict",
+			gp_problem_set(err, GP_PROBLEM_CONFLICT,
 			    "the project already has a pool named %s", s->pool_name);
 		return -1;
 	}
 	if (PQntuples(r) != 1)
-		return gp_error_set(err, 500, "internal", "the request was not inserted");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "the request was not inserted");
 	if (!db_bool(r, 0, 0)) {
 		*needs_quota = true;
 		return 0;
@@ -724,7 +797,7 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 		i64[2][i] = v[i]->ends_us;
 		i64[3][i] = v[i]->actor_id;
 		txt[0][i] = v[i]->pool_name;
-		txt[1][i] = v[i]->action;
+		txt[1][i] = pool_action_name(v[i]->action);
 		txt[2][i] = v[i]->items_json;
 		txt[3][i] = v[i]->justification;
 		txt[4][i] = v[i]->actor;
@@ -750,7 +823,8 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != n)
-		return gp_error_set(err, 500, "internal", "the submissions were not all answered");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL,
+		    "the submissions were not all answered");
 	for (int i = 0; i < n; i++) {
 		memset(&res[i], 0, sizeof(res[i]));
 		if (!db_bool(r, i, 0))
@@ -783,7 +857,8 @@ db_requests_list(struct db *db, struct arena *a, const struct request_filter *f,
     int limit, struct pool_request_row **out, int *n, struct gp_error *err)
 {
 	const char *p[6] = { db_param_int(a, after_id), db_param_int(a, limit),
-		db_param_int(a, f->project_id), db_param_int(a, f->member_user_id), f->state,
+		db_param_int(a, f->project_id), db_param_int(a, f->member_user_id),
+		f->has_state ? pool_request_state_name(f->state) : NULL,
 		db_param_int(a, f->pool_id) };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_list, 6, p, err);
 
@@ -832,7 +907,7 @@ db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx 
 	if (!*found)
 		return 0;
 	request_from_row(a, r, 0, &out->req);
-	out->pool_status = db_text(a, r, 0, REQ_NCOLS);
+	out->pool_status = status_col(r, 0, REQ_NCOLS);
 	out->pool_items_json = db_text(a, r, 0, REQ_NCOLS + 1);
 	out->pool_ends_us = db_int64(r, 0, REQ_NCOLS + 2);
 	out->has_quota = db_bool(r, 0, REQ_NCOLS + 3);
@@ -861,7 +936,7 @@ db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
 				continue;
 			found[i] = true;
 			request_from_row(ra, r, row, &out[i].req);
-			out[i].pool_status = db_text(ra, r, row, REQ_NCOLS);
+			out[i].pool_status = status_col(r, row, REQ_NCOLS);
 			out[i].pool_items_json = db_text(ra, r, row, REQ_NCOLS + 1);
 			out[i].pool_ends_us = db_int64(r, row, REQ_NCOLS + 2);
 			out[i].has_quota = db_bool(r, row, REQ_NCOLS + 3);
@@ -872,23 +947,25 @@ db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
 }
 
 int
-db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state, int64_t actor_id,
-    const char *actor, const char *note, const char *http_request_id, const char *audit_action,
-    const char *audit_before_json, struct pool_request_row *out, struct gp_error *err)
+db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_request_state to_state,
+    int64_t actor_id, const char *actor, const char *note, const char *http_request_id,
+    const char *audit_action, const char *audit_before_json, struct pool_request_row *out,
+    struct gp_error *err)
 {
-	const char *p[8] = { db_param_int(a, id), to_state, db_param_int(a, actor_id), actor, note,
-		http_request_id, audit_action, audit_before_json };
+	const char *p[8] = { db_param_int(a, id), pool_request_state_name(to_state),
+		db_param_int(a, actor_id), actor, note, http_request_id, audit_action,
+		audit_before_json };
 	PGresult *r = db_exec(db, a, &stmt_pools_req_close, 8, p, err);
 	bool found;
 
 	if (r == NULL)
 		return -1;
 	if (db_int64(r, 0, 0) != 1)
-		return gp_error_set(err, 409, "conflict", "the request is no longer pending");
+		return gp_problem_set(err, GP_PROBLEM_CONFLICT, "the request is no longer pending");
 	if (db_request_get(db, a, id, out, &found, err) < 0)
 		return -1;
 	if (!found)
-		return gp_error_set(err, 500, "internal", "the request vanished");
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "the request vanished");
 	return 0;
 }
 
@@ -979,87 +1056,44 @@ distinct_ids(struct arena *a, const int64_t *ids, int n, int *nout)
 }
 
 int
-db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
+db_approval_free_apply(struct db *db, struct arena *a, const struct approval_apply *ap, bool commit,
     struct gp_error *err)
 {
-	return db_approval_apply_ex(db, a, ap, true, err);
-}
-
-int
-db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap, bool commit,
-    struct gp_error *err)
-{
-	bool grow = strcmp(ap->action, "create") == 0 || strcmp(ap->action, "expand") == 0;
-	const struct db_stmt *st;
-	const char *p[24];
+	const char *p[AF_NPARAMS];
 	PGresult *r;
 	int nnodes = 0;
 	int64_t *nodes;
 
 	memset(p, 0, sizeof(p));
-	p[0] = db_param_int(a, ap->request_id);
-	p[1] = db_param_int(a, ap->pool_id);
-	p[2] = db_param_int(a, ap->project_id);
-	p[3] = ap->new_items_json;
-	p[4] = ap->new_status;
-	p[5] = db_param_int(a, ap->ends_us);
-	if (grow) {
-		int64_t *gpu = arena_alloc(a, sizeof(*gpu) * (size_t)(ap->nallocs + 1));
-		int64_t *nid = arena_alloc(a, sizeof(*nid) * (size_t)(ap->nallocs + 1));
-		const char **prof = arena_alloc(a, sizeof(*prof) * (size_t)(ap->nallocs + 1));
-		int *start = arena_alloc(a, sizeof(*start) * (size_t)(ap->nallocs + 1));
-		int *size = arena_alloc(a, sizeof(*size) * (size_t)(ap->nallocs + 1));
-
-		for (int i = 0; i < ap->nallocs; i++) {
-			gpu[i] = ap->allocs[i].gpu_id;
-			nid[i] = ap->allocs[i].node_id;
-			prof[i] = ap->allocs[i].profile;
-			start[i] = ap->allocs[i].start;
-			size[i] = ap->allocs[i].size;
-		}
-		nodes = distinct_ids(a, nid, ap->nallocs, &nnodes);
-		p[6] = db_param_int64_array(a, gpu, ap->nallocs);
-		p[7] = db_param_text_array(a, prof, ap->nallocs);
-		p[8] = db_param_int_array(a, start, ap->nallocs);
-		p[9] = db_param_int_array(a, size, ap->nallocs);
-		p[10] = db_param_text_array(a, ap->item_models, ap->nitems);
-		p[11] = db_param_text_array(a, ap->item_profiles, ap->nitems);
-		p[12] = db_param_int_array(a, ap->item_counts, ap->nitems);
-	} else {
-		nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
-		p[6] = db_param_int64_array(a, ap->free_ids, ap->nfree);
-		p[7] = db_param_text_array(a, ap->keep_models, ap->nkeep);
-		p[8] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
-		p[9] = db_param_int(a, ap->nfree);
-		p[10] = db_param_text_array(a, ap->keep_models, ap->nkeep);
-		p[11] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
-		p[12] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
-	}
-	p[13] = db_param_int64_array(a, nodes, nnodes);
-	p[14] = db_param_int(a, ap->actor_id);
-	p[15] = ap->actor;
-	p[16] = ap->note;
-	p[17] = ap->http_request_id;
-	p[18] = ap->audit_before_json;
-	p[19] = ap->audit_after_json;
-	p[20] = ap->action;
-	p[21] = db_param_int(a, ap->at_us);
-	p[22] = db_param_int64_array(a, ap->switch_gpu_ids, ap->nswitch);
-	p[23] = db_param_int(a, ap->nallocs);
+	nodes = distinct_ids(a, ap->free_node_ids, ap->nfree_nodes, &nnodes);
+	p[AF_REQ] = db_param_int(a, ap->request_id);
+	p[AF_POOL] = db_param_int(a, ap->pool_id);
+	p[AF_PROJECT] = db_param_int(a, ap->project_id);
+	p[AF_ITEMS] = ap->new_items_json;
+	p[AF_STATUS] = pool_status_name(ap->new_status);
+	p[AF_ENDS] = db_param_int(a, ap->ends_us);
+	p[AF_FREE_IDS] = db_param_int64_array(a, ap->free_ids, ap->nfree);
+	p[AF_CLOSE_MODELS] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+	p[AF_CLOSE_PROFILES] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+	p[AF_NFREE] = db_param_int(a, ap->nfree);
+	p[AF_KEEP_MODELS] = db_param_text_array(a, ap->keep_models, ap->nkeep);
+	p[AF_KEEP_PROFILES] = db_param_text_array(a, ap->keep_profiles, ap->nkeep);
+	p[AF_KEEP_COUNTS] = db_param_int_array(a, ap->keep_counts, ap->nkeep);
+	p[AF_NODES] = db_param_int64_array(a, nodes, nnodes);
+	p[AF_ACTOR_ID] = db_param_int(a, ap->actor_id);
+	p[AF_ACTOR] = ap->actor;
+	p[AF_NOTE] = ap->note;
+	p[AF_HTTP_ID] = ap->http_request_id;
+	p[AF_BEFORE] = ap->audit_before_json;
+	p[AF_AFTER] = ap->audit_after_json;
+	p[AF_ACTION] = pool_action_name(ap->action);
+	p[AF_AT] = db_param_int(a, ap->at_us);
 	/* the statement checks itself (pools_check), so it may commit in its round trip */
-	if (!grow)
-		st = &stmt_pools_approve_free;
-	else if (ap->nswitch > 0)
-		st = &stmt_pools_approve_grow_switch;
-	else
-		st = &stmt_pools_approve_grow;
 	if (commit)
-		r = db_exec_commit(db, a, st, grow ? 24 : 22, p, err);
+		r = db_exec_commit(db, a, &stmt_pools_approve_free, AF_NPARAMS, p, err);
 	else
-		r = db_exec(db, a, st, grow ? 24 : 22, p, err);
-	if (r == NULL)
-		return -1;
-	return 0;
+		r = db_exec(db, a, &stmt_pools_approve_free, AF_NPARAMS, p, err);
+	return r == NULL ? -1 : 0;
 }
 
 int
@@ -1076,7 +1110,7 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	const char **aprof, **lmodel, **lprof;
 	int *astart, *asize, *lcount;
 	int na = 0, nl = 0, no = 0, nsw = 0, nnodes = 0;
-	const char *p[31];
+	const char *p[AM_NPARAMS];
 	PGresult *r;
 
 	for (int k = 0; k < 7; k++)
@@ -1111,7 +1145,7 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		ends[i] = ap->ends_us;
 		actor_id[i] = ap->actor_id;
 		text[0][i] = ap->new_items_json;
-		text[1][i] = ap->action;
+		text[1][i] = pool_action_name(ap->action);
 		text[2][i] = ap->note;
 		text[3][i] = ap->audit_before_json;
 		text[4][i] = ap->audit_after_json;
@@ -1148,39 +1182,40 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		}
 	}
 	nodes = distinct_ids(a, on[0], no, &nnodes);
-	p[0] = db_param_int64_array(a, req, n);
-	p[1] = db_param_int64_array(a, pool, n);
-	p[2] = db_param_int64_array(a, proj, n);
-	p[3] = db_param_text_array(a, text[0], n);
-	p[4] = db_param_text_array(a, text[1], n);
-	p[5] = db_param_int64_array(a, ends, n);
-	p[6] = db_param_text_array(a, text[2], n);
-	p[7] = db_param_text_array(a, text[3], n);
-	p[8] = db_param_text_array(a, text[4], n);
-	p[9] = db_param_int64_array(a, actor_id, n);
-	p[10] = db_param_text_array(a, text[5], n);
-	p[11] = db_param_text_array(a, text[6], n);
-	p[12] = db_param_int64_array(a, an[0], na);
-	p[13] = db_param_text_array(a, aprof, na);
-	p[14] = db_param_int_array(a, astart, na);
-	p[15] = db_param_int_array(a, asize, na);
-	p[16] = db_param_int64_array(a, an[1], na);
-	p[17] = db_param_int64_array(a, an[2], na);
-	p[18] = db_param_int64_array(a, ln[0], nl);
-	p[19] = db_param_int64_array(a, ln[1], nl);
-	p[20] = db_param_text_array(a, lmodel, nl);
-	p[21] = db_param_text_array(a, lprof, nl);
-	p[22] = db_param_int_array(a, lcount, nl);
-	p[23] = db_param_int64_array(a, ln[2], nl);
-	p[24] = db_param_int64_array(a, nodes, nnodes);
-	p[25] = db_param_int64_array(a, on[0], no);
-	p[26] = db_param_int64_array(a, on[1], no);
-	p[27] = db_param_int64_array(a, on[2], no);
-	p[28] = db_param_int64_array(a, sw, nsw);
-	p[29] = db_param_int(a, n);
-	p[30] = db_param_int(a, na);
+	p[AM_REQ] = db_param_int64_array(a, req, n);
+	p[AM_POOL] = db_param_int64_array(a, pool, n);
+	p[AM_PROJECT] = db_param_int64_array(a, proj, n);
+	p[AM_ITEMS] = db_param_text_array(a, text[0], n);
+	p[AM_ACTION] = db_param_text_array(a, text[1], n);
+	p[AM_ENDS] = db_param_int64_array(a, ends, n);
+	p[AM_NOTE] = db_param_text_array(a, text[2], n);
+	p[AM_BEFORE] = db_param_text_array(a, text[3], n);
+	p[AM_AFTER] = db_param_text_array(a, text[4], n);
+	p[AM_ACTOR_ID] = db_param_int64_array(a, actor_id, n);
+	p[AM_ACTOR] = db_param_text_array(a, text[5], n);
+	p[AM_HTTP_ID] = db_param_text_array(a, text[6], n);
+	p[AM_ALLOC_GPU] = db_param_int64_array(a, an[0], na);
+	p[AM_ALLOC_PROFILE] = db_param_text_array(a, aprof, na);
+	p[AM_ALLOC_START] = db_param_int_array(a, astart, na);
+	p[AM_ALLOC_SIZE] = db_param_int_array(a, asize, na);
+	p[AM_ALLOC_POOL] = db_param_int64_array(a, an[1], na);
+	p[AM_ALLOC_REQ] = db_param_int64_array(a, an[2], na);
+	p[AM_LEDGER_POOL] = db_param_int64_array(a, ln[0], nl);
+	p[AM_LEDGER_PROJECT] = db_param_int64_array(a, ln[1], nl);
+	p[AM_LEDGER_MODEL] = db_param_text_array(a, lmodel, nl);
+	p[AM_LEDGER_PROFILE] = db_param_text_array(a, lprof, nl);
+	p[AM_LEDGER_COUNT] = db_param_int_array(a, lcount, nl);
+	p[AM_LEDGER_REQ] = db_param_int64_array(a, ln[2], nl);
+	p[AM_NODES] = db_param_int64_array(a, nodes, nnodes);
+	p[AM_OUTBOX_NODE] = db_param_int64_array(a, on[0], no);
+	p[AM_OUTBOX_REQ] = db_param_int64_array(a, on[1], no);
+	p[AM_OUTBOX_POOL] = db_param_int64_array(a, on[2], no);
+	p[AM_SWITCH] = db_param_int64_array(a, sw, nsw);
+	p[AM_NREQUESTS] = db_param_int(a, n);
+	p[AM_NALLOCS] = db_param_int(a, na);
 	r = db_exec_commit(db, a,
-	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, 31, p, err);
+	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, AM_NPARAMS, p,
+	    err);
 	return r == NULL ? -1 : 0;
 }
 

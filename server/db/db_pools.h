@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/states.h"
 #include "db.h"
 
 struct pool_row {
@@ -24,7 +25,7 @@ struct pool_row {
 	int64_t project_id;
 	const char *project; /* project name */
 	const char *name;
-	const char *status;
+	enum pool_status status;
 	const char *items_json; /* canonical JSON array */
 	int64_t ends_us;        /* 0: no end time */
 	int64_t generation;
@@ -46,7 +47,7 @@ struct pool_alloc_row {
 	const char *profile;
 	int start;
 	int size;
-	const char *state;
+	enum allocation_state state;
 	const char *device_uuid; /* NULL until the agent reports it */
 	int64_t request_id;      /* 0 when not made by a request */
 };
@@ -57,11 +58,11 @@ struct pool_request_row {
 	const char *project;
 	int64_t pool_id;
 	const char *pool;
-	const char *action;
+	enum pool_action action;
 	const char *items_json;
 	const char *justification;
 	int64_t ends_us; /* 0: none */
-	const char *state;
+	enum pool_request_state state;
 	int64_t requested_by_id;  /* 0: the system */
 	const char *requested_by; /* user name, NULL for the system */
 	int64_t requested_us;
@@ -83,8 +84,9 @@ struct pool_request_event {
 struct request_filter {
 	int64_t project_id;     /* 0: any */
 	int64_t member_user_id; /* > 0: only projects this user belongs to */
-	const char *state;      /* NULL: any */
-	int64_t pool_id;        /* 0: any */
+	bool has_state;         /* false: any state */
+	enum pool_request_state state;
+	int64_t pool_id; /* 0: any */
 };
 
 /* ---- quotas ---- */
@@ -121,9 +123,9 @@ int db_pool_by_name(struct db *db, struct arena *a, int64_t project_id, const ch
     struct pool_row *out, bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The project's pools with id > after_id (status NULL: any), by id. */
-int db_pools_list(struct db *db, struct arena *a, int64_t project_id, const char *status,
-    int64_t after_id, int limit, struct pool_row **out, int *n, struct gp_error *err)
-    __attribute__((warn_unused_result));
+int db_pools_list(struct db *db, struct arena *a, int64_t project_id,
+    const enum pool_status *status, int64_t after_id, int limit, struct pool_row **out, int *n,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
  * Allocations that are not released of pools ids[0..nids), by pool,
@@ -140,7 +142,7 @@ struct request_submit {
 	int64_t project_id;
 	int64_t pool_id;       /* 0 for create: a new pending pool */
 	const char *pool_name; /* create: the new pool's name */
-	const char *action;
+	enum pool_action action;
 	const char *items_json; /* canonical; "[]" for release */
 	const char *justification;
 	int64_t ends_us; /* 0: none */
@@ -193,7 +195,7 @@ int db_request_events(struct db *db, struct arena *a, int64_t id, struct pool_re
 /* What an approval starts from: the request and its pool, both locked. */
 struct approval_ctx {
 	struct pool_request_row req;
-	const char *pool_status;
+	enum pool_status pool_status;
 	const char *pool_items_json;
 	int64_t pool_ends_us;
 	bool has_quota; /* the project has a quota (not locked) */
@@ -217,7 +219,7 @@ int db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, in
  * (to_state), with history and audit; a create request's pending pool
  * becomes released. The request must be locked and pending.
  */
-int db_request_close(struct db *db, struct arena *a, int64_t id, const char *to_state,
+int db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_request_state to_state,
     int64_t actor_id, const char *actor, const char *note, const char *http_request_id,
     const char *audit_action, const char *audit_before_json, struct pool_request_row *out,
     struct gp_error *err) __attribute__((warn_unused_result));
@@ -286,11 +288,11 @@ struct approval_apply {
 	int64_t request_id;
 	int64_t pool_id;
 	int64_t project_id;
-	const char *action;         /* create | expand | shrink | release */
-	const char *new_items_json; /* the pool's SpecAndCount afterwards */
-	const char *new_status;     /* the pool's status afterwards */
-	int64_t ends_us;            /* create: the pool's end time (0 none) */
-	int64_t at_us;              /* ledger timestamp; 0: the transaction's */
+	enum pool_action action;
+	const char *new_items_json;  /* the pool's SpecAndCount afterwards */
+	enum pool_status new_status; /* the pool's status afterwards */
+	int64_t ends_us;             /* create: the pool's end time (0 none) */
+	int64_t at_us;               /* ledger timestamp; 0: the transaction's */
 	/* create / expand: allocations to insert (state reserved) and the
 	 * ledger intervals they open, one per item; GPUs whose MIG mode
 	 * the placement switches (empty GPUs only) */
@@ -324,22 +326,18 @@ struct approval_apply {
 };
 
 /*
- * Apply an approval in one statement: the request becomes approved
- * (history row), the allocations are inserted or move to releasing, the
- * pool gets its items and status, ledger intervals open or close at the
+ * Apply a shrink or release approval in one statement: the request
+ * becomes approved (history row), the chosen allocations move to
+ * releasing, the pool gets its items and status, ledger intervals close
+ * (and, for a shrink, reopen with what the pool keeps) at at_us or the
  * transaction timestamp, affected nodes' generation is bumped with one
  * outbox row each, and the audit row is written. The request and pool
  * must be locked. The statement checks that it changed exactly what was
- * decided (pools_check, else a retryable serialization failure) and is
- * sent together with COMMIT (db_exec_commit): the caller's db_tx function
- * must return right after it. An overlap (exclusion constraint) is a
- * retryable conflict inside db_tx_ex(DB_TX_RETRY_EXCLUSION).
+ * decided (pools_check, else a retryable serialization failure); with
+ * commit it is sent together with COMMIT (db_exec_commit) and the
+ * caller's db_tx function must return right after it.
  */
-int db_approval_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
-    struct gp_error *err) __attribute__((warn_unused_result));
-
-/* The same without COMMIT (commit false): more statements follow in the transaction. */
-int db_approval_apply_ex(struct db *db, struct arena *a, const struct approval_apply *ap,
+int db_approval_free_apply(struct db *db, struct arena *a, const struct approval_apply *ap,
     bool commit, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*

@@ -43,6 +43,9 @@ DB_STMT(stmt_member_delete,
     "DELETE FROM project_members WHERE project_id = $1 AND user_id = $2 RETURNING role");
 DB_STMT(stmt_owner_count,
     "SELECT count(*) FROM project_members WHERE project_id = $1 AND role = 'owner'");
+DB_STMT(stmt_users_share_project,
+    "SELECT EXISTS (SELECT 1 FROM project_members a JOIN project_members b "
+    "ON b.project_id = a.project_id WHERE a.user_id = $1 AND b.user_id = $2)");
 DB_STMT(stmt_members_list,
     "SELECT m.user_id, u.username, m.role, " EPOCH_US(
 	"m.created_at") " "
@@ -239,6 +242,23 @@ db_project_owner_count(struct db *db, int64_t project_id, int *out, struct gp_er
 
 	if (r != NULL) {
 		*out = (int)db_int64(r, 0, 0);
+		rc = 0;
+	}
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_users_share_project(struct db *db, int64_t user_a, int64_t user_b, bool *out,
+    struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[2] = { db_param_int(a, user_a), db_param_int(a, user_b) };
+	PGresult *r = db_exec(db, a, &stmt_users_share_project, 2, p, err);
+	int rc = -1;
+
+	if (r != NULL) {
+		*out = db_bool(r, 0, 0);
 		rc = 0;
 	}
 	arena_destroy(a);

@@ -72,6 +72,10 @@ int db_member_delete(struct db *db, struct arena *a, int64_t project_id, int64_t
 int db_project_owner_count(struct db *db, int64_t project_id, int *out, struct gp_error *err)
     __attribute__((warn_unused_result));
 
+/* True when the two users are members (any role) of one project. */
+int db_users_share_project(struct db *db, int64_t user_a, int64_t user_b, bool *out,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
 /* Members with user id > after_id. */
 int db_members_list(struct db *db, struct arena *a, int64_t project_id, int64_t after_id, int limit,
     struct member_row **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));

@@ -1177,3 +1177,64 @@ placement_select(const struct catalog *c, const struct spec_count *items, int ni
 	free(by_model);
 	return 0;
 }
+
+/* ---- layout texts ---- */
+
+int
+placement_layout_apply(struct placement_gpu *g, const char *layout)
+{
+	const char *s = layout;
+	int rc = 0;
+
+	if (s == NULL)
+		return 0;
+	while (*s != '\0') {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		const char *at = NULL;
+		char name[CATALOG_NAME_MAX];
+		const struct mig_profile *p = NULL;
+		int start = -1, size;
+
+		for (size_t i = 0; i < len; i++)
+			if (s[i] == '@')
+				at = s + i;
+		if (at == NULL || (size_t)(at - s) >= sizeof(name) || at + 1 >= s + len) {
+			rc = -1;
+			goto next;
+		}
+		memcpy(name, s, (size_t)(at - s));
+		name[at - s] = '\0';
+		start = 0;
+		for (const char *d = at + 1; d < s + len; d++) {
+			if (*d < '0' || *d > '9' || start > 7) {
+				start = -1;
+				break;
+			}
+			start = start * 10 + (*d - '0');
+		}
+		if (start < 0 || start >= CATALOG_MAX_SLICES) {
+			rc = -1;
+			goto next;
+		}
+		if (strcmp(name, SPEC_FULL) != 0) {
+			p = catalog_profile(g->model, name);
+			if (p == NULL) {
+				rc = -1;
+				goto next;
+			}
+		}
+		if (placement_gpu_add(g, p, start, NULL) < 0) {
+			/* keep the slices held, whatever the rule it broke */
+			size = p != NULL ? p->memory_slices : g->model->full_slices;
+			if (start + size <= CATALOG_MAX_SLICES)
+				g->used_mask |= (uint8_t)(((1u << size) - 1u) << start);
+			rc = -1;
+		}
+	next:
+		if (end == NULL)
+			break;
+		s = end + 1;
+	}
+	return rc;
+}

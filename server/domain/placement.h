@@ -1,6 +1,6 @@
 /*
  * placement.h - the placement engine: where each instance of a request
- * goes on real GPUs (DESIGN.md section 4). Pure computation: no I/O, no
+ * goes on real GPUs (docs/design.md section 4). Pure computation: no I/O, no
  * locks, no global state; the greedy path allocates nothing.
  *
  * Rules enforced for every placement:
@@ -255,5 +255,14 @@ int placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpu
 /* Sum capacity figures over the GPUs of model m in gpus[0..ngpus). */
 void placement_capacity(const struct gpu_model *m, const struct placement_gpu *gpus, int ngpus,
     struct placement_capacity *out);
+
+/*
+ * Record on g (fresh from placement_gpu_init) every allocation of a
+ * layout text ("3g.40gb@0,1g.10gb@6", "full@0", ""). Returns -1 when the
+ * text names an unknown profile or breaks a hardware rule; g then holds
+ * at least the slices the text names (conservative). layout_cache_get
+ * remembers its outcome per (model, MIG mode, text).
+ */
+int placement_layout_apply(struct placement_gpu *g, const char *layout);
 
 #endif

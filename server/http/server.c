@@ -11,6 +11,14 @@
  * the work and calls http_resume(), after which libmicrohttpd calls us
  * again for that connection and the resume callback produces the
  * response on a pool thread.
+ *
+ * Slow clients: every connection sits in a registry with a deadline for
+ * the phase it is in (the request line and headers, then the body); a
+ * sweeper thread shuts down the socket of one past its deadline, so
+ * that libmicrohttpd, reading end-of-file, closes it: bytes trickling
+ * in reset the idle timeout but not the deadline. Connections per peer
+ * address, and requests in flight per client behind a trusted proxy,
+ * are counted here (libmicrohttpd's per-IP limit would count the proxy).
  */
 #include "server.h"
 
@@ -22,15 +30,45 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Open connections per address, or requests in flight per client. */
+struct addr_count {
+	struct addr_count *next;
+	int n;
+	char key[INET6_ADDRSTRLEN];
+};
+
+#define HTTP_COUNT_BUCKETS 1024
+
+struct count_table {
+	struct addr_count *bucket[HTTP_COUNT_BUCKETS];
+};
+
+/* Per TCP connection (MHD's socket context). */
+struct conn_state {
+	struct conn_state *prev, *next; /* the registry, under http_server.lock */
+	int fd;
+	atomic_llong deadline_us; /* monotonic; 0: none (a request is being served) */
+	atomic_bool reading_head; /* nothing sent yet: a 408 may go out */
+	bool begun;               /* has it begun a request yet? */
+	bool killed;              /* shut down by the sweeper (under lock) */
+	bool trusted_peer;        /* the peer is a trusted proxy */
+	bool counted;             /* counted in peers (under lock) */
+	int refuse;               /* 0, or 429 / 503: answer that to its first request */
+	char peer[INET6_ADDRSTRLEN];
+};
 
 struct http_server {
 	struct MHD_Daemon *daemon;
@@ -41,11 +79,16 @@ struct http_server {
 	atomic_int fresh;     /* connections accepted that have not begun a request */
 	atomic_int handed;    /* handed to MHD while stopping, not yet started by it */
 	atomic_bool stopping;
-};
-
-/* Per TCP connection (MHD's socket context): has it begun a request yet? */
-struct conn_state {
-	bool begun;
+	/* slow-client defence */
+	pthread_mutex_t lock;
+	pthread_cond_t sweep_cond;
+	pthread_t sweeper;
+	bool sweeper_started;
+	bool sweep_stop;            /* under lock */
+	struct conn_state *conns;   /* under lock */
+	int open;                   /* connections, under lock */
+	struct count_table peers;   /* open connections per peer address, under lock */
+	struct count_table clients; /* requests in flight per proxied client, under lock */
 };
 
 /* An oversized body is drained up to this many times the limit. */
@@ -63,6 +106,9 @@ struct exchange {
 	size_t dropped;       /* body bytes read past the limit */
 	size_t expected_over; /* > 0: too large to drain */
 	int64_t started_us;
+	struct conn_state *cs;  /* NULL when MHD gave no socket context */
+	const char *client_key; /* counted in clients until completion, or NULL */
+	int refuse;             /* 0, or the status to answer instead of dispatching */
 	/* kept here, not on the stack, so that a deferred answer can use them */
 	struct request req;
 	struct response res;
@@ -308,6 +354,77 @@ http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
 	}
 }
 
+static unsigned int
+count_hash(const char *key)
+{
+	unsigned int h = 2166136261u;
+
+	for (; *key != '\0'; key++)
+		h = (h ^ (unsigned char)*key) * 16777619u;
+	return h % HTTP_COUNT_BUCKETS;
+}
+
+/*
+ * Add delta to key's count and return the new count; an entry that
+ * drops to 0 goes. Out of memory counts as 0 (the client is let in).
+ */
+static int
+count_add(struct count_table *t, const char *key, int delta)
+{
+	struct addr_count **pp = &t->bucket[count_hash(key)], *e;
+	int n;
+
+	while ((e = *pp) != NULL && strcmp(e->key, key) != 0)
+		pp = &e->next;
+	if (e == NULL) {
+		if (delta <= 0)
+			return 0;
+		e = calloc(1, sizeof(*e));
+		if (e == NULL)
+			return 0;
+		snprintf(e->key, sizeof(e->key), "%s", key);
+		*pp = e;
+	}
+	e->n += delta;
+	n = e->n;
+	if (n <= 0) {
+		*pp = e->next;
+		free(e);
+	}
+	return n;
+}
+
+static void
+count_free(struct count_table *t)
+{
+	for (int i = 0; i < HTTP_COUNT_BUCKETS; i++) {
+		while (t->bucket[i] != NULL) {
+			struct addr_count *e = t->bucket[i];
+
+			t->bucket[i] = e->next;
+			free(e);
+		}
+	}
+}
+
+static struct conn_state *
+conn_state_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Move cs to a new deadline (0: none), seconds from now. */
+static void
+conn_deadline(struct conn_state *cs, int seconds)
+{
+	if (cs != NULL)
+		atomic_store(&cs->deadline_us,
+		    seconds > 0 ? time_mono_us() + (int64_t)seconds * 1000000 : 0);
+}
+
 static enum MHD_Result
 send_response(struct http_server *s, struct MHD_Connection *conn, const struct request *req,
     const struct response *res)
@@ -355,6 +472,31 @@ fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url, c
 	req->ctx = x->server->cfg.ctx;
 }
 
+/* 429 (this address has too many) or 503 (the server is full), Retry-After: 1. */
+static void
+refused(struct request *req, struct response *res, int status)
+{
+	struct gp_error err;
+
+	gp_error_clear(&err);
+	if (status == 429)
+		gp_error_set(&err, 429, "too_many_connections",
+		    "too many connections or requests from this address, try again later");
+	else
+		gp_error_set(&err, 503, "overloaded",
+		    "the server has too many connections, try again later");
+	response_problem(req, res, &err);
+	response_header(res, "Retry-After", "1");
+	response_header(res, "Connection", "close");
+}
+
+static bool
+probe_path(const char *path)
+{
+	return strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
+	    strcmp(path, "/metrics") == 0;
+}
+
 static void
 too_large(struct request *req, struct response *res, size_t max)
 {
@@ -388,10 +530,20 @@ finish_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection
     const char *url, const char *method)
 {
 	x->dispatched = true;
+	conn_deadline(x->cs, 0);
 	fill_request(x, conn, url, method, &x->req);
 	memset(&x->res, 0, sizeof(x->res));
-	if (x->too_large) {
+	if (x->refuse != 0) {
+		refused(&x->req, &x->res, x->refuse);
+	} else if (x->too_large) {
 		too_large(&x->req, &x->res, s->cfg.max_body);
+	} else if (s->cfg.probe_only && !probe_path(url)) {
+		struct gp_error err;
+
+		gp_error_clear(&err);
+		gp_error_set(&err, 404, "not_found",
+		    "this listener serves only /healthz, /readyz and /metrics");
+		response_problem(&x->req, &x->res, &err);
 	} else if (s->dispatch(&x->req, &x->res) == HTTP_DEFERRED) {
 		x->deferred = true;
 		MHD_suspend_connection(conn);
@@ -409,9 +561,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 	(void)version;
 	if (x == NULL) {
-		const union MHD_ConnectionInfo *ci =
-		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-		struct conn_state *cs = ci != NULL ? ci->socket_context : NULL;
+		struct conn_state *cs = conn_state_of(conn);
 		const char *cl;
 
 		if (cs != NULL && !cs->begun) {
@@ -424,6 +574,25 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		x->arena = arena_create();
 		x->server = s;
 		x->started_us = time_mono_us();
+		x->cs = cs;
+		if (cs != NULL) {
+			/* the headers are in: now the body's deadline */
+			atomic_store(&cs->reading_head, false);
+			conn_deadline(cs, s->cfg.body_timeout_s);
+			x->refuse = cs->refuse;
+			if (x->refuse == 0 && cs->trusted_peer && s->cfg.ntrusted > 0) {
+				const char *key = client_ip(x->arena, &s->cfg, conn);
+				int n;
+
+				pthread_mutex_lock(&s->lock);
+				n = count_add(&s->clients, key, 1);
+				pthread_mutex_unlock(&s->lock);
+				if (n > 0)
+					x->client_key = key;
+				if (n > s->cfg.per_ip_limit)
+					x->refuse = 429;
+			}
+		}
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl != NULL) {
@@ -441,6 +610,9 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		}
 		atomic_fetch_add(&s->in_flight, 1);
 		*con_cls = x;
+		/* over a limit: answer now (libmicrohttpd then closes) */
+		if (x->refuse != 0)
+			return finish_exchange(s, x, conn, url, method);
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
@@ -512,16 +684,99 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (x == NULL)
 		return;
+	if (x->client_key != NULL) {
+		pthread_mutex_lock(&s->lock);
+		(void)count_add(&s->clients, x->client_key, -1);
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (x->cs != NULL) {
+		/* kept alive: idle, then the next request's headers */
+		atomic_store(&x->cs->reading_head, true);
+		conn_deadline(x->cs, s->cfg.timeout_s + s->cfg.header_timeout_s);
+	}
 	arena_destroy(x->arena);
 	free(x);
 	*con_cls = NULL;
 	atomic_fetch_sub(&s->in_flight, 1);
 }
 
+/* The peer's address as text, and whether it is a trusted proxy. */
+static void
+peer_of(const struct http_config *cfg, struct MHD_Connection *conn, struct conn_state *cs)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+	snprintf(cs->peer, sizeof(cs->peer), "unknown");
+	if (sa != NULL && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, cs->peer, sizeof(cs->peer));
+		cs->trusted_peer = cidr_match(cfg, ntohl(in->sin_addr.s_addr));
+	} else if (sa != NULL && sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+		    cs->peer, sizeof(cs->peer));
+	}
+}
+
 /*
- * Count connections that were accepted but have not begun a request, so
- * that a graceful stop also waits for requests still on their way in.
+ * A connection starts: into the registry with its headers' deadline,
+ * counted against its peer's limit and the server's (over either, its
+ * first request is refused). Also count connections that were accepted
+ * but have not begun a request, so that a graceful stop waits for
+ * requests still on their way in.
  */
+static void
+connection_started(struct http_server *s, struct MHD_Connection *conn, struct conn_state *cs)
+{
+	const union MHD_ConnectionInfo *fi =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	cs->fd = fi != NULL ? fi->connect_fd : -1;
+	atomic_store(&cs->reading_head, true);
+	conn_deadline(cs, s->cfg.header_timeout_s);
+	peer_of(&s->cfg, conn, cs);
+	pthread_mutex_lock(&s->lock);
+	cs->next = s->conns;
+	if (s->conns != NULL)
+		s->conns->prev = cs;
+	s->conns = cs;
+	if (++s->open > s->cfg.connection_limit)
+		cs->refuse = 503;
+	if (!cs->trusted_peer) {
+		cs->counted = true;
+		if (count_add(&s->peers, cs->peer, 1) > s->cfg.per_ip_limit)
+			cs->refuse = 429;
+	}
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_add(&s->fresh, 1);
+}
+
+/*
+ * Out of the registry before libmicrohttpd closes the descriptor
+ * (it notifies MHD_CONNECTION_NOTIFY_CLOSED first), so the sweeper
+ * never shuts down a descriptor number reused by another connection.
+ */
+static void
+connection_closed(struct http_server *s, struct conn_state *cs)
+{
+	pthread_mutex_lock(&s->lock);
+	if (cs->prev != NULL)
+		cs->prev->next = cs->next;
+	else
+		s->conns = cs->next;
+	if (cs->next != NULL)
+		cs->next->prev = cs->prev;
+	s->open--;
+	if (cs->counted)
+		(void)count_add(&s->peers, cs->peer, -1);
+	pthread_mutex_unlock(&s->lock);
+	if (!cs->begun)
+		atomic_fetch_sub(&s->fresh, 1);
+	free(cs);
+}
+
 static void
 on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
     enum MHD_ConnectionNotificationCode toe)
@@ -529,7 +784,6 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 	struct http_server *s = cls;
 	struct conn_state *cs = *socket_context;
 
-	(void)conn;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		/*
 		 * While stopping, MHD accepts nothing itself: this is one of the
@@ -544,15 +798,121 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 		cs = calloc(1, sizeof(*cs));
 		*socket_context = cs;
 		if (cs != NULL)
-			atomic_fetch_add(&s->fresh, 1);
+			connection_started(s, conn, cs);
 		return;
 	}
 	if (cs == NULL)
 		return;
-	if (!cs->begun)
-		atomic_fetch_sub(&s->fresh, 1);
-	free(cs);
+	connection_closed(s, cs);
 	*socket_context = NULL;
+}
+
+/*
+ * The request line is in: its headers have header_timeout_s from now
+ * (on a kept-alive connection the deadline was the idle timeout and
+ * this together; on a new one it runs from the connection's start).
+ */
+static void *
+on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct http_server *s = cls;
+	struct conn_state *cs = conn_state_of(conn);
+
+	(void)uri;
+	if (cs != NULL) {
+		int64_t d = time_mono_us() + (int64_t)s->cfg.header_timeout_s * 1000000;
+		long long cur = atomic_load(&cs->deadline_us);
+
+		if (cur == 0 || d < cur)
+			atomic_store(&cs->deadline_us, d);
+	}
+	return NULL;
+}
+
+static const char timeout_reply[] = "HTTP/1.1 408 Request Timeout\r\n"
+				    "Content-Length: 0\r\n"
+				    "Connection: close\r\n\r\n";
+
+/*
+ * Every 200 ms: shut down the sockets of connections past their
+ * deadline (a 408 first when nothing has been sent on them yet);
+ * libmicrohttpd then reads end-of-file and closes them itself. A
+ * connection whose pool thread has not read what arrived is spared.
+ */
+static void *
+sweep_main(void *arg)
+{
+	struct http_server *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->sweep_stop) {
+		struct timespec ts;
+		int64_t now;
+		int late = 0;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 200 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		(void)pthread_cond_timedwait(&s->sweep_cond, &s->lock, &ts);
+		now = time_mono_us();
+		for (struct conn_state *cs = s->conns; cs != NULL; cs = cs->next) {
+			long long d = atomic_load(&cs->deadline_us);
+			int unread = 0;
+
+			if (d == 0 || now <= d || cs->killed || cs->fd < 0)
+				continue;
+			/*
+			 * Bytes waiting unread: the client sent them, its pool
+			 * thread is what is behind (a handler blocked on the
+			 * database). Not the client's fault; look again later.
+			 */
+			if (ioctl(cs->fd, FIONREAD, &unread) == 0 && unread > 0)
+				continue;
+			cs->killed = true;
+			if (atomic_load(&cs->reading_head))
+				(void)send(cs->fd, timeout_reply, sizeof(timeout_reply) - 1,
+				    MSG_NOSIGNAL | MSG_DONTWAIT);
+			(void)shutdown(cs->fd, SHUT_RDWR);
+			late++;
+		}
+		if (late > 0) {
+			char n[16];
+
+			snprintf(n, sizeof(n), "%d", late);
+			log_warn(NULL, "closed connections past their header or body deadline",
+			    "connections", n);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/*
+ * Make room for the connections in the open-file limit (soft up to
+ * hard): every server adds its share to what the process needs.
+ */
+static void
+reserve_files(unsigned int connections)
+{
+	static atomic_uint need = 256; /* database connections, logs, the rest */
+	unsigned int total = atomic_fetch_add(&need, connections) + connections;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= total)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > total ? total : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < total) {
+		char have[24], want[24];
+
+		snprintf(have, sizeof(have), "%llu", (unsigned long long)rl.rlim_cur);
+		snprintf(want, sizeof(want), "%u", total);
+		log_warn(NULL, "the open-file limit is below what the connection limits need",
+		    "limit", have, "needed", want);
+	}
 }
 
 static void
@@ -563,7 +923,15 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	buf[strcspn(buf, "\n")] = '\0';
-	log_warn(NULL, "libmicrohttpd", "detail", buf);
+	/*
+	 * A client gone mid-request (or cut off by the deadline sweeper) is
+	 * routine: one line each would let a crowd of slow clients flood
+	 * the log, so those go to debug.
+	 */
+	if (strstr(buf, "when reading request") != NULL)
+		log_debug(NULL, "libmicrohttpd", "detail", buf);
+	else
+		log_warn(NULL, "libmicrohttpd", "detail", buf);
 }
 
 int
@@ -573,38 +941,58 @@ http_start(struct http_server **out, const struct http_config *cfg, http_dispatc
 	struct http_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_in addr;
 	const union MHD_DaemonInfo *info;
+	unsigned int mhd_limit;
 
 	if (s == NULL)
 		return -1;
 	s->cfg = *cfg;
 	s->dispatch = dispatch;
 	s->resume = resume;
+	/* the overflow answered 503 rather than refused at once */
+	mhd_limit =
+	    (unsigned int)cfg->connection_limit + (unsigned int)cfg->connection_limit / 8 + 8;
+	reserve_files(mhd_limit);
+	pthread_mutex_init(&s->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->sweep_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
 	addr.sin_port = htons((uint16_t)cfg->port);
 	if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
 		log_error(NULL, "could not parse the listen address", "host", cfg->host);
-		free(s);
-		return -1;
+		goto fail;
 	}
 	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
 	    0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->connection_limit,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_limit,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+	    MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned int)cfg->timeout_s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
 	    on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
-	if (s->daemon == NULL) {
-		free(s);
-		return -1;
+	if (s->daemon == NULL)
+		goto fail;
+	if (pthread_create(&s->sweeper, NULL, sweep_main, s) != 0) {
+		MHD_stop_daemon(s->daemon);
+		goto fail;
 	}
+	s->sweeper_started = true;
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	*bound_port = info ? info->port : cfg->port;
 	*out = s;
 	return 0;
+fail:
+	pthread_cond_destroy(&s->sweep_cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return -1;
 }
 
 int
@@ -670,8 +1058,19 @@ http_stop(struct http_server *s, int grace_ms)
 		nanosleep(&ts, NULL);
 		waited += 10;
 	}
+	if (s->sweeper_started) {
+		pthread_mutex_lock(&s->lock);
+		s->sweep_stop = true;
+		pthread_cond_signal(&s->sweep_cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->sweeper, NULL);
+	}
 	MHD_stop_daemon(s->daemon);
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
+	count_free(&s->peers);
+	count_free(&s->clients);
+	pthread_cond_destroy(&s->sweep_cond);
+	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

@@ -39,10 +39,24 @@ struct http_config {
 	const char *host; /* IPv4 literal, "127.0.0.1" */
 	int port;         /* 0 picks a free port */
 	int threads;
+	/*
+	 * Connections served; up to connection_limit / 8 + 8 more are
+	 * accepted only to be answered 503 with Retry-After (Connection:
+	 * close), beyond that libmicrohttpd refuses them.
+	 */
 	int connection_limit;
+	/*
+	 * Open connections per peer address (over it: 429 with Retry-After
+	 * on the first request); a trusted proxy's own connections are not
+	 * counted, its clients (by X-Forwarded-For) are limited to this many
+	 * requests in flight each instead.
+	 */
 	int per_ip_limit;
-	int timeout_s; /* idle connection timeout */
+	int timeout_s;        /* idle connection timeout */
+	int header_timeout_s; /* a request's line and headers must arrive within this */
+	int body_timeout_s;   /* and its body within this after the headers */
 	size_t max_body;
+	bool probe_only; /* serve only /healthz, /readyz and /metrics (404 otherwise) */
 	bool access_log;
 	/*
 	 * Proxies whose X-Forwarded-For is believed: for a connection from

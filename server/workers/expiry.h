@@ -9,12 +9,13 @@
 #ifndef GP_WORKERS_EXPIRY_H
 #define GP_WORKERS_EXPIRY_H
 
-struct expiry;
+struct periodic;
 
-/* Start the worker thread; runs every interval_s seconds. */
-int expiry_start(struct expiry **out, int interval_s) __attribute__((warn_unused_result));
-
-/* Stop and join the thread. NULL is a no-op. */
-void expiry_stop(struct expiry *e);
+/*
+ * Start the worker (periodic.h: a pass at once, then every interval_s
+ * seconds plus up to a tenth of it, on every replica); periodic_stop
+ * stops it.
+ */
+int expiry_start(struct periodic **out, int interval_s) __attribute__((warn_unused_result));
 
 #endif

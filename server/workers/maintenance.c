@@ -1,6 +1,6 @@
 /*
- * maintenance.c - periodic cleanup on a thread of its own, with its own
- * database connection.
+ * maintenance.c - periodic cleanup: a periodic worker (periodic.h) on every
+ * replica (no leadership lock: the passes are idempotent).
  */
 #include "maintenance.h"
 
@@ -8,25 +8,20 @@
 #include "db/db.h"
 #include "db/db_idempotency.h"
 #include "db/db_users.h"
+#include "periodic.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 struct maintenance {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
 	struct maintenance_config cfg;
+	struct periodic *worker;
 };
 
 static void
-maintenance_run_once(struct maintenance *m)
+maintenance_run_once(void *arg)
 {
+	struct maintenance *m = arg;
 	struct gp_error err;
 	int64_t deleted = 0, failures = 0, tokens = 0;
 	char n[3][24];
@@ -50,39 +45,27 @@ maintenance_run_once(struct maintenance *m)
 	    n[2]);
 }
 
-static void *
-maintenance_main(void *arg)
-{
-	struct maintenance *m = arg;
-
-	pthread_mutex_lock(&m->lock);
-	while (!m->stop) {
-		struct timespec ts;
-
-		pthread_mutex_unlock(&m->lock);
-		maintenance_run_once(m);
-		pthread_mutex_lock(&m->lock);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += m->cfg.interval_s;
-		while (!m->stop && pthread_cond_timedwait(&m->cond, &m->lock, &ts) != ETIMEDOUT)
-			;
-	}
-	pthread_mutex_unlock(&m->lock);
-	db_thread_close();
-	return NULL;
-}
-
 int
 maintenance_start(struct maintenance **out, const struct maintenance_config *cfg)
 {
 	struct maintenance *m = calloc(1, sizeof(*m));
+	struct periodic_config pc = {
+		.name = "maintenance",
+		/*
+		 * every replica runs its own passes (each step is idempotent),
+		 * at its own interval: a leader's interval would rule the others
+		 */
+		.leader = false,
+		.run = maintenance_run_once,
+	};
 
 	if (m == NULL)
 		return -1;
 	m->cfg = *cfg;
-	pthread_mutex_init(&m->lock, NULL);
-	pthread_cond_init(&m->cond, NULL);
-	if (pthread_create(&m->thread, NULL, maintenance_main, m) != 0) {
+	pc.interval_ms = (cfg->interval_s > 0 ? cfg->interval_s : 60) * 1000;
+	pc.jitter_ms = pc.interval_ms / 10;
+	pc.arg = m;
+	if (periodic_start(&m->worker, &pc) < 0) {
 		free(m);
 		return -1;
 	}
@@ -95,12 +78,6 @@ maintenance_stop(struct maintenance *m)
 {
 	if (m == NULL)
 		return;
-	pthread_mutex_lock(&m->lock);
-	m->stop = true;
-	pthread_cond_signal(&m->cond);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(m->thread, NULL);
-	pthread_mutex_destroy(&m->lock);
-	pthread_cond_destroy(&m->cond);
+	periodic_stop(m->worker);
 	free(m);
 }

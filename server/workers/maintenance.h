@@ -16,11 +16,14 @@ struct maintenance_config {
 	int interval_s;        /* run every interval_s seconds */
 };
 
-/* Start the worker thread; the first pass runs at once. */
+/*
+ * Start the worker (periodic.h: the first pass at once, then every
+ * interval_s seconds plus up to a tenth of it).
+ */
 int maintenance_start(struct maintenance **out, const struct maintenance_config *cfg)
     __attribute__((warn_unused_result));
 
-/* Stop and join the thread. */
+/* Stop and join the thread. NULL is a no-op. */
 void maintenance_stop(struct maintenance *m);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * test_contract.c - api/openapi.yaml and the route table in
- * server/api/routes.c describe the same endpoints (DESIGN.md section 6:
+ * server/api/routes.c describe the same endpoints (docs/design.md section 6:
  * every endpoint in the server is in the contract and vice versa).
  *
  * The contract is read with a line scanner of its "paths:" section, not a

@@ -109,8 +109,9 @@ static const struct access_case cases[] = {
 	{ "GET", "/v1/projects/" OWN "/members", NULL, { READ_OWN } },
 	{ "GET", "/v1/projects/" OTHER "/members", NULL, { READ_OTHER } },
 	{ "GET", "/v1/projects/no-such-project/members", NULL, { ALL7(404), 401 } },
+	/* n-{actor} shares no project with the owner: hidden from them, so 404 as for no user */
 	{ "PUT", "/v1/projects/" OWN "/members/n-{actor}", "{\"role\":\"viewer\"}",
-	    { MANAGE_OWN(201) } },
+	    { 201, 403, 403, 404, 403, 403, 404, 401 } },
 	{ "PUT", "/v1/projects/" OTHER "/members/n-{actor}", "{\"role\":\"viewer\"}",
 	    { MANAGE_OTHER(201) } },
 	{ "PUT", "/v1/projects/" OWN "/members/t-{actor}", "{\"role\":\"member\"}",
@@ -406,7 +407,8 @@ test_matrix(void **state)
 		assert_int_equal(mutations[A_OPERATOR], 2); /* token create + revoke */
 		assert_int_equal(mutations[A_OUTSIDER], 2);
 		assert_int_equal(mutations[A_MEMBER], 2);
-		assert_int_equal(mutations[A_OWNER], 2 + 1 + 1 + 1 + 1 + 1);
+		/* not n-owner's membership: that user is hidden from the owner */
+		assert_int_equal(mutations[A_OWNER], 2 + 1 + 1 + 1 + 1);
 	}
 	/* only the admin created users and projects */
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users"), users_start + 2);
@@ -435,7 +437,7 @@ test_matrix(void **state)
 		bool manages_own = a == A_ADMIN || a == A_OWNER;
 		bool manages_other = a == A_ADMIN;
 
-		assert_string_equal(role_in(fx, OWN, n), manages_own ? "viewer" : "-");
+		assert_string_equal(role_in(fx, OWN, n), a == A_ADMIN ? "viewer" : "-");
 		assert_string_equal(role_in(fx, OTHER, n), manages_other ? "viewer" : "-");
 		assert_string_equal(role_in(fx, OWN, t), manages_own ? "-" : "viewer");
 		assert_string_equal(role_in(fx, OTHER, t), manages_other ? "-" : "viewer");
@@ -538,6 +540,26 @@ test_visibility(void **state)
 	assert_problem(hidden, 404, "not_found");
 	assert_problem(missing, 404, "not_found");
 	assert_string_equal(role_in(fx, OTHER, "victim"), "-");
+	/*
+	 * user names do not leak through the members endpoint: to an owner,
+	 * an account it shares no project with answers exactly as a name
+	 * nobody has (it was 404 versus 201)
+	 */
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM users WHERE username = 'n-owner'"),
+	    1);
+	hidden = fx_request(fx, world.token[A_OWNER], "PUT", "/v1/projects/" OWN "/members/n-owner",
+	    "{\"role\":\"viewer\"}");
+	missing = fx_request(fx, world.token[A_OWNER], "PUT",
+	    "/v1/projects/" OWN "/members/n-nobody", "{\"role\":\"viewer\"}");
+	assert_problem(hidden, 404, "not_found");
+	assert_problem(missing, 404, "not_found");
+	assert_string_equal(fx_json_str(hidden->json, "detail"), "no such user: n-owner");
+	assert_string_equal(fx_json_str(missing->json, "detail"), "no such user: n-nobody");
+	assert_string_equal(fx_json_str(hidden->json, "title"),
+	    fx_json_str(missing->json, "title"));
+	assert_string_equal(role_in(fx, OWN, "n-owner"), "-");
+	/* a user the owner does share a project with is found, as before */
+	assert_string_equal(role_in(fx, OTHER, "t-owner"), "viewer");
 	/* an unknown member of a hidden project does not leak either */
 	hidden = fx_request(fx, world.token[A_OWNER], "DELETE",
 	    "/v1/projects/" OTHER "/members/nobody", NULL);

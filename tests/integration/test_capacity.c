@@ -1344,7 +1344,7 @@ test_metrics(void **state)
 }
 
 /*
- * A layout's figures are remembered per process (api/layout_cache.c),
+ * A layout's figures are remembered per process (service/layout_cache.c),
  * keyed by model, MIG mode and layout text. The same text means different
  * slices on two models (1g.10gb holds 2 memory slices on an A100-40GB, 1
  * on an A100-80GB): each model must get its own figures, on the first

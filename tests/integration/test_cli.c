@@ -112,7 +112,8 @@ test_cli_login_and_me(void **state)
 	struct fx_proc *p;
 	struct stat st;
 	char line[1024];
-	char token[512] = "", server[256] = "";
+	/* as long as a line: a shorter buffer is a truncation gcc -O2 refuses to compile */
+	char token[sizeof(line)] = "", server[sizeof(line)] = "";
 	FILE *f;
 
 	/* a wrong password: exit 1 and the server's words on stderr */

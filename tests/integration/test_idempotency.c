@@ -2,10 +2,12 @@
  * test_idempotency.c - Idempotency-Key on POST: a replay returns the
  * first response byte for byte (status, headers, body) with
  * "Idempotent-Replayed: true" and runs nothing; the same key with
- * another request is 422; keys belong to their caller; a duplicate
- * still in flight is 409 (forced deterministically with a table lock,
- * then raced from many threads); 4xx answers are kept, 5xx answers are
- * not; keys are 1 to 200 characters.
+ * another request is 422; keys belong to their caller; a duplicate of
+ * a request still running waits for it and is its replay (forced
+ * deterministically with a table lock, then raced from many threads);
+ * 4xx answers are kept, 5xx answers are not; keys are 1 to 200
+ * characters. test_exactly_once.c races group-committed requests,
+ * replicas and a crash after commit.
  *
  * Requests go over raw sockets (rawhttp.c) so that every response
  * header can be compared; each thread has its own connection and arena.
@@ -430,77 +432,80 @@ sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Wait until n sessions of the test database wait on a lock; the test's own lock is held. */
+static void
+wait_lock_waiters(struct fixture *fx, int n)
+{
+	for (int waited = 0; fx_sql_int64(fx,
+				 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+				 "'Lock' AND datname = current_database()") < n;
+	     waited++) {
+		if (waited > 3000) {
+			fx_sql_exec(fx, "ROLLBACK");
+			fail_msg("fewer than %d requests ever waited on a lock", n);
+		}
+		sleep_ms(10);
+	}
+}
+
 /*
- * Deterministic: the first request claims the key and then waits on a
- * table lock held by the test; a duplicate meanwhile is 409 with
- * Retry-After; once the lock goes, the first completes and the
- * duplicate's retry is its replay.
+ * Deterministic: the first request claims the key in its transaction
+ * and then waits on a table lock held by the test. A duplicate
+ * meanwhile waits on the first's uncommitted claim instead of running,
+ * and so does a different request under the key. Once the lock goes
+ * and the first commits, the duplicate is its replay and the other
+ * request 422.
  */
 static void
 test_in_flight(void **state)
 {
 	struct fixture *fx = *state;
 	const char *body = "{\"name\":\"slow-one\"}";
-	struct poster p = { .port = fx->server->port,
-		.token = fx->admin_token,
-		.key = "key-slow",
-		.body = body };
+	const char *bodies[3] = { body, body, "{\"name\":\"slow-two\"}" };
+	struct poster p[3];
+	pthread_t th[3];
 	struct raw_response *r;
-	pthread_t th;
-	int waited = 0;
 
-	p.arena = arena_create();
-	assert_non_null(p.arena);
 	fx_sql_exec(fx, "BEGIN");
 	fx_sql_exec(fx, "LOCK TABLE projects IN SHARE ROW EXCLUSIVE MODE");
-	assert_int_equal(pthread_create(&th, NULL, poster_main, &p), 0);
-	while (fx_sql_int64(fx,
-		   "SELECT count(*) FROM idempotency_keys WHERE key = 'key-slow' "
-		   "AND state = 'in_flight'") == 0) {
-		if (++waited > 2000) {
-			fx_sql_exec(fx, "ROLLBACK");
-			fail_msg("the first request never claimed its key");
-		}
-		sleep_ms(10);
+	for (int i = 0; i < 3; i++) {
+		p[i] = (struct poster){ .port = fx->server->port,
+			.token = fx->admin_token,
+			.key = "key-slow",
+			.body = bodies[i],
+			.arena = arena_create() };
+		assert_non_null(p[i].arena);
+		assert_int_equal(pthread_create(&th[i], NULL, poster_main, &p[i]), 0);
+		/* one after the other: the first holds the claim */
+		wait_lock_waiters(fx, i + 1);
 	}
-	/* wait until it is blocked on the lock, not merely claimed */
-	while (fx_sql_int64(fx,
-		   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-		   "AND datname = current_database()") == 0) {
-		if (++waited > 4000) {
-			fx_sql_exec(fx, "ROLLBACK");
-			fail_msg("the first request never waited on the lock");
-		}
-		sleep_ms(10);
-	}
-
-	r = post(fx, fx->admin_token, "/v1/projects", "key-slow", body);
-	assert_raw_problem(fx, r, 409, "idempotency_conflict");
-	assert_string_equal(hdr(fx, r, "Retry-After"), "1");
-	assert_null(hdr(fx, r, "Idempotent-Replayed"));
-	/* a different request under the key is still a mismatch */
-	r = post(fx, fx->admin_token, "/v1/projects", "key-slow", "{\"name\":\"slow-two\"}");
-	assert_raw_problem(fx, r, 422, "idempotency_mismatch");
+	/* nothing is claimed for others to see until the first commits */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM idempotency_keys WHERE key = 'key-slow'"),
+	    0);
 	fx_sql_exec(fx, "COMMIT");
-
-	assert_int_equal(pthread_join(th, NULL), 0);
-	assert_int_equal(p.rc, 0);
-	assert_raw_status(&p.res, 201);
-	assert_null(raw_header(p.arena, &p.res, "Idempotent-Replayed"));
-	/* the 409 was not kept: the retry is the first response */
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(p[i].rc, 0);
+	}
+	assert_raw_status(&p[0].res, 201);
+	assert_replay_of(fx, &p[0].res, &p[1].res);
+	assert_raw_problem(fx, &p[2].res, 422, "idempotency_mismatch");
+	/* and later retries are the first response */
 	r = post(fx, fx->admin_token, "/v1/projects", "key-slow", body);
-	assert_replay_of(fx, &p.res, r);
+	assert_replay_of(fx, &p[0].res, r);
 	assert_int_equal(count_projects(fx, "slow-one"), 1);
 	assert_int_equal(count_projects(fx, "slow-two"), 0);
 	assert_int_equal(count_audit(fx, "project.create", "slow-one"), 1);
-	arena_destroy(p.arena);
+	for (int i = 0; i < 3; i++)
+		arena_destroy(p[i].arena);
 }
 
 /*
- * A server that dies while it holds a key must not leave the key "in
- * flight" for the 72 hours keys are kept: once the dead server's
- * database session is gone, a retry (on another replica) runs the
- * request. The first request is held on a table lock, its server is
+ * A server that dies before its transaction commits leaves no claim
+ * behind (the claim is part of that transaction): once the dead
+ * server's database session is gone, a retry (on another replica) runs
+ * the request. The first request is held on a table lock, its server is
  * killed, a new server starts.
  */
 static void
@@ -530,10 +535,10 @@ test_claim_of_dead_server(void **state)
 		}
 		sleep_ms(10);
 	}
+	/* the claim is part of the uncommitted transaction: nothing to see */
 	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM idempotency_keys WHERE key = 'key-orphan' "
-			     "AND state = 'in_flight'"),
-	    1);
+			     "SELECT count(*) FROM idempotency_keys WHERE key = 'key-orphan'"),
+	    0);
 	fixture_server_kill(fx, fx->server);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_not_equal(p.res.status, 201); /* it never answered */

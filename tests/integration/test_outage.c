@@ -9,7 +9,10 @@
  * 503. After PostgreSQL restarts the same gpupoold process (same pid)
  * must serve again within seconds, /metrics must count the reconnects,
  * and what was committed must be whole (every project has its audit
- * row). The fixture then checks that the server exits 0 on SIGTERM.
+ * row). A second test restarts PostgreSQL while the server is idle:
+ * the first requests afterwards, on every thread, must all succeed (no
+ * 503 for a connection that died with the old PostgreSQL). The fixture
+ * then checks that the server exits 0 on SIGTERM.
  */
 #include "fixture.h"
 
@@ -345,13 +348,150 @@ test_outage_and_recovery(void **state)
 	}
 }
 
+/* ---- no 503 once PostgreSQL is back ---- */
+
+#define SWEEP_THREADS 24
+
+static const char *sweep_owner; /* owner of project "sweep" */
+
+struct sweeper {
+	pthread_t thread;
+	pthread_barrier_t *start;
+	const char *base_url;
+	const char *token;
+	const char *name; /* project to create */
+	int ok;
+	int bad;
+	char bad_first[512];
+};
+
+static void
+sweep_one(struct sweeper *w, struct gp_client *c, const char *method, const char *path,
+    const char *body, long expect)
+{
+	struct gp_client_response r;
+
+	memset(&r, 0, sizeof(r));
+	if (gp_client_request(c, method, path, body, body ? strlen(body) : 0, NULL, &r) == 0 &&
+	    r.status == expect) {
+		w->ok++;
+	} else if (w->bad++ == 0) {
+		snprintf(w->bad_first, sizeof(w->bad_first), "%s %s: HTTP %ld %.300s", method, path,
+		    r.status, r.body ? r.body : r.error);
+	}
+	gp_client_response_free(&r);
+}
+
+static void *
+sweeper_main(void *arg)
+{
+	struct sweeper *w = arg;
+	struct gp_client *c = gp_client_create(w->base_url, w->token);
+	char body[192];
+
+	pthread_barrier_wait(w->start);
+	if (c == NULL) {
+		w->bad++;
+		return NULL;
+	}
+	/* a 503 must reach the test, not be retried by the client */
+	gp_client_set_retries(c, 0);
+	gp_client_set_timeouts(c, CLIENT_TIMEOUT_MS, 2000);
+	snprintf(body, sizeof(body), "{\"name\":\"%s\"}", w->name);
+	sweep_one(w, c, "GET", "/v1/me", NULL, 200);
+	sweep_one(w, c, "POST", "/v1/projects", body, 201);
+	sweep_one(w, c, "GET", "/readyz", NULL, 200);
+	/* a submission: group-committed on the submissions workers' connections */
+	snprintf(body, sizeof(body),
+	    "{\"action\":\"create\",\"pool\":\"%s\",\"items\":[\"H100-80GB/1g.10gb=1\"],"
+	    "\"justification\":\"t\"}",
+	    w->name);
+	if (gp_client_set_token(c, sweep_owner) == 0)
+		sweep_one(w, c, "POST", "/v1/projects/sweep/pool-requests", body, 201);
+	sweep_one(w, c, "GET", "/v1/tokens", NULL, 200);
+	gp_client_destroy(c);
+	return NULL;
+}
+
+/* SWEEP_THREADS new connections at once (so every HTTP thread gets some); the number of failures. */
+static int
+sweep(struct fixture *fx, const char *label)
+{
+	static struct sweeper ws[SWEEP_THREADS];
+	pthread_barrier_t start;
+	int ok = 0, bad = 0;
+
+	memset(ws, 0, sizeof(ws));
+	assert_int_equal(pthread_barrier_init(&start, NULL, SWEEP_THREADS), 0);
+	for (int i = 0; i < SWEEP_THREADS; i++) {
+		ws[i].start = &start;
+		ws[i].base_url = fx->server->base_url;
+		ws[i].token = fx->admin_token;
+		ws[i].name = fx_unique(fx, label);
+		assert_int_equal(pthread_create(&ws[i].thread, NULL, sweeper_main, &ws[i]), 0);
+	}
+	for (int i = 0; i < SWEEP_THREADS; i++) {
+		assert_int_equal(pthread_join(ws[i].thread, NULL), 0);
+		ok += ws[i].ok;
+		bad += ws[i].bad;
+		if (ws[i].bad > 0)
+			print_error("%s: %s\n", label, ws[i].bad_first);
+	}
+	pthread_barrier_destroy(&start);
+	fprintf(stderr, "%s: %d ok, %d failed\n", label, ok, bad);
+	return bad;
+}
+
+/*
+ * PostgreSQL restarts while the server is idle: every HTTP thread and
+ * the submissions workers hold a connection that is now dead. Once
+ * PostgreSQL is back, the very first requests must all succeed: a dead
+ * connection is found before anything runs on it, or its transaction
+ * is run again on a new one, never answered 503.
+ */
+static void
+test_no_503_after_restart(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+
+	sweep_owner = fixture_create_user(fx, "sweeper", "none");
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects", "{\"name\":\"sweep\"}");
+	assert_status(r, 201);
+	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/sweep/members/sweeper",
+	    "{\"role\":\"owner\"}");
+	assert_status(r, 201);
+	for (int round = 0; round < 2; round++) {
+		/* every thread has a live connection */
+		assert_int_equal(sweep(fx, "warm"), 0);
+		assert_int_equal(fixture_pg_stop(fx), 0);
+		assert_int_equal(fixture_pg_start(fx), 0);
+		assert_int_equal(sweep(fx, "back"), 0);
+	}
+}
+
+static int
+group_setup(void **state)
+{
+	/* a known number of HTTP threads, each with its own connection */
+	static const char *const env[] = { "GPUPOOL_THREADS=4", NULL };
+	const struct fixture_options opts = { .private_pg = true, .server_env = env };
+	struct fixture *fx;
+
+	if (fixture_create(&opts, &fx) != 0)
+		return -1;
+	*state = fx;
+	return 0;
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_outage_and_recovery),
+		cmocka_unit_test(test_no_503_after_restart),
 	};
 
 	return fixture_exit_status(
-	    cmocka_run_group_tests(tests, fixture_group_setup_private_pg, fixture_group_teardown));
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }

@@ -104,7 +104,7 @@ world(struct fixture *fx)
 	    "(SELECT count(*) FROM audit_log))");
 }
 
-/* The invariants of DESIGN.md section 3 as they concern pools. */
+/* The invariants of docs/design.md section 3 as they concern pools. */
 static void
 check_invariants(struct fixture *fx)
 {
@@ -681,6 +681,96 @@ test_time_bounded(void **state)
 }
 
 /*
+ * What a release leaves behind, for pool_id: its release request and
+ * history, the pool, its allocations, the ledger, the outbox and the
+ * approval's audit row, with what differs by nature (ids, names, times,
+ * actors, nodes) left out.
+ */
+static const char *
+release_shape(struct fixture *fx, int64_t pool_id)
+{
+	const char *rel =
+	    fx_str(fx, "(SELECT id FROM pool_requests WHERE pool_id = %lld AND action = 'release')",
+		(long long)pool_id);
+
+	return fx_sql_text(fx,
+	    fx_str(fx,
+		"SELECT concat_ws(' | ', "
+		"(SELECT concat_ws(',', action, state, items, generation) FROM pool_requests "
+		" WHERE id = %1$s), "
+		"(SELECT string_agg(concat_ws('>', coalesce(from_state, '-'), to_state), ';' "
+		" ORDER BY id) FROM pool_request_events WHERE request_id = %1$s), "
+		"(SELECT concat_ws(',', status, items) FROM pools WHERE id = %2$lld), "
+		"(SELECT string_agg(concat_ws(',', profile, size, state, "
+		" release_request_id = %1$s), ';' ORDER BY profile, start, gpu_id) "
+		" FROM allocations WHERE pool_id = %2$lld), "
+		"(SELECT string_agg(concat_ws(',', model, profile, count, ended_at IS NOT NULL, "
+		" closed_by = %1$s), ';' ORDER BY id) FROM usage_ledger WHERE pool_id = %2$lld), "
+		"(SELECT count(*) = (SELECT count(DISTINCT g.node_id) FROM allocations a "
+		" JOIN gpus g ON g.id = a.gpu_id WHERE a.pool_id = %2$lld) FROM outbox "
+		" WHERE request_id = %1$s), "
+		"(SELECT string_agg(concat_ws(' ; ', action, object_type, "
+		" before - 'id' - 'pool' - 'pool_id' - 'requested_by' - 'requested_at' "
+		" - 'expires_at' - 'justification', "
+		" after - 'id' - 'pool' - 'pool_id' - 'requested_by' - 'requested_at' "
+		" - 'expires_at' - 'justification' - 'decided_by' - 'decided_at' - 'note' "
+		" - 'allocations', "
+		" (SELECT jsonb_agg(x - 'node' - 'gpu_uuid' - 'gpu_index' ORDER BY x::text) "
+		"  FROM jsonb_array_elements(after->'allocations') x), "
+		" (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(before) k), "
+		" (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(after) k)), "
+		" ';') FROM audit_log WHERE object_type = 'pool_request' AND object_id = %1$s::text "
+		" AND action <> 'pool_request.submit'))",
+		rel, (long long)pool_id));
+}
+
+/*
+ * One release path: a pool released through the API and one released at
+ * its end time leave the same rows and the same audit document.
+ */
+static void
+test_release_paths_agree(void **state)
+{
+	struct fixture *fx = *state;
+	const char *api_shape, *due_shape;
+	int64_t pa_id, pd_id, id;
+	struct gp_client_response *r;
+
+	fx_fleet(fx, "relpath", "L4-24GB", 2, 2, false);
+	r = submit(fx, bob, "pa", "create", "rel-api", "[\"L4-24GB/full=2\"]", 201);
+	pa_id = fx_json_int(r->json, "pool_id");
+	approve(fx, fx_json_int(r->json, "id"), 200);
+	r = submit(fx, bob, "pa", "create", "rel-due", "[\"L4-24GB/full=2\"]", 201);
+	pd_id = fx_json_int(r->json, "pool_id");
+	approve(fx, fx_json_int(r->json, "id"), 200);
+	/* through the API */
+	id = submit_id(fx, bob, "pa", "release", "rel-api", NULL);
+	approve(fx, id, 200);
+	/* at its end time, by the expiry worker */
+	fx_sql_exec(fx, "UPDATE pools SET ends_at = now() WHERE id = $1",
+	    fx_str(fx, "%lld", (long long)pd_id));
+	wait_until(fx,
+	    fx_str(fx, "SELECT count(*) FROM pools WHERE id = %lld AND status = 'releasing'",
+		(long long)pd_id));
+	api_shape = release_shape(fx, pa_id);
+	due_shape = release_shape(fx, pd_id);
+	assert_non_null(strstr(api_shape, "release,approved,[],2"));
+	assert_non_null(strstr(api_shape, "pool_request.approve"));
+	assert_string_equal(due_shape, api_shape);
+	/* the worker's audit row is the system's: no actor, and the reason */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log a JOIN pool_requests r "
+			     "ON a.object_id = r.id::text WHERE r.pool_id = $1 AND r.action = 'release' "
+			     "AND a.action = 'pool_request.approve' AND a.actor_id IS NULL "
+			     "AND a.after->>'note' = 'the pool reached its end time' "
+			     "AND a.after->'decided_by' = 'null'::jsonb",
+			     fx_str(fx, "%lld", (long long)pd_id)),
+	    1);
+	agent_confirms_releases(fx);
+	check_invariants(fx);
+}
+
+/*
  * A shrink frees GPUs whole where it can: the pool's two 3g.40gb on one
  * GPU are freed rather than the one sharing a GPU with another project.
  */
@@ -1019,6 +1109,7 @@ main(void)
 		cmocka_unit_test(test_quota),
 		cmocka_unit_test(test_reject_cancel),
 		cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_release_paths_agree),
 		cmocka_unit_test(test_time_bounded),
 		cmocka_unit_test(test_shrink_whole_gpu),
 		cmocka_unit_test(test_idempotent_retries),

@@ -501,15 +501,31 @@ test_members(void **state)
 	/* admin adds the first owner: 201, then the same PUT is 200 */
 	member_put(fx, fx->admin_token, "team", "m-own1", "owner", 201);
 	member_put(fx, fx->admin_token, "team", "m-own1", "owner", 200);
-	/* the owner manages members */
-	member_put(fx, own1, "team", "m-mem", "member", 201);
-	member_put(fx, own1, "team", "m-view", "viewer", 201);
+	/*
+	 * an owner sees only the users it shares a project with: any other
+	 * name answers as a name nobody has (no user-name enumeration)
+	 */
+	before = state_of(fx);
+	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-mem", "{\"role\":\"member\"}");
+	assert_problem(r, 404, "not_found");
+	assert_string_equal(fx_json_str(r->json, "detail"), "no such user: m-mem");
+	r = fx_request(fx, own1, "PUT", "/v1/projects/team/members/m-nobody",
+	    "{\"role\":\"member\"}");
+	assert_problem(r, 404, "not_found");
+	assert_string_equal(fx_json_str(r->json, "detail"), "no such user: m-nobody");
+	assert_string_equal(state_of(fx), before);
+	/* admin brings users in; then the owner manages their membership */
+	member_put(fx, fx->admin_token, "team", "m-mem", "viewer", 201);
+	member_put(fx, fx->admin_token, "team", "m-view", "viewer", 201);
+	member_put(fx, own1, "team", "m-mem", "member", 200);
+	member_put(fx, own1, "team", "m-view", "viewer", 200);
 	assert_string_equal(member_role(fx, "team", "m-mem"), "member");
 	assert_string_equal(member_role(fx, "team", "m-view"), "viewer");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log l JOIN projects p ON p.id = l.project_id "
 			     "WHERE p.name = 'team' AND l.action = 'project.member.put' "
-			     "AND l.object_id = 'team/m-mem' AND l.actor = 'm-own1' AND l.before IS NULL "
+			     "AND l.object_id = 'team/m-mem' AND l.actor = 'm-own1' "
+			     "AND l.before = '{\"username\":\"m-mem\",\"role\":\"viewer\"}'::jsonb "
 			     "AND l.after = '{\"username\":\"m-mem\",\"role\":\"member\"}'::jsonb"),
 	    1);
 
@@ -595,7 +611,8 @@ test_members(void **state)
 	assert_string_equal(state_of(fx), before);
 	assert_string_equal(member_role(fx, "team", "m-own1"), "owner");
 	/* with a second owner, the first may leave; then the second is the last */
-	member_put(fx, own1, "team", "m-own2", "owner", 201);
+	member_put(fx, fx->admin_token, "team", "m-own2", "viewer", 201);
+	member_put(fx, own1, "team", "m-own2", "owner", 200);
 	r = fx_request(fx, own1, "DELETE", "/v1/projects/team/members/m-own1", NULL);
 	assert_status(r, 204);
 	assert_problem(fx_request(fx, own1, "GET", "/v1/projects/team", NULL), 404, "not_found");

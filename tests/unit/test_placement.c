@@ -2,7 +2,7 @@
  * test_placement.c - the placement engine against the catalog's facts, the
  * hardware rules, the preference order and a brute-force oracle.
  *
- * The oracle below (oracle_*) re-states the rules from DESIGN.md section 4
+ * The oracle below (oracle_*) re-states the rules from docs/design.md section 4
  * without using the engine's code: which (GPU, start) pairs are legal, how
  * candidates rank, and whether a multi-instance request fits at all.
  */

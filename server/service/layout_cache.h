@@ -9,8 +9,8 @@
  * changes), so GET /v1/capacity and simulation, which meet the same few
  * thousand layouts on every call, compute each once.
  */
-#ifndef GP_API_LAYOUT_CACHE_H
-#define GP_API_LAYOUT_CACHE_H
+#ifndef GP_SERVICE_LAYOUT_CACHE_H
+#define GP_SERVICE_LAYOUT_CACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,11 +24,11 @@
 struct layout_figures {
 	/*
 	 * cls.g: placement_gpu_init(m, ids 0, mig_enabled) then
-	 * capacity_layout_apply(layout); cls.admits and cls.pref from
+	 * placement_layout_apply(layout); cls.admits and cls.pref from
 	 * placement_class_rank; cls.gpus and cls.take 0.
 	 */
 	struct placement_class cls;
-	bool valid;      /* capacity_layout_apply accepted the text */
+	bool valid;      /* placement_layout_apply accepted the text */
 	int memory_used; /* memory slices held */
 	int stranded;    /* placement_gpu_stranded; 0 when !valid */
 	/* placement_gpu_headroom: [0] a whole GPU, [1 + i] m->profiles[i] */
@@ -45,6 +45,16 @@ struct layout_figures {
  */
 void layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout,
     struct layout_figures *out);
+
+/*
+ * One GPU row as the placement engine sees it: *g from the layout's
+ * figures, with the GPU's id, node and index. The one reading of a GPU
+ * row that simulation (api/capacity.c) and approval (service/) share.
+ * -1 (logged with uuid) when the layout breaks a hardware rule: the GPU
+ * is then not placed on.
+ */
+int layout_cache_gpu(const struct gpu_model *m, bool mig_enabled, const char *layout, int64_t id,
+    int64_t node_id, int index, const char *uuid, struct placement_gpu *g);
 
 /* How many keys are remembered. */
 int layout_cache_size(void);

@@ -6,7 +6,8 @@
  * Entries are never removed before layout_cache_reset.
  */
 #include "layout_cache.h"
-#include "capacity.h"
+#include "core/log.h"
+#include "domain/placement.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -93,7 +94,7 @@ layout_compute(const struct gpu_model *m, bool mig_enabled, const char *layout,
 
 	memset(f, 0, sizeof(*f));
 	placement_gpu_init(g, m, 0, 0, 0, mig_enabled);
-	f->valid = capacity_layout_apply(g, layout) == 0;
+	f->valid = placement_layout_apply(g, layout) == 0;
 	f->memory_used = popcount8(g->used_mask);
 	f->stranded = f->valid ? placement_gpu_stranded(g) : 0;
 	for (int i = 0; i <= m->nprofiles; i++)
@@ -150,6 +151,25 @@ layout_cache_get(const struct gpu_model *m, bool mig_enabled, const char *layout
 	}
 	pthread_mutex_unlock(&cache.lock);
 	free(e);
+}
+
+int
+layout_cache_gpu(const struct gpu_model *m, bool mig_enabled, const char *layout, int64_t id,
+    int64_t node_id, int index, const char *uuid, struct placement_gpu *g)
+{
+	struct layout_figures f;
+
+	layout_cache_get(m, mig_enabled, layout, &f);
+	if (!f.valid) {
+		log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it", "gpu", uuid,
+		    "layout", layout);
+		return -1;
+	}
+	*g = f.cls.g;
+	g->id = id;
+	g->node_id = node_id;
+	g->index = index;
+	return 0;
 }
 
 int

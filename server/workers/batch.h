@@ -7,8 +7,8 @@
  * With more than one worker, batches run side by side: whatever they
  * must not do at the same time, their database locks serialize.
  */
-#ifndef GP_API_BATCH_H
-#define GP_API_BATCH_H
+#ifndef GP_WORKERS_BATCH_H
+#define GP_WORKERS_BATCH_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,0 +1,42 @@
+/*
+ * metrics_registry.c - the collector table (see metrics_registry.h).
+ */
+#include "metrics_registry.h"
+
+#include "core/log.h"
+
+struct collector {
+	const char *name;
+	metrics_collect_fn fn;
+	void *arg;
+};
+
+static struct collector collectors[METRICS_MAX_COLLECTORS];
+static int ncollectors;
+
+int
+metrics_register(const char *name, metrics_collect_fn fn, void *arg)
+{
+	if (ncollectors == METRICS_MAX_COLLECTORS) {
+		log_error(NULL, "too many metrics collectors", "collector", name);
+		return -1;
+	}
+	collectors[ncollectors].name = name;
+	collectors[ncollectors].fn = fn;
+	collectors[ncollectors].arg = arg;
+	ncollectors++;
+	return 0;
+}
+
+void
+metrics_collect(struct strbuf *b, struct arena *a)
+{
+	for (int i = 0; i < ncollectors; i++)
+		collectors[i].fn(b, a, collectors[i].arg);
+}
+
+void
+metrics_unregister_all(void)
+{
+	ncollectors = 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * deferred.h - the registry of deferred (suspended) requests: each waits
+ * under a key (what it waits for: "node:42", "pool:17") until a deadline.
+ * Whatever comes first fires it, exactly once: a wake by its key
+ * (deferred_wake, the notifier), its deadline (a timer thread of the
+ * registry enforces every deadline), or the registry's stop (shutdown
+ * wakes everything that waits). Nothing waits forever.
+ */
+#ifndef GP_WORKERS_DEFERRED_H
+#define GP_WORKERS_DEFERRED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct deferred_registry;
+
+enum deferred_outcome {
+	DEFERRED_WOKEN,    /* deferred_wake or deferred_wake_all */
+	DEFERRED_TIMEOUT,  /* the deadline passed */
+	DEFERRED_SHUTDOWN, /* the registry is stopping (or had stopped at deferred_add) */
+};
+
+/*
+ * Called once per entry, on the thread that woke it (the waker's, the
+ * timer's or the stopper's), outside the registry's lock: it may call
+ * back into the registry. It must not block for long (hand the answer
+ * to the HTTP layer and return).
+ */
+typedef void (*deferred_fire_fn)(void *arg, enum deferred_outcome outcome);
+
+/* Start a registry and its timer thread. */
+int deferred_start(struct deferred_registry **out) __attribute__((warn_unused_result));
+
+/*
+ * Wait under key (copied) until deadline_us (time_mono_us() clock). Returns
+ * 0 once registered; -1 when the registry is stopping or out of memory:
+ * then fire is not called and the caller answers itself (as for
+ * DEFERRED_SHUTDOWN).
+ */
+int deferred_add(struct deferred_registry *r, const char *key, int64_t deadline_us,
+    deferred_fire_fn fire, void *arg) __attribute__((warn_unused_result));
+
+/* Fire every entry waiting under key (DEFERRED_WOKEN); returns how many. */
+int deferred_wake(struct deferred_registry *r, const char *key);
+
+/* Fire every entry (DEFERRED_WOKEN): after events may have been missed. */
+int deferred_wake_all(struct deferred_registry *r);
+
+/* Entries waiting now. */
+int deferred_count(struct deferred_registry *r);
+
+/*
+ * Refuse new entries, fire every waiting one (DEFERRED_SHUTDOWN), stop
+ * the timer. deferred_add keeps answering -1 until deferred_free.
+ */
+void deferred_stop(struct deferred_registry *r);
+void deferred_free(struct deferred_registry *r);
+
+#endif

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test_check_boundaries.sh - scripts/check-boundaries passes on the tree
+# and fails, naming file, line and rule, on each kind of violation, each
+# put into a copy of the tree (outside git: the script's find path).
+#
+#   test_check_boundaries.sh <source dir>
+set -euo pipefail
+SRC=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+fresh() {
+	rm -rf "$TMP/t"
+	mkdir -p "$TMP/t/scripts"
+	cp -r "$SRC/server" "$SRC/client" "$TMP/t/"
+	cp "$SRC/scripts/check-boundaries" "$TMP/t/scripts/"
+}
+
+# check_fails <expected message part>: the check must exit 1 saying it.
+check_fails() {
+	local want=$1 out rc=0
+	out=$("$TMP/t/scripts/check-boundaries" 2>&1) || rc=$?
+	if [ $rc -ne 1 ] || [[ "$out" != *"$want"* ]]; then
+		echo "FAIL: exit $rc, wanted \"$want\", got:" >&2
+		echo "$out" >&2
+		exit 1
+	fi
+	echo "ok: $out"
+}
+
+# expect_fail <file> <line to append> <expected message part>: the file
+# gets the line, the check must fail saying it, the file is put back.
+expect_fail() {
+	cp "$TMP/t/$1" "$TMP/saved"
+	printf '%s\n' "$2" >>"$TMP/t/$1"
+	check_fails "$3"
+	mv "$TMP/saved" "$TMP/t/$1"
+}
+
+fresh
+"$TMP/t/scripts/check-boundaries" || { echo "FAIL: the tree does not pass" >&2; exit 1; }
+echo "ok: the tree passes"
+
+# file | line appended | what the check must say
+while IFS='|' read -r file line want; do
+	expect_fail "$file" "$line" "$want"
+done <<'CASES'
+server/api/health.c|#include <microhttpd.h>|may not use microhttpd; it belongs to server/http/
+server/domain/pool.c|#include "db/db.h"|server/domain/ may not use db/
+server/domain/spec.h|#include "service/pool_service.h"|server/domain/ may not use service/
+server/db/db.c|#include "domain/spec.h"|server/db/ may not use domain/
+server/http/server.c|#include "db/db.h"|server/http/ may not use db/
+server/auth/token.c|#include "domain/catalog.h"|server/auth/ may not use domain/
+server/workers/expiry.c|#include "api/api.h"|server/workers/ may not use api/
+server/workers/expiry.c|#include "auth/token.h"|server/workers/ may not use auth/
+server/api/users.c|#include "http/server.h"|server/api/ may not use http/
+server/api/users.c|#include <libpq-fe.h>|may not use libpq; it belongs to server/db/
+server/db/db.c|#include <argon2.h>|may not use argon2; it belongs to server/auth/
+server/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to server/auth/
+server/api/users.c|#include <curl/curl.h>|server/api/ may not use curl; it belongs to client/lib/ server/workers/
+client/cli/main.c|#include <curl/curl.h>|client/cli/ may not use curl
+client/cli/main.c|#include "db/db.h"|client/cli/ may not use db/
+server/api/users.c|#include "../db/db.h"|no relative paths
+server/api/users.c|#include "db/db_internal.h"|a header private to db/
+server/main.c|#include "api/capacity.h"|a header private to api/
+CASES
+
+# a service/ folder (not created yet on every branch) has its rule
+mkdir -p "$TMP/t/server/service"
+printf '#include "domain/spec.h"\n#include "db/db.h"\n#include "core/log.h"\n' \
+	>"$TMP/t/server/service/x.c"
+"$TMP/t/scripts/check-boundaries" || { echo "FAIL: service/ may use domain, db, core" >&2; exit 1; }
+echo "ok: service/ may use domain/, db/, core/"
+while IFS='|' read -r file line want; do
+	expect_fail "$file" "$line" "$want"
+done <<'CASES'
+server/service/x.c|#include "workers/batch.h"|server/service/ may not use workers/
+server/service/x.c|#include "api/api.h"|server/service/ may not use api/
+CASES
+rm -r "$TMP/t/server/service"
+
+# a folder without a rule, and an exception that is no longer needed
+mkdir -p "$TMP/t/server/billing"
+printf '#include "core/log.h"\n' >"$TMP/t/server/billing/accrual.c"
+check_fails "server/billing/ has no rule"
+rm -r "$TMP/t/server/billing"
+
+sed -i 's|^EXCEPTIONS=(.*|EXCEPTIONS=("server/main.c api/pools.h")|' "$TMP/t/scripts/check-boundaries"
+check_fails 'exception "server/main.c api/pools.h" is no longer needed'
+echo "all passed"
