@@ -19,7 +19,7 @@
 #include <time.h>
 
 #define DB_MAX_PREPARED 256
-#define DB_TX_ATTEMPTS 6
+#define DB_TX_ATTEMPTS 10 /* NOWAIT lock conflicts (55P03) end in a few ms: room to retry */
 #define DB_RECONNECT_BACKOFF_US 200000
 /* how long a lost COMMIT's outcome is looked for: tries, 200 ms apart */
 #define DB_RESOLVE_TRIES 25
@@ -29,7 +29,7 @@ struct db {
 	const struct db_stmt *prepared[DB_MAX_PREPARED];
 	int nprepared;
 	bool in_tx;
-	bool retryable;        /* last error was 40001/40P01 */
+	bool retryable;        /* last error was 40001/40P01/55P03 */
 	bool exclusion;        /* last error was 23P01 */
 	bool committed;        /* db_exec_commit ended the transaction */
 	bool commit_sent;      /* the transaction's COMMIT went out */
@@ -279,7 +279,13 @@ db_error_from_result(struct db *db, const PGresult *r, struct gp_error *err)
 		db->terminated = state != NULL && strcmp(state, "57P01") == 0;
 		return db_unavailable(err, "connection lost");
 	}
-	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0) {
+	/*
+	 * 55P03: a lock taken with NOWAIT was held. Transactions that must not
+	 * wait while they hold locks (the lock order, docs/architecture.md)
+	 * take them so, and run again like after a serialization failure.
+	 */
+	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
+	    strcmp(state, "55P03") == 0) {
 		db->retryable = true;
 		return gp_error_set(err, 409, "conflict",
 		    "the transaction conflicted with another, retry the request");
@@ -547,7 +553,8 @@ static void
 db_backoff(struct db *db, int attempt)
 {
 	struct timespec ts;
-	long us = (1000L << attempt) + (long)(rand_r(&db->seed) % (1000 << attempt));
+	int shift = attempt < 6 ? attempt : 6; /* 1-2 ms, doubling up to 64-128 ms */
+	long us = (1000L << shift) + (long)(rand_r(&db->seed) % (1000 << shift));
 
 	ts.tv_sec = 0;
 	ts.tv_nsec = us * 1000;

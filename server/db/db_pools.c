@@ -217,9 +217,20 @@ DB_STMT(stmt_pools_cand_skip,
     "AND pg_try_advisory_xact_lock(1735421233, (x.node_id % 2147483647)::int4) "
     "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x SKIP LOCKED) g "
     "JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+/*
+ * The slow path holds the GPUs of the fast path: it must not wait for more
+ * (two such waits deadlock), so it takes them NOWAIT and the transaction
+ * runs again when one is held (55P03, db.c).
+ */
 DB_STMT(stmt_pools_cand_wait,
-    CAND_SELECT "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x) g "
+    CAND_SELECT "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x NOWAIT) g "
 		"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+
+/* The GPUs under the live allocations of some pools, locked in id order. */
+DB_STMT(stmt_pools_lock_gpus,
+    "SELECT count(*) FROM (SELECT g.id FROM gpus g WHERE g.id IN (SELECT a.gpu_id "
+    "FROM allocations a WHERE a.pool_id = ANY ($1::int8[]) "
+    "AND a.state NOT IN ('releasing', 'released')) ORDER BY g.id FOR NO KEY UPDATE) s");
 
 /* ---- approvals ---- */
 
@@ -1098,7 +1109,7 @@ db_approval_free_apply(struct db *db, struct arena *a, const struct approval_app
 
 int
 db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
-    int n, struct gp_error *err)
+    int n, const struct outbox_row *more, int nmore, struct gp_error *err)
 {
 	int64_t *req = arena_alloc(a, sizeof(*req) * (size_t)(n + 1));
 	int64_t *pool = arena_alloc(a, sizeof(*pool) * (size_t)(n + 1));
@@ -1123,7 +1134,7 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	for (int k = 0; k < 3; k++) {
 		an[k] = arena_alloc(a, sizeof(*an[k]) * (size_t)(na + 1));
 		ln[k] = arena_alloc(a, sizeof(*ln[k]) * (size_t)(nl + 1));
-		on[k] = arena_alloc(a, sizeof(*on[k]) * (size_t)(na + 1));
+		on[k] = arena_alloc(a, sizeof(*on[k]) * (size_t)(na + nmore + 1));
 	}
 	aprof = arena_alloc(a, sizeof(*aprof) * (size_t)(na + 1));
 	astart = arena_alloc(a, sizeof(*astart) * (size_t)(na + 1));
@@ -1181,6 +1192,12 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 			no++;
 		}
 	}
+	for (int i = 0; i < nmore; i++) {
+		on[0][no] = more[i].node_id;
+		on[1][no] = more[i].request_id;
+		on[2][no] = more[i].pool_id;
+		no++;
+	}
 	nodes = distinct_ids(a, on[0], no, &nnodes);
 	p[AM_REQ] = db_param_int64_array(a, req, n);
 	p[AM_POOL] = db_param_int64_array(a, pool, n);
@@ -1217,6 +1234,15 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, AM_NPARAMS, p,
 	    err);
 	return r == NULL ? -1 : 0;
+}
+
+int
+db_pools_lock_gpus(struct db *db, struct arena *a, const int64_t *pool_ids, int n,
+    struct gp_error *err)
+{
+	const char *p[1] = { db_param_int64_array(a, pool_ids, n) };
+
+	return db_exec(db, a, &stmt_pools_lock_gpus, 1, p, err) == NULL ? -1 : 0;
 }
 
 int

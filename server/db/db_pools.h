@@ -345,8 +345,30 @@ int db_approval_free_apply(struct db *db, struct arena *a, const struct approval
  * another pool, in one statement sent with COMMIT, with the same effects
  * and checks as n calls of db_approval_apply (at_us must be 0).
  */
+/* One outbox row (and generation bump) for a node an approval changed. */
+struct outbox_row {
+	int64_t node_id;
+	int64_t request_id;
+	int64_t pool_id;
+};
+
+/*
+ * more[0..nmore): outbox rows of the batch's shrinks and releases, whose
+ * own statements leave the nodes alone: every node of the batch is bumped
+ * here, last and in id order (the lock order, docs/architecture.md). n
+ * may be 0.
+ */
 int db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
-    int n, struct gp_error *err) __attribute__((warn_unused_result));
+    int n, const struct outbox_row *more, int nmore, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * Lock, in id order, the GPUs under the live allocations of pool_ids: a
+ * batch's shrinks and releases take them all in one statement before they
+ * change anything (the lock order, docs/architecture.md).
+ */
+int db_pools_lock_gpus(struct db *db, struct arena *a, const int64_t *pool_ids, int n,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Live (not releasing, not released) allocations for a shrink or release. */
 struct live_alloc {

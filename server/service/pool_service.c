@@ -867,6 +867,43 @@ approve_cmp_project(const void *pa, const void *pb)
 }
 
 static int
+cmp_int64(const void *pa, const void *pb)
+{
+	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/*
+ * Append to *rows (arena a, grown as needed) one outbox row per distinct
+ * node that shrink or release c frees allocations on; returns how many.
+ */
+static int
+outbox_rows_add(struct arena *a, struct outbox_row **rows, int nrows,
+    const struct service_approval *c)
+{
+	int n = c->ap.nfree_nodes, k = 0;
+	int64_t *ids = arena_alloc(a, sizeof(*ids) * (size_t)(n + 1));
+	struct outbox_row *grown = arena_alloc(a, sizeof(*grown) * (size_t)(nrows + n + 1));
+
+	if (nrows > 0)
+		memcpy(grown, *rows, sizeof(*grown) * (size_t)nrows);
+	if (n > 0)
+		memcpy(ids, c->ap.free_node_ids, sizeof(*ids) * (size_t)n);
+	qsort(ids, (size_t)n, sizeof(*ids), cmp_int64);
+	for (int i = 0; i < n; i++) {
+		if (i > 0 && ids[i] == ids[i - 1])
+			continue;
+		grown[nrows + k].node_id = ids[i];
+		grown[nrows + k].request_id = c->ap.request_id;
+		grown[nrows + k].pool_id = c->ap.pool_id;
+		k++;
+	}
+	*rows = grown;
+	return k;
+}
+
+static int
 approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct approve_batch *b = arg;
@@ -877,7 +914,9 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	struct approval_key *keys = arena_alloc(b->a, sizeof(*keys) * (size_t)b->n);
 	struct service_approval **quota = arena_alloc(b->a, sizeof(*quota) * (size_t)b->n);
 	const struct approval_apply **grow = arena_alloc(b->a, sizeof(*grow) * (size_t)b->n);
-	int nquota = 0, ngrow = 0;
+	int64_t *pools = arena_alloc(b->a, sizeof(*pools) * (size_t)b->n);
+	struct outbox_row *more = NULL;
+	int nquota = 0, ngrow = 0, npools = 0, nmore = 0;
 
 	if (b->claim_due) {
 		/* the system's release request for a pool past its end time */
@@ -939,19 +978,29 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		if (c->outcome == SERVICE_APPROVAL_OPEN && c->ax.has_quota && approve_is_grow(c))
 			quota[nquota++] = c;
 	}
-	/* quotas, each project's row locked in project order */
-	qsort(quota, (size_t)nquota, sizeof(*quota), approve_cmp_project);
+	/*
+	 * The lock order (docs/architecture.md): requests and pools above, then
+	 * GPUs, then quota rows, then nodes, last and in one statement. A quota
+	 * is read here without its lock, so that an approval over it is refused
+	 * before it takes capacity in the batch's set, and checked again under
+	 * the lock once everything is placed.
+	 */
 	for (int i = 0; i < nquota; i++) {
 		struct service_approval *c = quota[i];
 		struct gp_error e;
 
 		gp_error_clear(&e);
-		if (service_quota_check(db, c->arena, c->ax.req.project_id, true, c->items,
+		if (service_quota_check(db, c->arena, c->ax.req.project_id, false, c->items,
 			c->nitems, &c->quota_item, &e) < 0 &&
 		    approve_step_failed(db, c, &e, err) < 0)
 			return -1;
 	}
-	/* shrinks and releases: one statement each */
+	/* shrinks and releases: their GPUs in one statement, then one statement each */
+	for (int i = 0; i < b->n; i++)
+		if (b->v[i]->outcome == SERVICE_APPROVAL_OPEN && !approve_is_grow(b->v[i]))
+			pools[npools++] = b->v[i]->ax.req.pool_id;
+	if (npools > 0 && db_pools_lock_gpus(db, b->a, pools, npools, err) < 0)
+		return -1;
 	for (int i = 0; i < b->n; i++) {
 		struct service_approval *c = b->v[i];
 		struct gp_error e;
@@ -965,6 +1014,9 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 			continue;
 		}
 		approve_fill_common(c);
+		/* its nodes are bumped with the batch's, last */
+		nmore += outbox_rows_add(b->a, &more, nmore, c);
+		c->ap.nfree_nodes = 0;
 		if (db_approval_free_apply(db, c->arena, &c->ap, false, err) < 0)
 			return -1;
 		c->outcome = SERVICE_APPROVAL_DONE;
@@ -979,6 +1031,20 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	/* creates and expands: placed together, applied in one statement */
 	if (approve_place_all(db, b, err) < 0)
 		return -1;
+	/* quotas again, each project's row locked, in project order */
+	qsort(quota, (size_t)nquota, sizeof(*quota), approve_cmp_project);
+	for (int i = 0; i < nquota; i++) {
+		struct service_approval *c = quota[i];
+		struct gp_error e;
+
+		if (c->outcome != SERVICE_APPROVAL_OPEN)
+			continue;
+		gp_error_clear(&e);
+		if (service_quota_check(db, c->arena, c->ax.req.project_id, true, c->items,
+			c->nitems, &c->quota_item, &e) < 0 &&
+		    approve_step_failed(db, c, &e, err) < 0)
+			return -1;
+	}
 	for (int i = 0; i < b->n; i++) {
 		struct service_approval *c = b->v[i];
 
@@ -997,9 +1063,9 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 		    c->hooks.keep(db, c->hooks.ctx, err) < 0)
 			return -1;
 	}
-	if (ngrow == 0)
+	if (ngrow == 0 && nmore == 0)
 		return 0;
-	return db_approvals_apply_many(db, b->a, grow, ngrow, err);
+	return db_approvals_apply_many(db, b->a, grow, ngrow, more, nmore, err);
 }
 
 /* Decide batch b in one transaction (see service_approvals_run); -1: it failed (err). */

@@ -34,6 +34,8 @@ struct load {
 	atomic_int stop;
 	atomic_long ok;       /* approvals answered 200 */
 	atomic_long refused;  /* approvals answered 409 / 422 (capacity, quota, state) */
+	atomic_long busy;     /* of them: 409 conflict (retries ran out) */
+	atomic_long short_;   /* of them: 409 insufficient_capacity */
 	atomic_long failed5;  /* answers of 500 and above, or no answer */
 	atomic_long cordons;  /* operator node updates */
 	pthread_mutex_t lock; /* guards the samples */
@@ -88,6 +90,13 @@ call(struct worker *w, int rep, const char *token, const char *method, const cha
 	status = r.status;
 	if (status >= 500)
 		note_5xx(w->l, path, &r);
+	if (status == 409 && r.json != NULL && fx_json_has(r.json, "code") &&
+	    strcmp(json_object_get_string(fx_json(r.json, "code")), "conflict") == 0 &&
+	    strstr(path, "/approve") != NULL)
+		atomic_fetch_add(&w->l->busy, 1);
+	if (status == 409 && r.json != NULL && fx_json_has(r.json, "code") &&
+	    strcmp(json_object_get_string(fx_json(r.json, "code")), "insufficient_capacity") == 0)
+		atomic_fetch_add(&w->l->short_, 1);
 	if (id != NULL && r.json != NULL && fx_json_has(r.json, "id"))
 		*id = json_object_get_int64(fx_json(r.json, "id"));
 	gp_client_response_free(&r);
@@ -352,9 +361,12 @@ test_mixed_load_two_replicas(void **state)
 	qsort(l->samples, (size_t)l->nsamples, sizeof(double), cmp_double);
 	expired = fx_sql_int64(fx,
 	    "SELECT count(*) FROM pool_requests WHERE action = 'release' AND requested_by IS NULL");
-	printf("# approvals: %ld approved, %ld refused, %ld failed (5xx or no answer); "
+	printf("# approvals: %ld approved, %ld refused (%ld of them 409 conflict, %ld insufficient capacity), %ld failed "
+	       "(5xx or no answer); "
 	       "%ld node updates; %lld pools released by expiry\n",
-	    atomic_load(&l->ok), atomic_load(&l->refused), atomic_load(&l->failed5),
+	    atomic_load(&l->ok), atomic_load(&l->refused), atomic_load(&l->busy),
+	    atomic_load(&l->short_),
+	    atomic_load(&l->failed5),
 	    atomic_load(&l->cordons), (long long)expired);
 	if (l->nsamples > 0)
 		printf("# approval latency ms: p50 %.1f  p99 %.1f  max %.1f (n=%d)\n",
