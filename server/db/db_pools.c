@@ -223,8 +223,9 @@ DB_STMT(stmt_pools_cand_skip,
  * runs again when one is held (55P03, db.c).
  */
 DB_STMT(stmt_pools_cand_wait,
-    CAND_SELECT "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x NOWAIT) g "
-		"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+    CAND_SELECT
+    "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x NOWAIT) g "
+    "JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
 
 /* The GPUs under the live allocations of some pools, locked in id order. */
 DB_STMT(stmt_pools_lock_gpus,

@@ -340,8 +340,8 @@ test_mixed_load_two_replicas(void **state)
 		w[i].l = l;
 		w[i].id = i;
 		w[i].seed = 0x5eed0000u + (unsigned)i;
-		assert_int_equal(pthread_create(&t[i], NULL, i == NTHREADS ? cordon_main : worker_main,
-				     &w[i]),
+		assert_int_equal(pthread_create(&t[i], NULL,
+				     i == NTHREADS ? cordon_main : worker_main, &w[i]),
 		    0);
 	}
 	/*
@@ -365,9 +365,8 @@ test_mixed_load_two_replicas(void **state)
 	       "(5xx or no answer); "
 	       "%ld node updates; %lld pools released by expiry\n",
 	    atomic_load(&l->ok), atomic_load(&l->refused), atomic_load(&l->busy),
-	    atomic_load(&l->short_),
-	    atomic_load(&l->failed5),
-	    atomic_load(&l->cordons), (long long)expired);
+	    atomic_load(&l->short_), atomic_load(&l->failed5), atomic_load(&l->cordons),
+	    (long long)expired);
 	if (l->nsamples > 0)
 		printf("# approval latency ms: p50 %.1f  p99 %.1f  max %.1f (n=%d)\n",
 		    l->samples[l->nsamples / 2], l->samples[(int)((double)l->nsamples * 0.99)],
