@@ -13,13 +13,20 @@ driver starts two gpupoold replicas on fixed ports and, for DURATION s:
   the same one;
 - kill -9 of a random replica every 5-15 s, restarted at once;
 - PostgreSQL restarted (fast) every PG_RESTART s;
-- SLOW slow clients per replica (1,100 by default) trickling one header line every 5-10 s,
-  while /healthz of each replica is timed every second;
+- SLOW slow clients per replica (1,100 by default) trickling one header
+  line every 5-10 s, while /healthz of each replica is timed every second
+  on its probe listener (GPUPOOL_PROBE_LISTEN, what a Kubernetes probe or
+  a balancer would ask) and, for information, on its API port;
 - duplicate Idempotency-Keys: every 0.5 s one expand submission sent four
   times at once with one key, two to each replica.
 
-Then it prints the figures and the SQL invariant checks. Exit status 1 when
-a check failed (keys that ran twice, broken invariants, deadlocks).
+Then it prints the figures and the checks. Exit status 1 when a check
+failed: a key that ran twice (SQL) or was answered as a first run twice, a
+request answered 201 that is not in the database, an approval answered
+2xx but not approved, a submission or approval answered 4xx although it
+committed (a key's answer not kept), definite answers of one key that
+disagree, a probe-port /healthz failure while its replica was up,
+deadlocks in PostgreSQL's log, broken allocation invariants.
 """
 
 import argparse
@@ -41,27 +48,44 @@ import gpload  # noqa: E402
 ITEM = ["H100-80GB/1g.10gb=1"]
 
 
+def get(url, path, timeout):
+    """(status, ms) of one GET on a new connection; status 0 when no answer."""
+    c = gpload.Client(url, timeout=timeout)
+    t = time.monotonic()
+    st, doc, _ = c.request("GET", path)
+    ms = (time.monotonic() - t) * 1000
+    c.close()
+    return st, gpload.error_code(doc), ms
+
+
 class Replica:
-    def __init__(self, name, binary, port, logpath):
+    def __init__(self, name, binary, port, probe_port, logpath):
         self.name, self.binary, self.port, self.logpath = name, binary, port, logpath
         self.url = "http://127.0.0.1:%d" % port
+        self.probe_url = "http://127.0.0.1:%d" % probe_port
+        self.probe_port = probe_port
         self.proc = None
-        self.lock = threading.Lock()
+        self.up = False  # started and answering; False from a kill to the restart's answer
+        self.kills = 0   # bumped at each kill: a probe that spans one is not held against it
 
     def start(self):
-        env = dict(os.environ, GPUPOOL_LISTEN="127.0.0.1:%d" % self.port)
+        env = dict(os.environ, GPUPOOL_LISTEN="127.0.0.1:%d" % self.port,
+                   GPUPOOL_PROBE_LISTEN="127.0.0.1:%d" % self.probe_port)
         with open(self.logpath, "ab") as log:
             self.proc = subprocess.Popen([self.binary, "serve"], env=env,
                                          stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            st, _, _ = gpload.Client(self.url, timeout=1).request("GET", "/healthz")
-            if st == 200:
+            if (get(self.probe_url, "/healthz", 1)[0] == 200 and
+                    get(self.url, "/healthz", 1)[0] == 200):
+                self.up = True
                 return
             time.sleep(0.05)
         raise RuntimeError("%s did not start (see %s)" % (self.name, self.logpath))
 
     def kill9(self):
+        self.up = False
+        self.kills += 1
         self.proc.kill()
         self.proc.wait()
 
@@ -77,16 +101,24 @@ class Stats:
         self.answers = {}        # "kind status" -> count
         self.approve_ms = []     # latency of 2xx approvals
         self.acked = []          # request ids answered 2xx to an approval
-        self.unsure = []         # request ids whose approval got no 2xx
+        self.refused = []        # request ids whose approval got a definite non-2xx answer
+        self.unsure = []         # request ids whose approval got no definite answer in time
+        self.sub_created = []    # keys (= justifications) of submissions answered 201
+        self.sub_refused = []    # keys of submissions answered a definite non-201
+        self.dup_fresh_twice = 0  # duplicate keys answered as a first run (not replayed) twice
         self.dup_keys = 0
         self.dup_inconsistent = 0
         self.details = {}        # 4xx answers of the load by detail -> count
         self.dup_combos = {}     # the answers of a key whose answers disagree -> count
-        self.health_ms = []
-        self.health_fail = 0
+        self.health_ms = []      # probe listener /healthz answered 200
+        self.health_fail = 0     # ... not answered 200 while its replica was up
+        self.health_restart = 0  # ... not answered 200 across a kill -9 and restart
+        self.api_health_ms = []  # API port /healthz answered 200 (informational)
+        self.api_health_other = {}  # API port /healthz otherwise: "status code" -> count
         self.kills = 0
         self.pg_restarts = 0
         self.slow_held = 0       # the most slow connections one replica held
+        self.slow_closed = 0     # slow connections found closed by the server (deadline, kill)
 
     def count(self, kind, status, code=""):
         k = "%s %s%s" % (kind, status or "no answer", " " + code if code else "")
@@ -98,6 +130,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpupoold", required=True)
     ap.add_argument("--ports", required=True, help="two ports, comma-separated")
+    ap.add_argument("--probe-ports", required=True,
+                    help="two ports for the replicas' probe listeners, comma-separated")
     ap.add_argument("--logdir", required=True)
     ap.add_argument("--password", required=True)
     ap.add_argument("--psql", required=True)
@@ -114,8 +148,10 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     psql = shlex.split(a.psql)
     ports = [int(p) for p in a.ports.split(",")]
-    reps = [Replica("replica%d" % i, a.gpupoold, p, os.path.join(a.logdir, "gpupoold%d.log" % i))
-            for i, p in enumerate(ports)]
+    probe_ports = [int(p) for p in a.probe_ports.split(",")]
+    reps = [Replica("replica%d" % i, a.gpupoold, p, pp,
+                    os.path.join(a.logdir, "gpupoold%d.log" % i))
+            for i, (p, pp) in enumerate(zip(ports, probe_ports))]
     for r in reps:
         r.start()
     try:
@@ -143,6 +179,11 @@ def run(a, psql, reps):
     stop_at = t0 + a.duration
     stopping = threading.Event()
 
+    def definite(st, doc):
+        """An answer that is the key's own: not "no answer", not 5xx, not
+        "the first request with this key has not stored its answer yet"."""
+        return 0 < st < 500 and gpload.error_code(doc) != "idempotency_conflict"
+
     def send(clients, which, kind, path, body, key):
         """Definite answer for one key; no answer moves to the other replica."""
         while True:
@@ -169,8 +210,14 @@ def run(a, psql, reps):
     def submit(clients, which, project, body):
         key = "ck-" + str(uuid.uuid4())
         body = dict(body, justification=key)
-        return send(clients, which, "submit", "/v1/projects/%s/pool-requests" % project,
-                    body, key)
+        st, doc, ms = send(clients, which, "submit", "/v1/projects/%s/pool-requests" % project,
+                           body, key)
+        with s.lock:
+            if st == 201:
+                s.sub_created.append(key)
+            elif definite(st, doc):
+                s.sub_refused.append(key)
+        return st, doc, ms
 
     def approve(clients, which, rid):
         st, doc, ms = send(clients, which, "approve", "/v1/pool-requests/%s/approve" % rid,
@@ -179,6 +226,8 @@ def run(a, psql, reps):
             if 200 <= st < 300:
                 s.acked.append(int(rid))
                 s.approve_ms.append(ms)
+            elif definite(st, doc):
+                s.refused.append(int(rid))
             else:
                 s.unsure.append(int(rid))
         return st
@@ -199,8 +248,8 @@ def run(a, psql, reps):
                 body = {"action": "expand", "pool": pool, "items": ITEM}
             st, doc, _ = submit(clients, which, project, body)
             if st != 201:
-                # refused (e.g. 422: the pool is already releasing because a
-                # release committed but was answered otherwise): a new pool
+                # refused (a committed submission answered otherwise is
+                # counted by a check): a new pool
                 pool = None
                 time.sleep(0.05)
                 continue
@@ -262,23 +311,37 @@ def run(a, psql, reps):
                     keep.append(c)
                 except OSError:
                     c.close()
-            socks = keep
             with s.lock:
-                s.slow_held = max(s.slow_held, len(socks))
+                s.slow_closed += len(socks) - len(keep)
+                s.slow_held = max(s.slow_held, len(keep))
+            socks = keep
             stopping.wait(rnd.uniform(5, 10))
         for c in socks:
             c.close()
 
     def health():
+        # a new connection each time, as a kubelet or a balancer probes;
+        # the probe listener is what they would ask, the API port is timed
+        # for comparison only (its overflow is answered 503 overloaded)
         while not stopping.wait(1):
             for r in reps:
-                t = time.monotonic()
-                st, _, _ = gpload.Client(r.url, timeout=2).request("GET", "/healthz")
+                up, kills = r.up, r.kills
+                st, _, ms = get(r.probe_url, "/healthz", 2)
+                held = up and r.up and kills == r.kills
                 with s.lock:
                     if st == 200:
-                        s.health_ms.append((time.monotonic() - t) * 1000)
-                    else:
+                        s.health_ms.append(ms)
+                    elif held:
                         s.health_fail += 1
+                    else:
+                        s.health_restart += 1
+                st, code, ms = get(r.url, "/healthz", 2)
+                with s.lock:
+                    if st == 200:
+                        s.api_health_ms.append(ms)
+                    else:
+                        k = "%s%s" % (st or "no answer", " " + code if code else "")
+                        s.api_health_other[k] = s.api_health_other.get(k, 0) + 1
 
     def duplicates():
         # keep-alive connections, two per replica, opened before the slow
@@ -296,7 +359,7 @@ def run(a, psql, reps):
                                           key)
                 code = gpload.error_code(doc)
                 s.count("duplicate", st, code)
-                if 0 < st < 500 and code != "idempotency_conflict":
+                if definite(st, doc):
                     out.append((st, code, hdrs.get("idempotent-replayed") == "true"))
 
             ts = [threading.Thread(target=one, args=(c,)) for c in dup_clients]
@@ -304,9 +367,14 @@ def run(a, psql, reps):
                 t.start()
             for t in ts:
                 t.join()
-            # the definite answers (not "still running", not 5xx) must agree
+            # the definite answers (not "still running", not 5xx) must agree,
+            # and at most one of them is the first run (the others replays)
             with s.lock:
                 s.dup_keys += 1
+                if any(st == 201 for st, _, _ in out):
+                    s.sub_created.append(key)
+                if sum(1 for _, _, rp in out if not rp) > 1:
+                    s.dup_fresh_twice += 1
                 if len({st for st, _, _ in out}) > 1:
                     s.dup_inconsistent += 1
                     combo = " + ".join(sorted("%d%s%s" % (st, " " + code if code else "",
@@ -334,7 +402,10 @@ def run(a, psql, reps):
         SELECT count(*) FROM (SELECT justification FROM pool_requests
          WHERE justification LIKE 'ck-%' GROUP BY 1 HAVING count(*) > 1) d;""")[0][0])
     lost = gpload.missing_approvals(psql, s.acked)
+    refused_committed = len(s.refused) - len(gpload.missing_approvals(psql, s.refused))
     unsure_committed = len(s.unsure) - len(gpload.missing_approvals(psql, s.unsure))
+    sub_lost = keys_in_db(psql, s.sub_created, False)
+    sub_refused_committed = keys_in_db(psql, s.sub_refused, True)
     inv = gpload.invariants(psql)
 
     total = sum(s.answers.values())
@@ -351,24 +422,51 @@ def run(a, psql, reps):
     print("  approvals answered 2xx: %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms"
           % (len(s.acked), gpload.percentile(s.approve_ms, 50),
              gpload.percentile(s.approve_ms, 99), max(s.approve_ms, default=0)))
-    print("  approvals answered 2xx but not approved in the database (lost): %d" % len(lost))
-    print("  approvals answered otherwise that committed anyway: %d of %d"
-          % (unsure_committed, len(s.unsure)))
-    print("  /healthz under slow clients (up to %d held open on one replica): %d answered,"
-          " p99 %.1f ms, max %.1f ms, %d failed"
-          % (s.slow_held, len(s.health_ms), gpload.percentile(s.health_ms, 99), max(s.health_ms, default=0),
-             s.health_fail))
-    print("  duplicate-key probes: %d keys sent 4x across both replicas, %d whose definite"
-          " answers disagree (e.g. 201 and a replayed 409)" % (s.dup_keys, s.dup_inconsistent))
+    print("  approvals with no definite answer by the end (gave up): %d, of which committed: %d"
+          % (len(s.unsure), unsure_committed))
+    print("  slow clients: up to %d held open on one replica, %d found closed by the server"
+          " (header deadline or kill)" % (s.slow_held, s.slow_closed))
+    print("  /healthz on the probe listeners: %d answered 200, p50 %.1f ms, p99 %.1f ms,"
+          " max %.1f ms; %d failed across a kill -9 and restart"
+          % (len(s.health_ms), gpload.percentile(s.health_ms, 50),
+             gpload.percentile(s.health_ms, 99), max(s.health_ms, default=0), s.health_restart))
+    print("  /healthz on the API ports (informational): %d answered 200, p50 %.1f ms,"
+          " p99 %.1f ms, max %.1f ms; otherwise: %s"
+          % (len(s.api_health_ms), gpload.percentile(s.api_health_ms, 50),
+             gpload.percentile(s.api_health_ms, 99), max(s.api_health_ms, default=0),
+             ", ".join("%s: %d" % kv for kv in sorted(s.api_health_other.items())) or "none"))
+    print("  duplicate-key probes: %d keys sent 4x across both replicas" % s.dup_keys)
     for combo, n in sorted(s.dup_combos.items(), key=lambda kv: -kv[1])[:3]:
-        print("    %dx: %s" % (n, combo))
-    print("  check: idempotency keys that ran twice (SQL): %d" % ran_twice)
-    print("  check: deadlocks in PostgreSQL's log: %d" % deadlocks)
-    for name, n in inv.items():
+        print("    disagreeing %dx: %s" % (n, combo))
+    checks = [
+        ("idempotency keys that ran twice (SQL)", ran_twice),
+        ("duplicate keys answered as a first run more than once", s.dup_fresh_twice),
+        ("duplicate keys whose definite answers disagree", s.dup_inconsistent),
+        ("submissions answered 201 but not in the database", len(sub_lost)),
+        ("submissions answered 4xx that committed anyway", len(sub_refused_committed)),
+        ("approvals answered 2xx but not approved in the database (lost)", len(lost)),
+        ("approvals answered 4xx that committed anyway (of %d)" % len(s.refused),
+         refused_committed),
+        ("probe-listener /healthz failures while the replica was up", s.health_fail),
+        ("deadlocks in PostgreSQL's log", deadlocks),
+    ] + list(inv.items())
+    for name, n in checks:
         print("  check: %s: %d" % (name, n))
-    failed = ran_twice or deadlocks or lost or any(inv.values()) or s.dup_inconsistent
+    failed = any(n for _, n in checks)
     print("RESULT: %s" % ("FAIL" if failed else "PASS"))
     return 1 if failed else 0
+
+
+def keys_in_db(psql, keys, present):
+    """Of the submission keys (= justifications), those present (or
+    missing) in pool_requests."""
+    if not keys:
+        return []
+    arr = "{" + ",".join(keys) + "}"
+    rows = gpload.psql(psql, "SELECT k FROM unnest('%s'::text[]) AS k WHERE %s EXISTS "
+                             "(SELECT 1 FROM pool_requests r WHERE r.justification = k);"
+                       % (arr, "" if present else "NOT"))
+    return [r[0] for r in rows]
 
 
 if __name__ == "__main__":

@@ -285,4 +285,12 @@ const char *fx_unique(struct fixture *fx, const char *prefix);
 void fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus,
     bool mig);
 
+/*
+ * The pool invariants, asserted in SQL: no two live allocations overlap
+ * on a GPU; every pool's live allocations are its SpecAndCount; per pool
+ * and kind the open usage-ledger intervals sum to the live allocations;
+ * gpus.layout mirrors the allocations.
+ */
+void fx_assert_pool_invariants(struct fixture *fx);
+
 #endif

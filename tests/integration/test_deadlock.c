@@ -245,31 +245,7 @@ deadlocks(struct fixture *fx)
 static void
 check_invariants(struct fixture *fx)
 {
-	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM allocations a JOIN allocations b ON a.gpu_id = b.gpu_id "
-			     "AND a.id < b.id AND a.state <> 'released' AND b.state <> 'released' "
-			     "AND int4range(a.start, a.start + a.size) && int4range(b.start, b.start + b.size)"),
-	    0);
-	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM pools p WHERE p.status NOT IN ('pending', 'released', "
-			     "'releasing') AND p.items <> (SELECT coalesce(jsonb_agg(jsonb_build_object('model', "
-			     "m, 'profile', pf, 'count', c) ORDER BY m, pf), '[]') FROM (SELECT g.model AS m, "
-			     "a.profile AS pf, count(*) AS c FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-			     "WHERE a.pool_id = p.id AND a.state NOT IN ('releasing', 'released') "
-			     "GROUP BY 1, 2) s)"),
-	    0);
-	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM (SELECT l.pool_id, l.model, l.profile, sum(l.count) AS n "
-			     "FROM usage_ledger l WHERE l.ended_at IS NULL GROUP BY 1, 2, 3) o "
-			     "WHERE o.n <> (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-			     "WHERE a.pool_id = o.pool_id AND g.model = o.model AND a.profile = o.profile "
-			     "AND a.state NOT IN ('releasing', 'released'))"),
-	    0);
-	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM gpus g WHERE g.layout <> coalesce((SELECT string_agg(a.profile "
-			     "|| '@' || a.start, ',' ORDER BY a.start) FROM allocations a WHERE a.gpu_id = g.id "
-			     "AND a.state <> 'released'), '')"),
-	    0);
+	fx_assert_pool_invariants(fx);
 	/* the class counters agree with the GPUs they count */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS h, "

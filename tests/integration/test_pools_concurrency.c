@@ -398,8 +398,13 @@ test_concurrent_workflow(void **state)
 		assert_int_equal(atomic_load(&sh->status[s]), 0);
 	assert_int_equal(atomic_load(&sh->status[403]), 0);
 	assert_int_equal(atomic_load(&sh->status[404]), 0);
-	/* the load was real, and contended: both capacity refusals and lost races happened */
-	assert_true(atomic_load(&sh->approved) >= 500);
+	/*
+	 * The load was real, and contended: both capacity refusals and lost
+	 * races happened. The floor only says that it ran (an idle CI machine
+	 * makes 550-850 approvals, a loaded 2-core one 370-470 and the
+	 * sanitizer build fewer); throughput is measured by scripts/bench-approve.
+	 */
+	assert_true(atomic_load(&sh->approved) >= 200);
 	assert_true(atomic_load(&sh->insufficient) > 0);
 	assert_true(atomic_load(&sh->double_approve_conflicts) > 0);
 	/* every 200 to an approval is one approved request, and one audit row */
