@@ -419,8 +419,20 @@ db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparam
 		PQclear(res);
 		return NULL;
 	}
-	if (commit)
+	if (commit) {
+		/* the test hooks act the moment a COMMIT is acknowledged, wherever it was sent */
+		if (crash_after_commit && db->claim != NULL)
+			raise(SIGKILL);
+		if (lose_commit_reply && db->claim != NULL) {
+			/* the connection breaks: the COMMIT's reply and the rows are lost */
+			PQclear(res);
+			db_drop(db);
+			db->conn_lost = true;
+			db_unavailable(err, "connection lost");
+			return NULL;
+		}
 		db->committed = true;
+	}
 	arena_defer(a, db_result_clear, res);
 	return res;
 send_failed:

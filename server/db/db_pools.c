@@ -790,7 +790,7 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 
 int
 db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
-    int n, struct submit_result *res, struct gp_error *err)
+    int n, bool commit, struct submit_result *res, struct gp_error *err)
 {
 	int64_t *i64[4];
 	const char **txt[8];
@@ -831,7 +831,10 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 	p[10] = db_param_text_array(a, txt[5], n);
 	p[11] = db_param_text_array(a, txt[6], n);
 	p[12] = db_param_bool_array(a, checked, n);
-	r = db_exec_commit(db, a, &stmt_pools_submit_many, 13, p, err);
+	if (commit)
+		r = db_exec_commit(db, a, &stmt_pools_submit_many, 13, p, err);
+	else
+		r = db_exec(db, a, &stmt_pools_submit_many, 13, p, err);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != n)

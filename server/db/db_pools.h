@@ -173,12 +173,15 @@ struct submit_result {
 };
 
 /*
- * Group commit: insert the submissions v[0..n) in one statement sent with
- * COMMIT, each as db_request_submit would, except that a create whose
- * pool name is taken does not fail the statement (res[i].conflict).
+ * Group commit: insert the submissions v[0..n) in one statement, each as
+ * db_request_submit would, except that a create whose pool name is taken
+ * does not fail the statement (res[i].conflict). commit: send COMMIT in
+ * the same round trip (nothing else may follow in the transaction; the
+ * statement's rows are read whatever the COMMIT's fate).
  */
 int db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
-    int n, struct submit_result *res, struct gp_error *err) __attribute__((warn_unused_result));
+    int n, bool commit, struct submit_result *res, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 int db_request_get(struct db *db, struct arena *a, int64_t id, struct pool_request_row *out,
     bool *found, struct gp_error *err) __attribute__((warn_unused_result));

@@ -459,6 +459,7 @@ submit_batch_tx(struct db *db, void *arg, struct gp_error *err)
 	struct submit_batch *b = arg;
 	const struct request_submit **rs = arena_alloc(b->a, sizeof(*rs) * (size_t)b->n);
 	struct submit_result *res = arena_alloc(b->a, sizeof(*res) * (size_t)b->n);
+	bool keep = false;
 	int m = 0;
 
 	/* the callers' claims first: a duplicate inserts nothing */
@@ -471,8 +472,14 @@ submit_batch_tx(struct db *db, void *arg, struct gp_error *err)
 			return -1;
 		if (!s->dup)
 			rs[m++] = &s->rs;
+		keep = keep || (!s->dup && s->hooks.keep != NULL);
 	}
-	if (m > 0 && db_requests_submit_many(db, b->a, rs, m, res, err) < 0)
+	/*
+	 * COMMIT rides with the insert only when no answer is to be stored:
+	 * an answer stored after the COMMIT would be lost with a crash between
+	 * the two (and with a lost COMMIT reply the insert's rows would be too).
+	 */
+	if (m > 0 && db_requests_submit_many(db, b->a, rs, m, !keep, res, err) < 0)
 		return -1;
 	for (int i = 0, k = 0; i < b->n; i++) {
 		struct service_submit *s = b->v[i];

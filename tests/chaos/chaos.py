@@ -21,12 +21,16 @@ driver starts two gpupoold replicas on fixed ports and, for DURATION s:
   times at once with one key, two to each replica.
 
 Then it prints the figures and the checks. Exit status 1 when a check
-failed: a key that ran twice (SQL) or was answered as a first run twice, a
-request answered 201 that is not in the database, an approval answered
-2xx but not approved, a submission or approval answered 4xx although it
-committed (a key's answer not kept), definite answers of one key that
-disagree, a probe-port /healthz failure while its replica was up,
-deadlocks in PostgreSQL's log, broken allocation invariants.
+failed: a 2xx answer whose body is not the request (id 0, another id or
+key), a key that ran twice (SQL) or was answered as a first run twice,
+definite answers of one key that disagree, a request answered 201 that is
+not in the database, an approval answered 2xx but not approved, a
+submission or approval answered 4xx although it committed (a key's answer
+not kept) or never answered at all (409 idempotency_conflict, 5xx or no
+answer to every retry until 30 s past the end: submissions and approvals
+store their answer with their change, so a retry must get it), a
+probe-listener /healthz failure while its replica was up, deadlocks in
+PostgreSQL's log, broken allocation invariants.
 """
 
 import argparse
@@ -105,7 +109,10 @@ class Stats:
         self.unsure = []         # request ids whose approval got no definite answer in time
         self.sub_created = []    # keys (= justifications) of submissions answered 201
         self.sub_refused = []    # keys of submissions answered a definite non-201
+        self.sub_unsure = []     # keys of submissions with no definite answer in time
         self.dup_fresh_twice = 0  # duplicate keys answered as a first run (not replayed) twice
+        self.bad_bodies = 0      # 2xx answers whose body is not the request they are about
+        self.bad_examples = []
         self.dup_keys = 0
         self.dup_inconsistent = 0
         self.details = {}        # 4xx answers of the load by detail -> count
@@ -117,8 +124,15 @@ class Stats:
         self.api_health_other = {}  # API port /healthz otherwise: "status code" -> count
         self.kills = 0
         self.pg_restarts = 0
+        self.events = []         # (UTC time, what) of each kill -9 and PostgreSQL restart
         self.slow_held = 0       # the most slow connections one replica held
         self.slow_closed = 0     # slow connections found closed by the server (deadline, kill)
+
+    def event(self, what):
+        t = time.time()
+        with self.lock:
+            self.events.append("%s.%d %s" % (time.strftime("%H:%M:%S", time.gmtime(t)),
+                                             int(t * 10) % 10, what))
 
     def count(self, kind, status, code=""):
         k = "%s %s%s" % (kind, status or "no answer", " " + code if code else "")
@@ -179,6 +193,21 @@ def run(a, psql, reps):
     stop_at = t0 + a.duration
     stopping = threading.Event()
 
+    def body_ok(kind, st, doc, key=None, rid=None):
+        """A 2xx answer names the request: a submission's carries an id and
+        its key as justification, an approval's the id approved."""
+        if not 200 <= st < 300:
+            return True
+        ok = (isinstance(doc, dict) and isinstance(doc.get("id"), int) and doc["id"] > 0 and
+              (key is None or doc.get("justification") == key) and
+              (rid is None or doc["id"] == int(rid)))
+        if not ok:
+            with s.lock:
+                s.bad_bodies += 1
+                if len(s.bad_examples) < 3:
+                    s.bad_examples.append("%s %d: %s" % (kind, st, str(doc)[:160]))
+        return ok
+
     def definite(st, doc):
         """An answer that is the key's own: not "no answer", not 5xx, not
         "the first request with this key has not stored its answer yet"."""
@@ -212,16 +241,20 @@ def run(a, psql, reps):
         body = dict(body, justification=key)
         st, doc, ms = send(clients, which, "submit", "/v1/projects/%s/pool-requests" % project,
                            body, key)
+        body_ok("submit", st, doc, key=key)
         with s.lock:
             if st == 201:
                 s.sub_created.append(key)
             elif definite(st, doc):
                 s.sub_refused.append(key)
+            else:
+                s.sub_unsure.append(key)
         return st, doc, ms
 
     def approve(clients, which, rid):
         st, doc, ms = send(clients, which, "approve", "/v1/pool-requests/%s/approve" % rid,
                            {"note": "chaos"}, "ck-" + str(uuid.uuid4()))
+        body_ok("approve", st, doc, rid=rid)
         with s.lock:
             if 200 <= st < 300:
                 s.acked.append(int(rid))
@@ -277,6 +310,7 @@ def run(a, psql, reps):
         rnd = random.Random()
         while not stopping.wait(rnd.uniform(5, 15)):
             r = rnd.choice(reps)
+            s.event("kill -9 " + r.name)
             r.kill9()
             s.kills += 1
             r.start()
@@ -284,7 +318,9 @@ def run(a, psql, reps):
     def pg_restarter():
         every = a.pg_restart if a.pg_restart > 0 else a.duration / 2
         while not stopping.wait(every):
+            s.event("PostgreSQL restart")
             subprocess.run(a.pg_restart_cmd, shell=True, check=False)
+            s.event("PostgreSQL back")
             s.pg_restarts += 1
             if a.pg_restart <= 0:
                 return
@@ -359,6 +395,7 @@ def run(a, psql, reps):
                                           key)
                 code = gpload.error_code(doc)
                 s.count("duplicate", st, code)
+                body_ok("duplicate", st, doc, key=key)
                 if definite(st, doc):
                     out.append((st, code, hdrs.get("idempotent-replayed") == "true"))
 
@@ -406,6 +443,7 @@ def run(a, psql, reps):
     unsure_committed = len(s.unsure) - len(gpload.missing_approvals(psql, s.unsure))
     sub_lost = keys_in_db(psql, s.sub_created, False)
     sub_refused_committed = keys_in_db(psql, s.sub_refused, True)
+    sub_unsure_committed = keys_in_db(psql, s.sub_unsure, True)
     inv = gpload.invariants(psql)
 
     total = sum(s.answers.values())
@@ -413,6 +451,7 @@ def run(a, psql, reps):
     print("chaos run: %.0f s, 2 replicas, %d clients, %d slow clients per replica; "
           "%d kill -9 of a replica, %d PostgreSQL restarts"
           % (a.duration, a.clients, a.slow, s.kills, s.pg_restarts))
+    print("  events (UTC): %s" % ", ".join(s.events))
     print("  requests: %d (%s)" % (total, ", ".join(
         "%s: %d" % kv for kv in sorted(s.answers.items()))))
     print("  errors by status: %s" % (", ".join(
@@ -422,8 +461,14 @@ def run(a, psql, reps):
     print("  approvals answered 2xx: %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms"
           % (len(s.acked), gpload.percentile(s.approve_ms, 50),
              gpload.percentile(s.approve_ms, 99), max(s.approve_ms, default=0)))
-    print("  approvals with no definite answer by the end (gave up): %d, of which committed: %d"
-          % (len(s.unsure), unsure_committed))
+    print("  no definite answer after retrying until 30 s past the end (gave up):"
+          " submissions %d (committed: %d), approvals %d (committed: %d)"
+          % (len(s.sub_unsure), len(sub_unsure_committed), len(s.unsure), unsure_committed))
+    for key in sub_unsure_committed[:3]:
+        row = gpload.psql(psql, "SELECT id, to_char(requested_at, 'HH24:MI:SS.MS') FROM"
+                                " pool_requests WHERE justification = '%s';" % key)[0]
+        print("    submission committed, never answered: request %s, its transaction began"
+              " %s UTC, justification %s" % (row[0], row[1], key))
     print("  slow clients: up to %d held open on one replica, %d found closed by the server"
           " (header deadline or kill)" % (s.slow_held, s.slow_closed))
     print("  /healthz on the probe listeners: %d answered 200, p50 %.1f ms, p99 %.1f ms,"
@@ -438,13 +483,18 @@ def run(a, psql, reps):
     print("  duplicate-key probes: %d keys sent 4x across both replicas" % s.dup_keys)
     for combo, n in sorted(s.dup_combos.items(), key=lambda kv: -kv[1])[:3]:
         print("    disagreeing %dx: %s" % (n, combo))
+    for ex in s.bad_examples:
+        print("    not the request: %s" % ex)
     checks = [
+        ("answers 2xx whose body is not the request (id 0, another id or key)", s.bad_bodies),
         ("idempotency keys that ran twice (SQL)", ran_twice),
         ("duplicate keys answered as a first run more than once", s.dup_fresh_twice),
         ("duplicate keys whose definite answers disagree", s.dup_inconsistent),
         ("submissions answered 201 but not in the database", len(sub_lost)),
         ("submissions answered 4xx that committed anyway", len(sub_refused_committed)),
         ("approvals answered 2xx but not approved in the database (lost)", len(lost)),
+        ("submissions and approvals never answered (a 5xx, no answer or"
+         " idempotency_conflict to every retry)", len(s.sub_unsure) + len(s.unsure)),
         ("approvals answered 4xx that committed anyway (of %d)" % len(s.refused),
          refused_committed),
         ("probe-listener /healthz failures while the replica was up", s.health_fail),

@@ -365,6 +365,13 @@ test_commit_outcome_resolved(void **state)
 	assert_int_equal(first.status, 201);
 	assert_null(raw_header(fx->arena, &first, "Idempotent-Replayed"));
 	assert_int_equal(count_requests(fx, pool), 1);
+	/* the answer names the request that committed (not an empty one) */
+	assert_string_equal(raw_header(fx->arena, &first, "Location"),
+	    fx_str(fx, "/v1/pool-requests/%s",
+		fx_sql_text(fx,
+		    "SELECT r.id::text FROM pool_requests r JOIN pools p ON p.id = r.pool_id "
+		    "WHERE p.name = $1",
+		    pool)));
 	memset(&retry, 0, sizeof(retry));
 	assert_int_equal(raw_post(fx->arena, fx->server->port, alice,
 			     "/v1/projects/eo/pool-requests", key, body, &retry),
