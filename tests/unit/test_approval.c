@@ -18,36 +18,9 @@
 #include "domain/catalog.h"
 #include "domain/placement.h"
 
-static int
-setup(void **state)
-{
-	struct catalog *c = NULL;
-	struct gp_error err;
+#include "unit_catalog.h"
 
-	gp_error_clear(&err);
-	if (catalog_load_builtin(&c, &err) < 0)
-		return -1;
-	*state = c;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	catalog_free(*state);
-	return 0;
-}
-
-static struct spec_count
-S(const char *model, const char *profile, int count) {
-	struct spec_count s;
-
-	memset(&s, 0, sizeof(s));
-	snprintf(s.model, sizeof(s.model), "%s", model);
-	snprintf(s.profile, sizeof(s.profile), "%s", profile);
-	s.count = count;
-	return s;
-}
+#define S unit_spec
 
 /* ---- the batch rule ---- */
 
@@ -283,5 +256,5 @@ main(void)
 		cmocka_unit_test(test_free_shrink),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, unit_catalog_setup, unit_catalog_teardown);
 }

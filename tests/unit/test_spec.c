@@ -14,27 +14,9 @@
 #include "domain/catalog.h"
 #include "domain/spec.h"
 
+#include "unit_catalog.h"
+
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static int
-setup(void **state)
-{
-	struct catalog *c = NULL;
-	struct gp_error err;
-
-	gp_error_clear(&err);
-	if (catalog_load_builtin(&c, &err) < 0)
-		return -1;
-	*state = c;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	catalog_free(*state);
-	return 0;
-}
 
 static void
 test_parse_valid(void **state)
@@ -369,5 +351,5 @@ main(void)
 		cmocka_unit_test(test_k8s_names),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, unit_catalog_setup, unit_catalog_teardown);
 }
