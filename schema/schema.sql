@@ -2,6 +2,25 @@ CREATE EXTENSION IF NOT EXISTS btree_gist WITH SCHEMA public;
 
 COMMENT ON EXTENSION btree_gist IS 'support for indexing common datatypes in GiST';
 
+CREATE FUNCTION public.alert_raise(p_type text, p_severity text, p_key text, p_node bigint, p_gpu bigint, p_pool bigint, p_project bigint, p_message text, p_details jsonb) RETURNS bigint
+    LANGUAGE sql
+    AS $$
+	INSERT INTO alerts (type, severity, dedup_key, node_id, gpu_id, pool_id, project_id,
+		message, details)
+	VALUES (p_type, p_severity, p_key, p_node, p_gpu, p_pool, p_project, p_message,
+		coalesce(p_details, '{}'))
+	ON CONFLICT (dedup_key) WHERE resolved_at IS NULL DO UPDATE
+	SET occurrences = alerts.occurrences + 1, last_seen_at = now(),
+	    message = EXCLUDED.message, details = EXCLUDED.details
+	RETURNING id
+$$;
+
+CREATE FUNCTION public.alert_resolve(p_key text) RETURNS void
+    LANGUAGE sql
+    AS $$
+	UPDATE alerts SET resolved_at = now() WHERE dedup_key = p_key AND resolved_at IS NULL
+$$;
+
 CREATE FUNCTION public.allocations_check_placement() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -182,6 +201,26 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.gpus_health_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		INSERT INTO gpu_health_intervals (gpu_id, health, reason, started_at)
+		VALUES (NEW.id, NEW.health, NEW.health_reason, now());
+		RETURN NULL;
+	END IF;
+	IF NEW.health IS NOT DISTINCT FROM OLD.health THEN
+		RETURN NULL;
+	END IF;
+	UPDATE gpu_health_intervals SET ended_at = greatest(now(), started_at)
+	WHERE gpu_id = NEW.id AND ended_at IS NULL;
+	INSERT INTO gpu_health_intervals (gpu_id, health, reason, started_at)
+	VALUES (NEW.id, NEW.health, NEW.health_reason, now());
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.nodes_status_to_gpus() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -203,6 +242,39 @@ BEGIN
 	RETURN true;
 END
 $$;
+
+CREATE TABLE public.alerts (
+    id bigint NOT NULL,
+    type text NOT NULL,
+    severity text DEFAULT 'warning'::text NOT NULL,
+    dedup_key text NOT NULL,
+    node_id bigint,
+    gpu_id bigint,
+    pool_id bigint,
+    project_id bigint,
+    message text NOT NULL,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    occurrences bigint DEFAULT 1 NOT NULL,
+    raised_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    resolved_at timestamp with time zone,
+    acknowledged_at timestamp with time zone,
+    acknowledged_by bigint,
+    CONSTRAINT alerts_dedup_key_check CHECK (((length(dedup_key) >= 1) AND (length(dedup_key) <= 500))),
+    CONSTRAINT alerts_details_check CHECK ((jsonb_typeof(details) = 'object'::text)),
+    CONSTRAINT alerts_message_check CHECK ((length(message) <= 2000)),
+    CONSTRAINT alerts_severity_check CHECK ((severity = ANY (ARRAY['info'::text, 'warning'::text, 'critical'::text]))),
+    CONSTRAINT alerts_type_check CHECK ((type ~ '^[a-z][a-z_]{1,40}$'::text))
+);
+
+ALTER TABLE public.alerts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.alerts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 CREATE TABLE public.allocations (
     id bigint NOT NULL,
@@ -287,6 +359,58 @@ CREATE TABLE public.gpu_classes (
     layout text NOT NULL,
     gpus integer NOT NULL
 );
+
+CREATE TABLE public.gpu_health_intervals (
+    id bigint NOT NULL,
+    gpu_id bigint NOT NULL,
+    health text NOT NULL,
+    reason text,
+    started_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT gpu_health_intervals_check CHECK (((ended_at IS NULL) OR (ended_at >= started_at))),
+    CONSTRAINT gpu_health_intervals_health_check CHECK ((health = ANY (ARRAY['ok'::text, 'degraded'::text, 'failed'::text])))
+);
+
+ALTER TABLE public.gpu_health_intervals ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.gpu_health_intervals_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.gpu_metric_hourly (
+    hour timestamp with time zone NOT NULL,
+    gpu_id bigint NOT NULL,
+    device_uuid text NOT NULL,
+    samples integer NOT NULL,
+    power_w_avg double precision,
+    power_w_max double precision,
+    sm_active_avg double precision,
+    sm_active_low integer DEFAULT 0 NOT NULL,
+    memory_used_mib_max bigint,
+    temperature_c_max double precision,
+    ecc_uncorrected_max bigint,
+    CONSTRAINT gpu_metric_hourly_samples_check CHECK ((samples > 0))
+);
+
+CREATE TABLE public.gpu_metric_samples (
+    ts timestamp with time zone NOT NULL,
+    gpu_id bigint NOT NULL,
+    device_uuid text NOT NULL,
+    power_w double precision,
+    sm_active double precision,
+    memory_used_mib bigint,
+    memory_total_mib bigint,
+    temperature_c double precision,
+    ecc_corrected bigint,
+    ecc_uncorrected bigint,
+    last_xid integer,
+    remapped_rows bigint,
+    CONSTRAINT gpu_metric_samples_sm_active_check CHECK (((sm_active >= (0)::double precision) AND (sm_active <= (1)::double precision)))
+)
+PARTITION BY RANGE (ts);
 
 CREATE TABLE public.gpu_models (
     id text NOT NULL,
@@ -629,6 +753,32 @@ ALTER TABLE public.users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.workload_profiles (
+    id bigint NOT NULL,
+    node_id bigint NOT NULL,
+    device_uuid text NOT NULL,
+    gpu_id bigint,
+    allocation_id bigint,
+    namespace text NOT NULL,
+    pod text NOT NULL,
+    container text DEFAULT ''::text NOT NULL,
+    first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone
+);
+
+ALTER TABLE public.workload_profiles ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.workload_profiles_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_no_overlap EXCLUDE USING gist (gpu_id WITH =, int4range(start, (start + size)) WITH &&) WHERE ((state <> 'released'::text));
 
@@ -646,6 +796,12 @@ ALTER TABLE ONLY public.clusters
 
 ALTER TABLE ONLY public.gpu_classes
     ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
+
+ALTER TABLE ONLY public.gpu_health_intervals
+    ADD CONSTRAINT gpu_health_intervals_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.gpu_metric_hourly
+    ADD CONSTRAINT gpu_metric_hourly_pkey PRIMARY KEY (device_uuid, hour);
 
 ALTER TABLE ONLY public.gpu_models
     ADD CONSTRAINT gpu_models_pkey PRIMARY KEY (id);
@@ -719,6 +875,17 @@ ALTER TABLE ONLY public.users
 ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_username_key UNIQUE (username);
 
+ALTER TABLE ONLY public.workload_profiles
+    ADD CONSTRAINT workload_profiles_pkey PRIMARY KEY (id);
+
+CREATE UNIQUE INDEX alerts_open_key ON public.alerts USING btree (dedup_key) WHERE (resolved_at IS NULL);
+
+CREATE INDEX alerts_open_type_idx ON public.alerts USING btree (type) WHERE (resolved_at IS NULL);
+
+CREATE INDEX alerts_project_idx ON public.alerts USING btree (project_id, id) WHERE (project_id IS NOT NULL);
+
+CREATE INDEX alerts_raised_idx ON public.alerts USING btree (raised_at, id);
+
 CREATE INDEX allocations_gpu_live_idx ON public.allocations USING btree (gpu_id, start) WHERE (state <> 'released'::text);
 
 CREATE INDEX allocations_pool_idx ON public.allocations USING btree (pool_id) WHERE (pool_id IS NOT NULL);
@@ -730,6 +897,18 @@ CREATE INDEX audit_log_action_idx ON public.audit_log USING btree (action, id);
 CREATE INDEX audit_log_actor_idx ON public.audit_log USING btree (actor, id);
 
 CREATE INDEX audit_log_project_idx ON public.audit_log USING btree (project_id, id);
+
+CREATE INDEX gpu_health_intervals_failed_idx ON public.gpu_health_intervals USING btree (started_at) WHERE (health = 'failed'::text);
+
+CREATE INDEX gpu_health_intervals_gpu_idx ON public.gpu_health_intervals USING btree (gpu_id, started_at);
+
+CREATE UNIQUE INDEX gpu_health_intervals_open_key ON public.gpu_health_intervals USING btree (gpu_id) WHERE (ended_at IS NULL);
+
+CREATE INDEX gpu_metric_hourly_gpu_idx ON public.gpu_metric_hourly USING btree (gpu_id, hour);
+
+CREATE INDEX gpu_metric_samples_device_idx ON ONLY public.gpu_metric_samples USING btree (device_uuid, ts);
+
+CREATE INDEX gpu_metric_samples_gpu_idx ON ONLY public.gpu_metric_samples USING btree (gpu_id, ts);
 
 CREATE INDEX gpus_cluster_idx ON public.gpus USING btree (cluster_id, id);
 
@@ -779,6 +958,12 @@ CREATE INDEX usage_ledger_open_idx ON public.usage_ledger USING btree (pool_id, 
 
 CREATE INDEX usage_ledger_project_idx ON public.usage_ledger USING btree (project_id, started_at);
 
+CREATE INDEX workload_profiles_allocation_idx ON public.workload_profiles USING btree (allocation_id, first_seen_at);
+
+CREATE UNIQUE INDEX workload_profiles_current_key ON public.workload_profiles USING btree (node_id, device_uuid, namespace, pod, container) WHERE (ended_at IS NULL);
+
+CREATE INDEX workload_profiles_device_idx ON public.workload_profiles USING btree (device_uuid, first_seen_at);
+
 CREATE TRIGGER allocations_check_placement BEFORE INSERT OR UPDATE OF gpu_id, profile, start, size ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.allocations_check_placement();
 
 CREATE TRIGGER allocations_layout_delete AFTER DELETE ON public.allocations REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
@@ -805,13 +990,35 @@ CREATE TRIGGER gpu_classes_update AFTER UPDATE ON public.gpus REFERENCING OLD TA
 
 CREATE TRIGGER gpus_from_node BEFORE INSERT OR UPDATE OF node_id ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_from_node();
 
+CREATE TRIGGER gpus_health_history_ins AFTER INSERT ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_health_history();
+
+CREATE TRIGGER gpus_health_history_upd AFTER UPDATE OF health ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_health_history();
+
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_acknowledged_by_fkey FOREIGN KEY (acknowledged_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_pool_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.gpu_health_intervals
+    ADD CONSTRAINT gpu_health_intervals_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
 
 ALTER TABLE ONLY public.gpus
     ADD CONSTRAINT gpus_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
@@ -863,4 +1070,13 @@ ALTER TABLE ONLY public.tokens
 
 ALTER TABLE ONLY public.usage_ledger
     ADD CONSTRAINT usage_ledger_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.workload_profiles
+    ADD CONSTRAINT workload_profiles_allocation_id_fkey FOREIGN KEY (allocation_id) REFERENCES public.allocations(id);
+
+ALTER TABLE ONLY public.workload_profiles
+    ADD CONSTRAINT workload_profiles_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
+
+ALTER TABLE ONLY public.workload_profiles
+    ADD CONSTRAINT workload_profiles_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
 
