@@ -328,6 +328,110 @@ ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.billing_export_chunks (
+    export_id bigint NOT NULL,
+    seq integer NOT NULL,
+    data bytea NOT NULL
+);
+
+CREATE TABLE public.billing_exports (
+    id bigint NOT NULL,
+    format text NOT NULL,
+    period text,
+    range_from timestamp with time zone,
+    range_to timestamp with time zone,
+    state text DEFAULT 'queued'::text NOT NULL,
+    rows bigint,
+    bytes bigint,
+    sha256 text,
+    error text,
+    lease_until timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    created_by bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT billing_exports_check CHECK (((period IS NOT NULL) <> ((range_from IS NOT NULL) AND (range_to IS NOT NULL)))),
+    CONSTRAINT billing_exports_format_check CHECK ((format = ANY (ARRAY['csv'::text, 'jsonl'::text, 'focus'::text]))),
+    CONSTRAINT billing_exports_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text])))
+);
+
+ALTER TABLE public.billing_exports ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.billing_exports_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.billing_periods (
+    period text NOT NULL,
+    state text DEFAULT 'open'::text NOT NULL,
+    closed_at timestamp with time zone,
+    closed_by bigint,
+    CONSTRAINT billing_periods_check CHECK (((state = 'closed'::text) = (closed_at IS NOT NULL))),
+    CONSTRAINT billing_periods_period_check CHECK ((period ~ '^[0-9]{4}-(0[1-9]|1[0-2])$'::text)),
+    CONSTRAINT billing_periods_state_check CHECK ((state = ANY (ARRAY['open'::text, 'closed'::text])))
+);
+
+CREATE TABLE public.billing_rates (
+    id bigint NOT NULL,
+    model text NOT NULL,
+    profile text NOT NULL,
+    currency text NOT NULL,
+    price_per_hour_micro bigint NOT NULL,
+    effective_from timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by bigint,
+    CONSTRAINT billing_rates_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT billing_rates_price_per_hour_micro_check CHECK ((price_per_hour_micro >= 0)),
+    CONSTRAINT billing_rates_profile_check CHECK (((length(profile) >= 1) AND (length(profile) <= 40)))
+);
+
+ALTER TABLE public.billing_rates ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.billing_rates_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.billing_usage (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    project_id bigint NOT NULL,
+    pool_id bigint,
+    model text NOT NULL,
+    profile text NOT NULL,
+    hour timestamp with time zone NOT NULL,
+    period text NOT NULL,
+    rate_id bigint,
+    price_per_hour_micro bigint NOT NULL,
+    currency text NOT NULL,
+    seconds bigint NOT NULL,
+    count integer NOT NULL,
+    amount_micro bigint NOT NULL,
+    adjusts bigint,
+    note text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT billing_usage_count_check CHECK ((count >= 0)),
+    CONSTRAINT billing_usage_hour_check CHECK ((date_trunc('hour'::text, (hour AT TIME ZONE 'UTC'::text)) = (hour AT TIME ZONE 'UTC'::text))),
+    CONSTRAINT billing_usage_kind_check CHECK ((kind = ANY (ARRAY['usage'::text, 'credit'::text, 'adjustment'::text]))),
+    CONSTRAINT billing_usage_seconds_check CHECK (((seconds >= 0) AND (seconds <= 3600)))
+);
+
+ALTER TABLE public.billing_usage ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.billing_usage_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.clusters (
     id bigint NOT NULL,
     name text NOT NULL,
@@ -788,6 +892,24 @@ ALTER TABLE ONLY public.allocations
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.billing_export_chunks
+    ADD CONSTRAINT billing_export_chunks_pkey PRIMARY KEY (export_id, seq);
+
+ALTER TABLE ONLY public.billing_exports
+    ADD CONSTRAINT billing_exports_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.billing_periods
+    ADD CONSTRAINT billing_periods_pkey PRIMARY KEY (period);
+
+ALTER TABLE ONLY public.billing_rates
+    ADD CONSTRAINT billing_rates_model_profile_effective_from_key UNIQUE (model, profile, effective_from);
+
+ALTER TABLE ONLY public.billing_rates
+    ADD CONSTRAINT billing_rates_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.billing_usage
+    ADD CONSTRAINT billing_usage_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_name_key UNIQUE (name);
 
@@ -897,6 +1019,14 @@ CREATE INDEX audit_log_action_idx ON public.audit_log USING btree (action, id);
 CREATE INDEX audit_log_actor_idx ON public.audit_log USING btree (actor, id);
 
 CREATE INDEX audit_log_project_idx ON public.audit_log USING btree (project_id, id);
+
+CREATE INDEX billing_exports_queued_idx ON public.billing_exports USING btree (id) WHERE (state = ANY (ARRAY['queued'::text, 'running'::text]));
+
+CREATE INDEX billing_usage_period_idx ON public.billing_usage USING btree (period, id);
+
+CREATE INDEX billing_usage_pool_hour_idx ON public.billing_usage USING btree (pool_id, hour);
+
+CREATE INDEX billing_usage_project_hour_idx ON public.billing_usage USING btree (project_id, hour);
 
 CREATE INDEX gpu_health_intervals_failed_idx ON public.gpu_health_intervals USING btree (started_at) WHERE (health = 'failed'::text);
 
@@ -1016,6 +1146,33 @@ ALTER TABLE ONLY public.allocations
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_pool_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.billing_export_chunks
+    ADD CONSTRAINT billing_export_chunks_export_id_fkey FOREIGN KEY (export_id) REFERENCES public.billing_exports(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.billing_exports
+    ADD CONSTRAINT billing_exports_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.billing_periods
+    ADD CONSTRAINT billing_periods_closed_by_fkey FOREIGN KEY (closed_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.billing_rates
+    ADD CONSTRAINT billing_rates_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.billing_rates
+    ADD CONSTRAINT billing_rates_model_fkey FOREIGN KEY (model) REFERENCES public.gpu_models(id);
+
+ALTER TABLE ONLY public.billing_usage
+    ADD CONSTRAINT billing_usage_adjusts_fkey FOREIGN KEY (adjusts) REFERENCES public.billing_usage(id);
+
+ALTER TABLE ONLY public.billing_usage
+    ADD CONSTRAINT billing_usage_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
+
+ALTER TABLE ONLY public.billing_usage
+    ADD CONSTRAINT billing_usage_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
+ALTER TABLE ONLY public.billing_usage
+    ADD CONSTRAINT billing_usage_rate_id_fkey FOREIGN KEY (rate_id) REFERENCES public.billing_rates(id);
 
 ALTER TABLE ONLY public.gpu_health_intervals
     ADD CONSTRAINT gpu_health_intervals_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
