@@ -2,6 +2,330 @@ CREATE EXTENSION IF NOT EXISTS btree_gist WITH SCHEMA public;
 
 COMMENT ON EXTENSION btree_gist IS 'support for indexing common datatypes in GiST';
 
+CREATE FUNCTION public.agent_apply_status(p_node bigint, p_observed bigint, p_version text, p_gpus jsonb, p_errors jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_gen      bigint;
+	v_name     text;
+	v_pools    bigint[];
+	v_n        integer;
+	v_ready    integer := 0;
+	v_failed   integer := 0;
+	v_released integer := 0;
+	v_gpus_bad integer := 0;
+	v_keys     text[];
+	r          record;
+BEGIN
+	SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_pools FROM (
+		SELECT p.id FROM pools p WHERE p.id IN (
+			SELECT a.pool_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+			WHERE g.node_id = p_node AND a.state <> 'released' AND a.pool_id IS NOT NULL)
+		ORDER BY p.id FOR NO KEY UPDATE) s;
+	PERFORM 1 FROM pool_requests q WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		ORDER BY q.id FOR NO KEY UPDATE;
+	PERFORM 1 FROM gpus g WHERE g.node_id = p_node ORDER BY g.id FOR NO KEY UPDATE;
+	PERFORM 1 FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+		WHERE g.node_id = p_node AND a.state <> 'released' ORDER BY a.id FOR NO KEY UPDATE OF a;
+	SELECT n.generation, n.name INTO v_gen, v_name FROM nodes n WHERE n.id = p_node
+		FOR NO KEY UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'node % does not exist', p_node USING ERRCODE = 'no_data_found';
+	END IF;
+
+	-- health: a GPU the report marks failed, or one the node no longer shows
+	FOR r IN
+		WITH f AS (
+			SELECT g.id, g.uuid,
+			       CASE WHEN rg.v IS NULL THEN 'the node agent no longer sees this GPU'
+			            ELSE rg.v->>'fail_reason' END AS reason
+			FROM gpus g
+			LEFT JOIN LATERAL (SELECT x AS v FROM jsonb_array_elements(p_gpus) x
+			                   WHERE x->>'uuid' = g.uuid LIMIT 1) rg ON true
+			WHERE g.node_id = p_node
+		)
+		UPDATE gpus g SET health = 'failed', health_reason = left(f.reason, 500),
+			generation = g.generation + 1, updated_at = now()
+		FROM f WHERE g.id = f.id AND f.reason IS NOT NULL AND g.health <> 'failed'
+		RETURNING g.id, g.uuid, f.reason
+	LOOP
+		v_gpus_bad := v_gpus_bad + 1;
+		PERFORM alert_raise('gpu_failed', 'critical', 'gpu_failed:' || r.uuid, p_node, r.id,
+			NULL, NULL, left('GPU ' || r.uuid || ' on node ' || v_name || ' failed: ' || r.reason, 2000),
+			jsonb_build_object('reason', r.reason));
+	END LOOP;
+
+	-- allocations on a failed GPU fail with it
+	UPDATE allocations a SET state = 'failed', updated_at = now(),
+		error = left('GPU failed: ' || coalesce(g.health_reason, 'marked failed'), 2000)
+	FROM gpus g WHERE g.id = a.gpu_id AND g.node_id = p_node AND g.health = 'failed'
+	  AND a.state IN ('reserved', 'provisioning', 'ready');
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	v_failed := v_failed + v_n;
+
+	-- realized instances: the allocation is ready (again)
+	UPDATE allocations a SET state = 'ready', device_uuid = rep.uuid, error = NULL,
+		updated_at = now()
+	FROM agent_reported(p_node, p_gpus) rep JOIN gpus g ON g.id = rep.gpu_id
+	WHERE a.gpu_id = rep.gpu_id AND a.start = rep.start AND a.profile = rep.profile
+	  AND g.health <> 'failed'
+	  AND (a.state IN ('reserved', 'provisioning', 'failed')
+	       OR (a.state = 'ready' AND a.device_uuid IS DISTINCT FROM rep.uuid));
+	GET DIAGNOSTICS v_ready = ROW_COUNT;
+
+	-- the agent said why it could not create one
+	UPDATE allocations a SET state = 'failed', updated_at = now(),
+		error = left(coalesce(e.message, 'the node agent could not create the instance'), 2000)
+	FROM jsonb_to_recordset(coalesce(p_errors, '[]'))
+		AS e(gpu text, profile text, start integer, message text)
+	JOIN gpus g ON g.uuid = e.gpu AND g.node_id = p_node
+	WHERE a.gpu_id = g.id AND a.start = e.start AND a.profile = e.profile
+	  AND a.state IN ('reserved', 'provisioning');
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	v_failed := v_failed + v_n;
+
+	-- not there although the agent applied this generation, or gone
+	UPDATE allocations a SET state = 'failed', updated_at = now(),
+		error = CASE WHEN a.state = 'ready' THEN 'the instance disappeared from the node'
+		             ELSE 'the node agent applied generation ' || p_observed
+		                  || ' without creating this instance' END
+	FROM gpus g
+	WHERE g.id = a.gpu_id AND g.node_id = p_node
+	  AND (a.state = 'ready' OR (a.state IN ('reserved', 'provisioning') AND p_observed >= v_gen))
+	  AND NOT EXISTS (SELECT 1 FROM agent_reported(p_node, p_gpus) rep
+	                  WHERE rep.gpu_id = a.gpu_id AND rep.start = a.start
+	                    AND rep.profile = a.profile);
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	v_failed := v_failed + v_n;
+
+	-- releasing ones whose instance is gone: the capacity is free again
+	UPDATE allocations a SET state = 'released', released_at = now(), updated_at = now()
+	FROM gpus g
+	WHERE g.id = a.gpu_id AND g.node_id = p_node AND a.state = 'releasing'
+	  AND NOT EXISTS (SELECT 1 FROM agent_reported(p_node, p_gpus) rep
+	                  WHERE rep.gpu_id = a.gpu_id AND rep.start = a.start);
+	GET DIAGNOSTICS v_released = ROW_COUNT;
+
+	-- drift: an instance the node has and gpupool does not know
+	v_keys := '{}';
+	FOR r IN
+		SELECT rep.gpu_id, g.uuid AS gpu_uuid, rep.profile, rep.start, rep.uuid
+		FROM agent_reported(p_node, p_gpus) rep JOIN gpus g ON g.id = rep.gpu_id
+		WHERE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = rep.gpu_id
+		                  AND a.state <> 'released' AND a.start = rep.start
+		                  AND a.profile = rep.profile)
+	LOOP
+		v_keys := v_keys || ('drift:' || r.gpu_uuid || ':' || r.profile || '@' || r.start);
+		PERFORM alert_raise('drift', 'warning',
+			'drift:' || r.gpu_uuid || ':' || r.profile || '@' || r.start, p_node, r.gpu_id,
+			NULL, NULL, left('node ' || v_name || ' has instance ' || r.profile || '@' || r.start
+			|| ' on GPU ' || r.gpu_uuid || ' that gpupool did not place', 2000),
+			jsonb_build_object('profile', r.profile, 'start', r.start, 'device_uuid', r.uuid));
+	END LOOP;
+	UPDATE alerts SET resolved_at = now()
+	WHERE type = 'drift' AND node_id = p_node AND resolved_at IS NULL
+	  AND dedup_key <> ALL (v_keys);
+
+	-- pools: degraded when one of theirs failed, active when all are ready,
+	-- released when nothing is left
+	FOR r IN
+		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
+		WHERE p.id = ANY (v_pools) AND p.status IN ('provisioning', 'active')
+		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed')
+		RETURNING p.id, p.project_id, p.name
+	LOOP
+		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
+		VALUES ('pool.degraded', 'pool', r.id::text, r.project_id, NULL,
+			'{"status":"degraded"}'::jsonb);
+		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, p_node, NULL,
+			r.id, r.project_id, 'pool ' || r.name || ' has a failed allocation', '{}');
+	END LOOP;
+	FOR r IN
+		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
+		WHERE p.id = ANY (v_pools) AND p.status IN ('provisioning', 'degraded')
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state NOT IN ('ready', 'releasing', 'released'))
+		RETURNING p.id, p.project_id
+	LOOP
+		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
+		VALUES ('pool.active', 'pool', r.id::text, r.project_id, NULL, '{"status":"active"}'::jsonb);
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+	END LOOP;
+	FOR r IN
+		UPDATE pools p SET status = 'released', released_at = now(),
+			generation = p.generation + 1, updated_at = now()
+		WHERE p.id = ANY (v_pools) AND p.status = 'releasing'
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state <> 'released')
+		RETURNING p.id, p.project_id
+	LOOP
+		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
+		VALUES ('pool.released', 'pool', r.id::text, r.project_id,
+			'{"status":"releasing"}'::jsonb, '{"status":"released"}'::jsonb);
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+	END LOOP;
+
+	-- approved requests: fulfilled once their allocations are there (or
+	-- gone, for shrink and release), failed when one of theirs failed
+	WITH done AS (
+		UPDATE pool_requests q SET
+			state = CASE WHEN q.action IN ('create', 'expand') AND EXISTS (
+			             SELECT 1 FROM allocations a WHERE a.request_id = q.id
+			             AND a.state = 'failed') THEN 'failed' ELSE 'fulfilled' END,
+			generation = q.generation + 1
+		WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		  AND CASE WHEN q.action IN ('create', 'expand') THEN
+		           NOT EXISTS (SELECT 1 FROM allocations a WHERE a.request_id = q.id
+		                       AND a.state IN ('reserved', 'provisioning'))
+		       ELSE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.release_request_id = q.id
+		                        AND a.state <> 'released') END
+		RETURNING q.id, q.state
+	)
+	INSERT INTO pool_request_events (request_id, from_state, to_state, actor, note)
+	SELECT id, 'approved', state, 'agent:' || v_name,
+	       CASE WHEN state = 'failed' THEN 'the node agent could not create an allocation'
+	            ELSE 'the node agent confirmed the layout' END
+	FROM done;
+
+	UPDATE nodes SET observed_generation = p_observed,
+		agent_version = coalesce(p_version, agent_version), agent_heartbeat_at = now(),
+		agent_status_at = now(), agent_errors = coalesce(p_errors, '[]'),
+		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
+		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
+	WHERE id = p_node;
+	PERFORM alert_resolve('node_unknown:' || p_node);
+
+	RETURN jsonb_build_object('generation', v_gen, 'ready', v_ready, 'failed', v_failed,
+		'released', v_released, 'gpus_failed', v_gpus_bad,
+		'drift', coalesce(array_length(v_keys, 1), 0));
+END
+$$;
+
+CREATE FUNCTION public.agent_enroll(p_token bigint, p_cluster bigint, p_name text, p_hostname text, p_callback text, p_version text, p_cpu bigint, p_mem bigint, p_gpus jsonb, p_digest bytea, p_secret text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_id      bigint;
+	v_cluster bigint;
+BEGIN
+	PERFORM 1 FROM gpus g WHERE g.node_id = (SELECT id FROM nodes WHERE name = p_name)
+		ORDER BY g.id FOR NO KEY UPDATE;
+	SELECT id, cluster_id INTO v_id, v_cluster FROM nodes WHERE name = p_name FOR NO KEY UPDATE;
+	IF FOUND AND v_cluster <> p_cluster THEN
+		RAISE EXCEPTION 'node % belongs to another cluster than the enrollment token', p_name
+			USING ERRCODE = 'unique_violation', CONSTRAINT = 'nodes_cluster_enroll';
+	END IF;
+	IF v_id IS NULL THEN
+		INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes,
+			managed_by_agent, callback_url, push_secret, agent_version, agent_heartbeat_at)
+		VALUES (p_cluster, p_name, p_hostname, coalesce(p_cpu, 0), coalesce(p_mem, 0), true,
+			p_callback, p_secret, p_version, now())
+		RETURNING id INTO v_id;
+	ELSE
+		UPDATE nodes SET hostname = p_hostname, callback_url = p_callback, push_secret = p_secret,
+			managed_by_agent = true, agent_version = p_version, agent_heartbeat_at = now(),
+			cpu_millicores = coalesce(p_cpu, cpu_millicores),
+			memory_bytes = coalesce(p_mem, memory_bytes),
+			generation = generation + 1, updated_at = now()
+		WHERE id = v_id;
+	END IF;
+	UPDATE node_tokens SET revoked_at = now() WHERE node_id = v_id AND revoked_at IS NULL;
+	INSERT INTO node_tokens (node_id, digest) VALUES (v_id, p_digest);
+	UPDATE enrollment_tokens SET node_id = v_id WHERE id = p_token;
+
+	IF EXISTS (SELECT 1 FROM jsonb_to_recordset(p_gpus) x(uuid text)
+	           JOIN gpus g ON g.uuid = x.uuid WHERE g.node_id <> v_id) THEN
+		RAISE EXCEPTION 'a GPU of this node is registered on another node'
+			USING ERRCODE = 'unique_violation', CONSTRAINT = 'gpus_uuid_key';
+	END IF;
+	UPDATE gpus g SET mig_enabled = x.mig_enabled, generation = g.generation + 1,
+		updated_at = now()
+	FROM jsonb_to_recordset(p_gpus) x(uuid text, mig_enabled boolean)
+	WHERE g.uuid = x.uuid AND g.node_id = v_id AND g.mig_enabled <> x.mig_enabled
+	  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = g.id AND a.state <> 'released');
+	INSERT INTO gpus (node_id, cluster_id, gpu_index, uuid, model, memory_mib, mig_enabled,
+		node_status)
+	SELECT v_id, p_cluster, x.index, x.uuid, x.model, x.memory_mib, x.mig_enabled, 'ready'
+	FROM jsonb_to_recordset(p_gpus)
+		AS x(uuid text, index integer, model text, memory_mib integer, mig_enabled boolean)
+	WHERE NOT EXISTS (SELECT 1 FROM gpus g WHERE g.uuid = x.uuid)
+	ORDER BY x.index;
+	INSERT INTO allocations (gpu_id, profile, start, size, state, device_uuid)
+	SELECT g.id, i.profile, i.start, i.size, 'ready', i.uuid
+	FROM jsonb_array_elements(p_gpus) rg
+	JOIN gpus g ON g.uuid = rg->>'uuid' AND g.node_id = v_id
+	CROSS JOIN LATERAL jsonb_to_recordset(coalesce(rg->'instances', '[]'))
+		AS i(profile text, start integer, size integer, uuid text)
+	WHERE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = g.id AND a.state <> 'released'
+	                  AND int4range(a.start, a.start + a.size) && int4range(i.start, i.start + i.size));
+	RETURN v_id;
+END
+$$;
+
+CREATE FUNCTION public.agent_heartbeat(p_node bigint, p_observed bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_gen bigint;
+	v_status text;
+BEGIN
+	SELECT status INTO v_status FROM nodes WHERE id = p_node;
+	IF v_status = 'unknown' THEN
+		PERFORM 1 FROM gpus g WHERE g.node_id = p_node ORDER BY g.id FOR NO KEY UPDATE;
+		PERFORM alert_resolve('node_unknown:' || p_node);
+	END IF;
+	UPDATE nodes SET agent_heartbeat_at = now(),
+		observed_generation = coalesce(p_observed, observed_generation),
+		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
+		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
+	WHERE id = p_node RETURNING generation INTO v_gen;
+	RETURN v_gen;
+END
+$$;
+
+CREATE FUNCTION public.agent_liveness_sweep(p_grace interval) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_ids bigint[];
+	v_n   integer := 0;
+	r     record;
+BEGIN
+	SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_ids FROM nodes
+	WHERE managed_by_agent AND status = 'ready'
+	  AND coalesce(agent_heartbeat_at, created_at) < now() - p_grace;
+	IF cardinality(v_ids) = 0 THEN
+		RETURN 0;
+	END IF;
+	PERFORM 1 FROM gpus g WHERE g.node_id = ANY (v_ids) ORDER BY g.id FOR NO KEY UPDATE;
+	PERFORM 1 FROM nodes n WHERE n.id = ANY (v_ids) ORDER BY n.id FOR NO KEY UPDATE;
+	FOR r IN
+		UPDATE nodes n SET status = 'unknown', updated_at = now(),
+			status_reason = 'no heartbeat from the node agent since '
+			                || coalesce(to_char(n.agent_heartbeat_at AT TIME ZONE 'UTC',
+			                            'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 'enrollment')
+		WHERE n.id = ANY (v_ids) AND n.status = 'ready'
+		  AND coalesce(n.agent_heartbeat_at, n.created_at) < now() - p_grace
+		RETURNING n.id, n.name, n.status_reason
+	LOOP
+		v_n := v_n + 1;
+		PERFORM alert_raise('node_unknown', 'critical', 'node_unknown:' || r.id, r.id, NULL,
+			NULL, NULL, 'node ' || r.name || ': ' || r.status_reason, '{}');
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+
+CREATE FUNCTION public.agent_reported(p_node bigint, p_gpus jsonb) RETURNS TABLE(gpu_id bigint, profile text, start integer, size integer, uuid text)
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT g.id, i.profile, i.start, i.size, i.uuid
+	FROM jsonb_array_elements(p_gpus) rg
+	JOIN gpus g ON g.node_id = p_node AND g.uuid = rg->>'uuid'
+	CROSS JOIN LATERAL jsonb_to_recordset(coalesce(rg->'instances', '[]'))
+		AS i(profile text, start integer, size integer, uuid text)
+$$;
+
 CREATE FUNCTION public.alert_raise(p_type text, p_severity text, p_key text, p_node bigint, p_gpu bigint, p_pool bigint, p_project bigint, p_message text, p_details jsonb) RETURNS bigint
     LANGUAGE sql
     AS $$
@@ -231,6 +555,15 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.outbox_wake() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'node:' || NEW.node_id);
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.pools_check(ok boolean, what text) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
@@ -290,6 +623,8 @@ CREATE TABLE public.allocations (
     released_at timestamp with time zone,
     request_id bigint,
     release_request_id bigint,
+    error text,
+    CONSTRAINT allocations_error_check CHECK ((length(error) <= 2000)),
     CONSTRAINT allocations_size_check CHECK ((size > 0)),
     CONSTRAINT allocations_start_check CHECK ((start >= 0)),
     CONSTRAINT allocations_state_check CHECK ((state = ANY (ARRAY['reserved'::text, 'provisioning'::text, 'ready'::text, 'failed'::text, 'releasing'::text, 'released'::text]))),
@@ -454,6 +789,29 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.enrollment_tokens (
+    id bigint NOT NULL,
+    cluster_id bigint NOT NULL,
+    digest bytea NOT NULL,
+    prefix text NOT NULL,
+    created_by bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    node_id bigint,
+    revoked_at timestamp with time zone,
+    CONSTRAINT enrollment_tokens_digest_check CHECK ((length(digest) = 32))
+);
+
+ALTER TABLE public.enrollment_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.enrollment_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.gpu_classes (
     cluster_id bigint NOT NULL,
     model text NOT NULL,
@@ -604,6 +962,24 @@ CREATE TABLE public.mig_profiles (
     CONSTRAINT mig_profiles_placements_check CHECK ((cardinality(placements) > 0))
 );
 
+CREATE TABLE public.node_tokens (
+    id bigint NOT NULL,
+    node_id bigint NOT NULL,
+    digest bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT node_tokens_digest_check CHECK ((length(digest) = 32))
+);
+
+ALTER TABLE public.node_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.node_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.nodes (
     id bigint NOT NULL,
     cluster_id bigint NOT NULL,
@@ -620,11 +996,19 @@ CREATE TABLE public.nodes (
     observed_generation bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    managed_by_agent boolean DEFAULT false NOT NULL,
+    callback_url text,
+    push_secret text,
+    agent_status_at timestamp with time zone,
+    agent_errors jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT nodes_agent_errors_check CHECK ((jsonb_typeof(agent_errors) = 'array'::text)),
+    CONSTRAINT nodes_callback_url_check CHECK (((callback_url IS NULL) OR ((length(callback_url) <= 500) AND (callback_url ~ '^https?://[^[:space:]]+$'::text)))),
     CONSTRAINT nodes_cpu_millicores_check CHECK ((cpu_millicores >= 0)),
     CONSTRAINT nodes_hostname_check CHECK (((length(hostname) >= 1) AND (length(hostname) <= 253))),
     CONSTRAINT nodes_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT nodes_memory_bytes_check CHECK ((memory_bytes >= 0)),
     CONSTRAINT nodes_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$'::text)),
+    CONSTRAINT nodes_push_secret_check CHECK (((push_secret IS NULL) OR (push_secret ~ '^[0-9a-f]{64}$'::text))),
     CONSTRAINT nodes_status_check CHECK ((status = ANY (ARRAY['ready'::text, 'cordoned'::text, 'draining'::text, 'down'::text, 'unknown'::text])))
 );
 
@@ -916,6 +1300,12 @@ ALTER TABLE ONLY public.clusters
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.enrollment_tokens
+    ADD CONSTRAINT enrollment_tokens_digest_key UNIQUE (digest);
+
+ALTER TABLE ONLY public.enrollment_tokens
+    ADD CONSTRAINT enrollment_tokens_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.gpu_classes
     ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
 
@@ -945,6 +1335,12 @@ ALTER TABLE ONLY public.login_failures
 
 ALTER TABLE ONLY public.mig_profiles
     ADD CONSTRAINT mig_profiles_pkey PRIMARY KEY (model, name);
+
+ALTER TABLE ONLY public.node_tokens
+    ADD CONSTRAINT node_tokens_digest_key UNIQUE (digest);
+
+ALTER TABLE ONLY public.node_tokens
+    ADD CONSTRAINT node_tokens_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_name_key UNIQUE (name);
@@ -1028,6 +1424,8 @@ CREATE INDEX billing_usage_pool_hour_idx ON public.billing_usage USING btree (po
 
 CREATE INDEX billing_usage_project_hour_idx ON public.billing_usage USING btree (project_id, hour);
 
+CREATE INDEX enrollment_tokens_cluster_idx ON public.enrollment_tokens USING btree (cluster_id, id);
+
 CREATE INDEX gpu_health_intervals_failed_idx ON public.gpu_health_intervals USING btree (started_at) WHERE (health = 'failed'::text);
 
 CREATE INDEX gpu_health_intervals_gpu_idx ON public.gpu_health_intervals USING btree (gpu_id, started_at);
@@ -1049,6 +1447,10 @@ CREATE INDEX gpus_placeable_cluster_idx ON public.gpus USING btree (model, clust
 CREATE INDEX gpus_placeable_idx ON public.gpus USING btree (model, mig_enabled, layout, node_id, gpu_index, id) WHERE ((health = 'ok'::text) AND (node_status = 'ready'::text));
 
 CREATE INDEX idempotency_keys_created_idx ON public.idempotency_keys USING btree (created_at);
+
+CREATE UNIQUE INDEX node_tokens_live_key ON public.node_tokens USING btree (node_id) WHERE (revoked_at IS NULL);
+
+CREATE INDEX nodes_agent_liveness_idx ON public.nodes USING btree (agent_heartbeat_at, id) WHERE (managed_by_agent AND (status = 'ready'::text));
 
 CREATE INDEX nodes_cluster_idx ON public.nodes USING btree (cluster_id, id);
 
@@ -1126,6 +1528,8 @@ CREATE TRIGGER gpus_health_history_upd AFTER UPDATE OF health ON public.gpus FOR
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 
+CREATE TRIGGER outbox_wake AFTER INSERT ON public.outbox FOR EACH ROW EXECUTE FUNCTION public.outbox_wake();
+
 ALTER TABLE ONLY public.alerts
     ADD CONSTRAINT alerts_acknowledged_by_fkey FOREIGN KEY (acknowledged_by) REFERENCES public.users(id);
 
@@ -1174,6 +1578,15 @@ ALTER TABLE ONLY public.billing_usage
 ALTER TABLE ONLY public.billing_usage
     ADD CONSTRAINT billing_usage_rate_id_fkey FOREIGN KEY (rate_id) REFERENCES public.billing_rates(id);
 
+ALTER TABLE ONLY public.enrollment_tokens
+    ADD CONSTRAINT enrollment_tokens_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
+
+ALTER TABLE ONLY public.enrollment_tokens
+    ADD CONSTRAINT enrollment_tokens_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id);
+
+ALTER TABLE ONLY public.enrollment_tokens
+    ADD CONSTRAINT enrollment_tokens_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
+
 ALTER TABLE ONLY public.gpu_health_intervals
     ADD CONSTRAINT gpu_health_intervals_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
 
@@ -1191,6 +1604,9 @@ ALTER TABLE ONLY public.idempotency_keys
 
 ALTER TABLE ONLY public.mig_profiles
     ADD CONSTRAINT mig_profiles_model_fkey FOREIGN KEY (model) REFERENCES public.gpu_models(id);
+
+ALTER TABLE ONLY public.node_tokens
+    ADD CONSTRAINT node_tokens_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
 
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);

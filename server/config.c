@@ -84,6 +84,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->maintenance_interval_s = 3600;
 	cfg->request_ttl_s = 7 * 86400;
 	cfg->expiry_interval_s = 10;
+	cfg->agent_grace_s = 50;
 	cfg->approval_workers = 2;
 	cfg->access_log = true;
 	cfg->log_level = "info";
@@ -119,6 +120,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_REQUEST_TTL", 1, 365 * 86400, &cfg->request_ttl_s, errbuf, errlen) <
 		0 ||
+	    env_int("GPUPOOL_AGENT_GRACE", 2, 3600, &cfg->agent_grace_s, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) <
 		0 ||
 	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)

@@ -28,6 +28,7 @@ struct config {
 	int request_ttl_s;          /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
 	int expiry_interval_s;      /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	int approval_workers;       /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
+	int agent_grace_s;          /* GPUPOOL_AGENT_GRACE: silent agent -> node unknown */
 	const char *metrics_token;  /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;

@@ -17,9 +17,11 @@
 #include "db/migrate.h"
 #include "domain/catalog.h"
 #include "domain/catalog_data.h"
+#include "domain/health.h"
 #include "http/server.h"
 #include "workers/deferred.h"
 #include "workers/expiry.h"
+#include "workers/liveness.h"
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
@@ -267,7 +269,8 @@ cmd_serve(struct config *cfg)
 	struct http_config hc;
 	struct http_server *server = NULL, *probe = NULL;
 	struct maintenance *maint = NULL;
-	struct periodic *expiry = NULL;
+	struct periodic *expiry = NULL, *liveness = NULL;
+	struct xid_catalog *xids = NULL;
 	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
@@ -278,7 +281,11 @@ cmd_serve(struct config *cfg)
 	gp_error_clear(&err);
 	if (catalog_load(&catalog, gp_catalog_json, gp_catalog_json_len, &err) < 0)
 		fatal("could not load the GPU catalog: %s", err.message);
+	if (xid_catalog_load_builtin(&xids, &err) < 0)
+		fatal("could not load the Xid catalog: %s", err.message);
 	memset(&app, 0, sizeof(app));
+	app.xids = xids;
+	app.agent_grace_s = cfg->agent_grace_s;
 	app.schema_version = migrate_latest_version();
 	app.session_ttl_s = cfg->session_ttl_s;
 	app.login_max_user_failures = 10;
@@ -351,6 +358,8 @@ cmd_serve(struct config *cfg)
 	}
 	if (expiry_start(&expiry, cfg->expiry_interval_s) < 0)
 		fatal("could not start the expiry worker");
+	if (liveness_start(&liveness, cfg->agent_grace_s) < 0)
+		fatal("could not start the agent liveness worker");
 	{
 		char p[16], t[16];
 
@@ -371,8 +380,10 @@ cmd_serve(struct config *cfg)
 	api_stop(&app);
 	deferred_free(app.waits);
 	periodic_stop(expiry);
+	periodic_stop(liveness);
 	maintenance_stop(maint);
 	catalog_free(catalog);
+	xid_catalog_free(xids);
 	log_info(NULL, "stopped");
 	return 0;
 }

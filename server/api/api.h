@@ -17,6 +17,7 @@
 
 struct batch_queue;
 struct catalog;
+struct xid_catalog;
 
 /* Server-wide, read-only after start-up; request->ctx points here. */
 struct app {
@@ -28,9 +29,11 @@ struct app {
 	const char *openapi; /* the contract, embedded */
 	size_t openapi_len;
 	const struct catalog *catalog;
-	int request_ttl_s;      /* a pending pool request expires after this */
-	int approval_workers;   /* threads per group-commit queue */
-	bool metrics_protected; /* /metrics wants the bearer whose digest follows */
+	const struct xid_catalog *xids; /* GPU health from agents' Xid events */
+	int agent_grace_s;              /* an agent silent this long: node unknown */
+	int request_ttl_s;              /* a pending pool request expires after this */
+	int approval_workers;           /* threads per group-commit queue */
+	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */
 	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
 	struct batch_queue *approvals;   /* group commit of approvals (pool_requests.c) */
 	struct batch_queue *submits;     /* group commit of pool-request submissions */
@@ -46,6 +49,7 @@ enum {
 	ALLOW_ADMIN = 1 << 2,
 	ALLOW_OPERATOR = 1 << 3,
 	ALLOW_BILLING = 1 << 4,
+	ALLOW_NODE = 1 << 5,    /* a node token (gpn_): the agent's own routes */
 	AUTH_PROJECTS = 1 << 8, /* read the caller's memberships with the token */
 };
 
@@ -184,6 +188,18 @@ int api_project_access(struct db *db, struct request *req, const char *name,
     struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Handlers (one file per resource). */
+/* node agents (agent.c) */
+int api_enroll_tokens_create(struct request *req, struct response *res, struct gp_error *err);
+int api_enroll_tokens_list(struct request *req, struct response *res, struct gp_error *err);
+int api_enroll_tokens_delete(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_enroll(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_token_rotate(struct request *req, struct response *res, struct gp_error *err);
+int api_node_agent_token_revoke(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_desired_state(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_status(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_heartbeat(struct request *req, struct response *res, struct gp_error *err);
+int api_node_mig_config(struct request *req, struct response *res, struct gp_error *err);
+
 int api_healthz(struct request *req, struct response *res, struct gp_error *err);
 int api_readyz(struct request *req, struct response *res, struct gp_error *err);
 int api_metrics(struct request *req, struct response *res, struct gp_error *err);

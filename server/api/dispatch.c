@@ -10,6 +10,7 @@
 #include "auth/token.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "db/db_agent.h"
 #include "db/db_idempotency.h"
 #include "db/db_users.h"
 
@@ -123,6 +124,21 @@ authenticate(struct request *req, bool with_projects, struct gp_error *err)
 	if (len < 10 || len > TOKEN_MAX_LEN)
 		return gp_error_set(err, 401, "unauthorized", "invalid or expired token");
 	token_digest(h, len, digest);
+	if (strncmp(h, "gpn_", 4) == 0) {
+		/* a node token: the node comes from the token, never the request */
+		int64_t node_id = 0;
+
+		if (db_node_token_authenticate(db_thread(), req->arena, digest, &node_id, &found,
+			err) < 0)
+			return -1;
+		if (!found)
+			return gp_error_set(err, 401, "unauthorized",
+			    "invalid or revoked node token");
+		req->principal.node_id = node_id;
+		req->principal.username = arena_printf(req->arena, "node:%lld", (long long)node_id);
+		req->principal.role = ROLE_NONE;
+		return 0;
+	}
 	if (db_token_authenticate(db_thread(), req->arena, digest, with_projects, &ta, &found,
 		err) < 0)
 		return -1;
@@ -150,6 +166,12 @@ authorize(const struct route *rt, const struct request *req, struct gp_error *er
 {
 	enum role role = api_role(req);
 
+	if (req->principal.node_id != 0) {
+		if (rt->allow & ALLOW_NODE)
+			return 0;
+		return gp_error_set(err, 403, "node_token_forbidden",
+		    "a node token reaches only /v1/agent/*");
+	}
 	if (rt->allow & ALLOW_USER)
 		return 0;
 	if ((rt->allow & ALLOW_ADMIN) && role == ROLE_ADMIN)

@@ -69,6 +69,18 @@ const struct route api_routes[] = {
 	{ "POST", "/v1/pool-requests/{}/approve", api_pool_requests_approve, CAP_WRITE },
 	{ "POST", "/v1/pool-requests/{}/reject", api_pool_requests_reject, CAP_WRITE },
 	{ "POST", "/v1/pool-requests/{}/cancel", api_pool_requests_cancel, ALLOW_USER },
+
+	/* node agents (docs/agent.md): operators enroll; node tokens reach the agent routes */
+	{ "POST", "/v1/clusters/{}/enrollment-tokens", api_enroll_tokens_create, CAP_WRITE },
+	{ "GET", "/v1/clusters/{}/enrollment-tokens", api_enroll_tokens_list, CAP_WRITE },
+	{ "DELETE", "/v1/clusters/{}/enrollment-tokens/{}", api_enroll_tokens_delete, CAP_WRITE },
+	{ "POST", "/v1/nodes/{}/agent-token/revoke", api_node_agent_token_revoke, CAP_WRITE },
+	{ "GET", "/v1/nodes/{}/mig-config", api_node_mig_config, CAP_READ },
+	{ "POST", "/v1/agent/enroll", api_agent_enroll, ALLOW_PUBLIC },
+	{ "POST", "/v1/agent/token/rotate", api_agent_token_rotate, ALLOW_NODE },
+	{ "GET", "/v1/agent/desired-state", api_agent_desired_state, ALLOW_NODE },
+	{ "PUT", "/v1/agent/status", api_agent_status, ALLOW_NODE },
+	{ "POST", "/v1/agent/heartbeat", api_agent_heartbeat, ALLOW_NODE },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

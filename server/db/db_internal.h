@@ -63,6 +63,9 @@ const char *db_param_int(struct arena *a, int64_t v);
  * double-quoted and escaped ({"a","b\\"c"}; a NULL element is NULL), integers, booleans ({t,f}).
  * Set-based statements take their rows as parallel arrays (unnest).
  */
+/* A bytea parameter in text form (\\x + hex). */
+const char *db_param_bytea(struct arena *a, const unsigned char *bytes, size_t len);
+
 const char *db_param_text_array(struct arena *a, const char *const *v, int n);
 const char *db_param_int64_array(struct arena *a, const int64_t *v, int n);
 const char *db_param_int_array(struct arena *a, const int *v, int n);

@@ -188,8 +188,8 @@ db_users_list(struct db *db, struct arena *a, int64_t after_id, int limit, struc
 	return 0;
 }
 
-static const char *
-bytea_hex(struct arena *a, const unsigned char *bytes, size_t len)
+const char *
+db_param_bytea(struct arena *a, const unsigned char *bytes, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	char *s = arena_alloc(a, 2 * len + 3);
@@ -207,7 +207,7 @@ int
 db_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
     bool with_projects, struct token_auth *out, bool *found, struct gp_error *err)
 {
-	const char *p[1] = { bytea_hex(a, digest, 32) };
+	const char *p[1] = { db_param_bytea(a, digest, 32) };
 	PGresult *r =
 	    db_exec(db, a, with_projects ? &stmt_token_auth_projects : &stmt_token_auth, 1, p, err);
 
@@ -261,7 +261,7 @@ db_token_insert(struct db *db, struct arena *a, int64_t user_id, const char *kin
 	p[0] = db_param_int(a, user_id);
 	p[1] = kind;
 	p[2] = name;
-	p[3] = bytea_hex(a, digest, 32);
+	p[3] = db_param_bytea(a, digest, 32);
 	p[4] = prefix;
 	p[5] = db_param_int(a, expires_us);
 	r = db_exec(db, a, &stmt_token_insert, 6, p, err);

@@ -1,0 +1,90 @@
+/*
+ * db_agent.h - node agents: enrollment tokens, node tokens, enrollment,
+ * the desired-state document, status reports, heartbeats and liveness
+ * (migration 0010; docs/agent.md).
+ */
+#ifndef GP_DB_DB_AGENT_H
+#define GP_DB_DB_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "db/db.h"
+
+/* The live node token with this SHA-256 digest: *node_id, *found. */
+int db_node_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
+    int64_t *node_id, bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* A new enrollment token of cluster_id; *json = {"id","cluster","expires_at",...}. */
+int db_enroll_token_create(struct db *db, struct arena *a, int64_t cluster_id,
+    const unsigned char *digest, const char *prefix, int expires_in_s, int64_t user_id,
+    const char **json, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The cluster's enrollment tokens (no secret) as a JSON array. */
+int db_enroll_tokens_list(struct db *db, struct arena *a, int64_t cluster_id, const char **json,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Revoke token id of cluster_id (*found false: none, or already used/revoked). */
+int db_enroll_token_revoke(struct db *db, struct arena *a, int64_t cluster_id, int64_t id,
+    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Consume a usable enrollment token (in the enrollment's transaction). */
+int db_enroll_token_consume(struct db *db, struct arena *a, const unsigned char *digest,
+    int64_t *token_id, int64_t *cluster_id, bool *found, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+struct agent_enrollment {
+	int64_t token_id, cluster_id;
+	const char *node_name, *hostname, *callback_url, *agent_version;
+	int64_t cpu_millicores, memory_bytes; /* < 0: not given */
+	const char *gpus_json;                /* checked against the catalog */
+	const unsigned char *node_digest;
+	const char *push_secret;
+};
+
+/* agent_enroll(): the node's id and its JSON (nodes API shape, plus agent fields). */
+int db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e,
+    int64_t *node_id, const char **node_json, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* Replace the node's token (rotate) or revoke every live one (revoke: token NULL). */
+int db_node_token_replace(struct db *db, struct arena *a, int64_t node_id,
+    const unsigned char *digest, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The node's desired-state generation (cheap; the long-poll's check). */
+int db_agent_generation(struct db *db, struct arena *a, int64_t node_id, int64_t *generation,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The desired-state document of a node and its generation, read in one snapshot. */
+int db_agent_desired_state(struct db *db, struct arena *a, int64_t node_id, int64_t *generation,
+    const char **doc, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The node's GPU UUIDs (JSON array of strings) for a status report's checks. */
+int db_agent_node_gpus(struct db *db, struct arena *a, int64_t node_id, const char **json,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* agent_apply_status(): *result JSON {"generation","ready","failed",...}. */
+int db_agent_apply_status(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
+    const char *version, const char *gpus_json, const char *errors_json, const char **result,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* agent_heartbeat(): *generation the node's desired generation. */
+int db_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
+    int64_t *generation, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* agent_liveness_sweep(): *n nodes that became unknown. */
+int db_agent_liveness(struct db *db, int grace_s, int64_t *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* Per GPU of node `name`: its index, MIG mode and "profile=count,..." of
+ * its placed instances, as a JSON array (mig-parted config). */
+int db_agent_mig_layout(struct db *db, struct arena *a, const char *node_name, bool *found,
+    const char **json, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The id of node `name` (0 when none). */
+int db_node_id_by_name(struct db *db, struct arena *a, const char *name, int64_t *id,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+#endif
