@@ -76,7 +76,8 @@ desired_parse(struct json_object *doc, struct desired *out, char *err, size_t er
 				ag_strlcpy(di->allocation, json_object_get_string(v),
 				    sizeof(di->allocation));
 			if (di->start < 0 || di->start > 16 || di->size < 0 || di->size > 16) {
-				snprintf(err, errlen, "gpus[%zu].instances[%zu]: bad placement", i, k);
+				snprintf(err, errlen, "gpus[%zu].instances[%zu]: bad placement", i,
+				    k);
 				return -1;
 			}
 		}
@@ -89,7 +90,7 @@ plan_gpu(const struct ag_instance *actual, int nactual, const struct desired_ins
     int nwant, struct gpu_plan *plan)
 {
 	memset(plan, 0, sizeof(*plan));
-	bool kept[AG_MAX_INSTANCES] = {false};
+	bool kept[AG_MAX_INSTANCES] = { false };
 	for (int a = 0; a < nactual; a++) {
 		int match = -1;
 		for (int w = 0; w < nwant; w++)
@@ -181,11 +182,13 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 				struct gpu_plan plan;
 				plan_gpu(empty.inst, 0, dg->inst, dg->ninst, &plan);
 				for (int c = 0; c < plan.ncreate; c++) {
-					const struct desired_instance *di = &dg->inst[plan.create[c]];
+					const struct desired_instance *di =
+					    &dg->inst[plan.create[c]];
 					char uuid[AG_UUID_MAX];
-					if (b->ops->create(b, g->index, di->profile, di->start, uuid,
-						sizeof(uuid), err, sizeof(err)) != 0)
-						add_error(errors, g->uuid, di->profile, di->start, err);
+					if (b->ops->create(b, g->index, di->profile, di->start,
+						uuid, sizeof(uuid), err, sizeof(err)) != 0)
+						add_error(errors, g->uuid, di->profile, di->start,
+						    err);
 					else
 						changes++;
 				}
@@ -216,7 +219,8 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 		plan_gpu(g->inst, g->ninst, dg->inst, dg->ninst, &plan);
 		for (int k = 0; k < plan.ndestroy; k++) {
 			const struct ag_instance *in = &g->inst[plan.destroy[k]];
-			if (b->ops->destroy(b, g->index, in->profile, in->start, err, sizeof(err)) != 0)
+			if (b->ops->destroy(b, g->index, in->profile, in->start, err,
+				sizeof(err)) != 0)
 				add_error(errors, g->uuid, in->profile, in->start, err);
 			else {
 				changes++;
@@ -227,8 +231,8 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 		for (int c = 0; c < plan.ncreate; c++) {
 			const struct desired_instance *di = &dg->inst[plan.create[c]];
 			char uuid[AG_UUID_MAX];
-			if (b->ops->create(b, g->index, di->profile, di->start, uuid, sizeof(uuid), err,
-				sizeof(err)) != 0)
+			if (b->ops->create(b, g->index, di->profile, di->start, uuid, sizeof(uuid),
+				err, sizeof(err)) != 0)
 				add_error(errors, g->uuid, di->profile, di->start, err);
 			else {
 				changes++;

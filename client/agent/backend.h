@@ -22,9 +22,9 @@
 #define AG_ERR_MAX 256
 
 struct ag_instance {
-	char profile[32]; /* "3g.40gb" */
-	int start;        /* first memory slice */
-	int size;         /* memory slices */
+	char profile[32];       /* "3g.40gb" */
+	int start;              /* first memory slice */
+	int size;               /* memory slices */
 	char uuid[AG_UUID_MAX]; /* "MIG-…", or the GPU's UUID for a whole GPU */
 	int gi_id;              /* GPU instance id, -1 when unknown */
 };
@@ -47,8 +47,8 @@ struct ag_gpu {
 	long long ecc_uncorrected; /* volatile total, -1 unknown */
 	long long ecc_corrected;   /* volatile total, -1 unknown */
 	bool remapped_rows_failure;
-	int remapped_rows;          /* correctable + uncorrectable, -1 unknown */
-	char recovery_action[24];   /* none|gpu_reset|node_reboot|drain_p2p|drain_and_reset */
+	int remapped_rows;               /* correctable + uncorrectable, -1 unknown */
+	char recovery_action[24];        /* none|gpu_reset|node_reboot|drain_p2p|drain_and_reset */
 	struct ag_xid xids[AG_MAX_XIDS]; /* new since the last discover */
 	int nxids;
 	/* telemetry, < 0 when unknown */
@@ -85,8 +85,8 @@ struct ag_backend_ops {
 	int (*create)(struct ag_backend *b, int gpu_index, const char *profile, int start,
 	    char *uuid, size_t uuidlen, char *err, size_t errlen);
 	/* Destroy the instance of profile at start on GPU gpu_index. */
-	int (*destroy)(struct ag_backend *b, int gpu_index, const char *profile, int start, char *err,
-	    size_t errlen);
+	int (*destroy)(struct ag_backend *b, int gpu_index, const char *profile, int start,
+	    char *err, size_t errlen);
 	/* Switch MIG mode; backends that cannot (it needs a GPU reset) fail. */
 	int (*set_mig)(struct ag_backend *b, int gpu_index, bool enabled, char *err, size_t errlen);
 	/* Workloads the backend itself knows of (the fake one); NULL when none. */

@@ -51,7 +51,8 @@ fake_save(struct fake *f)
 	for (int i = 0; i < f->ngpus; i++) {
 		struct fake_gpu *fg = &f->gpus[i];
 		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "mig_enabled", json_object_new_boolean(fg->g.mig_enabled));
+		json_object_object_add(o, "mig_enabled",
+		    json_object_new_boolean(fg->g.mig_enabled));
 		json_object_object_add(o, "created", json_object_new_int(fg->created));
 		json_object_object_add(o, "xids_reported", json_object_new_int(fg->xids_reported));
 		struct json_object *ia = json_object_new_array();
@@ -101,13 +102,14 @@ fake_load_state(struct fake *f)
 		if (!json_object_object_get_ex(o, "instances", &ia) ||
 		    !json_object_is_type(ia, json_type_array))
 			continue;
-		for (size_t k = 0; k < json_object_array_length(ia) && fg->g.ninst < AG_MAX_INSTANCES;
-		    k++) {
+		for (size_t k = 0;
+		     k < json_object_array_length(ia) && fg->g.ninst < AG_MAX_INSTANCES; k++) {
 			struct json_object *io = json_object_array_get_idx(ia, k);
 			struct ag_instance *in = &fg->g.inst[fg->g.ninst];
 			memset(in, 0, sizeof(*in));
 			if (json_object_object_get_ex(io, "profile", &v))
-				ag_strlcpy(in->profile, json_object_get_string(v), sizeof(in->profile));
+				ag_strlcpy(in->profile, json_object_get_string(v),
+				    sizeof(in->profile));
 			if (json_object_object_get_ex(io, "start", &v))
 				in->start = json_object_get_int(v);
 			if (json_object_object_get_ex(io, "size", &v))
@@ -285,7 +287,8 @@ fake_create(struct ag_backend *b, int gpu_index, const char *profile, int start,
 		}
 	}
 	if (same >= p->max_instances || fg->g.ninst >= AG_MAX_INSTANCES) {
-		snprintf(err, errlen, "%s already has %d instance(s) of %s", fg->g.uuid, same, profile);
+		snprintf(err, errlen, "%s already has %d instance(s) of %s", fg->g.uuid, same,
+		    profile);
 		return -1;
 	}
 	struct json_object *faults = fake_faults(f);
@@ -453,8 +456,8 @@ ag_backend_fake_open(const struct ag_backend_config *cfg, char *err, size_t errl
 			count = json_object_get_int(v);
 		const struct gpu_model *m = model ? catalog_model(f->cat, model) : NULL;
 		if (m == NULL) {
-			snprintf(err, errlen, "%s: gpus[%zu]: unknown model \"%s\"", cfg->fake_gpus, i,
-			    model ? model : "");
+			snprintf(err, errlen, "%s: gpus[%zu]: unknown model \"%s\"", cfg->fake_gpus,
+			    i, model ? model : "");
 			goto fail;
 		}
 		bool mig = m->mig_capable;
@@ -472,9 +475,11 @@ ag_backend_fake_open(const struct ag_backend_config *cfg, char *err, size_t errl
 			char seed[512];
 			snprintf(seed, sizeof(seed), "%s/%d", cfg->node_name, fg->g.index);
 			ag_derive_uuid("GPU", seed, fg->g.uuid, sizeof(fg->g.uuid));
-			ag_strlcpy(fg->g.product_name, m->nproduct_names > 0 ? m->product_names[0] : m->id,
+			ag_strlcpy(fg->g.product_name,
+			    m->nproduct_names > 0 ? m->product_names[0] : m->id,
 			    sizeof(fg->g.product_name));
-			ag_strlcpy(fg->g.pci_device_id, m->npci_device_ids > 0 ? m->pci_device_ids[0] : "",
+			ag_strlcpy(fg->g.pci_device_id,
+			    m->npci_device_ids > 0 ? m->pci_device_ids[0] : "",
 			    sizeof(fg->g.pci_device_id));
 			fg->g.memory_mib = m->memory_mib;
 			fg->g.mig_enabled = mig;

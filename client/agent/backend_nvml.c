@@ -91,7 +91,8 @@ nv_identity(struct nvml *n, nvmlDevice_t d, struct ag_gpu *g, char *err, size_t 
 	if (n->nvmlDeviceGetPciInfo_v3(d, &pci) == NVML_SUCCESS)
 		snprintf(g->pci_device_id, sizeof(g->pci_device_id), "0x%08X", pci.pciDeviceId);
 	nvmlMemory_t mem;
-	if (n->nvmlDeviceGetMemoryInfo != NULL && n->nvmlDeviceGetMemoryInfo(d, &mem) == NVML_SUCCESS) {
+	if (n->nvmlDeviceGetMemoryInfo != NULL &&
+	    n->nvmlDeviceGetMemoryInfo(d, &mem) == NVML_SUCCESS) {
 		g->memory_mib = (int)(mem.total / (1024 * 1024));
 		g->memory_total_mib = (long long)(mem.total / (1024 * 1024));
 		g->memory_used_mib = (long long)(mem.used / (1024 * 1024));
@@ -225,7 +226,8 @@ nv_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen
 	for (unsigned i = 0; i < count; i++) {
 		nvmlDevice_t d;
 		if ((r = n->nvmlDeviceGetHandleByIndex_v2(i, &d)) != NVML_SUCCESS) {
-			snprintf(err, errlen, "nvmlDeviceGetHandleByIndex_v2(%u): %s", i, nv_err(n, r));
+			snprintf(err, errlen, "nvmlDeviceGetHandleByIndex_v2(%u): %s", i,
+			    nv_err(n, r));
 			return -1;
 		}
 		bool new_dev = (int)i >= n->ndevs || n->devs[i] != d;
@@ -233,7 +235,8 @@ nv_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen
 		if ((int)i >= n->ndevs)
 			n->ndevs = (int)i + 1;
 		if (new_dev && n->events != NULL && n->nvmlDeviceRegisterEvents != NULL)
-			(void)n->nvmlDeviceRegisterEvents(d, nvmlEventTypeXidCriticalError, n->events);
+			(void)n->nvmlDeviceRegisterEvents(d, nvmlEventTypeXidCriticalError,
+			    n->events);
 		struct ag_gpu *g = &node->gpus[node->ngpus];
 		ag_gpu_init(g);
 		g->index = (int)i;
@@ -264,8 +267,8 @@ nv_lookup(struct nvml *n, int gpu_index, const char *profile, nvmlDevice_t *d,
 	const struct gpu_model *m = nv_model(n, &g);
 	*p = m ? catalog_profile(m, profile) : NULL;
 	if (*p == NULL) {
-		snprintf(err, errlen, "GPU %d (%s) offers no MIG profile %s", gpu_index, g.product_name,
-		    profile);
+		snprintf(err, errlen, "GPU %d (%s) offers no MIG profile %s", gpu_index,
+		    g.product_name, profile);
 		return -1;
 	}
 	return 0;
@@ -280,7 +283,7 @@ nv_create(struct ag_backend *b, int gpu_index, const char *profile, int start, c
 	const struct mig_profile *p;
 	if (nv_lookup(n, gpu_index, profile, &d, &p, err, errlen) != 0)
 		return -1;
-	nvmlGpuInstancePlacement_t pl = {(unsigned)start, (unsigned)p->memory_slices};
+	nvmlGpuInstancePlacement_t pl = { (unsigned)start, (unsigned)p->memory_slices };
 	nvmlGpuInstance_t gi;
 	nvmlReturn_t r = n->nvmlDeviceCreateGpuInstanceWithPlacement(d, (unsigned)p->id, &pl, &gi);
 	if (r != NVML_SUCCESS) {
@@ -351,17 +354,19 @@ nv_destroy(struct ag_backend *b, int gpu_index, const char *profile, int start, 
 			nvmlComputeInstanceProfileInfo_t *ci_info =
 			    (nvmlComputeInstanceProfileInfo_t *)buf;
 			if (n->nvmlGpuInstanceGetComputeInstanceProfileInfo(gis[k], cip,
-				NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, ci_info) != NVML_SUCCESS)
+				NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+				ci_info) != NVML_SUCCESS)
 				continue;
 			nvmlComputeInstance_t cis[8];
 			unsigned ncis = 8;
-			if (n->nvmlGpuInstanceGetComputeInstances(gis[k], ci_info->id, cis, &ncis) !=
-			    NVML_SUCCESS)
+			if (n->nvmlGpuInstanceGetComputeInstances(gis[k], ci_info->id, cis,
+				&ncis) != NVML_SUCCESS)
 				continue;
 			for (unsigned c = 0; c < ncis; c++) {
 				if ((r = n->nvmlComputeInstanceDestroy(cis[c])) != NVML_SUCCESS) {
-					snprintf(err, errlen, "destroy compute instance of %s at %d: %s",
-					    profile, start, nv_err(n, r));
+					snprintf(err, errlen,
+					    "destroy compute instance of %s at %d: %s", profile,
+					    start, nv_err(n, r));
 					return -1;
 				}
 			}
@@ -435,14 +440,14 @@ ag_backend_nvml_open(const struct ag_backend_config *cfg, char *err, size_t errl
 #define AG_NVML_SYM(name, ret, args) *(void **)(&n->name) = dlsym(n->lib, #name);
 	AG_NVML_FUNCS(AG_NVML_SYM)
 #undef AG_NVML_SYM
-	const char *required[] = {"nvmlInit_v2", "nvmlDeviceGetCount_v2",
-	    "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID", "nvmlDeviceGetName",
-	    "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGetInfo",
-	    "nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlGpuInstanceDestroy",
-	    "nvmlGpuInstanceGetComputeInstanceProfileInfo", "nvmlGpuInstanceCreateComputeInstance",
-	    "nvmlGpuInstanceGetComputeInstances", "nvmlComputeInstanceDestroy",
-	    "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex",
-	    "nvmlDeviceGetGpuInstanceId"};
+	const char *required[] = { "nvmlInit_v2", "nvmlDeviceGetCount_v2",
+		"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID", "nvmlDeviceGetName",
+		"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGetInfo",
+		"nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlGpuInstanceDestroy",
+		"nvmlGpuInstanceGetComputeInstanceProfileInfo",
+		"nvmlGpuInstanceCreateComputeInstance", "nvmlGpuInstanceGetComputeInstances",
+		"nvmlComputeInstanceDestroy", "nvmlDeviceGetMaxMigDeviceCount",
+		"nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId" };
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
 		if (dlsym(n->lib, required[i]) == NULL) {
 			snprintf(err, errlen, "%s lacks %s (driver too old?)", path, required[i]);

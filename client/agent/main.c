@@ -23,18 +23,18 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-	struct ag_backend_config bc = {0};
+	struct ag_backend_config bc = { 0 };
 	const char *backend = NULL;
 	bool discover = false;
 	static const struct option opts[] = {
-		{"backend", required_argument, NULL, 'b'},
-		{"node-name", required_argument, NULL, 'n'},
-		{"state-dir", required_argument, NULL, 'd'},
-		{"fake-gpus", required_argument, NULL, 'f'},
-		{"discover", no_argument, NULL, 'D'},
-		{"dry-run", no_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{ "backend", required_argument, NULL, 'b' },
+		{ "node-name", required_argument, NULL, 'n' },
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ "fake-gpus", required_argument, NULL, 'f' },
+		{ "discover", no_argument, NULL, 'D' },
+		{ "dry-run", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

@@ -95,7 +95,8 @@ typedef struct {
 	nvmlValue_t value;
 } nvmlFieldValue_t;
 
-#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230 /* 0 none,1 reset,2 reboot,3 drain p2p,4 drain+reset */
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION \
+	230 /* 0 none,1 reset,2 reboot,3 drain p2p,4 drain+reset */
 
 typedef struct {
 	nvmlDevice_t device;
@@ -113,46 +114,46 @@ typedef struct {
 #define NVML_VOLATILE_ECC 0
 
 /* The functions, as X(name, return, args) for the dlsym table. */
-#define AG_NVML_FUNCS(X)                                                                       \
-	X(nvmlInit_v2, nvmlReturn_t, (void))                                                    \
-	X(nvmlShutdown, nvmlReturn_t, (void))                                                   \
-	X(nvmlErrorString, const char *, (nvmlReturn_t))                                        \
-	X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *))                                \
-	X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int, nvmlDevice_t *))          \
-	X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char *, unsigned int))                \
-	X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char *, unsigned int))                \
-	X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t *))               \
-	X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t *))                \
-	X(nvmlDeviceGetMigMode, nvmlReturn_t, (nvmlDevice_t, unsigned int *, unsigned int *))   \
-	X(nvmlDeviceGetGpuInstances, nvmlReturn_t,                                              \
-	    (nvmlDevice_t, unsigned int, nvmlGpuInstance_t *, unsigned int *))                  \
-	X(nvmlGpuInstanceGetInfo, nvmlReturn_t, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))   \
-	X(nvmlDeviceCreateGpuInstanceWithPlacement, nvmlReturn_t,                               \
+#define AG_NVML_FUNCS(X)                                                                           \
+	X(nvmlInit_v2, nvmlReturn_t, (void))                                                       \
+	X(nvmlShutdown, nvmlReturn_t, (void))                                                      \
+	X(nvmlErrorString, const char *, (nvmlReturn_t))                                           \
+	X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *))                                   \
+	X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int, nvmlDevice_t *))             \
+	X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char *, unsigned int))                   \
+	X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char *, unsigned int))                   \
+	X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t *))                  \
+	X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t *))                   \
+	X(nvmlDeviceGetMigMode, nvmlReturn_t, (nvmlDevice_t, unsigned int *, unsigned int *))      \
+	X(nvmlDeviceGetGpuInstances, nvmlReturn_t,                                                 \
+	    (nvmlDevice_t, unsigned int, nvmlGpuInstance_t *, unsigned int *))                     \
+	X(nvmlGpuInstanceGetInfo, nvmlReturn_t, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))      \
+	X(nvmlDeviceCreateGpuInstanceWithPlacement, nvmlReturn_t,                                  \
 	    (nvmlDevice_t, unsigned int, const nvmlGpuInstancePlacement_t *, nvmlGpuInstance_t *)) \
-	X(nvmlGpuInstanceDestroy, nvmlReturn_t, (nvmlGpuInstance_t))                            \
-	X(nvmlGpuInstanceGetComputeInstanceProfileInfo, nvmlReturn_t,                           \
-	    (nvmlGpuInstance_t, unsigned int, unsigned int, nvmlComputeInstanceProfileInfo_t *))  \
-	X(nvmlGpuInstanceCreateComputeInstance, nvmlReturn_t,                                   \
-	    (nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *))                         \
-	X(nvmlGpuInstanceGetComputeInstances, nvmlReturn_t,                                     \
-	    (nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *, unsigned int *))         \
-	X(nvmlComputeInstanceDestroy, nvmlReturn_t, (nvmlComputeInstance_t))                    \
-	X(nvmlDeviceGetMaxMigDeviceCount, nvmlReturn_t, (nvmlDevice_t, unsigned int *))         \
-	X(nvmlDeviceGetMigDeviceHandleByIndex, nvmlReturn_t,                                    \
-	    (nvmlDevice_t, unsigned int, nvmlDevice_t *))                                       \
-	X(nvmlDeviceGetGpuInstanceId, nvmlReturn_t, (nvmlDevice_t, unsigned int *))             \
-	X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t, unsigned int *))                \
-	X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t, int, unsigned int *))          \
-	X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t *))     \
-	X(nvmlDeviceGetTotalEccErrors, nvmlReturn_t,                                            \
-	    (nvmlDevice_t, int, int, unsigned long long *))                                     \
-	X(nvmlDeviceGetRemappedRows, nvmlReturn_t,                                              \
-	    (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *, unsigned int *))     \
-	X(nvmlDeviceGetFieldValues, nvmlReturn_t, (nvmlDevice_t, int, nvmlFieldValue_t *))      \
-	X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t *))                                 \
-	X(nvmlDeviceRegisterEvents, nvmlReturn_t,                                               \
-	    (nvmlDevice_t, unsigned long long, nvmlEventSet_t))                                 \
-	X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t, nvmlEventData_t *, unsigned int)) \
+	X(nvmlGpuInstanceDestroy, nvmlReturn_t, (nvmlGpuInstance_t))                               \
+	X(nvmlGpuInstanceGetComputeInstanceProfileInfo, nvmlReturn_t,                              \
+	    (nvmlGpuInstance_t, unsigned int, unsigned int, nvmlComputeInstanceProfileInfo_t *))   \
+	X(nvmlGpuInstanceCreateComputeInstance, nvmlReturn_t,                                      \
+	    (nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *))                            \
+	X(nvmlGpuInstanceGetComputeInstances, nvmlReturn_t,                                        \
+	    (nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *, unsigned int *))            \
+	X(nvmlComputeInstanceDestroy, nvmlReturn_t, (nvmlComputeInstance_t))                       \
+	X(nvmlDeviceGetMaxMigDeviceCount, nvmlReturn_t, (nvmlDevice_t, unsigned int *))            \
+	X(nvmlDeviceGetMigDeviceHandleByIndex, nvmlReturn_t,                                       \
+	    (nvmlDevice_t, unsigned int, nvmlDevice_t *))                                          \
+	X(nvmlDeviceGetGpuInstanceId, nvmlReturn_t, (nvmlDevice_t, unsigned int *))                \
+	X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t, unsigned int *))                   \
+	X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t, int, unsigned int *))             \
+	X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t *))        \
+	X(nvmlDeviceGetTotalEccErrors, nvmlReturn_t,                                               \
+	    (nvmlDevice_t, int, int, unsigned long long *))                                        \
+	X(nvmlDeviceGetRemappedRows, nvmlReturn_t,                                                 \
+	    (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *, unsigned int *))        \
+	X(nvmlDeviceGetFieldValues, nvmlReturn_t, (nvmlDevice_t, int, nvmlFieldValue_t *))         \
+	X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t *))                                    \
+	X(nvmlDeviceRegisterEvents, nvmlReturn_t,                                                  \
+	    (nvmlDevice_t, unsigned long long, nvmlEventSet_t))                                    \
+	X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t, nvmlEventData_t *, unsigned int))    \
 	X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t))
 
 #endif

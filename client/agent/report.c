@@ -15,7 +15,8 @@ instances_json(const struct ag_gpu *g)
 		json_object_object_add(o, "profile", json_object_new_string(in->profile));
 		json_object_object_add(o, "start", json_object_new_int(in->start));
 		json_object_object_add(o, "size", json_object_new_int(in->size));
-		json_object_object_add(o, "uuid", in->uuid[0] ? json_object_new_string(in->uuid) : NULL);
+		json_object_object_add(o, "uuid",
+		    in->uuid[0] ? json_object_new_string(in->uuid) : NULL);
 		json_object_array_add(arr, o);
 	}
 	return arr;
@@ -31,7 +32,8 @@ report_enroll_gpus(const struct ag_node *node)
 		json_object_object_add(o, "uuid", json_object_new_string(g->uuid));
 		json_object_object_add(o, "index", json_object_new_int(g->index));
 		json_object_object_add(o, "product_name", json_object_new_string(g->product_name));
-		json_object_object_add(o, "pci_device_id", json_object_new_string(g->pci_device_id));
+		json_object_object_add(o, "pci_device_id",
+		    json_object_new_string(g->pci_device_id));
 		json_object_object_add(o, "memory_mib", json_object_new_int(g->memory_mib));
 		json_object_object_add(o, "mig_enabled", json_object_new_boolean(g->mig_enabled));
 		json_object_object_add(o, "instances", instances_json(g));
@@ -54,7 +56,8 @@ report_status_gpus(const struct ag_node *node)
 		    g->ecc_uncorrected >= 0 ? json_object_new_int64(g->ecc_uncorrected) : NULL);
 		json_object_object_add(o, "remapped_rows_failure",
 		    json_object_new_boolean(g->remapped_rows_failure));
-		json_object_object_add(o, "recovery_action", json_object_new_string(g->recovery_action));
+		json_object_object_add(o, "recovery_action",
+		    json_object_new_string(g->recovery_action));
 		struct json_object *xa = json_object_new_array();
 		for (int k = 0; k < g->nxids; k++) {
 			struct json_object *x = json_object_new_object();

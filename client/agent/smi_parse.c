@@ -98,7 +98,7 @@ smi_parse_query_gpu(const char *text, struct ag_node *node)
 	node->ngpus = 0;
 	char *save = NULL;
 	for (char *line = strtok_r(copy, "\n", &save); line != NULL && hdr && val;
-	    line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		if (ag_trim(line)[0] == '\0')
 			continue;
 		if (nh == 0) {
@@ -124,7 +124,8 @@ smi_parse_query_gpu(const char *text, struct ag_node *node)
 		if (!na(COL("name")))
 			ag_strlcpy(g->product_name, COL("name"), sizeof(g->product_name));
 		if (!na(COL("pci.device_id")))
-			ag_strlcpy(g->pci_device_id, COL("pci.device_id"), sizeof(g->pci_device_id));
+			ag_strlcpy(g->pci_device_id, COL("pci.device_id"),
+			    sizeof(g->pci_device_id));
 		if (num(COL("memory.total"), &d)) {
 			g->memory_mib = (int)d;
 			g->memory_total_mib = (long long)d;
@@ -186,7 +187,7 @@ smi_parse_list(const char *text, struct ag_node *node, struct smi_mig_device *de
 	int n = 0, gpu = -1;
 	char *save = NULL;
 	for (char *line = strtok_r(copy, "\n", &save); line != NULL;
-	    line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		char *l = ag_trim(line);
 		char *u = strstr(l, "(UUID: ");
 		if (u == NULL)
@@ -238,7 +239,7 @@ smi_parse_lgi(const char *text, struct smi_gi *out, int max)
 	int n = 0;
 	char *save = NULL;
 	for (char *line = strtok_r(copy, "\n", &save); line != NULL && n < max;
-	    line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		/* "|   0  MIG 1g.10gb         19        9          2:1     |" */
 		char *l = line;
 		while (*l == '|' || *l == ' ')
@@ -269,7 +270,7 @@ smi_parse_q_mig(const char *text, struct smi_q_mig *out, int max)
 	bool in_mig = false;
 	char *save = NULL;
 	for (char *line = strtok_r(copy, "\n", &save); line != NULL;
-	    line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		if (strncmp(line, "GPU ", 4) == 0 && isxdigit((unsigned char)line[4])) {
 			gpu++;
 			in_mig = false;
@@ -302,8 +303,8 @@ smi_parse_q_mig(const char *text, struct smi_q_mig *out, int max)
 }
 
 void
-smi_join(struct ag_node *node, const struct smi_gi *gis, int ngi,
-    const struct smi_mig_device *devs, int ndev, const struct smi_q_mig *qm, int nq)
+smi_join(struct ag_node *node, const struct smi_gi *gis, int ngi, const struct smi_mig_device *devs,
+    int ndev, const struct smi_q_mig *qm, int nq)
 {
 	for (int i = 0; i < node->ngpus; i++)
 		node->gpus[i].ninst = 0;

@@ -9,10 +9,10 @@
 
 /* The --query-gpu columns the nvidia-smi backend asks for. Columns are
  * picked by header name, so any order or superset parses. */
-#define SMI_QUERY_FIELDS                                                                        \
-	"index,uuid,name,pci.device_id,memory.total,memory.used,mig.mode.current,"              \
-	"ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,"            \
-	"remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.failure,"          \
+#define SMI_QUERY_FIELDS                                                               \
+	"index,uuid,name,pci.device_id,memory.total,memory.used,mig.mode.current,"     \
+	"ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,"   \
+	"remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.failure," \
 	"gpu_recovery_action,power.draw,temperature.gpu,utilization.gpu"
 
 /*
@@ -24,9 +24,9 @@ int smi_parse_query_gpu(const char *text, struct ag_node *node);
 
 /* One MIG device of `nvidia-smi -L`. */
 struct smi_mig_device {
-	int gpu;             /* GPU index */
-	int device;          /* MIG device index within that GPU */
-	char profile[32];    /* "3g.40gb" */
+	int gpu;          /* GPU index */
+	int device;       /* MIG device index within that GPU */
+	char profile[32]; /* "3g.40gb" */
 	char uuid[AG_UUID_MAX];
 };
 

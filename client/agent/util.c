@@ -112,7 +112,8 @@ ag_trim(char *s)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	size_t n = strlen(s);
-	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+	while (
+	    n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
 		s[--n] = '\0';
 	return s;
 }
@@ -127,7 +128,7 @@ ag_sleep_ms(long long ms, volatile bool *stop)
 			return;
 		if (left > 200)
 			left = 200;
-		struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};
+		struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
 }

@@ -41,7 +41,8 @@ setup(void **state)
 	f->cfg.fake_gpus = f->gpus;
 	char err[256];
 	f->b = ag_backend_open("fake", &f->cfg, err, sizeof(err));
-	assert_non_null(f->b);
+	if (f->b == NULL)
+		fail_msg("fake backend: %s", err);
 	*state = f;
 	return 0;
 }
@@ -296,9 +297,9 @@ static void
 test_plan_and_parse(void **state)
 {
 	(void)state;
-	struct ag_instance act[3] = {{"1g.10gb", 0, 1, "", 1}, {"1g.10gb", 1, 1, "", 2},
-	    {"3g.40gb", 4, 4, "", 3}};
-	struct desired_instance want[2] = {{"3g.40gb", 4, 4, ""}, {"2g.20gb", 0, 2, ""}};
+	struct ag_instance act[3] = { { "1g.10gb", 0, 1, "", 1 }, { "1g.10gb", 1, 1, "", 2 },
+		{ "3g.40gb", 4, 4, "", 3 } };
+	struct desired_instance want[2] = { { "3g.40gb", 4, 4, "" }, { "2g.20gb", 0, 2, "" } };
 	struct gpu_plan p;
 	plan_gpu(act, 3, want, 2, &p);
 	assert_int_equal(p.ndestroy, 2);
@@ -318,9 +319,10 @@ test_plan_and_parse(void **state)
 			       "[{\"profile\":\"1g.10gb\",\"start\":-1,\"size\":1}]}]}");
 	assert_int_equal(desired_parse(o, &d, err, sizeof(err)), -1);
 	json_object_put(o);
-	o = json_tokener_parse("{\"generation\":7,\"node\":\"n\",\"gpus\":[{\"uuid\":\"GPU-1\","
-			       "\"index\":0,\"mig_enabled\":true,\"instances\":[{\"profile\":"
-			       "\"1g.10gb\",\"start\":3,\"size\":1,\"pool\":null,\"allocation\":\"a1\"}]}]}");
+	o = json_tokener_parse(
+	    "{\"generation\":7,\"node\":\"n\",\"gpus\":[{\"uuid\":\"GPU-1\","
+	    "\"index\":0,\"mig_enabled\":true,\"instances\":[{\"profile\":"
+	    "\"1g.10gb\",\"start\":3,\"size\":1,\"pool\":null,\"allocation\":\"a1\"}]}]}");
 	assert_int_equal(desired_parse(o, &d, err, sizeof(err)), 0);
 	assert_int_equal(d.generation, 7);
 	assert_int_equal(d.gpus[0].inst[0].start, 3);
