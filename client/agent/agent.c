@@ -157,7 +157,8 @@ load_agent_json(struct agent *a)
 			int slot = -1;
 			if (json_object_object_get_ex(e, "slot", &v))
 				slot = json_object_get_int(v);
-			if (slot < 0 || slot >= AG_MAX_GPUS || a->whole.ninst[slot] >= AG_MAX_INSTANCES)
+			if (slot < 0 || slot >= AG_MAX_GPUS ||
+			    a->whole.ninst[slot] >= AG_MAX_INSTANCES)
 				continue;
 			struct ag_instance *in = &a->whole.inst[slot][a->whole.ninst[slot]++];
 			memset(in, 0, sizeof(*in));
@@ -167,7 +168,8 @@ load_agent_json(struct agent *a)
 				ag_strlcpy(in->uuid, json_object_get_string(v), sizeof(in->uuid));
 			}
 			if (json_object_object_get_ex(e, "profile", &v))
-				ag_strlcpy(in->profile, json_object_get_string(v), sizeof(in->profile));
+				ag_strlcpy(in->profile, json_object_get_string(v),
+				    sizeof(in->profile));
 			if (json_object_object_get_ex(e, "start", &v))
 				in->start = json_object_get_int(v);
 			if (json_object_object_get_ex(e, "size", &v))
@@ -360,16 +362,18 @@ enroll(struct agent *a, struct gp_client *c)
 {
 	char tok[512], hash[65];
 	if (!pick_enroll_token(a, tok, sizeof(tok))) {
-		log_error(NULL, "not enrolled and no enrollment token: give --enroll-token, "
-				"GPUPOOL_ENROLL_TOKEN or write it to <state-dir>/enroll-token");
+		log_error(NULL,
+		    "not enrolled and no enrollment token: give --enroll-token, "
+		    "GPUPOOL_ENROLL_TOKEN or write it to <state-dir>/enroll-token");
 		return AGENT_EXIT_AUTH;
 	}
 	ag_sha256_hex(tok, hash);
 	if (strcmp(hash, a->enrolled_with) == 0) {
 		memset(tok, 0, sizeof(tok));
-		log_error(NULL, "the node token was rejected and the only enrollment token at hand "
-				"was already used (tokens are one-time): create a new one with "
-				"`gpupool nodes enroll-token` and restart the agent with it");
+		log_error(NULL,
+		    "the node token was rejected and the only enrollment token at hand "
+		    "was already used (tokens are one-time): create a new one with "
+		    "`gpupool nodes enroll-token` and restart the agent with it");
 		return AGENT_EXIT_AUTH;
 	}
 	struct json_object *body = json_object_new_object();
@@ -426,7 +430,8 @@ enroll(struct agent *a, struct gp_client *c)
 			}
 			pthread_mutex_lock(&a->mu);
 			ag_strlcpy(a->token, json_object_get_string(nt), sizeof(a->token));
-			ag_strlcpy(a->secret, ps ? json_object_get_string(ps) : "", sizeof(a->secret));
+			ag_strlcpy(a->secret, ps ? json_object_get_string(ps) : "",
+			    sizeof(a->secret));
 			ag_strlcpy(a->enrolled_with, hash, sizeof(a->enrolled_with));
 			a->unauthorized = false;
 			a->repoll++;
@@ -507,7 +512,8 @@ poller(void *arg)
 			/* the reporter re-enrolls or exits */
 		} else {
 			if (st == 0)
-				log_warn(NULL, "desired-state: server unreachable", "error", r.error);
+				log_warn(NULL, "desired-state: server unreachable", "error",
+				    r.error);
 			else
 				log_http("desired-state failed", &r);
 			gp_client_response_free(&r);
@@ -565,7 +571,7 @@ status_doc(struct agent *a, int *sent_xids, char *fp)
 static bool
 report_tick(struct agent *a, struct gp_client *c)
 {
-	int sent[AG_MAX_GPUS] = {0};
+	int sent[AG_MAX_GPUS] = { 0 };
 	char fp[65];
 	pthread_mutex_lock(&a->mu);
 	(void)refresh(a);
@@ -609,8 +615,9 @@ report_tick(struct agent *a, struct gp_client *c)
 		}
 	}
 	if (st == 0)
-		log_warn(NULL, send ? "status: server unreachable" : "heartbeat: server unreachable",
-		    "error", r.error);
+		log_warn(NULL,
+		    send ? "status: server unreachable" : "heartbeat: server unreachable", "error",
+		    r.error);
 	else if (st != 401)
 		log_http(send ? "status failed" : "heartbeat failed", &r);
 	gp_client_response_free(&r);
@@ -674,7 +681,8 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		json_object_object_add(o, "gpu_uuid", json_object_new_string(d->gpu_uuid));
 		json_object_object_add(o, "device_uuid", json_object_new_string(dev));
 		if (d->sm_active >= 0)
-			json_object_object_add(o, "sm_active", json_object_new_double(d->sm_active));
+			json_object_object_add(o, "sm_active",
+			    json_object_new_double(d->sm_active));
 		if (d->fb_used_mib >= 0)
 			json_object_object_add(o, "memory_used_mib",
 			    json_object_new_int64((long long)d->fb_used_mib));
@@ -709,8 +717,9 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		if (st == 202 || st == 200 || st == 404 || st == 405 || st == 400 || st == 422) {
 			if (st == 404 || st == 405) {
 				if (!a->metrics_missing_logged)
-					log_warn(NULL, "the server takes no metrics (no "
-						       "/v1/agent/metrics); samples dropped");
+					log_warn(NULL,
+					    "the server takes no metrics (no "
+					    "/v1/agent/metrics); samples dropped");
 				a->metrics_missing_logged = true;
 			} else if (st == 400 || st == 422) {
 				log_http("metrics refused; batch dropped", &r);
@@ -720,7 +729,8 @@ metrics_tick(struct agent *a, struct gp_client *c)
 			continue;
 		}
 		if (st == 0)
-			log_warn(NULL, "metrics: server unreachable; kept for later", "error", r.error);
+			log_warn(NULL, "metrics: server unreachable; kept for later", "error",
+			    r.error);
 		else if (st != 401)
 			log_http("metrics failed; kept for later", &r);
 		gp_client_response_free(&r);
@@ -768,7 +778,8 @@ profiles_tick(struct agent *a, struct gp_client *c)
 				struct json_object *o = json_object_new_object();
 				json_object_object_add(o, "device_uuid",
 				    json_object_new_string(ps[i].device_uuid));
-				json_object_object_add(o, "namespace", json_object_new_string(ps[i].ns));
+				json_object_object_add(o, "namespace",
+				    json_object_new_string(ps[i].ns));
 				json_object_object_add(o, "pod", json_object_new_string(ps[i].pod));
 				json_object_object_add(o, "container",
 				    json_object_new_string(ps[i].container));
@@ -810,7 +821,8 @@ ensure_state_dir(const char *dir)
 	struct stat st;
 	if (stat(dir, &st) != 0) {
 		if (mkdir(dir, 0700) != 0) {
-			fprintf(stderr, "gpupool-agent: cannot create %s: %s\n", dir, strerror(errno));
+			fprintf(stderr, "gpupool-agent: cannot create %s: %s\n", dir,
+			    strerror(errno));
 			return -1;
 		}
 		return 0;

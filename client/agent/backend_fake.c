@@ -435,8 +435,9 @@ ag_backend_fake_open(const struct ag_backend_config *cfg, char *err, size_t errl
 	struct fake *f = calloc(1, sizeof(*f));
 	struct ag_backend *b = calloc(1, sizeof(*b));
 	struct gp_error gerr;
+	gp_error_clear(&gerr);
 	if (f == NULL || b == NULL || catalog_load_builtin(&f->cat, &gerr) != 0) {
-		snprintf(err, errlen, "cannot load the GPU catalog");
+		snprintf(err, errlen, "cannot load the GPU catalog: %s", gerr.message);
 		goto fail;
 	}
 	ag_strlcpy(f->node, cfg->node_name, sizeof(f->node));

@@ -424,6 +424,7 @@ ag_backend_nvml_open(const struct ag_backend_config *cfg, char *err, size_t errl
 	struct nvml *n = calloc(1, sizeof(*n));
 	struct ag_backend *b = calloc(1, sizeof(*b));
 	struct gp_error gerr;
+	gp_error_clear(&gerr);
 	if (n == NULL || b == NULL || catalog_load_builtin(&n->cat, &gerr) != 0) {
 		snprintf(err, errlen, "out of memory or no catalog");
 		goto fail;

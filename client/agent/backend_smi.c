@@ -228,6 +228,7 @@ ag_backend_smi_open(const struct ag_backend_config *cfg, char *err, size_t errle
 	struct smi *s = calloc(1, sizeof(*s));
 	struct ag_backend *b = calloc(1, sizeof(*b));
 	struct gp_error gerr;
+	gp_error_clear(&gerr);
 	if (s == NULL || b == NULL || catalog_load_builtin(&s->cat, &gerr) != 0) {
 		snprintf(err, errlen, "out of memory or no catalog");
 		free(s);

@@ -37,8 +37,8 @@ ag_sha256_hex(const char *s, char *out)
 }
 
 static int
-mac(const char *secret, const char *timestamp, const char *body, size_t body_len,
-    unsigned char *md, unsigned *mdlen)
+mac(const char *secret, const char *timestamp, const char *body, size_t body_len, unsigned char *md,
+    unsigned *mdlen)
 {
 	size_t tl = strlen(timestamp);
 	unsigned char *msg = malloc(tl + 1 + body_len + 1);
@@ -48,16 +48,16 @@ mac(const char *secret, const char *timestamp, const char *body, size_t body_len
 	msg[tl] = '.';
 	if (body_len > 0)
 		memcpy(msg + tl + 1, body, body_len);
-	unsigned char *r = HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, tl + 1 + body_len,
-	    md, mdlen);
+	unsigned char *r =
+	    HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, tl + 1 + body_len, md, mdlen);
 	OPENSSL_cleanse(msg, tl + 1 + body_len);
 	free(msg);
 	return r == NULL ? -1 : 0;
 }
 
 int
-push_sign(const char *secret, const char *timestamp, const char *body, size_t body_len,
-    char *out, size_t outlen)
+push_sign(const char *secret, const char *timestamp, const char *body, size_t body_len, char *out,
+    size_t outlen)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
@@ -75,10 +75,10 @@ unhex(const char *s, unsigned char *out, size_t n)
 		int v = 0;
 		for (int k = 0; k < 2; k++) {
 			char c = s[2 * i + k];
-			int x = c >= '0' && c <= '9'	 ? c - '0'
-			    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-			    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-						   : -1;
+			int x = c >= '0' && c <= '9' ? c - '0'
+			    : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+			    : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+						     : -1;
 			if (x < 0)
 				return -1;
 			v = v * 16 + x;
@@ -171,7 +171,8 @@ problem(struct MHD_Connection *c, unsigned status, const char *code, const char 
 	json_object_object_add(o, "status", json_object_new_int((int)status));
 	json_object_object_add(o, "code", json_object_new_string(code));
 	json_object_object_add(o, "detail", json_object_new_string(detail));
-	snprintf(body, sizeof(body), "%s", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	snprintf(body, sizeof(body), "%s",
+	    json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	return reply(c, status, "application/problem+json", body);
 }

@@ -24,8 +24,8 @@
 /* Verify a signature header value against secret, timestamp and body;
  * now is the current unix time. Returns 0 when valid, -1 otherwise with
  * why ("bad signature", "stale timestamp" ...). */
-int push_verify(const char *secret, const char *timestamp, const char *signature,
-    const char *body, size_t body_len, long long now, const char **why);
+int push_verify(const char *secret, const char *timestamp, const char *signature, const char *body,
+    size_t body_len, long long now, const char **why);
 
 /* The signature header value for body ("v1=<hex>") into out (>= 68 bytes). */
 int push_sign(const char *secret, const char *timestamp, const char *body, size_t body_len,
