@@ -20,7 +20,8 @@ static const struct dcgm_device *
 find(const struct dcgm_device *d, int n, const char *uuid_prefix, int gi)
 {
 	for (int i = 0; i < n; i++)
-		if (d[i].gi_id == gi && strncmp(d[i].gpu_uuid, uuid_prefix, strlen(uuid_prefix)) == 0)
+		if (d[i].gi_id == gi &&
+		    strncmp(d[i].gpu_uuid, uuid_prefix, strlen(uuid_prefix)) == 0)
 			return &d[i];
 	return NULL;
 }
@@ -68,13 +69,18 @@ test_scrape_hostile(void **state)
 	(void)state;
 	struct dcgm_device d[4];
 	char err[128];
-	assert_int_equal(dcgm_parse("DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-1\" 4\n", d, 4, err, sizeof(err)), -1);
-	assert_int_equal(dcgm_parse("DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-1\"}\n", d, 4, err, sizeof(err)), -1);
+	assert_int_equal(dcgm_parse("DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-1\" 4\n", d, 4, err,
+			     sizeof(err)),
+	    -1);
+	assert_int_equal(dcgm_parse("DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-1\"}\n", d, 4, err,
+			     sizeof(err)),
+	    -1);
 	/* escapes in label values, other metrics ignored, capacity respected */
-	int n = dcgm_parse("up 1\nDCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-1\",pod=\"a\\\"b\",namespace=\"n\"} 40\n"
-			   "DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-2\"} 41\nDCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-3\"} 1\n"
-			   "DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-4\"} 1\nDCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-5\"} 1\n",
-	    d, 4, err, sizeof(err));
+	int n =
+	    dcgm_parse("up 1\nDCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-1\",pod=\"a\\\"b\",namespace=\"n\"} 40\n"
+		       "DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-2\"} 41\nDCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-3\"} 1\n"
+		       "DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-4\"} 1\nDCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-5\"} 1\n",
+		d, 4, err, sizeof(err));
 	assert_int_equal(n, 4);
 	assert_string_equal(d[0].pods[0].pod, "a\"b");
 	assert_int_equal(dcgm_parse("", d, 4, err, sizeof(err)), 0);
@@ -90,33 +96,54 @@ test_push_signature(void **state)
 	assert_int_equal(push_sign(secret, "1700000000", body, strlen(body), sig, sizeof(sig)), 0);
 	assert_int_equal(strlen(sig), 67);
 	const char *why;
-	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1700000100, &why), 0);
+	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1700000100,
+			     &why),
+	    0);
 	/* the signature covers timestamp and body */
-	assert_int_equal(push_verify(secret, "1700000001", sig, body, strlen(body), 1700000100, &why), -1);
+	assert_int_equal(push_verify(secret, "1700000001", sig, body, strlen(body), 1700000100,
+			     &why),
+	    -1);
 	assert_int_equal(push_verify(secret, "1700000000", sig, "{}", 2, 1700000100, &why), -1);
 	assert_string_equal(why, "bad signature");
 	/* another secret */
-	assert_int_equal(push_verify("other", "1700000000", sig, body, strlen(body), 1700000100, &why), -1);
+	assert_int_equal(push_verify("other", "1700000000", sig, body, strlen(body), 1700000100,
+			     &why),
+	    -1);
 	/* 300 s of skew either way, not 301 */
-	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1700000300, &why), 0);
-	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1700000301, &why), -1);
-	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1699999699, &why), -1);
+	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1700000300,
+			     &why),
+	    0);
+	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1700000301,
+			     &why),
+	    -1);
+	assert_int_equal(push_verify(secret, "1700000000", sig, body, strlen(body), 1699999699,
+			     &why),
+	    -1);
 	/* malformed headers */
 	assert_int_equal(push_verify(secret, NULL, sig, body, strlen(body), 1700000000, &why), -1);
-	assert_int_equal(push_verify(secret, "17e8", sig, body, strlen(body), 1700000000, &why), -1);
-	assert_int_equal(push_verify(secret, "1700000000", "v1=zz", body, strlen(body), 1700000000, &why), -1);
-	assert_int_equal(push_verify(secret, "1700000000", sig + 3, body, strlen(body), 1700000000, &why), -1);
+	assert_int_equal(push_verify(secret, "17e8", sig, body, strlen(body), 1700000000, &why),
+	    -1);
+	assert_int_equal(push_verify(secret, "1700000000", "v1=zz", body, strlen(body), 1700000000,
+			     &why),
+	    -1);
+	assert_int_equal(push_verify(secret, "1700000000", sig + 3, body, strlen(body), 1700000000,
+			     &why),
+	    -1);
 	/* a list where one value matches (secret rotation) */
 	char list[200];
 	snprintf(list, sizeof(list), "v1=%064d, %s", 0, sig);
-	assert_int_equal(push_verify(secret, "1700000000", list, body, strlen(body), 1700000000, &why), 0);
+	assert_int_equal(push_verify(secret, "1700000000", list, body, strlen(body), 1700000000,
+			     &why),
+	    0);
 	/* uppercase hex is the same MAC */
 	char up[80];
 	snprintf(up, sizeof(up), "%s", sig);
 	for (char *p = up + 3; *p; p++)
 		if (*p >= 'a' && *p <= 'f')
 			*p = (char)(*p - 32);
-	assert_int_equal(push_verify(secret, "1700000000", up, body, strlen(body), 1700000000, &why), 0);
+	assert_int_equal(push_verify(secret, "1700000000", up, body, strlen(body), 1700000000,
+			     &why),
+	    0);
 }
 
 int
