@@ -99,7 +99,8 @@ save_state(void)
 			struct json_object *e = json_object_new_object();
 			json_object_object_add(e, "slot", json_object_new_int(k));
 			json_object_object_add(e, "id", json_object_new_int((int)s->id));
-			json_object_object_add(e, "profile_id", json_object_new_int((int)s->profile_id));
+			json_object_object_add(e, "profile_id",
+			    json_object_new_int((int)s->profile_id));
 			json_object_object_add(e, "start", json_object_new_int((int)s->start));
 			json_object_object_add(e, "size", json_object_new_int((int)s->size));
 			json_object_object_add(e, "compute", json_object_new_int((int)s->compute));
@@ -183,10 +184,11 @@ nvmlInit_v2(void)
 		d->h.gpu = ngpu;
 		if (json_object_object_get_ex(o, "xids", &v))
 			for (size_t k = 0; k < json_object_array_length(v) && d->nxids < 16; k++)
-				d->xids[d->nxids++] = json_object_get_int(json_object_array_get_idx(v, k));
+				d->xids[d->nxids++] =
+				    json_object_get_int(json_object_array_get_idx(v, k));
 		if (json_object_object_get_ex(o, "profiles", &profs)) {
-			for (size_t k = 0; k < json_object_array_length(profs) && d->nprof < S_PROFILES;
-			    k++) {
+			for (size_t k = 0;
+			     k < json_object_array_length(profs) && d->nprof < S_PROFILES; k++) {
 				struct json_object *p = json_object_array_get_idx(profs, k), *pl;
 				struct sprofile *sp = &d->prof[d->nprof++];
 				sp->id = (unsigned)jint(p, "id", 0);
@@ -194,9 +196,11 @@ nvmlInit_v2(void)
 				sp->compute = (unsigned)jint(p, "compute", 1);
 				sp->max = (unsigned)jint(p, "max", 1);
 				if (json_object_object_get_ex(p, "placements", &pl))
-					for (size_t x = 0; x < json_object_array_length(pl) && x < 8; x++)
-						sp->placements[sp->nplacements++] = (unsigned)
-						    json_object_get_int(json_object_array_get_idx(pl, x));
+					for (size_t x = 0;
+					     x < json_object_array_length(pl) && x < 8; x++)
+						sp->placements[sp->nplacements++] =
+						    (unsigned)json_object_get_int(
+							json_object_array_get_idx(pl, x));
 			}
 		}
 		for (int k = 0; k < S_GIS; k++) {
@@ -472,7 +476,7 @@ nvmlGpuInstanceDestroy(nvmlGpuInstance_t h)
 	return NVML_SUCCESS;
 }
 
-static const unsigned ci_slices[] = {1, 2, 3, 4, 7, 8, 6};
+static const unsigned ci_slices[] = { 1, 2, 3, 4, 7, 8, 6 };
 
 nvmlReturn_t
 nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t h, unsigned int profile_,

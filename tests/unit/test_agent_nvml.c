@@ -31,8 +31,9 @@ setup(void **state)
 	unlink(statefile);
 	setenv("GPUPOOL_NVML_STUB_CONFIG", FIXTURES_DIR "/nvml-stub/h100x2.json", 1);
 	setenv("GPUPOOL_NVML_STUB_STATE", statefile, 1);
-	struct ag_backend_config cfg = {.node_name = "n", .state_dir = "/tmp",
-	    .nvml_path = NVML_STUB_PATH};
+	struct ag_backend_config cfg = { .node_name = "n",
+		.state_dir = "/tmp",
+		.nvml_path = NVML_STUB_PATH };
 	char err[256];
 	B = ag_backend_open("nvml", &cfg, err, sizeof(err));
 	if (B == NULL)
@@ -53,8 +54,9 @@ static void
 test_missing_library(void **state)
 {
 	(void)state;
-	struct ag_backend_config cfg = {.node_name = "n", .state_dir = "/tmp",
-	    .nvml_path = "/nonexistent/libnvidia-ml.so.1"};
+	struct ag_backend_config cfg = { .node_name = "n",
+		.state_dir = "/tmp",
+		.nvml_path = "/nonexistent/libnvidia-ml.so.1" };
 	char err[256];
 	assert_null(ag_backend_open("nvml", &cfg, err, sizeof(err)));
 	assert_non_null(strstr(err, "cannot load"));
@@ -97,15 +99,21 @@ test_create_destroy_exact(void **state)
 	(void)state;
 	char err[256], uuid[AG_UUID_MAX];
 	/* 3g.40gb + 2g.20gb + 2g.20gb only fits as 3g at 4, 2g at 0 and 2 */
-	assert_int_equal(B->ops->create(B, 0, "3g.40gb", 4, uuid, sizeof(uuid), err, sizeof(err)), 0);
+	assert_int_equal(B->ops->create(B, 0, "3g.40gb", 4, uuid, sizeof(uuid), err, sizeof(err)),
+	    0);
 	assert_memory_equal(uuid, "MIG-", 4);
-	assert_int_equal(B->ops->create(B, 0, "2g.20gb", 0, uuid, sizeof(uuid), err, sizeof(err)), 0);
-	assert_int_equal(B->ops->create(B, 0, "2g.20gb", 2, uuid, sizeof(uuid), err, sizeof(err)), 0);
+	assert_int_equal(B->ops->create(B, 0, "2g.20gb", 0, uuid, sizeof(uuid), err, sizeof(err)),
+	    0);
+	assert_int_equal(B->ops->create(B, 0, "2g.20gb", 2, uuid, sizeof(uuid), err, sizeof(err)),
+	    0);
 	/* overlap and a placement the profile does not allow fail in NVML */
-	assert_int_equal(B->ops->create(B, 0, "1g.10gb", 5, uuid, sizeof(uuid), err, sizeof(err)), -1);
+	assert_int_equal(B->ops->create(B, 0, "1g.10gb", 5, uuid, sizeof(uuid), err, sizeof(err)),
+	    -1);
 	assert_non_null(strstr(err, "Insufficient Resources"));
-	assert_int_equal(B->ops->create(B, 0, "3g.40gb", 2, uuid, sizeof(uuid), err, sizeof(err)), -1);
-	assert_int_equal(B->ops->create(B, 0, "9g.90gb", 0, uuid, sizeof(uuid), err, sizeof(err)), -1);
+	assert_int_equal(B->ops->create(B, 0, "3g.40gb", 2, uuid, sizeof(uuid), err, sizeof(err)),
+	    -1);
+	assert_int_equal(B->ops->create(B, 0, "9g.90gb", 0, uuid, sizeof(uuid), err, sizeof(err)),
+	    -1);
 	assert_non_null(strstr(err, "offers no MIG profile"));
 	struct ag_node n;
 	assert_int_equal(B->ops->discover(B, &n, err, sizeof(err)), 0);
