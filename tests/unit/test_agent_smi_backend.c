@@ -24,8 +24,10 @@ static char logpath[256];
 static struct ag_backend *
 open_smi(bool dry)
 {
-	struct ag_backend_config cfg = {.node_name = "n", .state_dir = "/tmp",
-	    .smi_path = SMI_STUB, .dry_run = dry};
+	struct ag_backend_config cfg = { .node_name = "n",
+		.state_dir = "/tmp",
+		.smi_path = SMI_STUB,
+		.dry_run = dry };
 	char err[256];
 	struct ag_backend *b = ag_backend_open("nvidia-smi", &cfg, err, sizeof(err));
 	if (b == NULL)
@@ -83,15 +85,18 @@ test_commands(void **state)
 	assert_int_equal(b->ops->destroy(b, 0, "1g.10gb", 3, err, sizeof(err)), 0);
 	/* create 1g.10gb (profile id 19) at 6: the stub's listing will not show
 	 * it, so the backend reports that nothing appeared */
-	assert_int_equal(b->ops->create(b, 0, "1g.10gb", 6, uuid, sizeof(uuid), err, sizeof(err)), -1);
+	assert_int_equal(b->ops->create(b, 0, "1g.10gb", 6, uuid, sizeof(uuid), err, sizeof(err)),
+	    -1);
 	assert_non_null(strstr(err, "created no 1g.10gb instance at 6"));
 	char *log = ag_read_file(logpath, NULL);
 	assert_non_null(log);
-	assert_string_equal(log, "mig -i 0 -gi 10 -dci\nmig -i 0 -gi 10 -dgi\nmig -i 0 -cgi 19:6 -C\n");
+	assert_string_equal(log,
+	    "mig -i 0 -gi 10 -dci\nmig -i 0 -gi 10 -dgi\nmig -i 0 -cgi 19:6 -C\n");
 	free(log);
 	/* nvidia-smi failing: its message is the error */
 	setenv("GPUPOOL_SMI_FAIL", "1", 1);
-	assert_int_equal(b->ops->create(b, 0, "3g.40gb", 0, uuid, sizeof(uuid), err, sizeof(err)), -1);
+	assert_int_equal(b->ops->create(b, 0, "3g.40gb", 0, uuid, sizeof(uuid), err, sizeof(err)),
+	    -1);
 	assert_non_null(strstr(err, "Insufficient Resources"));
 	unsetenv("GPUPOOL_SMI_FAIL");
 	/* never MIG mode */
@@ -107,7 +112,8 @@ test_dry_run(void **state)
 	struct ag_node n;
 	char err[256], uuid[AG_UUID_MAX];
 	assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), 0);
-	assert_int_equal(b->ops->create(b, 0, "2g.20gb", 4, uuid, sizeof(uuid), err, sizeof(err)), 0);
+	assert_int_equal(b->ops->create(b, 0, "2g.20gb", 4, uuid, sizeof(uuid), err, sizeof(err)),
+	    0);
 	assert_int_equal(b->ops->destroy(b, 0, "3g.40gb", 4, err, sizeof(err)), 0);
 	/* nothing ran */
 	assert_null(ag_read_file(logpath, NULL));
