@@ -35,6 +35,7 @@
 #define SECRET "5b1f0e4c2a7d9e8f6b3c1a0d4e2f7a9c8b6d5e3f1a2c4b7d9e0f8a6c3b5d7e91"
 
 struct ctx {
+	bool nvml; /* --backend nvml against the stand-in libnvidia-ml.so.1 */
 	char dir[256];
 	char gpus[300];
 	int port;
@@ -46,7 +47,7 @@ static int
 free_port(void)
 {
 	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t l = sizeof(a);
 	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &l), 0);
@@ -75,9 +76,15 @@ spawn(struct ctx *c, const char *extra, const char *logname)
 		argv[n++] = "--state-dir";
 		argv[n++] = c->dir;
 		argv[n++] = "--backend";
-		argv[n++] = "fake";
-		argv[n++] = "--fake-gpus";
-		argv[n++] = c->gpus;
+		if (c->nvml) {
+			argv[n++] = "nvml";
+			argv[n++] = "--nvml-lib";
+			argv[n++] = (char *)NVML_STUB_PATH;
+		} else {
+			argv[n++] = "fake";
+			argv[n++] = "--fake-gpus";
+			argv[n++] = c->gpus;
+		}
 		argv[n++] = "--listen";
 		argv[n++] = listen;
 		argv[n++] = "--heartbeat-interval";
@@ -96,8 +103,9 @@ wait_listening(struct ctx *c)
 {
 	for (int i = 0; i < 100; i++) {
 		int s = socket(AF_INET, SOCK_STREAM, 0);
-		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port),
-		    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		struct sockaddr_in a = { .sin_family = AF_INET,
+			.sin_port = htons((uint16_t)c->port),
+			.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		int ok = connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
 		close(s);
 		if (ok)
@@ -154,7 +162,7 @@ push(struct ctx *c, const char *body, const char *secret, long long ts, char *an
 	snprintf(base, sizeof(base), "http://127.0.0.1:%d", c->port);
 	snprintf(tss, sizeof(tss), "%lld", ts);
 	snprintf(tsh, sizeof(tsh), "X-Gpupool-Timestamp: %s", tss);
-	const char *hdrs[3] = {tsh, NULL, NULL};
+	const char *hdrs[3] = { tsh, NULL, NULL };
 	if (secret != NULL) {
 		assert_int_equal(push_sign(secret, tss, body, strlen(body), sig, sizeof(sig)), 0);
 		snprintf(sigh, sizeof(sigh), "X-Gpupool-Signature: %s", sig);
@@ -162,8 +170,9 @@ push(struct ctx *c, const char *body, const char *secret, long long ts, char *an
 	}
 	struct gp_client *cl = gp_client_create(base, NULL);
 	struct gp_client_response r;
-	assert_int_equal(
-	    gp_client_request(cl, "POST", "/v1/desired-state", body, strlen(body), hdrs, &r), 0);
+	assert_int_equal(gp_client_request(cl, "POST", "/v1/desired-state", body, strlen(body),
+			     hdrs, &r),
+	    0);
 	long st = r.status;
 	if (answer != NULL)
 		ag_strlcpy(answer, r.body ? r.body : "", alen);
@@ -213,8 +222,10 @@ test_signed_push_applies(void **state)
 	struct ctx *c = *state;
 	char ans[256], got[256], body[2048];
 	long long now = ag_now();
-	snprintf(body, sizeof(body), "%s", doc(c, 5, "{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
-					       "{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2}"));
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 5,
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
+		"{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2}"));
 	/* unsigned, wrong secret, stale, from the future, tampered: 401, nothing changes */
 	assert_int_equal(push(c, body, NULL, now, ans, sizeof(ans)), 401);
 	assert_int_equal(push(c, body, "not-the-secret", now, ans, sizeof(ans)), 401);
@@ -249,7 +260,8 @@ test_kill9_restart_converges(void **state)
 	char ans[256], got[256];
 	long long now = ag_now();
 	char body[2048];
-	snprintf(body, sizeof(body), "%s", doc(c, 7, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 7, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
 	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
 	realized(c, got, sizeof(got));
 	assert_string_equal(got, "7g.80gb@0");
@@ -261,8 +273,10 @@ test_kill9_restart_converges(void **state)
 	 * re-layout that only fits by destroying first */
 	realized(c, got, sizeof(got));
 	assert_string_equal(got, "7g.80gb@0");
-	snprintf(body, sizeof(body), "%s", doc(c, 8, "{\"profile\":\"3g.40gb\",\"start\":0,\"size\":4},"
-					       "{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"));
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 8,
+		"{\"profile\":\"3g.40gb\",\"start\":0,\"size\":4},"
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"));
 	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
 	assert_string_equal(ans, "{\"observed_generation\":8}");
 	realized(c, got, sizeof(got));
@@ -287,7 +301,8 @@ test_listener_edges(void **state)
 	char *huge = malloc(big + 1);
 	memset(huge, ' ', big);
 	huge[big] = '\0';
-	assert_int_equal(gp_client_request(cl, "POST", "/v1/desired-state", huge, big, NULL, &r), 0);
+	assert_int_equal(gp_client_request(cl, "POST", "/v1/desired-state", huge, big, NULL, &r),
+	    0);
 	assert_int_equal(r.status, 413);
 	gp_client_response_free(&r);
 	free(huge);
@@ -321,6 +336,70 @@ test_unenrolled_without_token_exits_3(void **state)
 	assert_int_equal(WEXITSTATUS(st), 2);
 }
 
+/* The same flow with --backend nvml: the nvml backend's real code in a
+ * real agent process, against the stand-in libnvidia-ml.so.1 whose MIG
+ * state file plays the hardware (it outlives the agent). */
+static void
+test_nvml_backend_process(void **state)
+{
+	struct ctx *c = *state;
+	char stub_state[400], ans[256];
+	snprintf(stub_state, sizeof(stub_state), "%s/nvml-stub-state.json", c->dir);
+	setenv("GPUPOOL_NVML_STUB_CONFIG", FIXTURES_DIR "/nvml-stub/h100x2.json", 1);
+	setenv("GPUPOOL_NVML_STUB_STATE", stub_state, 1);
+	struct ctx d = *c;
+	d.nvml = true;
+	d.port = free_port();
+	ag_strlcpy(d.gpu0, "GPU-11111111-2222-3333-4444-555555555555", sizeof(d.gpu0));
+	d.pid = spawn(&d, NULL, "nvml.log");
+	wait_listening(&d);
+	long long now = ag_now();
+	char body[2048];
+	snprintf(body, sizeof(body), "%s",
+	    doc(&d, 3,
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
+		"{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2},"
+		"{\"profile\":\"2g.20gb\",\"start\":2,\"size\":2}"));
+	assert_int_equal(push(&d, body, SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":3}");
+	char *st = ag_read_file(stub_state, NULL);
+	assert_non_null(st);
+	/* GPU instances with compute instances at exactly those placements */
+	struct json_object *o = json_tokener_parse(st);
+	free(st);
+	struct json_object *gis = gp_client_json_get(o, "[0].gis");
+	assert_non_null(gis);
+	assert_int_equal(json_object_array_length(gis), 3);
+	int mask = 0;
+	for (size_t i = 0; i < 3; i++) {
+		struct json_object *g = json_object_array_get_idx(gis, i);
+		assert_int_equal(json_object_get_int(gp_client_json_get(g, "ci")), 1);
+		mask |= 1 << json_object_get_int(gp_client_json_get(g, "start"));
+	}
+	assert_int_equal(mask, (1 << 0) | (1 << 2) | (1 << 4));
+	json_object_put(o);
+	/* kill -9, restart: a re-layout to one 7g.80gb destroys all three first */
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, NULL, 0);
+	d.pid = spawn(&d, NULL, "nvml2.log");
+	wait_listening(&d);
+	snprintf(body, sizeof(body), "%s",
+	    doc(&d, 4, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
+	assert_int_equal(push(&d, body, SECRET, now, ans, sizeof(ans)), 200);
+	st = ag_read_file(stub_state, NULL);
+	o = json_tokener_parse(st);
+	free(st);
+	gis = gp_client_json_get(o, "[0].gis");
+	assert_int_equal(json_object_array_length(gis), 1);
+	assert_int_equal(json_object_get_int(gp_client_json_get(gis, "[0].size")), 8);
+	json_object_put(o);
+	kill(d.pid, SIGTERM);
+	int ws;
+	waitpid(d.pid, &ws, 0);
+	assert_true(WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
 int
 main(void)
 {
@@ -328,7 +407,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_signed_push_applies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill9_restart_converges, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_listener_edges, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unenrolled_without_token_exits_3, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unenrolled_without_token_exits_3, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_nvml_backend_process, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
