@@ -136,7 +136,7 @@ ag_sleep_ms(long long ms, volatile bool *stop)
 unsigned
 ag_rand(unsigned n)
 {
-	static unsigned seed;
+	static __thread unsigned seed;
 	if (seed == 0)
 		seed = (unsigned)ag_mono_ms() ^ (unsigned)getpid() ^ (unsigned)time(NULL);
 	if (n == 0)

@@ -404,6 +404,41 @@ test_push_signature_and_token_scope(void **state)
 	agent_kill(a, SIGTERM);
 }
 
+static void
+test_revoked_token_reenroll(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-e", true, NULL);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	int64_t node_id = fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name);
+	/* revoked, and no unused enrollment token: the agent exits 3 */
+	struct gp_client_response *r =
+	    fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/agent-token/revoke", a->name), "{}");
+	assert_true(r->status == 200 || r->status == 204);
+	int st = 0;
+	for (int i = 0; i < 200 && waitpid(a->pid, &st, WNOHANG) == 0; i++)
+		usleep(100000);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 3);
+	a->pid = 0;
+	/* a new enrollment token in the state dir: the node is adopted, same id */
+	const char *t = enroll_token(fx);
+	assert_int_equal(ag_write_file(fx_str(fx, "%s/enroll-token", a->dir), t, strlen(t), 0600), 0);
+	agent_spawn(fx, a, NULL);
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
+	request_pool(fx, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
+	wait_count(fx, a, 1, pool_status_sql(), "p5");
+	assert_int_equal(fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name), node_id);
+	/* the spent enrollment token is gone from disk */
+	assert_int_equal(access(fx_str(fx, "%s/enroll-token", a->dir), F_OK), -1);
+	request_pool(fx, "release", "p5", NULL);
+	agent_kill(a, SIGTERM);
+}
+
 int
 main(void)
 {
@@ -412,6 +447,7 @@ main(void)
 		cmocka_unit_test(test_longpoll_only_and_kill9),
 		cmocka_unit_test(test_failed_apply_degrades),
 		cmocka_unit_test(test_push_signature_and_token_scope),
+		cmocka_unit_test(test_revoked_token_reenroll),
 	};
 	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }
