@@ -43,7 +43,7 @@ static int
 free_port(void)
 {
 	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t l = sizeof(a);
 	if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
 	    getsockname(s, (struct sockaddr *)&a, &l) != 0)
@@ -129,7 +129,8 @@ agent_new(struct fixture *fx, const char *name, bool push, const char *gpus_json
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	snprintf(a->dir, sizeof(a->dir), "%s/agent-%s", fx->tmpdir, name);
 	snprintf(a->gpus, sizeof(a->gpus), "%s/gpus-%s.json", fx->tmpdir, name);
-	const char *g = gpus_json ? gpus_json : "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}";
+	const char *g =
+	    gpus_json ? gpus_json : "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}";
 	assert_int_equal(ag_write_file(a->gpus, g, strlen(g), 0644), 0);
 	a->port = push ? free_port() : 0;
 	return a;
@@ -164,8 +165,7 @@ dump_agent_log(struct fixture *fx, const struct agent *a)
 
 /* Wait (30 s) until the SQL count is want. */
 static void
-wait_count(struct fixture *fx, const struct agent *a, int64_t want, const char *sql,
-    const char *p1)
+wait_count(struct fixture *fx, const struct agent *a, int64_t want, const char *sql, const char *p1)
 {
 	int64_t got = -1;
 	for (int i = 0; i < 300; i++) {
@@ -235,8 +235,8 @@ pool_status_sql(void)
 static int
 group_setup(void **state)
 {
-	static const char *const env[] = {"GPUPOOL_EXPIRY_INTERVAL=1", NULL};
-	struct fixture_options opts = {.server_env = env};
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", NULL };
+	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
 	if (fixture_create(&opts, &fx) < 0)
 		return -1;
@@ -334,11 +334,12 @@ static void
 test_failed_apply_degrades(void **state)
 {
 	struct fixture *fx = *state;
-	struct agent *a = agent_new(fx, "e2e-c", true,
-	    "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":1}]}");
+	struct agent *a =
+	    agent_new(fx, "e2e-c", true, "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":1}]}");
 	/* every create of 1g.10gb fails on this node */
 	assert_int_equal(mkdir(a->dir, 0700), 0);
-	const char *faults = "{\"fail_apply\":[{\"profile\":\"1g.10gb\",\"message\":\"injected\"}]}";
+	const char *faults =
+	    "{\"fail_apply\":[{\"profile\":\"1g.10gb\",\"message\":\"injected\"}]}";
 	assert_int_equal(ag_write_file(fx_str(fx, "%s/fake-faults.json", a->dir), faults,
 			     strlen(faults), 0644),
 	    0);
@@ -382,10 +383,11 @@ test_push_signature_and_token_scope(void **state)
 			     ts, body, strlen(body), sig, sizeof(sig)),
 	    0);
 	struct gp_client *c = gp_client_create(fx_str(fx, "http://127.0.0.1:%d", a->port), NULL);
-	const char *hdrs[] = {fx_str(fx, "X-Gpupool-Timestamp: %s", ts),
-	    fx_str(fx, "X-Gpupool-Signature: %s", sig), NULL};
+	const char *hdrs[] = { fx_str(fx, "X-Gpupool-Timestamp: %s", ts),
+		fx_str(fx, "X-Gpupool-Signature: %s", sig), NULL };
 	struct gp_client_response r;
-	assert_int_equal(gp_client_request(c, "POST", "/v1/desired-state", body, strlen(body), hdrs, &r),
+	assert_int_equal(gp_client_request(c, "POST", "/v1/desired-state", body, strlen(body), hdrs,
+			     &r),
 	    0);
 	assert_int_equal(r.status, 401);
 	gp_client_response_free(&r);
@@ -415,8 +417,8 @@ test_revoked_token_reenroll(void **state)
 	    a->name);
 	int64_t node_id = fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name);
 	/* revoked, and no unused enrollment token: the agent exits 3 */
-	struct gp_client_response *r =
-	    fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/agent-token/revoke", a->name), "{}");
+	struct gp_client_response *r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/nodes/%s/agent-token/revoke", a->name), "{}");
 	assert_true(r->status == 200 || r->status == 204);
 	int st = 0;
 	for (int i = 0; i < 200 && waitpid(a->pid, &st, WNOHANG) == 0; i++)
@@ -426,13 +428,15 @@ test_revoked_token_reenroll(void **state)
 	a->pid = 0;
 	/* a new enrollment token in the state dir: the node is adopted, same id */
 	const char *t = enroll_token(fx);
-	assert_int_equal(ag_write_file(fx_str(fx, "%s/enroll-token", a->dir), t, strlen(t), 0600), 0);
+	assert_int_equal(ag_write_file(fx_str(fx, "%s/enroll-token", a->dir), t, strlen(t), 0600),
+	    0);
 	agent_spawn(fx, a, NULL);
 	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
 	request_pool(fx, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
 	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
 	wait_count(fx, a, 1, pool_status_sql(), "p5");
-	assert_int_equal(fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name), node_id);
+	assert_int_equal(fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name),
+	    node_id);
 	/* the spent enrollment token is gone from disk */
 	assert_int_equal(access(fx_str(fx, "%s/enroll-token", a->dir), F_OK), -1);
 	request_pool(fx, "release", "p5", NULL);
@@ -449,5 +453,6 @@ main(void)
 		cmocka_unit_test(test_push_signature_and_token_scope),
 		cmocka_unit_test(test_revoked_token_reenroll),
 	};
-	return fixture_exit_status(cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }
