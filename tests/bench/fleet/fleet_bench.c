@@ -114,7 +114,8 @@ done(struct agent *a, long status)
 	struct json_object *o = a->buf ? json_tokener_parse(a->buf) : NULL, *v;
 	if (a->phase == 0) {
 		if (status != 201 || !json_object_object_get_ex(o, "token", &v)) {
-			fprintf(stderr, "enrollment token: HTTP %ld %s\n", status, a->buf ? a->buf : "");
+			fprintf(stderr, "enrollment token: HTTP %ld %s\n", status,
+			    a->buf ? a->buf : "");
 			failures++;
 		} else {
 			char body[1024];
@@ -156,9 +157,9 @@ done(struct agent *a, long status)
 		if (status != 202 && status != 200) {
 			failures++;
 			if (failures < 5)
-				fprintf(stderr, "metrics: HTTP %ld %.200s\n", status, a->buf ? a->buf : "");
-		}
-		else
+				fprintf(stderr, "metrics: HTTP %ld %.200s\n", status,
+				    a->buf ? a->buf : "");
+		} else
 			accepted += 500;
 		a->phase = 0; /* idle: the next batch may go */
 	}
@@ -242,8 +243,9 @@ proc_sample(int pid, long *rss_kib, double *cpu_s)
 		char *q = strrchr(line, ')');
 		unsigned long ut = 0, st = 0;
 		/* fields after ")": state(3) ... utime(14) stime(15) */
-		if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-			     &st) == 2)
+		if (q &&
+		    sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			&st) == 2)
 			*cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 	}
 	if (f)
@@ -261,8 +263,9 @@ int
 main(int argc, char **argv)
 {
 	if (argc != 7) {
-		fprintf(stderr, "usage: bench_fleet URL ADMIN_TOKEN AGENTS APPROVALS METRICS_SECONDS "
-				"SERVER_PID\n");
+		fprintf(stderr,
+		    "usage: bench_fleet URL ADMIN_TOKEN AGENTS APPROVALS METRICS_SECONDS "
+		    "SERVER_PID\n");
 		return 2;
 	}
 	base = argv[1];
@@ -283,8 +286,8 @@ main(int argc, char **argv)
 		while (next < n && running < 64) {
 			ag[next].i = next;
 			ag[next].phase = 0;
-			start(&ag[next], "POST", "/v1/clusters/fleet/enrollment-tokens",
-			    admin, "{\"expires_in_seconds\":3600}");
+			start(&ag[next], "POST", "/v1/clusters/fleet/enrollment-tokens", admin,
+			    "{\"expires_in_seconds\":3600}");
 			next++;
 		}
 		pump(0.01);
@@ -316,7 +319,8 @@ main(int argc, char **argv)
 		}
 		struct json_object *o = json_tokener_parse(out), *v;
 		free(out);
-		long long id = json_object_object_get_ex(o, "id", &v) ? json_object_get_int64(v) : 0;
+		long long id =
+		    json_object_object_get_ex(o, "id", &v) ? json_object_get_int64(v) : 0;
 		json_object_put(o);
 		char path[128];
 		snprintf(path, sizeof(path), "/v1/pool-requests/%lld/approve", id);
