@@ -45,7 +45,7 @@ echo "ok: the tree passes"
 while IFS='|' read -r file line want; do
 	expect_fail "$file" "$line" "$want"
 done <<'CASES'
-server/api/health.c|#include <microhttpd.h>|may not use microhttpd; it belongs to server/http/
+server/api/health.c|#include <microhttpd.h>|may not use microhttpd; it belongs to client/agent/ server/http/
 server/domain/pool.c|#include "db/db.h"|server/domain/ may not use db/
 server/domain/spec.h|#include "service/pool_service.h"|server/domain/ may not use service/
 server/db/db.c|#include "domain/spec.h"|server/db/ may not use domain/
@@ -56,10 +56,13 @@ server/workers/expiry.c|#include "auth/token.h"|server/workers/ may not use auth
 server/api/users.c|#include "http/server.h"|server/api/ may not use http/
 server/api/users.c|#include <libpq-fe.h>|may not use libpq; it belongs to server/db/
 server/db/db.c|#include <argon2.h>|may not use argon2; it belongs to server/auth/
-server/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to server/auth/
+server/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to client/agent/ server/auth/
 server/api/users.c|#include <curl/curl.h>|server/api/ may not use curl; it belongs to client/lib/ server/workers/
 client/cli/main.c|#include <curl/curl.h>|client/cli/ may not use curl
 client/cli/main.c|#include "db/db.h"|client/cli/ may not use db/
+client/agent/push.c|#include <libpq-fe.h>|client/agent/ may not use libpq
+client/agent/agent.c|#include "service/pool_service.h"|client/agent/ may not use service/
+client/cli/main.c|#include <microhttpd.h>|client/cli/ may not use microhttpd
 server/api/users.c|#include "../db/db.h"|no relative paths
 server/api/users.c|#include "db/db_internal.h"|a header private to db/
 server/main.c|#include "api/capacity.h"|a header private to api/

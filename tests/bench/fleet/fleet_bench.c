@@ -1,0 +1,383 @@
+/*
+ * fleet_bench.c - N simulated gpupool agents in one process (libcurl
+ * multi) against one gpupoold: enrollment, every agent long-polling its
+ * desired state, approval-to-agent latency, and metric ingestion.
+ * scripts/bench-fleet starts the database and the server and runs this.
+ *
+ *   bench_fleet URL ADMIN_TOKEN AGENTS APPROVALS METRICS_SECONDS SERVER_PID
+ *
+ * Prints "key value" lines: enroll_s, idle_rss_kib, idle_cpu_pct,
+ * approvals, latency_p50_ms, latency_p99_ms, latency_max_ms, missed,
+ * samples_per_s. The agents are simulated (no backend): each enrolls one
+ * H100-80GB in MIG mode and long-polls with wait=60; receiving a higher
+ * generation is what "the owning agent received it" means.
+ */
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct agent {
+	int i;
+	char token[128];
+	long long gen;
+	CURL *h;
+	struct curl_slist *hdr;
+	char *buf;
+	size_t len;
+	int phase; /* 0 enroll-token, 1 enroll, 2 polling, 3 metrics */
+	char url[256];
+	char *body;
+};
+
+static const char *base, *admin;
+static CURLM *multi;
+static int running;
+static double t_approve; /* when the current approval was sent, 0 when none */
+static double lat[100000];
+static int nlat;
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t
+on_data(char *p, size_t s, size_t n, void *ud)
+{
+	struct agent *a = ud;
+	char *nb = realloc(a->buf, a->len + s * n + 1);
+	if (nb == NULL)
+		return 0;
+	a->buf = nb;
+	memcpy(a->buf + a->len, p, s * n);
+	a->len += s * n;
+	a->buf[a->len] = '\0';
+	return s * n;
+}
+
+static void
+start(struct agent *a, const char *method, const char *path, const char *token, const char *body)
+{
+	if (a->h == NULL)
+		a->h = curl_easy_init();
+	else
+		curl_easy_reset(a->h);
+	curl_slist_free_all(a->hdr);
+	a->hdr = NULL;
+	free(a->buf);
+	a->buf = NULL;
+	a->len = 0;
+	free(a->body);
+	a->body = body ? strdup(body) : NULL;
+	snprintf(a->url, sizeof(a->url), "%s%s", base, path);
+	char auth[200];
+	if (token != NULL) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		a->hdr = curl_slist_append(a->hdr, auth);
+	}
+	a->hdr = curl_slist_append(a->hdr, "Content-Type: application/json");
+	curl_easy_setopt(a->h, CURLOPT_URL, a->url);
+	curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, a->hdr);
+	curl_easy_setopt(a->h, CURLOPT_CUSTOMREQUEST, method);
+	if (a->body != NULL)
+		curl_easy_setopt(a->h, CURLOPT_POSTFIELDS, a->body);
+	curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(a->h, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(a->h, CURLOPT_PRIVATE, a);
+	curl_easy_setopt(a->h, CURLOPT_TIMEOUT, 90L);
+	curl_easy_setopt(a->h, CURLOPT_NOSIGNAL, 1L);
+	curl_multi_add_handle(multi, a->h);
+	running++;
+}
+
+static void
+poll_again(struct agent *a)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/agent/desired-state?after=%lld&wait=60", a->gen);
+	start(a, "GET", path, a->token, NULL);
+}
+
+static int enrolled, failures;
+static long long accepted;
+
+static void
+done(struct agent *a, long status)
+{
+	struct json_object *o = a->buf ? json_tokener_parse(a->buf) : NULL, *v;
+	if (a->phase == 0) {
+		if (status != 201 || !json_object_object_get_ex(o, "token", &v)) {
+			fprintf(stderr, "enrollment token: HTTP %ld %s\n", status,
+			    a->buf ? a->buf : "");
+			failures++;
+		} else {
+			char body[1024];
+			snprintf(body, sizeof(body),
+			    "{\"enrollment_token\":\"%s\",\"node_name\":\"fleet-%d\",\"hostname\":"
+			    "\"fleet-%d\",\"agent_version\":\"bench\",\"gpus\":[{\"uuid\":"
+			    "\"GPU-f1ee7000-0000-4000-8000-%012d\",\"index\":0,\"product_name\":"
+			    "\"NVIDIA H100 80GB HBM3\",\"pci_device_id\":\"0x233010DE\",\"memory_mib\":"
+			    "81559,\"mig_enabled\":true,\"instances\":[]}]}",
+			    json_object_get_string(v), a->i, a->i, a->i);
+			a->phase = 1;
+			start(a, "POST", "/v1/agent/enroll", NULL, body);
+		}
+	} else if (a->phase == 1) {
+		if (status != 201 || !json_object_object_get_ex(o, "node_token", &v)) {
+			fprintf(stderr, "enroll: HTTP %ld %s\n", status, a->buf ? a->buf : "");
+			failures++;
+		} else {
+			snprintf(a->token, sizeof(a->token), "%s", json_object_get_string(v));
+			enrolled++;
+			a->phase = 2;
+			a->gen = 0;
+			poll_again(a);
+		}
+	} else if (a->phase == 2) {
+		if (status == 200 && json_object_object_get_ex(o, "generation", &v)) {
+			long long g = json_object_get_int64(v);
+			if (g > a->gen && a->gen > 0 && t_approve > 0 && nlat < 100000) {
+				lat[nlat++] = now_s() - t_approve;
+				t_approve = 0;
+			}
+			a->gen = g;
+		} else if (status != 304) {
+			failures++;
+			usleep(1000);
+		}
+		poll_again(a);
+	} else {
+		if (status != 202 && status != 200) {
+			failures++;
+			if (failures < 5)
+				fprintf(stderr, "metrics: HTTP %ld %.200s\n", status,
+				    a->buf ? a->buf : "");
+		} else
+			accepted += 500;
+		a->phase = 0; /* idle: the next batch may go */
+	}
+	json_object_put(o);
+}
+
+static void
+pump(double seconds)
+{
+	double end = now_s() + seconds;
+	while (now_s() < end) {
+		int still;
+		curl_multi_perform(multi, &still);
+		CURLMsg *m;
+		int left;
+		while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			struct agent *a;
+			long status = 0;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&a);
+			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+			curl_multi_remove_handle(multi, m->easy_handle);
+			running--;
+			done(a, m->data.result == CURLE_OK ? status : 0);
+		}
+		int n;
+		curl_multi_poll(multi, NULL, 0, 10, &n);
+	}
+}
+
+/* One blocking request with its own handle; returns the status, body in *out. */
+static long
+simple(const char *method, const char *path, const char *body, char **out)
+{
+	struct agent a;
+	memset(&a, 0, sizeof(a));
+	CURLM *save = multi;
+	CURLM *m = curl_multi_init();
+	multi = m;
+	start(&a, method, path, admin, body);
+	int still = 1;
+	while (still) {
+		curl_multi_perform(m, &still);
+		int n;
+		if (still)
+			curl_multi_poll(m, NULL, 0, 10, &n);
+	}
+	long st = 0;
+	curl_easy_getinfo(a.h, CURLINFO_RESPONSE_CODE, &st);
+	curl_multi_remove_handle(m, a.h);
+	curl_easy_cleanup(a.h);
+	curl_multi_cleanup(m);
+	multi = save;
+	running--;
+	curl_slist_free_all(a.hdr);
+	free(a.body);
+	if (out != NULL)
+		*out = a.buf;
+	else
+		free(a.buf);
+	return st;
+}
+
+static void
+proc_sample(int pid, long *rss_kib, double *cpu_s)
+{
+	char p[64], line[512];
+	snprintf(p, sizeof(p), "/proc/%d/status", pid);
+	FILE *f = fopen(p, "r");
+	*rss_kib = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			*rss_kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	snprintf(p, sizeof(p), "/proc/%d/stat", pid);
+	f = fopen(p, "r");
+	*cpu_s = -1;
+	if (f && fgets(line, sizeof(line), f)) {
+		char *q = strrchr(line, ')');
+		unsigned long ut = 0, st = 0;
+		/* fields after ")": state(3) ... utime(14) stime(15) */
+		if (q &&
+		    sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			&st) == 2)
+			*cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	}
+	if (f)
+		fclose(f);
+}
+
+static int
+cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc != 7) {
+		fprintf(stderr,
+		    "usage: bench_fleet URL ADMIN_TOKEN AGENTS APPROVALS METRICS_SECONDS "
+		    "SERVER_PID\n");
+		return 2;
+	}
+	base = argv[1];
+	admin = argv[2];
+	int n = atoi(argv[3]), approvals = atoi(argv[4]), msecs = atoi(argv[5]);
+	int pid = atoi(argv[6]);
+	curl_global_init(CURL_GLOBAL_ALL);
+	multi = curl_multi_init();
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)n + 64);
+	simple("POST", "/v1/clusters", "{\"name\":\"fleet\",\"region\":\"bench\"}", NULL);
+	simple("POST", "/v1/projects", "{\"name\":\"fleet\",\"display_name\":\"fleet\"}", NULL);
+	struct agent *ag = calloc((size_t)n, sizeof(*ag));
+	double t0 = now_s();
+	/* enroll, 64 at a time */
+	int next = 0;
+	while ((enrolled + failures < n) && now_s() - t0 < 600) {
+		while (next < n && running < 64) {
+			ag[next].i = next;
+			ag[next].phase = 0;
+			start(&ag[next], "POST", "/v1/clusters/fleet/enrollment-tokens", admin,
+			    "{\"expires_in_seconds\":3600}");
+			next++;
+		}
+		pump(0.01);
+	}
+	printf("agents %d\nenrolled %d\nenroll_s %.1f\n", n, enrolled, now_s() - t0);
+	fflush(stdout);
+	/* every agent long-polls; let the first answers (generation 0 -> g) settle */
+	pump(5);
+	long rss0, rss1;
+	double c0, c1;
+	proc_sample(pid, &rss0, &c0);
+	pump(10);
+	proc_sample(pid, &rss1, &c1);
+	printf("idle_rss_kib %ld\nidle_cpu_pct %.1f\n", rss1, (c1 - c0) / 10 * 100);
+	fflush(stdout);
+	/* approvals: one at a time, latency to the owning agent's long-poll */
+	int missed = 0;
+	for (int k = 0; k < approvals; k++) {
+		char body[256], *out = NULL;
+		snprintf(body, sizeof(body),
+		    "{\"action\":\"create\",\"pool\":\"b%d\",\"items\":[\"H100-80GB/1g.10gb=1\"],"
+		    "\"justification\":\"bench\"}",
+		    k);
+		if (simple("POST", "/v1/projects/fleet/pool-requests", body, &out) != 201) {
+			fprintf(stderr, "pool request: %s\n", out ? out : "");
+			free(out);
+			missed++;
+			continue;
+		}
+		struct json_object *o = json_tokener_parse(out), *v;
+		free(out);
+		long long id =
+		    json_object_object_get_ex(o, "id", &v) ? json_object_get_int64(v) : 0;
+		json_object_put(o);
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/pool-requests/%lld/approve", id);
+		int before = nlat;
+		t_approve = now_s();
+		if (simple("POST", path, "{\"note\":\"bench\"}", NULL) != 200) {
+			t_approve = 0;
+			missed++;
+			continue;
+		}
+		double until = now_s() + 5;
+		while (nlat == before && now_s() < until)
+			pump(0.001);
+		if (nlat == before) {
+			missed++;
+			t_approve = 0;
+		}
+		pump(0.05);
+	}
+	qsort(lat, (size_t)nlat, sizeof(double), cmp);
+	printf("approvals %d\nmissed %d\n", approvals, missed);
+	if (nlat > 0)
+		printf("latency_p50_ms %.1f\nlatency_p99_ms %.1f\nlatency_max_ms %.1f\n",
+		    lat[nlat / 2] * 1000, lat[(int)(nlat * 0.99)] * 1000, lat[nlat - 1] * 1000);
+	fflush(stdout);
+	/* metrics: 500-sample batches from 32 agents at a time */
+	struct agent *mx = calloc(32, sizeof(*mx));
+	char *batch = malloc(500 * 300 + 64);
+	long long sent = 0;
+	double m0 = now_s();
+	int rounds = 0;
+	while (now_s() - m0 < msecs) {
+		for (int k = 0; k < 32; k++) {
+			if (mx[k].phase == 3)
+				continue;
+			int who = (rounds * 32 + k) % (enrolled > 0 ? enrolled : 1);
+			size_t off = (size_t)sprintf(batch, "{\"samples\":[");
+			long long ts = (long long)time(NULL);
+			for (int s = 0; s < 500; s++)
+				off += (size_t)sprintf(batch + off,
+				    "%s{\"ts\":%lld,\"gpu_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\","
+				    "\"device_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\",\"power_w\":%d,"
+				    "\"sm_active\":0.5,\"memory_used_mib\":100,\"memory_total_mib\":81559,"
+				    "\"temperature_c\":40}",
+				    s ? "," : "", ts - s, who, who, 100 + s % 50);
+			sprintf(batch + off, "]}");
+			mx[k].phase = 3;
+			mx[k].i = k;
+			start(&mx[k], "POST", "/v1/agent/metrics", ag[who].token, batch);
+			sent += 500;
+		}
+		rounds++;
+		pump(0.001);
+	}
+	pump(1);
+	double el = now_s() - m0;
+	printf("samples_sent %lld\nsamples_accepted %lld\nsamples_per_s %.0f\nfailures %d\n", sent,
+	    accepted, (double)accepted / el, failures);
+	return 0;
+}

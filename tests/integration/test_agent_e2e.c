@@ -1,0 +1,458 @@
+/*
+ * test_agent_e2e.c - end to end: PostgreSQL, a real gpupoold and real
+ * gpupool-agent processes (fake backend, and nvml against the stand-in
+ * libnvidia-ml.so.1). Enrollment with a one-time token; an approval
+ * reaches the agent (by push, and by long-poll alone), which creates the
+ * MIG instances at the placements chosen, and the allocations become ready
+ * and the pool active; a release destroys the instances and only then are
+ * the allocations released; kill -9 and restart converge; a failed apply
+ * degrades the pool; a bad push signature is refused; a node token reaches
+ * nothing but the agent endpoints.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "fixture.h"
+#include "push.h"
+#include "util.h"
+
+static const char *op;    /* operator */
+static const char *alice; /* owner of project pa */
+
+struct agent {
+	char name[64];
+	char dir[512];
+	char gpus[600];
+	int port; /* push listener, 0: long-poll only */
+	bool nvml;
+	pid_t pid;
+	int starts;
+};
+
+static int
+free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &l) != 0)
+		fail_msg("no free port");
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+/* A one-time enrollment token for cluster "e2e". */
+static const char *
+enroll_token(struct fixture *fx)
+{
+	struct gp_client_response *r = fx_request(fx, op, "POST",
+	    "/v1/clusters/e2e/enrollment-tokens", "{\"expires_in_seconds\":600}");
+	assert_status(r, 201);
+	const char *t = fx_json_str(r->json, "token");
+	assert_memory_equal(t, "gpe_", 4);
+	return t;
+}
+
+static void
+agent_spawn(struct fixture *fx, struct agent *a, const char *token)
+{
+	char log[600], listen[64], server[128];
+	snprintf(log, sizeof(log), "%s/%s.log", fx->tmpdir, a->name);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", a->port);
+	snprintf(server, sizeof(server), "%s", fx->server->base_url);
+	a->starts++;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		const char *argv[40];
+		int n = 0;
+		argv[n++] = AGENT_PATH;
+		argv[n++] = "--server";
+		argv[n++] = server;
+		argv[n++] = "--node-name";
+		argv[n++] = a->name;
+		argv[n++] = "--state-dir";
+		argv[n++] = a->dir;
+		if (a->nvml) {
+			argv[n++] = "--backend";
+			argv[n++] = "nvml";
+			argv[n++] = "--nvml-lib";
+			argv[n++] = NVML_STUB_PATH;
+		} else {
+			argv[n++] = "--backend";
+			argv[n++] = "fake";
+			argv[n++] = "--fake-gpus";
+			argv[n++] = a->gpus;
+		}
+		if (token != NULL) {
+			argv[n++] = "--enroll-token";
+			argv[n++] = token;
+		}
+		if (a->port > 0) {
+			argv[n++] = "--listen";
+			argv[n++] = listen;
+		}
+		argv[n++] = "--poll-interval";
+		argv[n++] = "5";
+		argv[n++] = "--heartbeat-interval";
+		argv[n++] = "1";
+		argv[n++] = "--metrics-interval";
+		argv[n++] = "2";
+		argv[n++] = "--profiles-interval";
+		argv[n++] = "2";
+		argv[n] = NULL;
+		execv(AGENT_PATH, (char *const *)argv);
+		_exit(127);
+	}
+	a->pid = pid;
+}
+
+static struct agent *
+agent_new(struct fixture *fx, const char *name, bool push, const char *gpus_json)
+{
+	struct agent *a = arena_alloc(fx->arena, sizeof(*a));
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	snprintf(a->dir, sizeof(a->dir), "%s/agent-%s", fx->tmpdir, name);
+	snprintf(a->gpus, sizeof(a->gpus), "%s/gpus-%s.json", fx->tmpdir, name);
+	const char *g =
+	    gpus_json ? gpus_json : "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}";
+	assert_int_equal(ag_write_file(a->gpus, g, strlen(g), 0644), 0);
+	a->port = push ? free_port() : 0;
+	return a;
+}
+
+static void
+agent_kill(struct agent *a, int sig)
+{
+	if (a->pid <= 0)
+		return;
+	kill(a->pid, sig);
+	int st;
+	waitpid(a->pid, &st, 0);
+	if (sig == SIGTERM && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		fail_msg("agent %s did not stop cleanly on SIGTERM (status %d)", a->name, st);
+	a->pid = 0;
+}
+
+static void
+dump_agent_log(struct fixture *fx, const struct agent *a)
+{
+	char p[600];
+	snprintf(p, sizeof(p), "%s/%s.log", fx->tmpdir, a->name);
+	char *s = ag_read_file(p, NULL);
+	if (s != NULL) {
+		size_t n = strlen(s);
+		fprintf(stderr, "---- agent %s log (tail) ----\n%s\n", a->name,
+		    n > 4000 ? s + n - 4000 : s);
+		free(s);
+	}
+}
+
+/* Wait (30 s) until the SQL count is want. */
+static void
+wait_count(struct fixture *fx, const struct agent *a, int64_t want, const char *sql, const char *p1)
+{
+	int64_t got = -1;
+	for (int i = 0; i < 300; i++) {
+		got = p1 ? fx_sql_int64(fx, sql, p1) : fx_sql_int64(fx, sql);
+		if (got == want)
+			return;
+		usleep(100000);
+	}
+	if (a != NULL)
+		dump_agent_log(fx, a);
+	fixture_server_dump_log(fx->server, 40);
+	fail_msg("timed out: %s gave %lld, want %lld", sql, (long long)got, (long long)want);
+}
+
+/* The fake backend's instances on GPU index gpu, "profile@start ..." */
+static const char *
+realized(struct fixture *fx, const struct agent *a, int gpu)
+{
+	char p[600];
+	snprintf(p, sizeof(p), "%s/fake-state.json", a->dir);
+	char *s = ag_read_file(p, NULL);
+	if (s == NULL)
+		return "";
+	struct json_object *o = json_tokener_parse(s);
+	free(s);
+	struct json_object *arr = gp_client_json_get(o, fx_str(fx, "gpus[%d].instances", gpu));
+	char out[512] = "";
+	for (size_t i = 0; arr != NULL && i < json_object_array_length(arr); i++) {
+		struct json_object *in = json_object_array_get_idx(arr, i);
+		char one[64];
+		snprintf(one, sizeof(one), "%s%s@%d", out[0] ? " " : "",
+		    json_object_get_string(gp_client_json_get(in, "profile")),
+		    json_object_get_int(gp_client_json_get(in, "start")));
+		strncat(out, one, sizeof(out) - strlen(out) - 1);
+	}
+	json_object_put(o);
+	return fx_str(fx, "%s", out);
+}
+
+static int64_t
+request_pool(struct fixture *fx, const char *action, const char *pool, const char *items)
+{
+	struct gp_client_response *r;
+	if (items != NULL)
+		r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+		    "{\"action\":\"%s\",\"pool\":\"%s\",\"items\":%s,\"justification\":\"e2e\"}",
+		    action, pool, items);
+	else
+		r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+		    "{\"action\":\"%s\",\"pool\":\"%s\"}", action, pool);
+	assert_status(r, 201);
+	int64_t id = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+	    "{\"note\":\"e2e\"}");
+	assert_status(r, 200);
+	return fx_json_int(r->json, "pool_id");
+}
+
+static const char *
+pool_status_sql(void)
+{
+	return "SELECT count(*) FROM pools WHERE name = $1 AND status = 'active'";
+}
+
+/* ---- setup ---- */
+
+static int
+group_setup(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", NULL };
+	struct fixture_options opts = { .server_env = env };
+	struct fixture *fx;
+	if (fixture_create(&opts, &fx) < 0)
+		return -1;
+	*state = fx;
+	op = fixture_create_user(fx, "op", "operator");
+	alice = fixture_create_user(fx, "alice", "none");
+	struct gp_client_response *r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"pa\",\"display_name\":\"pa\"}");
+	if (r->status != 201)
+		return -1;
+	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pa/members/alice",
+	    "{\"role\":\"owner\"}");
+	if (r->status != 201)
+		return -1;
+	r = fx_request(fx, op, "POST", "/v1/clusters", "{\"name\":\"e2e\",\"region\":\"t\"}");
+	return r->status == 201 ? 0 : -1;
+}
+
+/* ---- tests ---- */
+
+static void
+test_enroll_approve_release(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-a", true, NULL);
+	agent_spawn(fx, a, enroll_token(fx));
+	/* enrolled: node and GPUs in the inventory, token 0600 in the state dir */
+	wait_count(fx, a, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	struct stat st;
+	assert_int_equal(stat(fx_str(fx, "%s/token", a->dir), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+
+	/* 3g.40gb + 2 x 2g.20gb fits one H100 only as 3g@4, 2g@0, 2g@2 */
+	request_pool(fx, "create", "p1", "[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]");
+	wait_count(fx, a, 1, pool_status_sql(), "p1");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+			     "WHERE p.name = 'p1' AND a.state = 'ready' AND a.device_uuid LIKE 'MIG-%'"),
+	    3);
+	/* the instances exist at the placements the server chose */
+	const char *placed = fx_sql_text(fx,
+	    "SELECT string_agg(a.profile || '@' || a.start, ' ' ORDER BY a.start) "
+	    "FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = 'p1'");
+	int gpu = (int)fx_sql_int64(fx,
+	    "SELECT DISTINCT g.index FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "JOIN gpus g ON g.id = a.gpu_id WHERE p.name = 'p1'");
+	const char *got = realized(fx, a, gpu);
+	assert_int_equal(strlen(got), strlen(placed));
+	assert_non_null(strstr(got, "3g.40gb@4"));
+	assert_non_null(strstr(got, "2g.20gb@0"));
+	assert_non_null(strstr(got, "2g.20gb@2"));
+
+	/* release: released only after the agent destroyed the instances */
+	request_pool(fx, "release", "p1", NULL);
+	wait_count(fx, a, 3,
+	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state = 'released'",
+	    "p1");
+	assert_string_equal(realized(fx, a, gpu), "");
+	agent_kill(a, SIGTERM);
+}
+
+static void
+test_longpoll_only_and_kill9(void **state)
+{
+	struct fixture *fx = *state;
+	/* no --listen: the approval reaches the agent by long-poll alone */
+	struct agent *a = agent_new(fx, "e2e-b", false, NULL);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	request_pool(fx, "create", "p2", "[\"H100-80GB/7g.80gb=1\"]");
+	wait_count(fx, a, 1, pool_status_sql(), "p2");
+	/* kill -9; approve while it is down; restart with no token: converges */
+	agent_kill(a, SIGKILL);
+	request_pool(fx, "expand", "p2", "[\"H100-80GB/3g.40gb=2\"]");
+	agent_spawn(fx, a, NULL);
+	wait_count(fx, a, 3,
+	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state = 'ready'",
+	    "p2");
+	wait_count(fx, a, 1, pool_status_sql(), "p2");
+	request_pool(fx, "release", "p2", NULL);
+	wait_count(fx, a, 3,
+	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state = 'released'",
+	    "p2");
+	agent_kill(a, SIGTERM);
+}
+
+static void
+test_failed_apply_degrades(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a =
+	    agent_new(fx, "e2e-c", true, "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":1}]}");
+	/* every create of 1g.10gb fails on this node */
+	assert_int_equal(mkdir(a->dir, 0700), 0);
+	const char *faults =
+	    "{\"fail_apply\":[{\"profile\":\"1g.10gb\",\"message\":\"injected\"}]}";
+	assert_int_equal(ag_write_file(fx_str(fx, "%s/fake-faults.json", a->dir), faults,
+			     strlen(faults), 0644),
+	    0);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 1,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	/* only this node takes placements: cordon the others */
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
+	request_pool(fx, "create", "p3", "[\"H100-80GB/1g.10gb=1\"]");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT n.name FROM allocations a JOIN pools p ON p.id = a.pool_id "
+				"JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
+				"WHERE p.name = 'p3'"),
+	    a->name);
+	wait_count(fx, a, 1, "SELECT count(*) FROM pools WHERE name = $1 AND status = 'degraded'",
+	    "p3");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+			     "WHERE p.name = 'p3' AND a.state = 'failed'"),
+	    1);
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
+	request_pool(fx, "release", "p3", NULL);
+	agent_kill(a, SIGTERM);
+}
+
+static void
+test_push_signature_and_token_scope(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-d", true, NULL);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	/* a push signed with another secret: 401, and nothing changes */
+	const char *body = "{\"generation\":999,\"gpus\":[]}";
+	char ts[32], sig[80];
+	snprintf(ts, sizeof(ts), "%lld", ag_now());
+	assert_int_equal(push_sign("0000000000000000000000000000000000000000000000000000000000000000",
+			     ts, body, strlen(body), sig, sizeof(sig)),
+	    0);
+	struct gp_client *c = gp_client_create(fx_str(fx, "http://127.0.0.1:%d", a->port), NULL);
+	const char *hdrs[] = { fx_str(fx, "X-Gpupool-Timestamp: %s", ts),
+		fx_str(fx, "X-Gpupool-Signature: %s", sig), NULL };
+	struct gp_client_response r;
+	assert_int_equal(gp_client_request(c, "POST", "/v1/desired-state", body, strlen(body), hdrs,
+			     &r),
+	    0);
+	assert_int_equal(r.status, 401);
+	gp_client_response_free(&r);
+	gp_client_destroy(c);
+	/* the node token: the agent endpoints only */
+	char *tok = ag_read_file(fx_str(fx, "%s/token", a->dir), NULL);
+	assert_non_null(tok);
+	assert_memory_equal(tok, "gpn_", 4);
+	const char *t = fx_str(fx, "%s", tok);
+	free(tok);
+	struct gp_client_response *rr = fx_request(fx, t, "GET", "/v1/projects", NULL);
+	assert_problem(rr, 403, "node_token_forbidden");
+	rr = fx_request(fx, t, "GET", "/v1/agent/desired-state?after=0&wait=0", NULL);
+	assert_status(rr, 200);
+	assert_json_str(rr->json, "node", a->name);
+	agent_kill(a, SIGTERM);
+}
+
+static void
+test_revoked_token_reenroll(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-e", true, NULL);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	int64_t node_id = fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name);
+	/* revoked, and no unused enrollment token: the agent exits 3 */
+	struct gp_client_response *r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/nodes/%s/agent-token/revoke", a->name), "{}");
+	assert_true(r->status == 200 || r->status == 204);
+	int st = 0;
+	for (int i = 0; i < 200 && waitpid(a->pid, &st, WNOHANG) == 0; i++)
+		usleep(100000);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 3);
+	a->pid = 0;
+	/* a new enrollment token in the state dir: the node is adopted, same id */
+	const char *t = enroll_token(fx);
+	assert_int_equal(ag_write_file(fx_str(fx, "%s/enroll-token", a->dir), t, strlen(t), 0600),
+	    0);
+	agent_spawn(fx, a, NULL);
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
+	request_pool(fx, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
+	wait_count(fx, a, 1, pool_status_sql(), "p5");
+	assert_int_equal(fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name),
+	    node_id);
+	/* the spent enrollment token is gone from disk */
+	assert_int_equal(access(fx_str(fx, "%s/enroll-token", a->dir), F_OK), -1);
+	request_pool(fx, "release", "p5", NULL);
+	agent_kill(a, SIGTERM);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_enroll_approve_release),
+		cmocka_unit_test(test_longpoll_only_and_kill9),
+		cmocka_unit_test(test_failed_apply_degrades),
+		cmocka_unit_test(test_push_signature_and_token_scope),
+		cmocka_unit_test(test_revoked_token_reenroll),
+	};
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+}

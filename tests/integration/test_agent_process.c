@@ -1,0 +1,415 @@
+/*
+ * test_agent_process.c - real gpupool-agent processes (fake backend) and
+ * their push listener, without a gpupoold: the state dir is seeded with a
+ * node token and push secret as after an enrollment, and --server points
+ * at a closed port (the agent backs off there). Signed pushes apply
+ * layouts; unsigned, wrongly signed or stale ones get 401 and change
+ * nothing; older generations are no-ops; kill -9 and restart keeps the
+ * instances; an unenrolled agent without an enrollment token exits 3.
+ * The end-to-end tests against gpupoold are in test_agent_e2e.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "gp_client.h"
+#include "push.h"
+#include "util.h"
+
+#define SECRET "5b1f0e4c2a7d9e8f6b3c1a0d4e2f7a9c8b6d5e3f1a2c4b7d9e0f8a6c3b5d7e91"
+
+struct ctx {
+	bool nvml; /* --backend nvml against the stand-in libnvidia-ml.so.1 */
+	char dir[256];
+	char gpus[300];
+	int port;
+	pid_t pid;
+	char gpu0[AG_UUID_MAX];
+};
+
+static int
+free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &l), 0);
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+static pid_t
+spawn(struct ctx *c, const char *extra, const char *logname)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char log[400], listen[64], *argv[32];
+		snprintf(log, sizeof(log), "%s/%s", c->dir, logname);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		snprintf(listen, sizeof(listen), "127.0.0.1:%d", c->port);
+		int n = 0;
+		argv[n++] = (char *)AGENT_PATH;
+		argv[n++] = "--server";
+		argv[n++] = "http://127.0.0.1:1";
+		argv[n++] = "--node-name";
+		argv[n++] = "proc-node";
+		argv[n++] = "--state-dir";
+		argv[n++] = c->dir;
+		argv[n++] = "--backend";
+		if (c->nvml) {
+			argv[n++] = "nvml";
+			argv[n++] = "--nvml-lib";
+			argv[n++] = (char *)NVML_STUB_PATH;
+		} else {
+			argv[n++] = "fake";
+			argv[n++] = "--fake-gpus";
+			argv[n++] = c->gpus;
+		}
+		argv[n++] = "--listen";
+		argv[n++] = listen;
+		argv[n++] = "--heartbeat-interval";
+		argv[n++] = "1";
+		if (extra != NULL)
+			argv[n++] = (char *)extra;
+		argv[n] = NULL;
+		execv(AGENT_PATH, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void
+wait_listening(struct ctx *c)
+{
+	for (int i = 0; i < 100; i++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET,
+			.sin_port = htons((uint16_t)c->port),
+			.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int ok = connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(s);
+		if (ok)
+			return;
+		usleep(50000);
+	}
+	fail_msg("the agent's push listener never came up");
+}
+
+static int
+setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof(*c));
+	snprintf(c->dir, sizeof(c->dir), "/tmp/gp-agent-proc-XXXXXX");
+	assert_non_null(mkdtemp(c->dir));
+	char p[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_seeded", 10, 0600), 0);
+	snprintf(p, sizeof(p), "%s/push-secret", c->dir);
+	assert_int_equal(ag_write_file(p, SECRET, strlen(SECRET), 0600), 0);
+	snprintf(c->gpus, sizeof(c->gpus), "%s/gpus.json", c->dir);
+	const char *g = "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}";
+	assert_int_equal(ag_write_file(c->gpus, g, strlen(g), 0644), 0);
+	ag_derive_uuid("GPU", "proc-node/0", c->gpu0, sizeof(c->gpu0));
+	c->port = free_port();
+	c->pid = spawn(c, NULL, "agent.log");
+	wait_listening(c);
+	*state = c;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct ctx *c = *state;
+	int st = 0;
+	if (c->pid > 0) {
+		kill(c->pid, SIGTERM);
+		waitpid(c->pid, &st, 0);
+	}
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
+	int rc = system(cmd);
+	free(c);
+	/* SIGTERM is a clean stop */
+	return rc == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* POST body to the agent, signed with secret at ts (NULL: unsigned). */
+static long
+push(struct ctx *c, const char *body, const char *secret, long long ts, char *answer, size_t alen)
+{
+	char base[64], tsh[64], sigh[128], sig[80], tss[32];
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d", c->port);
+	snprintf(tss, sizeof(tss), "%lld", ts);
+	snprintf(tsh, sizeof(tsh), "X-Gpupool-Timestamp: %s", tss);
+	const char *hdrs[3] = { tsh, NULL, NULL };
+	if (secret != NULL) {
+		assert_int_equal(push_sign(secret, tss, body, strlen(body), sig, sizeof(sig)), 0);
+		snprintf(sigh, sizeof(sigh), "X-Gpupool-Signature: %s", sig);
+		hdrs[1] = sigh;
+	}
+	struct gp_client *cl = gp_client_create(base, NULL);
+	struct gp_client_response r;
+	assert_int_equal(gp_client_request(cl, "POST", "/v1/desired-state", body, strlen(body),
+			     hdrs, &r),
+	    0);
+	long st = r.status;
+	if (answer != NULL)
+		ag_strlcpy(answer, r.body ? r.body : "", alen);
+	gp_client_response_free(&r);
+	gp_client_destroy(cl);
+	return st;
+}
+
+static char *
+doc(struct ctx *c, long long gen, const char *instances)
+{
+	static char buf[2048];
+	snprintf(buf, sizeof(buf),
+	    "{\"generation\":%lld,\"node\":\"proc-node\",\"gpus\":[{\"uuid\":\"%s\",\"index\":0,"
+	    "\"mig_enabled\":true,\"instances\":[%s]}]}",
+	    gen, c->gpu0, instances);
+	return buf;
+}
+
+/* The fake backend's realized instances of GPU 0, as "profile@start ..." */
+static void
+realized(struct ctx *c, char *out, size_t len)
+{
+	char p[400];
+	snprintf(p, sizeof(p), "%s/fake-state.json", c->dir);
+	out[0] = '\0';
+	char *s = ag_read_file(p, NULL);
+	if (s == NULL)
+		return;
+	struct json_object *o = json_tokener_parse(s);
+	free(s);
+	struct json_object *arr = gp_client_json_get(o, "gpus[0].instances");
+	for (size_t i = 0; arr != NULL && i < json_object_array_length(arr); i++) {
+		struct json_object *in = json_object_array_get_idx(arr, i);
+		char one[64];
+		snprintf(one, sizeof(one), "%s%s@%d", out[0] ? " " : "",
+		    json_object_get_string(gp_client_json_get(in, "profile")),
+		    json_object_get_int(gp_client_json_get(in, "start")));
+		strncat(out, one, len - strlen(out) - 1);
+	}
+	json_object_put(o);
+}
+
+static void
+test_signed_push_applies(void **state)
+{
+	struct ctx *c = *state;
+	char ans[256], got[256], body[2048];
+	long long now = ag_now();
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 5,
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
+		"{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2}"));
+	/* unsigned, wrong secret, stale, from the future, tampered: 401, nothing changes */
+	assert_int_equal(push(c, body, NULL, now, ans, sizeof(ans)), 401);
+	assert_int_equal(push(c, body, "not-the-secret", now, ans, sizeof(ans)), 401);
+	assert_int_equal(push(c, body, SECRET, now - 301, ans, sizeof(ans)), 401);
+	assert_non_null(strstr(ans, "300"));
+	assert_int_equal(push(c, body, SECRET, now + 400, ans, sizeof(ans)), 401);
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "");
+	/* signed: applied, answered with the generation */
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":5}");
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4 2g.20gb@0");
+	/* an older generation is a no-op, answered with the applied one */
+	assert_int_equal(push(c, doc(c, 4, ""), SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":5}");
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4 2g.20gb@0");
+	/* a replay of the same push: no-op */
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4 2g.20gb@0");
+	/* signed but not a desired state: 400, nothing changes */
+	assert_int_equal(push(c, "{\"gpus\":[]}", SECRET, now, ans, sizeof(ans)), 400);
+	assert_int_equal(push(c, "not json", SECRET, now, ans, sizeof(ans)), 400);
+}
+
+static void
+test_kill9_restart_converges(void **state)
+{
+	struct ctx *c = *state;
+	char ans[256], got[256];
+	long long now = ag_now();
+	char body[2048];
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 7, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "7g.80gb@0");
+	kill(c->pid, SIGKILL);
+	waitpid(c->pid, NULL, 0);
+	c->pid = spawn(c, NULL, "agent2.log");
+	wait_listening(c);
+	/* the instance survived (hardware state); a restarted agent applies a
+	 * re-layout that only fits by destroying first */
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "7g.80gb@0");
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 8,
+		"{\"profile\":\"3g.40gb\",\"start\":0,\"size\":4},"
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"));
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":8}");
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@0 3g.40gb@4");
+}
+
+static void
+test_listener_edges(void **state)
+{
+	struct ctx *c = *state;
+	char base[64];
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d", c->port);
+	struct gp_client *cl = gp_client_create(base, NULL);
+	struct gp_client_response r;
+	assert_int_equal(gp_client_get(cl, "/v1/desired-state", &r), 0);
+	assert_int_equal(r.status, 405);
+	gp_client_response_free(&r);
+	assert_int_equal(gp_client_get(cl, "/metrics", &r), 0);
+	assert_int_equal(r.status, 404);
+	gp_client_response_free(&r);
+	size_t big = 2 * 1024 * 1024;
+	char *huge = malloc(big + 1);
+	memset(huge, ' ', big);
+	huge[big] = '\0';
+	assert_int_equal(gp_client_request(cl, "POST", "/v1/desired-state", huge, big, NULL, &r),
+	    0);
+	assert_int_equal(r.status, 413);
+	gp_client_response_free(&r);
+	free(huge);
+	gp_client_destroy(cl);
+	/* the state dir holds the secrets 0600 in a 0700 directory */
+	struct stat st;
+	assert_int_equal(stat(c->dir, &st), 0);
+	assert_int_equal(st.st_mode & 077, 0);
+}
+
+static void
+test_unenrolled_without_token_exits_3(void **state)
+{
+	struct ctx *c = *state;
+	/* a second agent, its own empty state dir, no enrollment token anywhere */
+	struct ctx d = *c;
+	char other[300];
+	snprintf(other, sizeof(other), "%s/other", c->dir);
+	ag_strlcpy(d.dir, other, sizeof(d.dir));
+	assert_int_equal(mkdir(d.dir, 0700), 0);
+	d.port = free_port();
+	unsetenv("GPUPOOL_ENROLL_TOKEN");
+	pid_t pid = spawn(&d, NULL, "other.log");
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 3);
+	/* bad flags: 2 */
+	pid = spawn(&d, "--poll-interval=61", "other.log");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 2);
+}
+
+/* The same flow with --backend nvml: the nvml backend's real code in a
+ * real agent process, against the stand-in libnvidia-ml.so.1 whose MIG
+ * state file plays the hardware (it outlives the agent). */
+static void
+test_nvml_backend_process(void **state)
+{
+	struct ctx *c = *state;
+	char stub_state[400], ans[256];
+	snprintf(stub_state, sizeof(stub_state), "%s/nvml-stub-state.json", c->dir);
+	setenv("GPUPOOL_NVML_STUB_CONFIG", FIXTURES_DIR "/nvml-stub/h100x2.json", 1);
+	setenv("GPUPOOL_NVML_STUB_STATE", stub_state, 1);
+	struct ctx d = *c;
+	d.nvml = true;
+	d.port = free_port();
+	ag_strlcpy(d.gpu0, "GPU-11111111-2222-3333-4444-555555555555", sizeof(d.gpu0));
+	d.pid = spawn(&d, NULL, "nvml.log");
+	wait_listening(&d);
+	long long now = ag_now();
+	char body[2048];
+	snprintf(body, sizeof(body), "%s",
+	    doc(&d, 3,
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
+		"{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2},"
+		"{\"profile\":\"2g.20gb\",\"start\":2,\"size\":2}"));
+	assert_int_equal(push(&d, body, SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":3}");
+	char *st = ag_read_file(stub_state, NULL);
+	assert_non_null(st);
+	/* GPU instances with compute instances at exactly those placements */
+	struct json_object *o = json_tokener_parse(st);
+	free(st);
+	struct json_object *gis = gp_client_json_get(o, "[0].gis");
+	assert_non_null(gis);
+	assert_int_equal(json_object_array_length(gis), 3);
+	int mask = 0;
+	for (size_t i = 0; i < 3; i++) {
+		struct json_object *g = json_object_array_get_idx(gis, i);
+		assert_int_equal(json_object_get_int(gp_client_json_get(g, "ci")), 1);
+		mask |= 1 << json_object_get_int(gp_client_json_get(g, "start"));
+	}
+	assert_int_equal(mask, (1 << 0) | (1 << 2) | (1 << 4));
+	json_object_put(o);
+	/* kill -9, restart: a re-layout to one 7g.80gb destroys all three first */
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, NULL, 0);
+	d.pid = spawn(&d, NULL, "nvml2.log");
+	wait_listening(&d);
+	snprintf(body, sizeof(body), "%s",
+	    doc(&d, 4, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
+	assert_int_equal(push(&d, body, SECRET, now, ans, sizeof(ans)), 200);
+	st = ag_read_file(stub_state, NULL);
+	o = json_tokener_parse(st);
+	free(st);
+	gis = gp_client_json_get(o, "[0].gis");
+	assert_int_equal(json_object_array_length(gis), 1);
+	assert_int_equal(json_object_get_int(gp_client_json_get(gis, "[0].size")), 8);
+	json_object_put(o);
+	kill(d.pid, SIGTERM);
+	int ws;
+	waitpid(d.pid, &ws, 0);
+	assert_true(WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_signed_push_applies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill9_restart_converges, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_listener_edges, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unenrolled_without_token_exits_3, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_nvml_backend_process, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
