@@ -149,6 +149,19 @@ agent_kill(struct agent *a, int sig)
 	a->pid = 0;
 }
 
+/*
+ * Stop the agent for good and cordon its node, as an operator retiring it
+ * would: the next test's placements must not land on a node nobody runs.
+ */
+static void
+agent_retire(struct fixture *fx, struct agent *a)
+{
+	agent_kill(a, SIGTERM);
+	struct gp_client_response *r =
+	    fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", a->name), "{}");
+	assert_status(r, 200);
+}
+
 static void
 dump_agent_log(struct fixture *fx, const struct agent *a)
 {
@@ -283,7 +296,7 @@ test_enroll_approve_release(void **state)
 	    "SELECT string_agg(a.profile || '@' || a.start, ' ' ORDER BY a.start) "
 	    "FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = 'p1'");
 	int gpu = (int)fx_sql_int64(fx,
-	    "SELECT DISTINCT g.index FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "SELECT DISTINCT g.gpu_index FROM allocations a JOIN pools p ON p.id = a.pool_id "
 	    "JOIN gpus g ON g.id = a.gpu_id WHERE p.name = 'p1'");
 	const char *got = realized(fx, a, gpu);
 	assert_int_equal(strlen(got), strlen(placed));
@@ -298,7 +311,7 @@ test_enroll_approve_release(void **state)
 	    "WHERE p.name = $1 AND a.state = 'released'",
 	    "p1");
 	assert_string_equal(realized(fx, a, gpu), "");
-	agent_kill(a, SIGTERM);
+	agent_retire(fx, a);
 }
 
 static void
@@ -327,7 +340,7 @@ test_longpoll_only_and_kill9(void **state)
 	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
 	    "WHERE p.name = $1 AND a.state = 'released'",
 	    "p2");
-	agent_kill(a, SIGTERM);
+	agent_retire(fx, a);
 }
 
 static void
@@ -363,7 +376,7 @@ test_failed_apply_degrades(void **state)
 	    1);
 	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
 	request_pool(fx, "release", "p3", NULL);
-	agent_kill(a, SIGTERM);
+	agent_retire(fx, a);
 }
 
 static void
@@ -403,7 +416,7 @@ test_push_signature_and_token_scope(void **state)
 	rr = fx_request(fx, t, "GET", "/v1/agent/desired-state?after=0&wait=0", NULL);
 	assert_status(rr, 200);
 	assert_json_str(rr->json, "node", a->name);
-	agent_kill(a, SIGTERM);
+	agent_retire(fx, a);
 }
 
 static void
@@ -440,7 +453,7 @@ test_revoked_token_reenroll(void **state)
 	/* the spent enrollment token is gone from disk */
 	assert_int_equal(access(fx_str(fx, "%s/enroll-token", a->dir), F_OK), -1);
 	request_pool(fx, "release", "p5", NULL);
-	agent_kill(a, SIGTERM);
+	agent_retire(fx, a);
 }
 
 int
