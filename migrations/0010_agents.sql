@@ -271,6 +271,9 @@ BEGIN
 		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
 	WHERE id = p_node;
 	PERFORM alert_resolve('node_unknown:' || p_node);
+	-- what the agent applied needs no push any more
+	UPDATE outbox SET delivered_at = now(), last_error = NULL
+	WHERE node_id = p_node AND delivered_at IS NULL AND generation <= p_observed;
 
 	RETURN jsonb_build_object('generation', v_gen, 'ready', v_ready, 'failed', v_failed,
 		'released', v_released, 'gpus_failed', v_gpus_bad,
@@ -296,6 +299,10 @@ BEGIN
 		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
 		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
 	WHERE id = p_node RETURNING generation INTO v_gen;
+	IF p_observed IS NOT NULL THEN
+		UPDATE outbox SET delivered_at = now(), last_error = NULL
+		WHERE node_id = p_node AND delivered_at IS NULL AND generation <= p_observed;
+	END IF;
 	RETURN v_gen;
 END
 $$;
@@ -403,5 +410,72 @@ BEGIN
 	WHERE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = g.id AND a.state <> 'released'
 	                  AND int4range(a.start, a.start + a.size) && int4range(i.start, i.start + i.size));
 	RETURN v_id;
+END
+$$;
+
+-- The outbox pusher (server/workers/pusher.c). A row is done
+-- (delivered_at) when a push of its generation or a later one was
+-- accepted, when the agent reported that generation as observed (it
+-- long-polled it), when the node has no callback URL (the agent only
+-- long-polls), or when the pusher gave up (gave_up_at, alert push_failed).
+ALTER TABLE outbox ADD COLUMN gave_up_at timestamptz;
+
+-- Claim the due rows (a lease: next_attempt_at moves past now, so another
+-- replica does not take them meanwhile); one row per node to push to.
+CREATE FUNCTION outbox_claim(p_limit integer, p_lease interval)
+RETURNS TABLE (node_id bigint, attempts integer, callback_url text, push_secret text)
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE outbox o SET delivered_at = now(), last_error = 'no callback URL: the agent long-polls'
+	WHERE o.id IN (SELECT x.id FROM outbox x JOIN nodes n ON n.id = x.node_id
+	               WHERE x.delivered_at IS NULL AND x.next_attempt_at <= now()
+	                 AND (n.callback_url IS NULL OR n.push_secret IS NULL)
+	               ORDER BY x.id LIMIT 1000 FOR UPDATE OF x SKIP LOCKED);
+	RETURN QUERY
+	WITH c AS (
+		SELECT x.id FROM outbox x WHERE x.delivered_at IS NULL AND x.next_attempt_at <= now()
+		ORDER BY x.id LIMIT p_limit FOR UPDATE SKIP LOCKED
+	), u AS (
+		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + p_lease
+		FROM c WHERE o.id = c.id RETURNING o.node_id, o.attempts
+	)
+	SELECT u.node_id, max(u.attempts)::integer, n.callback_url, n.push_secret
+	FROM u JOIN nodes n ON n.id = u.node_id
+	WHERE n.callback_url IS NOT NULL AND n.push_secret IS NOT NULL
+	GROUP BY u.node_id, n.callback_url, n.push_secret;
+END
+$$;
+
+-- A push of p_generation was accepted.
+CREATE FUNCTION outbox_done(p_node bigint, p_generation bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE outbox SET delivered_at = now(), last_error = NULL
+	WHERE node_id = p_node AND delivered_at IS NULL AND generation <= p_generation;
+	PERFORM alert_resolve('push_failed:' || p_node);
+END
+$$;
+
+-- A push failed: try again after p_delay_ms, or give up after p_max attempts.
+CREATE FUNCTION outbox_retry(p_node bigint, p_attempts integer, p_max integer,
+	p_delay_ms integer, p_error text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_name text;
+BEGIN
+	IF p_attempts < p_max THEN
+		UPDATE outbox SET next_attempt_at = now() + make_interval(secs => p_delay_ms / 1000.0),
+			last_error = left(p_error, 2000)
+		WHERE node_id = p_node AND delivered_at IS NULL;
+		RETURN false;
+	END IF;
+	UPDATE outbox SET delivered_at = now(), gave_up_at = now(),
+		last_error = left('gave up after ' || p_attempts || ' attempts: ' || p_error, 2000)
+	WHERE node_id = p_node AND delivered_at IS NULL;
+	SELECT name INTO v_name FROM nodes WHERE id = p_node;
+	PERFORM alert_raise('push_failed', 'warning', 'push_failed:' || p_node, p_node, NULL, NULL,
+		NULL, left('pushes to node ' || v_name || ' fail (' || p_error
+		|| '); its agent must long-poll', 2000), jsonb_build_object('attempts', p_attempts));
+	RETURN true;
 END
 $$;

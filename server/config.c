@@ -85,6 +85,9 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->request_ttl_s = 7 * 86400;
 	cfg->expiry_interval_s = 10;
 	cfg->agent_grace_s = 50;
+	cfg->push_timeout_ms = 5000;
+	cfg->push_max_attempts = 10;
+	cfg->push_backoff_ms = 1000;
 	cfg->approval_workers = 2;
 	cfg->access_log = true;
 	cfg->log_level = "info";
@@ -121,6 +124,12 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_REQUEST_TTL", 1, 365 * 86400, &cfg->request_ttl_s, errbuf, errlen) <
 		0 ||
 	    env_int("GPUPOOL_AGENT_GRACE", 2, 3600, &cfg->agent_grace_s, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_PUSH_TIMEOUT_MS", 100, 60000, &cfg->push_timeout_ms, errbuf, errlen) <
+		0 ||
+	    env_int("GPUPOOL_PUSH_MAX_ATTEMPTS", 1, 100, &cfg->push_max_attempts, errbuf, errlen) <
+		0 ||
+	    env_int("GPUPOOL_PUSH_BACKOFF_MS", 10, 600000, &cfg->push_backoff_ms, errbuf, errlen) <
+		0 ||
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) <
 		0 ||
 	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)

@@ -29,6 +29,9 @@ struct config {
 	int expiry_interval_s;      /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	int approval_workers;       /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
 	int agent_grace_s;          /* GPUPOOL_AGENT_GRACE: silent agent -> node unknown */
+	int push_timeout_ms;        /* GPUPOOL_PUSH_TIMEOUT_MS: one push to an agent */
+	int push_max_attempts;      /* GPUPOOL_PUSH_MAX_ATTEMPTS: then give up (alert) */
+	int push_backoff_ms;        /* GPUPOOL_PUSH_BACKOFF_MS: first retry delay */
 	const char *metrics_token;  /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;

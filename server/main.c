@@ -22,6 +22,7 @@
 #include "workers/deferred.h"
 #include "workers/expiry.h"
 #include "workers/liveness.h"
+#include "workers/pusher.h"
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
@@ -269,7 +270,7 @@ cmd_serve(struct config *cfg)
 	struct http_config hc;
 	struct http_server *server = NULL, *probe = NULL;
 	struct maintenance *maint = NULL;
-	struct periodic *expiry = NULL, *liveness = NULL;
+	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL;
 	struct xid_catalog *xids = NULL;
 	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
@@ -361,6 +362,17 @@ cmd_serve(struct config *cfg)
 	if (liveness_start(&liveness, cfg->agent_grace_s) < 0)
 		fatal("could not start the agent liveness worker");
 	{
+		struct pusher_config pc = {
+			.interval_ms = 1000,
+			.timeout_ms = cfg->push_timeout_ms,
+			.max_attempts = cfg->push_max_attempts,
+			.backoff_ms = cfg->push_backoff_ms,
+		};
+
+		if (pusher_start(&pusher, &pc) < 0)
+			fatal("could not start the outbox pusher");
+	}
+	{
 		char p[16], t[16];
 
 		snprintf(p, sizeof(p), "%d", port);
@@ -381,6 +393,7 @@ cmd_serve(struct config *cfg)
 	deferred_free(app.waits);
 	periodic_stop(expiry);
 	periodic_stop(liveness);
+	periodic_stop(pusher);
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	xid_catalog_free(xids);

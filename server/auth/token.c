@@ -4,6 +4,8 @@
 #include "token.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <errno.h>
 #include <stdio.h>
@@ -118,4 +120,19 @@ void
 token_wipe(void *p, size_t len)
 {
 	explicit_bzero(p, len);
+}
+
+void
+token_hmac_sha256_hex(const char *key, size_t keylen, const char *msg, size_t len, char *out)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	out[0] = '\0';
+	if (HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)msg, len, md, &mdlen) ==
+		NULL ||
+	    mdlen != 32)
+		return;
+	token_hex(md, mdlen, out);
+	OPENSSL_cleanse(md, sizeof(md));
 }

@@ -33,6 +33,9 @@ void token_hex(const unsigned char *bytes, size_t len, char *out);
 /* Random url-safe identifier (request ids): n characters plus NUL. */
 int token_random_id(char *out, size_t n) __attribute__((warn_unused_result));
 
+/* Lower-case hex HMAC-SHA256 of msg under key into out (65 bytes). */
+void token_hmac_sha256_hex(const char *key, size_t keylen, const char *msg, size_t len, char *out);
+
 /* Wipe a secret (explicit_bzero). */
 void token_wipe(void *p, size_t len);
 

@@ -71,6 +71,11 @@ DB_STMT(stmt_agent_mig_layout,
     "GROUP BY a.profile ORDER BY a.profile) x), '{}'::json)) ORDER BY g.gpu_index), '[]')::text "
     "FROM nodes n LEFT JOIN gpus g ON g.node_id = n.id WHERE n.name = $1 GROUP BY n.id");
 DB_STMT(stmt_agent_node_id, "SELECT id FROM nodes WHERE name = $1");
+DB_STMT(stmt_outbox_claim,
+    "SELECT node_id, attempts, callback_url, push_secret FROM "
+    "outbox_claim($1, make_interval(secs => $2::int)) ORDER BY node_id");
+DB_STMT(stmt_outbox_done, "SELECT outbox_done($1, $2)");
+DB_STMT(stmt_outbox_retry, "SELECT outbox_retry($1, $2, $3, $4, $5)");
 
 int
 db_node_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
@@ -293,4 +298,53 @@ db_node_id_by_name(struct db *db, struct arena *a, const char *name, int64_t *id
 		return -1;
 	*id = PQntuples(r) == 1 ? db_int64(r, 0, 0) : 0;
 	return 0;
+}
+
+int
+db_outbox_claim(struct db *db, struct arena *a, int limit, int lease_s, struct outbox_push **out,
+    int *n, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, limit), db_param_int(a, lease_s) };
+	PGresult *r = db_exec(db, a, &stmt_outbox_claim, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		(*out)[i].node_id = db_int64(r, i, 0);
+		(*out)[i].attempts = (int)db_int64(r, i, 1);
+		(*out)[i].callback_url = db_text(a, r, i, 2);
+		(*out)[i].push_secret = db_text(a, r, i, 3);
+	}
+	return 0;
+}
+
+int
+db_outbox_done(struct db *db, int64_t node_id, int64_t generation, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[2] = { db_param_int(a, node_id), db_param_int(a, generation) };
+	int rc = db_exec(db, a, &stmt_outbox_done, 2, p, err) ? 0 : -1;
+
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_outbox_retry(struct db *db, int64_t node_id, int attempts, int max, int delay_ms,
+    const char *error, bool *gave_up, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[5] = { db_param_int(a, node_id), db_param_int(a, attempts),
+		db_param_int(a, max), db_param_int(a, delay_ms), error };
+	PGresult *r = db_exec(db, a, &stmt_outbox_retry, 5, p, err);
+	int rc = -1;
+
+	if (r != NULL) {
+		*gave_up = db_bool(r, 0, 0);
+		rc = 0;
+	}
+	arena_destroy(a);
+	return rc;
 }

@@ -87,4 +87,24 @@ int db_agent_mig_layout(struct db *db, struct arena *a, const char *node_name, b
 int db_node_id_by_name(struct db *db, struct arena *a, const char *name, int64_t *id,
     struct gp_error *err) __attribute__((warn_unused_result));
 
+/* One node the pusher must push to (outbox_claim). */
+struct outbox_push {
+	int64_t node_id;
+	int attempts;
+	const char *callback_url;
+	const char *push_secret; /* arena memory flagged sensitive by the caller */
+};
+
+/* Claim up to limit due outbox rows for lease_s seconds; one entry per node. */
+int db_outbox_claim(struct db *db, struct arena *a, int limit, int lease_s,
+    struct outbox_push **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* A push of generation was accepted by the node's agent. */
+int db_outbox_done(struct db *db, int64_t node_id, int64_t generation, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* A push failed: retry after delay_ms, or give up (*gave_up) after max attempts. */
+int db_outbox_retry(struct db *db, int64_t node_id, int attempts, int max, int delay_ms,
+    const char *error, bool *gave_up, struct gp_error *err) __attribute__((warn_unused_result));
+
 #endif

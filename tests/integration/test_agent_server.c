@@ -6,15 +6,24 @@
  * pools and requests, GPU health from Xid events, drift, heartbeats and
  * liveness, token rotation and revocation, hostile input.
  */
+#define _GNU_SOURCE
 #include "fixture.h"
 
+#include <arpa/inet.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "auth/token.h"
 #include "core/timeutil.h"
 
 #define GPU0 "GPU-aaaaaaaa-0000-0000-0000-000000000000"
@@ -27,7 +36,8 @@ static int
 group_setup(void **state)
 {
 	static const char *const env[] = { "GPUPOOL_AGENT_GRACE=3", "GPUPOOL_EXPIRY_INTERVAL=1",
-		NULL };
+		"GPUPOOL_PUSH_MAX_ATTEMPTS=3", "GPUPOOL_PUSH_BACKOFF_MS=200",
+		"GPUPOOL_PUSH_TIMEOUT_MS=2000", NULL };
 	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
 	struct gp_client_response *r;
@@ -524,14 +534,14 @@ test_liveness_and_tokens(void **state)
 	    0);
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM alerts WHERE type = 'node_unknown' "
-			     "AND resolved_at IS NULL"),
+			     "AND resolved_at IS NULL AND node_id = (SELECT id FROM nodes WHERE name = 'n1')"),
 	    1);
 	r = fx_request(fx, node_token, "POST", "/v1/agent/heartbeat", NULL);
 	assert_status(r, 200);
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = 'n1'"), "ready");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM alerts WHERE type = 'node_unknown' "
-			     "AND resolved_at IS NULL"),
+			     "AND resolved_at IS NULL AND node_id = (SELECT id FROM nodes WHERE name = 'n1')"),
 	    0);
 	/* hand-registered nodes are never touched by liveness */
 	r = fx_request(fx, op, "POST", "/v1/nodes",
@@ -587,6 +597,204 @@ test_liveness_and_tokens(void **state)
 	}
 }
 
+/* ---- pushes: a receiver standing in for an agent's push listener ---- */
+
+struct receiver {
+	int fd, port;
+	atomic_int status; /* what to answer */
+	atomic_int count;  /* requests received */
+	char ts[32], sig[128], body[8192], path[128];
+	pthread_mutex_t mu;
+	pthread_t thread;
+	atomic_bool stop;
+};
+
+static const char *
+header_value(const char *req, const char *name, char *out, size_t outlen)
+{
+	const char *h = strcasestr(req, name);
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (h == NULL)
+		return out;
+	h += strlen(name);
+	while (*h == ' ')
+		h++;
+	while (h[n] != '\r' && h[n] != '\n' && h[n] != '\0' && n + 1 < outlen)
+		n++;
+	memcpy(out, h, n);
+	out[n] = '\0';
+	return out;
+}
+
+static void *
+receiver_thread(void *arg)
+{
+	struct receiver *rc = arg;
+
+	while (!atomic_load(&rc->stop)) {
+		struct pollfd pfd = { .fd = rc->fd, .events = POLLIN };
+		char buf[16384];
+		size_t len = 0;
+		int c;
+
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		c = accept(rc->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		for (;;) {
+			ssize_t k = recv(c, buf + len, sizeof(buf) - 1 - len, 0);
+			char *end;
+			char cl[32];
+
+			if (k <= 0)
+				break;
+			len += (size_t)k;
+			buf[len] = '\0';
+			end = strstr(buf, "\r\n\r\n");
+			if (end != NULL &&
+			    strlen(end + 4) >=
+				(size_t)atoi(header_value(buf, "Content-Length:", cl, sizeof(cl))))
+				break;
+			if (len >= sizeof(buf) - 1)
+				break;
+		}
+		pthread_mutex_lock(&rc->mu);
+		header_value(buf, "X-Gpupool-Timestamp:", rc->ts, sizeof(rc->ts));
+		header_value(buf, "X-Gpupool-Signature:", rc->sig, sizeof(rc->sig));
+		sscanf(buf, "POST %127s", rc->path);
+		snprintf(rc->body, sizeof(rc->body), "%s",
+		    strstr(buf, "\r\n\r\n") ? strstr(buf, "\r\n\r\n") + 4 : "");
+		pthread_mutex_unlock(&rc->mu);
+		atomic_fetch_add(&rc->count, 1);
+		{
+			char out[128];
+			int st = atomic_load(&rc->status);
+
+			snprintf(out, sizeof(out),
+			    "HTTP/1.1 %d X\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+			    st);
+			(void)!send(c, out, strlen(out), MSG_NOSIGNAL);
+		}
+		close(c);
+	}
+	return NULL;
+}
+
+static void
+receiver_start(struct receiver *rc)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int one = 1;
+
+	memset(rc, 0, sizeof(*rc));
+	atomic_store(&rc->status, 200);
+	pthread_mutex_init(&rc->mu, NULL);
+	rc->fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(rc->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(rc->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(rc->fd, (struct sockaddr *)&a, &l), 0);
+	assert_int_equal(listen(rc->fd, 16), 0);
+	rc->port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&rc->thread, NULL, receiver_thread, rc), 0);
+}
+
+static void
+receiver_stop(struct receiver *rc)
+{
+	atomic_store(&rc->stop, true);
+	pthread_join(rc->thread, NULL);
+	close(rc->fd);
+}
+
+/* The pusher signs and delivers; a failing agent is retried, then given up. */
+static void
+test_push(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	struct receiver rc;
+	const char *secret, *tok;
+	char expect[65], msg[9000];
+	int64_t t0, id;
+
+	receiver_start(&rc);
+	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
+	    "{\"enrollment_token\":\"%s\",\"node_name\":\"pushy\",\"hostname\":\"pushy\","
+	    "\"callback_url\":\"http://127.0.0.1:%d/\",\"gpus\":[{\"uuid\":"
+	    "\"GPU-cccccccc-0000-0000-0000-000000000000\",\"index\":0,"
+	    "\"product_name\":\"NVIDIA A100-SXM4-80GB\",\"mig_enabled\":false}]}",
+	    enroll_token(fx), rc.port);
+	assert_status(r, 201);
+	secret = fx_json_str(r->json, "push_secret");
+	tok = fx_json_str(r->json, "node_token");
+	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+	    "{\"action\":\"create\",\"pool\":\"pushed\",\"items\":[{\"model\":\"A100-80GB\","
+	    "\"profile\":\"full\",\"count\":1}],\"justification\":\"t\"}");
+	assert_status(r, 201);
+	id = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+	    "{}");
+	assert_status(r, 200);
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM outbox o JOIN nodes n ON n.id = o.node_id "
+		   "WHERE n.name = 'pushy' AND o.delivered_at IS NULL") != 0) {
+		assert_true(time_mono_us() - t0 < 10 * 1000000);
+		usleep(100 * 1000);
+	}
+	assert_true(atomic_load(&rc.count) >= 1);
+	pthread_mutex_lock(&rc.mu);
+	assert_string_equal(rc.path, "/v1/desired-state");
+	assert_non_null(strstr(rc.body, "\"pushy\""));
+	assert_non_null(strstr(rc.body, "\"pushed\""));
+	snprintf(msg, sizeof(msg), "%s.%s", rc.ts, rc.body);
+	token_hmac_sha256_hex(secret, strlen(secret), msg, strlen(msg), expect);
+	assert_string_equal(rc.sig, fx_str(fx, "v1=%s", expect));
+	assert_true(llabs(atoll(rc.ts) - (long long)time(NULL)) < 30);
+	pthread_mutex_unlock(&rc.mu);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM outbox o JOIN nodes n ON n.id = o.node_id "
+			     "WHERE n.name = 'pushy' AND o.gave_up_at IS NULL AND o.last_error IS NULL"),
+	    fx_sql_int64(fx,
+		"SELECT count(*) FROM outbox o JOIN nodes n ON n.id = o.node_id "
+		"WHERE n.name = 'pushy'"));
+
+	/* the agent fails: retried with backoff, given up after the last attempt, alert */
+	atomic_store(&rc.status, 500);
+	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+	    "{\"action\":\"release\",\"pool\":\"pushed\"}");
+	assert_status(r, 201);
+	id = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+	    "{}");
+	assert_status(r, 200);
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM alerts WHERE type = 'push_failed' AND "
+		   "resolved_at IS NULL") != 1) {
+		assert_true(time_mono_us() - t0 < 20 * 1000000);
+		usleep(100 * 1000);
+	}
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM outbox o JOIN nodes n ON n.id = o.node_id "
+			     "WHERE n.name = 'pushy' AND o.gave_up_at IS NOT NULL "
+			     "AND o.attempts = 3 AND o.last_error LIKE '%HTTP 500%'"),
+	    1);
+	/* an agent that reports the generation needs no push: the rows are done */
+	r = fx_request(fx, tok, "POST", "/v1/agent/heartbeat", "{\"observed_generation\":%lld}",
+	    (long long)fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'pushy'"));
+	assert_status(r, 200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM outbox o JOIN nodes n ON n.id = o.node_id "
+			     "WHERE n.name = 'pushy' AND o.delivered_at IS NULL"),
+	    0);
+	receiver_stop(&rc);
+}
+
 int
 main(void)
 {
@@ -595,6 +803,7 @@ main(void)
 		cmocka_unit_test(test_desired_state),
 		cmocka_unit_test(test_status),
 		cmocka_unit_test(test_apply_error),
+		cmocka_unit_test(test_push),
 		cmocka_unit_test(test_liveness_and_tokens),
 	};
 
