@@ -29,6 +29,25 @@ env_int(const char *name, int min, int max, int *out, char *errbuf, int errlen)
 	return 0;
 }
 
+static int
+env_fraction(const char *name, double *out, char *errbuf, int errlen)
+{
+	const char *v = getenv(name);
+	char *end;
+	double d;
+
+	if (v == NULL || *v == '\0')
+		return 0;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno != 0 || *end != '\0' || !(d >= 0.0 && d <= 1.0)) {
+		snprintf(errbuf, (size_t)errlen, "%s must be a number from 0 to 1", name);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
 /* "host:port" into host (localhost becomes 127.0.0.1) and *port; -1 on malformed input. */
 static int
 parse_host_port(const char *s, char *host, size_t hostlen, int *port)
@@ -88,6 +107,10 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->push_timeout_ms = 5000;
 	cfg->push_max_attempts = 10;
 	cfg->push_backoff_ms = 1000;
+	cfg->metrics_retention_days = 7;
+	cfg->telemetry_interval_s = 60;
+	cfg->idle_after_s = 3600;
+	cfg->idle_threshold = 0.05;
 	cfg->approval_workers = 2;
 	cfg->access_log = true;
 	cfg->log_level = "info";
@@ -130,6 +153,12 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		0 ||
 	    env_int("GPUPOOL_PUSH_BACKOFF_MS", 10, 600000, &cfg->push_backoff_ms, errbuf, errlen) <
 		0 ||
+	    env_int("GPUPOOL_METRICS_RETENTION_DAYS", 1, 3650, &cfg->metrics_retention_days, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_TELEMETRY_INTERVAL", 1, 3600, &cfg->telemetry_interval_s, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_IDLE_AFTER", 1, 30 * 86400, &cfg->idle_after_s, errbuf, errlen) < 0 ||
+	    env_fraction("GPUPOOL_IDLE_THRESHOLD", &cfg->idle_threshold, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) <
 		0 ||
 	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "db/db.h"
+#include "db/db_agent.h"
 #include "db/db_audit.h"
 #include "db/db_users.h"
 #include "db/migrate.h"
@@ -23,6 +24,7 @@
 #include "workers/expiry.h"
 #include "workers/liveness.h"
 #include "workers/pusher.h"
+#include "workers/telemetry.h"
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
@@ -270,7 +272,7 @@ cmd_serve(struct config *cfg)
 	struct http_config hc;
 	struct http_server *server = NULL, *probe = NULL;
 	struct maintenance *maint = NULL;
-	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL;
+	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL, *telemetry = NULL;
 	struct xid_catalog *xids = NULL;
 	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
@@ -302,6 +304,15 @@ cmd_serve(struct config *cfg)
 		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app.metrics_digest);
 	}
 	check_schema(&app);
+	app.metrics_retention_days = cfg->metrics_retention_days;
+	{
+		int64_t dropped = 0;
+
+		/* today's partition must exist before the first sample arrives */
+		if (db_metric_partitions(db_thread(), cfg->metrics_retention_days, 2, &dropped,
+			&err) < 0)
+			fatal("could not create the metric partitions: %s", err.message);
+	}
 	db_thread_close();
 
 	sigemptyset(&set);
@@ -373,6 +384,17 @@ cmd_serve(struct config *cfg)
 			fatal("could not start the outbox pusher");
 	}
 	{
+		struct telemetry_config tc = {
+			.interval_s = cfg->telemetry_interval_s,
+			.retention_days = cfg->metrics_retention_days,
+			.idle_after_s = cfg->idle_after_s,
+			.idle_threshold = cfg->idle_threshold,
+		};
+
+		if (telemetry_start(&telemetry, &tc) < 0)
+			fatal("could not start the telemetry worker");
+	}
+	{
 		char p[16], t[16];
 
 		snprintf(p, sizeof(p), "%d", port);
@@ -394,6 +416,7 @@ cmd_serve(struct config *cfg)
 	periodic_stop(expiry);
 	periodic_stop(liveness);
 	periodic_stop(pusher);
+	periodic_stop(telemetry);
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	xid_catalog_free(xids);

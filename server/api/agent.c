@@ -650,7 +650,7 @@ status_gpu(struct request *req, struct json_object *in, const char *path, struct
 		}
 		jf_init(&g, req->arena, e, p, err);
 		jf_int(&g, "xid", true, 1, 100000, &xid, NULL);
-		jf_time(&g, "ts", false, &ts, NULL);
+		jf_epoch_or_time(&g, "ts", false, &ts, NULL);
 		if (jf_finish(&g) < 0 && err->nfields > before)
 			return NULL;
 		xv[nx++] = (int)xid;

@@ -31,6 +31,7 @@ struct app {
 	const struct catalog *catalog;
 	const struct xid_catalog *xids; /* GPU health from agents' Xid events */
 	int agent_grace_s;              /* an agent silent this long: node unknown */
+	int metrics_retention_days;     /* raw GPU samples kept (partitions) */
 	int request_ttl_s;              /* a pending pool request expires after this */
 	int approval_workers;           /* threads per group-commit queue */
 	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */
@@ -198,6 +199,13 @@ int api_node_agent_token_revoke(struct request *req, struct response *res, struc
 int api_agent_desired_state(struct request *req, struct response *res, struct gp_error *err);
 int api_agent_status(struct request *req, struct response *res, struct gp_error *err);
 int api_agent_heartbeat(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_metrics(struct request *req, struct response *res, struct gp_error *err);
+int api_agent_profiles(struct request *req, struct response *res, struct gp_error *err);
+int api_gpu_metrics(struct request *req, struct response *res, struct gp_error *err);
+int api_alerts_list(struct request *req, struct response *res, struct gp_error *err);
+int api_alerts_ack(struct request *req, struct response *res, struct gp_error *err);
+int api_profiles_list(struct request *req, struct response *res, struct gp_error *err);
+const char *alerts_metrics_text(struct arena *a);
 int api_node_mig_config(struct request *req, struct response *res, struct gp_error *err);
 
 int api_healthz(struct request *req, struct response *res, struct gp_error *err);

@@ -60,13 +60,25 @@ collect_pools(struct strbuf *b, struct arena *a, void *arg)
 		strbuf_printf(b, "%s", text);
 }
 
+/* Open alerts per type; nothing when the database is away. */
+static void
+collect_alerts(struct strbuf *b, struct arena *a, void *arg)
+{
+	const char *text = alerts_metrics_text(a);
+
+	(void)arg;
+	if (text != NULL)
+		strbuf_printf(b, "%s", text);
+}
+
 int
 api_start(struct app *app)
 {
 	if (metrics_register("approvals", collect_approvals, NULL) < 0 ||
 	    metrics_register("db", collect_db, NULL) < 0 ||
 	    metrics_register("capacity", collect_capacity, (void *)app->catalog) < 0 ||
-	    metrics_register("pools", collect_pools, NULL) < 0)
+	    metrics_register("pools", collect_pools, NULL) < 0 ||
+	    metrics_register("alerts", collect_alerts, NULL) < 0)
 		goto fail;
 	if (pool_workers_start(app) < 0)
 		goto fail;

@@ -81,6 +81,12 @@ const struct route api_routes[] = {
 	{ "GET", "/v1/agent/desired-state", api_agent_desired_state, ALLOW_NODE },
 	{ "PUT", "/v1/agent/status", api_agent_status, ALLOW_NODE },
 	{ "POST", "/v1/agent/heartbeat", api_agent_heartbeat, ALLOW_NODE },
+	{ "POST", "/v1/agent/metrics", api_agent_metrics, ALLOW_NODE },
+	{ "PUT", "/v1/agent/profiles", api_agent_profiles, ALLOW_NODE },
+	{ "GET", "/v1/gpus/{}/metrics", api_gpu_metrics, CAP_READ },
+	{ "GET", "/v1/alerts", api_alerts_list, ALLOW_USER },
+	{ "POST", "/v1/alerts/{}/ack", api_alerts_ack, ALLOW_USER },
+	{ "GET", "/v1/profiles", api_profiles_list, ALLOW_USER },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

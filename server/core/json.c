@@ -433,6 +433,51 @@ jf_object(struct jfields *f, const char *key, bool required, struct json_object 
 }
 
 int
+jf_double(struct jfields *f, const char *key, bool required, double min, double max, double *out,
+    bool *present)
+{
+	struct json_object *v = jf_lookup(f, key, required);
+	double d;
+
+	if (present != NULL)
+		*present = false;
+	if (v == NULL)
+		return required ? -1 : 0;
+	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+		return gp_error_field(f->err, jf_path(f, key), "must be a number");
+	d = json_object_get_double(v);
+	if (!(d >= min && d <= max))
+		return gp_error_field(f->err, jf_path(f, key), "must be a number from %g to %g",
+		    min, max);
+	*out = d;
+	if (present != NULL)
+		*present = true;
+	return 0;
+}
+
+int
+jf_epoch_or_time(struct jfields *f, const char *key, bool required, int64_t *out_us, bool *present)
+{
+	struct json_object *v = jf_lookup(f, key, required);
+	int64_t s;
+
+	if (present != NULL)
+		*present = v != NULL;
+	if (v == NULL)
+		return required ? -1 : 0;
+	if (json_object_is_type(v, json_type_string))
+		return jf_time(f, key, required, out_us, present);
+	if (!json_object_is_type(v, json_type_int))
+		return gp_error_field(f->err, jf_path(f, key),
+		    "must be RFC 3339 text or seconds since the epoch");
+	s = json_object_get_int64(v);
+	if (s < 0 || s > INT64_C(253402300799))
+		return gp_error_field(f->err, jf_path(f, key), "is out of range");
+	*out_us = s * 1000000;
+	return 0;
+}
+
+int
 jf_finish(struct jfields *f)
 {
 	json_object_object_foreach(f->obj, key, val)

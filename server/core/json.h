@@ -65,6 +65,12 @@ int jf_int(struct jfields *f, const char *key, bool required, int64_t min, int64
     int64_t *out, bool *present);
 int jf_bool(struct jfields *f, const char *key, bool required, bool *out, bool *present);
 int jf_time(struct jfields *f, const char *key, bool required, int64_t *out_us, bool *present);
+/* A JSON number (integer or not) within [min, max]. */
+int jf_double(struct jfields *f, const char *key, bool required, double min, double max,
+    double *out, bool *present);
+/* A time as RFC 3339 text or as an integer of seconds since the epoch. */
+int jf_epoch_or_time(struct jfields *f, const char *key, bool required, int64_t *out_us,
+    bool *present);
 int jf_array(struct jfields *f, const char *key, bool required, struct json_object **out);
 int jf_object(struct jfields *f, const char *key, bool required, struct json_object **out);
 

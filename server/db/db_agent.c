@@ -74,6 +74,92 @@ DB_STMT(stmt_agent_node_id, "SELECT id FROM nodes WHERE name = $1");
 DB_STMT(stmt_outbox_claim,
     "SELECT node_id, attempts, callback_url, push_secret FROM "
     "outbox_claim($1, make_interval(secs => $2::int)) ORDER BY node_id");
+DB_STMT(stmt_metric_ingest, "SELECT metric_ingest($1, $2::jsonb, $3)");
+DB_STMT(stmt_metric_partitions, "SELECT metric_partitions_maintain($1, $2)");
+DB_STMT(stmt_metric_rollup, "SELECT metric_rollup(to_timestamp($1::int8 / 1000000.0), $2)");
+DB_STMT(stmt_alerts_idle, "SELECT alerts_idle_sweep(make_interval(secs => $1::int), $2)");
+DB_STMT(stmt_gpu_metrics_raw,
+    "SELECT g.id, (SELECT coalesce(json_agg(json_build_object('device_uuid', d.device_uuid, "
+    "'points', d.points) ORDER BY d.device_uuid), '[]') FROM (SELECT s.device_uuid, "
+    "json_agg(json_build_object('ts', s.ts, 'power_w', s.power_w, 'sm_active', s.sm_active, "
+    "'memory_used_mib', s.memory_used_mib, 'memory_total_mib', s.memory_total_mib, "
+    "'temperature_c', s.temperature_c, 'ecc_corrected', s.ecc_corrected, 'ecc_uncorrected', "
+    "s.ecc_uncorrected, 'last_xid', s.last_xid, 'remapped_rows', s.remapped_rows) ORDER BY s.ts) "
+    "AS points FROM (SELECT * FROM gpu_metric_samples x WHERE x.gpu_id = g.id "
+    "AND x.ts >= to_timestamp($2::int8 / 1000000.0) AND x.ts < to_timestamp($3::int8 / 1000000.0) "
+    "ORDER BY x.ts LIMIT $4) s GROUP BY s.device_uuid) d)::text "
+    "FROM gpus g WHERE g.uuid = $1");
+DB_STMT(stmt_gpu_metrics_step,
+    "SELECT g.id, (SELECT coalesce(json_agg(json_build_object('device_uuid', d.device_uuid, "
+    "'points', d.points) ORDER BY d.device_uuid), '[]') FROM (SELECT b.device_uuid, "
+    "json_agg(json_build_object('ts', b.t, 'samples', b.n, 'power_w', b.p, 'power_w_max', b.pm, "
+    "'sm_active', b.sm, 'memory_used_mib', b.mem, 'temperature_c', b.temp, 'ecc_uncorrected', "
+    "b.ecc) ORDER BY b.t) AS points FROM (SELECT s.device_uuid, date_bin(make_interval(secs => $5), "
+    "s.ts, to_timestamp(0)) AS t, count(*) AS n, avg(s.power_w) AS p, max(s.power_w) AS pm, "
+    "avg(s.sm_active) AS sm, max(s.memory_used_mib) AS mem, max(s.temperature_c) AS temp, "
+    "max(s.ecc_uncorrected) AS ecc FROM gpu_metric_samples s WHERE s.gpu_id = g.id "
+    "AND s.ts >= to_timestamp($2::int8 / 1000000.0) AND s.ts < to_timestamp($3::int8 / 1000000.0) "
+    "GROUP BY 1, 2 ORDER BY 2 LIMIT $4) b GROUP BY b.device_uuid) d)::text "
+    "FROM gpus g WHERE g.uuid = $1");
+DB_STMT(stmt_gpu_metrics_hourly,
+    "SELECT g.id, (SELECT coalesce(json_agg(json_build_object('device_uuid', d.device_uuid, "
+    "'points', d.points) ORDER BY d.device_uuid), '[]') FROM (SELECT b.device_uuid, "
+    "json_agg(json_build_object('ts', b.t, 'samples', b.n, 'power_w', b.p, 'power_w_max', b.pm, "
+    "'sm_active', b.sm, 'memory_used_mib', b.mem, 'temperature_c', b.temp, 'ecc_uncorrected', "
+    "b.ecc) ORDER BY b.t) AS points FROM (SELECT h.device_uuid, date_bin(make_interval(secs => $5), "
+    "h.hour, to_timestamp(0)) AS t, sum(h.samples) AS n, "
+    "sum(h.power_w_avg * h.samples) / nullif(sum(h.samples), 0) AS p, max(h.power_w_max) AS pm, "
+    "sum(h.sm_active_avg * h.samples) / nullif(sum(h.samples), 0) AS sm, "
+    "max(h.memory_used_mib_max) AS mem, max(h.temperature_c_max) AS temp, "
+    "max(h.ecc_uncorrected_max) AS ecc FROM gpu_metric_hourly h WHERE h.gpu_id = g.id "
+    "AND h.hour >= to_timestamp($2::int8 / 1000000.0) AND h.hour < to_timestamp($3::int8 / 1000000.0) "
+    "GROUP BY 1, 2 ORDER BY 2 LIMIT $4) b GROUP BY b.device_uuid) d)::text "
+    "FROM gpus g WHERE g.uuid = $1");
+DB_STMT(stmt_agent_profiles, "SELECT agent_apply_profiles($1, $2::jsonb)");
+#define ALERT_JSON                                                                            \
+	"json_build_object('id', a.id, 'type', a.type, 'severity', a.severity, 'message', "   \
+	"a.message, 'node', n.name, 'gpu', g.uuid, 'pool', p.name, 'project', pr.name, "      \
+	"'details', a.details, 'occurrences', a.occurrences, 'raised_at', a.raised_at, "      \
+	"'last_seen_at', a.last_seen_at, 'resolved_at', a.resolved_at, 'acknowledged_at', "   \
+	"a.acknowledged_at, 'acknowledged_by', u.username, 'state', CASE WHEN a.resolved_at " \
+	"IS NOT NULL THEN 'resolved' ELSE 'open' END)"
+#define ALERT_FROM                                                                                 \
+	"FROM alerts a LEFT JOIN nodes n ON n.id = a.node_id LEFT JOIN gpus g ON g.id = a.gpu_id " \
+	"LEFT JOIN pools p ON p.id = a.pool_id LEFT JOIN projects pr ON pr.id = a.project_id "     \
+	"LEFT JOIN users u ON u.id = a.acknowledged_by "
+DB_STMT(stmt_alerts_list,
+    "SELECT coalesce(json_agg(x.j ORDER BY x.id DESC), '[]')::text, min(x.id), count(*) FROM ("
+    "SELECT a.id, " ALERT_JSON " AS j " ALERT_FROM
+    "WHERE ($1::int8 = 0 OR a.project_id IN (SELECT m.project_id FROM project_members m "
+    "WHERE m.user_id = $1)) AND ($2::text IS NULL OR a.type = $2) "
+    "AND ($3 = 'all' OR ($3 = 'open') = (a.resolved_at IS NULL)) "
+    "AND ($4::text IS NULL OR pr.name = $4) AND ($5::text IS NULL OR n.name = $5) "
+    "AND ($6::int8 = 0 OR a.id < $6) ORDER BY a.id DESC LIMIT $7) x");
+DB_STMT(stmt_alert_get,
+    "SELECT " ALERT_JSON "::text, EXISTS (SELECT 1 FROM project_members m WHERE "
+    "m.project_id = a.project_id AND m.user_id = $2 AND m.role = 'owner') " ALERT_FROM
+    "WHERE a.id = $1 AND ($2::int8 = 0 OR a.project_id IN (SELECT m.project_id FROM "
+    "project_members m WHERE m.user_id = $2))");
+DB_STMT(stmt_alert_ack,
+    "UPDATE alerts SET acknowledged_at = coalesce(acknowledged_at, now()), "
+    "acknowledged_by = coalesce(acknowledged_by, nullif($2::int8, 0)) WHERE id = $1");
+DB_STMT(stmt_alerts_active,
+    "SELECT coalesce(json_object_agg(t.type, t.n), '{}')::text FROM (SELECT type, count(*) AS n "
+    "FROM alerts WHERE resolved_at IS NULL GROUP BY type) t");
+DB_STMT(stmt_profiles_list,
+    "SELECT coalesce(json_agg(x.j ORDER BY x.id DESC), '[]')::text, min(x.id), count(*) FROM ("
+    "SELECT w.id, json_build_object('id', w.id, 'node', n.name, 'device_uuid', w.device_uuid, "
+    "'gpu', g.uuid, 'allocation', w.allocation_id, 'profile', al.profile, 'pool', p.name, "
+    "'project', pr.name, 'namespace', w.namespace, 'pod', w.pod, 'container', w.container, "
+    "'first_seen_at', w.first_seen_at, 'last_seen_at', w.last_seen_at, 'ended_at', w.ended_at) "
+    "AS j FROM workload_profiles w JOIN nodes n ON n.id = w.node_id "
+    "LEFT JOIN gpus g ON g.id = w.gpu_id LEFT JOIN allocations al ON al.id = w.allocation_id "
+    "LEFT JOIN pools p ON p.id = al.pool_id LEFT JOIN projects pr ON pr.id = p.project_id "
+    "WHERE ($1::int8 = 0 OR p.project_id IN (SELECT m.project_id FROM project_members m "
+    "WHERE m.user_id = $1)) AND ($2::text IS NULL OR pr.name = $2) "
+    "AND ($3::text IS NULL OR n.name = $3) AND ($4::text IS NULL OR p.name = $4) "
+    "AND (NOT $5 OR w.ended_at IS NULL) AND ($6::int8 = 0 OR w.id < $6) "
+    "ORDER BY w.id DESC LIMIT $7) x");
 DB_STMT(stmt_outbox_done, "SELECT outbox_done($1, $2)");
 DB_STMT(stmt_outbox_retry, "SELECT outbox_retry($1, $2, $3, $4, $5)");
 
@@ -347,4 +433,158 @@ db_outbox_retry(struct db *db, int64_t node_id, int attempts, int max, int delay
 	}
 	arena_destroy(a);
 	return rc;
+}
+
+/* ---- telemetry ---- */
+
+/* One row, one int8 column into *out. */
+static int
+one_int(struct db *db, const struct db_stmt *st, int n, const char *const *p, int64_t *out,
+    struct arena *a, struct gp_error *err)
+{
+	PGresult *r = db_exec(db, a, st, n, p, err);
+
+	if (r == NULL)
+		return -1;
+	*out = PQntuples(r) > 0 && !db_null(r, 0, 0) ? db_int64(r, 0, 0) : 0;
+	return 0;
+}
+
+int
+db_metric_ingest(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
+    int retention_days, int64_t *stored, struct gp_error *err)
+{
+	const char *p[3] = { db_param_int(a, node_id), samples_json,
+		db_param_int(a, retention_days) };
+
+	return one_int(db, &stmt_metric_ingest, 3, p, stored, a, err);
+}
+
+int
+db_metric_partitions(struct db *db, int retention_days, int days_ahead, int64_t *dropped,
+    struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[2] = { db_param_int(a, retention_days), db_param_int(a, days_ahead) };
+	int rc = one_int(db, &stmt_metric_partitions, 2, p, dropped, a, err);
+
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_metric_rollup(struct db *db, int64_t from_us, double idle_threshold, int64_t *rows,
+    struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[2] = { db_param_int(a, from_us), arena_printf(a, "%.6f", idle_threshold) };
+	int rc = one_int(db, &stmt_metric_rollup, 2, p, rows, a, err);
+
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_alerts_idle(struct db *db, int after_s, double threshold, int64_t *idle, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[2] = { db_param_int(a, after_s), arena_printf(a, "%.6f", threshold) };
+	int rc = one_int(db, &stmt_alerts_idle, 2, p, idle, a, err);
+
+	arena_destroy(a);
+	return rc;
+}
+
+int
+db_gpu_metrics(struct db *db, struct arena *a, const char *gpu_uuid, int64_t from_us, int64_t to_us,
+    int step_s, int max_points, bool *found, const char **json, struct gp_error *err)
+{
+	const char *p[5] = { gpu_uuid, db_param_int(a, from_us), db_param_int(a, to_us),
+		db_param_int(a, max_points), db_param_int(a, step_s) };
+	const struct db_stmt *st = step_s == 0 ? &stmt_gpu_metrics_raw
+	    : step_s % 3600 == 0               ? &stmt_gpu_metrics_hourly
+					       : &stmt_gpu_metrics_step;
+	PGresult *r = db_exec(db, a, st, step_s == 0 ? 4 : 5, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	*json = *found ? db_text(a, r, 0, 1) : NULL;
+	return 0;
+}
+
+int
+db_agent_profiles(struct db *db, struct arena *a, int64_t node_id, const char *json,
+    int64_t *violations, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, node_id), json };
+
+	return one_int(db, &stmt_agent_profiles, 2, p, violations, a, err);
+}
+
+/* A list statement's answer: the JSON array, and the next cursor when full. */
+static int
+list_json(struct db *db, struct arena *a, const struct db_stmt *st, int n, const char *const *p,
+    int limit, const char **json, int64_t *next, struct gp_error *err)
+{
+	PGresult *r = db_exec(db, a, st, n, p, err);
+
+	if (r == NULL)
+		return -1;
+	*json = db_text(a, r, 0, 0);
+	*next = db_int64(r, 0, 2) == limit && !db_null(r, 0, 1) ? db_int64(r, 0, 1) : 0;
+	return 0;
+}
+
+int
+db_alerts_list(struct db *db, struct arena *a, const struct alert_filter *f, const char **json,
+    int64_t *next, struct gp_error *err)
+{
+	const char *p[7] = { db_param_int(a, f->user_id), f->type, f->state ? f->state : "open",
+		f->project, f->node, db_param_int(a, f->after_id), db_param_int(a, f->limit) };
+
+	return list_json(db, a, &stmt_alerts_list, 7, p, f->limit, json, next, err);
+}
+
+int
+db_alert_get(struct db *db, struct arena *a, int64_t id, int64_t user_id, const char **json,
+    bool *project_owner, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, id), db_param_int(a, user_id) };
+	PGresult *r = db_exec(db, a, &stmt_alert_get, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*json = PQntuples(r) == 1 ? db_text(a, r, 0, 0) : NULL;
+	*project_owner = PQntuples(r) == 1 && db_bool(r, 0, 1);
+	return 0;
+}
+
+int
+db_alert_ack(struct db *db, struct arena *a, int64_t id, int64_t user_id, const char **json,
+    struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, id), db_param_int(a, user_id) };
+	bool owner;
+
+	if (db_exec(db, a, &stmt_alert_ack, 2, p, err) == NULL)
+		return -1;
+	return db_alert_get(db, a, id, 0, json, &owner, err);
+}
+
+int
+db_alerts_active(struct db *db, struct arena *a, const char **json, struct gp_error *err)
+{
+	return one_text(db, a, &stmt_alerts_active, 0, NULL, json, err);
+}
+
+int
+db_profiles_list(struct db *db, struct arena *a, const struct profile_filter *f, const char **json,
+    int64_t *next, struct gp_error *err)
+{
+	const char *p[7] = { db_param_int(a, f->user_id), f->project, f->node, f->pool,
+		f->current ? "true" : "false", db_param_int(a, f->after_id),
+		db_param_int(a, f->limit) };
+
+	return list_json(db, a, &stmt_profiles_list, 7, p, f->limit, json, next, err);
 }

@@ -107,4 +107,71 @@ int db_outbox_done(struct db *db, int64_t node_id, int64_t generation, struct gp
 int db_outbox_retry(struct db *db, int64_t node_id, int attempts, int max, int delay_ms,
     const char *error, bool *gave_up, struct gp_error *err) __attribute__((warn_unused_result));
 
+/* ---- telemetry (migration 0011) ---- */
+
+/* Store a batch of checked samples (metric_ingest); *stored how many. */
+int db_metric_ingest(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
+    int retention_days, int64_t *stored, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Partitions: create ahead, drop past retention; *dropped. */
+int db_metric_partitions(struct db *db, int retention_days, int days_ahead, int64_t *dropped,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Recompute the hourly roll-ups since from_us; *rows. */
+int db_metric_rollup(struct db *db, int64_t from_us, double idle_threshold, int64_t *rows,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Idle alerts: raise and resolve; *idle allocations now idle. */
+int db_alerts_idle(struct db *db, int after_s, double threshold, int64_t *idle,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* A GPU's series between from and to: raw (step 0) or averaged per step
+ * seconds (hourly roll-ups when step is a multiple of 3600), as JSON. */
+int db_gpu_metrics(struct db *db, struct arena *a, const char *gpu_uuid, int64_t from_us,
+    int64_t to_us, int step_s, int max_points, bool *found, const char **json, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* Replace the node's workloads (agent_apply_profiles); *violations. */
+int db_agent_profiles(struct db *db, struct arena *a, int64_t node_id, const char *json,
+    int64_t *violations, struct gp_error *err) __attribute__((warn_unused_result));
+
+struct alert_filter {
+	int64_t user_id;     /* 0: every alert (staff); else only those of the user's projects */
+	const char *type;    /* NULL: any */
+	const char *state;   /* "open" (default), "resolved" or "all" */
+	const char *project; /* NULL: any */
+	const char *node;    /* NULL: any */
+	int64_t after_id;
+	int limit;
+};
+
+/* Alerts as a JSON array (newest first by id), *next the cursor or 0. */
+int db_alerts_list(struct db *db, struct arena *a, const struct alert_filter *f, const char **json,
+    int64_t *next, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* One alert as the user may see it (user_id 0: staff); *json NULL when not,
+ * *project_owner whether the user owns its project. */
+int db_alert_get(struct db *db, struct arena *a, int64_t id, int64_t user_id, const char **json,
+    bool *project_owner, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Acknowledge alert id by user_id; the alert as JSON. */
+int db_alert_ack(struct db *db, struct arena *a, int64_t id, int64_t user_id, const char **json,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Open alerts per type as JSON object {"type": n} (the /metrics gauge). */
+int db_alerts_active(struct db *db, struct arena *a, const char **json, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+struct profile_filter {
+	int64_t user_id; /* 0: all (staff); else only the user's projects */
+	const char *project, *node, *pool;
+	bool current; /* only workloads still seen */
+	int64_t after_id;
+	int limit;
+};
+
+/* Workload profiles as a JSON array, *next the cursor or 0. */
+int db_profiles_list(struct db *db, struct arena *a, const struct profile_filter *f,
+    const char **json, int64_t *next, struct gp_error *err) __attribute__((warn_unused_result));
+
 #endif

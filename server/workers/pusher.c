@@ -18,7 +18,7 @@
 #include "db/db_agent.h"
 #include "periodic.h"
 
-#define PUSH_BATCH 64           /* nodes pushed per pass at most */
+#define PUSH_BATCH 64            /* nodes pushed per pass at most */
 #define PUSH_MAX_DELAY_MS 300000 /* backoff cap: 5 minutes */
 
 static struct pusher_config pcfg;
@@ -128,8 +128,8 @@ pusher_run_once(void *arg)
 		memset(p, 0, sizeof(*p));
 		p->o = rows[i];
 		gp_error_clear(&err);
-		if (db_agent_desired_state(db_thread(), a, p->o.node_id, &p->generation, &p->doc, &err) <
-			0 ||
+		if (db_agent_desired_state(db_thread(), a, p->o.node_id, &p->generation, &p->doc,
+			&err) < 0 ||
 		    push_prepare(p, a) < 0) {
 			snprintf(p->error, sizeof(p->error), "%.200s",
 			    gp_error_isset(&err) ? err.message : "could not prepare the push");
@@ -158,7 +158,8 @@ pusher_run_once(void *arg)
 				continue;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
 			if (m->data.result == CURLE_OK)
-				curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &p->status);
+				curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE,
+				    &p->status);
 			else if (p->error[0] == '\0')
 				snprintf(p->error, sizeof(p->error), "%s",
 				    curl_easy_strerror(m->data.result));
@@ -180,13 +181,14 @@ pusher_run_once(void *arg)
 			    : p->error[0]                ? p->error
 							 : "no answer";
 
-			if (db_outbox_retry(db_thread(), p->o.node_id, p->o.attempts, pcfg.max_attempts,
-				backoff_ms(p->o.attempts), why, &gave_up, &err) < 0)
-				log_warn(NULL, "could not record a failed push", "node", node, "error",
-				    err.message);
+			if (db_outbox_retry(db_thread(), p->o.node_id, p->o.attempts,
+				pcfg.max_attempts, backoff_ms(p->o.attempts), why, &gave_up,
+				&err) < 0)
+				log_warn(NULL, "could not record a failed push", "node", node,
+				    "error", err.message);
 			else if (gave_up)
-				log_warn(NULL, "gave up pushing to a node agent", "node", node, "error",
-				    why);
+				log_warn(NULL, "gave up pushing to a node agent", "node", node,
+				    "error", why);
 		}
 		if (p->easy != NULL) {
 			curl_multi_remove_handle(multi, p->easy);

@@ -36,7 +36,8 @@ static int
 group_setup(void **state)
 {
 	static const char *const env[] = { "GPUPOOL_AGENT_GRACE=3", "GPUPOOL_EXPIRY_INTERVAL=1",
-		"GPUPOOL_PUSH_MAX_ATTEMPTS=3", "GPUPOOL_PUSH_BACKOFF_MS=200",
+		"GPUPOOL_PUSH_MAX_ATTEMPTS=3", "GPUPOOL_TELEMETRY_INTERVAL=1",
+		"GPUPOOL_IDLE_AFTER=2", "GPUPOOL_PUSH_BACKOFF_MS=200",
 		"GPUPOOL_PUSH_TIMEOUT_MS=2000", NULL };
 	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
@@ -795,6 +796,233 @@ test_push(void **state)
 	receiver_stop(&rc);
 }
 
+/* Samples (set-based, hostile), series, roll-ups, partitions, profiles, alerts. */
+static void
+test_telemetry(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	int64_t now = time(NULL), hour = now - now % 3600, t0;
+	struct strbuf_like {
+		char *p;
+		size_t len, cap;
+	} b = { 0 };
+	const char *bob = fixture_create_user(fx, "bob", "none");
+	int64_t id;
+	char today_old[16];
+
+	/* three good samples, one of a GPU that is not the node's */
+	r = fx_request(fx, node_token, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"" GPU0
+	    "\",\"power_w\":300.5,\"sm_active\":0.5,"
+	    "\"memory_used_mib\":1000,\"temperature_c\":60},"
+	    "{\"ts\":%lld,\"gpu_uuid\":\"" GPU0 "\",\"power_w\":100,\"sm_active\":0.25},"
+	    "{\"ts\":%lld,\"gpu_uuid\":\"" GPU0 "\",\"power_w\":200,\"sm_active\":0.75,"
+	    "\"last_xid\":null},"
+	    "{\"ts\":%lld,\"gpu_uuid\":\"GPU-cccccccc-0000-0000-0000-000000000000\",\"power_w\":1}]}",
+	    (long long)(hour - 1800), (long long)(hour - 1790), (long long)(hour - 1780),
+	    (long long)now);
+	assert_status(r, 202);
+	assert_json_int(r->json, "accepted", 3);
+	assert_json_int(r->json, "dropped", 1);
+	/* hostile samples: 422 and nothing stored */
+	t0 = fx_sql_int64(fx, "SELECT count(*) FROM gpu_metric_samples");
+	r = fx_request(fx, node_token, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"" GPU0 "\",\"sm_active\":2}]}",
+	    (long long)now);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, node_token, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":\"yesterday\",\"gpu_uuid\":\"" GPU0 "\"}]}");
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, node_token, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"" GPU0 "\",\"power_w\":\"hot\"}],\"x\":1}",
+	    (long long)now);
+	assert_problem(r, 422, "validation_failed");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpu_metric_samples"), t0);
+	/* too old for the partitions kept: not stored, not an error */
+	r = fx_request(fx, node_token, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"" GPU0 "\"}]}",
+	    (long long)(now - 40 * 86400));
+	assert_status(r, 202);
+	assert_json_int(r->json, "accepted", 0);
+	/* a large batch is one statement */
+	for (int i = 0; i < 2000; i++) {
+		char one[160];
+		int k = snprintf(one, sizeof(one),
+		    "%s{\"ts\":%lld,\"gpu_uuid\":\"" GPU0 "\",\"power_w\":%d,\"sm_active\":0.1}",
+		    i ? "," : "", (long long)(hour - 7200 + i), i % 700);
+
+		if (b.len + (size_t)k + 1 > b.cap) {
+			b.cap = (b.cap + (size_t)k + 1) * 2;
+			b.p = realloc(b.p, b.cap);
+		}
+		memcpy(b.p + b.len, one, (size_t)k + 1);
+		b.len += (size_t)k;
+	}
+	t0 = time_mono_us();
+	r = fx_request(fx, node_token, "POST", "/v1/agent/metrics", "{\"samples\":[%s]}", b.p);
+	assert_status(r, 202);
+	assert_json_int(r->json, "accepted", 2000);
+	fprintf(stderr, "2,000 samples ingested in one request: %lld ms\n",
+	    (long long)((time_mono_us() - t0) / 1000));
+	free(b.p);
+
+	/* the series: raw, by step, hourly roll-up */
+	r = fx_request(fx, op, "GET",
+	    fx_str(fx, "/v1/gpus/%s/metrics?from=%s&to=%s", GPU0,
+		fx_sql_text(fx,
+		    "SELECT to_char(to_timestamp($1::int8) AT TIME ZONE 'UTC', "
+		    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+		    fx_str(fx, "%lld", (long long)(hour - 1800))),
+		fx_sql_text(fx,
+		    "SELECT to_char(to_timestamp($1::int8) AT TIME ZONE 'UTC', "
+		    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+		    fx_str(fx, "%lld", (long long)(hour - 1700)))),
+	    NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "step", "raw");
+	assert_int_equal(fx_json_len(r->json, "series[0].points"), 3);
+	r = fx_request(fx, alice, "GET", fx_str(fx, "/v1/gpus/%s/metrics", GPU0), NULL);
+	assert_problem(r, 403, "forbidden");
+	r = fx_request(fx, op, "GET", fx_str(fx, "/v1/gpus/%s/metrics?step=0", GPU0), NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, op, "GET", "/v1/gpus/GPU-dddddddd-0000-0000-0000-000000000000/metrics",
+	    NULL);
+	assert_problem(r, 404, "not_found");
+	/* the worker rolls the previous hour up: 3 samples, averages exact */
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM gpu_metric_hourly WHERE hour = "
+		   "to_timestamp($1::int8) AND device_uuid = '" GPU0 "'",
+		   fx_str(fx, "%lld", (long long)(hour - 3600))) != 1) {
+		assert_true(time_mono_us() - t0 < 10 * 1000000);
+		usleep(200 * 1000);
+	}
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT samples || '/' || power_w_avg || '/' || "
+				"power_w_max || '/' || sm_active_avg || '/' || sm_active_low "
+				"FROM gpu_metric_hourly WHERE hour = to_timestamp($1::int8) "
+				"AND device_uuid = '" GPU0 "'",
+				fx_str(fx, "%lld", (long long)(hour - 3600))),
+	    "3/200.16666666666666/300.5/0.5/0");
+
+	/* an old partition is dropped whole by the worker */
+	snprintf(today_old, sizeof(today_old), "%s",
+	    fx_sql_text(fx, "SELECT to_char((now() AT TIME ZONE 'UTC')::date - 30, 'YYYYMMDD')"));
+	fx_sql_exec(fx,
+	    fx_str(fx,
+		"CREATE TABLE gpu_metric_samples_%s PARTITION OF gpu_metric_samples FOR VALUES "
+		"FROM ('%s 00:00+00') TO ('%s 00:00+00'::timestamptz + interval '1 day')",
+		today_old, today_old, today_old));
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   fx_str(fx,
+		       "SELECT count(*) FROM pg_class WHERE relname = "
+		       "'gpu_metric_samples_%s'",
+		       today_old)) != 0) {
+		assert_true(time_mono_us() - t0 < 10 * 1000000);
+		usleep(200 * 1000);
+	}
+	assert_true(fx_sql_int64(fx,
+			"SELECT count(*) FROM pg_inherits WHERE inhparent = "
+			"'gpu_metric_samples'::regclass") >= 3);
+
+	/* a pool on n1 to run workloads on */
+	r = fx_request(fx, node_token, "POST", "/v1/agent/heartbeat", NULL);
+	assert_status(r, 200);
+	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+	    "{\"action\":\"create\",\"pool\":\"infer\",\"items\":[{\"model\":\"H100-80GB\","
+	    "\"profile\":\"1g.10gb\",\"count\":1}],\"justification\":\"t\"}");
+	assert_status(r, 201);
+	id = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+	    "{}");
+	assert_status(r, 200);
+	{
+		int start = (int)fx_sql_int64(fx,
+		    "SELECT a.start FROM allocations a JOIN pools p ON "
+		    "p.id = a.pool_id WHERE p.name = 'infer'");
+
+		status_report(fx, node_token,
+		    fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'n1'"),
+		    fx_str(fx,
+			"[{\"uuid\":\"" GPU0 "\",\"instances\":[]},{\"uuid\":\"" GPU1
+			"\",\"instances\":["
+			"{\"profile\":\"1g.10gb\",\"start\":6,\"size\":1,\"uuid\":\"MIG-found\"},"
+			"{\"profile\":\"1g.10gb\",\"start\":%d,\"size\":1,\"uuid\":\"MIG-infer\"}]}]",
+			start),
+		    NULL, 200);
+	}
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'infer'"),
+	    "active");
+
+	/* workloads: one of the project, one in a foreign namespace, one on an unmanaged instance */
+	r = fx_request(fx, node_token, "PUT", "/v1/agent/profiles",
+	    "{\"source\":\"fake\",\"profiles\":[{\"device_uuid\":\"MIG-infer\",\"namespace\":\"team-a\","
+	    "\"pod\":\"trainer-0\",\"container\":\"main\"},{\"device_uuid\":\"MIG-infer\","
+	    "\"namespace\":\"intruder\",\"pod\":\"miner\"},{\"device_uuid\":\"MIG-found\","
+	    "\"namespace\":\"team-a\",\"pod\":\"sneaky\"}]}");
+	assert_status(r, 200);
+	assert_json_int(r->json, "isolation_violations", 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = "
+			     "'isolation_violation' AND resolved_at IS NULL"),
+	    2);
+	r = fx_request(fx, node_token, "PUT", "/v1/agent/profiles",
+	    "{\"profiles\":[{\"device_uuid\":\"MIG-infer\",\"namespace\":\"<img src=x>\",\"pod\":\"p\"}]}");
+	assert_problem(r, 422, "validation_failed");
+	/* who sees what */
+	r = fx_request(fx, alice, "GET", "/v1/profiles?project=pa", NULL);
+	assert_status(r, 200);
+	assert_true(fx_json_len(r->json, "items") >= 2);
+	assert_json_str(r->json, "items[0].pool", "infer");
+	r = fx_request(fx, bob, "GET", "/v1/profiles", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 0);
+	r = fx_request(fx, op, "GET", "/v1/profiles?node=n1", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 3);
+
+	/* the workloads stop: violations resolved, history kept */
+	r = fx_request(fx, node_token, "PUT", "/v1/agent/profiles", "{\"profiles\":[]}");
+	assert_status(r, 200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = "
+			     "'isolation_violation' AND resolved_at IS NULL"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM workload_profiles WHERE "
+			     "ended_at IS NOT NULL AND pod = 'trainer-0'"),
+	    1);
+	/* no workload and no activity past GPUPOOL_IDLE_AFTER: an idle alert */
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM alerts a JOIN pools p ON p.id = a.pool_id "
+		   "WHERE a.type = 'idle' AND p.name = 'infer' AND a.resolved_at IS NULL") != 1) {
+		assert_true(time_mono_us() - t0 < 15 * 1000000);
+		usleep(200 * 1000);
+	}
+	r = fx_request(fx, alice, "GET", "/v1/alerts?type=idle", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 1);
+	assert_json_str(r->json, "items[0].pool", "infer");
+	id = fx_json_int(r->json, "items[0].id");
+	/* project users do not see alerts of no project of theirs */
+	r = fx_request(fx, alice, "GET", "/v1/alerts?type=gpu_failed&state=all", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 0);
+	r = fx_request(fx, bob, "POST", fx_str(fx, "/v1/alerts/%lld/ack", (long long)id), NULL);
+	assert_problem(r, 404, "not_found");
+	r = fx_request(fx, alice, "POST", fx_str(fx, "/v1/alerts/%lld/ack", (long long)id), NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "acknowledged_by", "alice");
+	r = fx_request(fx, op, "GET", "/v1/alerts?state=bogus", NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	assert_status(r, 200);
+	assert_non_null(strstr(r->body, "gpupool_alerts_active{type=\"idle\"} 1"));
+}
+
 int
 main(void)
 {
@@ -805,6 +1033,7 @@ main(void)
 		cmocka_unit_test(test_apply_error),
 		cmocka_unit_test(test_push),
 		cmocka_unit_test(test_liveness_and_tokens),
+		cmocka_unit_test(test_telemetry),
 	};
 
 	return fixture_exit_status(
