@@ -28,7 +28,11 @@ struct config {
 	int request_ttl_s;          /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
 	int expiry_interval_s;      /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	int approval_workers;       /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
-	const char *metrics_token;  /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	int billing_accrual_interval_s; /* GPUPOOL_BILLING_ACCRUAL_INTERVAL: the accrual worker's period */
+	int billing_settle_s; /* GPUPOOL_BILLING_SETTLE: an hour is final this long after it ends */
+	int billing_close_grace_s; /* GPUPOOL_BILLING_CLOSE_GRACE: a month closes this long after it ends */
+	int billing_test_hold_ms; /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (debug builds): accrual holds its tx */
+	const char *metrics_token; /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;
 	bool access_log;       /* GPUPOOL_ACCESS_LOG */

@@ -19,6 +19,7 @@
 #include "domain/catalog_data.h"
 #include "http/server.h"
 #include "workers/deferred.h"
+#include "workers/billing_accrual.h"
 #include "workers/expiry.h"
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
@@ -268,6 +269,7 @@ cmd_serve(struct config *cfg)
 	struct http_server *server = NULL, *probe = NULL;
 	struct maintenance *maint = NULL;
 	struct periodic *expiry = NULL;
+	struct periodic *accrual = NULL;
 	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
@@ -289,6 +291,9 @@ cmd_serve(struct config *cfg)
 	app.catalog = catalog;
 	app.request_ttl_s = cfg->request_ttl_s;
 	app.approval_workers = cfg->approval_workers;
+	app.billing_settle_s = cfg->billing_settle_s;
+	app.billing_close_grace_s = cfg->billing_close_grace_s;
+	app.billing_test_hold_ms = cfg->billing_test_hold_ms;
 	if (cfg->metrics_token != NULL) {
 		app.metrics_protected = true;
 		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app.metrics_digest);
@@ -352,6 +357,16 @@ cmd_serve(struct config *cfg)
 	if (expiry_start(&expiry, cfg->expiry_interval_s) < 0)
 		fatal("could not start the expiry worker");
 	{
+		struct billing_accrual_config bc = {
+			.interval_s = cfg->billing_accrual_interval_s,
+			.settle_s = cfg->billing_settle_s,
+			.hold_ms = cfg->billing_test_hold_ms,
+		};
+
+		if (billing_accrual_start(&accrual, &bc) < 0)
+			fatal("could not start the billing accrual worker");
+	}
+	{
 		char p[16], t[16];
 
 		snprintf(p, sizeof(p), "%d", port);
@@ -371,6 +386,7 @@ cmd_serve(struct config *cfg)
 	api_stop(&app);
 	deferred_free(app.waits);
 	periodic_stop(expiry);
+	periodic_stop(accrual);
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	log_info(NULL, "stopped");

@@ -1,0 +1,51 @@
+/*
+ * billing_accrual.c - the billing accrual worker (see billing_accrual.h).
+ */
+#include "billing_accrual.h"
+
+#include "core/arena.h"
+#include "core/log.h"
+#include "db/db.h"
+#include "db/db_billing.h"
+
+#include <stdio.h>
+
+/* one worker per process: its configuration lives here */
+static struct billing_accrual_config accrual_cfg;
+
+static void
+accrual_run_once(void *arg)
+{
+	const struct billing_accrual_config *cfg = arg;
+	struct billing_accrual_result res;
+	struct arena *a = arena_create();
+	struct gp_error err;
+
+	gp_error_clear(&err);
+	if (db_billing_accrue(db_thread(), a, cfg->settle_s, cfg->hold_ms, &res, &err) < 0) {
+		log_warn(NULL, "billing accrual failed", "error", err.message);
+	} else if (res.upserted > 0 || res.deleted > 0) {
+		char up[24], del[24];
+
+		snprintf(up, sizeof(up), "%lld", (long long)res.upserted);
+		snprintf(del, sizeof(del), "%lld", (long long)res.deleted);
+		log_info(NULL, "billing accrual", "upserted", up, "deleted", del);
+	}
+	arena_destroy(a);
+}
+
+int
+billing_accrual_start(struct periodic **out, const struct billing_accrual_config *cfg)
+{
+	struct periodic_config pc = {
+		.name = "billing_accrual",
+		.leader = true,
+		.run = accrual_run_once,
+		.arg = &accrual_cfg,
+	};
+
+	accrual_cfg = *cfg;
+	pc.interval_ms = (cfg->interval_s > 0 ? cfg->interval_s : 300) * 1000;
+	pc.jitter_ms = pc.interval_ms / 10;
+	return periodic_start(out, &pc);
+}

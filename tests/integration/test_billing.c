@@ -1,0 +1,519 @@
+/*
+ * test_billing.c - billing golden tests (docs/billing.md): the worked
+ * example and the edge cases, accrued by the real server from a ledger
+ * written with SQL at fixed past times, compared row by row with amounts
+ * computed by hand; then the API around them: rates (derived MIG rates,
+ * validation, versions), usage with totals and grouping, who sees what,
+ * adjustments, closing a period and its immutability by direct SQL.
+ */
+#include "billing_seed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *gpu1, *gpu2;
+
+/*
+ * The golden ledger. Hand-computed rows are in test_golden_rows; the
+ * comment of each case gives the arithmetic.
+ */
+static void
+seed_golden(struct fixture *fx)
+{
+	struct gp_client_response *r;
+	const char *wx, *mid, *mig, *own, *flex, *same, *month, *half;
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"acme\",\"display_name\":\"Acme\"}");
+	assert_status(r, 201);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"other\",\"display_name\":\"Other\"}");
+	assert_status(r, 201);
+	fx_fleet(fx, "gold", "H100-80GB", 1, 2, false);
+	gpu1 = fx_sql_text(fx, "SELECT min(id)::text FROM gpus");
+	gpu2 = fx_sql_text(fx, "SELECT max(id)::text FROM gpus");
+
+	/* rates (EUR micro-units per hour) */
+	billing_rate_sql(fx, "H100-80GB", "full", 2500000, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "H100-80GB", "full", 3000000, "2026-03-02 12:00:00+00");
+	billing_rate_sql(fx, "A100-40GB", "full", 1000000, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "A100-40GB", "full", 1800000, "2026-03-03 09:20:00+00");
+	billing_rate_sql(fx, "A100-40GB", "3g.20gb", 600000, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "L40S-48GB", "full", 1000001, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "T4-16GB", "full", 100000, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "L4-24GB", "full", 720000, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "A10G-24GB", "full", 1, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "A30-24GB", "full", 1000002, "2026-01-01 00:00:00+00");
+	billing_rate_sql(fx, "A30-24GB", "full", 1000006, "2026-02-01 00:00:00+00");
+
+	/*
+	 * The worked example: 2 × H100 approved 10:59:30.25, released
+	 * 13:00:10.9 (floored to 10:59:30 and 13:00:10), the rate goes from
+	 * 2.50 to 3.00 at 12:00, GPU 1 failed 11:15-11:45.
+	 */
+	wx = billing_pool(fx, "acme", "wx");
+	billing_ledger(fx, wx, "H100-80GB", "full", 2, "2026-03-02 10:59:30.25+00",
+	    "2026-03-02 13:00:10.9+00");
+	fx_sql_exec(fx,
+	    "INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, created_at, "
+	    "released_at) VALUES ($1::int8, 'full', 0, 8, 'released', $3::int8, "
+	    "'2026-03-02 10:59:30.25+00', '2026-03-02 13:00:20+00'), ($2::int8, 'full', 0, 8, "
+	    "'released', $3::int8, '2026-03-02 10:59:30.25+00', '2026-03-02 13:00:20+00')",
+	    gpu1, gpu2, wx);
+	fx_sql_exec(fx,
+	    "INSERT INTO gpu_health_intervals (gpu_id, health, reason, started_at, ended_at) "
+	    "VALUES ($1::int8, 'failed', 'test', '2026-03-02 11:15:00+00', "
+	    "'2026-03-02 11:45:00+00')",
+	    gpu1);
+
+	/* a rate change mid-hour (09:20) under a whole A100 held 09:00-10:00 */
+	mid = billing_pool(fx, "acme", "mid");
+	billing_ledger(fx, mid, "A100-40GB", "full", 1, "2026-03-03 09:00:00+00",
+	    "2026-03-03 10:00:00+00");
+	/* a derived MIG rate: 3 × 1g.5gb 09:30-09:45, after the change */
+	mig = billing_pool(fx, "acme", "mig");
+	billing_ledger(fx, mig, "A100-40GB", "1g.5gb", 3, "2026-03-03 09:30:00+00",
+	    "2026-03-03 09:45:00+00");
+	/* a MIG profile with a rate of its own */
+	own = billing_pool(fx, "acme", "own");
+	billing_ledger(fx, own, "A100-40GB", "3g.20gb", 1, "2026-03-03 09:00:00+00",
+	    "2026-03-03 09:10:00+00");
+	/*
+	 * expand and shrink within an hour: 1 from 14:00, +2 at 14:20, shrink
+	 * to 2 at 14:40 (both intervals close, one of 2 opens), release 15:10
+	 */
+	flex = billing_pool(fx, "other", "flex");
+	billing_ledger(fx, flex, "L40S-48GB", "full", 1, "2026-03-03 14:00:00+00",
+	    "2026-03-03 14:40:00+00");
+	billing_ledger(fx, flex, "L40S-48GB", "full", 2, "2026-03-03 14:20:00+00",
+	    "2026-03-03 14:40:00+00");
+	billing_ledger(fx, flex, "L40S-48GB", "full", 2, "2026-03-03 14:40:00+00",
+	    "2026-03-03 15:10:00+00");
+	/* approval and release in the same second: nothing to bill */
+	same = billing_pool(fx, "other", "same");
+	billing_ledger(fx, same, "T4-16GB", "full", 1, "2026-03-03 16:00:05.1+00",
+	    "2026-03-03 16:00:05.9+00");
+	/* across a month end */
+	month = billing_pool(fx, "other", "month");
+	billing_ledger(fx, month, "L4-24GB", "full", 1, "2026-01-31 23:30:00+00",
+	    "2026-02-01 00:30:00+00");
+	/* half-even: 1 micro-unit an hour, half an hour at counts 1, 3, 5, 7 */
+	half = billing_pool(fx, "other", "half");
+	billing_ledger(fx, half, "A10G-24GB", "full", 1, "2026-03-04 10:00:00+00",
+	    "2026-03-04 10:30:00+00");
+	billing_ledger(fx, half, "A10G-24GB", "full", 3, "2026-03-04 11:00:00+00",
+	    "2026-03-04 11:30:00+00");
+	billing_ledger(fx, half, "A10G-24GB", "full", 5, "2026-03-04 12:00:00+00",
+	    "2026-03-04 12:30:00+00");
+	billing_ledger(fx, half, "A10G-24GB", "full", 7, "2026-03-04 13:00:00+00",
+	    "2026-03-04 13:30:00+00");
+}
+
+static const char golden[] =
+    /* flex: 1200 s × 1 × 1000001 / 3600 = 333333.67 -> 333334 */
+    "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|1|333334\n"
+    /* 1200 s × 2 (14:40-15:00) = 666667.33 -> 666667 */
+    "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|2|666667\n"
+    /* 1200 s × 3 (14:20-14:40) = 1000001 exactly */
+    "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|3|1000001\n"
+    /* 600 s × 2 = 333333.67 -> 333334 */
+    "usage|flex|L40S-48GB|full|2026-03-03 15:00|1000001|600|2|333334\n"
+    /* 1800 × 1 × 1 / 3600 = 0.5 -> 0 (even) */
+    "usage|half|A10G-24GB|full|2026-03-04 10:00|1|1800|1|0\n"
+    /* 1.5 -> 2 */
+    "usage|half|A10G-24GB|full|2026-03-04 11:00|1|1800|3|2\n"
+    /* 2.5 -> 2 */
+    "usage|half|A10G-24GB|full|2026-03-04 12:00|1|1800|5|2\n"
+    /* 3.5 -> 4 */
+    "usage|half|A10G-24GB|full|2026-03-04 13:00|1|1800|7|4\n"
+    /* 1200 × 1000000 / 3600 = 333333.33 -> 333333 */
+    "usage|mid|A100-40GB|full|2026-03-03 09:00|1000000|1200|1|333333\n"
+    /* 2400 × 1800000 / 3600 = 1200000 */
+    "usage|mid|A100-40GB|full|2026-03-03 09:00|1800000|2400|1|1200000\n"
+    /* 1800000 / 7 = 257142.86 -> 257143; 900 × 3 × 257143 / 3600 = 192857.25 -> 192857 */
+    "usage|mig|A100-40GB|1g.5gb|2026-03-03 09:00|257143|900|3|192857\n"
+    /* 1800 × 720000 / 3600 = 360000, in January ... */
+    "usage|month|L4-24GB|full|2026-01-31 23:00|720000|1800|1|360000\n"
+    /* ... and in February */
+    "usage|month|L4-24GB|full|2026-02-01 00:00|720000|1800|1|360000\n"
+    /* own MIG rate: 600 × 600000 / 3600 = 100000 */
+    "usage|own|A100-40GB|3g.20gb|2026-03-03 09:00|600000|600|1|100000\n"
+    /* 30 s × 2 × 2500000 / 3600 = 41666.67 -> 41667 */
+    "usage|wx|H100-80GB|full|2026-03-02 10:00|2500000|30|2|41667\n"
+    "usage|wx|H100-80GB|full|2026-03-02 11:00|2500000|3600|2|5000000\n"
+    /* GPU 1 failed 11:15-11:45: 1800 s × 1 × 2500000 / 3600 */
+    "credit|wx|H100-80GB|full|2026-03-02 11:00|2500000|1800|1|-1250000\n"
+    "usage|wx|H100-80GB|full|2026-03-02 12:00|3000000|3600|2|6000000\n"
+    /* 10 s × 2 × 3000000 / 3600 = 16666.67 -> 16667 */
+    "usage|wx|H100-80GB|full|2026-03-02 13:00|3000000|10|2|16667";
+
+static void
+test_golden_rows(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+
+	seed_golden(fx);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_int(r->json, "upserted"), 19);
+	assert_text_equal(billing_rows_text(fx), golden);
+	/* every row's period is the UTC month of its hour */
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE period <> "
+					  "to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM')"),
+	    0);
+
+	/* again: nothing changes */
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_int(r->json, "upserted"), 0);
+	assert_int_equal(fx_json_int(r->json, "deleted"), 0);
+	assert_text_equal(billing_rows_text(fx), golden);
+
+	/* from scratch (the watermark forgotten): the same rows, same ids */
+	{
+		const char *ids = fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id) "
+						  "FROM billing_usage");
+
+		fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = NULL");
+		r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
+		assert_status(r, 200);
+		assert_int_equal(fx_json_int(r->json, "upserted"), 0);
+		assert_text_equal(billing_rows_text(fx), golden);
+		assert_string_equal(
+		    fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage"),
+		    ids);
+	}
+	/* the accrual run is audited */
+	assert_true(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'billing.accrue'") >=
+	    3);
+}
+
+static struct json_object *
+find_rate(struct json_object *items, const char *model, const char *profile, const char *from)
+{
+	for (size_t i = 0; i < json_object_array_length(items); i++) {
+		struct json_object *it = json_object_array_get_idx(items, i);
+
+		if (strcmp(fx_json_str(it, "model"), model) == 0 &&
+		    strcmp(fx_json_str(it, "profile"), profile) == 0 &&
+		    strcmp(fx_json_str(it, "effective_from"), from) == 0)
+			return it;
+	}
+	return NULL;
+}
+
+static void
+test_rates(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	struct json_object *it;
+	const char *billing = fixture_create_user(fx, "bill", "billing");
+	const char *oper = fixture_create_user(fx, "oper", "operator");
+	const char *user = fixture_create_user(fx, "usr", "none");
+
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/rates?model=A30-24GB", NULL);
+	assert_status(r, 200);
+	/* derived: 1000002 × 1 / 4 = 250000.5 -> 250000 (even) */
+	it = find_rate(fx_json(r->json, "items"), "A30-24GB", "1g.6gb", "2026-01-01T00:00:00Z");
+	assert_non_null(it);
+	assert_json_int(it, "price_per_hour_micro", 250000);
+	assert_true(json_object_get_boolean(fx_json(it, "derived")));
+	assert_json_str(it, "effective_to", "2026-02-01T00:00:00Z");
+	/* 1000006 / 4 = 250001.5 -> 250002 (even); 2g: 2000012 / 4 = 500003 */
+	it = find_rate(fx_json(r->json, "items"), "A30-24GB", "1g.6gb", "2026-02-01T00:00:00Z");
+	assert_non_null(it);
+	assert_json_int(it, "price_per_hour_micro", 250002);
+	assert_json_null(it, "effective_to");
+	it = find_rate(fx_json(r->json, "items"), "A30-24GB", "2g.12gb", "2026-02-01T00:00:00Z");
+	assert_non_null(it);
+	assert_json_int(it, "price_per_hour_micro", 500003);
+	it = find_rate(fx_json(r->json, "items"), "A30-24GB", "full", "2026-02-01T00:00:00Z");
+	assert_non_null(it);
+	assert_false(json_object_get_boolean(fx_json(it, "derived")));
+
+	/* billing and operators read; a user without projects sees none */
+	assert_status(fx_request(fx, billing, "GET", "/v1/billing/rates", NULL), 200);
+	assert_status(fx_request(fx, oper, "GET", "/v1/billing/rates", NULL), 200);
+	r = fx_request(fx, user, "GET", "/v1/billing/rates", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 0);
+	/* a member of acme sees the rates of what acme held (H100 full, A100 full/1g.5gb/3g.20gb) */
+	assert_status(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/acme/members/usr",
+			  "{\"role\":\"viewer\"}"),
+	    201);
+	r = fx_request(fx, user, "GET", "/v1/billing/rates", NULL);
+	assert_status(r, 200);
+	for (size_t i = 0; i < fx_json_len(r->json, "items"); i++) {
+		it = json_object_array_get_idx(fx_json(r->json, "items"), i);
+		assert_true(strcmp(fx_json_str(it, "model"), "H100-80GB") == 0 ||
+		    strcmp(fx_json_str(it, "model"), "A100-40GB") == 0);
+	}
+	assert_non_null(find_rate(fx_json(r->json, "items"), "A100-40GB", "1g.5gb",
+	    "2026-03-03T09:20:00Z"));
+	assert_null(find_rate(fx_json(r->json, "items"), "A100-40GB", "2g.10gb",
+	    "2026-03-03T09:20:00Z"));
+
+	/* only admins write */
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/rates",
+			   "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+			   "\"price_per_hour_micro\":1,\"effective_from\":\"2030-01-01T00:00:00Z\"}"),
+	    403, "forbidden");
+	/* bad input: precise 422s, nothing stored */
+	{
+		int64_t before = fx_sql_int64(fx, "SELECT count(*) FROM billing_rates");
+
+		assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+				   "{\"model\":\"B200\",\"profile\":\"full\",\"currency\":\"EUR\","
+				   "\"price_per_hour_micro\":1,"
+				   "\"effective_from\":\"2030-01-01T00:00:00Z\"}"),
+		    422, "validation_failed");
+		assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+				   "{\"model\":\"T4-16GB\",\"profile\":\"1g.5gb\",\"currency\":"
+				   "\"EUR\",\"price_per_hour_micro\":1,"
+				   "\"effective_from\":\"2030-01-01T00:00:00Z\"}"),
+		    422, "validation_failed");
+		assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+				   "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"eur\","
+				   "\"price_per_hour_micro\":-1,"
+				   "\"effective_from\":\"2030-01-01T00:00:00.5Z\",\"x\":1}"),
+		    422, "validation_failed");
+		assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+				   "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+				   "\"price_per_hour_micro\":1.5,"
+				   "\"effective_from\":\"2030-01-01T00:00:00Z\"}"),
+		    422, "validation_failed");
+		/* a version before the billed hours would change them */
+		assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+				   "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+				   "\"price_per_hour_micro\":5,"
+				   "\"effective_from\":\"2026-03-01T00:00:00Z\"}"),
+		    409, "rate_in_effect");
+		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_rates"), before);
+	}
+	/* a new version in the future; the same start twice is a conflict */
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+	    "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+	    "\"price_per_hour_micro\":200000,\"effective_from\":\"2030-01-01T00:00:00Z\"}");
+	assert_status(r, 201);
+	assert_json_int(r->json, "price_per_hour_micro", 200000);
+	assert_json_str(r->json, "created_by", "admin");
+	assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+			   "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+			   "\"price_per_hour_micro\":300000,"
+			   "\"effective_from\":\"2030-01-01T00:00:00Z\"}"),
+	    409, "conflict");
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/billing/rates?model=T4-16GB&profile=full&at=2026-06-01T00:00:00Z", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 1);
+	assert_json_int(r->json, "items[0].price_per_hour_micro", 100000);
+	assert_json_str(r->json, "items[0].effective_to", "2030-01-01T00:00:00Z");
+	/* a rate in effect is never edited, nor deleted (direct SQL) */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'billing.rate.create'"),
+	    1);
+}
+
+static void
+test_usage_api(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *user = fixture_login(fx, "usr", FIXTURE_PASSWORD);
+
+	/* raw rows of one project, totals over all of them */
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/billing/usage?project=acme&from=2026-03-02T00:00:00Z&to=2026-03-03T00:00:00Z",
+	    NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "rows"), 5);
+	assert_json_str(r->json, "rows[0].project", "acme");
+	assert_json_str(r->json, "rows[0].pool", "wx");
+	assert_json_str(r->json, "rows[0].currency", "EUR");
+	assert_json_int(r->json, "totals.usage_micro", 41667 + 5000000 + 6000000 + 16667);
+	assert_json_int(r->json, "totals.credit_micro", -1250000);
+	assert_json_int(r->json, "totals.amount_micro", 41667 + 5000000 + 6000000 + 16667 - 1250000);
+	assert_json_str(r->json, "totals.currency", "EUR");
+	assert_json_int(r->json, "totals.rows", 5);
+
+	/* pages */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?project=acme&limit=2", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "rows"), 2);
+	assert_non_null(fx_json(r->json, "next_cursor"));
+	assert_json_int(r->json, "totals.rows", 9);
+
+	/* grouped */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?group_by=project", NULL);
+	assert_status(r, 200);
+	assert_json_int(r->json, "totals.amount_micro",
+	    41667 + 5000000 - 1250000 + 6000000 + 16667 + 192857 + 333333 + 1200000 + 100000 +
+		333334 + 666667 + 1000001 + 333334 + 0 + 2 + 2 + 4 + 360000 + 360000);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?group_by=month", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "rows"), 4); /* Jan, Feb, Mar usage + Mar credit */
+	assert_json_str(r->json, "rows[0].period", "2026-01");
+	assert_json_int(r->json, "rows[0].amount_micro", 360000);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/billing/usage?group_by=spec&project=acme&from=2026-03-03T00:00:00Z", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "rows"), 3);
+	assert_json_str(r->json, "rows[0].model", "A100-40GB");
+	assert_json_str(r->json, "rows[0].profile", "1g.5gb");
+	assert_json_int(r->json, "rows[0].instance_seconds", 2700);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?group_by=day&project=other",
+	    NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "rows[0].day", "2026-01-31T00:00:00Z");
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?group_by=pool&project=other",
+	    NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "rows[0].pool", "flex");
+	assert_json_int(r->json, "rows[0].amount_micro", 333334 + 666667 + 1000001 + 333334);
+
+	/* a project user sees only their projects: another one is 404 */
+	r = fx_request(fx, user, "GET", "/v1/billing/usage", NULL);
+	assert_status(r, 200);
+	assert_json_int(r->json, "totals.rows", 9);
+	assert_problem(fx_request(fx, user, "GET", "/v1/billing/usage?project=other", NULL), 404,
+	    "not_found");
+	assert_problem(fx_request(fx, user, "GET", "/v1/billing/usage?project=nope", NULL), 404,
+	    "not_found");
+	/* bad input */
+	assert_problem(fx_request(fx, user, "GET", "/v1/billing/usage?group_by=gpu", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, user, "GET", "/v1/billing/usage?from=yesterday", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, user, "GET",
+			   "/v1/billing/usage?from=2026-03-02T00:00:00Z&to=2026-03-01T00:00:00Z",
+			   NULL),
+	    422, "validation_failed");
+	/* users do not run the accrual, nor adjust */
+	assert_problem(fx_request(fx, user, "POST", "/v1/billing/accrual/run", NULL), 403,
+	    "forbidden");
+	assert_problem(fx_request(fx, user, "POST", "/v1/billing/adjustments",
+			   "{\"adjusts\":1,\"amount_micro\":-1,\"note\":\"x\"}"),
+	    403, "forbidden");
+}
+
+static void
+test_periods(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *billing = fixture_login(fx, "bill", FIXTURE_PASSWORD);
+	const char *jan_row =
+	    fx_sql_text(fx, "SELECT id::text FROM billing_usage WHERE period = '2026-01'");
+	const char *current = fx_sql_text(fx, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')");
+	const char *snapshot;
+
+	/* not ended yet (the current month), bad names */
+	assert_problem(fx_request(fx, billing, "POST",
+			   fx_str(fx, "/v1/billing/periods/%s/close", current), NULL),
+	    409, "period_not_ended");
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/periods/2026-13/close", NULL),
+	    404, "not_found");
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/periods/26-01/close", NULL),
+	    404, "not_found");
+
+	r = fx_request(fx, billing, "POST", "/v1/billing/periods/2026-01/close", NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "state", "closed");
+	assert_json_str(r->json, "closed_by", "bill");
+	assert_json_int(r->json, "rows", 1);
+	assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/periods/2026-01/close",
+			   NULL),
+	    409, "period_closed");
+	r = fx_request(fx, billing, "GET", "/v1/billing/periods", NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "items[0].period", "2026-01");
+	assert_json_str(r->json, "items[0].state", "closed");
+	assert_json_str(r->json, "items[1].state", "open");
+
+	/* immutable, also for direct SQL */
+	snapshot = billing_rows_text(fx);
+	fx_sql_exec(fx,
+	    "DO $$ BEGIN "
+	    "  BEGIN UPDATE billing_usage SET amount_micro = 0 WHERE period = '2026-01'; "
+	    "    RAISE EXCEPTION 'update passed'; "
+	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
+	    "  BEGIN DELETE FROM billing_usage WHERE period = '2026-01'; "
+	    "    RAISE EXCEPTION 'delete passed'; "
+	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
+	    "  BEGIN INSERT INTO billing_usage (kind, project_id, model, profile, hour, period, "
+	    "    price_per_hour_micro, currency, seconds, count, amount_micro) "
+	    "    SELECT 'usage', id, 'L4-24GB', 'full', '2026-01-15 00:00+00', 'x', 1, 'EUR', 1, 1, 1 "
+	    "    FROM projects LIMIT 1; "
+	    "    RAISE EXCEPTION 'insert passed'; "
+	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
+	    "  BEGIN TRUNCATE billing_usage CASCADE; RAISE EXCEPTION 'truncate passed'; "
+	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
+	    "  BEGIN UPDATE billing_periods SET state = 'open', closed_at = NULL "
+	    "    WHERE period = '2026-01'; RAISE EXCEPTION 'reopen passed'; "
+	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
+	    "  BEGIN UPDATE billing_rates SET price_per_hour_micro = 0; "
+	    "    RAISE EXCEPTION 'rate edit passed'; "
+	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
+	    "END $$");
+	assert_text_equal(billing_rows_text(fx), snapshot);
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM billing_periods WHERE period = "
+					    "'2026-01'"),
+	    "closed");
+
+	/* re-accrual from scratch leaves the closed month alone */
+	fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = NULL");
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
+	    200);
+	assert_text_equal(billing_rows_text(fx), snapshot);
+
+	/* an adjustment of the January row goes into the current, open period */
+	r = fx_request(fx, billing, "POST", "/v1/billing/adjustments",
+	    "{\"adjusts\":%s,\"amount_micro\":-60000,\"note\":\"goodwill: 10 minutes\"}", jan_row);
+	assert_status(r, 201);
+	assert_json_str(r->json, "kind", "adjustment");
+	assert_json_str(r->json, "period", current);
+	assert_json_int(r->json, "amount_micro", -60000);
+	assert_json_str(r->json, "pool", "month");
+	assert_json_int(r->json, "adjusts", atoll(jan_row));
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = "
+					  "'billing.adjust' AND object_id = $1",
+			     fx_str(fx, "%lld", (long long)fx_json_int(r->json, "id"))),
+	    1);
+	/* an accrual keeps adjustments */
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
+	    200);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE kind = "
+					  "'adjustment'"),
+	    1);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?project=other", NULL);
+	assert_json_int(r->json, "totals.adjustment_micro", -60000);
+	/* bad adjustments */
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/adjustments",
+			   "{\"adjusts\":999999,\"amount_micro\":-1,\"note\":\"x\"}"),
+	    404, "not_found");
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/adjustments",
+			   "{\"adjusts\":%s,\"amount_micro\":0,\"note\":\"\"}", jan_row),
+	    422, "validation_failed");
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/adjustments",
+			   "{\"adjusts\":%s,\"amount_micro\":5}", jan_row),
+	    422, "validation_failed");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE kind = "
+					  "'adjustment'"),
+	    1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_golden_rows),
+		cmocka_unit_test(test_rates),
+		cmocka_unit_test(test_usage_api),
+		cmocka_unit_test(test_periods),
+	};
+
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, billing_group_setup, fixture_group_teardown));
+}
