@@ -81,10 +81,11 @@ rate_create_tx(struct db *db, void *arg, struct gp_error *err)
 	if (db_billing_spec_known(db, a, c->model, c->profile, &model_ok, &profile_ok, err) < 0)
 		return -1;
 	if (!model_ok)
-		return gp_error_field(err, "model", "no such GPU model in the catalog: %s", c->model);
+		return gp_error_field(err, "model", "no such GPU model in the catalog: %s",
+		    c->model);
 	if (!profile_ok)
-		return gp_error_field(err, "profile",
-		    "must be \"full\" or a MIG profile of %s", c->model);
+		return gp_error_field(err, "profile", "must be \"full\" or a MIG profile of %s",
+		    c->model);
 	/* no accrual moves the watermark while the version goes in */
 	if (db_billing_accrual_lock(db, a, err) < 0 ||
 	    db_billing_watermark(db, a, &watermark, err) < 0)
@@ -102,13 +103,12 @@ rate_create_tx(struct db *db, void *arg, struct gp_error *err)
 		c->req->principal.user_id, &c->row, err) < 0) {
 		if (err->status == 409)
 			return gp_error_set(err, 409, "conflict",
-			    "a version of %s %s already starts at that time", c->model,
-			    c->profile);
+			    "a version of %s %s already starts at that time", c->model, c->profile);
 		return -1;
 	}
 	return api_audit(db, c->req, "billing.rate.create", "billing_rate",
-	    arena_printf(a, "%lld", (long long)c->row.id), 0, NULL,
-	    json_own(a, rate_json(&c->row)), err);
+	    arena_printf(a, "%lld", (long long)c->row.id), 0, NULL, json_own(a, rate_json(&c->row)),
+	    err);
 }
 
 int
@@ -325,7 +325,7 @@ totals_json(const struct billing_usage_group *t, int n)
 			last_cur = t[i].currency;
 			ncur++;
 		}
-		key = strcmp(t[i].kind, "usage") == 0	   ? "usage_micro"
+		key = strcmp(t[i].kind, "usage") == 0  ? "usage_micro"
 		    : strcmp(t[i].kind, "credit") == 0 ? "credit_micro"
 						       : "adjustment_micro";
 		{
@@ -339,7 +339,8 @@ totals_json(const struct billing_usage_group *t, int n)
 			if (strcmp(t[i].kind, "usage") == 0) {
 				if (json_object_object_get_ex(last, "instance_seconds", &v))
 					secs = json_object_get_int64(v);
-				json_add_int(last, "instance_seconds", secs + t[i].instance_seconds);
+				json_add_int(last, "instance_seconds",
+				    secs + t[i].instance_seconds);
 			}
 		}
 		rows += t[i].rows;
@@ -409,7 +410,8 @@ api_billing_usage(struct request *req, struct response *res, struct gp_error *er
 		for (int i = 0; i < n && i < limit; i++)
 			json_object_array_add(rows, usage_json(&r[i]));
 		if (n > limit)
-			json_add_str(o, "next_cursor", api_cursor_encode(req->arena, r[limit - 1].id));
+			json_add_str(o, "next_cursor",
+			    api_cursor_encode(req->arena, r[limit - 1].id));
 		else
 			json_object_object_add(o, "next_cursor", NULL);
 	} else {
@@ -516,8 +518,7 @@ period_close_tx(struct db *db, void *arg, struct gp_error *err)
 		    "billing period %s is not final yet: its last hours settle %d s after they "
 		    "end",
 		    c->period, app->billing_settle_s);
-	if (db_billing_period_close(db, a, c->period, c->req->principal.user_id, &c->row, err) <
-	    0)
+	if (db_billing_period_close(db, a, c->period, c->req->principal.user_id, &c->row, err) < 0)
 		return -1;
 	return api_audit(db, c->req, "billing.period.close", "billing_period", c->period, 0, NULL,
 	    json_own(a, period_json(&c->row)), err);

@@ -91,17 +91,19 @@ db_billing_accrue_in_tx(struct db *db, struct arena *a, int settle_s,
 
 /* ---- rates ---- */
 
-#define RATE_COLS                                                                              \
+#define RATE_COLS                                                                                  \
 	"t.rate_id, t.model, t.profile, t.currency, t.price_per_hour_micro, t.derived, " EPOCH_US( \
-	    "t.valid_from") ", " EPOCH_US("t.valid_to") ", " EPOCH_US("r.created_at") ", "      \
-							"CASE WHEN t.derived THEN NULL ELSE u.username END"
+	    "t.valid_from") ", " EPOCH_US("t.valid_to") ", " EPOCH_US("r.created_at") ", "         \
+										      "CASE WHEN t.derived THEN NULL ELSE u.username END"
 
 DB_STMT(stmt_bill_rate_insert,
     "WITH ins AS (INSERT INTO billing_rates (model, profile, currency, price_per_hour_micro, "
-    "effective_from, created_by) VALUES ($1, $2, $3, $4::int8, " TS_US("$5") ", nullif($6::int8, 0)) "
-    "RETURNING id, created_at) "
-    "SELECT ins.id, " EPOCH_US("ins.created_at") ", (SELECT username FROM users WHERE id = $6::int8) "
-    "FROM ins");
+    "effective_from, created_by) VALUES ($1, $2, $3, $4::int8, " TS_US(
+	"$5") ", nullif($6::int8, 0)) "
+	      "RETURNING id, created_at) "
+	      "SELECT ins.id, " EPOCH_US(
+		  "ins.created_at") ", (SELECT username FROM users WHERE id = $6::int8) "
+				    "FROM ins");
 
 DB_STMT(stmt_bill_spec_known,
     "SELECT EXISTS (SELECT 1 FROM gpu_models WHERE id = $1), "
@@ -119,7 +121,7 @@ DB_STMT(stmt_bill_rates_list,
     "WHERE l.model = t.model AND l.profile = t.profile)) "
     "AND ($4::int8 = 0 OR (t.valid_from <= " TS_US("$4") " AND (t.valid_to IS NULL OR t.valid_to > " TS_US(
 	"$4") "))) "
-	  "ORDER BY t.model, t.profile, t.valid_from");
+	      "ORDER BY t.model, t.profile, t.valid_from");
 
 int
 db_billing_rate_insert(struct db *db, struct arena *a, const char *model, const char *profile,
@@ -174,7 +176,8 @@ db_billing_rates_list(struct db *db, struct arena *a, const char *model, const c
     int64_t member_user_id, int64_t at_us, struct billing_rate_row **out, int *n,
     struct gp_error *err)
 {
-	const char *p[4] = { model, profile, db_param_int(a, member_user_id), db_param_int(a, at_us) };
+	const char *p[4] = { model, profile, db_param_int(a, member_user_id),
+		db_param_int(a, at_us) };
 	PGresult *r = db_exec(db, a, &stmt_bill_rates_list, 4, p, err);
 
 	if (r == NULL)
@@ -200,19 +203,22 @@ db_billing_rates_list(struct db *db, struct arena *a, const char *model, const c
 
 /* ---- usage ---- */
 
-#define USAGE_COLS                                                                               \
-	"b.id, b.kind, pr.name, po.name, b.model, b.profile, " EPOCH_US("b.hour") ", b.period, "     \
-	"coalesce(b.rate_id, 0), b.price_per_hour_micro, b.currency, b.seconds, b.count, "          \
-	"b.amount_micro, coalesce(b.adjusts, 0), b.note, b.project_id"
+#define USAGE_COLS                                                                                       \
+	"b.id, b.kind, pr.name, po.name, b.model, b.profile, " EPOCH_US(                                 \
+	    "b.hour") ", b.period, "                                                                     \
+		      "coalesce(b.rate_id, 0), b.price_per_hour_micro, b.currency, b.seconds, b.count, " \
+		      "b.amount_micro, coalesce(b.adjusts, 0), b.note, b.project_id"
 #define USAGE_FROM \
 	" FROM billing_usage b JOIN projects pr ON pr.id = b.project_id LEFT JOIN pools po ON po.id = b.pool_id "
-#define USAGE_WHERE                                                                               \
-	" WHERE ($1::int8 = 0 OR b.project_id = $1::int8) AND ($2::int8 = 0 OR b.project_id IN "   \
+#define USAGE_WHERE                                                                              \
+	" WHERE ($1::int8 = 0 OR b.project_id = $1::int8) AND ($2::int8 = 0 OR b.project_id IN " \
 	"(SELECT m.project_id FROM project_members m WHERE m.user_id = $2::int8)) "              \
-	"AND ($3::int8 = 0 OR b.hour >= " TS_US("$3") ") AND ($4::int8 = 0 OR b.hour < " TS_US("$4") ") "
+	"AND ($3::int8 = 0 OR b.hour >= " TS_US("$3") ") AND ($4::int8 = 0 OR b.hour < " TS_US(  \
+	    "$4") ") "
 
 DB_STMT(stmt_bill_usage_list,
-    "SELECT " USAGE_COLS USAGE_FROM USAGE_WHERE " AND b.id > $5::int8 ORDER BY b.id LIMIT $6::int8");
+    "SELECT " USAGE_COLS USAGE_FROM USAGE_WHERE
+    " AND b.id > $5::int8 ORDER BY b.id LIMIT $6::int8");
 DB_STMT(stmt_bill_usage_get, "SELECT " USAGE_COLS USAGE_FROM " WHERE b.id = $1::int8");
 
 /* $5: the grouping; key columns not in it are NULL */
@@ -221,11 +227,12 @@ DB_STMT(stmt_bill_usage_groups,
     "CASE WHEN $5 = 'pool' THEN po.name END, "
     "CASE WHEN $5 = 'pool' THEN b.pool_id END, "
     "CASE WHEN $5 = 'spec' THEN b.model END, CASE WHEN $5 = 'spec' THEN b.profile END, "
-    "CASE WHEN $5 = 'day' THEN " EPOCH_US("date_trunc('day', b.hour)") " END, "
-    "CASE WHEN $5 = 'month' THEN b.period END, "
-    "b.kind, b.currency, sum(b.seconds::numeric * b.count)::int8, sum(b.amount_micro)::int8, "
-    "count(*)" USAGE_FROM USAGE_WHERE
-    "GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 ORDER BY 1, 2, 3, 4, 5, 6, 7, 9, 8");
+    "CASE WHEN $5 = 'day' THEN " EPOCH_US(
+	"date_trunc('day', b.hour)") " END, "
+				     "CASE WHEN $5 = 'month' THEN b.period END, "
+				     "b.kind, b.currency, sum(b.seconds::numeric * b.count)::int8, sum(b.amount_micro)::int8, "
+				     "count(*)" USAGE_FROM USAGE_WHERE
+				     "GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 ORDER BY 1, 2, 3, 4, 5, 6, 7, 9, 8");
 
 static void
 usage_from_row(struct arena *a, const PGresult *r, int i, struct billing_usage_row *o)
@@ -330,27 +337,29 @@ db_billing_usage_groups(struct db *db, struct arena *a, const struct billing_usa
 DB_STMT(stmt_bill_periods_list,
     "WITH ps AS (SELECT period FROM billing_periods UNION "
     "SELECT DISTINCT period FROM billing_usage) "
-    "SELECT ps.period, coalesce(bp.state, 'open'), " EPOCH_US("bp.closed_at") ", u.username, "
-    "(SELECT count(*) FROM billing_usage b WHERE b.period = ps.period) "
-    "FROM ps LEFT JOIN billing_periods bp ON bp.period = ps.period "
-    "LEFT JOIN users u ON u.id = bp.closed_by ORDER BY ps.period");
+    "SELECT ps.period, coalesce(bp.state, 'open'), " EPOCH_US(
+	"bp.closed_at") ", u.username, "
+			"(SELECT count(*) FROM billing_usage b WHERE b.period = ps.period) "
+			"FROM ps LEFT JOIN billing_periods bp ON bp.period = ps.period "
+			"LEFT JOIN users u ON u.id = bp.closed_by ORDER BY ps.period");
 DB_STMT(stmt_bill_period_ensure,
     "INSERT INTO billing_periods (period) VALUES ($1) ON CONFLICT (period) DO NOTHING");
 DB_STMT(stmt_bill_period_lock_x,
-    "SELECT state = 'closed', now() >= p.end_at + $2::int8 * interval '1 second', "
-    EPOCH_US("p.end_at") " FROM billing_periods, LATERAL (SELECT (to_date($1, 'YYYY-MM') + "
-    "interval '1 month')::timestamp AT TIME ZONE 'UTC' AS end_at) p "
-    "WHERE period = $1 FOR UPDATE OF billing_periods");
+    "SELECT state = 'closed', now() >= p.end_at + $2::int8 * interval '1 second', " EPOCH_US(
+	"p.end_at") " FROM billing_periods, LATERAL (SELECT (to_date($1, 'YYYY-MM') + "
+		    "interval '1 month')::timestamp AT TIME ZONE 'UTC' AS end_at) p "
+		    "WHERE period = $1 FOR UPDATE OF billing_periods");
 DB_STMT(stmt_bill_period_lock_s,
-    "SELECT state = 'closed', now() >= p.end_at + $2::int8 * interval '1 second', "
-    EPOCH_US("p.end_at") " FROM billing_periods, LATERAL (SELECT (to_date($1, 'YYYY-MM') + "
-    "interval '1 month')::timestamp AT TIME ZONE 'UTC' AS end_at) p "
-    "WHERE period = $1 FOR SHARE OF billing_periods");
+    "SELECT state = 'closed', now() >= p.end_at + $2::int8 * interval '1 second', " EPOCH_US(
+	"p.end_at") " FROM billing_periods, LATERAL (SELECT (to_date($1, 'YYYY-MM') + "
+		    "interval '1 month')::timestamp AT TIME ZONE 'UTC' AS end_at) p "
+		    "WHERE period = $1 FOR SHARE OF billing_periods");
 DB_STMT(stmt_bill_period_close,
     "WITH up AS (UPDATE billing_periods SET state = 'closed', closed_at = now(), "
     "closed_by = nullif($2::int8, 0) WHERE period = $1 RETURNING period, closed_at) "
-    "SELECT up.period, " EPOCH_US("up.closed_at") ", (SELECT username FROM users WHERE id = $2::int8), "
-    "(SELECT count(*) FROM billing_usage b WHERE b.period = $1) FROM up");
+    "SELECT up.period, " EPOCH_US(
+	"up.closed_at") ", (SELECT username FROM users WHERE id = $2::int8), "
+			"(SELECT count(*) FROM billing_usage b WHERE b.period = $1) FROM up");
 DB_STMT(stmt_bill_current_period, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')");
 DB_STMT(stmt_bill_adjust,
     "WITH ins AS (INSERT INTO billing_usage (kind, project_id, pool_id, model, profile, hour, "
@@ -397,7 +406,8 @@ db_billing_period_lock(struct db *db, struct arena *a, const char *period, bool 
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
-		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "billing period %s vanished", period);
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "billing period %s vanished",
+		    period);
 	*closed = db_bool(r, 0, 0);
 	*ended = db_bool(r, 0, 1);
 	*end_us = db_int64(r, 0, 2);
@@ -414,7 +424,8 @@ db_billing_period_close(struct db *db, struct arena *a, const char *period, int6
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
-		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "billing period %s vanished", period);
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "billing period %s vanished",
+		    period);
 	out->period = db_text(a, r, 0, 0);
 	out->state = "closed";
 	out->closed_us = db_int64(r, 0, 1);
@@ -424,8 +435,7 @@ db_billing_period_close(struct db *db, struct arena *a, const char *period, int6
 }
 
 int
-db_billing_current_period(struct db *db, struct arena *a, const char **period,
-    struct gp_error *err)
+db_billing_current_period(struct db *db, struct arena *a, const char **period, struct gp_error *err)
 {
 	PGresult *r = db_exec(db, a, &stmt_bill_current_period, 0, NULL, err);
 
@@ -436,8 +446,8 @@ db_billing_current_period(struct db *db, struct arena *a, const char **period,
 }
 
 int
-db_billing_adjustment_insert(struct db *db, struct arena *a, int64_t adjusts,
-    int64_t amount_micro, const char *note, struct billing_usage_row *out, struct gp_error *err)
+db_billing_adjustment_insert(struct db *db, struct arena *a, int64_t adjusts, int64_t amount_micro,
+    const char *note, struct billing_usage_row *out, struct gp_error *err)
 {
 	const char *p[3] = { db_param_int(a, adjusts), db_param_int(a, amount_micro), note };
 	PGresult *r = db_exec(db, a, &stmt_bill_adjust, 3, p, err);

@@ -11,142 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *gpu1, *gpu2;
-
-/*
- * The golden ledger. Hand-computed rows are in test_golden_rows; the
- * comment of each case gives the arithmetic.
- */
-static void
-seed_golden(struct fixture *fx)
-{
-	struct gp_client_response *r;
-	const char *wx, *mid, *mig, *own, *flex, *same, *month, *half;
-
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-	    "{\"name\":\"acme\",\"display_name\":\"Acme\"}");
-	assert_status(r, 201);
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
-	    "{\"name\":\"other\",\"display_name\":\"Other\"}");
-	assert_status(r, 201);
-	fx_fleet(fx, "gold", "H100-80GB", 1, 2, false);
-	gpu1 = fx_sql_text(fx, "SELECT min(id)::text FROM gpus");
-	gpu2 = fx_sql_text(fx, "SELECT max(id)::text FROM gpus");
-
-	/* rates (EUR micro-units per hour) */
-	billing_rate_sql(fx, "H100-80GB", "full", 2500000, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "H100-80GB", "full", 3000000, "2026-03-02 12:00:00+00");
-	billing_rate_sql(fx, "A100-40GB", "full", 1000000, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "A100-40GB", "full", 1800000, "2026-03-03 09:20:00+00");
-	billing_rate_sql(fx, "A100-40GB", "3g.20gb", 600000, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "L40S-48GB", "full", 1000001, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "T4-16GB", "full", 100000, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "L4-24GB", "full", 720000, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "A10G-24GB", "full", 1, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "A30-24GB", "full", 1000002, "2026-01-01 00:00:00+00");
-	billing_rate_sql(fx, "A30-24GB", "full", 1000006, "2026-02-01 00:00:00+00");
-
-	/*
-	 * The worked example: 2 × H100 approved 10:59:30.25, released
-	 * 13:00:10.9 (floored to 10:59:30 and 13:00:10), the rate goes from
-	 * 2.50 to 3.00 at 12:00, GPU 1 failed 11:15-11:45.
-	 */
-	wx = billing_pool(fx, "acme", "wx");
-	billing_ledger(fx, wx, "H100-80GB", "full", 2, "2026-03-02 10:59:30.25+00",
-	    "2026-03-02 13:00:10.9+00");
-	fx_sql_exec(fx,
-	    "INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, created_at, "
-	    "released_at) VALUES ($1::int8, 'full', 0, 8, 'released', $3::int8, "
-	    "'2026-03-02 10:59:30.25+00', '2026-03-02 13:00:20+00'), ($2::int8, 'full', 0, 8, "
-	    "'released', $3::int8, '2026-03-02 10:59:30.25+00', '2026-03-02 13:00:20+00')",
-	    gpu1, gpu2, wx);
-	fx_sql_exec(fx,
-	    "INSERT INTO gpu_health_intervals (gpu_id, health, reason, started_at, ended_at) "
-	    "VALUES ($1::int8, 'failed', 'test', '2026-03-02 11:15:00+00', "
-	    "'2026-03-02 11:45:00+00')",
-	    gpu1);
-
-	/* a rate change mid-hour (09:20) under a whole A100 held 09:00-10:00 */
-	mid = billing_pool(fx, "acme", "mid");
-	billing_ledger(fx, mid, "A100-40GB", "full", 1, "2026-03-03 09:00:00+00",
-	    "2026-03-03 10:00:00+00");
-	/* a derived MIG rate: 3 × 1g.5gb 09:30-09:45, after the change */
-	mig = billing_pool(fx, "acme", "mig");
-	billing_ledger(fx, mig, "A100-40GB", "1g.5gb", 3, "2026-03-03 09:30:00+00",
-	    "2026-03-03 09:45:00+00");
-	/* a MIG profile with a rate of its own */
-	own = billing_pool(fx, "acme", "own");
-	billing_ledger(fx, own, "A100-40GB", "3g.20gb", 1, "2026-03-03 09:00:00+00",
-	    "2026-03-03 09:10:00+00");
-	/*
-	 * expand and shrink within an hour: 1 from 14:00, +2 at 14:20, shrink
-	 * to 2 at 14:40 (both intervals close, one of 2 opens), release 15:10
-	 */
-	flex = billing_pool(fx, "other", "flex");
-	billing_ledger(fx, flex, "L40S-48GB", "full", 1, "2026-03-03 14:00:00+00",
-	    "2026-03-03 14:40:00+00");
-	billing_ledger(fx, flex, "L40S-48GB", "full", 2, "2026-03-03 14:20:00+00",
-	    "2026-03-03 14:40:00+00");
-	billing_ledger(fx, flex, "L40S-48GB", "full", 2, "2026-03-03 14:40:00+00",
-	    "2026-03-03 15:10:00+00");
-	/* approval and release in the same second: nothing to bill */
-	same = billing_pool(fx, "other", "same");
-	billing_ledger(fx, same, "T4-16GB", "full", 1, "2026-03-03 16:00:05.1+00",
-	    "2026-03-03 16:00:05.9+00");
-	/* across a month end */
-	month = billing_pool(fx, "other", "month");
-	billing_ledger(fx, month, "L4-24GB", "full", 1, "2026-01-31 23:30:00+00",
-	    "2026-02-01 00:30:00+00");
-	/* half-even: 1 micro-unit an hour, half an hour at counts 1, 3, 5, 7 */
-	half = billing_pool(fx, "other", "half");
-	billing_ledger(fx, half, "A10G-24GB", "full", 1, "2026-03-04 10:00:00+00",
-	    "2026-03-04 10:30:00+00");
-	billing_ledger(fx, half, "A10G-24GB", "full", 3, "2026-03-04 11:00:00+00",
-	    "2026-03-04 11:30:00+00");
-	billing_ledger(fx, half, "A10G-24GB", "full", 5, "2026-03-04 12:00:00+00",
-	    "2026-03-04 12:30:00+00");
-	billing_ledger(fx, half, "A10G-24GB", "full", 7, "2026-03-04 13:00:00+00",
-	    "2026-03-04 13:30:00+00");
-}
-
-static const char golden[] =
-    /* flex: 1200 s × 1 × 1000001 / 3600 = 333333.67 -> 333334 */
-    "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|1|333334\n"
-    /* 1200 s × 2 (14:40-15:00) = 666667.33 -> 666667 */
-    "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|2|666667\n"
-    /* 1200 s × 3 (14:20-14:40) = 1000001 exactly */
-    "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|3|1000001\n"
-    /* 600 s × 2 = 333333.67 -> 333334 */
-    "usage|flex|L40S-48GB|full|2026-03-03 15:00|1000001|600|2|333334\n"
-    /* 1800 × 1 × 1 / 3600 = 0.5 -> 0 (even) */
-    "usage|half|A10G-24GB|full|2026-03-04 10:00|1|1800|1|0\n"
-    /* 1.5 -> 2 */
-    "usage|half|A10G-24GB|full|2026-03-04 11:00|1|1800|3|2\n"
-    /* 2.5 -> 2 */
-    "usage|half|A10G-24GB|full|2026-03-04 12:00|1|1800|5|2\n"
-    /* 3.5 -> 4 */
-    "usage|half|A10G-24GB|full|2026-03-04 13:00|1|1800|7|4\n"
-    /* 1200 × 1000000 / 3600 = 333333.33 -> 333333 */
-    "usage|mid|A100-40GB|full|2026-03-03 09:00|1000000|1200|1|333333\n"
-    /* 2400 × 1800000 / 3600 = 1200000 */
-    "usage|mid|A100-40GB|full|2026-03-03 09:00|1800000|2400|1|1200000\n"
-    /* 1800000 / 7 = 257142.86 -> 257143; 900 × 3 × 257143 / 3600 = 192857.25 -> 192857 */
-    "usage|mig|A100-40GB|1g.5gb|2026-03-03 09:00|257143|900|3|192857\n"
-    /* 1800 × 720000 / 3600 = 360000, in January ... */
-    "usage|month|L4-24GB|full|2026-01-31 23:00|720000|1800|1|360000\n"
-    /* ... and in February */
-    "usage|month|L4-24GB|full|2026-02-01 00:00|720000|1800|1|360000\n"
-    /* own MIG rate: 600 × 600000 / 3600 = 100000 */
-    "usage|own|A100-40GB|3g.20gb|2026-03-03 09:00|600000|600|1|100000\n"
-    /* 30 s × 2 × 2500000 / 3600 = 41666.67 -> 41667 */
-    "usage|wx|H100-80GB|full|2026-03-02 10:00|2500000|30|2|41667\n"
-    "usage|wx|H100-80GB|full|2026-03-02 11:00|2500000|3600|2|5000000\n"
-    /* GPU 1 failed 11:15-11:45: 1800 s × 1 × 2500000 / 3600 */
-    "credit|wx|H100-80GB|full|2026-03-02 11:00|2500000|1800|1|-1250000\n"
-    "usage|wx|H100-80GB|full|2026-03-02 12:00|3000000|3600|2|6000000\n"
-    /* 10 s × 2 × 3000000 / 3600 = 16666.67 -> 16667 */
-    "usage|wx|H100-80GB|full|2026-03-02 13:00|3000000|10|2|16667";
-
 static void
 test_golden_rows(void **state)
 {
@@ -157,10 +21,11 @@ test_golden_rows(void **state)
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
 	assert_status(r, 200);
 	assert_int_equal(fx_json_int(r->json, "upserted"), 19);
-	assert_text_equal(billing_rows_text(fx), golden);
+	assert_text_equal(billing_rows_text(fx), billing_golden);
 	/* every row's period is the UTC month of its hour */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE period <> "
-					  "to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM')"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_usage WHERE period <> "
+			     "to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM')"),
 	    0);
 
 	/* again: nothing changes */
@@ -168,25 +33,26 @@ test_golden_rows(void **state)
 	assert_status(r, 200);
 	assert_int_equal(fx_json_int(r->json, "upserted"), 0);
 	assert_int_equal(fx_json_int(r->json, "deleted"), 0);
-	assert_text_equal(billing_rows_text(fx), golden);
+	assert_text_equal(billing_rows_text(fx), billing_golden);
 
 	/* from scratch (the watermark forgotten): the same rows, same ids */
 	{
-		const char *ids = fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id) "
-						  "FROM billing_usage");
+		const char *ids = fx_sql_text(fx,
+		    "SELECT string_agg(id::text, ',' ORDER BY id) "
+		    "FROM billing_usage");
 
 		fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = NULL");
 		r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
 		assert_status(r, 200);
 		assert_int_equal(fx_json_int(r->json, "upserted"), 0);
-		assert_text_equal(billing_rows_text(fx), golden);
-		assert_string_equal(
-		    fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage"),
+		assert_text_equal(billing_rows_text(fx), billing_golden);
+		assert_string_equal(fx_sql_text(fx,
+					"SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage"),
 		    ids);
 	}
 	/* the accrual run is audited */
-	assert_true(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'billing.accrue'") >=
-	    3);
+	assert_true(fx_sql_int64(fx,
+			"SELECT count(*) FROM audit_log WHERE action = 'billing.accrue'") >= 3);
 }
 
 static struct json_object *
@@ -250,10 +116,10 @@ test_rates(void **state)
 		assert_true(strcmp(fx_json_str(it, "model"), "H100-80GB") == 0 ||
 		    strcmp(fx_json_str(it, "model"), "A100-40GB") == 0);
 	}
-	assert_non_null(find_rate(fx_json(r->json, "items"), "A100-40GB", "1g.5gb",
-	    "2026-03-03T09:20:00Z"));
-	assert_null(find_rate(fx_json(r->json, "items"), "A100-40GB", "2g.10gb",
-	    "2026-03-03T09:20:00Z"));
+	assert_non_null(
+	    find_rate(fx_json(r->json, "items"), "A100-40GB", "1g.5gb", "2026-03-03T09:20:00Z"));
+	assert_null(
+	    find_rate(fx_json(r->json, "items"), "A100-40GB", "2g.10gb", "2026-03-03T09:20:00Z"));
 
 	/* only admins write */
 	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/rates",
@@ -334,7 +200,8 @@ test_usage_api(void **state)
 	assert_json_str(r->json, "rows[0].currency", "EUR");
 	assert_json_int(r->json, "totals.usage_micro", 41667 + 5000000 + 6000000 + 16667);
 	assert_json_int(r->json, "totals.credit_micro", -1250000);
-	assert_json_int(r->json, "totals.amount_micro", 41667 + 5000000 + 6000000 + 16667 - 1250000);
+	assert_json_int(r->json, "totals.amount_micro",
+	    41667 + 5000000 + 6000000 + 16667 - 1250000);
 	assert_json_str(r->json, "totals.currency", "EUR");
 	assert_json_int(r->json, "totals.rows", 5);
 
@@ -406,7 +273,8 @@ test_periods(void **state)
 	const char *billing = fixture_login(fx, "bill", FIXTURE_PASSWORD);
 	const char *jan_row =
 	    fx_sql_text(fx, "SELECT id::text FROM billing_usage WHERE period = '2026-01'");
-	const char *current = fx_sql_text(fx, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')");
+	const char *current =
+	    fx_sql_text(fx, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')");
 	const char *snapshot;
 
 	/* not ended yet (the current month), bad names */
@@ -458,8 +326,9 @@ test_periods(void **state)
 	    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END; "
 	    "END $$");
 	assert_text_equal(billing_rows_text(fx), snapshot);
-	assert_string_equal(fx_sql_text(fx, "SELECT state FROM billing_periods WHERE period = "
-					    "'2026-01'"),
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state FROM billing_periods WHERE period = "
+				"'2026-01'"),
 	    "closed");
 
 	/* re-accrual from scratch leaves the closed month alone */
@@ -477,15 +346,17 @@ test_periods(void **state)
 	assert_json_int(r->json, "amount_micro", -60000);
 	assert_json_str(r->json, "pool", "month");
 	assert_json_int(r->json, "adjusts", atoll(jan_row));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = "
-					  "'billing.adjust' AND object_id = $1",
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = "
+			     "'billing.adjust' AND object_id = $1",
 			     fx_str(fx, "%lld", (long long)fx_json_int(r->json, "id"))),
 	    1);
 	/* an accrual keeps adjustments */
 	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
 	    200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE kind = "
-					  "'adjustment'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_usage WHERE kind = "
+			     "'adjustment'"),
 	    1);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?project=other", NULL);
 	assert_json_int(r->json, "totals.adjustment_micro", -60000);
@@ -499,8 +370,9 @@ test_periods(void **state)
 	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/adjustments",
 			   "{\"adjusts\":%s,\"amount_micro\":5}", jan_row),
 	    422, "validation_failed");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE kind = "
-					  "'adjustment'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_usage WHERE kind = "
+			     "'adjustment'"),
 	    1);
 }
 
