@@ -77,8 +77,9 @@ test_kill_during_accrual(void **state)
 	/* its accrual does all the work, then holds the transaction open 4 s */
 	child = accrue_in_child(fx, victim, 1);
 	for (int i = 0; i < 100 && !seen; i++) {
-		seen = fx_sql_int64(fx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
-					"'SELECT pg_sleep%' AND state = 'active'") > 0;
+		seen = fx_sql_int64(fx,
+			   "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+			   "'SELECT pg_sleep%' AND state = 'active'") > 0;
 		if (!seen)
 			sleep_ms(50);
 	}
@@ -121,18 +122,19 @@ test_two_replicas(void **state)
 	assert_int_equal(child_status(cb), 0);
 	assert_text_equal(billing_rows_text(fx), billing_golden);
 	/* each row once */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM (SELECT kind, pool_id, model, "
-					  "profile, hour, rate_id, count FROM billing_usage GROUP "
-					  "BY 1, 2, 3, 4, 5, 6, 7 HAVING count(*) > 1) d"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM (SELECT kind, pool_id, model, "
+			     "profile, hour, rate_id, count FROM billing_usage GROUP "
+			     "BY 1, 2, 3, 4, 5, 6, 7 HAVING count(*) > 1) d"),
 	    0);
 	/* the workers go on accruing (every second): the rows stay the same rows */
 	{
-		const char *ids =
-		    fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage");
+		const char *ids = fx_sql_text(fx,
+		    "SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage");
 
 		sleep_ms(2500);
-		assert_string_equal(
-		    fx_sql_text(fx, "SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage"),
+		assert_string_equal(fx_sql_text(fx,
+					"SELECT string_agg(id::text, ',' ORDER BY id) FROM billing_usage"),
 		    ids);
 	}
 	assert_int_equal(fixture_server_stop(fx, b), 0);
