@@ -36,9 +36,9 @@ struct pool {
 };
 
 struct world {
-	int64_t base;                   /* epoch seconds, an hour start */
-	int64_t vfrom[2][NVERS];        /* rate version starts (epoch s) */
-	int64_t vprice[2][NVERS];       /* the price billed for the pool's spec */
+	int64_t base;                    /* epoch seconds, an hour start */
+	int64_t vfrom[2][NVERS];         /* rate version starts (epoch s) */
+	int64_t vprice[2][NVERS];        /* the price billed for the pool's spec */
 	int64_t fail[NGPUS][MAXFAIL][2]; /* failed intervals (epoch us), 0 when none */
 	int64_t gpu_id[NGPUS];
 	struct pool pools[NPOOLS];
@@ -95,7 +95,8 @@ model_add(const struct world *w, int p, int m, int64_t s, int64_t e, int64_t wei
 static int64_t
 rnd(int64_t lo, int64_t hi)
 {
-	return lo + (int64_t)(((uint64_t)rand() << 31 ^ (uint64_t)rand()) % (uint64_t)(hi - lo + 1));
+	return lo +
+	    (int64_t)(((uint64_t)rand() << 31 ^ (uint64_t)rand()) % (uint64_t)(hi - lo + 1));
 }
 
 static const char *
@@ -126,7 +127,8 @@ one_round(struct fixture *fx, int round, struct world *w)
 
 	/* rate versions: one before the window, two inside at random seconds; distinct prices */
 	for (int m = 0; m < 2; m++) {
-		int64_t t1 = w->base + rnd(0, 24 * 3600 - 1), t2 = w->base + rnd(24 * 3600, 48 * 3600);
+		int64_t t1 = w->base + rnd(0, 24 * 3600 - 1),
+			t2 = w->base + rnd(24 * 3600, 48 * 3600);
 
 		w->vfrom[m][0] = w->base - 86400;
 		w->vfrom[m][1] = t1;
@@ -136,7 +138,8 @@ one_round(struct fixture *fx, int round, struct world *w)
 
 			fx_sql_exec(fx,
 			    "INSERT INTO billing_rates (model, profile, currency, price_per_hour_micro, "
-			    "effective_from) VALUES ($1, 'full', 'EUR', $2::int8, " TS_SQL("$3") ")",
+			    "effective_from) VALUES ($1, 'full', 'EUR', $2::int8, " TS_SQL(
+				"$3") ")",
 			    model_name[m], fx_str(fx, "%lld", (long long)full),
 			    ts(fx, w->vfrom[m][k] * 1000000));
 			w->vprice[m][k] = m == 0 ? full : half_even_div(full, 7);
@@ -152,12 +155,13 @@ one_round(struct fixture *fx, int round, struct world *w)
 				continue;
 			}
 			w->fail[g][j][0] = t + rnd(0, 999999);
-			w->fail[g][j][1] = w->fail[g][j][0] + rnd(0, 5 * 3600) * 1000000 + rnd(0, 999999);
+			w->fail[g][j][1] =
+			    w->fail[g][j][0] + rnd(0, 5 * 3600) * 1000000 + rnd(0, 999999);
 			t = w->fail[g][j][1] + rnd(1, 8 * 3600) * 1000000;
 			fx_sql_exec(fx,
 			    "INSERT INTO gpu_health_intervals (gpu_id, health, reason, started_at, "
-			    "ended_at) VALUES ($1::int8, 'failed', 'property', " TS_SQL("$2") ", " TS_SQL(
-				"$3") ")",
+			    "ended_at) VALUES ($1::int8, 'failed', 'property', " TS_SQL(
+				"$2") ", " TS_SQL("$3") ")",
 			    fx_str(fx, "%lld", (long long)w->gpu_id[g]), ts(fx, w->fail[g][j][0]),
 			    ts(fx, w->fail[g][j][1]));
 		}
@@ -187,8 +191,8 @@ one_round(struct fixture *fx, int round, struct world *w)
 			v->e_us = v->s_us + len;
 			v->count = (int)rnd(1, 4);
 			v->gpu0 = next_gpu;
-			billing_ledger(fx, fx_str(fx, "%lld", (long long)po->id), model_name[po->model],
-			    profile_name[po->model], v->count,
+			billing_ledger(fx, fx_str(fx, "%lld", (long long)po->id),
+			    model_name[po->model], profile_name[po->model], v->count,
 			    fx_sql_text(fx, "SELECT " TS_SQL("$1") "::text", ts(fx, v->s_us)),
 			    fx_sql_text(fx, "SELECT " TS_SQL("$1") "::text", ts(fx, v->e_us)));
 			model_add(w, p, po->model, floor_s(v->s_us), floor_s(v->e_us), v->count, U);
@@ -202,7 +206,8 @@ one_round(struct fixture *fx, int round, struct world *w)
 				    "pool_id, created_at, released_at) VALUES ($1::int8, 'full', 0, 8, "
 				    "'released', $2::int8, " TS_SQL("$3") ", " TS_SQL("$4") ")",
 				    fx_str(fx, "%lld", (long long)w->gpu_id[g]),
-				    fx_str(fx, "%lld", (long long)po->id), ts(fx, v->s_us), ts(fx, v->e_us));
+				    fx_str(fx, "%lld", (long long)po->id), ts(fx, v->s_us),
+				    ts(fx, v->e_us));
 				for (int j = 0; j < MAXFAIL; j++) {
 					int64_t s, e;
 
@@ -231,9 +236,10 @@ check_round(struct fixture *fx, struct world *w)
 	int64_t rows = 0;
 
 	assert_int_equal(PQstatus(c), CONNECTION_OK);
-	r = PQexec(c, "SELECT pool_id, extract(epoch FROM hour)::int8, kind, price_per_hour_micro, "
-		      "seconds, count, amount_micro, model FROM billing_usage "
-		      "WHERE kind IN ('usage', 'credit')");
+	r = PQexec(c,
+	    "SELECT pool_id, extract(epoch FROM hour)::int8, kind, price_per_hour_micro, "
+	    "seconds, count, amount_micro, model FROM billing_usage "
+	    "WHERE kind IN ('usage', 'credit')");
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
 	for (int i = 0; i < PQntuples(r); i++) {
 		int64_t pool = atoll(PQgetvalue(r, i, 0)), hour = atoll(PQgetvalue(r, i, 1));
@@ -249,7 +255,8 @@ check_round(struct fixture *fx, struct world *w)
 			continue; /* an earlier round's */
 		rows++;
 		m = w->pools[p].model;
-		assert_int_equal(strcmp(PQgetvalue(r, i, 7), m == 0 ? "H100-80GB" : "A100-40GB"), 0);
+		assert_int_equal(strcmp(PQgetvalue(r, i, 7), m == 0 ? "H100-80GB" : "A100-40GB"),
+		    0);
 		h = (int)((hour - w->base) / 3600);
 		assert_true(hour >= w->base && h < NHOURS && (hour - w->base) % 3600 == 0);
 		for (int j = 0; j < NVERS; j++)
@@ -258,8 +265,8 @@ check_round(struct fixture *fx, struct world *w)
 		assert_true(k >= 0);
 		assert_true(secs > 0 && secs <= 3600 && count > 0);
 		/* every amount is its own row's half-even rounding */
-		assert_int_equal(amount, (credit ? -1 : 1) * half_even_div((__int128)secs * count * price,
-						       3600));
+		assert_int_equal(amount,
+		    (credit ? -1 : 1) * half_even_div((__int128)secs * count * price, 3600));
 		if (credit) {
 			DF[p][h][k] += secs * count;
 			DFA[p][h] += -amount;
@@ -314,8 +321,8 @@ test_random_ledgers(void **state)
 	srand(seed);
 	fx_fleet(fx, "prop", "H100-80GB", 2, NGPUS / 2, false);
 	for (int g = 0; g < NGPUS; g++)
-		w.gpu_id[g] = fx_sql_int64(fx, "SELECT id FROM gpus ORDER BY id OFFSET $1::int LIMIT 1",
-		    fx_str(fx, "%d", g));
+		w.gpu_id[g] = fx_sql_int64(fx,
+		    "SELECT id FROM gpus ORDER BY id OFFSET $1::int LIMIT 1", fx_str(fx, "%d", g));
 	for (int round = 0; round < 5; round++) {
 		struct gp_client_response *r;
 		const char *before;
