@@ -72,11 +72,12 @@ CREATE TRIGGER billing_rates_guard BEFORE UPDATE OR DELETE ON billing_rates
 	FOR EACH ROW EXECUTE FUNCTION billing_rates_guard();
 
 -- Rows of a closed period never change (also for direct SQL); a row's
--- period is always the UTC month of its hour.
+-- period is always the UTC month of its hour. Inserts are checked once
+-- per statement (the accrual inserts many rows), updates and deletes per
+-- row.
 CREATE FUNCTION billing_usage_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF TG_OP IN ('UPDATE', 'DELETE') AND EXISTS (
-		SELECT 1 FROM billing_periods WHERE period = OLD.period AND state = 'closed') THEN
+	IF EXISTS (SELECT 1 FROM billing_periods WHERE period = OLD.period AND state = 'closed') THEN
 		RAISE EXCEPTION 'billing period % is closed', OLD.period
 			USING ERRCODE = '55000', HINT = 'enter an adjustment in an open period';
 	END IF;
@@ -91,8 +92,31 @@ BEGIN
 	RETURN NEW;
 END
 $$;
-CREATE TRIGGER billing_usage_guard BEFORE INSERT OR UPDATE OR DELETE ON billing_usage
+CREATE TRIGGER billing_usage_guard BEFORE UPDATE OR DELETE ON billing_usage
 	FOR EACH ROW EXECUTE FUNCTION billing_usage_guard();
+
+CREATE FUNCTION billing_usage_guard_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	bad text;
+BEGIN
+	SELECT n.period INTO bad FROM new_rows n
+	WHERE n.period IS DISTINCT FROM to_char(n.hour AT TIME ZONE 'UTC', 'YYYY-MM') LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'a billing row''s period must be the UTC month of its hour, not %', bad
+			USING ERRCODE = '23514';
+	END IF;
+	SELECT p.period INTO bad FROM billing_periods p
+	WHERE p.state = 'closed' AND p.period IN (SELECT DISTINCT n.period FROM new_rows n) LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'billing period % is closed', bad
+			USING ERRCODE = '55000', HINT = 'enter an adjustment in an open period';
+	END IF;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON billing_usage
+	REFERENCING NEW TABLE AS new_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION billing_usage_guard_insert();
 
 CREATE FUNCTION billing_usage_guard_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -122,12 +146,12 @@ CREATE TRIGGER billing_periods_guard BEFORE UPDATE OR DELETE ON billing_periods
 CREATE TRIGGER billing_periods_guard_truncate BEFORE TRUNCATE ON billing_periods
 	FOR EACH STATEMENT EXECUTE FUNCTION billing_usage_guard_truncate();
 
--- One accrued row per (kind, pool, model, profile, hour, rate version,
--- count): what makes the accrual an upsert (idempotent).
+-- One accrued row per (hour, pool, model, profile, kind, rate version,
+-- count): the key the accrual upserts on (idempotent); hour first, so it
+-- also serves the accrual's range of hours.
 CREATE UNIQUE INDEX billing_usage_accrual_key
-	ON billing_usage (kind, pool_id, model, profile, hour, rate_id, count)
+	ON billing_usage (hour, pool_id, model, profile, kind, rate_id, count)
 	WHERE kind IN ('usage', 'credit');
-CREATE INDEX billing_usage_hour_idx ON billing_usage (hour) WHERE kind IN ('usage', 'credit');
 CREATE INDEX billing_usage_adjusts_idx ON billing_usage (adjusts) WHERE adjusts IS NOT NULL;
 CREATE INDEX usage_ledger_ended_idx ON usage_ledger (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX allocations_pool_gpu_idx ON allocations (gpu_id) WHERE pool_id IS NOT NULL;
@@ -154,15 +178,19 @@ INSERT INTO billing_accrual_state (id) VALUES (1);
 -- period are left alone. One statement, under
 -- a transaction-level advisory lock (one accrual at a time, any
 -- replica); hours ending p_settle or more before p_now become final.
+-- A backlog is done p_max_hours at a time (acc_more: call again), so that
+-- no statement grows with the length of an outage.
 -- Running it again (or after a crash: it is one transaction) changes
 -- nothing but the partial hour.
-CREATE FUNCTION billing_accrue(p_now timestamptz, p_settle interval,
+CREATE FUNCTION billing_accrue(p_now timestamptz, p_settle interval, p_max_hours integer,
 	OUT acc_from timestamptz, OUT acc_until timestamptz, OUT acc_upserted bigint,
-	OUT acc_deleted bigint, OUT acc_watermark timestamptz)
+	OUT acc_deleted bigint, OUT acc_watermark timestamptz, OUT acc_more boolean)
 LANGUAGE plpgsql SET TimeZone = 'UTC' AS $$
 DECLARE
-	v_now timestamptz := date_trunc('second', p_now);
-	v_lo  timestamptz;
+	v_real timestamptz := date_trunc('second', p_now);
+	v_now  timestamptz := v_real; -- the end of this call's span
+	v_lo   timestamptz;
+	v_next timestamptz;
 BEGIN
 	PERFORM pg_advisory_xact_lock(7234001, 12);
 	SELECT s.watermark INTO v_lo FROM billing_accrual_state s WHERE s.id = 1 FOR UPDATE;
@@ -171,6 +199,16 @@ BEGIN
 	END IF;
 	acc_upserted := 0;
 	acc_deleted := 0;
+	acc_more := false;
+	-- a span of p_max_hours from the first moment held (hours where the
+	-- ledger holds nothing cost nothing)
+	SELECT date_trunc('hour', min(greatest(l.started_at, v_lo))) INTO v_next
+	FROM usage_ledger l WHERE l.ended_at IS NULL OR l.ended_at > v_lo;
+	IF v_lo IS NOT NULL AND v_next IS NOT NULL
+	   AND greatest(v_lo, v_next) + p_max_hours * interval '1 hour' < v_real THEN
+		v_now := greatest(v_lo, v_next) + p_max_hours * interval '1 hour';
+		acc_more := true;
+	END IF;
 	acc_until := v_now;
 	IF v_lo IS NULL OR v_lo >= v_now THEN
 		acc_from := v_lo;
@@ -250,25 +288,35 @@ BEGIN
 		WHERE w.seconds > 0 AND NOT EXISTS (
 			SELECT 1 FROM billing_periods bp
 			WHERE bp.period = to_char(w.hour, 'YYYY-MM') AND bp.state = 'closed')
+	), upd AS (
+		UPDATE billing_usage b
+		SET seconds = r.seconds, amount_micro = r.amount,
+		    price_per_hour_micro = r.price, currency = r.currency,
+		    project_id = r.project_id, updated_at = now()
+		FROM acc r
+		WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
+		  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
+		  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+		  AND (b.seconds, b.amount_micro, b.price_per_hour_micro, b.currency, b.project_id)
+		      IS DISTINCT FROM (r.seconds, r.amount, r.price, r.currency, r.project_id)
+		RETURNING 1
 	), ins AS (
-		INSERT INTO billing_usage AS b (kind, project_id, pool_id, model, profile, hour, period,
+		-- no other accrual runs (the advisory lock) and nothing else writes
+		-- these kinds: absent now means absent at commit
+		INSERT INTO billing_usage (kind, project_id, pool_id, model, profile, hour, period,
 			rate_id, price_per_hour_micro, currency, seconds, count, amount_micro)
 		SELECT kind, project_id, pool_id, model, profile, hour,
 		       to_char(hour, 'YYYY-MM'), rate_id, price, currency, seconds, cnt, amount
-		FROM acc
-		ON CONFLICT (kind, pool_id, model, profile, hour, rate_id, count)
-			WHERE kind IN ('usage', 'credit')
-		DO UPDATE SET seconds = EXCLUDED.seconds, amount_micro = EXCLUDED.amount_micro,
-			price_per_hour_micro = EXCLUDED.price_per_hour_micro,
-			currency = EXCLUDED.currency, project_id = EXCLUDED.project_id,
-			updated_at = now()
-		WHERE (b.seconds, b.amount_micro, b.price_per_hour_micro, b.currency)
-		      IS DISTINCT FROM (EXCLUDED.seconds, EXCLUDED.amount_micro,
-		                        EXCLUDED.price_per_hour_micro, EXCLUDED.currency)
+		FROM acc r
+		WHERE NOT EXISTS (
+			SELECT 1 FROM billing_usage b
+			WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
+			  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
+			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit'))
 		RETURNING 1
 	), del AS (
 		DELETE FROM billing_usage b
-		WHERE b.kind IN ('usage', 'credit') AND b.hour >= v_lo
+		WHERE b.kind IN ('usage', 'credit') AND b.hour >= v_lo AND b.hour < v_now
 		  AND NOT EXISTS (SELECT 1 FROM billing_periods bp
 		                  WHERE bp.period = b.period AND bp.state = 'closed')
 		  AND NOT EXISTS (
@@ -278,9 +326,10 @@ BEGIN
 			  AND r.cnt = b.count)
 		RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM del) INTO acc_upserted, acc_deleted;
+	SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM upd), (SELECT count(*) FROM del)
+	INTO acc_upserted, acc_deleted;
 
-	acc_watermark := greatest(v_lo, date_trunc('hour', v_now - p_settle));
+	acc_watermark := greatest(v_lo, least(date_trunc('hour', v_real - p_settle), v_now));
 	UPDATE billing_accrual_state s
 	SET watermark = acc_watermark, last_run_at = now(), last_until = v_now
 	WHERE s.id = 1;

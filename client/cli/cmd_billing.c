@@ -116,8 +116,8 @@ rates_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 
 			add_money(it, "price_per_hour_micro", "price");
 			json_object_object_add(it, "derived",
-			    json_object_new_string(d != NULL && json_object_get_boolean(d) ? "yes"
-											   : "-"));
+			    json_object_new_string(
+				d != NULL && json_object_get_boolean(d) ? "yes" : "-"));
 			if (gp_client_json_get(it, "id") == NULL)
 				json_object_object_add(it, "id",
 				    json_object_new_string(json_object_to_json_string(
@@ -140,7 +140,8 @@ rates_set(struct cli *cli, const struct cli_command *cmd, const struct cli_args 
 	int rc;
 
 	if (price == NULL || currency == NULL || from == NULL)
-		return cli_usage_error(cli, cmd, "--price-micro, --currency and --from are required");
+		return cli_usage_error(cli, cmd,
+		    "--price-micro, --currency and --from are required");
 	if (cli_parse_int64(cli, cmd, "price-micro", price, 0, 1000000000000000LL, &p) != 0)
 		return CLI_EXIT_USAGE;
 	body = json_object_new_object();
@@ -242,15 +243,16 @@ usage_show(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 			/* only the columns of the grouping */
 			struct json_object *first =
 			    rows != NULL && json_object_array_length(rows) > 0
-				? json_object_array_get_idx(rows, 0)
-				: NULL;
+			    ? json_object_array_get_idx(rows, 0)
+			    : NULL;
 
 			for (int c = 0; group_columns[c].header != NULL; c++) {
 				bool key = c < 6;
 
-				if (!key || (first != NULL &&
-						json_object_object_get_ex(first, group_columns[c].path,
-						    NULL)))
+				if (!key ||
+				    (first != NULL &&
+					json_object_object_get_ex(first, group_columns[c].path,
+					    NULL)))
 					cols[n++] = group_columns[c];
 			}
 			cols[n] = (struct output_column){ NULL, NULL };
@@ -471,7 +473,8 @@ static const struct cli_command billing_subcommands[] = {
 	{
 	    .name = "adjust",
 	    .usage = "ROW --amount-micro N --note TEXT",
-	    .summary = "correct a billed row with an adjustment in the open period (billing, admin)",
+	    .summary =
+		"correct a billed row with an adjustment in the open period (billing, admin)",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .options = adjust_options,

@@ -205,13 +205,7 @@ static int
 accrual_run_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct accrual_run *r = arg;
-	struct app *app = api_app(r->req);
 
-	if (db_billing_accrue_in_tx(db, r->req->arena, app->billing_settle_s, &r->res, err) < 0)
-		return -1;
-	if (app->billing_test_hold_ms > 0 &&
-	    db_billing_hold(db, r->req->arena, app->billing_test_hold_ms, err) < 0)
-		return -1;
 	return api_audit(db, r->req, "billing.accrue", "billing_accrual", "run", 0, NULL,
 	    json_own(r->req->arena, accrual_json(&r->res)), err);
 }
@@ -233,7 +227,10 @@ api_billing_accrual_run(struct request *req, struct response *res, struct gp_err
 			return -1;
 	}
 	r.req = req;
-	if (db_tx(db_thread(), accrual_run_tx, &r, err) < 0)
+	/* a transaction per span of the backlog, then the audit row */
+	if (db_billing_accrue(db_thread(), req->arena, api_app(req)->billing_settle_s,
+		api_app(req)->billing_test_hold_ms, &r.res, err) < 0 ||
+	    db_tx(db_thread(), accrual_run_tx, &r, err) < 0)
 		return -1;
 	response_json(req, res, 200, accrual_json(&r.res));
 	return 0;
@@ -511,8 +508,10 @@ period_close_tx(struct db *db, void *arg, struct gp_error *err)
 		    "billing period %s can be closed from %s (its end plus the grace time)",
 		    c->period, buf);
 	/* the period's hours are accrued and final before it closes */
-	if (db_billing_accrue_in_tx(db, a, app->billing_settle_s, &acc, err) < 0)
-		return -1;
+	do {
+		if (db_billing_accrue_in_tx(db, a, app->billing_settle_s, &acc, err) < 0)
+			return -1;
+	} while (acc.more);
 	if (acc.watermark_us != 0 && acc.watermark_us < end_us)
 		return gp_problem_set(err, GP_PROBLEM_PERIOD_NOT_ENDED,
 		    "billing period %s is not final yet: its last hours settle %d s after they "

@@ -15,7 +15,10 @@
 
 DB_STMT(stmt_bill_accrue,
     "SELECT " EPOCH_US("acc_from") ", " EPOCH_US("acc_until") ", acc_upserted, acc_deleted, " EPOCH_US(
-	"acc_watermark") " FROM billing_accrue(now(), $1::int8 * interval '1 second')");
+	"acc_watermark") ", acc_more FROM billing_accrue(now(), $1::int8 * interval '1 second', "
+			 "$2::int4)");
+/* an accrual may take longer than an API statement */
+DB_STMT(stmt_bill_timeout, "SELECT set_config('statement_timeout', $1, true)");
 DB_STMT(stmt_bill_hold, "SELECT pg_sleep($1::int8 / 1000.0)");
 /* the same lock as billing_accrue's (migration 0012) */
 DB_STMT(stmt_bill_lock, "SELECT pg_advisory_xact_lock(7234001, 12)");
@@ -38,9 +41,13 @@ static int
 accrue(struct db *db, struct arena *a, int settle_s, struct billing_accrual_result *out,
     struct gp_error *err)
 {
-	const char *p[1] = { db_param_int(a, settle_s) };
-	PGresult *r = db_exec(db, a, &stmt_bill_accrue, 1, p, err);
+	const char *p[2] = { db_param_int(a, settle_s), db_param_int(a, BILLING_ACCRUE_MAX_HOURS) };
+	const char *t[1] = { db_param_int(a, BILLING_ACCRUE_TIMEOUT_MS) };
+	PGresult *r;
 
+	if (db_exec(db, a, &stmt_bill_timeout, 1, t, err) == NULL)
+		return -1;
+	r = db_exec(db, a, &stmt_bill_accrue, 2, p, err);
 	if (r == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));
@@ -50,6 +57,7 @@ accrue(struct db *db, struct arena *a, int settle_s, struct billing_accrual_resu
 		out->upserted = db_int64(r, 0, 2);
 		out->deleted = db_int64(r, 0, 3);
 		out->watermark_us = db_null(r, 0, 4) ? 0 : db_int64(r, 0, 4);
+		out->more = db_bool(r, 0, 5);
 	}
 	return 0;
 }
@@ -58,7 +66,7 @@ struct accrue_tx {
 	struct arena *a;
 	int settle_s;
 	int hold_ms;
-	struct billing_accrual_result *out;
+	struct billing_accrual_result out;
 };
 
 static int
@@ -66,7 +74,7 @@ accrue_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct accrue_tx *t = arg;
 
-	if (accrue(db, t->a, t->settle_s, t->out, err) < 0)
+	if (accrue(db, t->a, t->settle_s, &t->out, err) < 0)
 		return -1;
 	if (t->hold_ms > 0)
 		return db_billing_hold(db, t->a, t->hold_ms, err);
@@ -77,9 +85,22 @@ int
 db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms,
     struct billing_accrual_result *out, struct gp_error *err)
 {
-	struct accrue_tx t = { a, settle_s, hold_ms, out };
+	struct accrue_tx t = { a, settle_s, hold_ms, { 0 } };
+	bool first = true;
 
-	return db_tx(db, accrue_tx, &t, err);
+	memset(out, 0, sizeof(*out));
+	do {
+		if (db_tx(db, accrue_tx, &t, err) < 0)
+			return -1;
+		if (first)
+			out->from_us = t.out.from_us;
+		first = false;
+		out->until_us = t.out.until_us;
+		out->upserted += t.out.upserted;
+		out->deleted += t.out.deleted;
+		out->watermark_us = t.out.watermark_us;
+	} while (t.out.more);
+	return 0;
 }
 
 int

@@ -19,13 +19,20 @@ struct billing_accrual_result {
 	int64_t upserted;     /* rows inserted or changed */
 	int64_t deleted;      /* rows of these hours that no longer arise */
 	int64_t watermark_us; /* hours before this are final */
+	bool more;            /* one span done, more backlog to go (in_tx only) */
 };
 
+/* Hours of ledger activity one accrual statement covers at most. */
+#define BILLING_ACCRUE_MAX_HOURS 24
+/* The statement timeout of an accrual transaction (ms). */
+#define BILLING_ACCRUE_TIMEOUT_MS 600000
+
 /*
- * Accrue the usage ledger up to now, in its own transaction (one accrual
- * at a time across replicas: a transaction-level advisory lock). Hours
- * ending settle_s or more ago become final. hold_ms > 0 (tests) keeps
- * the transaction open that long after the work, before COMMIT.
+ * Accrue the usage ledger up to now (one accrual at a time across
+ * replicas: a transaction-level advisory lock), a transaction per span of
+ * BILLING_ACCRUE_MAX_HOURS until caught up; out sums them. Hours ending
+ * settle_s or more ago become final. hold_ms > 0 (tests) keeps each
+ * transaction open that long after the work, before COMMIT.
  */
 int db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms,
     struct billing_accrual_result *out, struct gp_error *err) __attribute__((warn_unused_result));
@@ -38,7 +45,7 @@ int db_billing_accrual_lock(struct db *db, struct arena *a, struct gp_error *err
 int db_billing_hold(struct db *db, struct arena *a, int ms, struct gp_error *err)
     __attribute__((warn_unused_result));
 
-/* The same inside a running transaction (closing a period). */
+/* One span inside a running transaction; out->more when there is more to do. */
 int db_billing_accrue_in_tx(struct db *db, struct arena *a, int settle_s,
     struct billing_accrual_result *out, struct gp_error *err) __attribute__((warn_unused_result));
 

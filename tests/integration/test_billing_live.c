@@ -106,9 +106,10 @@ test_live(void **state)
 	assert_int_equal(fx_sql_int64(fx, "SELECT min(id) FROM billing_usage"), row_id);
 
 	/* a GPU of the pool fails for a while: a credit row */
-	gpu = fx_sql_text(fx, "SELECT g.uuid FROM gpus g JOIN allocations a ON a.gpu_id = g.id "
-			      "JOIN pools p ON p.id = a.pool_id WHERE p.name = 'train' "
-			      "ORDER BY g.id LIMIT 1");
+	gpu = fx_sql_text(fx,
+	    "SELECT g.uuid FROM gpus g JOIN allocations a ON a.gpu_id = g.id "
+	    "JOIN pools p ON p.id = a.pool_id WHERE p.name = 'train' "
+	    "ORDER BY g.id LIMIT 1");
 	assert_status(fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
 			  "{\"health\":\"failed\",\"health_reason\":\"XID 79\"}"),
 	    200);
@@ -124,8 +125,9 @@ test_live(void **state)
 	    "WHERE health = 'failed'");
 	assert_true(failed >= 2);
 	assert_int_equal(billed_seconds(fx, "credit"), failed);
-	assert_int_equal(fx_sql_int64(fx, "SELECT sum(amount_micro) FROM billing_usage "
-					  "WHERE kind = 'credit'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT sum(amount_micro) FROM billing_usage "
+			     "WHERE kind = 'credit'"),
 	    -failed * 1000000);
 
 	/* release: the ledger closes, the rows stop growing */
@@ -163,8 +165,8 @@ test_live(void **state)
 	p = fx_cli(fx, cli_env, NULL, "billing", "usage", "--project", "lp", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "train"));
-	assert_non_null(strstr(p->out,
-	    fx_str(fx, "total %lld.000000", (long long)(secs - failed))));
+	assert_non_null(
+	    strstr(p->out, fx_str(fx, "total %lld.000000", (long long)(secs - failed))));
 	p = fx_cli(fx, cli_env, NULL, "billing", "usage", "--group-by", "spec", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "H100-80GB"));
@@ -173,8 +175,7 @@ test_live(void **state)
 	assert_non_null(strstr(p->out, "3600.000000"));
 	assert_non_null(strstr(p->out, "yes")); /* the derived MIG rates */
 	p = fx_cli(fx, cli_env, NULL, "billing", "rates", "set", "H100-80GB", "1g.10gb",
-	    "--price-micro", "500000", "--currency", "USD", "--from", "2031-01-01T00:00:00Z",
-	    NULL);
+	    "--price-micro", "500000", "--currency", "USD", "--from", "2031-01-01T00:00:00Z", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "0.500000"));
 	p = fx_cli(fx, cli_env, NULL, "billing", "periods", NULL);
@@ -182,9 +183,8 @@ test_live(void **state)
 	assert_non_null(strstr(p->out, "open"));
 	p = fx_cli(fx, cli_env, NULL, "billing", "accrue", NULL);
 	assert_int_equal(p->status, 0);
-	p = fx_cli(fx, cli_env, NULL, "billing", "adjust",
-	    fx_str(fx, "%lld", (long long)row_id), "--amount-micro", "-1500000", "--note",
-	    "goodwill", NULL);
+	p = fx_cli(fx, cli_env, NULL, "billing", "adjust", fx_str(fx, "%lld", (long long)row_id),
+	    "--amount-micro", "-1500000", "--note", "goodwill", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "-1.500000"));
 	p = fx_cli(fx, cli_env, NULL, "billing", "adjust", "1", "--amount-micro", "x", "--note",
@@ -202,5 +202,6 @@ main(void)
 		cmocka_unit_test(test_live),
 	};
 
-	return fixture_exit_status(cmocka_run_group_tests(tests, live_setup, fixture_group_teardown));
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, live_setup, fixture_group_teardown));
 }
