@@ -279,15 +279,35 @@ BEGIN
 		       nf, sum(secs)
 		FROM priced WHERE nf > 0
 		GROUP BY pool_id, model, profile, hour, rate_id, currency, price, nf
-	), acc AS (
+	), acc0 AS (
 		SELECT w.kind, po.project_id, w.pool_id, w.model, w.profile, w.hour, w.rate_id,
 		       w.price, w.currency, w.seconds, w.cnt,
-		       (CASE WHEN w.kind = 'credit' THEN -1 ELSE 1 END)
-		         * billing_div_half_even(w.seconds::numeric * w.cnt * w.price, 3600) AS amount
+		       billing_div_half_even(w.seconds::numeric * w.cnt * w.price, 3600) AS raw
 		FROM want w JOIN pools po ON po.id = w.pool_id
 		WHERE w.seconds > 0 AND NOT EXISTS (
 			SELECT 1 FROM billing_periods bp
 			WHERE bp.period = to_char(w.hour, 'YYYY-MM') AND bp.state = 'closed')
+	), acc1 AS (
+		-- credits never exceed charges: per (pool, spec, hour, rate) the
+		-- credits' roundings may add up to more than the charges' (each
+		-- half rounds on its own); the excess comes off the credits with the
+		-- most instances first
+		SELECT a.*,
+		       greatest(0, sum(CASE WHEN a.kind = 'credit' THEN a.raw ELSE 0 END) OVER g
+		                   - sum(CASE WHEN a.kind = 'usage' THEN a.raw ELSE 0 END) OVER g)
+		         AS excess,
+		       coalesce(sum(a.raw) OVER (PARTITION BY a.pool_id, a.model, a.profile, a.hour,
+		                                 a.rate_id, a.kind ORDER BY a.cnt DESC
+		                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+		         AS before
+		FROM acc0 a
+		WINDOW g AS (PARTITION BY a.pool_id, a.model, a.profile, a.hour, a.rate_id)
+	), acc AS (
+		SELECT kind, project_id, pool_id, model, profile, hour, rate_id, price, currency,
+		       seconds, cnt,
+		       (CASE WHEN kind = 'usage' THEN raw
+		             ELSE -(raw - least(raw, greatest(0, excess - before))) END)::bigint AS amount
+		FROM acc1
 	), upd AS (
 		UPDATE billing_usage b
 		SET seconds = r.seconds, amount_micro = r.amount,

@@ -110,7 +110,7 @@ seed_golden(struct fixture *fx)
 {
 	struct gp_client_response *r;
 	const char *gpu1, *gpu2;
-	const char *wx, *mid, *mig, *own, *flex, *same, *month, *half;
+	const char *wx, *mid, *mig, *own, *flex, *same, *month, *half, *cap;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
 	    "{\"name\":\"acme\",\"display_name\":\"Acme\"}");
@@ -196,9 +196,37 @@ seed_golden(struct fixture *fx)
 	    "2026-03-04 12:30:00+00");
 	billing_ledger(fx, half, "A10G-24GB", "full", 7, "2026-03-04 13:00:00+00",
 	    "2026-03-04 13:30:00+00");
+	/*
+	 * credits capped at the charge: at 1 micro-unit an hour, 1 held
+	 * 20:00-20:30 (0.5 -> 0) and 2 held 20:30-20:45 (0.5 -> 0), one of
+	 * them failed throughout (2700 s: 0.75 -> 1): the credit becomes 0
+	 */
+	cap = billing_pool(fx, "other", "cap");
+	billing_ledger(fx, cap, "A10G-24GB", "full", 1, "2026-03-05 20:00:00+00",
+	    "2026-03-05 20:45:00+00");
+	billing_ledger(fx, cap, "A10G-24GB", "full", 1, "2026-03-05 20:30:00+00",
+	    "2026-03-05 20:45:00+00");
+	fx_fleet(fx, "golda", "A10G-24GB", 1, 2, false);
+	gpu1 = fx_sql_text(fx, "SELECT min(id)::text FROM gpus WHERE model = 'A10G-24GB'");
+	gpu2 = fx_sql_text(fx, "SELECT max(id)::text FROM gpus WHERE model = 'A10G-24GB'");
+	fx_sql_exec(fx,
+	    "INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, created_at, "
+	    "released_at) VALUES ($1::int8, 'full', 0, 1, 'released', $3::int8, "
+	    "'2026-03-05 20:00:00+00', '2026-03-05 20:45:00+00'), ($2::int8, 'full', 0, 1, "
+	    "'released', $3::int8, '2026-03-05 20:30:00+00', '2026-03-05 20:45:00+00')",
+	    gpu1, gpu2, cap);
+	fx_sql_exec(fx,
+	    "INSERT INTO gpu_health_intervals (gpu_id, health, reason, started_at, ended_at) "
+	    "VALUES ($1::int8, 'failed', 'test', '2026-03-05 19:00:00+00', "
+	    "'2026-03-05 21:00:00+00')",
+	    gpu1);
 }
 
 static const char billing_golden[] =
+    /* cap: usage 1 × 1800 s and 2 × 900 s, 0.5 each -> 0; credit 0.75 -> 1, capped to 0 */
+    "usage|cap|A10G-24GB|full|2026-03-05 20:00|1|1800|1|0\n"
+    "usage|cap|A10G-24GB|full|2026-03-05 20:00|1|900|2|0\n"
+    "credit|cap|A10G-24GB|full|2026-03-05 20:00|1|2700|1|0\n"
     /* flex: 1200 s × 1 × 1000001 / 3600 = 333333.67 -> 333334 */
     "usage|flex|L40S-48GB|full|2026-03-03 14:00|1000001|1200|1|333334\n"
     /* 1200 s × 2 (14:40-15:00) = 666667.33 -> 666667 */

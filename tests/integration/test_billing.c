@@ -20,7 +20,7 @@ test_golden_rows(void **state)
 	seed_golden(fx);
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
 	assert_status(r, 200);
-	assert_int_equal(fx_json_int(r->json, "upserted"), 19);
+	assert_int_equal(fx_json_int(r->json, "upserted"), 22);
 	assert_text_equal(billing_rows_text(fx), billing_golden);
 	/* every row's period is the UTC month of its hour */
 	assert_int_equal(fx_sql_int64(fx,
@@ -237,8 +237,10 @@ test_usage_api(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?group_by=pool&project=other",
 	    NULL);
 	assert_status(r, 200);
-	assert_json_str(r->json, "rows[0].pool", "flex");
-	assert_json_int(r->json, "rows[0].amount_micro", 333334 + 666667 + 1000001 + 333334);
+	assert_json_str(r->json, "rows[0].pool", "cap");
+	assert_json_str(r->json, "rows[0].kind", "credit");
+	assert_json_str(r->json, "rows[2].pool", "flex");
+	assert_json_int(r->json, "rows[2].amount_micro", 333334 + 666667 + 1000001 + 333334);
 
 	/* a project user sees only their projects: another one is 404 */
 	r = fx_request(fx, user, "GET", "/v1/billing/usage", NULL);
