@@ -128,6 +128,12 @@ test_two_replicas(void **state)
 	assert_non_null(c);
 	ca = accrue_in_child(fx, a, 10);
 	cb = accrue_in_child(fx, b, 10);
+	/* a month closes meanwhile (it accrues first, under the same lock) */
+	fx->server = c;
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/periods/2026-02/close",
+			  NULL),
+	    200);
+	fx->server = a;
 	assert_int_equal(child_status(ca), 0);
 	assert_int_equal(child_status(cb), 0);
 	assert_text_equal(billing_rows_text(fx), billing_golden);
