@@ -334,8 +334,11 @@ BEGIN
 			  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
 			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit'))
 		RETURNING 1
-	), del AS (
-		DELETE FROM billing_usage b
+	), stale AS (
+		-- rows of these hours that no longer arise
+		SELECT b.id, b.seconds, b.amount_micro,
+		       EXISTS (SELECT 1 FROM billing_usage x WHERE x.adjusts = b.id) AS adjusted
+		FROM billing_usage b
 		WHERE b.kind IN ('usage', 'credit') AND b.hour >= v_lo AND b.hour < v_now
 		  AND NOT EXISTS (SELECT 1 FROM billing_periods bp
 		                  WHERE bp.period = b.period AND bp.state = 'closed')
@@ -344,9 +347,19 @@ BEGIN
 			WHERE r.kind = b.kind AND r.pool_id = b.pool_id AND r.model = b.model
 			  AND r.profile = b.profile AND r.hour = b.hour AND r.rate_id = b.rate_id
 			  AND r.cnt = b.count)
+	), del AS (
+		DELETE FROM billing_usage b USING stale st
+		WHERE b.id = st.id AND NOT st.adjusted
+		RETURNING 1
+	), zero AS (
+		-- an adjustment refers to it: it stays, at zero
+		UPDATE billing_usage b SET seconds = 0, amount_micro = 0, updated_at = now()
+		FROM stale st
+		WHERE b.id = st.id AND st.adjusted AND (st.seconds, st.amount_micro) <> (0, 0)
 		RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM upd), (SELECT count(*) FROM del)
+	SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM zero),
+	       (SELECT count(*) FROM del)
 	INTO acc_upserted, acc_deleted;
 
 	acc_watermark := greatest(v_lo, least(date_trunc('hour', v_real - p_settle), v_now));

@@ -580,6 +580,17 @@ adjust_tx(struct db *db, void *arg, struct gp_error *err)
 	if (!found)
 		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such billing row: %lld",
 		    (long long)c->adjusts);
+	/* a row still accrued may change or vanish: correct it once final */
+	if (strcmp(orig.kind, "adjustment") != 0) {
+		int64_t watermark;
+
+		if (db_billing_watermark(db, a, &watermark, err) < 0)
+			return -1;
+		if (watermark == 0 || orig.hour_us >= watermark)
+			return gp_problem_set(err, GP_PROBLEM_CONFLICT,
+			    "billing row %lld is not final yet: its hour is still being accrued",
+			    (long long)c->adjusts);
+	}
 	if (db_billing_adjustment_insert(db, a, c->adjusts, c->amount, c->note, &c->row, err) < 0)
 		return -1;
 	return api_audit(db, c->req, "billing.adjust", "billing_usage",

@@ -384,6 +384,44 @@ test_periods(void **state)
 	    1);
 }
 
+/* a row an adjustment refers to is kept at zero when a re-accrual no longer yields it */
+static void
+test_adjusted_row_kept(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *row = fx_sql_text(fx,
+	    "SELECT b.id::text FROM billing_usage b JOIN pools p ON p.id = b.pool_id "
+	    "WHERE p.name = 'mid' AND b.price_per_hour_micro = 1000000");
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/adjustments",
+	    "{\"adjusts\":%s,\"amount_micro\":1,\"note\":\"rounding\"}", row);
+	assert_status(r, 201);
+	/* the ledger said 1 instance; say 2 now, and accrue March again */
+	fx_sql_exec(fx,
+	    "UPDATE usage_ledger SET count = 2 WHERE pool_id = "
+	    "(SELECT id FROM pools WHERE name = 'mid')");
+	fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = '2026-03-01 00:00+00'");
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL);
+	assert_status(r, 200);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT seconds || '|' || count || '|' || amount_micro "
+				"FROM billing_usage WHERE id = $1::int8",
+				row),
+	    "0|1|0");
+	/* 1200 s × 2 × 1000000 / 3600 = 666666.67 -> 666667 */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT amount_micro FROM billing_usage b JOIN pools p ON p.id = "
+			     "b.pool_id WHERE p.name = 'mid' AND b.price_per_hour_micro = 1000000 "
+			     "AND b.count = 2"),
+	    666667);
+	/* a row not final yet is not adjusted */
+	fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = '2026-03-03 09:00+00'");
+	assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/adjustments",
+			   "{\"adjusts\":%s,\"amount_micro\":1,\"note\":\"x\"}", row),
+	    409, "conflict");
+}
+
 int
 main(void)
 {
@@ -392,6 +430,7 @@ main(void)
 		cmocka_unit_test(test_rates),
 		cmocka_unit_test(test_usage_api),
 		cmocka_unit_test(test_periods),
+		cmocka_unit_test(test_adjusted_row_kept),
 	};
 
 	return fixture_exit_status(
