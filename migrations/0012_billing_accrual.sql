@@ -185,7 +185,12 @@ INSERT INTO billing_accrual_state (id) VALUES (1);
 CREATE FUNCTION billing_accrue(p_now timestamptz, p_settle interval, p_max_hours integer,
 	OUT acc_from timestamptz, OUT acc_until timestamptz, OUT acc_upserted bigint,
 	OUT acc_deleted bigint, OUT acc_watermark timestamptz, OUT acc_more boolean)
-LANGUAGE plpgsql SET TimeZone = 'UTC' AS $$
+LANGUAGE plpgsql
+-- The planner cannot estimate the CTEs (hours cut out of intervals by
+-- generate_series): off by 1000 times, it picks nested loops that go
+-- quadratic in the rows of a span. Hash joins keep a span linear; every
+-- read of billing_usage is bounded to the span's hours.
+SET TimeZone = 'UTC' SET enable_nestloop = off AS $$
 DECLARE
 	v_real timestamptz := date_trunc('second', p_now);
 	v_now  timestamptz := v_real; -- the end of this call's span
@@ -317,6 +322,7 @@ BEGIN
 		WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
 		  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
 		  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+		  AND b.hour >= v_lo AND b.hour < v_now
 		  AND (b.seconds, b.amount_micro, b.price_per_hour_micro, b.currency, b.project_id)
 		      IS DISTINCT FROM (r.seconds, r.amount, r.price, r.currency, r.project_id)
 		RETURNING 1
@@ -332,7 +338,8 @@ BEGIN
 			SELECT 1 FROM billing_usage b
 			WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
 			  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
-			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit'))
+			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+			  AND b.hour >= v_lo AND b.hour < v_now)
 		RETURNING 1
 	), stale AS (
 		-- rows of these hours that no longer arise

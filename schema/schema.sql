@@ -138,6 +138,7 @@ $$;
 CREATE FUNCTION public.billing_accrue(p_now timestamp with time zone, p_settle interval, p_max_hours integer, OUT acc_from timestamp with time zone, OUT acc_until timestamp with time zone, OUT acc_upserted bigint, OUT acc_deleted bigint, OUT acc_watermark timestamp with time zone, OUT acc_more boolean) RETURNS record
     LANGUAGE plpgsql
     SET "TimeZone" TO 'UTC'
+    SET enable_nestloop TO 'off'
     AS $$
 DECLARE
 	v_real timestamptz := date_trunc('second', p_now);
@@ -270,6 +271,7 @@ BEGIN
 		WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
 		  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
 		  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+		  AND b.hour >= v_lo AND b.hour < v_now
 		  AND (b.seconds, b.amount_micro, b.price_per_hour_micro, b.currency, b.project_id)
 		      IS DISTINCT FROM (r.seconds, r.amount, r.price, r.currency, r.project_id)
 		RETURNING 1
@@ -285,7 +287,8 @@ BEGIN
 			SELECT 1 FROM billing_usage b
 			WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
 			  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
-			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit'))
+			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+			  AND b.hour >= v_lo AND b.hour < v_now)
 		RETURNING 1
 	), stale AS (
 		-- rows of these hours that no longer arise
