@@ -229,7 +229,7 @@ api_billing_accrual_run(struct request *req, struct response *res, struct gp_err
 	r.req = req;
 	/* a transaction per span of the backlog, then the audit row */
 	if (db_billing_accrue(db_thread(), req->arena, api_app(req)->billing_settle_s,
-		api_app(req)->billing_test_hold_ms, &r.res, err) < 0 ||
+		api_app(req)->billing_test_hold_ms, 0, &r.res, err) < 0 ||
 	    db_tx(db_thread(), accrual_run_tx, &r, err) < 0)
 		return -1;
 	response_json(req, res, 200, accrual_json(&r.res));

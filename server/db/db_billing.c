@@ -82,11 +82,12 @@ accrue_tx(struct db *db, void *arg, struct gp_error *err)
 }
 
 int
-db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms,
+db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms, int max_spans,
     struct billing_accrual_result *out, struct gp_error *err)
 {
 	struct accrue_tx t = { a, settle_s, hold_ms, { 0 } };
 	bool first = true;
+	int spans = 0;
 
 	memset(out, 0, sizeof(*out));
 	do {
@@ -99,7 +100,8 @@ db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms,
 		out->upserted += t.out.upserted;
 		out->deleted += t.out.deleted;
 		out->watermark_us = t.out.watermark_us;
-	} while (t.out.more);
+		out->more = t.out.more;
+	} while (t.out.more && (max_spans <= 0 || ++spans < max_spans));
 	return 0;
 }
 

@@ -19,7 +19,7 @@ struct billing_accrual_result {
 	int64_t upserted;     /* rows inserted or changed */
 	int64_t deleted;      /* rows of these hours that no longer arise */
 	int64_t watermark_us; /* hours before this are final */
-	bool more;            /* one span done, more backlog to go (in_tx only) */
+	bool more;            /* more backlog to go: call again */
 };
 
 /* Hours of ledger activity one accrual statement covers at most. */
@@ -30,11 +30,12 @@ struct billing_accrual_result {
 /*
  * Accrue the usage ledger up to now (one accrual at a time across
  * replicas: a transaction-level advisory lock), a transaction per span of
- * BILLING_ACCRUE_MAX_HOURS until caught up; out sums them. Hours ending
+ * BILLING_ACCRUE_MAX_HOURS until caught up, or max_spans of them (> 0;
+ * out->more then says whether more is left); out sums them. Hours ending
  * settle_s or more ago become final. hold_ms > 0 (tests) keeps each
  * transaction open that long after the work, before COMMIT.
  */
-int db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms,
+int db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms, int max_spans,
     struct billing_accrual_result *out, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Inside a transaction: take the accrual's lock (waits for one under way). */

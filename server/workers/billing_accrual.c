@@ -10,21 +10,30 @@
 
 #include <stdio.h>
 
-/* one worker per process: its configuration lives here */
+/* spans of a backlog per pass: a pass stays short, so that a stop never waits long */
+#define SPANS_PER_PASS 4
+
+/* one worker per process: its configuration and handle live here */
 static struct billing_accrual_config accrual_cfg;
+static struct periodic *_Atomic accrual_self;
 
 static void
 accrual_run_once(void *arg)
 {
 	const struct billing_accrual_config *cfg = arg;
-	struct billing_accrual_result res;
+	struct billing_accrual_result res = { 0 };
 	struct arena *a = arena_create();
 	struct gp_error err;
 
 	gp_error_clear(&err);
-	if (db_billing_accrue(db_thread(), a, cfg->settle_s, cfg->hold_ms, &res, &err) < 0) {
+	if (db_billing_accrue(db_thread(), a, cfg->settle_s, cfg->hold_ms, SPANS_PER_PASS, &res,
+		&err) < 0) {
 		log_warn(NULL, "billing accrual failed", "error", err.message);
-	} else if (res.upserted > 0 || res.deleted > 0) {
+	} else if (res.more && accrual_self != NULL) {
+		/* a backlog: the next pass at once (after a stop check) */
+		periodic_kick(accrual_self);
+	}
+	if (res.upserted > 0 || res.deleted > 0) {
 		char up[24], del[24];
 
 		snprintf(up, sizeof(up), "%lld", (long long)res.upserted);
@@ -47,5 +56,8 @@ billing_accrual_start(struct periodic **out, const struct billing_accrual_config
 	accrual_cfg = *cfg;
 	pc.interval_ms = (cfg->interval_s > 0 ? cfg->interval_s : 300) * 1000;
 	pc.jitter_ms = pc.interval_ms / 10;
-	return periodic_start(out, &pc);
+	if (periodic_start(out, &pc) < 0)
+		return -1;
+	accrual_self = *out;
+	return 0;
 }
