@@ -495,5 +495,23 @@ const struct cli_command cmd_billing_commands[] = {
 	    .summary = "rates, billed usage, periods and adjustments",
 	    .subcommands = billing_subcommands,
 	},
+	/* the short forms: gpupool rates list|set, gpupool usage */
+	{
+	    .name = "rates",
+	    .usage = "[list|set] ...",
+	    .summary = "list and set hourly rates (as gpupool billing rates)",
+	    .max_args = 0,
+	    .options = rates_list_options,
+	    .run = rates_list,
+	    .subcommands = rates_subcommands,
+	},
+	{
+	    .name = "usage",
+	    .usage = "[--project P] [--from T] [--to T] [--group-by G]",
+	    .summary = "billed usage with totals (as gpupool billing usage)",
+	    .max_args = 0,
+	    .options = usage_options,
+	    .run = usage_show,
+	},
 	{ .name = NULL },
 };

@@ -178,6 +178,13 @@ test_live(void **state)
 	    "--price-micro", "500000", "--currency", "USD", "--from", "2031-01-01T00:00:00Z", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "0.500000"));
+	p = fx_cli(fx, cli_env, NULL, "rates", "list", "--model", "H100-80GB", "--profile", "full",
+	    NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "3600.000000"));
+	p = fx_cli(fx, cli_env, NULL, "usage", "--group-by", "project", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "lp"));
 	p = fx_cli(fx, cli_env, NULL, "billing", "periods", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "open"));
