@@ -182,11 +182,15 @@ BEGIN
 		SELECT a.pool_id, g.model, a.profile,
 		       greatest(date_trunc('second', a.created_at), date_trunc('second', h.started_at),
 		                v_lo) AS s,
+		       -- an instance leaves the bill at the approval that releases it,
+		       -- before the agent confirms (released_at)
 		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
 		             date_trunc('second', coalesce(h.ended_at, v_now)), v_now) AS e
 		FROM gpu_health_intervals h
 		JOIN allocations a ON a.gpu_id = h.gpu_id AND a.pool_id IS NOT NULL
 		JOIN gpus g ON g.id = h.gpu_id
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
 		WHERE h.health = 'failed' AND (h.ended_at IS NULL OR h.ended_at > v_lo)
 		  AND h.started_at < v_now
 		  AND a.created_at < coalesce(h.ended_at, v_now)

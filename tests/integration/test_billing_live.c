@@ -130,6 +130,36 @@ test_live(void **state)
 			     "WHERE kind = 'credit'"),
 	    -failed * 1000000);
 
+	/*
+	 * shrink by one: the freed instance leaves the bill at the approval,
+	 * so its GPU failing afterwards (the agent has not confirmed the
+	 * release yet) credits nothing
+	 */
+	r = fx_request(fx, bob, "POST", "/v1/projects/lp/pool-requests",
+	    "{\"action\":\"shrink\",\"pool\":\"train\",\"items\":[\"H100-80GB/full=1\"],"
+	    "\"justification\":\"test\"}");
+	assert_status(r, 201);
+	req = fx_json_int(r->json, "id");
+	assert_status(fx_request(fx, fx->admin_token, "POST",
+			  fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)req), "{}"),
+	    200);
+	gpu = fx_sql_text(fx,
+	    "SELECT g.uuid FROM gpus g JOIN allocations a ON a.gpu_id = g.id "
+	    "WHERE a.state = 'releasing'");
+	assert_non_null(gpu);
+	sleep_ms(1100);
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
+			  "{\"health\":\"failed\",\"health_reason\":\"XID 79\"}"),
+	    200);
+	sleep_ms(2100);
+	assert_status(fx_request(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
+			  "{\"health\":\"ok\"}"),
+	    200);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
+	    200);
+	assert_int_equal(billed_seconds(fx, "credit"), failed);
+	assert_int_equal(billed_seconds(fx, "usage"), ledger_seconds(fx));
+
 	/* release: the ledger closes, the rows stop growing */
 	r = fx_request(fx, bob, "POST", "/v1/projects/lp/pool-requests",
 	    "{\"action\":\"release\",\"pool\":\"train\"}");
