@@ -224,10 +224,12 @@ BEGIN
 	acc_from := v_lo;
 
 	WITH led AS (
+		-- an open interval of a pool past its end time ends there (the
+		-- expiry worker closes it at that time, perhaps later than now)
 		SELECT l.pool_id, l.model, l.profile, l.count,
 		       greatest(date_trunc('second', l.started_at), v_lo) AS s,
-		       least(date_trunc('second', coalesce(l.ended_at, v_now)), v_now) AS e
-		FROM usage_ledger l
+		       least(date_trunc('second', coalesce(l.ended_at, po.ends_at, v_now)), v_now) AS e
+		FROM usage_ledger l JOIN pools po ON po.id = l.pool_id
 		WHERE (l.ended_at IS NULL OR l.ended_at >= v_lo) AND l.started_at < v_now
 	), fail AS (
 		SELECT a.pool_id, g.model, a.profile,

@@ -422,6 +422,31 @@ test_adjusted_row_kept(void **state)
 	    409, "conflict");
 }
 
+/* an open interval of a pool past its end time is billed up to that end time */
+static void
+test_open_past_end(void **state)
+{
+	struct fixture *fx = *state;
+	const char *late = billing_pool(fx, "other", "late");
+
+	fx_sql_exec(fx, "UPDATE pools SET ends_at = '2026-03-06 10:30:00+00' WHERE id = $1::int8",
+	    late);
+	fx_sql_exec(fx,
+	    "INSERT INTO usage_ledger (pool_id, project_id, model, profile, count, started_at, "
+	    "opened_by) SELECT id, project_id, 'L4-24GB', 'full', 1, '2026-03-06 10:00:00+00', 1 "
+	    "FROM pools WHERE id = $1::int8",
+	    late);
+	fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = '2026-03-06 00:00+00'");
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
+	    200);
+	/* 1800 s × 720000 / 3600 */
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(seconds || '|' || amount_micro, ',') "
+				"FROM billing_usage WHERE pool_id = $1::int8",
+				late),
+	    "1800|360000");
+}
+
 int
 main(void)
 {
@@ -431,6 +456,7 @@ main(void)
 		cmocka_unit_test(test_usage_api),
 		cmocka_unit_test(test_periods),
 		cmocka_unit_test(test_adjusted_row_kept),
+		cmocka_unit_test(test_open_past_end),
 	};
 
 	return fixture_exit_status(
