@@ -188,6 +188,13 @@ test_live(void **state)
 	assert_int_equal(fx_json_len(r->json, "items"), 1);
 	assert_json_str(r->json, "items[0].profile", "full");
 
+	/* the worker's figures */
+	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	assert_status(r, 200);
+	assert_non_null(strstr(r->body, "gpupool_billing_accrual_leader 1\n"));
+	assert_non_null(strstr(r->body, "gpupool_billing_accrual_passes_total{result=\"ok\"} "));
+	assert_null(strstr(r->body, "gpupool_billing_accrual_last_success_timestamp_seconds 0\n"));
+
 	/* the CLI */
 	cli_env[0] = fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url);
 	cli_env[1] = fx_str(fx, "GPUPOOL_TOKEN=%s", fx->admin_token);
