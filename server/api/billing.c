@@ -91,13 +91,28 @@ rate_create_tx(struct db *db, void *arg, struct gp_error *err)
 	    db_billing_watermark(db, a, &watermark, err) < 0)
 		return -1;
 	if (watermark != 0 && c->from_us < watermark) {
+		/*
+		 * Into final hours only to fill a gap: hours where the key had no
+		 * price at all (its usage went unbilled); they are accrued again.
+		 */
+		bool priced, closed;
 		char buf[40];
 
+		if (db_billing_rate_gap(db, a, c->model, c->profile, c->from_us, watermark, &priced,
+			&closed, err) < 0)
+			return -1;
 		time_format_rfc3339(watermark, buf, sizeof(buf));
-		return gp_problem_set(err, GP_PROBLEM_RATE_IN_EFFECT,
-		    "hours before %s are billed and final: a new version must start at or "
-		    "after it",
-		    buf);
+		if (priced)
+			return gp_problem_set(err, GP_PROBLEM_RATE_IN_EFFECT,
+			    "hours before %s are billed and final: a new version must start at "
+			    "or after it",
+			    buf);
+		if (closed)
+			return gp_problem_set(err, GP_PROBLEM_PERIOD_CLOSED,
+			    "a closed billing period lies after the version's start: its usage "
+			    "cannot be priced again");
+		if (db_billing_rewind(db, a, c->from_us, err) < 0)
+			return -1;
 	}
 	if (db_billing_rate_insert(db, a, c->model, c->profile, c->currency, c->price, c->from_us,
 		c->req->principal.user_id, &c->row, err) < 0) {

@@ -132,6 +132,19 @@ DB_STMT(stmt_bill_spec_known,
     "SELECT EXISTS (SELECT 1 FROM gpu_models WHERE id = $1), "
     "$2 = 'full' OR EXISTS (SELECT 1 FROM mig_profiles WHERE model = $1 AND name = $2)");
 
+DB_STMT(stmt_bill_rate_gap,
+    "SELECT EXISTS (SELECT 1 FROM billing_rates r WHERE r.model = $1 "
+    "AND r.effective_from < " TS_US(
+	"$4") " AND (r.profile = $2 OR (r.profile = 'full' "
+	      "AND $2 <> 'full' AND EXISTS (SELECT 1 FROM mig_profiles mp WHERE mp.model = $1 "
+	      "AND mp.name = $2)))), "
+	      "EXISTS (SELECT 1 FROM billing_periods p WHERE p.state = 'closed' "
+	      "AND p.period >= to_char(" TS_US("$3") " AT TIME ZONE 'UTC', 'YYYY-MM'))");
+DB_STMT(stmt_bill_rewind,
+    "UPDATE billing_accrual_state SET watermark = "
+    "date_trunc('hour', " TS_US("$1") " AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+				      "WHERE id = 1 AND watermark > " TS_US("$1"));
+
 DB_STMT(stmt_bill_watermark,
     "SELECT " EPOCH_US("watermark") " FROM billing_accrual_state WHERE id = 1");
 
@@ -181,6 +194,29 @@ db_billing_spec_known(struct db *db, struct arena *a, const char *model, const c
 	*model_ok = db_bool(r, 0, 0);
 	*profile_ok = db_bool(r, 0, 1);
 	return 0;
+}
+
+int
+db_billing_rate_gap(struct db *db, struct arena *a, const char *model, const char *profile,
+    int64_t from_us, int64_t watermark_us, bool *priced, bool *closed, struct gp_error *err)
+{
+	const char *p[4] = { model, profile, db_param_int(a, from_us),
+		db_param_int(a, watermark_us) };
+	PGresult *r = db_exec(db, a, &stmt_bill_rate_gap, 4, p, err);
+
+	if (r == NULL)
+		return -1;
+	*priced = db_bool(r, 0, 0);
+	*closed = db_bool(r, 0, 1);
+	return 0;
+}
+
+int
+db_billing_rewind(struct db *db, struct arena *a, int64_t at_us, struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, at_us) };
+
+	return db_exec(db, a, &stmt_bill_rewind, 1, p, err) == NULL ? -1 : 0;
 }
 
 int

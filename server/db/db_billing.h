@@ -77,6 +77,21 @@ int db_billing_rate_insert(struct db *db, struct arena *a, const char *model, co
 int db_billing_spec_known(struct db *db, struct arena *a, const char *model, const char *profile,
     bool *model_ok, bool *profile_ok, struct gp_error *err) __attribute__((warn_unused_result));
 
+/*
+ * For a version of (model, profile) starting at from_us, before the
+ * accrual's watermark: *priced when the key already had a price (its own
+ * version, or for a MIG profile a 'full' one to derive from) starting
+ * before the watermark; *closed when a closed period lies at or after
+ * from_us.
+ */
+int db_billing_rate_gap(struct db *db, struct arena *a, const char *model, const char *profile,
+    int64_t from_us, int64_t watermark_us, bool *priced, bool *closed, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* Move the watermark back to the hour of at_us (those hours are accrued again). */
+int db_billing_rewind(struct db *db, struct arena *a, int64_t at_us, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
 /* The accrual watermark (0 when nothing was accrued yet). */
 int db_billing_watermark(struct db *db, struct arena *a, int64_t *watermark_us,
     struct gp_error *err) __attribute__((warn_unused_result));

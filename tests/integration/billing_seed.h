@@ -110,7 +110,7 @@ seed_golden(struct fixture *fx)
 {
 	struct gp_client_response *r;
 	const char *gpu1, *gpu2;
-	const char *wx, *mid, *mig, *own, *flex, *same, *month, *half, *cap;
+	const char *wx, *mid, *mig, *own, *flex, *same, *month, *half, *cap, *nvl;
 
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
 	    "{\"name\":\"acme\",\"display_name\":\"Acme\"}");
@@ -196,6 +196,10 @@ seed_golden(struct fixture *fx)
 	    "2026-03-04 12:30:00+00");
 	billing_ledger(fx, half, "A10G-24GB", "full", 7, "2026-03-04 13:00:00+00",
 	    "2026-03-04 13:30:00+00");
+	/* a model with no rate at all: its usage is not billed (until test_rates fills the gap) */
+	nvl = billing_pool(fx, "other", "nvl");
+	billing_ledger(fx, nvl, "H100-NVL-94GB", "full", 1, "2026-03-07 10:00:00+00",
+	    "2026-03-07 11:00:00+00");
 	/*
 	 * credits capped at the charge: at 1 micro-unit an hour, 1 held
 	 * 20:00-20:30 (0.5 -> 0) and 2 held 20:30-20:45 (0.5 -> 0), one of

@@ -158,6 +158,44 @@ test_rates(void **state)
 		    409, "rate_in_effect");
 		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_rates"), before);
 	}
+	/*
+	 * A model that never had a price: its usage went unbilled, and a
+	 * version may fill the gap back in the final hours; they are accrued
+	 * again, the rest unchanged.
+	 */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_usage b JOIN pools p ON "
+			     "p.id = b.pool_id WHERE p.name = 'nvl'"),
+	    0);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+	    "{\"model\":\"H100-NVL-94GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+	    "\"price_per_hour_micro\":1000000,\"effective_from\":\"2026-03-01T00:00:00Z\"}");
+	assert_status(r, 201);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT to_char(watermark AT TIME ZONE 'UTC', "
+				"'YYYY-MM-DD HH24:MI') FROM billing_accrual_state"),
+	    "2026-03-01 00:00");
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
+	    200);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(b.seconds || '|' || b.amount_micro, "
+				"',') FROM billing_usage b JOIN pools p ON p.id = "
+				"b.pool_id WHERE p.name = 'nvl'"),
+	    "3600|1000000");
+	fx_sql_exec(fx,
+	    "DELETE FROM billing_usage WHERE pool_id = "
+	    "(SELECT id FROM pools WHERE name = 'nvl')");
+	assert_text_equal(billing_rows_text(fx), billing_golden);
+	fx_sql_exec(fx, "UPDATE billing_accrual_state SET watermark = '2026-03-07 00:00+00'");
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/billing/accrual/run", NULL),
+	    200);
+	/* its MIG profiles derive from it now: no gap to fill there any more */
+	assert_problem(fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
+			   "{\"model\":\"H100-NVL-94GB\",\"profile\":\"1g.12gb\","
+			   "\"currency\":\"EUR\",\"price_per_hour_micro\":5,"
+			   "\"effective_from\":\"2026-03-02T00:00:00Z\"}"),
+	    409, "rate_in_effect");
+
 	/* a new version in the future; the same start twice is a conflict */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/rates",
 	    "{\"model\":\"T4-16GB\",\"profile\":\"full\",\"currency\":\"EUR\","
@@ -179,7 +217,7 @@ test_rates(void **state)
 	/* a rate in effect is never edited, nor deleted (direct SQL) */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log WHERE action = 'billing.rate.create'"),
-	    1);
+	    2);
 }
 
 static void
@@ -217,7 +255,7 @@ test_usage_api(void **state)
 	assert_status(r, 200);
 	assert_json_int(r->json, "totals.amount_micro",
 	    41667 + 5000000 - 1250000 + 6000000 + 16667 + 192857 + 333333 + 1200000 + 100000 +
-		333334 + 666667 + 1000001 + 333334 + 0 + 2 + 2 + 4 + 360000 + 360000);
+		333334 + 666667 + 1000001 + 333334 + 0 + 2 + 2 + 4 + 360000 + 360000 + 1000000);
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/usage?group_by=month", NULL);
 	assert_status(r, 200);
 	assert_int_equal(fx_json_len(r->json, "rows"), 4); /* Jan, Feb, Mar usage + Mar credit */
