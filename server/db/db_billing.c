@@ -148,13 +148,14 @@ DB_STMT(stmt_bill_rewind,
 DB_STMT(stmt_bill_watermark,
     "SELECT " EPOCH_US("watermark") " FROM billing_accrual_state WHERE id = 1");
 
+/* $3 > 0: the pairs that user's projects hold or held, read once through the projects */
 DB_STMT(stmt_bill_rates_list,
+    "WITH mine AS (SELECT DISTINCT l.model, l.profile FROM project_members m "
+    "JOIN usage_ledger l ON l.project_id = m.project_id WHERE m.user_id = $3::int8) "
     "SELECT " RATE_COLS " FROM billing_rate_timeline() t "
     "JOIN billing_rates r ON r.id = t.rate_id LEFT JOIN users u ON u.id = r.created_by "
     "WHERE ($1::text IS NULL OR t.model = $1) AND ($2::text IS NULL OR t.profile = $2) "
-    "AND ($3::int8 = 0 OR EXISTS (SELECT 1 FROM usage_ledger l JOIN project_members m "
-    "ON m.project_id = l.project_id AND m.user_id = $3::int8 "
-    "WHERE l.model = t.model AND l.profile = t.profile)) "
+    "AND ($3::int8 = 0 OR (t.model, t.profile) IN (SELECT model, profile FROM mine)) "
     "AND ($4::int8 = 0 OR (t.valid_from <= " TS_US("$4") " AND (t.valid_to IS NULL OR t.valid_to > " TS_US(
 	"$4") "))) "
 	      "ORDER BY t.model, t.profile, t.valid_from");
