@@ -395,8 +395,12 @@ db_billing_usage_groups(struct db *db, struct arena *a, const struct billing_usa
 /* ---- periods and adjustments ---- */
 
 DB_STMT(stmt_bill_periods_list,
-    "WITH ps AS (SELECT period FROM billing_periods UNION "
-    "SELECT DISTINCT period FROM billing_usage) "
+    /* the distinct periods of billing_usage by skipping through its index */
+    "WITH RECURSIVE up AS ((SELECT period FROM billing_usage ORDER BY period LIMIT 1) "
+    "UNION ALL SELECT (SELECT b.period FROM billing_usage b WHERE b.period > up.period "
+    "ORDER BY b.period LIMIT 1) FROM up WHERE up.period IS NOT NULL), "
+    "ps AS (SELECT period FROM billing_periods UNION "
+    "SELECT period FROM up WHERE period IS NOT NULL) "
     "SELECT ps.period, coalesce(bp.state, 'open'), " EPOCH_US(
 	"bp.closed_at") ", u.username, "
 			"(SELECT count(*) FROM billing_usage b WHERE b.period = ps.period) "
