@@ -158,12 +158,54 @@ test_two_replicas(void **state)
 	assert_text_equal(billing_rows_text(fx), billing_golden);
 }
 
+/*
+ * A backlog of many spans: the worker does 4 a pass and runs again at
+ * once, so it catches up without waiting for its (hour-long) interval.
+ */
+static void
+test_backlog_catch_up(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const env[] = { "GPUPOOL_BILLING_ACCRUAL_INTERVAL=3600",
+		"GPUPOOL_BILLING_SETTLE=300", NULL };
+	const char *pool = billing_pool(fx, "acme", "long");
+	struct fx_server *srv;
+	bool done = false;
+
+	/* 12 days held in April: 12 spans of 24 hours */
+	billing_ledger(fx, pool, "H100-80GB", "full", 1, "2026-04-01 00:00:00+00",
+	    "2026-04-13 00:00:00+00");
+	billing_reset(fx);
+	/* the only replica left (its worker must lead) */
+	for (int i = 0; i < FIXTURE_MAX_SERVERS; i++)
+		if (fx->servers[i].pid != 0)
+			assert_int_equal(fixture_server_stop(fx, &fx->servers[i]), 0);
+	srv = fixture_server_start(fx, env);
+	assert_non_null(srv);
+	fx->server = srv;
+	for (int i = 0; i < 300 && !done; i++) {
+		done = fx_sql_int64(fx,
+			   "SELECT count(*) FROM billing_accrual_state WHERE watermark "
+			   ">= date_trunc('hour', now() - interval '1 hour')") == 1;
+		if (!done)
+			sleep_ms(100);
+	}
+	assert_true(done);
+	/* 12 × 24 hours at 3000000 an hour (the golden H100 rate from 2 March) */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT sum(amount_micro) FROM billing_usage WHERE "
+			     "pool_id = $1::int8",
+			     pool),
+	    (int64_t)12 * 24 * 3000000);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_during_accrual),
 		cmocka_unit_test(test_two_replicas),
+		cmocka_unit_test(test_backlog_catch_up),
 	};
 
 	return fixture_exit_status(
