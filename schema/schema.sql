@@ -558,6 +558,322 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.billing_accrue(p_now timestamp with time zone, p_settle interval, p_max_hours integer, OUT acc_from timestamp with time zone, OUT acc_until timestamp with time zone, OUT acc_upserted bigint, OUT acc_deleted bigint, OUT acc_watermark timestamp with time zone, OUT acc_more boolean) RETURNS record
+    LANGUAGE plpgsql
+    SET "TimeZone" TO 'UTC'
+    SET enable_nestloop TO 'off'
+    AS $$
+DECLARE
+	v_real timestamptz := date_trunc('second', p_now);
+	v_now  timestamptz := v_real; -- the end of this call's span
+	v_lo   timestamptz;
+	v_next timestamptz;
+BEGIN
+	PERFORM pg_advisory_xact_lock(7234001, 12);
+	SELECT s.watermark INTO v_lo FROM billing_accrual_state s WHERE s.id = 1 FOR UPDATE;
+	IF v_lo IS NULL THEN
+		SELECT date_trunc('hour', min(l.started_at)) INTO v_lo FROM usage_ledger l;
+	END IF;
+	acc_upserted := 0;
+	acc_deleted := 0;
+	acc_more := false;
+	-- a span of p_max_hours from the first moment held (hours where the
+	-- ledger holds nothing cost nothing)
+	SELECT date_trunc('hour', min(greatest(l.started_at, v_lo))) INTO v_next
+	FROM usage_ledger l WHERE l.ended_at IS NULL OR l.ended_at > v_lo;
+	IF v_lo IS NOT NULL AND v_next IS NOT NULL
+	   AND greatest(v_lo, v_next) + p_max_hours * interval '1 hour' < v_real THEN
+		v_now := greatest(v_lo, v_next) + p_max_hours * interval '1 hour';
+		acc_more := true;
+	END IF;
+	acc_until := v_now;
+	IF v_lo IS NULL OR v_lo >= v_now THEN
+		acc_from := v_lo;
+		acc_watermark := v_lo;
+		UPDATE billing_accrual_state SET last_run_at = now(), last_until = v_now WHERE id = 1;
+		RETURN;
+	END IF;
+	acc_from := v_lo;
+
+	WITH led AS (
+		-- an open interval of a pool past its end time ends there (the
+		-- expiry worker closes it at that time, perhaps later than now)
+		SELECT l.pool_id, l.model, l.profile, l.count,
+		       greatest(date_trunc('second', l.started_at), v_lo) AS s,
+		       least(date_trunc('second', coalesce(l.ended_at, po.ends_at, v_now)), v_now) AS e
+		FROM usage_ledger l JOIN pools po ON po.id = l.pool_id
+		WHERE (l.ended_at IS NULL OR l.ended_at >= v_lo) AND l.started_at < v_now
+	), fail AS (
+		SELECT a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', a.created_at), date_trunc('second', h.started_at),
+		                v_lo) AS s,
+		       -- an instance leaves the bill at the approval that releases it,
+		       -- before the agent confirms (released_at)
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(h.ended_at, v_now)), v_now) AS e
+		FROM gpu_health_intervals h
+		JOIN allocations a ON a.gpu_id = h.gpu_id AND a.pool_id IS NOT NULL
+		JOIN gpus g ON g.id = h.gpu_id
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE h.health = 'failed' AND (h.ended_at IS NULL OR h.ended_at > v_lo)
+		  AND h.started_at < v_now
+		  AND a.created_at < coalesce(h.ended_at, v_now)
+		  AND (a.released_at IS NULL OR a.released_at > h.started_at)
+	), ev AS (
+		SELECT pool_id, model, profile, s AS t, count AS dl, 0 AS df FROM led WHERE e > s
+		UNION ALL SELECT pool_id, model, profile, e, -count, 0 FROM led WHERE e > s
+		UNION ALL SELECT pool_id, model, profile, s, 0, 1 FROM fail WHERE e > s
+		UNION ALL SELECT pool_id, model, profile, e, 0, -1 FROM fail WHERE e > s
+	), pt AS (
+		SELECT pool_id, model, profile, t, sum(dl) AS dl, sum(df) AS df
+		FROM ev GROUP BY 1, 2, 3, 4
+	), seg AS (
+		SELECT pool_id, model, profile, t AS s,
+		       lead(t) OVER w AS e,
+		       sum(dl) OVER w AS lvl,
+		       sum(df) OVER w AS nf
+		FROM pt
+		WINDOW w AS (PARTITION BY pool_id, model, profile ORDER BY t)
+	), piece AS (
+		SELECT sg.pool_id, sg.model, sg.profile, sg.lvl::integer AS lvl,
+		       least(greatest(sg.nf, 0), sg.lvl)::integer AS nf, h.hour,
+		       greatest(sg.s, h.hour) AS s,
+		       least(sg.e, h.hour + interval '1 hour') AS e
+		FROM seg sg
+		CROSS JOIN LATERAL generate_series(date_trunc('hour', sg.s),
+		                                   sg.e - interval '1 microsecond',
+		                                   interval '1 hour') AS h(hour)
+		WHERE sg.e > sg.s AND sg.lvl > 0
+	), priced AS (
+		SELECT p.pool_id, p.model, p.profile, p.lvl, p.nf, p.hour, r.rate_id, r.currency,
+		       r.price_per_hour_micro AS price,
+		       extract(epoch FROM least(p.e, coalesce(r.valid_to, p.e))
+		                          - greatest(p.s, r.valid_from))::bigint AS secs
+		FROM piece p
+		JOIN billing_rate_timeline() r ON r.model = p.model AND r.profile = p.profile
+		     AND r.valid_from < p.e AND (r.valid_to IS NULL OR r.valid_to > p.s)
+	), want AS (
+		SELECT 'usage'::text AS kind, pool_id, model, profile, hour, rate_id, currency, price,
+		       lvl AS cnt, sum(secs) AS seconds
+		FROM priced GROUP BY pool_id, model, profile, hour, rate_id, currency, price, lvl
+		UNION ALL
+		SELECT 'credit', pool_id, model, profile, hour, rate_id, currency, price,
+		       nf, sum(secs)
+		FROM priced WHERE nf > 0
+		GROUP BY pool_id, model, profile, hour, rate_id, currency, price, nf
+	), acc0 AS (
+		SELECT w.kind, po.project_id, w.pool_id, w.model, w.profile, w.hour, w.rate_id,
+		       w.price, w.currency, w.seconds, w.cnt,
+		       billing_div_half_even(w.seconds::numeric * w.cnt * w.price, 3600) AS raw
+		FROM want w JOIN pools po ON po.id = w.pool_id
+		WHERE w.seconds > 0 AND NOT EXISTS (
+			SELECT 1 FROM billing_periods bp
+			WHERE bp.period = to_char(w.hour, 'YYYY-MM') AND bp.state = 'closed')
+	), acc1 AS (
+		-- credits never exceed charges: per (pool, spec, hour, rate) the
+		-- credits' roundings may add up to more than the charges' (each
+		-- half rounds on its own); the excess comes off the credits with the
+		-- most instances first
+		SELECT a.*,
+		       greatest(0, sum(CASE WHEN a.kind = 'credit' THEN a.raw ELSE 0 END) OVER g
+		                   - sum(CASE WHEN a.kind = 'usage' THEN a.raw ELSE 0 END) OVER g)
+		         AS excess,
+		       coalesce(sum(a.raw) OVER (PARTITION BY a.pool_id, a.model, a.profile, a.hour,
+		                                 a.rate_id, a.kind ORDER BY a.cnt DESC
+		                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+		         AS before
+		FROM acc0 a
+		WINDOW g AS (PARTITION BY a.pool_id, a.model, a.profile, a.hour, a.rate_id)
+	), acc AS (
+		SELECT kind, project_id, pool_id, model, profile, hour, rate_id, price, currency,
+		       seconds, cnt,
+		       (CASE WHEN kind = 'usage' THEN raw
+		             ELSE -(raw - least(raw, greatest(0, excess - before))) END)::bigint AS amount
+		FROM acc1
+	), upd AS (
+		UPDATE billing_usage b
+		SET seconds = r.seconds, amount_micro = r.amount,
+		    price_per_hour_micro = r.price, currency = r.currency,
+		    project_id = r.project_id, updated_at = now()
+		FROM acc r
+		WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
+		  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
+		  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+		  AND b.hour >= v_lo AND b.hour < v_now
+		  AND (b.seconds, b.amount_micro, b.price_per_hour_micro, b.currency, b.project_id)
+		      IS DISTINCT FROM (r.seconds, r.amount, r.price, r.currency, r.project_id)
+		RETURNING 1
+	), ins AS (
+		-- no other accrual runs (the advisory lock) and nothing else writes
+		-- these kinds: absent now means absent at commit
+		INSERT INTO billing_usage (kind, project_id, pool_id, model, profile, hour, period,
+			rate_id, price_per_hour_micro, currency, seconds, count, amount_micro)
+		SELECT kind, project_id, pool_id, model, profile, hour,
+		       to_char(hour, 'YYYY-MM'), rate_id, price, currency, seconds, cnt, amount
+		FROM acc r
+		WHERE NOT EXISTS (
+			SELECT 1 FROM billing_usage b
+			WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
+			  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
+			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+			  AND b.hour >= v_lo AND b.hour < v_now)
+		RETURNING 1
+	), stale AS (
+		-- rows of these hours that no longer arise
+		SELECT b.id, b.seconds, b.amount_micro,
+		       EXISTS (SELECT 1 FROM billing_usage x WHERE x.adjusts = b.id) AS adjusted
+		FROM billing_usage b
+		WHERE b.kind IN ('usage', 'credit') AND b.hour >= v_lo AND b.hour < v_now
+		  AND NOT EXISTS (SELECT 1 FROM billing_periods bp
+		                  WHERE bp.period = b.period AND bp.state = 'closed')
+		  AND NOT EXISTS (
+			SELECT 1 FROM acc r
+			WHERE r.kind = b.kind AND r.pool_id = b.pool_id AND r.model = b.model
+			  AND r.profile = b.profile AND r.hour = b.hour AND r.rate_id = b.rate_id
+			  AND r.cnt = b.count)
+	), del AS (
+		DELETE FROM billing_usage b USING stale st
+		WHERE b.id = st.id AND NOT st.adjusted
+		RETURNING 1
+	), zero AS (
+		-- an adjustment refers to it: it stays, at zero
+		UPDATE billing_usage b SET seconds = 0, amount_micro = 0, updated_at = now()
+		FROM stale st
+		WHERE b.id = st.id AND st.adjusted AND (st.seconds, st.amount_micro) <> (0, 0)
+		RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM zero),
+	       (SELECT count(*) FROM del)
+	INTO acc_upserted, acc_deleted;
+
+	acc_watermark := greatest(v_lo, least(date_trunc('hour', v_real - p_settle), v_now));
+	UPDATE billing_accrual_state s
+	SET watermark = acc_watermark, last_run_at = now(), last_until = v_now
+	WHERE s.id = 1;
+END
+$$;
+
+CREATE FUNCTION public.billing_div_half_even(n numeric, d numeric) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+	SELECT (CASE
+		WHEN 2 * (n - d * floor(n / d)) > d THEN floor(n / d) + 1
+		WHEN 2 * (n - d * floor(n / d)) < d THEN floor(n / d)
+		WHEN mod(floor(n / d), 2) = 0 THEN floor(n / d)
+		ELSE floor(n / d) + 1
+	END)::bigint
+$$;
+
+CREATE FUNCTION public.billing_periods_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF OLD.state = 'closed' THEN
+		RAISE EXCEPTION 'billing period % is closed', OLD.period USING ERRCODE = '55000';
+	END IF;
+	IF TG_OP = 'DELETE' THEN
+		RETURN OLD;
+	END IF;
+	RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.billing_rate_timeline() RETURNS TABLE(model text, profile text, rate_id bigint, currency text, price_per_hour_micro bigint, derived boolean, valid_from timestamp with time zone, valid_to timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+	WITH own AS (
+		SELECT r.model, r.profile, r.id, r.currency, r.price_per_hour_micro,
+		       r.effective_from AS vf,
+		       lead(r.effective_from) OVER (PARTITION BY r.model, r.profile
+		                                    ORDER BY r.effective_from) AS vt
+		FROM billing_rates r
+	), first_own AS (
+		SELECT o.model, o.profile, min(o.vf) AS first_from FROM own o GROUP BY 1, 2
+	)
+	SELECT o.model, o.profile, o.id, o.currency, o.price_per_hour_micro, false, o.vf, o.vt
+	FROM own o
+	UNION ALL
+	SELECT f.model, mp.name, f.id, f.currency,
+	       billing_div_half_even(f.price_per_hour_micro::numeric * mp.compute_slices,
+	                             gm.compute_slices),
+	       true, f.vf, least(f.vt, fo.first_from)
+	FROM own f
+	JOIN gpu_models gm ON gm.id = f.model AND gm.compute_slices > 0
+	JOIN mig_profiles mp ON mp.model = f.model
+	LEFT JOIN first_own fo ON fo.model = f.model AND fo.profile = mp.name
+	WHERE f.profile = 'full' AND (fo.first_from IS NULL OR f.vf < fo.first_from)
+$$;
+
+CREATE FUNCTION public.billing_rates_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF TG_OP = 'UPDATE' THEN
+		RAISE EXCEPTION 'billing rate % is never edited: add a new version', OLD.id
+			USING ERRCODE = '55000';
+	END IF;
+	IF OLD.effective_from <= now() THEN
+		RAISE EXCEPTION 'billing rate % is in effect and cannot be deleted', OLD.id
+			USING ERRCODE = '55000';
+	END IF;
+	RETURN OLD;
+END
+$$;
+
+CREATE FUNCTION public.billing_usage_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM billing_periods WHERE period = OLD.period AND state = 'closed') THEN
+		RAISE EXCEPTION 'billing period % is closed', OLD.period
+			USING ERRCODE = '55000', HINT = 'enter an adjustment in an open period';
+	END IF;
+	IF TG_OP = 'DELETE' THEN
+		RETURN OLD;
+	END IF;
+	NEW.period := to_char(NEW.hour AT TIME ZONE 'UTC', 'YYYY-MM');
+	IF EXISTS (SELECT 1 FROM billing_periods WHERE period = NEW.period AND state = 'closed') THEN
+		RAISE EXCEPTION 'billing period % is closed', NEW.period
+			USING ERRCODE = '55000', HINT = 'enter an adjustment in an open period';
+	END IF;
+	RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.billing_usage_guard_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	bad text;
+BEGIN
+	SELECT n.period INTO bad FROM new_rows n
+	WHERE n.period IS DISTINCT FROM to_char(n.hour AT TIME ZONE 'UTC', 'YYYY-MM') LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'a billing row''s period must be the UTC month of its hour, not %', bad
+			USING ERRCODE = '23514';
+	END IF;
+	SELECT p.period INTO bad FROM billing_periods p
+	WHERE p.state = 'closed' AND p.period IN (SELECT DISTINCT n.period FROM new_rows n) LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'billing period % is closed', bad
+			USING ERRCODE = '55000', HINT = 'enter an adjustment in an open period';
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.billing_usage_guard_truncate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM billing_periods WHERE state = 'closed') THEN
+		RAISE EXCEPTION 'billing_usage holds closed periods' USING ERRCODE = '55000';
+	END IF;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.device_allocation(p_node bigint, p_device text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$
@@ -918,6 +1234,14 @@ ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.billing_accrual_state (
+    id integer NOT NULL,
+    watermark timestamp with time zone,
+    last_run_at timestamp with time zone,
+    last_until timestamp with time zone,
+    CONSTRAINT billing_accrual_state_id_check CHECK ((id = 1))
+);
+
 CREATE TABLE public.billing_export_chunks (
     export_id bigint NOT NULL,
     seq integer NOT NULL,
@@ -976,7 +1300,8 @@ CREATE TABLE public.billing_rates (
     created_by bigint,
     CONSTRAINT billing_rates_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT billing_rates_price_per_hour_micro_check CHECK ((price_per_hour_micro >= 0)),
-    CONSTRAINT billing_rates_profile_check CHECK (((length(profile) >= 1) AND (length(profile) <= 40)))
+    CONSTRAINT billing_rates_profile_check CHECK (((length(profile) >= 1) AND (length(profile) <= 40))),
+    CONSTRAINT billing_rates_whole_second CHECK ((date_trunc('second'::text, effective_from) = effective_from))
 );
 
 ALTER TABLE public.billing_rates ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -1532,6 +1857,9 @@ ALTER TABLE ONLY public.allocations
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.billing_accrual_state
+    ADD CONSTRAINT billing_accrual_state_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.billing_export_chunks
     ADD CONSTRAINT billing_export_chunks_pkey PRIMARY KEY (export_id, seq);
 
@@ -1662,6 +1990,8 @@ CREATE INDEX alerts_raised_idx ON public.alerts USING btree (raised_at, id);
 
 CREATE INDEX allocations_gpu_live_idx ON public.allocations USING btree (gpu_id, start) WHERE (state <> 'released'::text);
 
+CREATE INDEX allocations_pool_gpu_idx ON public.allocations USING btree (gpu_id) WHERE (pool_id IS NOT NULL);
+
 CREATE INDEX allocations_pool_idx ON public.allocations USING btree (pool_id) WHERE (pool_id IS NOT NULL);
 
 CREATE INDEX allocations_request_idx ON public.allocations USING btree (request_id) WHERE (request_id IS NOT NULL);
@@ -1673,6 +2003,10 @@ CREATE INDEX audit_log_actor_idx ON public.audit_log USING btree (actor, id);
 CREATE INDEX audit_log_project_idx ON public.audit_log USING btree (project_id, id);
 
 CREATE INDEX billing_exports_queued_idx ON public.billing_exports USING btree (id) WHERE (state = ANY (ARRAY['queued'::text, 'running'::text]));
+
+CREATE UNIQUE INDEX billing_usage_accrual_key ON public.billing_usage USING btree (hour, pool_id, model, profile, kind, rate_id, count) WHERE (kind = ANY (ARRAY['usage'::text, 'credit'::text]));
+
+CREATE INDEX billing_usage_adjusts_idx ON public.billing_usage USING btree (adjusts) WHERE (adjusts IS NOT NULL);
 
 CREATE INDEX billing_usage_period_idx ON public.billing_usage USING btree (period, id);
 
@@ -1742,6 +2076,8 @@ CREATE INDEX project_namespaces_project_idx ON public.project_namespaces USING b
 
 CREATE INDEX tokens_user_idx ON public.tokens USING btree (user_id, id);
 
+CREATE INDEX usage_ledger_ended_idx ON public.usage_ledger USING btree (ended_at) WHERE (ended_at IS NOT NULL);
+
 CREATE INDEX usage_ledger_open_idx ON public.usage_ledger USING btree (pool_id, model, profile) WHERE (ended_at IS NULL);
 
 CREATE INDEX usage_ledger_project_idx ON public.usage_ledger USING btree (project_id, started_at);
@@ -1769,6 +2105,18 @@ CREATE TRIGGER audit_log_compact BEFORE INSERT ON public.audit_log FOR EACH ROW 
             WHEN (jsonb_typeof((new.before -> 'allocations'::text)) = 'array'::text) THEN (new.before -> 'allocations'::text)
             ELSE NULL::jsonb
         END), 0) > 32))) EXECUTE FUNCTION public.audit_log_compact();
+
+CREATE TRIGGER billing_periods_guard BEFORE DELETE OR UPDATE ON public.billing_periods FOR EACH ROW EXECUTE FUNCTION public.billing_periods_guard();
+
+CREATE TRIGGER billing_periods_guard_truncate BEFORE TRUNCATE ON public.billing_periods FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
+
+CREATE TRIGGER billing_rates_guard BEFORE DELETE OR UPDATE ON public.billing_rates FOR EACH ROW EXECUTE FUNCTION public.billing_rates_guard();
+
+CREATE TRIGGER billing_usage_guard BEFORE DELETE OR UPDATE ON public.billing_usage FOR EACH ROW EXECUTE FUNCTION public.billing_usage_guard();
+
+CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON public.billing_usage REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_insert();
+
+CREATE TRIGGER billing_usage_guard_truncate BEFORE TRUNCATE ON public.billing_usage FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
 
 CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 

@@ -112,6 +112,9 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->idle_after_s = 3600;
 	cfg->idle_threshold = 0.05;
 	cfg->approval_workers = 2;
+	cfg->billing_accrual_interval_s = 300;
+	cfg->billing_settle_s = 300;
+	cfg->billing_close_grace_s = 3 * 86400;
 	cfg->access_log = true;
 	cfg->log_level = "info";
 	v = getenv("GPUPOOL_LISTEN");
@@ -161,8 +164,19 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_fraction("GPUPOOL_IDLE_THRESHOLD", &cfg->idle_threshold, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) <
 		0 ||
-	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0)
+	    env_int("GPUPOOL_APPROVAL_WORKERS", 1, 8, &cfg->approval_workers, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_BILLING_ACCRUAL_INTERVAL", 1, 86400, &cfg->billing_accrual_interval_s,
+		errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_BILLING_SETTLE", 0, 86400, &cfg->billing_settle_s, errbuf, errlen) <
+		0 ||
+	    env_int("GPUPOOL_BILLING_CLOSE_GRACE", 0, 90 * 86400, &cfg->billing_close_grace_s,
+		errbuf, errlen) < 0)
 		return -1;
+#ifndef NDEBUG
+	if (env_int("GPUPOOL_TEST_ACCRUAL_HOLD_MS", 0, 600000, &cfg->billing_test_hold_ms, errbuf,
+		errlen) < 0)
+		return -1;
+#endif
 	v = getenv("GPUPOOL_TRUSTED_PROXIES");
 	if (v != NULL && *v != '\0' &&
 	    http_parse_cidrs(v, cfg->trusted, HTTP_MAX_TRUSTED, &cfg->ntrusted) < 0) {

@@ -36,7 +36,11 @@ struct config {
 	int telemetry_interval_s;   /* GPUPOOL_TELEMETRY_INTERVAL: partitions, roll-ups, idle */
 	int idle_after_s;           /* GPUPOOL_IDLE_AFTER: no workload this long -> idle alert */
 	double idle_threshold;      /* GPUPOOL_IDLE_THRESHOLD: sm_active below it is idle */
-	const char *metrics_token;  /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	int billing_accrual_interval_s; /* GPUPOOL_BILLING_ACCRUAL_INTERVAL: the accrual worker's period */
+	int billing_settle_s; /* GPUPOOL_BILLING_SETTLE: an hour is final this long after it ends */
+	int billing_close_grace_s; /* GPUPOOL_BILLING_CLOSE_GRACE: a month closes this long after it ends */
+	int billing_test_hold_ms; /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (debug builds): accrual holds its tx */
+	const char *metrics_token; /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;
 	bool access_log;       /* GPUPOOL_ACCESS_LOG */

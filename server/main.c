@@ -21,6 +21,7 @@
 #include "domain/health.h"
 #include "http/server.h"
 #include "workers/deferred.h"
+#include "workers/billing_accrual.h"
 #include "workers/expiry.h"
 #include "workers/liveness.h"
 #include "workers/pusher.h"
@@ -274,6 +275,7 @@ cmd_serve(struct config *cfg)
 	struct maintenance *maint = NULL;
 	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL, *telemetry = NULL;
 	struct xid_catalog *xids = NULL;
+	struct periodic *accrual = NULL;
 	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
@@ -299,6 +301,9 @@ cmd_serve(struct config *cfg)
 	app.catalog = catalog;
 	app.request_ttl_s = cfg->request_ttl_s;
 	app.approval_workers = cfg->approval_workers;
+	app.billing_settle_s = cfg->billing_settle_s;
+	app.billing_close_grace_s = cfg->billing_close_grace_s;
+	app.billing_test_hold_ms = cfg->billing_test_hold_ms;
 	if (cfg->metrics_token != NULL) {
 		app.metrics_protected = true;
 		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app.metrics_digest);
@@ -395,6 +400,16 @@ cmd_serve(struct config *cfg)
 			fatal("could not start the telemetry worker");
 	}
 	{
+		struct billing_accrual_config bc = {
+			.interval_s = cfg->billing_accrual_interval_s,
+			.settle_s = cfg->billing_settle_s,
+			.hold_ms = cfg->billing_test_hold_ms,
+		};
+
+		if (billing_accrual_start(&accrual, &bc) < 0)
+			fatal("could not start the billing accrual worker");
+	}
+	{
 		char p[16], t[16];
 
 		snprintf(p, sizeof(p), "%d", port);
@@ -417,6 +432,7 @@ cmd_serve(struct config *cfg)
 	periodic_stop(liveness);
 	periodic_stop(pusher);
 	periodic_stop(telemetry);
+	periodic_stop(accrual);
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	xid_catalog_free(xids);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cmd_auth.h"
+#include "cmd_billing.h"
 #include "cmd_capacity.h"
 #include "cmd_gpus.h"
 #include "cmd_nodes.h"
@@ -32,6 +33,7 @@ static const struct cli_command *const command_groups[] = {
 	cmd_capacity_commands,
 	cmd_pools_commands,
 	cmd_requests_commands,
+	cmd_billing_commands,
 	NULL,
 };
 

@@ -39,6 +39,9 @@ struct app {
 	struct batch_queue *approvals;   /* group commit of approvals (pool_requests.c) */
 	struct batch_queue *submits;     /* group commit of pool-request submissions */
 	struct deferred_registry *waits; /* requests waiting for a key (api_defer_until) */
+	int billing_settle_s;            /* GPUPOOL_BILLING_SETTLE */
+	int billing_close_grace_s;       /* GPUPOOL_BILLING_CLOSE_GRACE */
+	int billing_test_hold_ms;        /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (tests) */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res, struct gp_error *err);
@@ -269,5 +272,14 @@ int api_pool_requests_get(struct request *req, struct response *res, struct gp_e
 int api_pool_requests_approve(struct request *req, struct response *res, struct gp_error *err);
 int api_pool_requests_reject(struct request *req, struct response *res, struct gp_error *err);
 int api_pool_requests_cancel(struct request *req, struct response *res, struct gp_error *err);
+
+/* billing.c: rates, accrual, usage, periods, adjustments (docs/billing.md) */
+int api_billing_rates_create(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_rates_list(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_accrual_run(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_usage(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_periods_list(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_periods_close(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_adjustments_create(struct request *req, struct response *res, struct gp_error *err);
 
 #endif

@@ -87,6 +87,17 @@ const struct route api_routes[] = {
 	{ "GET", "/v1/alerts", api_alerts_list, ALLOW_USER },
 	{ "POST", "/v1/alerts/{}/ack", api_alerts_ack, ALLOW_USER },
 	{ "GET", "/v1/profiles", api_profiles_list, ALLOW_USER },
+
+	/* billing (docs/billing.md): admin writes rates; billing closes and adjusts */
+	{ "POST", "/v1/billing/rates", api_billing_rates_create, ALLOW_ADMIN },
+	{ "GET", "/v1/billing/rates", api_billing_rates_list, ALLOW_USER },
+	{ "POST", "/v1/billing/accrual/run", api_billing_accrual_run, ALLOW_ADMIN },
+	{ "GET", "/v1/billing/usage", api_billing_usage, ALLOW_USER },
+	{ "GET", "/v1/billing/periods", api_billing_periods_list, CAP_READ },
+	{ "POST", "/v1/billing/periods/{}/close", api_billing_periods_close,
+	    ALLOW_ADMIN | ALLOW_BILLING },
+	{ "POST", "/v1/billing/adjustments", api_billing_adjustments_create,
+	    ALLOW_ADMIN | ALLOW_BILLING },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

@@ -31,6 +31,9 @@ static const struct {
 	[GP_PROBLEM_UNAVAILABLE] = { "database_unavailable", 503 },
 	[GP_PROBLEM_CONTENTION] = { "contention", 503 },
 	[GP_PROBLEM_TIMEOUT] = { "timeout", 503 },
+	[GP_PROBLEM_PERIOD_CLOSED] = { "period_closed", 409 },
+	[GP_PROBLEM_PERIOD_NOT_ENDED] = { "period_not_ended", 409 },
+	[GP_PROBLEM_RATE_IN_EFFECT] = { "rate_in_effect", 409 },
 };
 
 #define NPROBLEMS ((int)(sizeof(problems) / sizeof(problems[0])))

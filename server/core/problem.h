@@ -33,6 +33,9 @@ enum gp_problem {
 	GP_PROBLEM_UNAVAILABLE,           /* 503 database_unavailable */
 	GP_PROBLEM_CONTENTION,            /* 503 */
 	GP_PROBLEM_TIMEOUT,               /* 503 */
+	GP_PROBLEM_PERIOD_CLOSED,         /* 409 billing: the period is closed */
+	GP_PROBLEM_PERIOD_NOT_ENDED,      /* 409 billing: month end + grace not reached */
+	GP_PROBLEM_RATE_IN_EFFECT,        /* 409 billing: would change billed hours */
 };
 
 /* The code as the problem document spells it, and its HTTP status. */
