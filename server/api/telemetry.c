@@ -199,7 +199,8 @@ api_agent_profiles(struct request *req, struct response *res, struct gp_error *e
 		if (dev != NULL && !printable_id(dev, 100))
 			gp_error_field(err, jf_path(&g, "device_uuid"), "must be a device UUID");
 		if (ns != NULL && !api_dns_label(ns))
-			gp_error_field(err, jf_path(&g, "namespace"), "must be a Kubernetes namespace");
+			gp_error_field(err, jf_path(&g, "namespace"),
+			    "must be a Kubernetes namespace");
 		if (pod != NULL && !printable_id(pod, 253))
 			gp_error_field(err, jf_path(&g, "pod"), "must be a pod name");
 		if (ctr != NULL && ctr[0] != '\0' && !printable_id(ctr, 253))
@@ -242,7 +243,8 @@ api_gpu_metrics(struct request *req, struct response *res, struct gp_error *err)
 	if (len >= sizeof(uuid))
 		return gp_error_set(err, 404, "not_found", "no such gpu");
 	for (size_t i = 0; i <= len; i++)
-		uuid[i] = (char)(i < 4 ? req->params[0][i] : tolower((unsigned char)req->params[0][i]));
+		uuid[i] =
+		    (char)(i < 4 ? req->params[0][i] : tolower((unsigned char)req->params[0][i]));
 	if (api_query_time(req, "from", &from, err) < 0 || api_query_time(req, "to", &to, err) < 0)
 		return -1;
 	if (to == 0)
@@ -260,8 +262,8 @@ api_gpu_metrics(struct request *req, struct response *res, struct gp_error *err)
 			    "must be raw or a number of seconds from 1 to 2678400");
 		step = (int)v;
 	}
-	if (db_gpu_metrics(db_thread(), req->arena, uuid, from, to, step, METRICS_MAX_POINTS, &found,
-		&json, err) < 0)
+	if (db_gpu_metrics(db_thread(), req->arena, uuid, from, to, step, METRICS_MAX_POINTS,
+		&found, &json, err) < 0)
 		return -1;
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such gpu: %s", uuid);
@@ -367,8 +369,9 @@ alerts_metrics_text(struct arena *a)
 		return NULL;
 	o = json_own(a, json_tokener_parse(json));
 	strbuf_init(&b, a, 1024);
-	strbuf_printf(&b, "# HELP gpupool_alerts_active Open alerts, by type.\n"
-			  "# TYPE gpupool_alerts_active gauge\n");
+	strbuf_printf(&b,
+	    "# HELP gpupool_alerts_active Open alerts, by type.\n"
+	    "# TYPE gpupool_alerts_active gauge\n");
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		struct json_object *v = NULL;
 

@@ -10,9 +10,9 @@
 struct periodic;
 
 struct telemetry_config {
-	int interval_s;       /* between passes */
-	int retention_days;   /* raw samples kept */
-	int idle_after_s;     /* an allocation this long without workload and activity is idle */
+	int interval_s;        /* between passes */
+	int retention_days;    /* raw samples kept */
+	int idle_after_s;      /* an allocation this long without workload and activity is idle */
 	double idle_threshold; /* sm_active below this counts as idle */
 };
 
