@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_agents.h"
 #include "cmd_auth.h"
 #include "cmd_billing.h"
 #include "cmd_capacity.h"
@@ -34,6 +35,7 @@ static const struct cli_command *const command_groups[] = {
 	cmd_pools_commands,
 	cmd_requests_commands,
 	cmd_billing_commands,
+	cmd_agents_commands,
 	NULL,
 };
 

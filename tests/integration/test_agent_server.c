@@ -1023,6 +1023,43 @@ test_telemetry(void **state)
 	assert_non_null(strstr(r->body, "gpupool_alerts_active{type=\"idle\"} 1"));
 }
 
+/* The CLI over the same endpoints. */
+static void
+test_cli(void **state)
+{
+	struct fixture *fx = *state;
+	const char *op_env[] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url),
+		fx_str(fx, "GPUPOOL_TOKEN=%s", op), NULL };
+	struct fx_proc *p;
+
+	p = fx_cli(fx, op_env, NULL, "agents", "enroll-token", "c1", "--expires-in", "120", NULL);
+	assert_int_equal(p->status, 0);
+	assert_memory_equal(p->out, "gpe_", 4);
+	p = fx_cli(fx, op_env, NULL, "agents", "enroll-tokens", "c1", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "usable"));
+	assert_null(strstr(p->out, "gpe_"));
+	p = fx_cli(fx, op_env, NULL, "agents", "enroll-token", "c1", "--expires-in", "5", NULL);
+	assert_int_equal(p->status, 2);
+	p = fx_cli(fx, op_env, NULL, "agents", "mig-config", "n1", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "mig-configs:"));
+	p = fx_cli(fx, op_env, NULL, "alerts", "list", "--state", "all", "--type", "idle", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "idle"));
+	p = fx_cli(fx, op_env, NULL, "profiles", "list", "--node", "n1", "--all", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "trainer-0"));
+	p = fx_cli(fx, op_env, NULL, "metrics", GPU0, "--step", "3600", "--from",
+	    fx_sql_text(fx, "SELECT to_char(now() AT TIME ZONE 'UTC' - interval '4 hours', "
+			    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"),
+	    NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "device " GPU0));
+	p = fx_cli(fx, op_env, NULL, "agents", "revoke-token", "nope", NULL);
+	assert_int_equal(p->status, 1);
+}
+
 int
 main(void)
 {
@@ -1034,6 +1071,7 @@ main(void)
 		cmocka_unit_test(test_push),
 		cmocka_unit_test(test_liveness_and_tokens),
 		cmocka_unit_test(test_telemetry),
+		cmocka_unit_test(test_cli),
 	};
 
 	return fixture_exit_status(
