@@ -174,14 +174,15 @@ INSERT INTO billing_accrual_state (id) VALUES (1);
 -- rate version, count): seconds at that count, amount =
 -- round_half_even(seconds × count × price / 3600); a credit row for
 -- the failed part (never more instances than held), negative. Rows of
--- these hours that no longer arise are deleted; hours of a closed
--- period are left alone. One statement, under
--- a transaction-level advisory lock (one accrual at a time, any
--- replica); hours ending p_settle or more before p_now become final.
--- A backlog is done p_max_hours at a time (acc_more: call again), so that
--- no statement grows with the length of an outage.
--- Running it again (or after a crash: it is one transaction) changes
--- nothing but the partial hour.
+-- these hours that no longer arise are deleted (kept at zero when an
+-- adjustment refers to them); hours of a closed period are left alone.
+-- One statement, under a transaction-level advisory lock (one accrual at
+-- a time, any replica); hours ending p_settle or more before p_now become
+-- final (the watermark moves past them). A backlog is done p_max_hours of
+-- ledger activity at a time (acc_more: call again, in a new transaction),
+-- so that no statement grows with the length of an outage. Running it
+-- again, or after a crash (each call commits whole or not at all),
+-- changes nothing but the partial hour.
 CREATE FUNCTION billing_accrue(p_now timestamptz, p_settle interval, p_max_hours integer,
 	OUT acc_from timestamptz, OUT acc_until timestamptz, OUT acc_upserted bigint,
 	OUT acc_deleted bigint, OUT acc_watermark timestamptz, OUT acc_more boolean)
