@@ -52,7 +52,7 @@ server/db/db.c|#include "domain/spec.h"|server/db/ may not use domain/
 server/http/server.c|#include "db/db.h"|server/http/ may not use db/
 server/auth/token.c|#include "domain/catalog.h"|server/auth/ may not use domain/
 server/workers/expiry.c|#include "api/api.h"|server/workers/ may not use api/
-server/workers/expiry.c|#include "auth/token.h"|server/workers/ may not use auth/
+server/workers/expiry.c|#include "http/server.h"|server/workers/ may not use http/
 server/api/users.c|#include "http/server.h"|server/api/ may not use http/
 server/api/users.c|#include <libpq-fe.h>|may not use libpq; it belongs to server/db/
 server/db/db.c|#include <argon2.h>|may not use argon2; it belongs to server/auth/
