@@ -101,8 +101,9 @@ print_one(struct cli *cli, struct gp_client_response *r, const struct output_col
 
 /* ---- agents ---- */
 
-static int
-enroll_create(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+int
+cmd_agents_enroll_create(struct cli *cli, const struct cli_command *cmd,
+    const struct cli_args *args)
 {
 	const char *exp = cli_opt(args, "expires-in");
 	struct json_object *body = json_object_new_object();
@@ -263,8 +264,8 @@ profiles_list(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 	return print_list(cli, path, args, profile_columns);
 }
 
-static int
-gpu_metrics(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+int
+cmd_agents_gpu_metrics(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
 	static const struct output_column cols[] = {
 		{ "TIME", "ts" },
@@ -306,7 +307,7 @@ gpu_metrics(struct cli *cli, const struct cli_command *cmd, const struct cli_arg
 	return CLI_EXIT_OK;
 }
 
-static const struct cli_option enroll_options[] = {
+const struct cli_option cmd_agents_enroll_options[] = {
 	{ "expires-in", "SECONDS", "lifetime of the token, 60 to 604800 (default 3600)", false },
 	{ NULL, NULL, NULL, false },
 };
@@ -337,7 +338,7 @@ static const struct cli_option profile_list_options[] = {
 	{ NULL, NULL, NULL, false },
 };
 
-static const struct cli_option metrics_options[] = {
+const struct cli_option cmd_agents_metrics_options[] = {
 	{ "from", "TIME", "start, RFC 3339 (default an hour before --to)", false },
 	{ "to", "TIME", "end, RFC 3339 (default now)", false },
 	{ "step", "S", "raw (default) or seconds per point; multiples of 3600 read hourly roll-ups",
@@ -352,8 +353,8 @@ static const struct cli_command agents_subcommands[] = {
 	    .summary = "create a one-time token a node agent enrolls with (operators)",
 	    .min_args = 1,
 	    .max_args = 1,
-	    .options = enroll_options,
-	    .run = enroll_create,
+	    .options = cmd_agents_enroll_options,
+	    .run = cmd_agents_enroll_create,
 	},
 	{
 	    .name = "enroll-tokens",
@@ -445,8 +446,8 @@ const struct cli_command cmd_agents_commands[] = {
 	    .summary = "show a GPU's power, activity, memory and temperature samples",
 	    .min_args = 1,
 	    .max_args = 1,
-	    .options = metrics_options,
-	    .run = gpu_metrics,
+	    .options = cmd_agents_metrics_options,
+	    .run = cmd_agents_gpu_metrics,
 	},
 	{ .name = NULL },
 };

@@ -11,4 +11,12 @@
 /* The "agents", "alerts", "profiles" and "metrics" groups, NULL-terminated. */
 extern const struct cli_command cmd_agents_commands[];
 
+/* Shared with "gpupool nodes enroll-token" and "gpupool gpus metrics". */
+int cmd_agents_enroll_create(struct cli *cli, const struct cli_command *cmd,
+    const struct cli_args *args);
+int cmd_agents_gpu_metrics(struct cli *cli, const struct cli_command *cmd,
+    const struct cli_args *args);
+extern const struct cli_option cmd_agents_enroll_options[];
+extern const struct cli_option cmd_agents_metrics_options[];
+
 #endif

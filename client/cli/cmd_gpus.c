@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd_agents.h"
 #include "output.h"
 #include "slicebar.h"
 
@@ -309,6 +310,15 @@ static const struct cli_command gpus_subcommands[] = {
 	    .max_args = 1,
 	    .options = create_options,
 	    .run = gpus_create,
+	},
+	{
+	    .name = "metrics",
+	    .usage = "GPU-UUID [--from TIME] [--to TIME] [--step S]",
+	    .summary = "show a GPU's power, activity, memory and temperature samples",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = cmd_agents_metrics_options,
+	    .run = cmd_agents_gpu_metrics,
 	},
 	{ .name = NULL },
 };

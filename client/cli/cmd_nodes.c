@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cmd_agents.h"
 #include "output.h"
 
 #define NODES_PATH_MAX 2048
@@ -507,6 +508,15 @@ static const struct cli_command nodes_subcommands[] = {
 	    .max_args = 1,
 	    .options = node_action_options,
 	    .run = nodes_drain,
+	},
+	{
+	    .name = "enroll-token",
+	    .usage = "CLUSTER [--expires-in SECONDS]",
+	    .summary = "create a one-time token a node agent enrolls with (operators)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = cmd_agents_enroll_options,
+	    .run = cmd_agents_enroll_create,
 	},
 	{ .name = NULL },
 };

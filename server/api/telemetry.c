@@ -276,7 +276,29 @@ api_gpu_metrics(struct request *req, struct response *res, struct gp_error *err)
 	else
 		json_add_int(o, "step", step);
 	json_add_str(o, "source", step == 0 ? "samples" : step % 3600 == 0 ? "hourly" : "samples");
-	json_object_object_add(o, "series", json_tokener_parse(json));
+	{
+		struct json_object *series = json_tokener_parse(json),
+				   *flat = json_object_new_array();
+
+		/* "samples": every point of every device, with its device, in time order per device */
+		for (size_t i = 0; series != NULL && i < json_object_array_length(series); i++) {
+			struct json_object *sr = json_object_array_get_idx(series, i), *dev, *pts;
+
+			json_object_object_get_ex(sr, "device_uuid", &dev);
+			json_object_object_get_ex(sr, "points", &pts);
+			for (size_t k = 0; pts != NULL && k < json_object_array_length(pts); k++) {
+				struct json_object *pt = json_object_array_get_idx(pts, k), *c;
+
+				c = json_object_new_object();
+				json_object_object_add(c, "device_uuid", json_object_get(dev));
+				json_object_object_foreach(pt, key, val)
+				    json_object_object_add(c, key, json_object_get(val));
+				json_object_array_add(flat, c);
+			}
+		}
+		json_object_object_add(o, "samples", flat);
+		json_object_object_add(o, "series", series);
+	}
 	response_json(req, res, 200, o);
 	return 0;
 }

@@ -882,6 +882,9 @@ test_telemetry(void **state)
 	assert_status(r, 200);
 	assert_json_str(r->json, "step", "raw");
 	assert_int_equal(fx_json_len(r->json, "series[0].points"), 3);
+	assert_int_equal(fx_json_len(r->json, "samples"), 3);
+	assert_json_str(r->json, "samples[0].device_uuid", GPU0);
+	assert_true(json_object_get_double(fx_json(r->json, "samples[0].power_w")) == 300.5);
 	r = fx_request(fx, alice, "GET", fx_str(fx, "/v1/gpus/%s/metrics", GPU0), NULL);
 	assert_problem(r, 403, "forbidden");
 	r = fx_request(fx, op, "GET", fx_str(fx, "/v1/gpus/%s/metrics?step=0", GPU0), NULL);
@@ -1032,7 +1035,7 @@ test_cli(void **state)
 		fx_str(fx, "GPUPOOL_TOKEN=%s", op), NULL };
 	struct fx_proc *p;
 
-	p = fx_cli(fx, op_env, NULL, "agents", "enroll-token", "c1", "--expires-in", "120", NULL);
+	p = fx_cli(fx, op_env, NULL, "nodes", "enroll-token", "c1", "--expires-in", "120", NULL);
 	assert_int_equal(p->status, 0);
 	assert_memory_equal(p->out, "gpe_", 4);
 	{
@@ -1055,7 +1058,7 @@ test_cli(void **state)
 	p = fx_cli(fx, op_env, NULL, "profiles", "list", "--node", "n1", "--all", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "trainer-0"));
-	p = fx_cli(fx, op_env, NULL, "metrics", GPU0, "--step", "3600", "--from",
+	p = fx_cli(fx, op_env, NULL, "gpus", "metrics", GPU0, "--step", "3600", "--from",
 	    fx_sql_text(fx,
 		"SELECT to_char(now() AT TIME ZONE 'UTC' - interval '4 hours', "
 		"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"),
