@@ -304,7 +304,8 @@ enroll_gpu(struct request *req, struct json_object *in, const char *path,
 		    json_object_new_string(arena_printf(req->arena,
 			"%s: unknown GPU model \"%s\" (PCI id %s): not registered; add it to the "
 			"GPU catalog",
-			path, printable(product) ? product : "?", pci && printable(pci) ? pci : "?")));
+			path, printable(product) ? product : "?",
+			pci && printable(pci) ? pci : "?")));
 		return NULL;
 	}
 	if (mig && !m->mig_capable) {
@@ -329,10 +330,10 @@ enroll_gpu(struct request *req, struct json_object *in, const char *path,
 			return NULL;
 		}
 		for (size_t i = 0; i < json_object_array_length(insts); i++) {
-			struct json_object *io = enroll_instance(req,
-			    json_object_array_get_idx(insts, i),
-			    arena_printf(req->arena, "%s.instances[%zu]", path, i), m, mig, warnings,
-			    err);
+			struct json_object *io =
+			    enroll_instance(req, json_object_array_get_idx(insts, i),
+				arena_printf(req->arena, "%s.instances[%zu]", path, i), m, mig,
+				warnings, err);
 
 			if (io != NULL)
 				json_object_array_add(o, io);
@@ -397,8 +398,8 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 	else if (gpus != NULL)
 		for (size_t i = 0; i < json_object_array_length(gpus); i++) {
 			const char *path = arena_printf(req->arena, "gpus[%zu]", i);
-			struct json_object *g =
-			    enroll_gpu(req, json_object_array_get_idx(gpus, i), path, warnings, err);
+			struct json_object *g = enroll_gpu(req, json_object_array_get_idx(gpus, i),
+			    path, warnings, err);
 			struct json_object *idx;
 
 			if (g == NULL)
@@ -544,8 +545,8 @@ query_int(struct request *req, const char *name, int64_t min, int64_t max, int64
 
 /* Answer 200 with the document when its generation is past `after`, else 304. */
 static int
-desired_answer(struct request *req, struct response *res, const struct desired_wait *w,
-    bool *sent, struct gp_error *err)
+desired_answer(struct request *req, struct response *res, const struct desired_wait *w, bool *sent,
+    struct gp_error *err)
 {
 	int64_t gen = 0;
 	const char *doc = NULL;
@@ -554,7 +555,8 @@ desired_answer(struct request *req, struct response *res, const struct desired_w
 	if (db_agent_generation(db_thread(), req->arena, w->node_id, &gen, err) < 0)
 		return -1;
 	if (gen > w->after) {
-		if (db_agent_desired_state(db_thread(), req->arena, w->node_id, &gen, &doc, err) < 0)
+		if (db_agent_desired_state(db_thread(), req->arena, w->node_id, &gen, &doc, err) <
+		    0)
 			return -1;
 		response_raw(res, 200, "application/json", doc, strlen(doc));
 		*sent = true;
@@ -591,7 +593,8 @@ api_agent_desired_state(struct request *req, struct response *res, struct gp_err
 	if (sent || wait_s == 0)
 		return 0;
 	/* nothing new: wait for a wake of node:<id> (any replica) or the deadline */
-	return api_defer_until(req, res, arena_printf(req->arena, "node:%lld", (long long)w->node_id),
+	return api_defer_until(req, res,
+	    arena_printf(req->arena, "node:%lld", (long long)w->node_id),
 	    time_mono_us() + wait_s * 1000000, desired_woken, w, err);
 }
 
@@ -780,7 +783,8 @@ api_agent_status(struct request *req, struct response *res, struct gp_error *err
 	errs = json_own(req->arena, status_errors(req, errors, err));
 	if (gp_error_isset(err) || err->nfields > 0) {
 		if (!gp_error_isset(err))
-			gp_error_set(err, 422, "validation_failed", "the status report is not valid");
+			gp_error_set(err, 422, "validation_failed",
+			    "the status report is not valid");
 		return -1;
 	}
 	t.gpus_json = json_to_arena(req->arena, clean, NULL);
@@ -855,15 +859,18 @@ api_node_mig_config(struct request *req, struct response *res, struct gp_error *
 	for (size_t i = 0; gpus != NULL && i < json_object_array_length(gpus); i++) {
 		struct json_object *g = json_object_array_get_idx(gpus, i), *v, *devs;
 
-		if (!json_object_object_get_ex(g, "index", &v) || json_object_get_type(v) != json_type_int)
+		if (!json_object_object_get_ex(g, "index", &v) ||
+		    json_object_get_type(v) != json_type_int)
 			continue;
 		strbuf_printf(b, "    - devices: [%d]\n", json_object_get_int(v));
 		json_object_object_get_ex(g, "mig_enabled", &v);
-		strbuf_printf(b, "      mig-enabled: %s\n", json_object_get_boolean(v) ? "true" : "false");
-		if (json_object_object_get_ex(g, "devices", &devs) && json_object_object_length(devs) > 0) {
+		strbuf_printf(b, "      mig-enabled: %s\n",
+		    json_object_get_boolean(v) ? "true" : "false");
+		if (json_object_object_get_ex(g, "devices", &devs) &&
+		    json_object_object_length(devs) > 0) {
 			strbuf_printf(b, "      mig-devices:\n");
 			json_object_object_foreach(devs, k, n)
-				strbuf_printf(b, "        \"%s\": %d\n", k, json_object_get_int(n));
+			    strbuf_printf(b, "        \"%s\": %d\n", k, json_object_get_int(n));
 		}
 	}
 	response_raw(res, 200, "application/yaml", b->p, strlen(b->p));

@@ -60,8 +60,7 @@ DB_STMT(stmt_agent_desired,
 DB_STMT(stmt_agent_node_gpus,
     "SELECT coalesce(json_agg(g.uuid ORDER BY g.gpu_index), '[]')::text FROM gpus g "
     "WHERE g.node_id = $1");
-DB_STMT(stmt_agent_status,
-    "SELECT agent_apply_status($1, $2, $3, $4::jsonb, $5::jsonb)::text");
+DB_STMT(stmt_agent_status, "SELECT agent_apply_status($1, $2, $3, $4::jsonb, $5::jsonb)::text");
 DB_STMT(stmt_agent_heartbeat, "SELECT agent_heartbeat($1, $2)");
 DB_STMT(stmt_agent_liveness, "SELECT agent_liveness_sweep(make_interval(secs => $1::int))");
 DB_STMT(stmt_agent_mig_layout,
@@ -121,8 +120,8 @@ db_enroll_tokens_list(struct db *db, struct arena *a, int64_t cluster_id, const 
 }
 
 int
-db_enroll_token_revoke(struct db *db, struct arena *a, int64_t cluster_id, int64_t id,
-    bool *found, struct gp_error *err)
+db_enroll_token_revoke(struct db *db, struct arena *a, int64_t cluster_id, int64_t id, bool *found,
+    struct gp_error *err)
 {
 	const char *p[2] = { db_param_int(a, cluster_id), db_param_int(a, id) };
 	PGresult *r = db_exec(db, a, &stmt_agent_enroll_revoke, 2, p, err);
@@ -151,8 +150,8 @@ db_enroll_token_consume(struct db *db, struct arena *a, const unsigned char *dig
 }
 
 int
-db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e,
-    int64_t *node_id, const char **node_json, struct gp_error *err)
+db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e, int64_t *node_id,
+    const char **node_json, struct gp_error *err)
 {
 	const char *p[11] = { db_param_int(a, e->token_id), db_param_int(a, e->cluster_id),
 		e->node_name, e->hostname, e->callback_url, e->agent_version,
@@ -175,8 +174,8 @@ db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e
 }
 
 int
-db_node_token_replace(struct db *db, struct arena *a, int64_t node_id,
-    const unsigned char *digest, struct gp_error *err)
+db_node_token_replace(struct db *db, struct arena *a, int64_t node_id, const unsigned char *digest,
+    struct gp_error *err)
 {
 	const char *p[2] = { db_param_int(a, node_id), NULL };
 
@@ -233,8 +232,8 @@ db_agent_apply_status(struct db *db, struct arena *a, int64_t node_id, int64_t o
     const char *version, const char *gpus_json, const char *errors_json, const char **result,
     struct gp_error *err)
 {
-	const char *p[5] = { db_param_int(a, node_id), db_param_int(a, observed), version, gpus_json,
-		errors_json };
+	const char *p[5] = { db_param_int(a, node_id), db_param_int(a, observed), version,
+		gpus_json, errors_json };
 
 	return one_text(db, a, &stmt_agent_status, 5, p, result, err);
 }
@@ -243,7 +242,8 @@ int
 db_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
     int64_t *generation, struct gp_error *err)
 {
-	const char *p[2] = { db_param_int(a, node_id), observed < 0 ? NULL : db_param_int(a, observed) };
+	const char *p[2] = { db_param_int(a, node_id),
+		observed < 0 ? NULL : db_param_int(a, observed) };
 	PGresult *r = db_exec(db, a, &stmt_agent_heartbeat, 2, p, err);
 
 	if (r == NULL)

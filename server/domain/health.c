@@ -60,8 +60,8 @@ xid_catalog_load(struct xid_catalog **out, const char *json, size_t len, struct 
 		goto fail;
 	jf_init(&f, tmp, root, "", err);
 	if (jf_string(&f, "about", false, 65536, &about) < 0 ||
-	    jf_object(&f, "actions", false, &actions) < 0 || jf_array(&f, "xids", true, &xids) < 0 ||
-	    jf_finish(&f) < 0)
+	    jf_object(&f, "actions", false, &actions) < 0 ||
+	    jf_array(&f, "xids", true, &xids) < 0 || jf_finish(&f) < 0)
 		goto fail;
 	for (size_t i = 0; i < json_object_array_length(xids); i++) {
 		struct json_object *e = json_object_array_get_idx(xids, i);
@@ -141,17 +141,18 @@ health_recovery_action_valid(const char *action)
 }
 
 const char *
-health_fail_reason(const struct xid_catalog *c, const struct gpu_health_report *r,
-    struct arena *a)
+health_fail_reason(const struct xid_catalog *c, const struct gpu_health_report *r, struct arena *a)
 {
 	for (int i = 0; i < r->nxids; i++) {
 		const char *name = NULL;
 		enum xid_action act = xid_lookup(c, r->xids[i], &name);
 
 		if (act == XID_RESET_GPU)
-			return arena_printf(a, "Xid %d (%s): the GPU needs a reset", r->xids[i], name);
+			return arena_printf(a, "Xid %d (%s): the GPU needs a reset", r->xids[i],
+			    name);
 		if (act == XID_REBOOT)
-			return arena_printf(a, "Xid %d (%s): the node needs a reboot", r->xids[i], name);
+			return arena_printf(a, "Xid %d (%s): the node needs a reboot", r->xids[i],
+			    name);
 	}
 	if (r->ecc_uncorrected > 0)
 		return arena_printf(a, "%lld uncorrectable ECC errors",

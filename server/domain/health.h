@@ -36,8 +36,8 @@ enum xid_action xid_lookup(const struct xid_catalog *c, int xid, const char **na
 
 /* What an agent reports about one GPU's health. */
 struct gpu_health_report {
-	int64_t ecc_uncorrected;    /* volatile uncorrectable ECC errors; < 0 unknown */
-	bool remapped_rows_failure; /* a row remapping failed */
+	int64_t ecc_uncorrected;     /* volatile uncorrectable ECC errors; < 0 unknown */
+	bool remapped_rows_failure;  /* a row remapping failed */
 	const char *recovery_action; /* none|gpu_reset|node_reboot|drain_p2p|drain_and_reset|NULL */
 	const int *xids;
 	int nxids;

@@ -224,6 +224,34 @@ request_pool(struct fixture *fx, const char *action, const char *pool, const cha
 	return fx_json_int(r->json, "pool_id");
 }
 
+/* request_pool with placement limited to agent a's node (the others cordoned
+ * for the approval): nodes of stopped agents stay ready until the liveness
+ * grace has passed, and a layout placed there would never be realized. */
+static int64_t
+request_on(struct fixture *fx, const struct agent *a, const char *action, const char *pool,
+    const char *items)
+{
+	const char *others = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(name, ' ' ORDER BY name), '') FROM nodes "
+	    "WHERE name <> $1 AND status = 'ready'",
+	    a->name);
+	char list[2048];
+	snprintf(list, sizeof(list), "%s", others);
+	for (char *save = NULL, *n = strtok_r(list, " ", &save); n != NULL;
+	     n = strtok_r(NULL, " ", &save))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", n),
+				  NULL),
+		    200);
+	int64_t id = request_pool(fx, action, pool, items);
+	snprintf(list, sizeof(list), "%s", others);
+	for (char *save = NULL, *n = strtok_r(list, " ", &save); n != NULL;
+	     n = strtok_r(NULL, " ", &save))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/uncordon", n),
+				  NULL),
+		    200);
+	return id;
+}
+
 static const char *
 pool_status_sql(void)
 {
@@ -272,7 +300,7 @@ test_enroll_approve_release(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 
 	/* 3g.40gb + 2 x 2g.20gb fits one H100 only as 3g@4, 2g@0, 2g@2 */
-	request_pool(fx, "create", "p1", "[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]");
+	request_on(fx, a, "create", "p1", "[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]");
 	wait_count(fx, a, 1, pool_status_sql(), "p1");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
@@ -283,7 +311,7 @@ test_enroll_approve_release(void **state)
 	    "SELECT string_agg(a.profile || '@' || a.start, ' ' ORDER BY a.start) "
 	    "FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = 'p1'");
 	int gpu = (int)fx_sql_int64(fx,
-	    "SELECT DISTINCT g.index FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "SELECT DISTINCT g.gpu_index FROM allocations a JOIN pools p ON p.id = a.pool_id "
 	    "JOIN gpus g ON g.id = a.gpu_id WHERE p.name = 'p1'");
 	const char *got = realized(fx, a, gpu);
 	assert_int_equal(strlen(got), strlen(placed));
@@ -311,11 +339,11 @@ test_longpoll_only_and_kill9(void **state)
 	wait_count(fx, a, 2,
 	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
 	    a->name);
-	request_pool(fx, "create", "p2", "[\"H100-80GB/7g.80gb=1\"]");
+	request_on(fx, a, "create", "p2", "[\"H100-80GB/7g.80gb=1\"]");
 	wait_count(fx, a, 1, pool_status_sql(), "p2");
 	/* kill -9; approve while it is down; restart with no token: converges */
 	agent_kill(a, SIGKILL);
-	request_pool(fx, "expand", "p2", "[\"H100-80GB/3g.40gb=2\"]");
+	request_on(fx, a, "expand", "p2", "[\"H100-80GB/3g.40gb=2\"]");
 	agent_spawn(fx, a, NULL);
 	wait_count(fx, a, 3,
 	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
@@ -347,9 +375,7 @@ test_failed_apply_degrades(void **state)
 	wait_count(fx, a, 1,
 	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
 	    a->name);
-	/* only this node takes placements: cordon the others */
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
-	request_pool(fx, "create", "p3", "[\"H100-80GB/1g.10gb=1\"]");
+	request_on(fx, a, "create", "p3", "[\"H100-80GB/1g.10gb=1\"]");
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT n.name FROM allocations a JOIN pools p ON p.id = a.pool_id "
 				"JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
@@ -361,7 +387,6 @@ test_failed_apply_degrades(void **state)
 			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
 			     "WHERE p.name = 'p3' AND a.state = 'failed'"),
 	    1);
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
 	request_pool(fx, "release", "p3", NULL);
 	agent_kill(a, SIGTERM);
 }
@@ -431,9 +456,7 @@ test_revoked_token_reenroll(void **state)
 	assert_int_equal(ag_write_file(fx_str(fx, "%s/enroll-token", a->dir), t, strlen(t), 0600),
 	    0);
 	agent_spawn(fx, a, NULL);
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
-	request_pool(fx, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
+	request_on(fx, a, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
 	wait_count(fx, a, 1, pool_status_sql(), "p5");
 	assert_int_equal(fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name),
 	    node_id);

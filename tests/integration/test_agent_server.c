@@ -52,8 +52,8 @@ group_setup(void **state)
 static const char *
 enroll_token(struct fixture *fx)
 {
-	struct gp_client_response *r = fx_request(fx, op, "POST", "/v1/clusters/c1/enrollment-tokens",
-	    "{\"expires_in_seconds\":600}");
+	struct gp_client_response *r = fx_request(fx, op, "POST",
+	    "/v1/clusters/c1/enrollment-tokens", "{\"expires_in_seconds\":600}");
 
 	assert_status(r, 201);
 	assert_non_null(strstr(fx_json_str(r->json, "token"), "gpe_"));
@@ -68,7 +68,8 @@ enroll(struct fixture *fx, const char *etoken, const char *name, long status)
 	struct gp_client_response *r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
 	    "{\"enrollment_token\":\"%s\",\"node_name\":\"%s\",\"hostname\":\"%s.example\","
 	    "\"callback_url\":\"http://127.0.0.1:9/\",\"agent_version\":\"test\","
-	    "\"gpus\":[{\"uuid\":\"" GPU0 "\",\"index\":0,\"product_name\":\"NVIDIA H100 80GB HBM3\","
+	    "\"gpus\":[{\"uuid\":\"" GPU0
+	    "\",\"index\":0,\"product_name\":\"NVIDIA H100 80GB HBM3\","
 	    "\"pci_device_id\":\"0x233010DE\",\"memory_mib\":81559,\"mig_enabled\":false,"
 	    "\"instances\":[]},"
 	    "{\"uuid\":\"" GPU1 "\",\"index\":1,\"product_name\":\"NVIDIA H100 80GB HBM3\","
@@ -104,8 +105,9 @@ test_enroll(void **state)
 	const char *et = enroll_token(fx), *before;
 
 	/* hostile and malformed enrollments change nothing and keep the token usable */
-	before = fx_sql_text(fx, "SELECT concat((SELECT count(*) FROM nodes), '/', "
-				 "(SELECT count(*) FROM gpus), '/', (SELECT count(*) FROM node_tokens))");
+	before = fx_sql_text(fx,
+	    "SELECT concat((SELECT count(*) FROM nodes), '/', "
+	    "(SELECT count(*) FROM gpus), '/', (SELECT count(*) FROM node_tokens))");
 	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll", "{\"enrollment_token\":\"%s\"}", et);
 	assert_problem(r, 422, "validation_failed");
 	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
@@ -128,8 +130,9 @@ test_enroll(void **state)
 	    "\"gpus\":[]}");
 	assert_problem(r, 401, "invalid_enrollment_token");
 	assert_string_equal(before,
-	    fx_sql_text(fx, "SELECT concat((SELECT count(*) FROM nodes), '/', "
-			    "(SELECT count(*) FROM gpus), '/', (SELECT count(*) FROM node_tokens))"));
+	    fx_sql_text(fx,
+		"SELECT concat((SELECT count(*) FROM nodes), '/', "
+		"(SELECT count(*) FROM gpus), '/', (SELECT count(*) FROM node_tokens))"));
 
 	r = enroll(fx, et, "n1", 201);
 	node_token = fx_json_str(r->json, "node_token");
@@ -143,16 +146,19 @@ test_enroll(void **state)
 	assert_non_null(strstr(json_object_get_string(
 				   json_object_array_get_idx(fx_json(r->json, "warnings"), 0)),
 	    "unknown GPU model"));
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations a JOIN gpus g ON "
-					  "g.id = a.gpu_id WHERE g.uuid = '" GPU1 "' AND a.pool_id IS NULL "
-					  "AND a.profile = '1g.10gb' AND a.start = 6 AND a.state = 'ready'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations a JOIN gpus g ON "
+			     "g.id = a.gpu_id WHERE g.uuid = '" GPU1 "' AND a.pool_id IS NULL "
+			     "AND a.profile = '1g.10gb' AND a.start = 6 AND a.state = 'ready'"),
 	    1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM nodes WHERE name = 'n1' AND "
-					  "managed_by_agent AND push_secret IS NOT NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM nodes WHERE name = 'n1' AND "
+			     "managed_by_agent AND push_secret IS NOT NULL"),
 	    1);
 	/* the secret is not stored: only its digest */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM node_tokens WHERE "
-					  "encode(digest, 'escape') LIKE '%gpn_%'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM node_tokens WHERE "
+			     "encode(digest, 'escape') LIKE '%gpn_%'"),
 	    0);
 
 	/* one-time: the same enrollment token again is refused */
@@ -164,7 +170,8 @@ test_enroll(void **state)
 	assert_problem(r, 403, "node_token_forbidden");
 	r = fx_request(fx, node_token, "GET", "/v1/projects", NULL);
 	assert_problem(r, 403, "node_token_forbidden");
-	r = fx_request(fx, op, "PUT", "/v1/agent/status", "{\"observed_generation\":0,\"gpus\":[]}");
+	r = fx_request(fx, op, "PUT", "/v1/agent/status",
+	    "{\"observed_generation\":0,\"gpus\":[]}");
 	assert_problem(r, 403, "forbidden");
 	r = fx_request(fx, alice, "POST", "/v1/clusters/c1/enrollment-tokens", "{}");
 	assert_problem(r, 403, "forbidden");
@@ -173,8 +180,9 @@ test_enroll(void **state)
 	assert_json_str(r->json, "items[0].state", "used");
 	assert_json_str(r->json, "items[0].node", "n1");
 	assert_json_absent(r->json, "items[0].token");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM audit_log WHERE action = 'node.enroll' "
-					  "AND object_id = 'n1'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.enroll' "
+			     "AND object_id = 'n1'"),
 	    1);
 }
 
@@ -199,14 +207,16 @@ poll_thread(void *arg)
 
 	memset(&r, 0, sizeof(r));
 	gp_client_set_retries(c, 0);
-	snprintf(path, sizeof(path), "/v1/agent/desired-state?after=%lld&wait=20", (long long)p->after);
+	snprintf(path, sizeof(path), "/v1/agent/desired-state?after=%lld&wait=20",
+	    (long long)p->after);
 	if (gp_client_set_token(c, p->token) == 0 &&
 	    gp_client_request(c, "GET", path, NULL, 0, NULL, &r) == 0) {
 		p->status = r.status;
 		if (r.json != NULL && fx_json_has(r.json, "generation")) {
 			p->generation = json_object_get_int64(fx_json(r.json, "generation"));
-			p->ninstances = (int)json_object_array_length(fx_json(
-			    json_object_array_get_idx(fx_json(r.json, "gpus"), 1), "instances"));
+			p->ninstances = (int)json_object_array_length(
+			    fx_json(json_object_array_get_idx(fx_json(r.json, "gpus"), 1),
+				"instances"));
 		}
 	}
 	p->took_ms = (time_mono_us() - t0) / 1000;
@@ -258,7 +268,8 @@ test_desired_state(void **state)
 	    "\"profile\":\"3g.40gb\",\"count\":1}],\"justification\":\"test\"}");
 	assert_status(r, 201);
 	pool_request = fx_json_int(r->json, "id");
-	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)pool_request),
+	r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)pool_request),
 	    "{\"note\":\"ok\"}");
 	assert_status(r, 200);
 	pthread_join(t, NULL);
@@ -274,7 +285,8 @@ test_desired_state(void **state)
 		int64_t t0 = time_mono_us();
 
 		r = fx_request(fx, node_token, "GET",
-		    fx_str(fx, "/v1/agent/desired-state?after=%lld&wait=1", (long long)p.generation),
+		    fx_str(fx, "/v1/agent/desired-state?after=%lld&wait=1",
+			(long long)p.generation),
 		    NULL);
 		assert_status(r, 304);
 		assert_true(time_mono_us() - t0 >= 900 * 1000);
@@ -299,8 +311,9 @@ test_status(void **state)
 	struct fixture *fx = *state;
 	struct gp_client_response *r;
 	int64_t gen = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'n1'");
-	int start = (int)fx_sql_int64(fx, "SELECT a.start FROM allocations a JOIN pools p ON "
-					   "p.id = a.pool_id WHERE p.name = 'train'");
+	int start = (int)fx_sql_int64(fx,
+	    "SELECT a.start FROM allocations a JOIN pools p ON "
+	    "p.id = a.pool_id WHERE p.name = 'train'");
 	char gpus[1024];
 
 	assert_string_equal(alloc_state(fx, "3g.40gb"), "reserved");
@@ -321,16 +334,20 @@ test_status(void **state)
 	    start);
 	status_report(fx, node_token, gen, gpus, NULL, 200);
 	assert_string_equal(alloc_state(fx, "3g.40gb"), "ready");
-	assert_string_equal(fx_sql_text(fx, "SELECT device_uuid FROM allocations a JOIN pools p ON "
-					    "p.id = a.pool_id WHERE p.name = 'train'"),
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT device_uuid FROM allocations a JOIN pools p ON "
+				"p.id = a.pool_id WHERE p.name = 'train'"),
 	    "MIG-train");
-	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'train'"), "active");
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'train'"),
+	    "active");
 	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
 				fx_str(fx, "%lld", (long long)pool_request)),
 	    "fulfilled");
 	/* Xid 13 is the application's: the GPU stays healthy */
-	assert_string_equal(fx_sql_text(fx, "SELECT health FROM gpus WHERE uuid = '" GPU1 "'"), "ok");
-	assert_int_equal(fx_sql_int64(fx, "SELECT observed_generation FROM nodes WHERE name = 'n1'"),
+	assert_string_equal(fx_sql_text(fx, "SELECT health FROM gpus WHERE uuid = '" GPU1 "'"),
+	    "ok");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT observed_generation FROM nodes WHERE name = 'n1'"),
 	    gen);
 
 	/* drift: an instance nobody placed, then gone again */
@@ -342,8 +359,9 @@ test_status(void **state)
 	    "{\"profile\":\"1g.10gb\",\"start\":%d,\"size\":1,\"uuid\":\"MIG-rogue\"}]}]",
 	    start, start == 0 ? 4 : 0);
 	status_report(fx, node_token, gen, gpus, NULL, 200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM alerts WHERE type = 'drift' AND "
-					  "resolved_at IS NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = 'drift' AND "
+			     "resolved_at IS NULL"),
 	    1);
 	snprintf(gpus, sizeof(gpus),
 	    "[{\"uuid\":\"" GPU0 "\",\"index\":0,\"mig_enabled\":false,\"instances\":[]},"
@@ -352,13 +370,15 @@ test_status(void **state)
 	    "{\"profile\":\"3g.40gb\",\"start\":%d,\"size\":4,\"uuid\":\"MIG-train\"}]}]",
 	    start);
 	status_report(fx, node_token, gen, gpus, NULL, 200);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM alerts WHERE type = 'drift' AND "
-					  "resolved_at IS NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = 'drift' AND "
+			     "resolved_at IS NULL"),
 	    0);
 
 	/* hostile reports change nothing */
 	r = fx_request(fx, node_token, "PUT", "/v1/agent/status",
-	    "{\"observed_generation\":1,\"gpus\":[{\"uuid\":\"" GPU1 "\",\"recovery_action\":\"x\"}]}");
+	    "{\"observed_generation\":1,\"gpus\":[{\"uuid\":\"" GPU1
+	    "\",\"recovery_action\":\"x\"}]}");
 	assert_problem(r, 422, "validation_failed");
 	r = fx_request(fx, node_token, "PUT", "/v1/agent/status", "{\"observed_generation\":1}");
 	assert_problem(r, 422, "validation_failed");
@@ -376,17 +396,20 @@ test_status(void **state)
 	status_report(fx, node_token, gen, gpus, NULL, 200);
 	assert_string_equal(fx_sql_text(fx, "SELECT health FROM gpus WHERE uuid = '" GPU1 "'"),
 	    "failed");
-	assert_non_null(strstr(fx_sql_text(fx, "SELECT health_reason FROM gpus WHERE uuid = '" GPU1 "'"),
-	    "Xid 79"));
+	assert_non_null(
+	    strstr(fx_sql_text(fx, "SELECT health_reason FROM gpus WHERE uuid = '" GPU1 "'"),
+		"Xid 79"));
 	assert_string_equal(alloc_state(fx, "3g.40gb"), "failed");
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'train'"),
 	    "degraded");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM alerts WHERE type = 'gpu_failed' "
-					  "AND severity = 'critical' AND resolved_at IS NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = 'gpu_failed' "
+			     "AND severity = 'critical' AND resolved_at IS NULL"),
 	    1);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpu_health_intervals h JOIN gpus g "
-					  "ON g.id = h.gpu_id WHERE g.uuid = '" GPU1 "' AND "
-					  "h.health = 'failed' AND h.ended_at IS NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpu_health_intervals h JOIN gpus g "
+			     "ON g.id = h.gpu_id WHERE g.uuid = '" GPU1 "' AND "
+			     "h.health = 'failed' AND h.ended_at IS NULL"),
 	    1);
 	/* a failed GPU is out of placement */
 	r = fx_request(fx, op, "POST", "/v1/capacity/simulate",
@@ -410,7 +433,8 @@ test_status(void **state)
 	    start);
 	status_report(fx, node_token, gen, gpus, NULL, 200);
 	assert_string_equal(alloc_state(fx, "3g.40gb"), "ready");
-	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'train'"), "active");
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'train'"),
+	    "active");
 
 	/* release: releasing until the instance is gone, then released */
 	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
@@ -419,18 +443,20 @@ test_status(void **state)
 	{
 		int64_t rel = fx_json_int(r->json, "id");
 
-		r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)rel),
-		    "{}");
+		r = fx_request(fx, op, "POST",
+		    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)rel), "{}");
 		assert_status(r, 200);
 		assert_string_equal(alloc_state(fx, "3g.40gb"), "releasing");
 		status_report(fx, node_token, gen, gpus, NULL, 200); /* still there */
 		assert_string_equal(alloc_state(fx, "3g.40gb"), "releasing");
 		status_report(fx, node_token, gen,
-		    "[{\"uuid\":\"" GPU0 "\",\"instances\":[]},{\"uuid\":\"" GPU1 "\",\"instances\":["
+		    "[{\"uuid\":\"" GPU0 "\",\"instances\":[]},{\"uuid\":\"" GPU1
+		    "\",\"instances\":["
 		    "{\"profile\":\"1g.10gb\",\"start\":6,\"size\":1,\"uuid\":\"MIG-found\"}]}]",
 		    NULL, 200);
 		assert_string_equal(alloc_state(fx, "3g.40gb"), "released");
-		assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'train'"),
+		assert_string_equal(fx_sql_text(fx,
+					"SELECT status FROM pools WHERE name = 'train'"),
 		    "released");
 		assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
 					fx_str(fx, "%lld", (long long)rel)),
@@ -461,8 +487,9 @@ test_apply_error(void **state)
 	    "[{\"gpu\":\"" GPU0 "\",\"profile\":\"full\",\"start\":0,\"message\":\"busy: a process "
 	    "holds the GPU\"}]",
 	    200);
-	assert_string_equal(fx_sql_text(fx, "SELECT a.state || ':' || a.error FROM allocations a JOIN "
-					    "pools p ON p.id = a.pool_id WHERE p.name = 'whole'"),
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT a.state || ':' || a.error FROM allocations a JOIN "
+				"pools p ON p.id = a.pool_id WHERE p.name = 'whole'"),
 	    "failed:busy: a process holds the GPU");
 	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
 				fx_str(fx, "%lld", (long long)id)),
@@ -480,26 +507,31 @@ test_liveness_and_tokens(void **state)
 	const char *old = node_token, *fresh;
 	int64_t t0;
 
-	r = fx_request(fx, node_token, "POST", "/v1/agent/heartbeat", "{\"observed_generation\":1}");
+	r = fx_request(fx, node_token, "POST", "/v1/agent/heartbeat",
+	    "{\"observed_generation\":1}");
 	assert_status(r, 200);
 	assert_true(fx_json_int(r->json, "generation") >= 1);
 	/* silent: unknown within grace + sweep interval, out of placement */
 	t0 = time_mono_us();
-	while (strcmp(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = 'n1'"), "unknown") != 0) {
+	while (
+	    strcmp(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = 'n1'"), "unknown") != 0) {
 		assert_true(time_mono_us() - t0 < 10 * 1000000);
 		usleep(200 * 1000);
 	}
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
-					  "WHERE n.name = 'n1' AND g.node_status <> 'unknown'"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+			     "WHERE n.name = 'n1' AND g.node_status <> 'unknown'"),
 	    0);
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM alerts WHERE type = 'node_unknown' "
-					  "AND resolved_at IS NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = 'node_unknown' "
+			     "AND resolved_at IS NULL"),
 	    1);
 	r = fx_request(fx, node_token, "POST", "/v1/agent/heartbeat", NULL);
 	assert_status(r, 200);
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = 'n1'"), "ready");
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM alerts WHERE type = 'node_unknown' "
-					  "AND resolved_at IS NULL"),
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = 'node_unknown' "
+			     "AND resolved_at IS NULL"),
 	    0);
 	/* hand-registered nodes are never touched by liveness */
 	r = fx_request(fx, op, "POST", "/v1/nodes",
@@ -523,7 +555,8 @@ test_liveness_and_tokens(void **state)
 	assert_problem(r, 401, "unauthorized");
 	r = fx_request(fx, op, "POST", "/v1/nodes/nope/agent-token/revoke", NULL);
 	assert_problem(r, 404, "not_found");
-	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = 'manual'"), "ready");
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = 'manual'"),
+	    "ready");
 
 	/* re-enrolling adopts the node with its GPUs and allocations */
 	{
@@ -532,8 +565,9 @@ test_liveness_and_tokens(void **state)
 		r = enroll(fx, enroll_token(fx), "n1", 201);
 		node_token = fx_json_str(r->json, "node_token");
 		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpus"), gpus);
-		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE "
-						  "pool_id IS NULL AND state <> 'released'"),
+		assert_int_equal(fx_sql_int64(fx,
+				     "SELECT count(*) FROM allocations WHERE "
+				     "pool_id IS NULL AND state <> 'released'"),
 		    1);
 	}
 	/* the mig-parted view */

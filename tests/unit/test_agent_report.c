@@ -79,9 +79,11 @@ test_enroll_shape(void **state)
 	struct ag_node n = node_fixture();
 	struct json_object *a = report_enroll_gpus(&n);
 	struct json_object *g = json_object_array_get_idx(a, 0);
-	assert_string_equal(keys(g), "index,instances,memory_mib,mig_enabled,pci_device_id,"
-				     "product_name,uuid");
-	struct json_object *in = json_object_array_get_idx(json_object_object_get(g, "instances"), 0);
+	assert_string_equal(keys(g),
+	    "index,instances,memory_mib,mig_enabled,pci_device_id,"
+	    "product_name,uuid");
+	struct json_object *in =
+	    json_object_array_get_idx(json_object_object_get(g, "instances"), 0);
 	assert_string_equal(keys(in), "profile,size,start,uuid");
 	assert_int_equal(json_object_get_int(json_object_object_get(in, "start")), 4);
 	json_object_put(a);
@@ -94,9 +96,11 @@ test_status_shape(void **state)
 	struct ag_node n = node_fixture();
 	struct json_object *a = report_status_gpus(&n);
 	struct json_object *g = json_object_array_get_idx(a, 0);
-	assert_string_equal(keys(g), "ecc_uncorrected,index,instances,mig_enabled,recovery_action,"
-				     "remapped_rows_failure,uuid,xid_events");
-	struct json_object *x = json_object_array_get_idx(json_object_object_get(g, "xid_events"), 0);
+	assert_string_equal(keys(g),
+	    "ecc_uncorrected,index,instances,mig_enabled,recovery_action,"
+	    "remapped_rows_failure,uuid,xid_events");
+	struct json_object *x =
+	    json_object_array_get_idx(json_object_object_get(g, "xid_events"), 0);
 	assert_string_equal(keys(x), "ts,xid");
 	assert_int_equal(json_object_get_int(json_object_object_get(x, "xid")), 79);
 	assert_string_equal(json_object_get_string(json_object_object_get(g, "recovery_action")),
@@ -113,15 +117,17 @@ test_sample_shape(void **state)
 	report_samples(&n, 1700000001, a);
 	assert_int_equal(json_object_array_length(a), 1);
 	struct json_object *s = json_object_array_get_idx(a, 0);
-	assert_string_equal(keys(s), "device_uuid,ecc_corrected,ecc_uncorrected,gpu_uuid,last_xid,"
-				     "memory_total_mib,memory_used_mib,power_w,remapped_rows,"
-				     "sm_active,temperature_c,ts");
+	assert_string_equal(keys(s),
+	    "device_uuid,ecc_corrected,ecc_uncorrected,gpu_uuid,last_xid,"
+	    "memory_total_mib,memory_used_mib,power_w,remapped_rows,"
+	    "sm_active,temperature_c,ts");
 	/* unknown values are null, never a made-up 0 */
 	struct json_object *v;
 	assert_true(json_object_object_get_ex(s, "sm_active", &v));
 	assert_null(v);
 	assert_int_equal(json_object_get_int(json_object_object_get(s, "last_xid")), 79);
-	assert_string_equal(json_object_get_string(json_object_object_get(s, "device_uuid")), "GPU-1");
+	assert_string_equal(json_object_get_string(json_object_object_get(s, "device_uuid")),
+	    "GPU-1");
 	json_object_put(a);
 }
 
