@@ -539,7 +539,7 @@ status_doc(struct agent *a, int *sent_xids, char *fp)
 		for (int k = 0; k < a->nxq[i]; k++) {
 			struct json_object *x = json_object_new_object();
 			json_object_object_add(x, "xid", json_object_new_int(a->xq[i][k].xid));
-			json_object_object_add(x, "ts", json_object_new_int64(a->xq[i][k].ts));
+			json_object_object_add(x, "ts", report_time(a->xq[i][k].ts));
 			json_object_array_add(xa, x);
 		}
 		sent_xids[i] = a->nxq[i];
@@ -677,7 +677,7 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		if (dev == NULL)
 			continue;
 		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "ts", json_object_new_int64(ts));
+		json_object_object_add(o, "ts", report_time(ts));
 		json_object_object_add(o, "gpu_uuid", json_object_new_string(d->gpu_uuid));
 		json_object_object_add(o, "device_uuid", json_object_new_string(dev));
 		if (d->sm_active >= 0)

@@ -3,7 +3,16 @@
  */
 #include <string.h>
 
+#include "core/timeutil.h"
 #include "report.h"
+
+struct json_object *
+report_time(long long unix_s)
+{
+	char buf[40];
+	time_format_rfc3339((int64_t)unix_s * 1000000, buf, sizeof(buf));
+	return json_object_new_string(buf);
+}
 
 static struct json_object *
 instances_json(const struct ag_gpu *g)
@@ -62,7 +71,7 @@ report_status_gpus(const struct ag_node *node)
 		for (int k = 0; k < g->nxids; k++) {
 			struct json_object *x = json_object_new_object();
 			json_object_object_add(x, "xid", json_object_new_int(g->xids[k].xid));
-			json_object_object_add(x, "ts", json_object_new_int64(g->xids[k].ts));
+			json_object_object_add(x, "ts", report_time(g->xids[k].ts));
 			json_object_array_add(xa, x);
 		}
 		json_object_object_add(o, "xid_events", xa);
@@ -90,7 +99,7 @@ report_samples(const struct ag_node *node, long long ts, struct json_object *sam
 		const struct ag_gpu *g = &node->gpus[i];
 		int last_xid = g->nxids > 0 ? g->xids[g->nxids - 1].xid : -1;
 		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "ts", json_object_new_int64(ts));
+		json_object_object_add(o, "ts", report_time(ts));
 		json_object_object_add(o, "gpu_uuid", json_object_new_string(g->uuid));
 		json_object_object_add(o, "device_uuid", json_object_new_string(g->uuid));
 		add_num(o, "power_w", g->power_w, false);

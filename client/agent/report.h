@@ -9,6 +9,9 @@
 
 #include "backend.h"
 
+/* unix seconds as the API's RFC 3339 UTC string ("2026-01-31T12:00:00Z"). */
+struct json_object *report_time(long long unix_s);
+
 /* The "gpus" array of POST /v1/agent/enroll. */
 struct json_object *report_enroll_gpus(const struct ag_node *node);
 

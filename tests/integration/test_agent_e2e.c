@@ -237,6 +237,34 @@ request_pool(struct fixture *fx, const char *action, const char *pool, const cha
 	return fx_json_int(r->json, "pool_id");
 }
 
+/* request_pool with placement limited to agent a's node (the others cordoned
+ * for the approval): nodes of stopped agents stay ready until the liveness
+ * grace has passed, and a layout placed there would never be realized. */
+static int64_t
+request_on(struct fixture *fx, const struct agent *a, const char *action, const char *pool,
+    const char *items)
+{
+	const char *others = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(name, ' ' ORDER BY name), '') FROM nodes "
+	    "WHERE name <> $1 AND status = 'ready'",
+	    a->name);
+	char list[2048];
+	snprintf(list, sizeof(list), "%s", others);
+	for (char *save = NULL, *n = strtok_r(list, " ", &save); n != NULL;
+	     n = strtok_r(NULL, " ", &save))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", n),
+				  NULL),
+		    200);
+	int64_t id = request_pool(fx, action, pool, items);
+	snprintf(list, sizeof(list), "%s", others);
+	for (char *save = NULL, *n = strtok_r(list, " ", &save); n != NULL;
+	     n = strtok_r(NULL, " ", &save))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/uncordon", n),
+				  NULL),
+		    200);
+	return id;
+}
+
 static const char *
 pool_status_sql(void)
 {
@@ -248,7 +276,9 @@ pool_status_sql(void)
 static int
 group_setup(void **state)
 {
-	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", NULL };
+	/* a short liveness grace: silent nodes turn unknown within seconds */
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", "GPUPOOL_AGENT_GRACE=5",
+		NULL };
 	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
 	if (fixture_create(&opts, &fx) < 0)
@@ -285,7 +315,7 @@ test_enroll_approve_release(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 
 	/* 3g.40gb + 2 x 2g.20gb fits one H100 only as 3g@4, 2g@0, 2g@2 */
-	request_pool(fx, "create", "p1", "[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]");
+	request_on(fx, a, "create", "p1", "[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]");
 	wait_count(fx, a, 1, pool_status_sql(), "p1");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
@@ -324,11 +354,11 @@ test_longpoll_only_and_kill9(void **state)
 	wait_count(fx, a, 2,
 	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
 	    a->name);
-	request_pool(fx, "create", "p2", "[\"H100-80GB/7g.80gb=1\"]");
+	request_on(fx, a, "create", "p2", "[\"H100-80GB/7g.80gb=1\"]");
 	wait_count(fx, a, 1, pool_status_sql(), "p2");
 	/* kill -9; approve while it is down; restart with no token: converges */
 	agent_kill(a, SIGKILL);
-	request_pool(fx, "expand", "p2", "[\"H100-80GB/3g.40gb=2\"]");
+	request_on(fx, a, "expand", "p2", "[\"H100-80GB/3g.40gb=2\"]");
 	agent_spawn(fx, a, NULL);
 	wait_count(fx, a, 3,
 	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
@@ -360,9 +390,7 @@ test_failed_apply_degrades(void **state)
 	wait_count(fx, a, 1,
 	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
 	    a->name);
-	/* only this node takes placements: cordon the others */
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
-	request_pool(fx, "create", "p3", "[\"H100-80GB/1g.10gb=1\"]");
+	request_on(fx, a, "create", "p3", "[\"H100-80GB/1g.10gb=1\"]");
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT n.name FROM allocations a JOIN pools p ON p.id = a.pool_id "
 				"JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
@@ -374,7 +402,6 @@ test_failed_apply_degrades(void **state)
 			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
 			     "WHERE p.name = 'p3' AND a.state = 'failed'"),
 	    1);
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
 	request_pool(fx, "release", "p3", NULL);
 	agent_retire(fx, a);
 }
@@ -444,9 +471,11 @@ test_revoked_token_reenroll(void **state)
 	assert_int_equal(ag_write_file(fx_str(fx, "%s/enroll-token", a->dir), t, strlen(t), 0600),
 	    0);
 	agent_spawn(fx, a, NULL);
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name <> $1", a->name);
-	request_pool(fx, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
-	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE status = 'cordoned'");
+	for (int i = 0; i < 100 && access(fx_str(fx, "%s/enroll-token", a->dir), F_OK) == 0; i++)
+		usleep(100000);
+	wait_count(fx, a, 1, "SELECT count(*) FROM nodes WHERE name = $1 AND status = 'ready'",
+	    a->name);
+	request_on(fx, a, "create", "p5", "[\"H100-80GB/4g.40gb=1\"]");
 	wait_count(fx, a, 1, pool_status_sql(), "p5");
 	assert_int_equal(fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1", a->name),
 	    node_id);
@@ -454,6 +483,165 @@ test_revoked_token_reenroll(void **state)
 	assert_int_equal(access(fx_str(fx, "%s/enroll-token", a->dir), F_OK), -1);
 	request_pool(fx, "release", "p5", NULL);
 	agent_retire(fx, a);
+}
+
+/* XIDs and ECC from the fake backend's fault file: an application XID (13)
+ * leaves the GPU healthy, a fatal one (79, fallen off the bus) and an
+ * uncorrectable ECC error mark it failed, raise an alert and take it out
+ * of placement. */
+static void
+test_faults_mark_gpus_failed(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a =
+	    agent_new(fx, "e2e-f", true, "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":3}]}");
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 3,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1 "
+	    "AND g.health = 'ok'",
+	    a->name);
+	const char *faults = "{\"gpus\":[{\"index\":0,\"xids\":[13]}]}";
+	const char *fpath = fx_str(fx, "%s/fake-faults.json", a->dir);
+	assert_int_equal(ag_write_file(fpath, faults, strlen(faults), 0644), 0);
+	/* the XID is reported (the agent logs it) but GPU 0 stays healthy */
+	sleep(3);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+			     "WHERE n.name = $1 AND g.health = 'ok'",
+			     a->name),
+	    3);
+	faults = "{\"gpus\":[{\"index\":0,\"xids\":[13]},{\"index\":1,\"xids\":[79]},"
+		 "{\"index\":2,\"ecc_uncorrected\":4}]}";
+	assert_int_equal(ag_write_file(fpath, faults, strlen(faults), 0644), 0);
+	wait_count(fx, a, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1 "
+	    "AND g.health = 'failed'",
+	    a->name);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT g.gpu_index FROM gpus g JOIN nodes n ON n.id = g.node_id "
+			     "WHERE n.name = $1 AND g.health = 'ok'",
+			     a->name),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts al JOIN nodes n ON n.id = al.node_id "
+			     "WHERE n.name = $1 AND al.type = 'gpu_failed' AND al.resolved_at IS NULL",
+			     a->name),
+	    2);
+	/* out of placement: two 7g.80gb do not fit on this node any more */
+	const char *others = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(name, ' '), '') FROM nodes WHERE name <> $1 "
+	    "AND status = 'ready'",
+	    a->name);
+	char list[2048];
+	snprintf(list, sizeof(list), "%s", others);
+	for (char *sv = NULL, *n = strtok_r(list, " ", &sv); n; n = strtok_r(NULL, " ", &sv))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", n),
+				  NULL),
+		    200);
+	struct gp_client_response *r =
+	    fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+		"{\"action\":\"create\",\"pool\":\"p6\",\"items\":[\"H100-80GB/7g.80gb=2\"],"
+		"\"justification\":\"e2e\"}");
+	assert_status(r, 201);
+	int64_t id = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+	    "{}");
+	assert_true(r->status == 409 || r->status == 422);
+	request_pool(fx, "create", "p6b", "[\"H100-80GB/7g.80gb=1\"]");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT g.gpu_index FROM allocations al JOIN pools p ON p.id = al.pool_id "
+			     "JOIN gpus g ON g.id = al.gpu_id WHERE p.name = 'p6b'"),
+	    0);
+	snprintf(list, sizeof(list), "%s", others);
+	for (char *sv = NULL, *n = strtok_r(list, " ", &sv); n; n = strtok_r(NULL, " ", &sv))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/uncordon", n),
+				  NULL),
+		    200);
+	wait_count(fx, a, 1, pool_status_sql(), "p6b");
+	request_pool(fx, "release", "p6b", NULL);
+	agent_kill(a, SIGTERM);
+}
+
+/* A silent agent (SIGSTOP) makes its node unknown after the grace period
+ * (5 s here) and ready again once it speaks (SIGCONT). */
+static void
+test_silent_agent_unknown(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-g", true, NULL);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 1, "SELECT count(*) FROM nodes WHERE name = $1 AND status = 'ready'",
+	    a->name);
+	kill(a->pid, SIGSTOP);
+	wait_count(fx, a, 1, "SELECT count(*) FROM nodes WHERE name = $1 AND status = 'unknown'",
+	    a->name);
+	kill(a->pid, SIGCONT);
+	wait_count(fx, a, 1, "SELECT count(*) FROM nodes WHERE name = $1 AND status = 'ready'",
+	    a->name);
+	agent_kill(a, SIGTERM);
+}
+
+/* The nvml backend, real code in a real agent process, against the
+ * stand-in libnvidia-ml.so.1 (tests/fixtures/nvml-stub/h100x2.json): GPU 1
+ * carries an uncorrectable ECC error, a remap failure and XID 48, so it is
+ * failed; the layout lands on GPU 0 at exactly the placements chosen. */
+static void
+test_nvml_backend_e2e(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-nvml", true, NULL);
+	a->nvml = true;
+	const char *stub_state = fx_str(fx, "%s/nvml-stub-state.json", fx->tmpdir);
+	setenv("GPUPOOL_NVML_STUB_CONFIG", FIXTURES_DIR "/nvml-stub/h100x2.json", 1);
+	setenv("GPUPOOL_NVML_STUB_STATE", stub_state, 1);
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 3,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	wait_count(fx, a, 1, "SELECT count(*) FROM gpus WHERE uuid = $1 AND health = 'failed'",
+	    "GPU-66666666-7777-8888-9999-000000000000");
+	request_on(fx, a, "create", "p7", "[\"H100-80GB/3g.40gb=1\",\"H100-80GB/2g.20gb=2\"]");
+	wait_count(fx, a, 1, pool_status_sql(), "p7");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT DISTINCT g.uuid FROM allocations al JOIN pools p ON p.id = "
+				"al.pool_id JOIN gpus g ON g.id = al.gpu_id WHERE p.name = 'p7'"),
+	    "GPU-11111111-2222-3333-4444-555555555555");
+	/* the stub's GPU 0 holds GPU + compute instances at those placements */
+	struct json_object *o = json_object_from_file(stub_state);
+	assert_non_null(o);
+	struct json_object *gis = gp_client_json_get(o, "[0].gis");
+	assert_int_equal(json_object_array_length(gis), 3);
+	const char *want = fx_sql_text(fx,
+	    "SELECT string_agg(al.start || ':' || al.size, ' ' ORDER BY al.start) FROM allocations al "
+	    "JOIN pools p ON p.id = al.pool_id WHERE p.name = 'p7'");
+	char got[128] = "";
+	for (int s0 = 0; s0 < 8; s0++)
+		for (size_t i = 0; i < 3; i++) {
+			struct json_object *g = json_object_array_get_idx(gis, i);
+			if (json_object_get_int(gp_client_json_get(g, "start")) != s0)
+				continue;
+			assert_int_equal(json_object_get_int(gp_client_json_get(g, "ci")), 1);
+			char one[32];
+			snprintf(one, sizeof(one), "%s%d:%d", got[0] ? " " : "", s0,
+			    json_object_get_int(gp_client_json_get(g, "size")));
+			strncat(got, one, sizeof(got) - strlen(got) - 1);
+		}
+	json_object_put(o);
+	assert_string_equal(got, want);
+	/* MIG device UUIDs from the stub became the allocations' device UUIDs */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+			     "WHERE p.name = 'p7' AND al.device_uuid LIKE 'MIG-11111111-stub-%'"),
+	    3);
+	request_pool(fx, "release", "p7", NULL);
+	wait_count(fx, a, 3,
+	    "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+	    "WHERE p.name = $1 AND al.state = 'released'",
+	    "p7");
+	o = json_object_from_file(stub_state);
+	assert_int_equal(json_object_array_length(gp_client_json_get(o, "[0].gis")), 0);
+	json_object_put(o);
+	agent_kill(a, SIGTERM);
 }
 
 int
@@ -465,6 +653,9 @@ main(void)
 		cmocka_unit_test(test_failed_apply_degrades),
 		cmocka_unit_test(test_push_signature_and_token_scope),
 		cmocka_unit_test(test_revoked_token_reenroll),
+		cmocka_unit_test(test_faults_mark_gpus_failed),
+		cmocka_unit_test(test_silent_agent_unknown),
+		cmocka_unit_test(test_nvml_backend_e2e),
 	};
 	return fixture_exit_status(
 	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));

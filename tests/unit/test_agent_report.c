@@ -103,6 +103,9 @@ test_status_shape(void **state)
 	    json_object_array_get_idx(json_object_object_get(g, "xid_events"), 0);
 	assert_string_equal(keys(x), "ts,xid");
 	assert_int_equal(json_object_get_int(json_object_object_get(x, "xid")), 79);
+	/* times are the API's RFC 3339 UTC strings */
+	assert_string_equal(json_object_get_string(json_object_object_get(x, "ts")),
+	    "2023-11-14T22:13:20Z");
 	assert_string_equal(json_object_get_string(json_object_object_get(g, "recovery_action")),
 	    "gpu_reset");
 	json_object_put(a);
@@ -126,6 +129,8 @@ test_sample_shape(void **state)
 	assert_true(json_object_object_get_ex(s, "sm_active", &v));
 	assert_null(v);
 	assert_int_equal(json_object_get_int(json_object_object_get(s, "last_xid")), 79);
+	assert_string_equal(json_object_get_string(json_object_object_get(s, "ts")),
+	    "2023-11-14T22:13:21Z");
 	assert_string_equal(json_object_get_string(json_object_object_get(s, "device_uuid")),
 	    "GPU-1");
 	json_object_put(a);

@@ -106,6 +106,7 @@ poll_again(struct agent *a)
 }
 
 static int enrolled, failures;
+static int enrolling; /* enrollments in flight (long-polls are not counted) */
 static long long accepted;
 
 static void
@@ -117,6 +118,7 @@ done(struct agent *a, long status)
 			fprintf(stderr, "enrollment token: HTTP %ld %s\n", status,
 			    a->buf ? a->buf : "");
 			failures++;
+			enrolling--;
 		} else {
 			char body[1024];
 			snprintf(body, sizeof(body),
@@ -130,6 +132,7 @@ done(struct agent *a, long status)
 			start(a, "POST", "/v1/agent/enroll", NULL, body);
 		}
 	} else if (a->phase == 1) {
+		enrolling--;
 		if (status != 201 || !json_object_object_get_ex(o, "node_token", &v)) {
 			fprintf(stderr, "enroll: HTTP %ld %s\n", status, a->buf ? a->buf : "");
 			failures++;
@@ -285,8 +288,8 @@ main(int argc, char **argv)
 	/* enroll, 64 at a time */
 	int next = 0;
 	while ((enrolled + failures < n) && now_s() - t0 < 600) {
-		/* 64 enrollments in flight (long-polls of enrolled agents do not count) */
-		while (next < n && next - (enrolled + failures) < 64) {
+		while (next < n && enrolling < 64) {
+			enrolling++;
 			ag[next].i = next;
 			ag[next].phase = 0;
 			start(&ag[next], "POST", "/v1/clusters/fleet/enrollment-tokens", admin,
