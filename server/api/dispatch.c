@@ -70,6 +70,8 @@ route_match(const char *pattern, const char *path, struct request *req, bool cap
 	return true;
 }
 
+#define FIND_ROUTE_OPTIONS (-2) /* an OPTIONS request answered by find_route itself */
+
 static int
 find_route(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -77,22 +79,40 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 	size_t off = 0;
 	bool path_known = false;
 
+	bool head = strcmp(req->method, "HEAD") == 0;
+
 	for (int i = 0; i < api_nroutes; i++) {
+		bool is_get;
+
 		if (!route_match(api_routes[i].pattern, req->path, req, false))
 			continue;
 		path_known = true;
-		if (strcmp(api_routes[i].method, req->method) == 0) {
+		is_get = strcmp(api_routes[i].method, "GET") == 0;
+		/* HEAD runs the GET handler; libmicrohttpd sends its headers only (RFC 9110 9.3.2) */
+		if (strcmp(api_routes[i].method, req->method) == 0 || (head && is_get)) {
 			route_match(api_routes[i].pattern, req->path, req, true);
 			req->route_pattern = api_routes[i].pattern;
 			return i;
 		}
 		if (off < sizeof(allow)) {
-			int n = snprintf(allow + off, sizeof(allow) - off, "%s%s",
-			    off > 0 ? ", " : "", api_routes[i].method);
+			int n = snprintf(allow + off, sizeof(allow) - off, "%s%s%s",
+			    off > 0 ? ", " : "", api_routes[i].method, is_get ? ", HEAD" : "");
 
 			if (n > 0)
 				off += (size_t)n;
 		}
+	}
+	if (path_known && off < sizeof(allow)) {
+		int n = snprintf(allow + off, sizeof(allow) - off, ", OPTIONS");
+
+		if (n > 0)
+			off += (size_t)n;
+	}
+	if (path_known && strcmp(req->method, "OPTIONS") == 0) {
+		/* RFC 9110 9.3.7: what this resource allows, no body */
+		response_header(res, "Allow", arena_strdup(req->arena, allow));
+		response_empty(res, 204);
+		return FIND_ROUTE_OPTIONS;
 	}
 	if (path_known) {
 		response_header(res, "Allow", arena_strdup(req->arena, allow));
@@ -462,7 +482,11 @@ dispatch_finish(struct request *req, struct response *res, int idx, struct idem_
 		if (!gp_error_isset(err))
 			gp_error_set(err, 500, "internal", "the handler failed without a reason");
 		if (err->status == 401)
-			response_header(res, "WWW-Authenticate", "Bearer realm=\"gpupool\"");
+			/* RFC 6750 3.1: a request without a token gets no error attribute */
+			response_header(res, "WWW-Authenticate",
+			    req->header(req, "Authorization") == NULL
+				? "Bearer realm=\"gpupool\""
+				: "Bearer realm=\"gpupool\", error=\"invalid_token\"");
 		if (err->status >= 500)
 			log_error(req->request_id, "request failed", "code", err->code, "error",
 			    err->message);
@@ -485,6 +509,10 @@ api_dispatch(struct request *req, struct response *res)
 
 	gp_error_clear(&err);
 	idx = find_route(req, res, &err);
+	if (idx == FIND_ROUTE_OPTIONS) {
+		metrics_observe(-1, res->status, time_mono_us() - req->started_us);
+		return 0;
+	}
 	if (idx < 0)
 		goto fail;
 	rt = &api_routes[idx];

@@ -1,0 +1,98 @@
+/*
+ * test_http_semantics.c - HTTP semantics of RFC 9110 and RFC 6750 that
+ * clients and monitors rely on: HEAD on every GET route (the headers of
+ * the GET, no body), OPTIONS with Allow, Allow on 405 listing HEAD and
+ * OPTIONS, and the error attribute of WWW-Authenticate.
+ */
+#include "fixture.h"
+#include "rawhttp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct raw_response
+send_raw(struct fixture *fx, const char *method, const char *path, const char *token)
+{
+	const char *h[2] = { token ? fx_str(fx, "Authorization: Bearer %s", token) : NULL, NULL };
+	struct raw_response r;
+	size_t len;
+	char *req = raw_build(fx->arena, method, path, h, NULL, 0, &len);
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(raw_exchange(fx->arena, fx->server->port, req, len, 5000, &r), 0);
+	return r;
+}
+
+/* HEAD answers every GET route with the GET's status and headers and no body. */
+static void
+test_head(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const paths[] = { "/healthz", "/v1/openapi.yaml", "/v1/me",
+		"/v1/projects", "/v1/catalog/models", "/v1/users/admin" };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		struct raw_response g = send_raw(fx, "GET", paths[i], fx->admin_token);
+		struct raw_response h = send_raw(fx, "HEAD", paths[i], fx->admin_token);
+		const char *gl = raw_header(fx->arena, &g, "Content-Length");
+		const char *hl = raw_header(fx->arena, &h, "Content-Length");
+
+		assert_int_equal(h.status, g.status);
+		assert_int_equal(h.body_len, 0);
+		assert_non_null(gl);
+		assert_non_null(hl);
+		assert_string_equal(hl, gl);
+		assert_string_equal(raw_header(fx->arena, &h, "Content-Type"),
+		    raw_header(fx->arena, &g, "Content-Type"));
+	}
+	/* HEAD needs the same authentication as the GET */
+	assert_int_equal(send_raw(fx, "HEAD", "/v1/projects", NULL).status, 401);
+}
+
+/* OPTIONS: 204 with what the resource allows; 405 lists HEAD and OPTIONS too. */
+static void
+test_options_and_allow(void **state)
+{
+	struct fixture *fx = *state;
+	struct raw_response r = send_raw(fx, "OPTIONS", "/v1/projects", NULL);
+
+	assert_int_equal(r.status, 204);
+	assert_string_equal(raw_header(fx->arena, &r, "Allow"), "POST, GET, HEAD, OPTIONS");
+	assert_int_equal(r.body_len, 0);
+	r = send_raw(fx, "OPTIONS", "/v1/projects/x/members/y", NULL);
+	assert_int_equal(r.status, 204);
+	assert_string_equal(raw_header(fx->arena, &r, "Allow"), "PUT, DELETE, OPTIONS");
+	r = send_raw(fx, "OPTIONS", "/v1/nothing-here", NULL);
+	assert_int_equal(r.status, 404);
+	r = send_raw(fx, "DELETE", "/healthz", NULL);
+	assert_int_equal(r.status, 405);
+	assert_string_equal(raw_header(fx->arena, &r, "Allow"), "GET, HEAD, OPTIONS");
+}
+
+/* RFC 6750 3.1: error="invalid_token" for a bad token, no attribute without one. */
+static void
+test_bearer_errors(void **state)
+{
+	struct fixture *fx = *state;
+	struct raw_response r = send_raw(fx, "GET", "/v1/me", NULL);
+
+	assert_int_equal(r.status, 401);
+	assert_string_equal(raw_header(fx->arena, &r, "WWW-Authenticate"), "Bearer realm=\"gpupool\"");
+	r = send_raw(fx, "GET", "/v1/me", "gpp_not-a-real-token-at-all");
+	assert_int_equal(r.status, 401);
+	assert_string_equal(raw_header(fx->arena, &r, "WWW-Authenticate"),
+	    "Bearer realm=\"gpupool\", error=\"invalid_token\"");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_head),
+		cmocka_unit_test(test_options_and_allow),
+		cmocka_unit_test(test_bearer_errors),
+	};
+
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, fixture_group_setup, fixture_group_teardown));
+}
