@@ -5,6 +5,11 @@
  * order /metrics has always listed them.
  */
 #include "api.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include "capacity.h"
 #include "service/layout_cache.h"
 #include "pools.h"
@@ -71,6 +76,89 @@ collect_alerts(struct strbuf *b, struct arena *a, void *arg)
 		strbuf_printf(b, "%s", text);
 }
 
+#ifndef GP_VERSION
+#define GP_VERSION "0.0.0"
+#endif
+#ifndef GP_COMMIT
+#define GP_COMMIT "unknown"
+#endif
+
+/* gpupool_build_info and the process_* metrics Prometheus client libraries export. */
+static void
+collect_process(struct strbuf *b, struct arena *a, void *arg)
+{
+	static double start_time;
+	long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	unsigned long utime = 0, stime = 0, vsize = 0;
+	long rss = 0;
+	unsigned long long starttime = 0;
+	struct rlimit rl;
+	int fds = 0;
+	FILE *f;
+	DIR *d;
+
+	(void)a;
+	(void)arg;
+	strbuf_printf(b,
+	    "# HELP gpupool_build_info The running build (always 1).\n"
+	    "# TYPE gpupool_build_info gauge\n"
+	    "gpupool_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+	    GP_VERSION, GP_COMMIT);
+	f = fopen("/proc/self/stat", "r");
+	if (f != NULL) {
+		/* fields 14, 15 (utime, stime), 22 (starttime), 23 (vsize), 24 (rss) */
+		if (fscanf(f,
+			"%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d "
+			"%*d %*d %llu %lu %ld",
+			&utime, &stime, &starttime, &vsize, &rss) != 5)
+			utime = stime = 0;
+		fclose(f);
+	}
+	if (start_time == 0 && ticks > 0) {
+		double boot = 0;
+		char line[256];
+
+		f = fopen("/proc/stat", "r");
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "btime %lf", &boot) == 1)
+				break;
+		if (f != NULL)
+			fclose(f);
+		start_time = boot + (double)starttime / (double)ticks;
+	}
+	d = opendir("/proc/self/fd");
+	if (d != NULL) {
+		while (readdir(d) != NULL)
+			fds++;
+		closedir(d);
+		fds -= 3; /* ".", ".." and the directory's own descriptor */
+	}
+	strbuf_printf(b,
+	    "# HELP process_cpu_seconds_total User and system CPU time spent in seconds.\n"
+	    "# TYPE process_cpu_seconds_total counter\n"
+	    "process_cpu_seconds_total %.2f\n"
+	    "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+	    "# TYPE process_resident_memory_bytes gauge\n"
+	    "process_resident_memory_bytes %lld\n"
+	    "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+	    "# TYPE process_virtual_memory_bytes gauge\n"
+	    "process_virtual_memory_bytes %lu\n"
+	    "# HELP process_open_fds Number of open file descriptors.\n"
+	    "# TYPE process_open_fds gauge\n"
+	    "process_open_fds %d\n"
+	    "# HELP process_start_time_seconds Start time of the process since the epoch in seconds.\n"
+	    "# TYPE process_start_time_seconds gauge\n"
+	    "process_start_time_seconds %.2f\n",
+	    ticks > 0 ? (double)(utime + stime) / (double)ticks : 0.0, (long long)rss * page, vsize,
+	    fds, start_time);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		strbuf_printf(b,
+		    "# HELP process_max_fds Maximum number of open file descriptors.\n"
+		    "# TYPE process_max_fds gauge\n"
+		    "process_max_fds %llu\n",
+		    (unsigned long long)rl.rlim_cur);
+}
+
 int
 api_start(struct app *app)
 {
@@ -78,7 +166,8 @@ api_start(struct app *app)
 	    metrics_register("db", collect_db, NULL) < 0 ||
 	    metrics_register("capacity", collect_capacity, (void *)app->catalog) < 0 ||
 	    metrics_register("pools", collect_pools, NULL) < 0 ||
-	    metrics_register("alerts", collect_alerts, NULL) < 0)
+	    metrics_register("alerts", collect_alerts, NULL) < 0 ||
+	    metrics_register("process", collect_process, NULL) < 0)
 		goto fail;
 	if (pool_workers_start(app) < 0)
 		goto fail;

@@ -59,7 +59,7 @@ static void
 route_labels(int r, const char **method, const char **route)
 {
 	if (r >= api_nroutes || r == METRICS_MAX_ROUTES) {
-		*method = "";
+		*method = "other"; /* no route matched: an unknown path or method */
 		*route = "unmatched";
 		return;
 	}

@@ -77,7 +77,8 @@ test_bearer_errors(void **state)
 	struct raw_response r = send_raw(fx, "GET", "/v1/me", NULL);
 
 	assert_int_equal(r.status, 401);
-	assert_string_equal(raw_header(fx->arena, &r, "WWW-Authenticate"), "Bearer realm=\"gpupool\"");
+	assert_string_equal(raw_header(fx->arena, &r, "WWW-Authenticate"),
+	    "Bearer realm=\"gpupool\"");
 	r = send_raw(fx, "GET", "/v1/me", "gpp_not-a-real-token-at-all");
 	assert_int_equal(r.status, 401);
 	assert_string_equal(raw_header(fx->arena, &r, "WWW-Authenticate"),

@@ -329,9 +329,9 @@ test_metrics(void **state)
 	assert_metric(r->body,
 	    "gpupool_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"}", 1);
 	assert_metric(r->body,
-	    "gpupool_http_requests_total{method=\"\",route=\"unmatched\",status=\"404\"}", 1);
+	    "gpupool_http_requests_total{method=\"other\",route=\"unmatched\",status=\"404\"}", 1);
 	assert_metric(r->body,
-	    "gpupool_http_requests_total{method=\"\",route=\"unmatched\",status=\"405\"}", 1);
+	    "gpupool_http_requests_total{method=\"other\",route=\"unmatched\",status=\"405\"}", 1);
 	/* nothing else was requested */
 	assert_int_equal(count_substr(r->body, "\ngpupool_http_requests_total{"), 8);
 	assert_metric(r->body,
@@ -341,8 +341,17 @@ test_metrics(void **state)
 	assert_histogram(r->body, "method=\"GET\",route=\"/healthz\"", 3);
 	assert_histogram(r->body, "method=\"GET\",route=\"/v1/me\"", 3);
 	assert_histogram(r->body, "method=\"POST\",route=\"/v1/projects\"", 1);
-	assert_histogram(r->body, "method=\"\",route=\"unmatched\"", 2);
+	assert_histogram(r->body, "method=\"other\",route=\"unmatched\"", 2);
 	assert_metric(r->body, "gpupool_db_reconnects_total", 0);
+	/* the build and the process, as Prometheus client libraries export them */
+	assert_non_null(strstr(r->body, "\ngpupool_build_info{version=\"0.1.0\",commit=\""));
+	assert_non_null(strstr(r->body, "\n# TYPE process_cpu_seconds_total counter\n"));
+#define METRIC_VALUE(name) atoll(strstr(r->body, "\n" name " ") + strlen("\n" name " "))
+	assert_true(METRIC_VALUE("process_resident_memory_bytes") > 1000000);
+	assert_true(METRIC_VALUE("process_open_fds") >= 3);
+	assert_true(METRIC_VALUE("process_start_time_seconds") > 1700000000LL);
+	assert_true(METRIC_VALUE("process_max_fds") > 0);
+#undef METRIC_VALUE
 
 	use_server(fx, prev);
 	assert_int_equal(fixture_server_stop(fx, srv), 0);
