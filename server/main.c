@@ -359,7 +359,9 @@ cmd_serve(struct config *cfg)
 	if (api_start(&app) < 0)
 		fatal("could not start the group-commit workers");
 	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
-		fatal("could not listen on %s:%d", cfg->listen_host, cfg->listen_port);
+		fatal("could not listen on %s:%d (is another process using it? set GPUPOOL_LISTEN "
+		      "to another host:port)",
+		    cfg->listen_host, cfg->listen_port);
 	if (cfg->probe_host[0] != '\0')
 		probe_start(cfg, &hc, &probe);
 	{
