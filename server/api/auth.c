@@ -308,6 +308,25 @@ token_revoke_tx(struct db *db, void *arg, struct gp_error *err)
 }
 
 int
+api_tokens_get(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct token_row *rows;
+	int64_t id;
+	int n = 0;
+
+	if (api_param_id(req, 0, &id, err) < 0)
+		return -1;
+	/* the caller's live API token with this id: the first one after id - 1 */
+	if (db_tokens_list(db_thread(), req->arena, req->principal.user_id, id - 1, 1, &rows, &n,
+		err) < 0)
+		return -1;
+	if (n != 1 || rows[0].id != id)
+		return gp_error_set(err, 404, "not_found", "no such token");
+	response_json(req, res, 200, token_json(&rows[0]));
+	return 0;
+}
+
+int
 api_tokens_delete(struct request *req, struct response *res, struct gp_error *err)
 {
 	struct token_revoke c;

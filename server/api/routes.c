@@ -17,6 +17,7 @@ const struct route api_routes[] = {
 	{ "GET", "/v1/me", api_me, ALLOW_USER | AUTH_PROJECTS },
 	{ "POST", "/v1/tokens", api_tokens_create, ALLOW_USER },
 	{ "GET", "/v1/tokens", api_tokens_list, ALLOW_USER },
+	{ "GET", "/v1/tokens/{}", api_tokens_get, ALLOW_USER },
 	{ "DELETE", "/v1/tokens/{}", api_tokens_delete, ALLOW_USER },
 
 	{ "POST", "/v1/users", api_users_create, ALLOW_ADMIN },

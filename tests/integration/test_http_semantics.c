@@ -85,6 +85,30 @@ test_bearer_errors(void **state)
 	    "Bearer realm=\"gpupool\", error=\"invalid_token\"");
 }
 
+/* The Location of a new token answers (it answered 405 before). */
+static void
+test_token_location(void **state)
+{
+	struct fixture *fx = *state;
+	const char *other = fixture_create_user(fx, "other", "none");
+	struct gp_client_response *r =
+	    fx_request(fx, fx->admin_token, "POST", "/v1/tokens", "{\"name\":\"ci\"}");
+	const char *loc;
+
+	assert_status(r, 201);
+	loc = fx_str(fx, "%s", r->location);
+	r = fx_request(fx, fx->admin_token, "GET", loc, NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "name", "ci");
+	assert_json_absent(r->json, "token");
+	r = fx_request(fx, other, "GET", loc, NULL);
+	assert_problem(r, 404, "not_found");
+	r = fx_request(fx, fx->admin_token, "DELETE", loc, NULL);
+	assert_status(r, 204);
+	r = fx_request(fx, fx->admin_token, "GET", loc, NULL);
+	assert_problem(r, 404, "not_found");
+}
+
 int
 main(void)
 {
@@ -92,6 +116,7 @@ main(void)
 		cmocka_unit_test(test_head),
 		cmocka_unit_test(test_options_and_allow),
 		cmocka_unit_test(test_bearer_errors),
+		cmocka_unit_test(test_token_location),
 	};
 
 	return fixture_exit_status(
