@@ -459,6 +459,60 @@ api_defer_until(struct request *req, struct response *res, const char *key, int6
 }
 
 /* The handler's (or continuation's) outcome rc becomes the answer. */
+/* True when the If-None-Match list names etag (weak comparison, RFC 9110 13.1.2) or is "*". */
+static bool
+etag_listed(const char *list, const char *etag)
+{
+	size_t el;
+
+	if (strncmp(etag, "W/", 2) == 0)
+		etag += 2;
+	el = strlen(etag);
+	while (*list != '\0') {
+		const char *end;
+		size_t n;
+
+		while (*list == ' ' || *list == '\t' || *list == ',')
+			list++;
+		if (*list == '\0')
+			break;
+		if (*list == '*')
+			return true;
+		if (strncmp(list, "W/", 2) == 0)
+			list += 2;
+		end = strchr(list, ',');
+		n = end != NULL ? (size_t)(end - list) : strlen(list);
+		while (n > 0 && (list[n - 1] == ' ' || list[n - 1] == '\t'))
+			n--;
+		if (n == el && memcmp(list, etag, n) == 0)
+			return true;
+		list += n;
+	}
+	return false;
+}
+
+/* A GET (or HEAD) whose If-None-Match names the answer's ETag gets 304, no body. */
+static void
+not_modified(struct request *req, struct response *res)
+{
+	const char *inm, *etag = NULL;
+
+	if (res->status != 200 ||
+	    (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0))
+		return;
+	inm = req->header(req, "If-None-Match");
+	if (inm == NULL)
+		return;
+	for (int i = 0; i < res->nheaders; i++)
+		if (strcasecmp(res->headers[i].name, "ETag") == 0)
+			etag = res->headers[i].value;
+	if (etag == NULL || !etag_listed(inm, etag))
+		return;
+	res->status = 304;
+	res->body = NULL;
+	res->body_len = 0;
+}
+
 static void
 dispatch_finish(struct request *req, struct response *res, int idx, struct idem_key *idem, int rc,
     struct gp_error *err)
@@ -494,6 +548,7 @@ dispatch_finish(struct request *req, struct response *res, int idx, struct idem_
 	}
 	if (idem != NULL && idem->state != IDEM_DUPLICATE && !replayed)
 		idempotency_end(req, res, idem);
+	not_modified(req, res);
 	metrics_observe(idx, res->status, time_mono_us() - req->started_us);
 }
 

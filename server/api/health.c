@@ -2,6 +2,9 @@
  * health.c - /healthz, /readyz, /metrics and the served contract.
  */
 #include "api.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
 #include "metrics.h"
 
 #include "auth/token.h"
@@ -66,7 +69,20 @@ api_openapi(struct request *req, struct response *res, struct gp_error *err)
 {
 	struct app *app = api_app(req);
 
+	static _Atomic uint64_t tag;
+	uint64_t h = atomic_load(&tag);
+
 	(void)err;
+	if (h == 0) {
+		/* FNV-1a of the embedded document: its ETag, for If-None-Match */
+		h = 1469598103934665603ULL;
+		for (size_t i = 0; i < app->openapi_len; i++)
+			h = (h ^ (unsigned char)app->openapi[i]) * 1099511628211ULL;
+		h |= 1; /* never 0, which means not computed yet */
+		atomic_store(&tag, h);
+	}
 	response_raw(res, 200, "application/yaml", app->openapi, app->openapi_len);
+	response_header(res, "ETag",
+	    arena_printf(req->arena, "\"%016llx\"", (unsigned long long)h));
 	return 0;
 }

@@ -109,6 +109,42 @@ test_token_location(void **state)
 	assert_problem(r, 404, "not_found");
 }
 
+/* If-None-Match: 304 without a body when the ETag is listed (weak comparison). */
+static void
+test_if_none_match(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r =
+	    fx_request(fx, fx->admin_token, "GET", "/v1/openapi.yaml", NULL);
+	const char *etag = r->etag[0] ? fx_str(fx, "%s", r->etag) : NULL;
+
+	assert_status(r, 200);
+	assert_non_null(etag);
+	r = fx_request_h(fx, fx->admin_token, "GET", "/v1/openapi.yaml",
+	    ((const char *[]){ fx_str(fx, "If-None-Match: \"x\", W/%s", etag), NULL }), NULL);
+	assert_status(r, 304);
+	assert_int_equal(r->body_len, 0);
+	r = fx_request_h(fx, fx->admin_token, "GET", "/v1/openapi.yaml",
+	    ((const char *[]){ "If-None-Match: \"other\"", NULL }), NULL);
+	assert_status(r, 200);
+	/* a single object: a project; after a change the old tag no longer matches */
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"inm\",\"display_name\":\"a\"}");
+	assert_status(r, 201);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects/inm", NULL);
+	etag = fx_str(fx, "%s", r->etag);
+	r = fx_request_h(fx, fx->admin_token, "GET", "/v1/projects/inm",
+	    ((const char *[]){ fx_str(fx, "If-None-Match: %s", etag), NULL }), NULL);
+	assert_status(r, 304);
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/inm",
+	    "{\"display_name\":\"b\"}");
+	assert_status(r, 200);
+	r = fx_request_h(fx, fx->admin_token, "GET", "/v1/projects/inm",
+	    ((const char *[]){ fx_str(fx, "If-None-Match: %s", etag), NULL }), NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "display_name", "b");
+}
+
 int
 main(void)
 {
@@ -117,6 +153,7 @@ main(void)
 		cmocka_unit_test(test_options_and_allow),
 		cmocka_unit_test(test_bearer_errors),
 		cmocka_unit_test(test_token_location),
+		cmocka_unit_test(test_if_none_match),
 	};
 
 	return fixture_exit_status(
