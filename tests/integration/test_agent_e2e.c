@@ -644,6 +644,72 @@ test_nvml_backend_e2e(void **state)
 	agent_kill(a, SIGTERM);
 }
 
+/*
+ * Two replicas and a server crash with a real agent: the agent long-polls
+ * replica A while the approval is made on replica B (a NOTIFY wakes A). A
+ * pod of a namespace that is not the project's on the pool's device raises
+ * an isolation alert, resolved when the pod is gone. Then A is killed with
+ * SIGKILL and started again on its port, B is stopped, and the agent, left
+ * running, converges on a release made after the restart.
+ */
+static void
+test_replicas_crash_isolation(void **state)
+{
+	struct fixture *fx = *state;
+	struct fx_server *a = fx->server, *b;
+	int port_a = a->port;
+
+	struct agent *ag = agent_new(fx, "e2e-r", false, NULL);
+	agent_spawn(fx, ag, enroll_token(fx)); /* --server: replica A */
+	wait_count(fx, ag, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    ag->name);
+	b = fixture_server_start(fx, NULL);
+	assert_non_null(b);
+	fx->server = b; /* the approval on the other replica */
+	request_on(fx, ag, "create", "p9", "[\"H100-80GB/1g.10gb=1\"]");
+	fx->server = a;
+	wait_count(fx, ag, 1, pool_status_sql(), "p9");
+	const char *dev = fx_sql_text(fx,
+	    "SELECT a.device_uuid FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = 'p9'");
+	assert_memory_equal(dev, "MIG-", 4);
+
+	/* a pod of a foreign namespace on the pool's device */
+	const char *faults = fx_str(fx,
+	    "{\"pods\":[{\"device_uuid\":\"%s\",\"namespace\":\"intruder\",\"pod\":\"miner-0\","
+	    "\"container\":\"c\"}]}",
+	    dev);
+	const char *fpath = fx_str(fx, "%s/fake-faults.json", ag->dir);
+	assert_int_equal(ag_write_file(fpath, faults, strlen(faults), 0644), 0);
+	wait_count(fx, ag, 1,
+	    "SELECT count(*) FROM alerts a JOIN pools p ON p.id = a.pool_id WHERE "
+	    "a.type = 'isolation_violation' AND a.resolved_at IS NULL AND p.name = $1",
+	    "p9");
+	assert_int_equal(ag_write_file(fpath, "{}", 2, 0644), 0);
+	wait_count(fx, ag, 0,
+	    "SELECT count(*) FROM alerts a JOIN pools p ON p.id = a.pool_id WHERE "
+	    "a.type = 'isolation_violation' AND a.resolved_at IS NULL AND p.name = $1",
+	    "p9");
+
+	/* A dies under the agent's long-poll and comes back on its port; B stops */
+	fixture_server_kill(fx, a);
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+	const char *env[] = { fx_str(fx, "GPUPOOL_LISTEN=127.0.0.1:%d", port_a), NULL };
+	a = fixture_server_start(fx, env);
+	assert_non_null(a);
+	fx->server = a;
+	request_on(fx, ag, "release", "p9", NULL);
+	wait_count(fx, ag, 1,
+	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state = 'released'",
+	    "p9");
+	wait_count(fx, ag, 1, "SELECT count(*) FROM pools WHERE name = $1 AND status = 'released'",
+	    "p9");
+	assert_true(ag->pid > 0 && kill(ag->pid, 0) == 0); /* the same agent process */
+	agent_retire(fx, ag);
+}
+
 int
 main(void)
 {
@@ -656,6 +722,7 @@ main(void)
 		cmocka_unit_test(test_faults_mark_gpus_failed),
 		cmocka_unit_test(test_silent_agent_unknown),
 		cmocka_unit_test(test_nvml_backend_e2e),
+		cmocka_unit_test(test_replicas_crash_isolation),
 	};
 	return fixture_exit_status(
 	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
