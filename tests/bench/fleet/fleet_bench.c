@@ -281,6 +281,8 @@ main(int argc, char **argv)
 	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)n + 64);
 	simple("POST", "/v1/clusters", "{\"name\":\"fleet\",\"region\":\"bench\"}", NULL);
 	simple("POST", "/v1/projects", "{\"name\":\"fleet\",\"display_name\":\"fleet\"}", NULL);
+	/* scripts/bench-fleet's admin is "bench"; submitting needs a project role */
+	simple("PUT", "/v1/projects/fleet/members/bench", "{\"role\":\"owner\"}", NULL);
 	struct agent *ag = calloc((size_t)n, sizeof(*ag));
 	double t0 = now_s();
 	/* enroll, 64 at a time */
