@@ -517,24 +517,46 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		return NULL;
 	nm = catalog_nmodels(catalog);
 	strbuf_init(&b, a, 8192);
-	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_gpus Physical GPUs by model and state.\n"
-	    "# TYPE gpupool_capacity_gpus gauge\n");
-	for (int i = 0; i < nm; i++) {
-		const char *id = mc[i].model->id;
+	/*
+	 * Series whose sum() means something: a label only ever partitions a
+	 * whole (used + free + stranded = the total), and subsets (healthy,
+	 * MIG-enabled, placeable GPUs) are metrics of their own.
+	 */
+	static const struct {
+		const char *name, *help;
+		int field;
+	} gpu_metrics[] = {
+		{ "gpupool_capacity_gpus", "Physical GPUs by model.", 0 },
+		{ "gpupool_capacity_gpus_healthy", "GPUs whose health is ok, by model.", 1 },
+		{ "gpupool_capacity_gpus_mig_enabled", "GPUs with MIG enabled, by model.", 2 },
+		{ "gpupool_capacity_gpus_placeable",
+		    "GPUs new work may be placed on (healthy, node ready), by model.", 3 },
+	};
+	for (size_t k = 0; k < sizeof(gpu_metrics) / sizeof(gpu_metrics[0]); k++) {
+		strbuf_printf(&b, "# HELP %s %s\n# TYPE %s gauge\n", gpu_metrics[k].name,
+		    gpu_metrics[k].help, gpu_metrics[k].name);
+		for (int i = 0; i < nm; i++) {
+			int64_t v = gpu_metrics[k].field == 0 ? mc[i].gpus_total
+			    : gpu_metrics[k].field == 1       ? mc[i].gpus_healthy
+			    : gpu_metrics[k].field == 2       ? mc[i].gpus_mig_enabled
+							      : mc[i].gpus_placeable;
 
-		if (mc[i].gpus_total == 0)
-			continue;
-		strbuf_printf(&b,
-		    "gpupool_capacity_gpus{model=\"%s\",state=\"total\"} %lld\n"
-		    "gpupool_capacity_gpus{model=\"%s\",state=\"healthy\"} %lld\n"
-		    "gpupool_capacity_gpus{model=\"%s\",state=\"mig_enabled\"} %lld\n"
-		    "gpupool_capacity_gpus{model=\"%s\",state=\"placeable\"} %lld\n",
-		    id, (long long)mc[i].gpus_total, id, (long long)mc[i].gpus_healthy, id,
-		    (long long)mc[i].gpus_mig_enabled, id, (long long)mc[i].gpus_placeable);
+			if (mc[i].gpus_total != 0)
+				strbuf_printf(&b, "%s{model=\"%s\"} %lld\n", gpu_metrics[k].name,
+				    mc[i].model->id, (long long)v);
+		}
 	}
 	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_compute_slices Compute slices by model: total, used, free, stranded (free but unusable by any profile).\n"
+	    "# HELP gpupool_capacity_compute_slices_total Compute slices by model.\n"
+	    "# TYPE gpupool_capacity_compute_slices_total gauge\n");
+	for (int i = 0; i < nm; i++)
+		if (mc[i].gpus_total != 0)
+			strbuf_printf(&b,
+			    "gpupool_capacity_compute_slices_total{model=\"%s\"} %lld\n",
+			    mc[i].model->id, (long long)mc[i].compute_total);
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_compute_slices Compute slices by model and kind: used, free "
+	    "(usable by some profile) and stranded (free but unusable); they sum to the total.\n"
 	    "# TYPE gpupool_capacity_compute_slices gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
@@ -542,16 +564,24 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		if (mc[i].gpus_total == 0)
 			continue;
 		strbuf_printf(&b,
-		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"total\"} %lld\n"
 		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"used\"} %lld\n"
 		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"free\"} %lld\n"
 		    "gpupool_capacity_compute_slices{model=\"%s\",kind=\"stranded\"} %lld\n",
-		    id, (long long)mc[i].compute_total, id, (long long)mc[i].compute_used, id,
-		    (long long)(mc[i].compute_total - mc[i].compute_used), id,
-		    (long long)mc[i].compute_stranded);
+		    id, (long long)mc[i].compute_used, id,
+		    (long long)(mc[i].compute_total - mc[i].compute_used - mc[i].compute_stranded),
+		    id, (long long)mc[i].compute_stranded);
 	}
 	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_memory_slices Memory slices by model: total, used, free.\n"
+	    "# HELP gpupool_capacity_memory_slices_total Memory slices by model.\n"
+	    "# TYPE gpupool_capacity_memory_slices_total gauge\n");
+	for (int i = 0; i < nm; i++)
+		if (mc[i].gpus_total != 0)
+			strbuf_printf(&b,
+			    "gpupool_capacity_memory_slices_total{model=\"%s\"} %lld\n",
+			    mc[i].model->id, (long long)mc[i].memory_total);
+	strbuf_printf(&b,
+	    "# HELP gpupool_capacity_memory_slices Memory slices by model and kind (used, free); "
+	    "they sum to the total.\n"
 	    "# TYPE gpupool_capacity_memory_slices gauge\n");
 	for (int i = 0; i < nm; i++) {
 		const char *id = mc[i].model->id;
@@ -559,10 +589,9 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		if (mc[i].gpus_total == 0)
 			continue;
 		strbuf_printf(&b,
-		    "gpupool_capacity_memory_slices{model=\"%s\",kind=\"total\"} %lld\n"
 		    "gpupool_capacity_memory_slices{model=\"%s\",kind=\"used\"} %lld\n"
 		    "gpupool_capacity_memory_slices{model=\"%s\",kind=\"free\"} %lld\n",
-		    id, (long long)mc[i].memory_total, id, (long long)mc[i].memory_used, id,
+		    id, (long long)mc[i].memory_used, id,
 		    (long long)(mc[i].memory_total - mc[i].memory_used));
 	}
 	strbuf_printf(&b,

@@ -1325,8 +1325,32 @@ test_metrics(void **state)
 	assert_status(r, 200);
 	assert_non_null(strstr(r->body, "# TYPE gpupool_capacity_gpus gauge"));
 	assert_non_null(strstr(r->body,
-	    fx_str(fx, "gpupool_capacity_gpus{model=\"H100-80GB\",state=\"total\"} %lld\n",
-		(long long)total)));
+	    fx_str(fx, "gpupool_capacity_gpus{model=\"H100-80GB\"} %lld\n", (long long)total)));
+	/* sum() over a label is the whole: used + free + stranded = the total */
+	{
+#define SERIES(text) atoll(strstr(r->body, text) + strlen(text))
+		long long used =
+		    SERIES("gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"used\"} ");
+		long long freee =
+		    SERIES("gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"free\"} ");
+		long long str = SERIES(
+		    "gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"stranded\"} ");
+		long long all =
+		    SERIES("gpupool_capacity_compute_slices_total{model=\"H100-80GB\"} ");
+		long long mused =
+		    SERIES("gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"used\"} ");
+		long long mfree =
+		    SERIES("gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"free\"} ");
+		long long mall =
+		    SERIES("gpupool_capacity_memory_slices_total{model=\"H100-80GB\"} ");
+#undef SERIES
+
+		assert_true(all > 0);
+		assert_int_equal(used + freee + str, all);
+		assert_int_equal(mused + mfree, mall);
+		assert_null(strstr(r->body, "state=\""));
+		assert_null(strstr(r->body, "kind=\"total\""));
+	}
 	assert_non_null(strstr(r->body,
 	    fx_str(fx,
 		"gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"stranded\"} %lld\n",
