@@ -547,12 +547,12 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		}
 	}
 	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_compute_slices_total Compute slices by model.\n"
-	    "# TYPE gpupool_capacity_compute_slices_total gauge\n");
+	    "# HELP gpupool_capacity_compute_slices_all Compute slices by model.\n"
+	    "# TYPE gpupool_capacity_compute_slices_all gauge\n");
 	for (int i = 0; i < nm; i++)
 		if (mc[i].gpus_total != 0)
 			strbuf_printf(&b,
-			    "gpupool_capacity_compute_slices_total{model=\"%s\"} %lld\n",
+			    "gpupool_capacity_compute_slices_all{model=\"%s\"} %lld\n",
 			    mc[i].model->id, (long long)mc[i].compute_total);
 	strbuf_printf(&b,
 	    "# HELP gpupool_capacity_compute_slices Compute slices by model and kind: used, free "
@@ -572,12 +572,11 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		    id, (long long)mc[i].compute_stranded);
 	}
 	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_memory_slices_total Memory slices by model.\n"
-	    "# TYPE gpupool_capacity_memory_slices_total gauge\n");
+	    "# HELP gpupool_capacity_memory_slices_all Memory slices by model.\n"
+	    "# TYPE gpupool_capacity_memory_slices_all gauge\n");
 	for (int i = 0; i < nm; i++)
 		if (mc[i].gpus_total != 0)
-			strbuf_printf(&b,
-			    "gpupool_capacity_memory_slices_total{model=\"%s\"} %lld\n",
+			strbuf_printf(&b, "gpupool_capacity_memory_slices_all{model=\"%s\"} %lld\n",
 			    mc[i].model->id, (long long)mc[i].memory_total);
 	strbuf_printf(&b,
 	    "# HELP gpupool_capacity_memory_slices Memory slices by model and kind (used, free); "

@@ -1569,3 +1569,25 @@ fx_assert_pool_invariants(struct fixture *fx)
 			     "AND a.state <> 'released'), '')"),
 	    0);
 }
+
+void
+fixture_promtool_check(struct fixture *fx, const char *body, size_t len)
+{
+	const char *promtool = getenv("GPUPOOL_PROMTOOL");
+	const char *path;
+	FILE *f;
+	int rc;
+
+	if (promtool == NULL || promtool[0] == '\0')
+		return;
+	path = fx_str(fx, "%s/metrics-%d.txt", fx->tmpdir, (int)getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(body, 1, len, f), len);
+	fclose(f);
+	rc = system(fx_str(fx, "'%s' check metrics < '%s'", promtool, path));
+	if (rc != 0)
+		fprintf(stderr, "promtool check metrics failed on %s\n", path);
+	assert_int_equal(rc, 0);
+	fprintf(stderr, "promtool check metrics: clean (%zu bytes)\n", len);
+}

@@ -251,6 +251,13 @@ struct json_object *fx_json(struct json_object *obj, const char *path);
 /* True when every step of path exists (the last one may be null). */
 bool fx_json_has(struct json_object *obj, const char *path);
 
+/*
+ * Lint a /metrics page with Prometheus's promtool ("check metrics") when
+ * GPUPOOL_PROMTOOL names it (scripts/test does); fails the test on a
+ * finding, does nothing without it.
+ */
+void fixture_promtool_check(struct fixture *fx, const char *body, size_t len);
+
 /* ---- processes ---- */
 
 /*

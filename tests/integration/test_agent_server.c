@@ -1037,6 +1037,7 @@ test_telemetry(void **state)
 	r = fx_request(fx, NULL, "GET", "/metrics", NULL);
 	assert_status(r, 200);
 	assert_non_null(strstr(r->body, "gpupool_alerts_active{type=\"idle\"} 1"));
+	fixture_promtool_check(fx, r->body, r->body_len);
 }
 
 /* The CLI over the same endpoints. */

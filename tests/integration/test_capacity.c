@@ -1335,14 +1335,12 @@ test_metrics(void **state)
 		    SERIES("gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"free\"} ");
 		long long str = SERIES(
 		    "gpupool_capacity_compute_slices{model=\"H100-80GB\",kind=\"stranded\"} ");
-		long long all =
-		    SERIES("gpupool_capacity_compute_slices_total{model=\"H100-80GB\"} ");
+		long long all = SERIES("gpupool_capacity_compute_slices_all{model=\"H100-80GB\"} ");
 		long long mused =
 		    SERIES("gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"used\"} ");
 		long long mfree =
 		    SERIES("gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"free\"} ");
-		long long mall =
-		    SERIES("gpupool_capacity_memory_slices_total{model=\"H100-80GB\"} ");
+		long long mall = SERIES("gpupool_capacity_memory_slices_all{model=\"H100-80GB\"} ");
 #undef SERIES
 
 		assert_true(all > 0);
@@ -1363,6 +1361,7 @@ test_metrics(void **state)
 	    "gpupool_capacity_profile_allocated{model=\"H100-80GB\",profile=\"full\"} "));
 	assert_non_null(
 	    strstr(r->body, "gpupool_capacity_memory_slices{model=\"H100-80GB\",kind=\"free\"} "));
+	fixture_promtool_check(fx, r->body, r->body_len);
 	/* models without GPUs are not listed */
 	assert_null(strstr(r->body, "model=\"T4-16GB\""));
 }

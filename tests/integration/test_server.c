@@ -352,6 +352,7 @@ test_metrics(void **state)
 	assert_true(METRIC_VALUE("process_start_time_seconds") > 1700000000LL);
 	assert_true(METRIC_VALUE("process_max_fds") > 0);
 #undef METRIC_VALUE
+	fixture_promtool_check(fx, r->body, r->body_len);
 
 	use_server(fx, prev);
 	assert_int_equal(fixture_server_stop(fx, srv), 0);
