@@ -883,6 +883,32 @@ CREATE FUNCTION public.device_allocation(p_node bigint, p_device text) RETURNS b
 	ORDER BY a.id DESC LIMIT 1
 $$;
 
+CREATE FUNCTION public.gp_csv(v text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT CASE WHEN v IS NULL THEN ''
+	            WHEN v ~ '[",\r\n]' THEN '"' || replace(v, '"', '""') || '"'
+	            ELSE v END
+$$;
+
+CREATE FUNCTION public.gp_dec(v numeric) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT trim_scale(v)::text
+$$;
+
+CREATE FUNCTION public.gp_iso(t timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+$$;
+
+CREATE FUNCTION public.gp_micro(v bigint) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT round(v::numeric / 1000000, 6)::text
+$$;
+
 CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -1265,6 +1291,8 @@ CREATE TABLE public.billing_exports (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     started_at timestamp with time zone,
     finished_at timestamp with time zone,
+    chunks integer,
+    worker text,
     CONSTRAINT billing_exports_check CHECK (((period IS NOT NULL) <> ((range_from IS NOT NULL) AND (range_to IS NOT NULL)))),
     CONSTRAINT billing_exports_format_check CHECK ((format = ANY (ARRAY['csv'::text, 'jsonl'::text, 'focus'::text]))),
     CONSTRAINT billing_exports_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text])))
@@ -2007,6 +2035,8 @@ CREATE INDEX billing_exports_queued_idx ON public.billing_exports USING btree (i
 CREATE UNIQUE INDEX billing_usage_accrual_key ON public.billing_usage USING btree (hour, pool_id, model, profile, kind, rate_id, count) WHERE (kind = ANY (ARRAY['usage'::text, 'credit'::text]));
 
 CREATE INDEX billing_usage_adjusts_idx ON public.billing_usage USING btree (adjusts) WHERE (adjusts IS NOT NULL);
+
+CREATE INDEX billing_usage_hour_id_idx ON public.billing_usage USING btree (hour, id);
 
 CREATE INDEX billing_usage_period_idx ON public.billing_usage USING btree (period, id);
 

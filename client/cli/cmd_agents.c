@@ -184,8 +184,8 @@ token_revoke(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 	int rc;
 
 	(void)cmd;
-	if (agents_path(cli, path, sizeof(path), "/v1/nodes/", args->pos[0],
-		"/agent-token/revoke", NULL) != 0)
+	if (agents_path(cli, path, sizeof(path), "/v1/nodes/", args->pos[0], "/agent-token/revoke",
+		NULL) != 0)
 		return CLI_EXIT_FAIL;
 	rc = cli_call(cli, "POST", path, NULL, &r);
 	if (rc != CLI_EXIT_OK)
@@ -281,7 +281,8 @@ gpu_metrics(struct cli *cli, const struct cli_command *cmd, const struct cli_arg
 	int rc;
 
 	(void)cmd;
-	if (agents_path(cli, path, sizeof(path), "/v1/gpus/", args->pos[0], "/metrics", NULL) != 0 ||
+	if (agents_path(cli, path, sizeof(path), "/v1/gpus/", args->pos[0], "/metrics", NULL) !=
+		0 ||
 	    cli_query_add(cli, path, sizeof(path), "from", cli_opt(args, "from")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "to", cli_opt(args, "to")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "step", cli_opt(args, "step")) != 0)
@@ -316,8 +317,9 @@ static const struct cli_option list_options[] = {
 };
 
 static const struct cli_option alert_list_options[] = {
-	{ "type", "T", "only this type: gpu_failed, node_unknown, drift, pool_degraded, "
-		       "push_failed, isolation_violation, idle",
+	{ "type", "T",
+	    "only this type: gpu_failed, node_unknown, drift, pool_degraded, "
+	    "push_failed, isolation_violation, idle",
 	    false },
 	{ "state", "S", "open (default), resolved or all", false },
 	{ "project", "P", "only alerts of this project", false },

@@ -1051,8 +1051,9 @@ test_cli(void **state)
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "trainer-0"));
 	p = fx_cli(fx, op_env, NULL, "metrics", GPU0, "--step", "3600", "--from",
-	    fx_sql_text(fx, "SELECT to_char(now() AT TIME ZONE 'UTC' - interval '4 hours', "
-			    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"),
+	    fx_sql_text(fx,
+		"SELECT to_char(now() AT TIME ZONE 'UTC' - interval '4 hours', "
+		"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"),
 	    NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "device " GPU0));
