@@ -286,5 +286,6 @@ int api_billing_exports_create(struct request *req, struct response *res, struct
 int api_billing_exports_list(struct request *req, struct response *res, struct gp_error *err);
 int api_billing_exports_get(struct request *req, struct response *res, struct gp_error *err);
 int api_billing_exports_download(struct request *req, struct response *res, struct gp_error *err);
+int api_reports_utilization(struct request *req, struct response *res, struct gp_error *err);
 
 #endif

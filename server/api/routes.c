@@ -103,6 +103,7 @@ const struct route api_routes[] = {
 	{ "GET", "/v1/billing/exports", api_billing_exports_list, CAP_READ },
 	{ "GET", "/v1/billing/exports/{}", api_billing_exports_get, CAP_READ },
 	{ "GET", "/v1/billing/exports/{}/download", api_billing_exports_download, CAP_READ },
+	{ "GET", "/v1/reports/utilization", api_reports_utilization, ALLOW_USER },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

@@ -15,8 +15,8 @@
 
 struct billing_export_row {
 	int64_t id;
-	const char *format; /* csv | jsonl | focus */
-	const char *period; /* NULL for a range */
+	const char *format;     /* csv | jsonl | focus */
+	const char *period;     /* NULL for a range */
 	int64_t from_us, to_us; /* the range (a period's month, too) */
 	const char *state;      /* queued | running | done | failed */
 	int64_t rows, bytes;    /* -1 until done */
@@ -29,9 +29,9 @@ struct billing_export_row {
 };
 
 /* Insert a queued job (period, or from/to with period NULL). */
-int db_billing_export_insert(struct db *db, struct arena *a, const char *format,
-    const char *period, int64_t from_us, int64_t to_us, int64_t created_by,
-    struct billing_export_row *out, struct gp_error *err) __attribute__((warn_unused_result));
+int db_billing_export_insert(struct db *db, struct arena *a, const char *format, const char *period,
+    int64_t from_us, int64_t to_us, int64_t created_by, struct billing_export_row *out,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 int db_billing_export_get(struct db *db, struct arena *a, int64_t id,
     struct billing_export_row *out, bool *found, struct gp_error *err)
@@ -74,6 +74,14 @@ int db_billing_export_page(struct db *db, struct arena *a, const char *format, i
     int64_t to_us, int64_t after_hour_us, int64_t after_id, int limit,
     struct billing_export_page *out, struct gp_error *err) __attribute__((warn_unused_result));
 
+/*
+ * Inside the job's transaction, before the pages: what the format needs
+ * (FOCUS: the range's utilization, in a temporary table dropped at
+ * commit).
+ */
+int db_billing_export_prepare(struct db *db, struct arena *a, const char *format, int64_t from_us,
+    int64_t to_us, struct gp_error *err) __attribute__((warn_unused_result));
+
 /* The file's first line for format (NULL for jsonl). */
 const char *db_billing_export_header(const char *format);
 
@@ -81,8 +89,8 @@ int db_billing_export_chunk_put(struct db *db, struct arena *a, int64_t id, int 
     const char *data, size_t len, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Last statement of the job's transaction: done, with what was written. */
-int db_billing_export_finish(struct db *db, struct arena *a, int64_t id, int attempt,
-    int64_t rows, int64_t bytes, const char *sha256, int chunks, struct gp_error *err)
+int db_billing_export_finish(struct db *db, struct arena *a, int64_t id, int attempt, int64_t rows,
+    int64_t bytes, const char *sha256, int chunks, struct gp_error *err)
     __attribute__((warn_unused_result));
 
 /*
@@ -97,5 +105,26 @@ int db_billing_export_fail(struct db *db, struct arena *a, int64_t id, int attem
 int db_billing_export_chunk_get(struct db *db, struct arena *a, int64_t id, int seq,
     const char **data, size_t *len, bool *found, struct gp_error *err)
     __attribute__((warn_unused_result));
+
+/* One group of the utilization report (docs/billing.md "Utilization"). */
+struct billing_util_row {
+	const char *project;
+	const char *pool; /* group_by=pool only */
+	int64_t pool_id;
+	const char *currency; /* NULL when nothing was billed */
+	/* whole-GPU-equivalent hours, exact decimals with 6 fraction digits */
+	const char *allocated_gpu_hours, *measured_gpu_hours, *idle_gpu_hours;
+	const char *average_activity; /* 0..1, NULL without telemetry */
+	int64_t billed_micro, idle_cost_micro;
+};
+
+/*
+ * Utilization over [from_us, to_us) by "project" or "pool"; project_id
+ * > 0 keeps one project, member_user_id > 0 the projects that user is a
+ * member of.
+ */
+int db_billing_utilization(struct db *db, struct arena *a, int64_t from_us, int64_t to_us,
+    const char *group_by, int64_t project_id, int64_t member_user_id, struct billing_util_row **out,
+    int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

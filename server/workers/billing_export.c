@@ -99,17 +99,20 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 	if (db_billing_export_lock(db, a, j->e.id, j->e.attempts, &ok, err) < 0)
 		goto fail;
 	if (!ok) {
-		gp_error_set(err, 409, "conflict", "export %lld was taken over", (long long)j->e.id);
+		gp_error_set(err, 409, "conflict", "export %lld was taken over",
+		    (long long)j->e.id);
 		goto fail;
 	}
+	if (db_billing_export_prepare(db, a, j->e.format, j->e.from_us, j->e.to_us, err) < 0)
+		goto fail;
 	if (header != NULL && append(db, j, header, strlen(header), err) < 0)
 		goto fail;
 	for (;;) {
 		struct arena *pa = arena_create();
 		struct billing_export_page pg;
 
-		if (db_billing_export_page(db, pa, j->e.format, j->e.from_us, j->e.to_us, after_hour,
-			after_id, PAGE_ROWS, &pg, err) < 0) {
+		if (db_billing_export_page(db, pa, j->e.format, j->e.from_us, j->e.to_us,
+			after_hour, after_id, PAGE_ROWS, &pg, err) < 0) {
 			arena_destroy(pa);
 			goto fail;
 		}
@@ -175,8 +178,8 @@ run_job(struct db *db, struct billing_export_row *e)
 
 		gp_error_clear(&e2);
 		if (db_billing_export_fail(db, a, e->id, e->attempts,
-			e->attempts > BILLING_EXPORT_MAX_ATTEMPTS ? e->attempts :
-								   BILLING_EXPORT_MAX_ATTEMPTS,
+			e->attempts > BILLING_EXPORT_MAX_ATTEMPTS ? e->attempts
+								  : BILLING_EXPORT_MAX_ATTEMPTS,
 			err.message, &e2) < 0)
 			log_warn(NULL, "billing export: could not record the failure", "export", id,
 			    "error", e2.message);
@@ -202,8 +205,8 @@ export_run_once(void *arg)
 		bool found = false;
 
 		gp_error_clear(&err);
-		if (db_billing_export_claim(db_thread(), a, cfg->lease_s, worker, &e, &found, &err) <
-		    0)
+		if (db_billing_export_claim(db_thread(), a, cfg->lease_s, worker, &e, &found,
+			&err) < 0)
 			log_warn(NULL, "billing export claim failed", "error", err.message);
 		if (found)
 			run_job(db_thread(), &e);

@@ -18,8 +18,8 @@
 #define BILLING_EXPORT_MAX_ATTEMPTS 5
 
 struct billing_export_config {
-	int interval_ms; /* between polls for queued jobs */
-	int lease_s;     /* a running job whose worker died is taken over after this */
+	int interval_ms;       /* between polls for queued jobs */
+	int lease_s;           /* a running job whose worker died is taken over after this */
 	int test_row_delay_ms; /* tests: sleep this long after each page (kill mid-export) */
 };
 

@@ -105,8 +105,9 @@ expected_csv(struct fixture *fx, const char *from, const char *to, long long *nr
 	char *copy = strdup(raw), *save = NULL;
 
 	*nrows = 0;
-	text_str(&t, "usage_id,kind,period,hour_start,hour_end,project,pool,model,profile,count,"
-		     "seconds,price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n");
+	text_str(&t,
+	    "usage_id,kind,period,hour_start,hour_end,project,pool,model,profile,count,"
+	    "seconds,price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n");
 	for (char *row = strtok_r(copy, "\x1e", &save); row != NULL;
 	     row = strtok_r(NULL, "\x1e", &save)) {
 		const char *f[15];
@@ -207,11 +208,10 @@ test_csv_golden_month(void **state)
 	/* the headers: Content-Disposition names the file; If-None-Match -> 304 */
 	{
 		struct arena *a = arena_create();
-		const char *const hdr[] = { fx_str(fx, "Authorization: Bearer %s",
-						fx->admin_token),
+		const char *const hdr[] = { fx_str(fx, "Authorization: Bearer %s", fx->admin_token),
 			NULL };
-		const char *const hdr2[] = { hdr[0],
-			fx_str(fx, "If-None-Match: \"%s\"", first_sha), NULL };
+		const char *const hdr2[] = { hdr[0], fx_str(fx, "If-None-Match: \"%s\"", first_sha),
+			NULL };
 		struct raw_response rr;
 		size_t len;
 		char *req = raw_build(a, "GET",
@@ -245,8 +245,8 @@ test_csv_golden_month(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/billing/exports", NULL);
 	assert_status(r, 200);
 	assert_true(fx_json_len(r->json, "items") >= 2);
-	assert_int_equal(
-	    fx_json_int(json_object_array_get_idx(fx_json(r->json, "items"), 0), "id"), id2);
+	assert_int_equal(fx_json_int(json_object_array_get_idx(fx_json(r->json, "items"), 0), "id"),
+	    id2);
 	free(want);
 }
 
@@ -277,8 +277,8 @@ test_jsonl_and_range(void **state)
 		assert_non_null(o);
 		if (lines == 0) {
 			/* the first row (by hour, id): mid's A100 at 09:00, 1000000 for 1200 s */
-			assert_true(strcmp(fx_json_str(o, "hour_start"), "2026-03-02T10:00:00Z") ==
-				0);
+			assert_true(
+			    strcmp(fx_json_str(o, "hour_start"), "2026-03-02T10:00:00Z") == 0);
 			assert_json_str(o, "project", "acme");
 			assert_json_str(o, "pool", "wx");
 		}
@@ -303,10 +303,12 @@ test_jsonl_and_range(void **state)
 	    target);
 	assert_status(r, 201);
 	month = fx_sql_text(fx, "SELECT period FROM billing_usage WHERE kind = 'adjustment'");
-	from = fx_sql_text(fx, "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC'), "
-			       "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
-	to = fx_sql_text(fx, "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC') + "
-			     "interval '1 month', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+	from = fx_sql_text(fx,
+	    "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC'), "
+	    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+	to = fx_sql_text(fx,
+	    "SELECT to_char(date_trunc('month', now() AT TIME ZONE 'UTC') + "
+	    "interval '1 month', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
 	id = exp_create(fx, fx->admin_token,
 	    fx_str(fx, "{\"format\":\"csv\",\"from\":\"%s\",\"to\":\"%s\"}", from, to));
 	e = exp_wait(fx, id, 20000);
@@ -373,10 +375,10 @@ test_bad_input(void **state)
 	/* ids that are not there */
 	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/billing/exports/999999", NULL),
 	    404, "not_found");
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/billing/exports/abc", NULL),
-	    404, "not_found");
-	assert_problem(fx_request(fx, fx->admin_token, "GET",
-			   "/v1/billing/exports/999999/download", NULL),
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/billing/exports/abc", NULL), 404,
+	    "not_found");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/billing/exports/999999/download",
+			   NULL),
 	    404, "not_found");
 }
 
@@ -474,8 +476,8 @@ test_kill_during_export(void **state)
 	assert_json_str(e, "state", "done");
 	assert_json_int(e, "attempts", 2);
 	assert_string_equal(fx_json_str(e, "sha256"), first_sha);
-	assert_string_equal(exp_sha256(fx, exp_download(fx, id)->body, (size_t)fx_json_int(e,
-							      "bytes")),
+	assert_string_equal(exp_sha256(fx, exp_download(fx, id)->body,
+				(size_t)fx_json_int(e, "bytes")),
 	    first_sha);
 }
 
