@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXPORT_ENV BILLING_SERVER_ENV, "GPUPOOL_BILLING_EXPORT_INTERVAL_MS=200"
 
@@ -421,6 +422,88 @@ test_access(void **state)
 	assert_status(fx_request(fx, NULL, "GET", path, NULL), 401);
 }
 
+static char *
+slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (f == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* gpupool billing export: create, wait, download, verify; a corrupt file exits non-zero */
+static void
+test_cli(void **state)
+{
+	struct fixture *fx = *state;
+	const char *env[3] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url),
+		fx_str(fx, "GPUPOOL_TOKEN=%s", fx->admin_token), NULL };
+	const char *file = fx_str(fx, "%s/mar.csv", fx->tmpdir);
+	const char *bad = fx_str(fx, "%s/bad.csv", fx->tmpdir);
+	struct fx_proc *p;
+	size_t len;
+	char *got;
+	const char *id;
+
+	assert_non_null(first_sha);
+	p = fx_cli(fx, env, NULL, "billing", "export", "--period", "2026-03", "--format", "csv",
+	    "-o", file, NULL);
+	if (p->status != 0)
+		fail_msg("gpupool billing export: %d\n%s%s", p->status, p->out, p->err);
+	assert_non_null(strstr(p->out, first_sha));
+	got = slurp(file, &len);
+	assert_non_null(got);
+	assert_string_equal(exp_sha256(fx, got, len), first_sha);
+	free(got);
+	assert_int_equal(access(fx_str(fx, "%s.part", file), F_OK), -1);
+
+	/* the stored file corrupted (a byte flipped in a chunk): mismatch, exit 1, no file */
+	id = fx_sql_text(fx,
+	    "SELECT max(id)::text FROM billing_exports WHERE state = 'done' AND "
+	    "format = 'csv' AND period = '2026-03'");
+	fx_sql_exec(fx,
+	    "UPDATE billing_export_chunks SET data = set_byte(data, 10, get_byte(data, 10) # 1) "
+	    "WHERE export_id = $1::int8 AND seq = 0",
+	    id);
+	p = fx_cli(fx, env, NULL, "billing", "export", "--id", id, "-o", bad, NULL);
+	assert_int_equal(p->status, 1);
+	assert_non_null(strstr(p->err, "checksum mismatch"));
+	assert_int_equal(access(bad, F_OK), -1);
+	assert_int_equal(access(fx_str(fx, "%s.part", bad), F_OK), -1);
+
+	/* bad input is the server's 422, exit 1; no -o is a usage error */
+	p = fx_cli(fx, env, NULL, "billing", "export", "--period", "2026-13", "--format", "csv",
+	    "-o", bad, NULL);
+	assert_int_equal(p->status, 1);
+	assert_non_null(strstr(p->err, "period"));
+	p = fx_cli(fx, env, NULL, "billing", "export", "--period", "2026-03", "--format", "csv",
+	    NULL);
+	assert_int_equal(p->status, 2);
+	/* -o keeps its meaning elsewhere */
+	p = fx_cli(fx, env, NULL, "-o", "json", "billing", "periods", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "\"2026-03\""));
+	/* reports utilization */
+	p = fx_cli(fx, env, NULL, "reports", "utilization", "--from", "2026-03-01T00:00:00Z",
+	    "--to", "2026-04-01T00:00:00Z", "--group-by", "pool", NULL);
+	if (p->status != 0)
+		fail_msg("gpupool reports utilization: %d\n%s%s", p->status, p->out, p->err);
+	assert_non_null(strstr(p->out, "GPU-HOURS"));
+	assert_non_null(strstr(p->out, "wx"));
+}
+
 /* gpupoold killed while it writes an export; another replica completes it, same bytes */
 static void
 test_kill_during_export(void **state)
@@ -489,6 +572,7 @@ main(void)
 		cmocka_unit_test(test_jsonl_and_range),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_access),
+		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_kill_during_export),
 	};
 

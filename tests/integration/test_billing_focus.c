@@ -222,12 +222,11 @@ scaled(const char *s, int scale)
 static void
 check_columns(const struct table *t)
 {
-	static const char *const conditional_here[] = { "AvailabilityZone",
-		"CapacityReservationId", "CapacityReservationStatus", "ChargeFrequency",
-		"ConsumedQuantity", "ConsumedUnit", "ContractedUnitPrice", "ListUnitPrice",
-		"PricingCategory", "RegionId", "RegionName", "ResourceId", "ResourceName",
-		"ResourceType", "SkuId", "SkuPriceDetails", "SkuPriceId", "SubAccountId",
-		"SubAccountName", "Tags" };
+	static const char *const conditional_here[] = { "AvailabilityZone", "CapacityReservationId",
+		"CapacityReservationStatus", "ChargeFrequency", "ConsumedQuantity", "ConsumedUnit",
+		"ContractedUnitPrice", "ListUnitPrice", "PricingCategory", "RegionId", "RegionName",
+		"ResourceId", "ResourceName", "ResourceType", "SkuId", "SkuPriceDetails",
+		"SkuPriceId", "SubAccountId", "SubAccountName", "Tags" };
 	bool custom_seen = false;
 
 	for (int i = 0; i < t->ncols; i++) {
@@ -268,7 +267,8 @@ check_columns(const struct table *t)
 			}
 			if (strcmp(ru->type, "Decimal") == 0 &&
 			    !matches("^-?(0|[1-9][0-9]*)(\\.[0-9]+)?(E-?[0-9]+)?$", v))
-				fail_msg("row %d: %s = '%s' is not a FOCUS number", r + 1, ru->id, v);
+				fail_msg("row %d: %s = '%s' is not a FOCUS number", r + 1, ru->id,
+				    v);
 			if (strcmp(ru->type, "DateTime") == 0 &&
 			    !matches("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):"
 				     "[0-5][0-9]:[0-5][0-9]Z$",
@@ -277,21 +277,26 @@ check_columns(const struct table *t)
 			if (strcmp(ru->format, "Currency") == 0 && !matches("^[A-Z]{3}$", v))
 				fail_msg("row %d: %s = '%s' is not ISO 4217", r + 1, ru->id, v);
 			if (strcmp(ru->format, "AllowedValues") == 0 && !allowed(ru, v))
-				fail_msg("row %d: %s = '%s' is not an allowed value", r + 1, ru->id, v);
+				fail_msg("row %d: %s = '%s' is not an allowed value", r + 1, ru->id,
+				    v);
 			if (strcmp(ru->format, "Unit") == 0 &&
-			    !matches("^([0-9]+ )?[A-Z][A-Za-z]*(-[A-Z][a-z]+|/([0-9]+ )?[A-Z][a-z]+)?$", v))
-				fail_msg("row %d: %s = '%s' is not in Unit Format", r + 1, ru->id, v);
+			    !matches("^([0-9]+ )?[A-Z][A-Za-z]*(-[A-Z][a-z]+|/([0-9]+ )?[A-Z][a-z]+)?$",
+				v))
+				fail_msg("row %d: %s = '%s' is not in Unit Format", r + 1, ru->id,
+				    v);
 			if (strcmp(ru->format, "KeyValue") == 0) {
 				struct json_object *o = json_tokener_parse(v);
 
 				if (o == NULL || !json_object_is_type(o, json_type_object))
-					fail_msg("row %d: %s is not a JSON object: %s", r + 1, ru->id, v);
+					fail_msg("row %d: %s is not a JSON object: %s", r + 1,
+					    ru->id, v);
 				json_object_object_foreach(o, k, jv)
 				{
-					if (jv != NULL && (json_object_is_type(jv, json_type_object) ||
-							      json_object_is_type(jv, json_type_array)))
-						fail_msg("row %d: %s.%s is not a scalar", r + 1, ru->id,
-						    k);
+					if (jv != NULL &&
+					    (json_object_is_type(jv, json_type_object) ||
+						json_object_is_type(jv, json_type_array)))
+						fail_msg("row %d: %s.%s is not a scalar", r + 1,
+						    ru->id, k);
 				}
 				json_object_put(o);
 			}
@@ -346,18 +351,21 @@ check_rows(const struct table *t)
 					fail_msg("SkuPriceDetails key %s", k);
 			}
 			assert_true(json_object_is_type(json_object_object_get(o, "GpuCount"),
-			    json_type_double) ||
-			    json_object_is_type(json_object_object_get(o, "GpuCount"), json_type_int));
+					json_type_double) ||
+			    json_object_is_type(json_object_object_get(o, "GpuCount"),
+				json_type_int));
 			json_object_put(o);
 		}
 		/* ChargeFrequency MUST NOT be "Usage-Based" when ChargeCategory is "Purchase" */
 		if (strcmp(cat, "Purchase") == 0)
 			assert_string_not_equal(val(t, r, "ChargeFrequency"), "Usage-Based");
 		/* the charge period lies in the billing period, start before end */
-		assert_true(strcmp(val(t, r, "ChargePeriodStart"), val(t, r, "ChargePeriodEnd")) < 0);
+		assert_true(
+		    strcmp(val(t, r, "ChargePeriodStart"), val(t, r, "ChargePeriodEnd")) < 0);
 		assert_true(
 		    strcmp(val(t, r, "BillingPeriodStart"), val(t, r, "ChargePeriodStart")) <= 0);
-		assert_true(strcmp(val(t, r, "ChargePeriodEnd"), val(t, r, "BillingPeriodEnd")) <= 0);
+		assert_true(
+		    strcmp(val(t, r, "ChargePeriodEnd"), val(t, r, "BillingPeriodEnd")) <= 0);
 		/* no discounts in gpupool: every cost metric is the same amount */
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "EffectiveCost"));
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "ListCost"));
@@ -378,7 +386,8 @@ check_rows(const struct table *t)
 				    val(t, r, "ListCost"));
 		}
 		/* x_AmountMicro is the cost in micro-units */
-		assert_true(scaled(val(t, r, "BilledCost"), 6) == atoll(val(t, r, "x_AmountMicro")));
+		assert_true(
+		    scaled(val(t, r, "BilledCost"), 6) == atoll(val(t, r, "x_AmountMicro")));
 	}
 }
 
@@ -454,8 +463,10 @@ test_focus_conformance(void **state)
 	/* the sum of BilledCost is the period's billed amount, to the micro-unit */
 	for (int i = 0; i < t.nrows; i++)
 		total += scaled(val(&t, i, "BilledCost"), 6);
-	assert_true(total == (__int128)fx_sql_int64(fx, "SELECT sum(amount_micro) FROM "
-							"billing_usage WHERE period = '2026-03'"));
+	assert_true(total ==
+	    (__int128)fx_sql_int64(fx,
+		"SELECT sum(amount_micro) FROM "
+		"billing_usage WHERE period = '2026-03'"));
 	/* every usage row of the period is there, its parts summing to its amount */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM billing_usage WHERE period = '2026-03'"),
@@ -603,10 +614,10 @@ test_utilization(void **state)
 	    "not_found");
 
 	/* bad input */
-	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/reports/utilization", NULL),
-	    422, "validation_failed");
-	assert_problem(fx_request(fx, fx->admin_token, "GET",
-			   fx_str(fx, "%s&group_by=spec", q), NULL),
+	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/reports/utilization", NULL), 422,
+	    "validation_failed");
+	assert_problem(fx_request(fx, fx->admin_token, "GET", fx_str(fx, "%s&group_by=spec", q),
+			   NULL),
 	    422, "validation_failed");
 	assert_problem(fx_request(fx, fx->admin_token, "GET",
 			   "/v1/reports/utilization?from=2026-03-03T00:00:00Z&to=2026-03-02T00:00:00Z",
