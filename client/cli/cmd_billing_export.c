@@ -59,8 +59,8 @@ str(struct json_object *o, const char *key)
 {
 	struct json_object *v = gp_client_json_get(o, key);
 
-	return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v) :
-									NULL;
+	return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
+								     : NULL;
 }
 
 int
@@ -85,8 +85,8 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 		return cli_usage_error(cli, cmd, "-o FILE (or --output-file) is required");
 	to_stdout = strcmp(file, "-") == 0;
 	if (cli_opt(args, "timeout") != NULL &&
-	    cli_parse_int64(cli, cmd, "timeout", cli_opt(args, "timeout"), 1, 86400 * 7, &timeout) !=
-		0)
+	    cli_parse_int64(cli, cmd, "timeout", cli_opt(args, "timeout"), 1, 86400 * 7,
+		&timeout) != 0)
 		return CLI_EXIT_USAGE;
 	if (idopt != NULL) {
 		if (cli_parse_int64(cli, cmd, "id", idopt, 1, INT64_MAX, &id) != 0)
@@ -98,9 +98,11 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 		struct json_object *body = json_object_new_object();
 
 		if (format == NULL)
-			return cli_usage_error(cli, cmd, "--format is required (csv, jsonl, focus)");
+			return cli_usage_error(cli, cmd,
+			    "--format is required (csv, jsonl, focus)");
 		if (period == NULL && (from == NULL || to == NULL))
-			return cli_usage_error(cli, cmd, "give --period YYYY-MM or --from and --to");
+			return cli_usage_error(cli, cmd,
+			    "give --period YYYY-MM or --from and --to");
 		json_object_object_add(body, "format", json_object_new_string(format));
 		if (period != NULL)
 			json_object_object_add(body, "period", json_object_new_string(period));
@@ -179,7 +181,8 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 	if (!to_stdout && fclose(s.f) != 0 && rc == CLI_EXIT_OK)
 		rc = cli_fail(cli, "could not write %s: %s", part, strerror(errno));
 	sha256_final_hex(&s.sha, hex);
-	if (rc == CLI_EXIT_OK && (sha == NULL || strcmp(hex, sha) != 0 || (int64_t)s.bytes != bytes))
+	if (rc == CLI_EXIT_OK &&
+	    (sha == NULL || strcmp(hex, sha) != 0 || (int64_t)s.bytes != bytes))
 		rc = cli_fail(cli,
 		    "checksum mismatch for export %lld: got %" PRIu64 " bytes with SHA-256 %s, "
 		    "the server stored %" PRId64 " bytes with SHA-256 %s",

@@ -11,8 +11,7 @@
 extern const struct cli_option cmd_billing_export_options[];
 
 /* gpupool billing export: create the job, wait, download, verify. */
-int cmd_billing_export(struct cli *cli, const struct cli_command *cmd,
-    const struct cli_args *args);
+int cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args);
 
 /* The "reports" group, NULL-terminated. */
 extern const struct cli_command cmd_reports_commands[];

@@ -146,7 +146,7 @@ DB_STMT(stmt_exp_chunk_put,
 
 DB_STMT(stmt_exp_finish,
     "UPDATE billing_exports SET state = 'done', rows = $3::int8, bytes = $4::int8, sha256 = $5, "
-    "chunks = $6::int4, finished_at = now(), lease_until = NULL, error = NULL "
+    "chunks = $6::int4, finished_at = clock_timestamp(), lease_until = NULL, error = NULL "
     "WHERE id = $1::int8 AND attempts = $2::int4 AND state = 'running' RETURNING id");
 
 DB_STMT(stmt_exp_fail,
