@@ -246,8 +246,12 @@ db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attempt, 
     struct gp_error *err)
 {
 	const char *p[2] = { db_param_int(a, id), db_param_int(a, attempt) };
-	PGresult *r = db_exec(db, a, &stmt_exp_lock, 2, p, err);
+	PGresult *r;
 
+	/* one snapshot for every page: a consistent file even of an open period */
+	if (db_exec_simple(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", err) < 0)
+		return -1;
+	r = db_exec(db, a, &stmt_exp_lock, 2, p, err);
 	if (r == NULL)
 		return -1;
 	*ok = PQntuples(r) == 1;

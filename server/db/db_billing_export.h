@@ -53,7 +53,8 @@ int db_billing_export_claim(struct db *db, struct arena *a, int lease_s, const c
     __attribute__((warn_unused_result));
 
 /*
- * Inside the job's transaction: lock the job row for the transaction
+ * First statement of the job's transaction: make it REPEATABLE READ (one
+ * snapshot for the whole file), lock the job row for the transaction
  * (other workers skip it while it runs) when it is still running under
  * this attempt, and drop chunks a dead attempt left. *ok false: another
  * worker has taken it over.

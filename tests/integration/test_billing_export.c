@@ -504,6 +504,48 @@ test_cli(void **state)
 	assert_non_null(strstr(p->out, "wx"));
 }
 
+/* three replicas' workers on eight jobs: each job runs once, the same period the same bytes */
+static void
+test_replicas(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const env[] = { EXPORT_ENV, NULL };
+	struct fx_server *main_srv = fx->server, *b, *c;
+	int64_t ids[8];
+
+	b = fixture_server_start(fx, env);
+	c = fixture_server_start(fx, env);
+	assert_non_null(b);
+	assert_non_null(c);
+	for (int i = 0; i < 8; i++) {
+		fx->server = i % 3 == 0 ? main_srv : i % 3 == 1 ? b : c;
+		ids[i] = exp_create(fx, fx->admin_token,
+		    i % 2 == 0 ? "{\"format\":\"csv\",\"period\":\"2026-03\"}"
+			       : "{\"format\":\"focus\",\"period\":\"2026-03\"}");
+	}
+	fx->server = main_srv;
+	for (int i = 0; i < 8; i++) {
+		struct json_object *e = exp_wait(fx, ids[i], 30000);
+
+		assert_json_str(e, "state", "done");
+		assert_json_int(e, "attempts", 1);
+		if (i % 2 == 0)
+			assert_string_equal(fx_json_str(e, "sha256"), first_sha);
+	}
+	/* the FOCUS files are the same bytes too, each stored once */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(DISTINCT sha256) FROM billing_exports WHERE format = "
+			     "'focus' AND period = '2026-03'"),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_exports e WHERE e.state = 'done' AND "
+			     "e.chunks <> (SELECT count(*) FROM billing_export_chunks k WHERE "
+			     "k.export_id = e.id)"),
+	    0);
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+	assert_int_equal(fixture_server_stop(fx, c), 0);
+}
+
 /* gpupoold killed while it writes an export; another replica completes it, same bytes */
 static void
 test_kill_during_export(void **state)
@@ -573,6 +615,7 @@ main(void)
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_replicas),
 		cmocka_unit_test(test_kill_during_export),
 	};
 
