@@ -110,11 +110,12 @@ $$;
 -- ending with a newline: the row u, or for a usage row split by
 -- utilization its Used or Unused part (status), whose amount is
 -- p_micro and quantity p_qty (instance-hours). p_correction: an
--- adjustment of a row of an earlier, closed period. The column order is
+-- adjustment of a row of an earlier, closed period; p_gpu_equiv: the
+-- whole-GPU equivalent of one instance (billing_gpu_equiv). The column order is
 -- db_billing_export.c's FOCUS_HEADER.
 CREATE FUNCTION billing_focus_line(u billing_usage, p_status text, p_micro bigint, p_qty numeric,
 	p_share numeric, p_project text, p_project_display text, p_pool text, p_cluster text,
-	p_region text, p_correction boolean) RETURNS text
+	p_region text, p_correction boolean, p_gpu_equiv numeric) RETURNS text
 LANGUAGE sql STABLE AS $$
 	SELECT array_to_string(ARRAY[
 		gp_csv(p_cluster),                                           -- AvailabilityZone
@@ -164,7 +165,7 @@ LANGUAGE sql STABLE AS $$
 		'Other (Compute)',                                           -- ServiceSubcategory
 		gp_csv(u.model || '/' || u.profile),                         -- SkuId
 		CASE WHEN u.rate_id IS NOT NULL THEN gp_csv(jsonb_build_object(
-			'GpuCount', trim_scale(round(billing_gpu_equiv(u.model, u.profile), 6)),
+			'GpuCount', trim_scale(round(p_gpu_equiv, 6)),
 			'x_Model', u.model, 'x_Profile', u.profile,
 			'x_PricePerHour', gp_micro_dec(u.price_per_hour_micro))::text) END,
 		CASE WHEN u.rate_id IS NOT NULL
@@ -183,4 +184,15 @@ LANGUAGE sql STABLE AS $$
 		CASE WHEN u.kind = 'usage' THEN trim_scale(round(p_share, 6))::text END, -- x_IdleShare
 		u.adjusts::text                                              -- x_Adjusts
 	], ',', '') || E'\n'
+$$;
+
+-- Export chunks are written once and read whole: lz4 compresses them
+-- several times faster than the default pglz (servers built without lz4
+-- store them uncompressed instead).
+DO $$
+BEGIN
+	ALTER TABLE billing_export_chunks ALTER COLUMN data SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
+	ALTER TABLE billing_export_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+END
 $$;

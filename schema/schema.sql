@@ -790,7 +790,7 @@ CREATE TABLE public.billing_usage (
     CONSTRAINT billing_usage_seconds_check CHECK (((seconds >= 0) AND (seconds <= 3600)))
 );
 
-CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text, p_micro bigint, p_qty numeric, p_share numeric, p_project text, p_project_display text, p_pool text, p_cluster text, p_region text, p_correction boolean) RETURNS text
+CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text, p_micro bigint, p_qty numeric, p_share numeric, p_project text, p_project_display text, p_pool text, p_cluster text, p_region text, p_correction boolean, p_gpu_equiv numeric) RETURNS text
     LANGUAGE sql STABLE
     AS $$
 	SELECT array_to_string(ARRAY[
@@ -841,7 +841,7 @@ CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text,
 		'Other (Compute)',                                           -- ServiceSubcategory
 		gp_csv(u.model || '/' || u.profile),                         -- SkuId
 		CASE WHEN u.rate_id IS NOT NULL THEN gp_csv(jsonb_build_object(
-			'GpuCount', trim_scale(round(billing_gpu_equiv(u.model, u.profile), 6)),
+			'GpuCount', trim_scale(round(p_gpu_equiv, 6)),
 			'x_Model', u.model, 'x_Profile', u.profile,
 			'x_PricePerHour', gp_micro_dec(u.price_per_hour_micro))::text) END,
 		CASE WHEN u.rate_id IS NOT NULL
@@ -1427,6 +1427,7 @@ CREATE TABLE public.billing_export_chunks (
     seq integer NOT NULL,
     data bytea NOT NULL
 );
+ALTER TABLE ONLY public.billing_export_chunks ALTER COLUMN data SET COMPRESSION lz4;
 
 CREATE TABLE public.billing_exports (
     id bigint NOT NULL,

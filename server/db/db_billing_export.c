@@ -110,22 +110,35 @@ DB_STMT(stmt_exp_page_jsonl,
 DB_STMT(stmt_exp_idle_fill,
     "INSERT INTO " IDLE_TABLE " SELECT * FROM billing_idle(" TS_US("$1") ", " TS_US("$2") ")");
 
+/* the cluster of each pool billed in the range (its first allocation's) */
+#define POOL_TABLE "pg_temp.gp_export_pool"
+#define POOL_CREATE                                                                    \
+	"CREATE TEMP TABLE IF NOT EXISTS gp_export_pool (pool_id bigint PRIMARY KEY, " \
+	"cluster text, region text) ON COMMIT DROP"
+DB_STMT(stmt_exp_pool_fill,
+    "INSERT INTO " POOL_TABLE " SELECT DISTINCT ON (a.pool_id) a.pool_id, c.name, c.region "
+    "FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN clusters c ON c.id = g.cluster_id "
+    "WHERE a.pool_id IN (SELECT DISTINCT u.pool_id FROM billing_usage u WHERE u.hour >= " TS_US(
+	"$1") " AND u.hour < " TS_US("$2") ") ORDER BY a.pool_id, a.id");
+
 DB_STMT(stmt_exp_page_focus,
     "WITH r AS (SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool, "
-    "c.name AS cluster, c.region, "
+    "pc.cluster, pc.region, "
     "coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share, "
     "billing_idle_micro(CASE WHEN u.kind = 'usage' THEN u.amount_micro ELSE 0 END, i.held_s, "
     "i.idle_s) AS unused, "
     "round(u.seconds::numeric * u.count / 3600, 9) AS qty, "
+    "CASE WHEN u.profile = 'full' THEN 1::numeric "
+    "ELSE mp.compute_slices::numeric / nullif(gm.compute_slices, 0) END AS gpu_equiv, "
     "(adj.period IS NOT NULL AND adj.period <> u.period AND EXISTS (SELECT 1 FROM "
     "billing_periods bp WHERE bp.period = adj.period AND bp.state = 'closed')) AS corr "
     "FROM billing_usage u JOIN projects p ON p.id = u.project_id "
     "LEFT JOIN pools po ON po.id = u.pool_id "
     "LEFT JOIN " IDLE_TABLE " i ON i.pool_id = u.pool_id AND i.model = u.model "
     "AND i.profile = u.profile AND i.hour = u.hour "
-    "LEFT JOIN LATERAL (SELECT g.cluster_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
-    "WHERE a.pool_id = u.pool_id ORDER BY a.id LIMIT 1) ac ON true "
-    "LEFT JOIN clusters c ON c.id = ac.cluster_id "
+    "LEFT JOIN " POOL_TABLE " pc ON pc.pool_id = u.pool_id "
+    "LEFT JOIN gpu_models gm ON gm.id = u.model "
+    "LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile "
     "LEFT JOIN billing_usage adj ON adj.id = u.adjusts "
     "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " AND (u.hour, u.id) > (" TS_US(
 	"$3") ", $4::int8) ORDER BY u.hour, u.id LIMIT $5::int4), "
@@ -134,11 +147,11 @@ DB_STMT(stmt_exp_page_focus,
 	      "SELECT " EPOCH_US(
 		  "hour") ", id, CASE WHEN unused > 0 THEN "
 			  "billing_focus_line(u, 'Used', (u).amount_micro - unused, qty - uq, share, project, "
-			  "display_name, pool, cluster, region, corr) || "
+			  "display_name, pool, cluster, region, corr, gpu_equiv) || "
 			  "billing_focus_line(u, 'Unused', unused, uq, share, project, display_name, pool, "
-			  "cluster, region, corr) "
+			  "cluster, region, corr, gpu_equiv) "
 			  "ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project, display_name, "
-			  "pool, cluster, region, corr) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
+			  "pool, cluster, region, corr, gpu_equiv) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
 			  "FROM s ORDER BY hour, id");
 
 DB_STMT(stmt_exp_chunk_put,
@@ -283,7 +296,11 @@ db_billing_export_prepare(struct db *db, struct arena *a, const char *format, in
 		return -1;
 	if (db_exec(db, a, &stmt_exp_idle_fill, 2, p, err) == NULL)
 		return -1;
-	return db_exec_simple(db, "ANALYZE " IDLE_TABLE, err);
+	if (db_exec_simple(db, POOL_CREATE, err) < 0 ||
+	    db_exec_simple(db, "TRUNCATE " POOL_TABLE, err) < 0 ||
+	    db_exec(db, a, &stmt_exp_pool_fill, 2, p, err) == NULL)
+		return -1;
+	return db_exec_simple(db, "ANALYZE " IDLE_TABLE ", " POOL_TABLE, err);
 }
 
 int

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE_ROWS 5000
+#define PAGE_ROWS 10000
 
 static struct billing_export_config export_cfg;
 static struct periodic *_Atomic export_self;
