@@ -1046,7 +1046,7 @@ CREATE FUNCTION public.gp_dec(v numeric) RETURNS text
 $$;
 
 CREATE FUNCTION public.gp_iso(t timestamp with time zone) RETURNS text
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
 	SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 $$;
