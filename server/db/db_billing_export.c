@@ -56,11 +56,18 @@ DB_STMT(stmt_exp_lock,
     "AND attempts = $2::int4 FOR UPDATE SKIP LOCKED");
 DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1::int8");
 
-#define PAGE_FROM                                                                                    \
-	" FROM billing_usage u JOIN projects p ON p.id = u.project_id "                              \
-	"LEFT JOIN pools po ON po.id = u.pool_id "                                                   \
-	"WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " AND (u.hour, u.id) > (" TS_US( \
-	    "$3") ", $4::int8) ORDER BY u.hour, u.id LIMIT $5::int4"
+/*
+ * The file's lines come from one cursor per job, read FETCH_ROWS at a
+ * time, planned for the whole result (cursor_tuple_fraction 1: a scan and
+ * a sort, as COPY would, rather than index order).
+ */
+#define FETCH_ROWS_TEXT "10000"
+#define CURSOR "DECLARE gp_export_cur NO SCROLL CURSOR FOR "
+#define PAGE_FROM                                                       \
+	" FROM billing_usage u JOIN projects p ON p.id = u.project_id " \
+	"LEFT JOIN pools po ON po.id = u.pool_id "                      \
+	"WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " " \
+								    "ORDER BY u.hour, u.id"
 
 /* docs/billing.md "Exports": the CSV columns */
 #define CSV_HEADER                                                                           \
@@ -68,14 +75,14 @@ DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1:
 	"price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n"
 
 DB_STMT(stmt_exp_page_csv,
-    "SELECT " EPOCH_US(
+    CURSOR "SELECT " EPOCH_US(
 	"u.hour") ", u.id, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
 		  "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
 		  "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
 		  "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
 
 DB_STMT(stmt_exp_page_jsonl,
-    "SELECT " EPOCH_US(
+    CURSOR "SELECT " EPOCH_US(
 	"u.hour") ", u.id, json_build_object('usage_id', u.id, 'kind', u.kind, "
 		  "'period', u.period, 'hour_start', gp_iso(u.hour), "
 		  "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
@@ -122,6 +129,7 @@ DB_STMT(stmt_exp_pool_fill,
 	"$1") " AND u.hour < " TS_US("$2") ") ORDER BY a.pool_id, a.id");
 
 DB_STMT(stmt_exp_page_focus,
+    CURSOR
     "WITH r AS (SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool, "
     "pc.cluster, pc.region, "
     "coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share, "
@@ -140,8 +148,8 @@ DB_STMT(stmt_exp_page_focus,
     "LEFT JOIN gpu_models gm ON gm.id = u.model "
     "LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile "
     "LEFT JOIN billing_usage adj ON adj.id = u.adjusts "
-    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " AND (u.hour, u.id) > (" TS_US(
-	"$3") ", $4::int8) ORDER BY u.hour, u.id LIMIT $5::int4), "
+    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US(
+	"$2") "), "
 	      "s AS (SELECT r.*, CASE WHEN unused > 0 THEN round(qty * unused / (u).amount_micro, 9) "
 	      "ELSE 0 END AS uq FROM r) "
 	      "SELECT " EPOCH_US(
@@ -153,6 +161,8 @@ DB_STMT(stmt_exp_page_focus,
 			  "ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project, display_name, "
 			  "pool, cluster, region, corr, gpu_equiv) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
 			  "FROM s ORDER BY hour, id");
+
+DB_STMT(stmt_exp_fetch, "FETCH " FETCH_ROWS_TEXT " FROM gp_export_cur");
 
 DB_STMT(stmt_exp_chunk_put,
     "INSERT INTO billing_export_chunks (export_id, seq, data) VALUES ($1::int8, $2::int4, $3)");
@@ -308,18 +318,26 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
     int64_t to_us, int64_t after_hour_us, int64_t after_id, int limit,
     struct billing_export_page *out, struct gp_error *err)
 {
-	const char *p[5] = { db_param_int(a, from_us), db_param_int(a, to_us),
-		db_param_int(a, after_hour_us), db_param_int(a, after_id), db_param_int(a, limit) };
 	const struct db_stmt *st;
 	PGresult *r;
 
+	(void)after_hour_us;
+	(void)limit;
 	if (strcmp(format, "jsonl") == 0)
 		st = &stmt_exp_page_jsonl;
 	else if (strcmp(format, "focus") == 0)
 		st = &stmt_exp_page_focus;
 	else
 		st = &stmt_exp_page_csv;
-	r = db_exec(db, a, st, 5, p, err);
+	/* the first page opens the cursor */
+	if (after_id == 0) {
+		const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+
+		if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
+		    db_exec(db, a, st, 2, p, err) == NULL)
+			return -1;
+	}
+	r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
 	if (r == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));

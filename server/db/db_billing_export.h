@@ -62,7 +62,11 @@ int db_billing_export_claim(struct db *db, struct arena *a, int lease_s, const c
 int db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attempt, bool *ok,
     struct gp_error *err) __attribute__((warn_unused_result));
 
-/* One keyset page of the file's lines, after (after_hour_us, after_id). */
+/*
+ * The next page of the file's lines, in (hour, id) order: the first call
+ * of a transaction (after_id 0) opens the job's cursor, every call
+ * fetches up to 10,000 rows from it (limit and after_hour_us are unused).
+ */
 struct billing_export_page {
 	int n;
 	const char **lines; /* each ends with "\n"; a FOCUS line may hold two rows */

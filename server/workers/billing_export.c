@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE_ROWS 10000
+#define PAGE_ROWS 10000 /* db_billing_export_page fetches this many */
 
 static struct billing_export_config export_cfg;
 static struct periodic *_Atomic export_self;

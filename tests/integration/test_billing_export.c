@@ -420,6 +420,21 @@ test_access(void **state)
 	assert_json_str(r->json, "created_by", "xbill");
 	/* without a token */
 	assert_status(fx_request(fx, NULL, "GET", path, NULL), 401);
+
+	/* a retried POST with the same Idempotency-Key: one job, the same answer */
+	{
+		static const char *const key[] = { "Idempotency-Key: export-nov-1", NULL };
+		int64_t n0 = fx_sql_int64(fx, "SELECT count(*) FROM billing_exports"), first;
+
+		r = fx_request_h(fx, billing, "POST", "/v1/billing/exports", key, "%s", body);
+		assert_status(r, 202);
+		first = fx_json_int(r->json, "id");
+		r = fx_request_h(fx, billing, "POST", "/v1/billing/exports", key, "%s", body);
+		assert_status(r, 202);
+		assert_int_equal(fx_json_int(r->json, "id"), first);
+		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_exports"), n0 + 1);
+		exp_wait(fx, first, 20000);
+	}
 }
 
 static char *
