@@ -765,6 +765,154 @@ CREATE FUNCTION public.billing_div_half_even(n numeric, d numeric) RETURNS bigin
 	END)::bigint
 $$;
 
+CREATE TABLE public.billing_usage (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    project_id bigint NOT NULL,
+    pool_id bigint,
+    model text NOT NULL,
+    profile text NOT NULL,
+    hour timestamp with time zone NOT NULL,
+    period text NOT NULL,
+    rate_id bigint,
+    price_per_hour_micro bigint NOT NULL,
+    currency text NOT NULL,
+    seconds bigint NOT NULL,
+    count integer NOT NULL,
+    amount_micro bigint NOT NULL,
+    adjusts bigint,
+    note text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT billing_usage_count_check CHECK ((count >= 0)),
+    CONSTRAINT billing_usage_hour_check CHECK ((date_trunc('hour'::text, (hour AT TIME ZONE 'UTC'::text)) = (hour AT TIME ZONE 'UTC'::text))),
+    CONSTRAINT billing_usage_kind_check CHECK ((kind = ANY (ARRAY['usage'::text, 'credit'::text, 'adjustment'::text]))),
+    CONSTRAINT billing_usage_seconds_check CHECK (((seconds >= 0) AND (seconds <= 3600)))
+);
+
+CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text, p_micro bigint, p_qty numeric, p_share numeric, p_project text, p_project_display text, p_pool text, p_cluster text, p_region text, p_correction boolean, p_gpu_equiv numeric) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT array_to_string(ARRAY[
+		gp_csv(p_cluster),                                           -- AvailabilityZone
+		gp_micro_dec(p_micro),                                       -- BilledCost
+		'gpupool',                                                   -- BillingAccountId
+		'gpupool',                                                   -- BillingAccountName
+		u.currency,                                                  -- BillingCurrency
+		gp_iso((u.period || '-01 00:00:00+00')::timestamptz + interval '1 month'),
+		gp_iso((u.period || '-01 00:00:00+00')::timestamptz),       -- BillingPeriodStart
+		CASE WHEN u.pool_id IS NOT NULL THEN 'pool-' || u.pool_id END, -- CapacityReservationId
+		CASE WHEN u.kind = 'usage' AND u.pool_id IS NOT NULL THEN p_status END,
+		CASE u.kind WHEN 'usage' THEN 'Usage' WHEN 'credit' THEN 'Credit'
+		            ELSE 'Adjustment' END,                           -- ChargeCategory
+		CASE WHEN p_correction THEN 'Correction' END,                -- ChargeClass
+		gp_csv(CASE u.kind
+			WHEN 'usage' THEN format('%s x %s %s for %s s at %s %s/hour%s', u.count, u.model,
+				u.profile, u.seconds, gp_micro_dec(u.price_per_hour_micro), u.currency,
+				CASE p_status WHEN 'Unused' THEN ' (idle part)'
+				              WHEN 'Used' THEN CASE WHEN p_share > 0 THEN ' (used part)'
+				                                    ELSE '' END ELSE '' END)
+			WHEN 'credit' THEN format('Credit: GPU failed during %s s of %s x %s %s',
+				u.seconds, u.count, u.model, u.profile)
+			ELSE format('Adjustment of billing row %s: %s', u.adjusts, u.note) END),
+		CASE WHEN u.kind = 'adjustment' THEN 'One-Time' ELSE 'Usage-Based' END,
+		gp_iso(u.hour + interval '1 hour'),                          -- ChargePeriodEnd
+		gp_iso(u.hour),                                              -- ChargePeriodStart
+		CASE WHEN u.kind = 'usage' THEN trim_scale(p_qty)::text END, -- ConsumedQuantity
+		CASE WHEN u.kind = 'usage' THEN 'Hours' END,                 -- ConsumedUnit
+		gp_micro_dec(p_micro),                                       -- ContractedCost
+		CASE WHEN u.kind = 'usage' THEN gp_micro_dec(u.price_per_hour_micro) END,
+		gp_micro_dec(p_micro),                                       -- EffectiveCost
+		'gpupool',                                                   -- HostProviderName
+		'gpupool',                                                   -- InvoiceIssuerName
+		gp_micro_dec(p_micro),                                       -- ListCost
+		CASE WHEN u.kind = 'usage' THEN gp_micro_dec(u.price_per_hour_micro) END,
+		CASE WHEN u.kind = 'usage' THEN 'Standard' END,              -- PricingCategory
+		CASE WHEN u.kind = 'usage' THEN trim_scale(p_qty)::text END, -- PricingQuantity
+		CASE WHEN u.kind = 'usage' THEN 'Hours' END,                 -- PricingUnit
+		gp_csv(nullif(p_region, '')),                                -- RegionId
+		gp_csv(nullif(p_region, '')),                                -- RegionName
+		CASE WHEN u.pool_id IS NOT NULL THEN 'pool-' || u.pool_id END, -- ResourceId
+		gp_csv(p_pool),                                              -- ResourceName
+		CASE WHEN u.pool_id IS NOT NULL THEN 'GPU Pool' END,         -- ResourceType
+		'Compute',                                                   -- ServiceCategory
+		'gpupool GPU pools',                                         -- ServiceName
+		'gpupool',                                                   -- ServiceProviderName
+		'Other (Compute)',                                           -- ServiceSubcategory
+		gp_csv(u.model || '/' || u.profile),                         -- SkuId
+		CASE WHEN u.rate_id IS NOT NULL THEN gp_csv(jsonb_build_object(
+			'GpuCount', trim_scale(round(p_gpu_equiv, 6)),
+			'x_Model', u.model, 'x_Profile', u.profile,
+			'x_PricePerHour', gp_micro_dec(u.price_per_hour_micro))::text) END,
+		CASE WHEN u.rate_id IS NOT NULL
+		     THEN gp_csv('rate-' || u.rate_id || '/' || u.profile) END, -- SkuPriceId
+		gp_csv(p_project),                                           -- SubAccountId
+		gp_csv(p_project_display),                                   -- SubAccountName
+		gp_csv(jsonb_strip_nulls(jsonb_build_object('gpupool/project', p_project,
+			'gpupool/pool', p_pool, 'gpupool/cluster', p_cluster))::text), -- Tags
+		u.id::text,                                                  -- x_UsageId
+		u.kind,                                                      -- x_Kind
+		u.count::text,                                               -- x_Count
+		u.seconds::text,                                             -- x_Seconds
+		u.price_per_hour_micro::text,                                -- x_PricePerHourMicro
+		p_micro::text,                                               -- x_AmountMicro
+		u.amount_micro::text,                                        -- x_RowAmountMicro
+		CASE WHEN u.kind = 'usage' THEN trim_scale(round(p_share, 6))::text END, -- x_IdleShare
+		u.adjusts::text                                              -- x_Adjusts
+	], ',', '') || E'\n'
+$$;
+
+CREATE FUNCTION public.billing_gpu_equiv(p_model text, p_profile text) RETURNS numeric
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+	SELECT CASE WHEN p_profile = 'full' THEN 1::numeric
+	       ELSE (SELECT mp.compute_slices::numeric / nullif(gm.compute_slices, 0)
+	             FROM mig_profiles mp JOIN gpu_models gm ON gm.id = mp.model
+	             WHERE mp.model = p_model AND mp.name = p_profile) END
+$$;
+
+CREATE FUNCTION public.billing_idle(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(pool_id bigint, model text, profile text, hour timestamp with time zone, held_s numeric, measured_s numeric, idle_s numeric, active_s numeric)
+    LANGUAGE sql STABLE
+    AS $$
+	WITH a AS (
+		SELECT al.pool_id, g.model, al.profile,
+		       coalesce(al.device_uuid, CASE WHEN al.profile = 'full' THEN g.uuid END) AS device,
+		       greatest(al.created_at, p_from) AS s,
+		       least(coalesce(al.released_at, now()), p_to) AS e
+		FROM allocations al JOIN gpus g ON g.id = al.gpu_id
+		WHERE al.pool_id IS NOT NULL AND al.created_at < p_to
+		  AND coalesce(al.released_at, 'infinity') > p_from
+	), h AS (
+		SELECT a.pool_id, a.model, a.profile, a.device, hr AS hour,
+		       extract(epoch FROM least(a.e, hr + interval '1 hour') - greatest(a.s, hr)) AS o
+		FROM a, generate_series(date_trunc('hour', a.s AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+		                        a.e - interval '1 microsecond', interval '1 hour') AS hr
+		WHERE a.e > a.s
+	), m AS (
+		SELECT h.*, mh.samples, mh.sm_active_low, mh.sm_active_avg,
+		       EXISTS (SELECT 1 FROM workload_profiles w WHERE w.device_uuid = h.device
+		               AND w.first_seen_at < h.hour + interval '1 hour'
+		               AND coalesce(w.ended_at, 'infinity') > h.hour) AS busy
+		FROM h LEFT JOIN gpu_metric_hourly mh ON mh.device_uuid = h.device AND mh.hour = h.hour
+		WHERE h.o > 0
+	)
+	SELECT m.pool_id, m.model, m.profile, m.hour, sum(m.o),
+	       coalesce(sum(m.o) FILTER (WHERE m.samples IS NOT NULL), 0),
+	       coalesce(sum(CASE WHEN m.samples IS NULL THEN 0 WHEN NOT m.busy THEN m.o
+	                    ELSE m.o * m.sm_active_low / m.samples END), 0),
+	       coalesce(sum(m.o * coalesce(m.sm_active_avg, 0)::numeric)
+	                FILTER (WHERE m.samples IS NOT NULL), 0)
+	FROM m GROUP BY m.pool_id, m.model, m.profile, m.hour
+$$;
+
+CREATE FUNCTION public.billing_idle_micro(p_amount bigint, p_held numeric, p_idle numeric) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT CASE WHEN p_amount > 0 AND p_held > 0 AND p_idle > 0
+	            THEN billing_div_half_even(p_amount * least(p_idle, p_held), p_held)
+	            ELSE 0 END
+$$;
+
 CREATE FUNCTION public.billing_periods_guard() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -881,6 +1029,38 @@ CREATE FUNCTION public.device_allocation(p_node bigint, p_device text) RETURNS b
 	WHERE g.node_id = p_node AND a.state NOT IN ('released')
 	  AND (a.device_uuid = p_device OR (a.profile = 'full' AND g.uuid = p_device))
 	ORDER BY a.id DESC LIMIT 1
+$$;
+
+CREATE FUNCTION public.gp_csv(v text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT CASE WHEN v IS NULL THEN ''
+	            WHEN v ~ '[",\r\n]' THEN '"' || replace(v, '"', '""') || '"'
+	            ELSE v END
+$$;
+
+CREATE FUNCTION public.gp_dec(v numeric) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT trim_scale(v)::text
+$$;
+
+CREATE FUNCTION public.gp_iso(t timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+	SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+$$;
+
+CREATE FUNCTION public.gp_micro(v bigint) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT round(v::numeric / 1000000, 6)::text
+$$;
+
+CREATE FUNCTION public.gp_micro_dec(v bigint) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+	SELECT trim_scale(round(v::numeric / 1000000, 6))::text
 $$;
 
 CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
@@ -1247,6 +1427,7 @@ CREATE TABLE public.billing_export_chunks (
     seq integer NOT NULL,
     data bytea NOT NULL
 );
+ALTER TABLE ONLY public.billing_export_chunks ALTER COLUMN data SET COMPRESSION lz4;
 
 CREATE TABLE public.billing_exports (
     id bigint NOT NULL,
@@ -1265,6 +1446,8 @@ CREATE TABLE public.billing_exports (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     started_at timestamp with time zone,
     finished_at timestamp with time zone,
+    chunks integer,
+    worker text,
     CONSTRAINT billing_exports_check CHECK (((period IS NOT NULL) <> ((range_from IS NOT NULL) AND (range_to IS NOT NULL)))),
     CONSTRAINT billing_exports_format_check CHECK ((format = ANY (ARRAY['csv'::text, 'jsonl'::text, 'focus'::text]))),
     CONSTRAINT billing_exports_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text])))
@@ -1311,31 +1494,6 @@ ALTER TABLE public.billing_rates ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTIT
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
-);
-
-CREATE TABLE public.billing_usage (
-    id bigint NOT NULL,
-    kind text NOT NULL,
-    project_id bigint NOT NULL,
-    pool_id bigint,
-    model text NOT NULL,
-    profile text NOT NULL,
-    hour timestamp with time zone NOT NULL,
-    period text NOT NULL,
-    rate_id bigint,
-    price_per_hour_micro bigint NOT NULL,
-    currency text NOT NULL,
-    seconds bigint NOT NULL,
-    count integer NOT NULL,
-    amount_micro bigint NOT NULL,
-    adjusts bigint,
-    note text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT billing_usage_count_check CHECK ((count >= 0)),
-    CONSTRAINT billing_usage_hour_check CHECK ((date_trunc('hour'::text, (hour AT TIME ZONE 'UTC'::text)) = (hour AT TIME ZONE 'UTC'::text))),
-    CONSTRAINT billing_usage_kind_check CHECK ((kind = ANY (ARRAY['usage'::text, 'credit'::text, 'adjustment'::text]))),
-    CONSTRAINT billing_usage_seconds_check CHECK (((seconds >= 0) AND (seconds <= 3600)))
 );
 
 ALTER TABLE public.billing_usage ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -2007,6 +2165,8 @@ CREATE INDEX billing_exports_queued_idx ON public.billing_exports USING btree (i
 CREATE UNIQUE INDEX billing_usage_accrual_key ON public.billing_usage USING btree (hour, pool_id, model, profile, kind, rate_id, count) WHERE (kind = ANY (ARRAY['usage'::text, 'credit'::text]));
 
 CREATE INDEX billing_usage_adjusts_idx ON public.billing_usage USING btree (adjusts) WHERE (adjusts IS NOT NULL);
+
+CREATE INDEX billing_usage_hour_id_idx ON public.billing_usage USING btree (hour, id);
 
 CREATE INDEX billing_usage_period_idx ON public.billing_usage USING btree (period, id);
 

@@ -115,6 +115,8 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->billing_accrual_interval_s = 300;
 	cfg->billing_settle_s = 300;
 	cfg->billing_close_grace_s = 3 * 86400;
+	cfg->billing_export_interval_ms = 2000;
+	cfg->billing_export_lease_s = 60;
 	cfg->access_log = true;
 	cfg->log_level = "info";
 	v = getenv("GPUPOOL_LISTEN");
@@ -170,11 +172,17 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_BILLING_SETTLE", 0, 86400, &cfg->billing_settle_s, errbuf, errlen) <
 		0 ||
 	    env_int("GPUPOOL_BILLING_CLOSE_GRACE", 0, 90 * 86400, &cfg->billing_close_grace_s,
-		errbuf, errlen) < 0)
+		errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_BILLING_EXPORT_INTERVAL_MS", 10, 600000,
+		&cfg->billing_export_interval_ms, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_BILLING_EXPORT_LEASE", 1, 86400, &cfg->billing_export_lease_s, errbuf,
+		errlen) < 0)
 		return -1;
 #ifndef NDEBUG
 	if (env_int("GPUPOOL_TEST_ACCRUAL_HOLD_MS", 0, 600000, &cfg->billing_test_hold_ms, errbuf,
-		errlen) < 0)
+		errlen) < 0 ||
+	    env_int("GPUPOOL_TEST_EXPORT_PAGE_DELAY_MS", 0, 600000,
+		&cfg->billing_export_test_delay_ms, errbuf, errlen) < 0)
 		return -1;
 #endif
 	v = getenv("GPUPOOL_TRUSTED_PROXIES");

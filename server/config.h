@@ -40,7 +40,10 @@ struct config {
 	int billing_settle_s; /* GPUPOOL_BILLING_SETTLE: an hour is final this long after it ends */
 	int billing_close_grace_s; /* GPUPOOL_BILLING_CLOSE_GRACE: a month closes this long after it ends */
 	int billing_test_hold_ms; /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (debug builds): accrual holds its tx */
-	const char *metrics_token; /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	int billing_export_interval_ms; /* GPUPOOL_BILLING_EXPORT_INTERVAL_MS: export worker polls */
+	int billing_export_lease_s; /* GPUPOOL_BILLING_EXPORT_LEASE: a dead worker's job is retaken */
+	int billing_export_test_delay_ms; /* GPUPOOL_TEST_EXPORT_PAGE_DELAY_MS (debug builds) */
+	const char *metrics_token;        /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;
 	bool access_log;       /* GPUPOOL_ACCESS_LOG */

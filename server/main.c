@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "workers/deferred.h"
 #include "workers/billing_accrual.h"
+#include "workers/billing_export.h"
 #include "workers/expiry.h"
 #include "workers/liveness.h"
 #include "workers/pusher.h"
@@ -276,6 +277,7 @@ cmd_serve(struct config *cfg)
 	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL, *telemetry = NULL;
 	struct xid_catalog *xids = NULL;
 	struct periodic *accrual = NULL;
+	struct periodic *exporter = NULL;
 	struct notifier *notifier = NULL;
 	struct catalog *catalog = NULL;
 	struct gp_error err;
@@ -412,6 +414,16 @@ cmd_serve(struct config *cfg)
 			fatal("could not start the billing accrual worker");
 	}
 	{
+		struct billing_export_config ec = {
+			.interval_ms = cfg->billing_export_interval_ms,
+			.lease_s = cfg->billing_export_lease_s,
+			.test_row_delay_ms = cfg->billing_export_test_delay_ms,
+		};
+
+		if (billing_export_start(&exporter, &ec) < 0)
+			fatal("could not start the billing export worker");
+	}
+	{
 		char p[16], t[16];
 
 		snprintf(p, sizeof(p), "%d", port);
@@ -435,6 +447,7 @@ cmd_serve(struct config *cfg)
 	periodic_stop(pusher);
 	periodic_stop(telemetry);
 	periodic_stop(accrual);
+	periodic_stop(exporter);
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	xid_catalog_free(xids);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_billing_export.h"
 #include "output.h"
 
 #define BILLING_PATH_MAX 2048
@@ -485,6 +486,17 @@ static const struct cli_command billing_subcommands[] = {
 	    .summary = "accrue the usage ledger now (admin)",
 	    .max_args = 0,
 	    .run = accrue,
+	},
+	{
+	    .name = "export",
+	    .usage = "--period YYYY-MM|--from T --to T --format csv|jsonl|focus -o FILE",
+	    .summary = "export billed rows to a file, checked by SHA-256 (billing, admin)",
+	    .help = "Creates an export job, waits for it (progress on a terminal), downloads\n"
+		    "the file and checks its SHA-256 against the server's; a mismatch exits\n"
+		    "non-zero and leaves no file. --id N downloads an existing job.",
+	    .max_args = 0,
+	    .options = cmd_billing_export_options,
+	    .run = cmd_billing_export,
 	},
 	{ .name = NULL },
 };

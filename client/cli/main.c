@@ -12,6 +12,7 @@
 #include "cmd_agents.h"
 #include "cmd_auth.h"
 #include "cmd_billing.h"
+#include "cmd_billing_export.h"
 #include "cmd_capacity.h"
 #include "cmd_gpus.h"
 #include "cmd_nodes.h"
@@ -36,6 +37,7 @@ static const struct cli_command *const command_groups[] = {
 	cmd_requests_commands,
 	cmd_billing_commands,
 	cmd_agents_commands,
+	cmd_reports_commands,
 	NULL,
 };
 
@@ -91,6 +93,33 @@ main_set_output(struct cli *cli, const char *v)
  * arguments in rest. Returns 0 to go on, or -1 to end now (help,
  * version, usage error) with the exit status in *status.
  */
+/*
+ * -o names a file, not a format, for "gpupool billing export" (the
+ * issue's fixed form "... --format focus -o nov.csv") when its value is
+ * not an output format.
+ */
+static bool
+main_output_file(char **rest, int nrest, const char *opt, const char *val)
+{
+	(void)opt;
+	if (strcmp(val, "table") == 0 || strcmp(val, "json") == 0)
+		return false;
+	return nrest >= 2 && strcmp(rest[0], "billing") == 0 && strcmp(rest[1], "export") == 0;
+}
+
+/* "--output-file=VAL" (kept until exit) */
+static char *
+main_output_file_arg(const char *val)
+{
+	static const char pre[] = "--output-file=";
+	size_t n = sizeof(pre) + strlen(val);
+	char *s = malloc(n);
+
+	if (s != NULL)
+		snprintf(s, n, "%s%s", pre, val);
+	return s != NULL ? s : (char *)"--output-file";
+}
+
 static int
 main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nrest, int *status)
 {
@@ -126,7 +155,16 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 			val = a + 9;
 		}
 		if (val != NULL) {
-			if (a[1] == 'o' || strncmp(a, "--output", 8) == 0) {
+			if ((a[1] == 'o' || strncmp(a, "--output", 8) == 0) &&
+			    main_output_file(rest, *nrest, a, val)) {
+				/* gpupool billing export ... -o FILE: the file to write */
+				if (val == argv[i]) {
+					rest[(*nrest)++] = "--output-file";
+					rest[(*nrest)++] = argv[i];
+				} else {
+					rest[(*nrest)++] = main_output_file_arg(val);
+				}
+			} else if (a[1] == 'o' || strncmp(a, "--output", 8) == 0) {
 				if (main_set_output(cli, val) != 0)
 					return -1;
 			} else {

@@ -41,6 +41,11 @@ struct client_sink {
 	size_t cap;
 	size_t max;
 	bool too_large;
+	/* gp_client_download: a 2xx body goes here instead of out->body */
+	gp_client_write_fn stream;
+	void *stream_arg;
+	CURL *curl;
+	bool stream_failed;
 };
 
 static pthread_once_t client_once = PTHREAD_ONCE_INIT;
@@ -200,6 +205,18 @@ client_write_cb(char *data, size_t size, size_t nmemb, void *userdata)
 	struct gp_client_response *out = sink->out;
 	size_t n = size * nmemb;
 
+	if (sink->stream != NULL) {
+		long code = 0;
+
+		curl_easy_getinfo(sink->curl, CURLINFO_RESPONSE_CODE, &code);
+		if (code >= 200 && code < 300) {
+			if (sink->stream(data, n, sink->stream_arg) != 0) {
+				sink->stream_failed = true;
+				return 0;
+			}
+			return n;
+		}
+	}
 	if (n > sink->max || out->body_len > sink->max - n) {
 		sink->too_large = true;
 		return 0;
@@ -370,9 +387,16 @@ client_slist_add(struct curl_slist *list, const char *line, bool *failed)
 /* One attempt: 0 when a response arrived, -1 with out->error set. */
 static int
 client_perform(struct gp_client *c, const char *method, const char *path, const char *body,
-    size_t body_len, const char *const *extra_headers, struct gp_client_response *out)
+    size_t body_len, const char *const *extra_headers, gp_client_write_fn stream, void *stream_arg,
+    struct gp_client_response *out)
 {
-	struct client_sink sink = { .out = out, .cap = 0, .max = c->max_body, .too_large = false };
+	struct client_sink sink = { .out = out,
+		.cap = 0,
+		.max = c->max_body,
+		.too_large = false,
+		.stream = stream,
+		.stream_arg = stream_arg,
+		.curl = c->curl };
 	struct curl_slist *headers = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char *url = NULL, *auth = NULL;
@@ -447,6 +471,8 @@ client_perform(struct gp_client *c, const char *method, const char *path, const 
 		if (sink.too_large)
 			client_set_error(out, "the response body is larger than %zu bytes",
 			    c->max_body);
+		else if (sink.stream_failed)
+			client_set_error(out, "could not store the response body");
 		else
 			client_set_error(out, "could not %s %s: %s", method, url,
 			    errbuf[0] ? errbuf : curl_easy_strerror(rc));
@@ -532,7 +558,8 @@ gp_client_request(struct gp_client *c, const char *method, const char *path, con
 	for (int attempt = 0;; attempt++) {
 		int wait_after;
 
-		rc = client_perform(c, method, path, body, body_len, extra_headers, out);
+		rc =
+		    client_perform(c, method, path, body, body_len, extra_headers, NULL, NULL, out);
 		if (!retryable || attempt >= c->retries)
 			break;
 		if (rc == 0 && out->status != 429 && out->status != 502 && out->status != 503 &&
@@ -542,6 +569,26 @@ gp_client_request(struct gp_client *c, const char *method, const char *path, con
 		gp_client_response_free(out);
 		client_sleep_ms(client_backoff_ms(attempt, wait_after));
 	}
+	return rc;
+}
+
+int
+gp_client_download(struct gp_client *c, const char *path, const char *const *extra_headers,
+    gp_client_write_fn write, void *arg, struct gp_client_response *out)
+{
+	long saved = 0;
+	int rc;
+
+	client_response_init(out);
+	if (c == NULL || path == NULL || path[0] != '/' || write == NULL) {
+		client_set_error(out, "invalid request arguments");
+		return -1;
+	}
+	/* a download may take long: no total timeout, the connect one only */
+	saved = c->total_ms;
+	c->total_ms = 0;
+	rc = client_perform(c, "GET", path, NULL, 0, extra_headers, write, arg, out);
+	c->total_ms = saved;
 	return rc;
 }
 

@@ -87,6 +87,20 @@ int gp_client_request(struct gp_client *c, const char *method, const char *path,
     size_t body_len, const char *const *extra_headers, struct gp_client_response *out)
     __attribute__((warn_unused_result));
 
+/* Receives a downloaded body piece by piece; non-zero stops the transfer. */
+typedef int (*gp_client_write_fn)(const char *data, size_t len, void *arg);
+
+/*
+ * GET path, handing a 2xx body to write as it arrives (memory flat in
+ * its size; out->body stays empty); any other answer is read into out as
+ * gp_client_request does. No retries, no total timeout. Returns 0 when
+ * an HTTP response arrived, -1 with out->error set otherwise (also when
+ * write refused a piece).
+ */
+int gp_client_download(struct gp_client *c, const char *path, const char *const *extra_headers,
+    gp_client_write_fn write, void *arg, struct gp_client_response *out)
+    __attribute__((warn_unused_result));
+
 /* Free the body and the JSON tree and reset out. */
 void gp_client_response_free(struct gp_client_response *out);
 

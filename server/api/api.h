@@ -282,5 +282,11 @@ int api_billing_usage(struct request *req, struct response *res, struct gp_error
 int api_billing_periods_list(struct request *req, struct response *res, struct gp_error *err);
 int api_billing_periods_close(struct request *req, struct response *res, struct gp_error *err);
 int api_billing_adjustments_create(struct request *req, struct response *res, struct gp_error *err);
+/* billing_export.c: export jobs and downloads; reports.c: utilization (docs/billing.md) */
+int api_billing_exports_create(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_exports_list(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_exports_get(struct request *req, struct response *res, struct gp_error *err);
+int api_billing_exports_download(struct request *req, struct response *res, struct gp_error *err);
+int api_reports_utilization(struct request *req, struct response *res, struct gp_error *err);
 
 #endif

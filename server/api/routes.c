@@ -99,6 +99,12 @@ const struct route api_routes[] = {
 	    ALLOW_ADMIN | ALLOW_BILLING },
 	{ "POST", "/v1/billing/adjustments", api_billing_adjustments_create,
 	    ALLOW_ADMIN | ALLOW_BILLING },
+	/* billing exports (docs/billing.md "Exports"): admin and billing create, staff read */
+	{ "POST", "/v1/billing/exports", api_billing_exports_create, ALLOW_ADMIN | ALLOW_BILLING },
+	{ "GET", "/v1/billing/exports", api_billing_exports_list, CAP_READ },
+	{ "GET", "/v1/billing/exports/{}", api_billing_exports_get, CAP_READ },
+	{ "GET", "/v1/billing/exports/{}/download", api_billing_exports_download, CAP_READ },
+	{ "GET", "/v1/reports/utilization", api_reports_utilization, ALLOW_USER },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

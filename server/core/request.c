@@ -116,3 +116,17 @@ response_raw(struct response *res, int status, const char *content_type, const c
 	res->body = body;
 	res->body_len = len;
 }
+
+void
+response_stream(struct response *res, int status, const char *content_type, int64_t len,
+    response_read_fn read, void (*done)(void *arg), void *arg)
+{
+	res->status = status;
+	res->content_type = content_type;
+	res->body = NULL;
+	res->body_len = 0;
+	res->stream = read;
+	res->stream_done = done;
+	res->stream_arg = arg;
+	res->stream_len = len;
+}

@@ -61,6 +61,14 @@ struct response_header {
 	const char *value;
 };
 
+/*
+ * A streamed body: http/ calls read(arg, buf, max) on a server thread
+ * whenever the client can take more; it returns the bytes it wrote into
+ * buf (1..max), 0 at the end, -1 on an error (the connection is cut).
+ * done(arg) runs once when the response is finished or dropped.
+ */
+typedef long (*response_read_fn)(void *arg, char *buf, size_t max);
+
 struct response {
 	int status;
 	const char *content_type;
@@ -68,6 +76,10 @@ struct response {
 	size_t body_len;
 	struct response_header headers[RESPONSE_MAX_HEADERS];
 	int nheaders;
+	response_read_fn stream; /* non-NULL: a streamed body instead of body */
+	void (*stream_done)(void *arg);
+	void *stream_arg;
+	int64_t stream_len; /* Content-Length, -1 when unknown (chunked) */
 };
 
 /* Add a header; silently ignores more than RESPONSE_MAX_HEADERS. */
@@ -85,5 +97,13 @@ void response_empty(struct response *res, int status);
 /* Raw body already in arena memory. */
 void response_raw(struct response *res, int status, const char *content_type, const char *body,
     size_t len);
+
+/*
+ * A body produced piece by piece as it is sent (downloads): memory stays
+ * flat in the body's size. done(arg) always runs, also when the response
+ * is never sent.
+ */
+void response_stream(struct response *res, int status, const char *content_type, int64_t len,
+    response_read_fn read, void (*done)(void *arg), void *arg);
 
 #endif

@@ -425,6 +425,63 @@ conn_deadline(struct conn_state *cs, int seconds)
 		    seconds > 0 ? time_mono_us() + (int64_t)seconds * 1000000 : 0);
 }
 
+/* a streamed body (response_stream): what the MHD callbacks need */
+struct stream_body {
+	response_read_fn read;
+	void (*done)(void *arg);
+	void *arg;
+};
+
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream_body *b = cls;
+	long n;
+
+	(void)pos;
+	n = b->read(b->arg, buf, max);
+	if (n > 0)
+		return (ssize_t)n;
+	return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void
+stream_free(void *cls)
+{
+	struct stream_body *b = cls;
+
+	if (b->done != NULL)
+		b->done(b->arg);
+	free(b);
+}
+
+/* The MHD response of res (NULL on failure; a stream's done has run then). */
+static struct MHD_Response *
+make_response(const struct response *res)
+{
+	struct stream_body *b;
+	struct MHD_Response *r;
+
+	if (res->stream == NULL)
+		return MHD_create_response_from_buffer(res->body_len, (void *)(uintptr_t)res->body,
+		    MHD_RESPMEM_PERSISTENT);
+	b = malloc(sizeof(*b));
+	if (b == NULL) {
+		if (res->stream_done != NULL)
+			res->stream_done(res->stream_arg);
+		return NULL;
+	}
+	b->read = res->stream;
+	b->done = res->stream_done;
+	b->arg = res->stream_arg;
+	r = MHD_create_response_from_callback(res->stream_len < 0 ? MHD_SIZE_UNKNOWN
+								  : (uint64_t)res->stream_len,
+	    64 * 1024, stream_read, b, stream_free);
+	if (r == NULL)
+		stream_free(b);
+	return r;
+}
+
 static enum MHD_Result
 send_response(struct http_server *s, struct MHD_Connection *conn, const struct request *req,
     const struct response *res)
@@ -432,8 +489,7 @@ send_response(struct http_server *s, struct MHD_Connection *conn, const struct r
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
-	r = MHD_create_response_from_buffer(res->body_len, (void *)(uintptr_t)res->body,
-	    MHD_RESPMEM_PERSISTENT);
+	r = make_response(res);
 	if (r == NULL)
 		return MHD_NO;
 	if (res->content_type != NULL)

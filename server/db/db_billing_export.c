@@ -1,0 +1,483 @@
+/*
+ * db_billing_export.c - billing export jobs (see db_billing_export.h;
+ * the SQL helpers gp_csv, gp_micro, gp_dec, gp_iso are in migration 0013).
+ */
+#include "db_billing_export.h"
+#include "db_internal.h"
+#include "db_sql.h"
+
+#include "core/problem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* $n: integer microseconds since the epoch (0: NULL) -> timestamptz */
+#define TS_US(n) "('epoch'::timestamptz + nullif(" n "::int8, 0) * interval '1 microsecond')"
+
+#define PERIOD_FROM "coalesce(e.range_from, (e.period || '-01 00:00:00+00')::timestamptz)"
+#define PERIOD_TO \
+	"coalesce(e.range_to, (e.period || '-01 00:00:00+00')::timestamptz + interval '1 month')"
+
+#define EXPORT_COLS                                                                                         \
+	"e.id, e.format, e.period, " EPOCH_US(PERIOD_FROM) ", " EPOCH_US(                                   \
+	    PERIOD_TO) ", e.state, "                                                                        \
+		       "coalesce(e.rows, -1), coalesce(e.bytes, -1), e.sha256, e.error, e.attempts, "       \
+		       "coalesce(e.chunks, 0), us.username, " EPOCH_US(                                     \
+			   "e.created_at") ", "                                                             \
+					   "coalesce(" EPOCH_US("e.started_at") ", 0), coalesce(" EPOCH_US( \
+					       "e.finished_at") ", 0)"
+
+DB_STMT(stmt_exp_insert,
+    "WITH e AS (INSERT INTO billing_exports (format, period, range_from, range_to, created_by) "
+    "VALUES ($1, $2, CASE WHEN $2::text IS NULL THEN " TS_US(
+	"$3") " END, "
+	      "CASE WHEN $2::text IS NULL THEN " TS_US(
+		  "$4") " END, nullif($5::int8, 0)) RETURNING *) "
+			"SELECT " EXPORT_COLS " FROM e LEFT JOIN users us ON us.id = e.created_by");
+
+DB_STMT(stmt_exp_get,
+    "SELECT " EXPORT_COLS " FROM billing_exports e "
+    "LEFT JOIN users us ON us.id = e.created_by WHERE e.id = $1::int8");
+
+DB_STMT(stmt_exp_list,
+    "SELECT " EXPORT_COLS " FROM billing_exports e LEFT JOIN users us ON us.id = e.created_by "
+    "WHERE ($1::int8 = 0 OR e.id < $1::int8) ORDER BY e.id DESC LIMIT $2::int4");
+
+DB_STMT(stmt_exp_claim,
+    "WITH c AS (SELECT id FROM billing_exports WHERE state = 'queued' "
+    "OR (state = 'running' AND lease_until < now()) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED), "
+    "e AS (UPDATE billing_exports x SET state = 'running', attempts = x.attempts + 1, "
+    "lease_until = now() + $1::int4 * interval '1 second', started_at = now(), worker = $2, "
+    "error = NULL FROM c WHERE x.id = c.id RETURNING x.*) "
+    "SELECT " EXPORT_COLS " FROM e LEFT JOIN users us ON us.id = e.created_by");
+
+DB_STMT(stmt_exp_lock,
+    "SELECT id FROM billing_exports WHERE id = $1::int8 AND state = 'running' "
+    "AND attempts = $2::int4 FOR UPDATE SKIP LOCKED");
+DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1::int8");
+
+/*
+ * The file's lines come from one cursor per job, read FETCH_ROWS at a
+ * time, planned for the whole result (cursor_tuple_fraction 1: a scan and
+ * a sort, as COPY would, rather than index order).
+ */
+#define FETCH_ROWS_TEXT "10000"
+#define CURSOR "DECLARE gp_export_cur NO SCROLL CURSOR FOR "
+#define PAGE_FROM                                                       \
+	" FROM billing_usage u JOIN projects p ON p.id = u.project_id " \
+	"LEFT JOIN pools po ON po.id = u.pool_id "                      \
+	"WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " " \
+								    "ORDER BY u.hour, u.id"
+
+/* docs/billing.md "Exports": the CSV columns */
+#define CSV_HEADER                                                                           \
+	"usage_id,kind,period,hour_start,hour_end,project,pool,model,profile,count,seconds," \
+	"price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n"
+
+DB_STMT(stmt_exp_page_csv,
+    CURSOR "SELECT " EPOCH_US(
+	"u.hour") ", u.id, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
+		  "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
+		  "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
+		  "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
+
+DB_STMT(stmt_exp_page_jsonl,
+    CURSOR "SELECT " EPOCH_US(
+	"u.hour") ", u.id, json_build_object('usage_id', u.id, 'kind', u.kind, "
+		  "'period', u.period, 'hour_start', gp_iso(u.hour), "
+		  "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
+		  "'model', u.model, 'profile', u.profile, 'count', u.count, 'seconds', u.seconds, "
+		  "'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency, "
+		  "'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro), 'adjusts', u.adjusts, "
+		  "'note', u.note)::text || E'\\n', 1" PAGE_FROM);
+
+/* docs/billing.md "FOCUS mapping": the columns of migration 0013's billing_focus_line */
+#define FOCUS_HEADER                                                                           \
+	"AvailabilityZone,BilledCost,BillingAccountId,BillingAccountName,BillingCurrency,"     \
+	"BillingPeriodEnd,BillingPeriodStart,CapacityReservationId,CapacityReservationStatus," \
+	"ChargeCategory,ChargeClass,ChargeDescription,ChargeFrequency,ChargePeriodEnd,"        \
+	"ChargePeriodStart,ConsumedQuantity,ConsumedUnit,ContractedCost,ContractedUnitPrice,"  \
+	"EffectiveCost,HostProviderName,InvoiceIssuerName,ListCost,ListUnitPrice,"             \
+	"PricingCategory,PricingQuantity,PricingUnit,RegionId,RegionName,ResourceId,"          \
+	"ResourceName,ResourceType,ServiceCategory,ServiceName,ServiceProviderName,"           \
+	"ServiceSubcategory,SkuId,SkuPriceDetails,SkuPriceId,SubAccountId,SubAccountName,"     \
+	"Tags,x_UsageId,x_Kind,x_Count,x_Seconds,x_PricePerHourMicro,x_AmountMicro,"           \
+	"x_RowAmountMicro,x_IdleShare,x_Adjusts\n"
+
+/*
+ * The utilization of the export's range, once per job (its transaction):
+ * a temporary table the FOCUS pages join to split usage rows into their
+ * Used and Unused parts.
+ */
+#define IDLE_TABLE "pg_temp.gp_export_idle"
+#define IDLE_CREATE                                                                            \
+	"CREATE TEMP TABLE IF NOT EXISTS gp_export_idle (pool_id bigint, model text, "         \
+	"profile text, hour timestamptz, held_s numeric, measured_s numeric, idle_s numeric, " \
+	"active_s numeric, PRIMARY KEY (pool_id, model, profile, hour)) ON COMMIT DROP"
+DB_STMT(stmt_exp_idle_fill,
+    "INSERT INTO " IDLE_TABLE " SELECT * FROM billing_idle(" TS_US("$1") ", " TS_US("$2") ")");
+
+/* the cluster of each pool billed in the range (its first allocation's) */
+#define POOL_TABLE "pg_temp.gp_export_pool"
+#define POOL_CREATE                                                                    \
+	"CREATE TEMP TABLE IF NOT EXISTS gp_export_pool (pool_id bigint PRIMARY KEY, " \
+	"cluster text, region text) ON COMMIT DROP"
+DB_STMT(stmt_exp_pool_fill,
+    "INSERT INTO " POOL_TABLE " SELECT DISTINCT ON (a.pool_id) a.pool_id, c.name, c.region "
+    "FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN clusters c ON c.id = g.cluster_id "
+    "WHERE a.pool_id IN (SELECT DISTINCT u.pool_id FROM billing_usage u WHERE u.hour >= " TS_US(
+	"$1") " AND u.hour < " TS_US("$2") ") ORDER BY a.pool_id, a.id");
+
+DB_STMT(stmt_exp_page_focus,
+    CURSOR
+    "WITH r AS (SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool, "
+    "pc.cluster, pc.region, "
+    "coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share, "
+    "billing_idle_micro(CASE WHEN u.kind = 'usage' THEN u.amount_micro ELSE 0 END, i.held_s, "
+    "i.idle_s) AS unused, "
+    "round(u.seconds::numeric * u.count / 3600, 9) AS qty, "
+    "CASE WHEN u.profile = 'full' THEN 1::numeric "
+    "ELSE mp.compute_slices::numeric / nullif(gm.compute_slices, 0) END AS gpu_equiv, "
+    "(adj.period IS NOT NULL AND adj.period <> u.period AND EXISTS (SELECT 1 FROM "
+    "billing_periods bp WHERE bp.period = adj.period AND bp.state = 'closed')) AS corr "
+    "FROM billing_usage u JOIN projects p ON p.id = u.project_id "
+    "LEFT JOIN pools po ON po.id = u.pool_id "
+    "LEFT JOIN " IDLE_TABLE " i ON i.pool_id = u.pool_id AND i.model = u.model "
+    "AND i.profile = u.profile AND i.hour = u.hour "
+    "LEFT JOIN " POOL_TABLE " pc ON pc.pool_id = u.pool_id "
+    "LEFT JOIN gpu_models gm ON gm.id = u.model "
+    "LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile "
+    "LEFT JOIN billing_usage adj ON adj.id = u.adjusts "
+    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US(
+	"$2") "), "
+	      "s AS (SELECT r.*, CASE WHEN unused > 0 THEN round(qty * unused / (u).amount_micro, 9) "
+	      "ELSE 0 END AS uq FROM r) "
+	      "SELECT " EPOCH_US(
+		  "hour") ", id, CASE WHEN unused > 0 THEN "
+			  "billing_focus_line(u, 'Used', (u).amount_micro - unused, qty - uq, share, project, "
+			  "display_name, pool, cluster, region, corr, gpu_equiv) || "
+			  "billing_focus_line(u, 'Unused', unused, uq, share, project, display_name, pool, "
+			  "cluster, region, corr, gpu_equiv) "
+			  "ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project, display_name, "
+			  "pool, cluster, region, corr, gpu_equiv) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
+			  "FROM s ORDER BY hour, id");
+
+DB_STMT(stmt_exp_fetch, "FETCH " FETCH_ROWS_TEXT " FROM gp_export_cur");
+
+DB_STMT(stmt_exp_chunk_put,
+    "INSERT INTO billing_export_chunks (export_id, seq, data) VALUES ($1::int8, $2::int4, $3)");
+
+DB_STMT(stmt_exp_finish,
+    "UPDATE billing_exports SET state = 'done', rows = $3::int8, bytes = $4::int8, sha256 = $5, "
+    "chunks = $6::int4, finished_at = clock_timestamp(), lease_until = NULL, error = NULL "
+    "WHERE id = $1::int8 AND attempts = $2::int4 AND state = 'running' RETURNING id");
+
+DB_STMT(stmt_exp_fail,
+    "UPDATE billing_exports SET state = CASE WHEN attempts >= $3::int4 THEN 'failed' "
+    "ELSE 'queued' END, error = $4, lease_until = NULL, "
+    "finished_at = CASE WHEN attempts >= $3::int4 THEN now() END "
+    "WHERE id = $1::int8 AND attempts = $2::int4 AND state = 'running'");
+
+DB_STMT(stmt_exp_chunk_get,
+    "SELECT data FROM billing_export_chunks WHERE export_id = $1::int8 AND seq = $2::int4");
+
+static void
+export_from_result(struct arena *a, const PGresult *r, int i, struct billing_export_row *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->id = db_int64(r, i, 0);
+	e->format = db_text(a, r, i, 1);
+	e->period = db_text(a, r, i, 2);
+	e->from_us = db_int64(r, i, 3);
+	e->to_us = db_int64(r, i, 4);
+	e->state = db_text(a, r, i, 5);
+	e->rows = db_int64(r, i, 6);
+	e->bytes = db_int64(r, i, 7);
+	e->sha256 = db_text(a, r, i, 8);
+	e->error = db_text(a, r, i, 9);
+	e->attempts = (int)db_int64(r, i, 10);
+	e->chunks = (int)db_int64(r, i, 11);
+	e->created_by = db_text(a, r, i, 12);
+	e->created_us = db_int64(r, i, 13);
+	e->started_us = db_int64(r, i, 14);
+	e->finished_us = db_int64(r, i, 15);
+}
+
+int
+db_billing_export_insert(struct db *db, struct arena *a, const char *format, const char *period,
+    int64_t from_us, int64_t to_us, int64_t created_by, struct billing_export_row *out,
+    struct gp_error *err)
+{
+	const char *p[5] = { format, period, db_param_int(a, from_us), db_param_int(a, to_us),
+		db_param_int(a, created_by) };
+	PGresult *r = db_exec(db, a, &stmt_exp_insert, 5, p, err);
+
+	if (r == NULL)
+		return -1;
+	export_from_result(a, r, 0, out);
+	return 0;
+}
+
+int
+db_billing_export_get(struct db *db, struct arena *a, int64_t id, struct billing_export_row *out,
+    bool *found, struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+	PGresult *r = db_exec(db, a, &stmt_exp_get, 1, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (*found)
+		export_from_result(a, r, 0, out);
+	return 0;
+}
+
+int
+db_billing_export_list(struct db *db, struct arena *a, int64_t cursor, int limit,
+    struct billing_export_row **out, int *n, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, cursor), db_param_int(a, limit) };
+	PGresult *r = db_exec(db, a, &stmt_exp_list, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n > 0 ? *n : 1));
+	for (int i = 0; i < *n; i++)
+		export_from_result(a, r, i, &(*out)[i]);
+	return 0;
+}
+
+int
+db_billing_export_claim(struct db *db, struct arena *a, int lease_s, const char *worker,
+    struct billing_export_row *out, bool *found, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, lease_s), worker };
+	PGresult *r = db_exec(db, a, &stmt_exp_claim, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (*found)
+		export_from_result(a, r, 0, out);
+	return 0;
+}
+
+int
+db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attempt, bool *ok,
+    struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, id), db_param_int(a, attempt) };
+	PGresult *r;
+
+	/* one snapshot for every page: a consistent file even of an open period */
+	if (db_exec_simple(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", err) < 0)
+		return -1;
+	r = db_exec(db, a, &stmt_exp_lock, 2, p, err);
+	if (r == NULL)
+		return -1;
+	*ok = PQntuples(r) == 1;
+	if (*ok && db_exec(db, a, &stmt_exp_clear, 1, p, err) == NULL)
+		return -1;
+	return 0;
+}
+
+const char *
+db_billing_export_header(const char *format)
+{
+	if (strcmp(format, "csv") == 0)
+		return CSV_HEADER;
+	if (strcmp(format, "focus") == 0)
+		return FOCUS_HEADER;
+	return NULL;
+}
+
+int
+db_billing_export_prepare(struct db *db, struct arena *a, const char *format, int64_t from_us,
+    int64_t to_us, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+
+	if (strcmp(format, "focus") != 0)
+		return 0;
+	if (db_exec_simple(db, IDLE_CREATE, err) < 0 ||
+	    db_exec_simple(db, "TRUNCATE " IDLE_TABLE, err) < 0)
+		return -1;
+	if (db_exec(db, a, &stmt_exp_idle_fill, 2, p, err) == NULL)
+		return -1;
+	if (db_exec_simple(db, POOL_CREATE, err) < 0 ||
+	    db_exec_simple(db, "TRUNCATE " POOL_TABLE, err) < 0 ||
+	    db_exec(db, a, &stmt_exp_pool_fill, 2, p, err) == NULL)
+		return -1;
+	return db_exec_simple(db, "ANALYZE " IDLE_TABLE ", " POOL_TABLE, err);
+}
+
+int
+db_billing_export_page(struct db *db, struct arena *a, const char *format, int64_t from_us,
+    int64_t to_us, int64_t after_hour_us, int64_t after_id, int limit,
+    struct billing_export_page *out, struct gp_error *err)
+{
+	const struct db_stmt *st;
+	PGresult *r;
+
+	(void)after_hour_us;
+	(void)limit;
+	if (strcmp(format, "jsonl") == 0)
+		st = &stmt_exp_page_jsonl;
+	else if (strcmp(format, "focus") == 0)
+		st = &stmt_exp_page_focus;
+	else
+		st = &stmt_exp_page_csv;
+	/* the first page opens the cursor */
+	if (after_id == 0) {
+		const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+
+		if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
+		    db_exec(db, a, st, 2, p, err) == NULL)
+			return -1;
+	}
+	r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
+	if (r == NULL)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->n = PQntuples(r);
+	out->lines = arena_alloc(a, sizeof(*out->lines) * (size_t)(out->n > 0 ? out->n : 1));
+	out->lens = arena_alloc(a, sizeof(*out->lens) * (size_t)(out->n > 0 ? out->n : 1));
+	for (int i = 0; i < out->n; i++) {
+		/* the line stays in the PGresult, which the arena owns */
+		out->lines[i] = PQgetvalue(r, i, 2);
+		out->lens[i] = (size_t)PQgetlength(r, i, 2);
+		out->rows += db_int64(r, i, 3);
+	}
+	if (out->n > 0) {
+		out->last_hour_us = db_int64(r, out->n - 1, 0);
+		out->last_id = db_int64(r, out->n - 1, 1);
+	}
+	return 0;
+}
+
+int
+db_billing_export_chunk_put(struct db *db, struct arena *a, int64_t id, int seq, const char *data,
+    size_t len, struct gp_error *err)
+{
+	const char *p[3] = { db_param_int(a, id), db_param_int(a, seq), data };
+	const int lens[3] = { 0, 0, (int)len };
+	const int fmts[3] = { 0, 0, 1 };
+
+	return db_exec_ex(db, a, &stmt_exp_chunk_put, 3, p, lens, fmts, err) == NULL ? -1 : 0;
+}
+
+int
+db_billing_export_finish(struct db *db, struct arena *a, int64_t id, int attempt, int64_t rows,
+    int64_t bytes, const char *sha256, int chunks, struct gp_error *err)
+{
+	const char *p[6] = { db_param_int(a, id), db_param_int(a, attempt), db_param_int(a, rows),
+		db_param_int(a, bytes), sha256, db_param_int(a, chunks) };
+	PGresult *r = db_exec(db, a, &stmt_exp_finish, 6, p, err);
+
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1)
+		return gp_problem_set(err, GP_PROBLEM_CONFLICT, "export %lld was taken over",
+		    (long long)id);
+	return 0;
+}
+
+int
+db_billing_export_fail(struct db *db, struct arena *a, int64_t id, int attempt, int max_attempts,
+    const char *message, struct gp_error *err)
+{
+	const char *p[4] = { db_param_int(a, id), db_param_int(a, attempt),
+		db_param_int(a, max_attempts), message };
+
+	return db_exec(db, a, &stmt_exp_fail, 4, p, err) == NULL ? -1 : 0;
+}
+
+int
+db_billing_export_chunk_get(struct db *db, struct arena *a, int64_t id, int seq, const char **data,
+    size_t *len, bool *found, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, id), db_param_int(a, seq) };
+	PGresult *r = db_exec(db, a, &stmt_exp_chunk_get, 2, p, err);
+	unsigned char *raw;
+	size_t n = 0;
+	char *copy;
+
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	if (!*found)
+		return 0;
+	raw = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &n);
+	if (raw == NULL)
+		return gp_problem_set(err, GP_PROBLEM_INTERNAL, "out of memory");
+	copy = arena_alloc(a, n + 1);
+	memcpy(copy, raw, n);
+	PQfreemem(raw);
+	*data = copy;
+	*len = n;
+	return 0;
+}
+
+/* ---- utilization ---- */
+
+DB_STMT(stmt_util,
+    "WITH i AS (SELECT * FROM billing_idle(" TS_US("$1") ", " TS_US(
+	"$2") ")), "
+	      "hrs AS (SELECT i.pool_id, sum(i.held_s * e.w) AS held, sum(i.measured_s * e.w) AS meas, "
+	      "sum(i.idle_s * e.w) AS idle, sum(i.active_s * e.w) AS act FROM i "
+	      "CROSS JOIN LATERAL (SELECT coalesce(billing_gpu_equiv(i.model, i.profile), 1) AS w) e "
+	      "GROUP BY i.pool_id), "
+	      "money AS (SELECT u.pool_id, u.project_id, u.currency, sum(u.amount_micro) AS billed, "
+	      "sum(billing_idle_micro(u.amount_micro, i.held_s, i.idle_s)) AS idle_micro "
+	      "FROM billing_usage u LEFT JOIN i ON i.pool_id = u.pool_id AND i.model = u.model "
+	      "AND i.profile = u.profile AND i.hour = u.hour "
+	      "WHERE u.kind = 'usage' AND u.pool_id IS NOT NULL AND u.hour >= " TS_US("$1") " AND u.hour < " TS_US(
+		  "$2") " GROUP BY u.pool_id, u.project_id, u.currency), "
+			"j AS (SELECT coalesce(h.pool_id, m.pool_id) AS pool_id, m.currency, "
+			"coalesce(h.held, 0) AS held, coalesce(h.meas, 0) AS meas, coalesce(h.idle, 0) AS idle, "
+			"coalesce(h.act, 0) AS act, coalesce(m.billed, 0) AS billed, "
+			"coalesce(m.idle_micro, 0) AS idle_micro FROM hrs h FULL JOIN money m ON m.pool_id = "
+			"h.pool_id), "
+			"k AS (SELECT p.name AS project, CASE WHEN $5::text = 'pool' THEN po.name END AS pool, "
+			"CASE WHEN $5::text = 'pool' THEN po.id ELSE 0 END AS gpool_id, j.currency, j.held, j.meas, "
+			"j.idle, j.act, j.billed, j.idle_micro "
+			"FROM j JOIN pools po ON po.id = j.pool_id JOIN projects p ON p.id = po.project_id "
+			"WHERE ($3::int8 = 0 OR p.id = $3::int8) AND ($4::int8 = 0 OR p.id IN "
+			"(SELECT project_id FROM project_members WHERE user_id = $4::int8))) "
+			"SELECT project, pool, gpool_id, currency, round(sum(held) / 3600, 6)::text, "
+			"round(sum(meas) / 3600, 6)::text, round(sum(idle) / 3600, 6)::text, "
+			"CASE WHEN sum(meas) > 0 THEN round(sum(act) / sum(meas), 6)::text END, "
+			"sum(billed)::int8, sum(idle_micro)::int8 FROM k "
+			"GROUP BY project, pool, gpool_id, currency ORDER BY project, pool, gpool_id, currency");
+
+int
+db_billing_utilization(struct db *db, struct arena *a, int64_t from_us, int64_t to_us,
+    const char *group_by, int64_t project_id, int64_t member_user_id, struct billing_util_row **out,
+    int *n, struct gp_error *err)
+{
+	const char *p[5] = { db_param_int(a, from_us), db_param_int(a, to_us),
+		db_param_int(a, project_id), db_param_int(a, member_user_id), group_by };
+	PGresult *r = db_exec(db, a, &stmt_util, 5, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n > 0 ? *n : 1));
+	for (int i = 0; i < *n; i++) {
+		struct billing_util_row *u = &(*out)[i];
+
+		u->project = db_text(a, r, i, 0);
+		u->pool = db_text(a, r, i, 1);
+		u->pool_id = db_int64(r, i, 2);
+		u->currency = db_text(a, r, i, 3);
+		u->allocated_gpu_hours = db_text(a, r, i, 4);
+		u->measured_gpu_hours = db_text(a, r, i, 5);
+		u->idle_gpu_hours = db_text(a, r, i, 6);
+		u->average_activity = db_text(a, r, i, 7);
+		u->billed_micro = db_int64(r, i, 8);
+		u->idle_cost_micro = db_int64(r, i, 9);
+	}
+	return 0;
+}
