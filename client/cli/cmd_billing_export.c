@@ -154,7 +154,10 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 
 	/* download into FILE.part, hashing as it goes; renamed once verified */
 	memset(&s, 0, sizeof(s));
-	sha256_init(&s.sha);
+	if (sha256_init(&s.sha) < 0) {
+		json_object_put(job);
+		return cli_fail(cli, "could not start a SHA-256 digest");
+	}
 	if (to_stdout) {
 		s.f = stdout;
 	} else {
