@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,38 @@ env_fraction(const char *name, double *out, char *errbuf, int errlen)
 	}
 	*out = d;
 	return 0;
+}
+
+/* A comma-separated list of at most 16 origins: scheme://host[:port], nothing more. */
+static bool
+cors_origins_valid(const char *v)
+{
+	int n = 0;
+
+	if (strlen(v) > 2048)
+		return false;
+	while (*v != '\0') {
+		const char *end = strchr(v, ',');
+		size_t len = end != NULL ? (size_t)(end - v) : strlen(v);
+		size_t skip;
+
+		if (strncmp(v, "https://", 8) == 0)
+			skip = 8;
+		else if (strncmp(v, "http://", 7) == 0)
+			skip = 7;
+		else
+			return false;
+		if (len <= skip || ++n > 16)
+			return false;
+		for (size_t i = skip; i < len; i++)
+			if (!(isalnum((unsigned char)v[i]) || v[i] == '.' || v[i] == '-' ||
+				v[i] == ':' || v[i] == '[' || v[i] == ']'))
+				return false;
+		v += len;
+		if (*v == ',')
+			v++;
+	}
+	return n > 0;
 }
 
 /* "host:port" into host (localhost becomes 127.0.0.1) and *port; -1 on malformed input. */
@@ -202,6 +235,16 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 			return -1;
 		}
 		cfg->metrics_token = v;
+	}
+	v = getenv("GPUPOOL_CORS_ORIGINS");
+	if (v != NULL && *v != '\0') {
+		if (!cors_origins_valid(v)) {
+			snprintf(errbuf, (size_t)errlen,
+			    "GPUPOOL_CORS_ORIGINS must be up to 16 origins (http[s]://host[:port], no "
+			    "path), separated by commas");
+			return -1;
+		}
+		cfg->cors_origins = v;
 	}
 	v = getenv("GPUPOOL_ACCESS_LOG");
 	if (v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "off") == 0))

@@ -43,7 +43,8 @@ struct config {
 	int billing_export_interval_ms; /* GPUPOOL_BILLING_EXPORT_INTERVAL_MS: export worker polls */
 	int billing_export_lease_s; /* GPUPOOL_BILLING_EXPORT_LEASE: a dead worker's job is retaken */
 	int billing_export_test_delay_ms; /* GPUPOOL_TEST_EXPORT_PAGE_DELAY_MS (debug builds) */
-	const char *metrics_token;        /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	const char *cors_origins;  /* GPUPOOL_CORS_ORIGINS: browser origins allowed, or NULL */
+	const char *metrics_token; /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;
 	bool access_log;       /* GPUPOOL_ACCESS_LOG */

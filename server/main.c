@@ -293,6 +293,7 @@ cmd_serve(struct config *cfg)
 	memset(&app, 0, sizeof(app));
 	app.xids = xids;
 	app.agent_grace_s = cfg->agent_grace_s;
+	app.cors_origins = cfg->cors_origins;
 	app.schema_version = migrate_latest_version();
 	app.session_ttl_s = cfg->session_ttl_s;
 	app.login_max_user_failures = 10;

@@ -32,6 +32,7 @@ struct app {
 	const struct xid_catalog *xids; /* GPU health from agents' Xid events */
 	int agent_grace_s;              /* an agent silent this long: node unknown */
 	int metrics_retention_days;     /* raw GPU samples kept (partitions) */
+	const char *cors_origins;       /* browser origins allowed (comma-separated), or NULL */
 	int request_ttl_s;              /* a pending pool request expires after this */
 	int approval_workers;           /* threads per group-commit queue */
 	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */

@@ -72,6 +72,56 @@ route_match(const char *pattern, const char *path, struct request *req, bool cap
 
 #define FIND_ROUTE_OPTIONS (-2) /* an OPTIONS request answered by find_route itself */
 
+/* The request's Origin when GPUPOOL_CORS_ORIGINS lists it exactly, else NULL. */
+static const char *
+cors_origin(struct request *req)
+{
+	const char *list = api_app(req) != NULL ? api_app(req)->cors_origins : NULL;
+	const char *o = req->header(req, "Origin");
+	size_t ol;
+
+	if (list == NULL || o == NULL)
+		return NULL;
+	ol = strlen(o);
+	while (*list != '\0') {
+		const char *end = strchr(list, ',');
+		size_t n = end != NULL ? (size_t)(end - list) : strlen(list);
+
+		if (n == ol && strncmp(list, o, n) == 0)
+			return o;
+		list += n;
+		if (*list == ',')
+			list++;
+	}
+	return NULL;
+}
+
+/*
+ * CORS (off unless GPUPOOL_CORS_ORIGINS is set): an allowed origin gets
+ * Access-Control-Allow-Origin on every answer, and a preflight (OPTIONS
+ * with Access-Control-Request-Method) the methods and headers it may use.
+ * Bearer tokens, not cookies: no credentials mode.
+ */
+static void
+cors_headers(struct request *req, struct response *res, const char *allow)
+{
+	const char *o = cors_origin(req);
+
+	if (o == NULL)
+		return;
+	response_header(res, "Access-Control-Allow-Origin", o);
+	response_header(res, "Vary", "Origin");
+	response_header(res, "Access-Control-Expose-Headers",
+	    "ETag, Location, Retry-After, X-Request-Id, Idempotent-Replayed");
+	if (allow != NULL && req->header(req, "Access-Control-Request-Method") != NULL) {
+		response_header(res, "Access-Control-Allow-Methods", allow);
+		response_header(res, "Access-Control-Allow-Headers",
+		    "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, "
+		    "X-Request-Id");
+		response_header(res, "Access-Control-Max-Age", "600");
+	}
+}
+
 static int
 find_route(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -112,6 +162,7 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 		/* RFC 9110 9.3.7: what this resource allows, no body */
 		response_header(res, "Allow", arena_strdup(req->arena, allow));
 		response_empty(res, 204);
+		cors_headers(req, res, arena_strdup(req->arena, allow));
 		return FIND_ROUTE_OPTIONS;
 	}
 	if (path_known) {
@@ -549,6 +600,7 @@ dispatch_finish(struct request *req, struct response *res, int idx, struct idem_
 	if (idem != NULL && idem->state != IDEM_DUPLICATE && !replayed)
 		idempotency_end(req, res, idem);
 	not_modified(req, res);
+	cors_headers(req, res, NULL);
 	metrics_observe(idx, res->status, time_mono_us() - req->started_us);
 }
 

@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define REQUEST_MAX_PARAMS 4
-#define RESPONSE_MAX_HEADERS 8
+#define RESPONSE_MAX_HEADERS 16
 
 struct request;
 

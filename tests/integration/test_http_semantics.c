@@ -145,6 +145,56 @@ test_if_none_match(void **state)
 	assert_json_str(r->json, "display_name", "b");
 }
 
+/* CORS for a configured origin only: preflight and the answer's headers. */
+static void
+test_cors(void **state)
+{
+	struct fixture *fx = *state;
+	const char *env[] = { "GPUPOOL_CORS_ORIGINS=https://dash.example.com,http://localhost:5173",
+		NULL };
+	struct fx_server *prev = fx->server, *srv = fixture_server_start(fx, env);
+	struct raw_response r;
+	size_t len;
+	char *req;
+
+	assert_non_null(srv);
+	fx->server = srv;
+	req = raw_build(fx->arena, "OPTIONS", "/v1/projects",
+	    (const char *[]){ "Origin: https://dash.example.com",
+		"Access-Control-Request-Method: POST",
+		"Access-Control-Request-Headers: authorization, content-type", NULL },
+	    NULL, 0, &len);
+	assert_int_equal(raw_exchange(fx->arena, srv->port, req, len, 5000, &r), 0);
+	assert_int_equal(r.status, 204);
+	assert_string_equal(raw_header(fx->arena, &r, "Access-Control-Allow-Origin"),
+	    "https://dash.example.com");
+	assert_non_null(strstr(raw_header(fx->arena, &r, "Access-Control-Allow-Methods"), "POST"));
+	assert_non_null(
+	    strstr(raw_header(fx->arena, &r, "Access-Control-Allow-Headers"), "Authorization"));
+	/* an answer (an error too) carries the origin; another origin gets nothing */
+	req = raw_build(fx->arena, "GET", "/v1/me",
+	    (const char *[]){ "Origin: http://localhost:5173", NULL }, NULL, 0, &len);
+	assert_int_equal(raw_exchange(fx->arena, srv->port, req, len, 5000, &r), 0);
+	assert_int_equal(r.status, 401);
+	assert_string_equal(raw_header(fx->arena, &r, "Access-Control-Allow-Origin"),
+	    "http://localhost:5173");
+	req = raw_build(fx->arena, "GET", "/healthz",
+	    (const char *[]){ "Origin: https://evil.example.com", NULL }, NULL, 0, &len);
+	assert_int_equal(raw_exchange(fx->arena, srv->port, req, len, 5000, &r), 0);
+	assert_int_equal(r.status, 200);
+	assert_null(raw_header(fx->arena, &r, "Access-Control-Allow-Origin"));
+	fx->server = prev;
+	assert_int_equal(fixture_server_stop(fx, srv), 0);
+	/* off by default */
+	req = raw_build(fx->arena, "GET", "/healthz",
+	    (const char *[]){ "Origin: https://dash.example.com", NULL }, NULL, 0, &len);
+	assert_int_equal(raw_exchange(fx->arena, fx->server->port, req, len, 5000, &r), 0);
+	assert_null(raw_header(fx->arena, &r, "Access-Control-Allow-Origin"));
+	/* a bad setting stops the server at start */
+	assert_null(fixture_server_start(fx,
+	    (const char *[]){ "GPUPOOL_CORS_ORIGINS=https://x.example.com/path", NULL }));
+}
+
 int
 main(void)
 {
@@ -154,6 +204,7 @@ main(void)
 		cmocka_unit_test(test_bearer_errors),
 		cmocka_unit_test(test_token_location),
 		cmocka_unit_test(test_if_none_match),
+		cmocka_unit_test(test_cors),
 	};
 
 	return fixture_exit_status(
