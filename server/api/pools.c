@@ -91,6 +91,16 @@ pools_items_read(struct request *req, struct json_object *arr, struct spec_count
 
 /* ---- quotas ---- */
 
+/* A quota in the audit log: an object (the audit schema's before/after), {"items": [...]}. */
+static struct json_object *
+quota_audit_json(const char *items_json)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "items", pools_stored_items_json(items_json));
+	return o;
+}
+
 static struct json_object *
 quota_json(struct request *req, const char *project, bool has, const char *items_json,
     const char *usage_json, int64_t generation, int64_t updated_us)
@@ -99,10 +109,9 @@ quota_json(struct request *req, const char *project, bool has, const char *items
 
 	(void)req;
 	json_add_str(o, "project", project);
-	if (has)
-		json_object_object_add(o, "items", pools_stored_items_json(items_json));
-	else
-		json_object_object_add(o, "items", NULL);
+	/* no quota: no item is limited ("limited": false), an empty list, not null */
+	json_object_object_add(o, "items",
+	    has ? pools_stored_items_json(items_json) : json_object_new_array());
 	json_add_bool(o, "limited", has);
 	json_object_object_add(o, "usage", pools_stored_items_json(usage_json));
 	if (has) {
@@ -126,8 +135,8 @@ api_quota_get(struct request *req, struct response *res, struct gp_error *err)
 	    db_project_usage(db_thread(), req->arena, p.id, &usage, err) < 0)
 		return -1;
 	response_json(req, res, 200, quota_json(req, p.name, has, items, usage, gen, upd));
-	if (has)
-		api_etag(req, res, gen);
+	/* "0": no quota yet (a quota's generations start at 1), so If-None-Match works too */
+	api_etag(req, res, has ? gen : 0);
 	return 0;
 }
 
@@ -182,9 +191,8 @@ quota_change_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	return api_audit(db, req, c->items_json ? "project.quota.put" : "project.quota.delete",
 	    "project_quota", c->project.name, c->project.id,
-	    c->had ? json_own(req->arena, pools_stored_items_json(c->before)) : NULL,
-	    c->items_json ? json_own(req->arena, pools_stored_items_json(c->items_json)) : NULL,
-	    err);
+	    c->had ? json_own(req->arena, quota_audit_json(c->before)) : NULL,
+	    c->items_json ? json_own(req->arena, quota_audit_json(c->items_json)) : NULL, err);
 }
 
 int

@@ -479,7 +479,9 @@ test_quota(void **state)
 	assert_status(r, 403);
 	r = fx_request(fx, alice, "GET", "/v1/projects/pa/quota", NULL);
 	assert_status(r, 200);
-	assert_json_null(r->json, "items");
+	assert_int_equal(fx_json_len(r->json, "items"), 0); /* was null, against the schema */
+	assert_string_equal(r->etag, "\"0\"");
+	assert_true(json_object_get_boolean(fx_json(r->json, "limited")) == false);
 	r = fx_request(fx, fx->admin_token, "PUT", "/v1/projects/pa/quota",
 	    "{\"items\":[\"H100-NVL-94GB/1g.12gb=2\",\"H100-80GB/7g.80gb=1\","
 	    "\"A100-40GB/full=2\",\"A100-40GB/3g.20gb=1\",\"H200-141GB/7g.141gb=1\","
@@ -488,6 +490,11 @@ test_quota(void **state)
 	assert_int_equal(fx_json_len(r->json, "items"), 6);
 	assert_json_str(r->json, "items[3].model", "H100-NVL-94GB");
 	assert_json_int(r->json, "items[3].count", 2);
+	/* its audit row holds objects, as GET /v1/audit's schema says (arrays before) */
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT jsonb_typeof(after) || '/' || jsonb_typeof(after->'items') FROM "
+				"audit_log WHERE action = 'project.quota.put' ORDER BY id DESC LIMIT 1"),
+	    "object/array");
 	assert_true(r->etag[0] != '\0');
 
 	/* above the quota: 422 naming the item; a kind not listed is limited to 0 */
