@@ -322,7 +322,26 @@ cli_report(struct cli *cli, const struct gp_client_response *r)
 	for (int i = 0; i < err.nfields; i++)
 		fprintf(stderr, "  %s: %s\n", err.fields[i].field[0] ? err.fields[i].field : "-",
 		    err.fields[i].message);
-	if (r->status == 401)
+	{
+		/* a refused approval says, per item, what is missing */
+		struct json_object *sh = gp_client_json_get(r->json, "short");
+
+		for (size_t i = 0; sh != NULL && json_object_is_type(sh, json_type_array) &&
+		     i < json_object_array_length(sh);
+		     i++) {
+			struct json_object *it = json_object_array_get_idx(sh, i);
+			struct json_object *m = gp_client_json_get(it, "model");
+			struct json_object *p = gp_client_json_get(it, "profile");
+			struct json_object *n = gp_client_json_get(it, "missing");
+
+			fprintf(stderr, "  short: %s/%s, %lld missing\n",
+			    m ? json_object_get_string(m) : "?",
+			    p ? json_object_get_string(p) : "?",
+			    n ? (long long)json_object_get_int64(n) : 0LL);
+		}
+	}
+	if (r->status == 401 &&
+	    (cli->command_path == NULL || strstr(cli->command_path, " login") == NULL))
 		fprintf(stderr, "hint: run '%s login' to get a new token\n", cli->prog);
 }
 
@@ -462,6 +481,10 @@ cli_list(struct cli *cli, const char *path, const struct cli_args *args, struct 
 	}
 	json_object_object_add(doc, "items", items);
 	json_object_object_add(doc, "next_cursor", cursor ? json_object_new_string(cursor) : NULL);
+	if (one_page && cursor != NULL && cli->output != CLI_OUTPUT_JSON)
+		/* on stderr, so that a table on stdout stays parseable */
+		fprintf(stderr, "more items: add --cursor %s (or leave out --limit for all)\n",
+		    cursor);
 	*out = doc;
 	return CLI_EXIT_OK;
 fail:

@@ -248,7 +248,7 @@ static const struct cli_command projects_subcommands[] = {
 	{
 	    .name = "create",
 	    .usage = "NAME --display-name X [--namespace NS ...]",
-	    .summary = "create a project (you become its owner)",
+	    .summary = "create a project (admins; add owners with 'gpupool members add')",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .options = create_options,

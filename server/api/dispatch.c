@@ -251,8 +251,26 @@ authorize(const struct route *rt, const struct request *req, struct gp_error *er
 		return 0;
 	if ((rt->allow & ALLOW_BILLING) && role == ROLE_BILLING)
 		return 0;
-	return gp_error_set(err, 403, "forbidden", "your role may not %s %s", req->method,
-	    req->route_pattern);
+	{
+		char who[64] = "";
+		size_t off = 0;
+		static const struct {
+			unsigned bit;
+			const char *name;
+		} roles[] = { { ALLOW_ADMIN, "admin" }, { ALLOW_OPERATOR, "operator" },
+			{ ALLOW_BILLING, "billing" } };
+
+		for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+			if ((rt->allow & roles[i].bit) && off < sizeof(who)) {
+				int n = snprintf(who + off, sizeof(who) - off, "%s%s",
+				    off > 0 ? " or " : "", roles[i].name);
+
+				if (n > 0)
+					off += (size_t)n;
+			}
+		return gp_error_set(err, 403, "forbidden", "%s %s needs the global role %s",
+		    req->method, req->path, off > 0 ? who : "(a node token)");
+	}
 }
 
 static int

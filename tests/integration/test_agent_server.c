@@ -1081,6 +1081,35 @@ test_cli(void **state)
 	assert_non_null(strstr(p->out, "device " GPU0));
 	p = fx_cli(fx, op_env, NULL, "agents", "revoke-token", "nope", NULL);
 	assert_int_equal(p->status, 1);
+	/* a page that is not the last says how to go on */
+	p = fx_cli(fx, op_env, NULL, "nodes", "list", "--limit", "1", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->err, "more items: add --cursor "));
+	/* a refused approval names what is missing, per item */
+	{
+		struct gp_client_response *r = fx_request(fx, alice, "POST",
+		    "/v1/projects/pa/pool-requests",
+		    "{\"action\":\"create\",\"pool\":\"huge\",\"items\":[{\"model\":\"H100-80GB\","
+		    "\"profile\":\"full\",\"count\":40}],\"justification\":\"t\"}");
+		char id[24];
+
+		assert_status(r, 201);
+		snprintf(id, sizeof(id), "%lld", (long long)fx_json_int(r->json, "id"));
+		p = fx_cli(fx, op_env, NULL, "request", "approve", id, NULL);
+		assert_int_equal(p->status, 1);
+		assert_non_null(strstr(p->err, "short: H100-80GB/full, "));
+		assert_null(strstr(p->err, "gpupool: gpupool"));
+	}
+	/* forbidden says who may */
+	{
+		const char *alice_env[] = { op_env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", alice),
+			NULL };
+
+		p = fx_cli(fx, alice_env, NULL, "nodes", "list", NULL);
+		assert_int_equal(p->status, 1);
+		assert_non_null(
+		    strstr(p->err, "needs the global role admin or operator or billing"));
+	}
 }
 
 int
