@@ -4,6 +4,10 @@
  */
 #include "cmd_auth.h"
 
+#ifndef GP_CLI_VERSION
+#define GP_CLI_VERSION "0.0.0"
+#endif
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,6 +146,50 @@ auth_me(struct cli *cli, const struct cli_command *cmd, const struct cli_args *a
 	return CLI_EXIT_OK;
 }
 
+static int
+auth_logout(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char errbuf[256];
+	int rc;
+
+	(void)cmd;
+	(void)args;
+	rc = cli_call(cli, "POST", "/v1/auth/logout", NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	gp_client_response_free(&r);
+	/* forget it locally too (the server has revoked it) */
+	if (config_get(&cli->config, "token") != NULL) {
+		if (config_set(&cli->config, "token", "") != 0 ||
+		    config_save(&cli->config, errbuf, sizeof(errbuf)) != 0)
+			return cli_fail(cli, "the token is revoked, but the config file kept it");
+	}
+	fprintf(stderr, "logged out: the token is revoked\n");
+	return CLI_EXIT_OK;
+}
+
+/* gpupool version: the client's, and the server's when one is configured. */
+static int
+auth_version(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	struct json_object *v;
+
+	(void)cmd;
+	(void)args;
+	printf("client: gpupool %s\n", GP_CLI_VERSION);
+	if (cli_server(cli) == NULL)
+		return CLI_EXIT_OK;
+	if (cli_call(cli, "GET", "/healthz", NULL, &r) != CLI_EXIT_OK)
+		return CLI_EXIT_FAIL;
+	v = gp_client_json_get(r.json, "version");
+	printf("server: gpupoold %s (%s)\n", v ? json_object_get_string(v) : "unknown",
+	    cli_server(cli));
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
 static const struct cli_option login_options[] = {
 	{ "username", "U", "the user to log in as (prompted for on a terminal)", false },
 	{ NULL, NULL, NULL, false },
@@ -160,6 +208,22 @@ const struct cli_command cmd_auth_commands[] = {
 	    .max_args = 0,
 	    .options = login_options,
 	    .run = auth_login,
+	},
+	{
+	    .name = "logout",
+	    .usage = "",
+	    .summary = "revoke the stored token and forget it",
+	    .min_args = 0,
+	    .max_args = 0,
+	    .run = auth_logout,
+	},
+	{
+	    .name = "version",
+	    .usage = "",
+	    .summary = "show the client's version and the server's",
+	    .min_args = 0,
+	    .max_args = 0,
+	    .run = auth_version,
 	},
 	{
 	    .name = "me",

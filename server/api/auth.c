@@ -307,6 +307,21 @@ token_revoke_tx(struct db *db, void *arg, struct gp_error *err)
 	    json_own(c->req->arena, token_json(&c->row)), NULL, err);
 }
 
+/* POST /v1/auth/logout: revoke the token that authenticated this request. */
+int
+api_logout(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct token_revoke c;
+
+	memset(&c, 0, sizeof(c));
+	c.req = req;
+	c.id = req->principal.token_id;
+	if (db_tx(db_thread(), token_revoke_tx, &c, err) < 0)
+		return -1;
+	response_empty(res, 204);
+	return 0;
+}
+
 int
 api_tokens_get(struct request *req, struct response *res, struct gp_error *err)
 {

@@ -3,6 +3,10 @@
  */
 #include "api.h"
 
+#ifndef GP_VERSION
+#define GP_VERSION "0.0.0"
+#endif
+
 #include <stdatomic.h>
 #include <stdint.h>
 #include "metrics.h"
@@ -16,9 +20,11 @@
 int
 api_healthz(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char body[] = "{\"status\":\"ok\",\"version\":\"" GP_VERSION "\"}";
+
 	(void)req;
 	(void)err;
-	response_raw(res, 200, "application/json", "{\"status\":\"ok\"}", 15);
+	response_raw(res, 200, "application/json", body, sizeof(body) - 1);
 	return 0;
 }
 

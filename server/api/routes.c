@@ -14,6 +14,7 @@ const struct route api_routes[] = {
 	{ "GET", "/v1/openapi.yaml", api_openapi, ALLOW_PUBLIC },
 
 	{ "POST", "/v1/auth/login", api_login, ALLOW_PUBLIC },
+	{ "POST", "/v1/auth/logout", api_logout, ALLOW_USER },
 	{ "GET", "/v1/me", api_me, ALLOW_USER | AUTH_PROJECTS },
 	{ "POST", "/v1/tokens", api_tokens_create, ALLOW_USER },
 	{ "GET", "/v1/tokens", api_tokens_list, ALLOW_USER },

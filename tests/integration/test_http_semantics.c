@@ -195,6 +195,33 @@ test_cors(void **state)
 	    (const char *[]){ "GPUPOOL_CORS_ORIGINS=https://x.example.com/path", NULL }));
 }
 
+/* Logout revokes the token that sent it, and only that one; gpupool version. */
+static void
+test_logout_version(void **state)
+{
+	struct fixture *fx = *state;
+	const char *a = fixture_login(fx, FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+	const char *b = fixture_login(fx, FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+	const char *env[] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url), NULL };
+	int64_t revokes = fx_sql_int64(fx,
+	    "SELECT count(*) FROM audit_log WHERE action = "
+	    "'token.revoke'");
+	struct gp_client_response *r = fx_request(fx, a, "POST", "/v1/auth/logout", NULL);
+	struct fx_proc *p;
+
+	assert_status(r, 204);
+	assert_problem(fx_request(fx, a, "GET", "/v1/me", NULL), 401, "unauthorized");
+	assert_status(fx_request(fx, b, "GET", "/v1/me", NULL), 200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = "
+			     "'token.revoke'"),
+	    revokes + 1);
+	p = fx_cli(fx, env, NULL, "version", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "client: gpupool 0.1.0"));
+	assert_non_null(strstr(p->out, "server: gpupoold 0.1.0"));
+}
+
 int
 main(void)
 {
@@ -205,6 +232,7 @@ main(void)
 		cmocka_unit_test(test_token_location),
 		cmocka_unit_test(test_if_none_match),
 		cmocka_unit_test(test_cors),
+		cmocka_unit_test(test_logout_version),
 	};
 
 	return fixture_exit_status(
