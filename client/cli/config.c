@@ -19,9 +19,13 @@ config_resolve_path(struct config *cfg, char *errbuf, size_t errlen)
 {
 	const char *xdg = getenv("XDG_CONFIG_HOME");
 	const char *home = getenv("HOME");
+	const char *file = getenv("GPUPOOL_CONFIG");
 	int n;
 
-	if (xdg != NULL && xdg[0] == '/') {
+	if (file != NULL && file[0] != '\0') {
+		/* GPUPOOL_CONFIG names the file itself */
+		n = snprintf(cfg->path, sizeof(cfg->path), "%s", file);
+	} else if (xdg != NULL && xdg[0] == '/') {
 		n = snprintf(cfg->path, sizeof(cfg->path), "%s/gpupool/config", xdg);
 	} else {
 		if (home == NULL || home[0] == '\0') {

@@ -68,7 +68,8 @@ main_help(FILE *out)
 	    "  -h, --help                this help; after a command, that command's help\n"
 	    "  --version                 print the version\n"
 	    "\nenvironment: GPUPOOL_SERVER, GPUPOOL_TOKEN override the config file\n"
-	    "config file: $XDG_CONFIG_HOME/gpupool/config or ~/.config/gpupool/config\n"
+	    "config file: $GPUPOOL_CONFIG, else $XDG_CONFIG_HOME/gpupool/config or\n"
+	    "             ~/.config/gpupool/config\n"
 	    "exit status: 0 success, 1 the server or the network failed, 2 usage error\n"
 	    "             (capacity simulate: 3 when the items do not fit)\n");
 }

@@ -7,6 +7,7 @@
 #include "fixture.h"
 #include "rawhttp.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,6 +217,30 @@ test_logout_version(void **state)
 			     "SELECT count(*) FROM audit_log WHERE action = "
 			     "'token.revoke'"),
 	    revokes + 1);
+	/* GPUPOOL_CONFIG names the config file: login writes it, logout empties its token */
+	{
+		const char *cfg = fx_str(fx, "%s/elsewhere/gpupool.conf", fx->tmpdir);
+		const char *cenv[] = { fx_str(fx, "GPUPOOL_CONFIG=%s", cfg), NULL };
+		char text[4096] = "";
+		FILE *f;
+		size_t got;
+
+		p = fx_cli(fx, cenv, FIXTURE_ADMIN_PASSWORD "\n", "--server", fx->server->base_url,
+		    "login", "--username", FIXTURE_ADMIN_USER, NULL);
+		assert_int_equal(p->status, 0);
+		f = fopen(cfg, "r");
+		assert_non_null(f);
+		got = fread(text, 1, sizeof(text) - 1, f);
+		text[got] = '\0';
+		fclose(f);
+		assert_non_null(strstr(text, "token"));
+		p = fx_cli(fx, cenv, NULL, "me", NULL);
+		assert_int_equal(p->status, 0);
+		p = fx_cli(fx, cenv, NULL, "logout", NULL);
+		assert_int_equal(p->status, 0);
+		p = fx_cli(fx, cenv, NULL, "me", NULL);
+		assert_int_equal(p->status, 1);
+	}
 	p = fx_cli(fx, env, NULL, "version", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "client: gpupool 0.1.0"));
