@@ -165,6 +165,55 @@ fail:
 	return -1;
 }
 
+/* Levenshtein distance of a and b (both short: command names). */
+static size_t
+cli_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[65];
+
+	if (la > 64 || lb > 64)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The command of table closest to word (kubectl's suggestion: distance <= 2, or a prefix). */
+static const char *
+cli_nearest(const struct cli_command *table, const char *word)
+{
+	const char *best = NULL;
+	size_t bestd = 3;
+
+	for (const struct cli_command *c = table; c->name != NULL; c++) {
+		size_t d = cli_distance(word, c->name);
+
+		if (strlen(word) >= 2 && strncmp(c->name, word, strlen(word)) == 0)
+			d = 1;
+		if (d < bestd) {
+			bestd = d;
+			best = c->name;
+		}
+	}
+	return best;
+}
+
 int
 cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix, int argc,
     char **argv)
@@ -183,8 +232,13 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 	}
 	cmd = cli_find(table, argv[0]);
 	if (cmd == NULL) {
-		fprintf(stderr, "%s: unknown command \"%s\" for \"%s\"\n\n", cli->prog, argv[0],
+		const char *near = cli_nearest(table, argv[0]);
+
+		fprintf(stderr, "%s: unknown command \"%s\" for \"%s\"\n", cli->prog, argv[0],
 		    prefix);
+		if (near != NULL)
+			fprintf(stderr, "\ndid you mean this?\n\t%s %s\n", prefix, near);
+		fprintf(stderr, "\n");
 		cli_print_table_help(table, prefix, true);
 		return CLI_EXIT_USAGE;
 	}

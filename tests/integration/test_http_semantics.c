@@ -241,6 +241,13 @@ test_logout_version(void **state)
 		p = fx_cli(fx, cenv, NULL, "me", NULL);
 		assert_int_equal(p->status, 1);
 	}
+	/* a typo gets a suggestion */
+	p = fx_cli(fx, env, NULL, "nodse", "list", NULL);
+	assert_int_equal(p->status, 2);
+	assert_non_null(strstr(p->err, "did you mean this?\n\tgpupool nodes"));
+	p = fx_cli(fx, env, NULL, "alerts", "lst", NULL);
+	assert_int_equal(p->status, 2);
+	assert_non_null(strstr(p->err, "gpupool alerts list"));
 	p = fx_cli(fx, env, NULL, "version", NULL);
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "client: gpupool 0.1.0"));
