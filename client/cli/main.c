@@ -193,6 +193,78 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 	return 0;
 }
 
+/* The words that may follow a command: its subcommands and its options. */
+static void
+main_words(const struct cli_command *c, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (const struct cli_command *sc = c->subcommands; sc != NULL && sc->name != NULL; sc++)
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s ", sc->name);
+	for (const struct cli_option *o = c->options; o != NULL && o->name != NULL; o++)
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "--%s ", o->name);
+	if (off >= len && len > 0)
+		buf[len - 1] = '\0';
+}
+
+/*
+ * gpupool completion bash|zsh|fish: a completion script built from the
+ * command table (so a new command completes without touching this).
+ */
+static int
+main_completion(const char *shell)
+{
+	char words[4096];
+
+	if (shell == NULL ||
+	    (strcmp(shell, "bash") != 0 && strcmp(shell, "zsh") != 0 &&
+		strcmp(shell, "fish") != 0)) {
+		fprintf(stderr,
+		    "usage: gpupool completion bash|zsh|fish\n"
+		    "  bash: source <(gpupool completion bash)\n"
+		    "  zsh:  source <(gpupool completion zsh)\n"
+		    "  fish: gpupool completion fish | source\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (strcmp(shell, "fish") == 0) {
+		for (const struct cli_command *c = commands; c->name != NULL; c++) {
+			printf("complete -c gpupool -f -n '__fish_use_subcommand' -a '%s' -d '%s'\n",
+			    c->name, c->summary ? c->summary : "");
+			for (const struct cli_command *sc = c->subcommands; sc != NULL && sc->name;
+			     sc++)
+				printf("complete -c gpupool -f -n '__fish_seen_subcommand_from %s' -a "
+				       "'%s' -d '%s'\n",
+				    c->name, sc->name, sc->summary ? sc->summary : "");
+		}
+		printf("complete -c gpupool -f -n '__fish_use_subcommand' -a completion\n");
+		return CLI_EXIT_OK;
+	}
+	if (strcmp(shell, "zsh") == 0)
+		printf("autoload -U +X bashcompinit && bashcompinit\n");
+	printf("_gpupool() {\n"
+	       "\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" words=\"\"\n"
+	       "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\twords=\"completion");
+	for (const struct cli_command *c = commands; c->name != NULL; c++)
+		printf(" %s", c->name);
+	printf("\"\n\telse\n\t\tcase \"${COMP_WORDS[1]} ${COMP_WORDS[2]}\" in\n");
+	for (const struct cli_command *c = commands; c->name != NULL; c++)
+		for (const struct cli_command *sc = c->subcommands; sc != NULL && sc->name; sc++) {
+			main_words(sc, words, sizeof(words));
+			printf("\t\t\"%s %s\") words=\"%s\" ;;\n", c->name, sc->name, words);
+		}
+	for (const struct cli_command *c = commands; c->name != NULL; c++) {
+		main_words(c, words, sizeof(words));
+		printf("\t\t\"%s \"*) words=\"%s\" ;;\n", c->name, words);
+	}
+	printf("\t\tcompletion\\ *) words=\"bash zsh fish\" ;;\n"
+	       "\t\tesac\n\tfi\n"
+	       "\tCOMPREPLY=($(compgen -W \"$words --output --server --help\" -- \"$cur\"))\n"
+	       "}\n"
+	       "complete -F _gpupool gpupool\n");
+	return CLI_EXIT_OK;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -215,6 +287,10 @@ main(int argc, char **argv)
 	if (nrest == 0) {
 		main_help(stderr);
 		rc = CLI_EXIT_USAGE;
+		goto done;
+	}
+	if (strcmp(rest[0], "completion") == 0) {
+		rc = main_completion(nrest > 1 ? rest[1] : NULL);
 		goto done;
 	}
 	if (config_load(&cli.config, errbuf, sizeof(errbuf)) != 0) {

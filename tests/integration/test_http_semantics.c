@@ -241,6 +241,20 @@ test_logout_version(void **state)
 		p = fx_cli(fx, cenv, NULL, "me", NULL);
 		assert_int_equal(p->status, 1);
 	}
+	/* completion scripts built from the command table */
+	p = fx_cli(fx, env, NULL, "completion", "bash", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "complete -F _gpupool gpupool"));
+	assert_non_null(strstr(p->out, "\"alerts ack\")"));
+	assert_non_null(strstr(p->out, "--expires-in"));
+	p = fx_cli(fx, env, NULL, "completion", "fish", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "__fish_seen_subcommand_from nodes' -a 'enroll-token'"));
+	p = fx_cli(fx, env, NULL, "completion", "zsh", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "bashcompinit"));
+	p = fx_cli(fx, env, NULL, "completion", "tcsh", NULL);
+	assert_int_equal(p->status, 2);
 	/* a typo gets a suggestion */
 	p = fx_cli(fx, env, NULL, "nodse", "list", NULL);
 	assert_int_equal(p->status, 2);
