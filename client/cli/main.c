@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "output.h"
 #include "cmd_agents.h"
 #include "cmd_auth.h"
 #include "cmd_billing.h"
@@ -63,7 +64,8 @@ main_help(FILE *out)
 	cli_print_table_help(commands, "gpupool", out == stderr);
 	fprintf(out,
 	    "\nglobal options (anywhere on the command line):\n"
-	    "  -o, --output table|json   output format (default table)\n"
+	    "  -o, --output FORMAT       table (default), json, yaml, or name (first column)\n"
+	    "  --no-headers              tables without their header line\n"
 	    "  --server URL              the gpupool server, e.g. http://127.0.0.1:8080\n"
 	    "  -h, --help                this help; after a command, that command's help\n"
 	    "  --version                 print the version\n"
@@ -77,12 +79,22 @@ main_help(FILE *out)
 static int
 main_set_output(struct cli *cli, const char *v)
 {
-	if (strcmp(v, "table") == 0)
+	/* yaml renders what json would; name prints a table's first column only */
+	if (strcmp(v, "table") == 0) {
 		cli->output = CLI_OUTPUT_TABLE;
-	else if (strcmp(v, "json") == 0)
+		output_set_format(OUTPUT_PLAIN);
+	} else if (strcmp(v, "json") == 0) {
 		cli->output = CLI_OUTPUT_JSON;
-	else {
-		fprintf(stderr, "gpupool: unknown output format \"%s\" (expected table or json)\n",
+		output_set_format(OUTPUT_PLAIN);
+	} else if (strcmp(v, "yaml") == 0) {
+		cli->output = CLI_OUTPUT_JSON;
+		output_set_format(OUTPUT_YAML);
+	} else if (strcmp(v, "name") == 0) {
+		cli->output = CLI_OUTPUT_TABLE;
+		output_set_format(OUTPUT_NAME);
+	} else {
+		fprintf(stderr,
+		    "gpupool: unknown output format \"%s\" (expected table, json, yaml or name)\n",
 		    v);
 		return -1;
 	}
@@ -103,7 +115,8 @@ static bool
 main_output_file(char **rest, int nrest, const char *opt, const char *val)
 {
 	(void)opt;
-	if (strcmp(val, "table") == 0 || strcmp(val, "json") == 0)
+	if (strcmp(val, "table") == 0 || strcmp(val, "json") == 0 || strcmp(val, "yaml") == 0 ||
+	    strcmp(val, "name") == 0)
 		return false;
 	return nrest >= 2 && strcmp(rest[0], "billing") == 0 && strcmp(rest[1], "export") == 0;
 }
@@ -177,6 +190,10 @@ main_parse_globals(struct cli *cli, int argc, char **argv, char **rest, int *nre
 			main_help(stdout);
 			*status = CLI_EXIT_OK;
 			return -1;
+		}
+		if (strcmp(a, "--no-headers") == 0) {
+			output_set_no_headers(true);
+			continue;
 		}
 		if (!have_command && strcmp(a, "--version") == 0) {
 			printf("gpupool %s\n", MAIN_VERSION);

@@ -14,9 +14,94 @@
 #define OUTPUT_MAX_COLUMNS 16
 #define OUTPUT_GAP 3
 
+static enum output_format output_format_set = OUTPUT_PLAIN;
+static bool output_no_headers;
+
+void
+output_set_format(enum output_format f)
+{
+	output_format_set = f;
+}
+
+void
+output_set_no_headers(bool on)
+{
+	output_no_headers = on;
+}
+
+/* A JSON string is a valid YAML double-quoted scalar: reuse json-c's quoting. */
+static void
+output_yaml_scalar(FILE *out, struct json_object *v)
+{
+	if (v == NULL)
+		fputs("null", out);
+	else
+		fputs(json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE), out);
+}
+
+static void
+output_yaml(FILE *out, struct json_object *v, int indent, bool in_list)
+{
+	if (json_object_is_type(v, json_type_object) && json_object_object_length(v) > 0) {
+		bool first = true;
+
+		json_object_object_foreach(v, k, val)
+		{
+			struct json_object *key = json_object_new_string(k);
+
+			if (!(first && in_list))
+				fprintf(out, "%*s", indent, "");
+			first = false;
+			output_yaml_scalar(out, key);
+			json_object_put(key);
+			fputc(':', out);
+			if ((json_object_is_type(val, json_type_object) &&
+				json_object_object_length(val) > 0) ||
+			    (json_object_is_type(val, json_type_array) &&
+				json_object_array_length(val) > 0)) {
+				fputc('\n', out);
+				output_yaml(out, val, indent + 2, false);
+			} else {
+				fputc(' ', out);
+				output_yaml(out, val, 0, false);
+			}
+		}
+		return;
+	}
+	if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
+		for (size_t i = 0; i < json_object_array_length(v); i++) {
+			struct json_object *e = json_object_array_get_idx(v, i);
+
+			fprintf(out, "%*s- ", indent, "");
+			if ((json_object_is_type(e, json_type_object) &&
+				json_object_object_length(e) > 0) ||
+			    (json_object_is_type(e, json_type_array) &&
+				json_object_array_length(e) > 0))
+				output_yaml(out, e, indent + 2, true);
+			else {
+				output_yaml_scalar(out, e);
+				fputc('\n', out);
+			}
+		}
+		return;
+	}
+	if (json_object_is_type(v, json_type_object))
+		fputs("{}\n", out);
+	else if (json_object_is_type(v, json_type_array))
+		fputs("[]\n", out);
+	else {
+		output_yaml_scalar(out, v);
+		fputc('\n', out);
+	}
+}
+
 void
 output_json(FILE *out, struct json_object *obj)
 {
+	if (output_format_set == OUTPUT_YAML) {
+		output_yaml(out, obj, 0, false);
+		return;
+	}
 	fputs(json_object_to_json_string_ext(obj,
 		  JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 		      JSON_C_TO_STRING_NOSLASHESCAPE),
@@ -131,6 +216,8 @@ output_table(FILE *out, struct json_object *rows, const struct output_column *co
 
 	while (cols[ncols].header != NULL && ncols < OUTPUT_MAX_COLUMNS)
 		ncols++;
+	if (output_format_set == OUTPUT_NAME && ncols > 1)
+		ncols = 1; /* -o name: the identifying first column */
 	if (rows != NULL && json_object_is_type(rows, json_type_array))
 		nrows = json_object_array_length(rows);
 	if (nrows > 0) {
@@ -159,12 +246,13 @@ output_table(FILE *out, struct json_object *rows, const struct output_column *co
 				width[c] = w;
 		}
 	}
-	for (size_t c = 0; c < ncols; c++) {
+	for (size_t c = 0; !output_no_headers && output_format_set != OUTPUT_NAME && c < ncols;
+	     c++) {
 		fputs(cols[c].header, out);
+		fputc(c + 1 < ncols ? ' ' : '\n', out);
 		if (c + 1 < ncols)
-			output_pad(out, width[c] - output_width(cols[c].header) + OUTPUT_GAP);
+			output_pad(out, width[c] - output_width(cols[c].header) + OUTPUT_GAP - 1);
 	}
-	fputc('\n', out);
 	for (size_t r = 0; r < nrows; r++) {
 		if (cells[r * ncols] == NULL)
 			continue;

@@ -9,6 +9,7 @@
 #define GP_CLI_OUTPUT_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 struct output_column {
@@ -17,6 +18,16 @@ struct output_column {
 };
 
 /* Pretty-print obj (2-space indent) and a newline to out. */
+enum output_format {
+	OUTPUT_PLAIN, /* tables as tables, JSON as JSON */
+	OUTPUT_YAML,  /* output_json writes YAML */
+	OUTPUT_NAME,  /* tables: the first column only, no header */
+};
+
+/* Process-wide rendering choices (-o, --no-headers). */
+void output_set_format(enum output_format f);
+void output_set_no_headers(bool on);
+
 void output_json(FILE *out, struct json_object *obj);
 
 /*

@@ -92,7 +92,7 @@ test_cli_usage(void **state)
 	assert_non_null(strstr(p->err, "--display-name"));
 	p = fx_cli(fx, NULL, NULL, "members", "add", "x", "y", "--role", "boss", NULL);
 	assert_int_equal(p->status, 2);
-	p = fx_cli(fx, NULL, NULL, "-o", "yaml", "me", NULL);
+	p = fx_cli(fx, NULL, NULL, "-o", "xml", "me", NULL);
 	assert_int_equal(p->status, 2);
 	p = fx_cli(fx, NULL, NULL, "tokens", "create", "t", "--expires-at", "tomorrow", NULL);
 	assert_int_equal(p->status, 2);

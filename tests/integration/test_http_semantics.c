@@ -255,6 +255,28 @@ test_logout_version(void **state)
 	assert_non_null(strstr(p->out, "bashcompinit"));
 	p = fx_cli(fx, env, NULL, "completion", "tcsh", NULL);
 	assert_int_equal(p->status, 2);
+	/* output formats: yaml, name, --no-headers */
+	{
+		const char *aenv[] = { env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", fx->admin_token),
+			NULL };
+
+		assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
+				  "{\"name\":\"fmt-a\",\"region\":\"eu \\\"1\\\"\"}"),
+		    201);
+		p = fx_cli(fx, aenv, NULL, "clusters", "list", "-o", "yaml", NULL);
+		assert_int_equal(p->status, 0);
+		assert_non_null(strstr(p->out, "\"items\":\n  - \"name\": \"fmt-a\"\n"));
+		assert_non_null(strstr(p->out, "\"region\": \"eu \\\"1\\\"\"\n"));
+		p = fx_cli(fx, aenv, NULL, "clusters", "list", "-o", "name", NULL);
+		assert_int_equal(p->status, 0);
+		assert_string_equal(p->out, "fmt-a\n");
+		p = fx_cli(fx, aenv, NULL, "clusters", "list", "--no-headers", NULL);
+		assert_int_equal(p->status, 0);
+		assert_null(strstr(p->out, "NAME"));
+		assert_memory_equal(p->out, "fmt-a ", 6);
+		p = fx_cli(fx, aenv, NULL, "clusters", "list", "-o", "xml", NULL);
+		assert_int_equal(p->status, 2);
+	}
 	/* a typo gets a suggestion */
 	p = fx_cli(fx, env, NULL, "nodse", "list", NULL);
 	assert_int_equal(p->status, 2);
