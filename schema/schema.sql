@@ -1910,6 +1910,14 @@ CREATE TABLE public.schema_migrations (
     checksum text
 );
 
+CREATE TABLE public.server_keys (
+    name text NOT NULL,
+    secret bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT server_keys_name_check CHECK ((name ~ '^[a-z_]{1,40}$'::text)),
+    CONSTRAINT server_keys_secret_check CHECK ((length(secret) >= 32))
+);
+
 CREATE TABLE public.tokens (
     id bigint NOT NULL,
     user_id bigint NOT NULL,
@@ -2119,6 +2127,9 @@ ALTER TABLE ONLY public.projects
 
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.server_keys
+    ADD CONSTRAINT server_keys_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.tokens
     ADD CONSTRAINT tokens_digest_key UNIQUE (digest);

@@ -314,6 +314,16 @@ cmd_serve(struct config *cfg)
 	check_schema(&app);
 	app.metrics_retention_days = cfg->metrics_retention_days;
 	{
+		unsigned char candidate[32];
+
+		/* the first replica's random key becomes every replica's */
+		if (token_random_bytes(candidate, sizeof(candidate)) < 0 ||
+		    db_server_key(db_thread(), "cursor", candidate, sizeof(candidate),
+			app.cursor_key, sizeof(app.cursor_key), &err) < 0)
+			fatal("could not read the cursor key: %s", err.message);
+		token_wipe(candidate, sizeof(candidate));
+	}
+	{
 		int64_t dropped = 0;
 
 		/* today's partition must exist before the first sample arrives */
@@ -452,6 +462,7 @@ cmd_serve(struct config *cfg)
 	maintenance_stop(maint);
 	catalog_free(catalog);
 	xid_catalog_free(xids);
+	token_wipe(app.cursor_key, sizeof(app.cursor_key));
 	log_info(NULL, "stopped");
 	return 0;
 }

@@ -33,6 +33,7 @@ struct app {
 	int agent_grace_s;              /* an agent silent this long: node unknown */
 	int metrics_retention_days;     /* raw GPU samples kept (partitions) */
 	const char *cors_origins;       /* browser origins allowed (comma-separated), or NULL */
+	char cursor_key[65];            /* HMAC key of list cursors (hex), shared by replicas */
 	int request_ttl_s;              /* a pending pool request expires after this */
 	int approval_workers;           /* threads per group-commit queue */
 	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */
@@ -145,8 +146,8 @@ int api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *
 void api_reply_list(struct request *req, struct response *res, struct json_object *items,
     int64_t next);
 
-/* Opaque cursor text for a position. */
-const char *api_cursor_encode(struct arena *a, int64_t pos);
+/* Opaque cursor text for a position of req's listing (signed, bound to its route). */
+const char *api_cursor_encode(struct request *req, int64_t pos);
 
 /* If-Match: *expected = generation (0 when absent); 412 on junk. */
 int api_if_match(struct request *req, int64_t *expected, struct gp_error *err)

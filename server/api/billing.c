@@ -422,8 +422,7 @@ api_billing_usage(struct request *req, struct response *res, struct gp_error *er
 		for (int i = 0; i < n && i < limit; i++)
 			json_object_array_add(rows, usage_json(&r[i]));
 		if (n > limit)
-			json_add_str(o, "next_cursor",
-			    api_cursor_encode(req->arena, r[limit - 1].id));
+			json_add_str(o, "next_cursor", api_cursor_encode(req, r[limit - 1].id));
 		else
 			json_object_object_add(o, "next_cursor", NULL);
 	} else {

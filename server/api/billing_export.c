@@ -157,7 +157,7 @@ api_billing_exports_list(struct request *req, struct response *res, struct gp_er
 	o = json_object_new_object();
 	json_object_object_add(o, "items", items);
 	if (n > limit)
-		json_add_str(o, "next_cursor", api_cursor_encode(req->arena, rows[limit - 1].id));
+		json_add_str(o, "next_cursor", api_cursor_encode(req, rows[limit - 1].id));
 	else
 		json_object_object_add(o, "next_cursor", NULL);
 	response_json(req, res, 200, o);

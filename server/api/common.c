@@ -4,6 +4,7 @@
  */
 #include "api.h"
 
+#include "auth/token.h"
 #include "core/timeutil.h"
 #include "db/db_audit.h"
 
@@ -37,25 +38,54 @@ parse_int64(const char *s, int64_t *out)
 	return true;
 }
 
-const char *
-api_cursor_encode(struct arena *a, int64_t pos)
+/* The signature of a cursor: HMAC-SHA256(key, route + ":" + position), 16 hex digits. */
+static void
+cursor_sign(struct request *req, int64_t pos, char *sig)
 {
-	/* opaque to clients; "c" + hex keeps it URL-safe */
-	return arena_printf(a, "c%llx", (unsigned long long)pos);
+	const char *key = api_app(req) != NULL ? api_app(req)->cursor_key : "";
+	char msg[300], full[65];
+	int n = snprintf(msg, sizeof(msg), "%s:%llx", req->route_pattern ? req->route_pattern : "",
+	    (unsigned long long)pos);
+
+	token_hmac_sha256_hex(key, strlen(key), msg, n > 0 ? (size_t)n : 0, full);
+	memcpy(sig, full, 16);
+	sig[16] = '\0';
+}
+
+const char *
+api_cursor_encode(struct request *req, int64_t pos)
+{
+	char sig[17];
+
+	/* "c<hex position>.<signature>": opaque, URL-safe, valid only for its route */
+	cursor_sign(req, pos, sig);
+	return arena_printf(req->arena, "c%llx.%s", (unsigned long long)pos, sig);
 }
 
 static bool
-cursor_decode(const char *s, int64_t *out)
+cursor_decode(struct request *req, const char *s, int64_t *out)
 {
 	char *end;
 	unsigned long long v;
+	char sig[17];
 
-	if (s[0] != 'c' || s[1] == '\0' || strlen(s) > 17)
+	if (s[0] != 'c' || s[1] == '\0' || strlen(s) > 34)
 		return false;
 	errno = 0;
 	v = strtoull(s + 1, &end, 16);
-	if (errno != 0 || *end != '\0' || v > (unsigned long long)INT64_MAX)
+	if (errno != 0 || *end != '.' || end == s + 1 || v > (unsigned long long)INT64_MAX)
 		return false;
+	cursor_sign(req, (int64_t)v, sig);
+	if (strlen(end + 1) != 16)
+		return false;
+	{
+		unsigned char diff = 0; /* constant time: no early exit on a mismatch */
+
+		for (int i = 0; i < 16; i++)
+			diff |= (unsigned char)(end[1 + i] ^ sig[i]);
+		if (diff != 0)
+			return false;
+	}
 	*out = (int64_t)v;
 	return true;
 }
@@ -75,8 +105,9 @@ api_page(struct request *req, int *limit, int64_t *cursor, struct gp_error *err)
 			    PAGE_MAX);
 		*limit = (int)v;
 	}
-	if (c != NULL && !cursor_decode(c, cursor))
-		return gp_error_field(err, "cursor", "is not a cursor this server issued");
+	if (c != NULL && !cursor_decode(req, c, cursor))
+		return gp_error_field(err, "cursor",
+		    "is not a cursor this server issued for this listing");
 	return 0;
 }
 
@@ -86,7 +117,7 @@ api_reply_list(struct request *req, struct response *res, struct json_object *it
 	struct json_object *o = json_object_new_object();
 
 	json_object_object_add(o, "items", items);
-	json_add_str(o, "next_cursor", next ? api_cursor_encode(req->arena, next) : NULL);
+	json_add_str(o, "next_cursor", next ? api_cursor_encode(req, next) : NULL);
 	response_json(req, res, 200, o);
 }
 

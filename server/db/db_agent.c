@@ -8,6 +8,7 @@
 #include "db_internal.h"
 #include "db_sql.h"
 
+#include <stdio.h>
 #include <string.h>
 
 DB_STMT(stmt_agent_token_auth,
@@ -160,6 +161,11 @@ DB_STMT(stmt_profiles_list,
     "AND ($3::text IS NULL OR n.name = $3) AND ($4::text IS NULL OR p.name = $4) "
     "AND (NOT $5 OR w.ended_at IS NULL) AND ($6::int8 = 0 OR w.id < $6) "
     "ORDER BY w.id DESC LIMIT $7) x");
+DB_STMT(stmt_server_key,
+    "WITH ins AS (INSERT INTO server_keys (name, secret) VALUES ($1, $2) "
+    "ON CONFLICT (name) DO NOTHING RETURNING secret) "
+    "SELECT encode(coalesce((SELECT secret FROM ins), "
+    "(SELECT secret FROM server_keys WHERE name = $1)), 'hex')");
 DB_STMT(stmt_outbox_done, "SELECT outbox_done($1, $2)");
 DB_STMT(stmt_outbox_retry, "SELECT outbox_retry($1, $2, $3, $4, $5)");
 
@@ -587,4 +593,29 @@ db_profiles_list(struct db *db, struct arena *a, const struct profile_filter *f,
 		db_param_int(a, f->limit) };
 
 	return list_json(db, a, &stmt_profiles_list, 7, p, f->limit, json, next, err);
+}
+
+int
+db_server_key(struct db *db, const char *name, const unsigned char *candidate, size_t len,
+    char *out, size_t outlen, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[2] = { name, NULL };
+	PGresult *r;
+	int rc = -1;
+
+	arena_set_sensitive(a);
+	p[1] = db_param_bytea(a, candidate, len);
+	r = db_exec(db, a, &stmt_server_key, 2, p, err);
+	if (r != NULL) {
+		if (PQntuples(r) == 1 && !db_null(r, 0, 0) &&
+		    strlen(PQgetvalue(r, 0, 0)) < outlen) {
+			snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
+			rc = 0;
+		} else {
+			gp_error_set(err, 500, "internal", "no server key %s", name);
+		}
+	}
+	arena_destroy(a);
+	return rc;
 }

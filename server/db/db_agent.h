@@ -174,4 +174,9 @@ struct profile_filter {
 int db_profiles_list(struct db *db, struct arena *a, const struct profile_filter *f,
     const char **json, int64_t *next, struct gp_error *err) __attribute__((warn_unused_result));
 
+/* The shared secret `name` (migration 0014): candidate is stored when none
+ * exists yet; *out (hex, 2*len+1 bytes, sensitive) gets the one every replica uses. */
+int db_server_key(struct db *db, const char *name, const unsigned char *candidate, size_t len,
+    char *out, size_t outlen, struct gp_error *err) __attribute__((warn_unused_result));
+
 #endif

@@ -290,6 +290,54 @@ test_logout_version(void **state)
 	assert_non_null(strstr(p->out, "server: gpupoold 0.1.0"));
 }
 
+/* Cursors are signed and bound to their listing: forged or foreign ones are 422. */
+static void
+test_cursors(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *next;
+
+	for (int i = 0; i < 3; i++)
+		assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+				  "{\"name\":\"cur-%d\",\"display_name\":\"c\"}", i),
+		    201);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=1", NULL);
+	assert_status(r, 200);
+	next = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects?limit=1&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 1);
+	/* the old unsigned form, a changed position, another listing's cursor */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=1&cursor=c1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	{
+		char *forged = strdup(next);
+
+		forged[1] = forged[1] == '1' ? '2' : '1';
+		r = fx_request(fx, fx->admin_token, "GET",
+		    fx_str(fx, "/v1/projects?limit=1&cursor=%s", forged), NULL);
+		free(forged);
+		assert_problem(r, 422, "validation_failed");
+	}
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/users?limit=1&cursor=%s", next),
+	    NULL);
+	assert_problem(r, 422, "validation_failed");
+	/* a replica reads the same key from the database: the cursor works there too */
+	{
+		struct fx_server *prev = fx->server, *b = fixture_server_start(fx, NULL);
+
+		assert_non_null(b);
+		fx->server = b;
+		r = fx_request(fx, fx->admin_token, "GET",
+		    fx_str(fx, "/v1/projects?limit=1&cursor=%s", next), NULL);
+		assert_status(r, 200);
+		fx->server = prev;
+		assert_int_equal(fixture_server_stop(fx, b), 0);
+	}
+}
+
 int
 main(void)
 {
@@ -301,6 +349,7 @@ main(void)
 		cmocka_unit_test(test_if_none_match),
 		cmocka_unit_test(test_cors),
 		cmocka_unit_test(test_logout_version),
+		cmocka_unit_test(test_cursors),
 	};
 
 	return fixture_exit_status(
