@@ -128,8 +128,8 @@ DB_STMT(stmt_exp_pool_fill,
     "WHERE a.pool_id IN (SELECT DISTINCT u.pool_id FROM billing_usage u WHERE u.hour >= " TS_US(
 	"$1") " AND u.hour < " TS_US("$2") ") ORDER BY a.pool_id, a.id");
 
+/* FOCUS: keyset pages (index order, each page projected after its LIMIT) */
 DB_STMT(stmt_exp_page_focus,
-    CURSOR
     "WITH r AS (SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool, "
     "pc.cluster, pc.region, "
     "coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share, "
@@ -148,8 +148,8 @@ DB_STMT(stmt_exp_page_focus,
     "LEFT JOIN gpu_models gm ON gm.id = u.model "
     "LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile "
     "LEFT JOIN billing_usage adj ON adj.id = u.adjusts "
-    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US(
-	"$2") "), "
+    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " AND (u.hour, u.id) > (" TS_US(
+	"$3") ", $4::int8) ORDER BY u.hour, u.id LIMIT $5::int4), "
 	      "s AS (SELECT r.*, CASE WHEN unused > 0 THEN round(qty * unused / (u).amount_micro, 9) "
 	      "ELSE 0 END AS uq FROM r) "
 	      "SELECT " EPOCH_US(
@@ -161,6 +161,9 @@ DB_STMT(stmt_exp_page_focus,
 			  "ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project, display_name, "
 			  "pool, cluster, region, corr, gpu_equiv) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
 			  "FROM s ORDER BY hour, id");
+
+/* an export's statements may take longer than an API statement */
+DB_STMT(stmt_exp_timeout, "SELECT set_config('statement_timeout', '600000', true)");
 
 DB_STMT(stmt_exp_fetch, "FETCH " FETCH_ROWS_TEXT " FROM gp_export_cur");
 
@@ -272,7 +275,8 @@ db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attempt, 
 	PGresult *r;
 
 	/* one snapshot for every page: a consistent file even of an open period */
-	if (db_exec_simple(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", err) < 0)
+	if (db_exec_simple(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", err) < 0 ||
+	    db_exec(db, a, &stmt_exp_timeout, 0, NULL, err) == NULL)
 		return -1;
 	r = db_exec(db, a, &stmt_exp_lock, 2, p, err);
 	if (r == NULL)
@@ -321,23 +325,29 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
 	const struct db_stmt *st;
 	PGresult *r;
 
-	(void)after_hour_us;
-	(void)limit;
 	if (strcmp(format, "jsonl") == 0)
 		st = &stmt_exp_page_jsonl;
 	else if (strcmp(format, "focus") == 0)
 		st = &stmt_exp_page_focus;
 	else
 		st = &stmt_exp_page_csv;
-	/* the first page opens the cursor */
-	if (after_id == 0) {
-		const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+	if (st == &stmt_exp_page_focus) {
+		const char *p[5] = { db_param_int(a, from_us), db_param_int(a, to_us),
+			db_param_int(a, after_id == 0 ? from_us : after_hour_us),
+			db_param_int(a, after_id), db_param_int(a, limit) };
 
-		if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
-		    db_exec(db, a, st, 2, p, err) == NULL)
-			return -1;
+		r = db_exec(db, a, st, 5, p, err);
+	} else {
+		/* csv, jsonl: the first page opens the cursor */
+		if (after_id == 0) {
+			const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+
+			if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
+			    db_exec(db, a, st, 2, p, err) == NULL)
+				return -1;
+		}
+		r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
 	}
-	r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
 	if (r == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));
