@@ -75,21 +75,21 @@ DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1:
 	"price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n"
 
 DB_STMT(stmt_exp_page_csv,
-    CURSOR "SELECT " EPOCH_US(
-	"u.hour") ", u.id, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
-		  "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
-		  "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
-		  "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
+    CURSOR
+    "SELECT 0::int8, 0::int8, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
+    "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
+    "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
+    "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
 
 DB_STMT(stmt_exp_page_jsonl,
-    CURSOR "SELECT " EPOCH_US(
-	"u.hour") ", u.id, json_build_object('usage_id', u.id, 'kind', u.kind, "
-		  "'period', u.period, 'hour_start', gp_iso(u.hour), "
-		  "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
-		  "'model', u.model, 'profile', u.profile, 'count', u.count, 'seconds', u.seconds, "
-		  "'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency, "
-		  "'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro), 'adjusts', u.adjusts, "
-		  "'note', u.note)::text || E'\\n', 1" PAGE_FROM);
+    CURSOR
+    "SELECT 0::int8, 0::int8, json_build_object('usage_id', u.id, 'kind', u.kind, "
+    "'period', u.period, 'hour_start', gp_iso(u.hour), "
+    "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
+    "'model', u.model, 'profile', u.profile, 'count', u.count, 'seconds', u.seconds, "
+    "'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency, "
+    "'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro), 'adjusts', u.adjusts, "
+    "'note', u.note)::text || E'\\n', 1" PAGE_FROM);
 
 /* docs/billing.md "FOCUS mapping": the columns of migration 0013's billing_focus_line */
 #define FOCUS_HEADER                                                                           \
@@ -323,6 +323,7 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
     struct billing_export_page *out, struct gp_error *err)
 {
 	const struct db_stmt *st;
+	bool cursor = false;
 	PGresult *r;
 
 	if (strcmp(format, "jsonl") == 0)
@@ -347,6 +348,7 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
 				return -1;
 		}
 		r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
+		cursor = true;
 	}
 	if (r == NULL)
 		return -1;
@@ -360,7 +362,11 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
 		out->lens[i] = (size_t)PQgetlength(r, i, 2);
 		out->rows += db_int64(r, i, 3);
 	}
-	if (out->n > 0) {
+	if (cursor) {
+		/* the cursor keeps the position: only "not the first page" matters */
+		out->last_hour_us = after_hour_us;
+		out->last_id = after_id + out->n;
+	} else if (out->n > 0) {
 		out->last_hour_us = db_int64(r, out->n - 1, 0);
 		out->last_id = db_int64(r, out->n - 1, 1);
 	}
