@@ -75,21 +75,21 @@ DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1:
 	"price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n"
 
 DB_STMT(stmt_exp_page_csv,
-    CURSOR "SELECT " EPOCH_US(
-	"u.hour") ", u.id, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
-		  "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
-		  "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
-		  "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
+    CURSOR
+    "SELECT 0::int8, 0::int8, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
+    "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
+    "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
+    "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
 
 DB_STMT(stmt_exp_page_jsonl,
-    CURSOR "SELECT " EPOCH_US(
-	"u.hour") ", u.id, json_build_object('usage_id', u.id, 'kind', u.kind, "
-		  "'period', u.period, 'hour_start', gp_iso(u.hour), "
-		  "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
-		  "'model', u.model, 'profile', u.profile, 'count', u.count, 'seconds', u.seconds, "
-		  "'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency, "
-		  "'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro), 'adjusts', u.adjusts, "
-		  "'note', u.note)::text || E'\\n', 1" PAGE_FROM);
+    CURSOR
+    "SELECT 0::int8, 0::int8, json_build_object('usage_id', u.id, 'kind', u.kind, "
+    "'period', u.period, 'hour_start', gp_iso(u.hour), "
+    "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
+    "'model', u.model, 'profile', u.profile, 'count', u.count, 'seconds', u.seconds, "
+    "'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency, "
+    "'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro), 'adjusts', u.adjusts, "
+    "'note', u.note)::text || E'\\n', 1" PAGE_FROM);
 
 /* docs/billing.md "FOCUS mapping": the columns of migration 0013's billing_focus_line */
 #define FOCUS_HEADER                                                                           \
@@ -128,8 +128,8 @@ DB_STMT(stmt_exp_pool_fill,
     "WHERE a.pool_id IN (SELECT DISTINCT u.pool_id FROM billing_usage u WHERE u.hour >= " TS_US(
 	"$1") " AND u.hour < " TS_US("$2") ") ORDER BY a.pool_id, a.id");
 
+/* FOCUS: keyset pages (index order, each page projected after its LIMIT) */
 DB_STMT(stmt_exp_page_focus,
-    CURSOR
     "WITH r AS (SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool, "
     "pc.cluster, pc.region, "
     "coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share, "
@@ -148,8 +148,8 @@ DB_STMT(stmt_exp_page_focus,
     "LEFT JOIN gpu_models gm ON gm.id = u.model "
     "LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile "
     "LEFT JOIN billing_usage adj ON adj.id = u.adjusts "
-    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US(
-	"$2") "), "
+    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " AND (u.hour, u.id) > (" TS_US(
+	"$3") ", $4::int8) ORDER BY u.hour, u.id LIMIT $5::int4), "
 	      "s AS (SELECT r.*, CASE WHEN unused > 0 THEN round(qty * unused / (u).amount_micro, 9) "
 	      "ELSE 0 END AS uq FROM r) "
 	      "SELECT " EPOCH_US(
@@ -161,6 +161,9 @@ DB_STMT(stmt_exp_page_focus,
 			  "ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project, display_name, "
 			  "pool, cluster, region, corr, gpu_equiv) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
 			  "FROM s ORDER BY hour, id");
+
+/* an export's statements may take longer than an API statement */
+DB_STMT(stmt_exp_timeout, "SELECT set_config('statement_timeout', '600000', true)");
 
 DB_STMT(stmt_exp_fetch, "FETCH " FETCH_ROWS_TEXT " FROM gp_export_cur");
 
@@ -272,7 +275,8 @@ db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attempt, 
 	PGresult *r;
 
 	/* one snapshot for every page: a consistent file even of an open period */
-	if (db_exec_simple(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", err) < 0)
+	if (db_exec_simple(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", err) < 0 ||
+	    db_exec(db, a, &stmt_exp_timeout, 0, NULL, err) == NULL)
 		return -1;
 	r = db_exec(db, a, &stmt_exp_lock, 2, p, err);
 	if (r == NULL)
@@ -319,25 +323,33 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
     struct billing_export_page *out, struct gp_error *err)
 {
 	const struct db_stmt *st;
+	bool cursor = false;
 	PGresult *r;
 
-	(void)after_hour_us;
-	(void)limit;
 	if (strcmp(format, "jsonl") == 0)
 		st = &stmt_exp_page_jsonl;
 	else if (strcmp(format, "focus") == 0)
 		st = &stmt_exp_page_focus;
 	else
 		st = &stmt_exp_page_csv;
-	/* the first page opens the cursor */
-	if (after_id == 0) {
-		const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+	if (st == &stmt_exp_page_focus) {
+		const char *p[5] = { db_param_int(a, from_us), db_param_int(a, to_us),
+			db_param_int(a, after_id == 0 ? from_us : after_hour_us),
+			db_param_int(a, after_id), db_param_int(a, limit) };
 
-		if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
-		    db_exec(db, a, st, 2, p, err) == NULL)
-			return -1;
+		r = db_exec(db, a, st, 5, p, err);
+	} else {
+		/* csv, jsonl: the first page opens the cursor */
+		if (after_id == 0) {
+			const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
+
+			if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
+			    db_exec(db, a, st, 2, p, err) == NULL)
+				return -1;
+		}
+		r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
+		cursor = true;
 	}
-	r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
 	if (r == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));
@@ -350,7 +362,11 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
 		out->lens[i] = (size_t)PQgetlength(r, i, 2);
 		out->rows += db_int64(r, i, 3);
 	}
-	if (out->n > 0) {
+	if (cursor) {
+		/* the cursor keeps the position: only "not the first page" matters */
+		out->last_hour_us = after_hour_us;
+		out->last_id = after_id + out->n;
+	} else if (out->n > 0) {
 		out->last_hour_us = db_int64(r, out->n - 1, 0);
 		out->last_id = db_int64(r, out->n - 1, 1);
 	}

@@ -63,9 +63,10 @@ int db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attem
     struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
- * The next page of the file's lines, in (hour, id) order: the first call
- * of a transaction (after_id 0) opens the job's cursor, every call
- * fetches up to 10,000 rows from it (limit and after_hour_us are unused).
+ * The next page of the file's lines, in (hour, id) order. csv, jsonl: the
+ * first call of a transaction (after_id 0) opens the job's cursor, every
+ * call fetches up to 10,000 rows from it. focus: a keyset page of limit
+ * rows after (after_hour_us, after_id).
  */
 struct billing_export_page {
 	int n;
