@@ -1107,6 +1107,55 @@ fx_response_free_cb(void *p)
 	gp_client_response_free(p);
 }
 
+/*
+ * With GPUPOOL_CONTRACT_LOG set (scripts/test sets it), every response a
+ * test receives through fx_request is appended to that file as one JSON
+ * line, for tools/contract-check.mjs to validate against api/openapi.yaml.
+ */
+static void
+fx_contract_record(const char *method, const char *path, const struct gp_client_response *r)
+{
+	const char *log = getenv("GPUPOOL_CONTRACT_LOG");
+	struct json_object *o;
+	const char *line;
+	char *q;
+	int fd;
+
+	if (log == NULL || log[0] == '\0')
+		return;
+	o = json_object_new_object();
+	json_object_object_add(o, "method", json_object_new_string(method));
+	q = strdup(path);
+	if (q != NULL && strchr(q, '?') != NULL)
+		*strchr(q, '?') = '\0';
+	json_object_object_add(o, "path", json_object_new_string(q ? q : path));
+	free(q);
+	json_object_object_add(o, "status", json_object_new_int((int)r->status));
+	json_object_object_add(o, "content_type", json_object_new_string(r->content_type));
+	json_object_object_add(o, "body",
+	    r->body_len > 0 && r->body_len < 1024 * 1024
+		? json_object_new_string_len(r->body, (int)r->body_len)
+		: NULL);
+	line = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (fd >= 0) {
+		/* one write per line: O_APPEND keeps the lines of parallel tests whole */
+		size_t len = strlen(line);
+		char *buf = malloc(len + 1);
+
+		if (buf != NULL) {
+			memcpy(buf, line, len);
+			buf[len] = '\n';
+			if (write(fd, buf, len + 1) < 0)
+				print_error(
+				    "fixture: could not record a response for the contract check\n");
+			free(buf);
+		}
+		close(fd);
+	}
+	json_object_put(o);
+}
+
 struct gp_client_response *
 fx_request_at(struct fixture *fx, const char *file, int line, const char *token, const char *method,
     const char *path, const char *const *headers, const char *body_fmt, ...)
@@ -1137,6 +1186,7 @@ fx_request_at(struct fixture *fx, const char *file, int line, const char *token,
 		fx_dump_servers(fx);
 		_fail(file, line);
 	}
+	fx_contract_record(method, path, r);
 	return r;
 }
 
