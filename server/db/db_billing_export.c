@@ -61,7 +61,7 @@ DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1:
  * time, planned for the whole result (cursor_tuple_fraction 1: a scan and
  * a sort, as COPY would, rather than index order).
  */
-#define FETCH_ROWS_TEXT "10000"
+#define FETCH_ROWS_TEXT "50000"
 #define CURSOR "DECLARE gp_export_cur NO SCROLL CURSOR FOR "
 #define PAGE_FROM                                                       \
 	" FROM billing_usage u JOIN projects p ON p.id = u.project_id " \

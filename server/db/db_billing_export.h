@@ -65,7 +65,7 @@ int db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attem
 /*
  * The next page of the file's lines, in (hour, id) order. csv, jsonl: the
  * first call of a transaction (after_id 0) opens the job's cursor, every
- * call fetches up to 10,000 rows from it. focus: a keyset page of limit
+ * call fetches up to 50,000 rows from it. focus: a keyset page of limit
  * rows after (after_hour_us, after_id).
  */
 struct billing_export_page {
