@@ -137,7 +137,7 @@ dcgm_parse(const char *text, struct dcgm_device *out, int max, char *err, size_t
 		if (uuid == NULL || uuid[0] == '\0')
 			continue;
 		const char *gi = label(ls, nl, "GPU_I_ID");
-		struct dcgm_device *d = device(out, &n, max, uuid, gi && gi[0] ? atoi(gi) : -1);
+		struct dcgm_device *d = device(out, &n, max, uuid, ag_parse_int(gi, 0, 1023, -1));
 		if (d == NULL)
 			continue;
 		const char *gp = label(ls, nl, "GPU_I_PROFILE");

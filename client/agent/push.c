@@ -264,7 +264,12 @@ push_start(const char *listen, push_submit_fn submit, push_secret_fn secret, voi
 		return NULL;
 	}
 	*colon = '\0';
-	int port = atoi(colon + 1);
+	int port = ag_parse_int(colon + 1, 0, 65535, -1);
+	if (port < 0) {
+		snprintf(err, errlen,
+		    "--listen wants HOST:PORT with a port from 0 to 65535, got \"%s\"", listen);
+		return NULL;
+	}
 	struct sockaddr_in sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;

@@ -290,11 +290,11 @@ smi_parse_q_mig(const char *text, struct smi_q_mig *out, int max)
 		*colon = '\0';
 		char *key = ag_trim(l), *v = ag_trim(colon + 1);
 		if (strcmp(key, "Index") == 0) {
-			dev = atoi(v);
+			dev = ag_parse_int(v, 0, 1023, -1);
 		} else if (strcmp(key, "GPU Instance ID") == 0 && dev >= 0 && n < max) {
 			out[n].gpu = gpu;
 			out[n].device = dev;
-			out[n].gi_id = atoi(v);
+			out[n].gi_id = ag_parse_int(v, 0, 1023, -1);
 			n++;
 		}
 	}

@@ -143,3 +143,18 @@ ag_rand(unsigned n)
 		return 0;
 	return (unsigned)rand_r(&seed) % n;
 }
+
+int
+ag_parse_int(const char *s, int min, int max, int fallback)
+{
+	char *end = NULL;
+	long v;
+
+	if (s == NULL || s[0] == '\0')
+		return fallback;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+		return fallback;
+	return (int)v;
+}
