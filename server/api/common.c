@@ -132,7 +132,9 @@ api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
 	if (h == NULL || strcmp(h, "*") == 0)
 		return 0;
 	if (strncmp(h, "W/", 2) == 0)
-		h += 2;
+		/* RFC 9110 13.1.1: If-Match compares strongly, a weak tag never matches */
+		return gp_error_set(err, 412, "precondition_failed",
+		    "If-Match needs a strong ETag (without W/)");
 	n = strlen(h);
 	if (n < 3 || n >= sizeof(buf) || h[0] != '"' || h[n - 1] != '"')
 		return gp_error_set(err, 412, "precondition_failed",

@@ -409,9 +409,15 @@ test_patch_if_match(void **state)
 			assert_string_equal(state_of(fx), before);
 		}
 	}
-	/* a weak form of the current ETag and "*" match */
+	/* a weak form of the current ETag never matches If-Match (RFC 9110 13.1.1) */
 	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
 	    ((const char *[]){ "If-Match: W/\"2\"", NULL }),
+	    "{\"namespaces\":[\"delta-b\",\"delta-a\"]}");
+	assert_problem(r, 412, "precondition_failed");
+	assert_string_equal(state_of(fx), before);
+	/* the strong form and "*" match */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/delta",
+	    ((const char *[]){ "If-Match: \"2\"", NULL }),
 	    "{\"namespaces\":[\"delta-b\",\"delta-a\"]}");
 	assert_status(r, 200);
 	assert_string_equal(r->etag, "\"3\"");
