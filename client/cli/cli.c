@@ -4,6 +4,8 @@
  */
 #include "cli.h"
 
+#include "core/strbuf.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,35 +167,6 @@ fail:
 	return -1;
 }
 
-/* Levenshtein distance of a and b (both short: command names). */
-static size_t
-cli_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[65];
-
-	if (la > 64 || lb > 64)
-		return (size_t)-1;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 /* The command of table closest to word (kubectl's suggestion: distance <= 2, or a prefix). */
 static const char *
 cli_nearest(const struct cli_command *table, const char *word)
@@ -202,7 +175,7 @@ cli_nearest(const struct cli_command *table, const char *word)
 	size_t bestd = 3;
 
 	for (const struct cli_command *c = table; c->name != NULL; c++) {
-		size_t d = cli_distance(word, c->name);
+		size_t d = text_edit_distance(word, c->name);
 
 		if (strlen(word) >= 2 && strncmp(c->name, word, strlen(word)) == 0)
 			d = 1;

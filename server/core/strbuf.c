@@ -1,6 +1,7 @@
 /*
  * strbuf.c - arena-backed growing text buffer.
  */
+#include <ctype.h>
 #include "strbuf.h"
 
 #include <stdarg.h>
@@ -41,4 +42,33 @@ strbuf_printf(struct strbuf *b, const char *fmt, ...)
 			b->cap = cap;
 		}
 	}
+}
+
+size_t
+text_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[65];
+
+	if (la > 64 || lb > 64)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag +
+			    (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
 }

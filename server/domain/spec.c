@@ -4,6 +4,8 @@
  */
 #include "domain/spec.h"
 
+#include "core/strbuf.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +117,49 @@ spec_set(struct spec_count *s, const char *model, const char *profile, int count
 	return rc;
 }
 
+/* The catalog model whose id is within 2 edits of name (or that names it as a product). */
+static const struct gpu_model *
+spec_nearest_model(const struct catalog *c, const char *name)
+{
+	const struct gpu_model *best = catalog_model_by_product(c, name);
+	size_t bestd = 3;
+
+	if (best != NULL)
+		return best; /* "NVIDIA H100 80GB HBM3": the product name of a model */
+	for (int i = 0; i < catalog_nmodels(c); i++) {
+		const struct gpu_model *m = catalog_model_at(c, i);
+		size_t d = text_edit_distance(name, m->id);
+
+		if (d < bestd) {
+			bestd = d;
+			best = m;
+		}
+	}
+	for (int i = 0; best != NULL && i < catalog_nmodels(c); i++)
+		if (catalog_model_at(c, i) != best &&
+		    text_edit_distance(name, catalog_model_at(c, i)->id) == bestd)
+			return NULL; /* two as close: no guess */
+	return best;
+}
+
+/* The profile of m within 2 edits of name, or "full". */
+static const char *
+spec_nearest_profile(const struct gpu_model *m, const char *name)
+{
+	const char *best = text_edit_distance(name, SPEC_FULL) <= 2 ? SPEC_FULL : NULL;
+	size_t bestd = best != NULL ? text_edit_distance(name, SPEC_FULL) : 3;
+
+	for (int i = 0; i < m->nprofiles; i++) {
+		size_t d = text_edit_distance(name, m->profiles[i].name);
+
+		if (d < bestd) {
+			bestd = d;
+			best = m->profiles[i].name;
+		}
+	}
+	return best;
+}
+
 int
 spec_validate(const struct spec_count *s, const struct catalog *c, const char *field,
     const struct gpu_model **model, const struct mig_profile **profile, struct gp_error *err)
@@ -126,13 +171,23 @@ spec_validate(const struct spec_count *s, const struct catalog *c, const char *f
 
 	m = catalog_model(c, s->model);
 	if (m == NULL) {
-		rc = gp_error_field(err, spec_path(path, sizeof(path), field, "model"),
-		    "unknown gpu model \"%s\"", s->model);
+		const struct gpu_model *near = spec_nearest_model(c, s->model);
+
+		if (near != NULL)
+			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "model"),
+			    "unknown gpu model \"%s\"; did you mean \"%s\"?", s->model, near->id);
+		else
+			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "model"),
+			    "unknown gpu model \"%s\"", s->model);
 	} else if (!spec_is_full(s)) {
 		p = catalog_profile(m, s->profile);
 		if (p == NULL && !m->mig_capable)
 			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
 			    "model %s is not MIG-capable: only \"full\" is offered", m->id);
+		else if (p == NULL && spec_nearest_profile(m, s->profile) != NULL)
+			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
+			    "model %s offers no profile \"%s\"; did you mean \"%s\"?", m->id,
+			    s->profile, spec_nearest_profile(m, s->profile));
 		else if (p == NULL)
 			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
 			    "model %s offers no profile \"%s\"", m->id, s->profile);

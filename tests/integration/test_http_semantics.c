@@ -338,6 +338,25 @@ test_cursors(void **state)
 	}
 }
 
+/* A mistyped model or profile gets a suggestion (did you mean). */
+static void
+test_did_you_mean(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r =
+	    fx_request(fx, fx->admin_token, "POST", "/v1/capacity/simulate",
+		"{\"items\":[{\"model\":\"h100-80g\",\"profile\":\"full\",\"count\":1},"
+		"{\"model\":\"H100-80GB\",\"profile\":\"3g.40g\",\"count\":1},"
+		"{\"model\":\"Z9\",\"profile\":\"full\",\"count\":1}]}");
+
+	assert_problem(r, 422, "validation_failed");
+	assert_non_null(
+	    strstr(r->body, "unknown gpu model \\\"h100-80g\\\"; did you mean \\\"H100-80GB\\\"?"));
+	assert_non_null(
+	    strstr(r->body, "no profile \\\"3g.40g\\\"; did you mean \\\"3g.40gb\\\"?"));
+	assert_non_null(strstr(r->body, "unknown gpu model \\\"Z9\\\"\""));
+}
+
 int
 main(void)
 {
@@ -350,6 +369,7 @@ main(void)
 		cmocka_unit_test(test_cors),
 		cmocka_unit_test(test_logout_version),
 		cmocka_unit_test(test_cursors),
+		cmocka_unit_test(test_did_you_mean),
 	};
 
 	return fixture_exit_status(
