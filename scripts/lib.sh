@@ -5,7 +5,7 @@ GP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GP_PGBIN=${GP_PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 GP_PACKAGES="build-essential cmake pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev
 libcurl4-openssl-dev libargon2-dev libssl-dev libcmocka-dev postgresql postgresql-contrib
-curl python3 clang-format"
+curl python3 clang-format nodejs chromium fonts-dejavu-core"
 
 gp_log() { printf '==> %s\n' "$*" >&2; }
 
@@ -29,6 +29,7 @@ gp_install_packages() {
 gp_build() {
 	local dir=$1
 	shift
+	"$GP_ROOT/scripts/build-dashboard"
 	cmake -S "$GP_ROOT" -B "$dir" "$@" >/dev/null
 	cmake --build "$dir" -j "$(nproc)" -- --no-print-directory >/dev/null
 }

@@ -76,6 +76,10 @@ extern const int api_nroutes;
  * request was woken (api_wake).
  */
 int api_dispatch(struct request *req, struct response *res);
+
+/* The dashboard (ui.c): a path under /ui, and its answer. */
+bool ui_path(const char *path);
+void ui_serve(struct request *req, struct response *res);
 void api_dispatch_resume(struct request *req, struct response *res);
 
 /*

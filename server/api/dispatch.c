@@ -633,6 +633,13 @@ api_dispatch(struct request *req, struct response *res)
 	int idx, rc;
 
 	gp_error_clear(&err);
+	if (ui_path(req->path)) {
+		/* the dashboard's files: public, static, outside the API's routes */
+		ui_serve(req, res);
+		not_modified(req, res);
+		metrics_observe(-1, res->status, time_mono_us() - req->started_us);
+		return 0;
+	}
 	idx = find_route(req, res, &err);
 	if (idx == FIND_ROUTE_OPTIONS) {
 		metrics_observe(-1, res->status, time_mono_us() - req->started_us);

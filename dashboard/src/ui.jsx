@@ -1,0 +1,258 @@
+// ui.jsx - the dashboard's shared pieces: formatting, tables, the MIG slice
+// drawing, a windowed list for large fleets and the time-series chart.
+// Every name from the server is rendered as text (Preact escapes it); no
+// markup is ever built from strings.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import uPlot from 'uplot';
+
+export const fmtInt = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString('en-US'));
+export const fmtNum = (n, d = 1) =>
+	n === null || n === undefined ? '—' : Number(n).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+export const fmtPct = (x) => (x === null || x === undefined ? '—' : `${(x * 100).toFixed(0)} %`);
+export function fmtMoney(micro, currency) {
+	if (micro === null || micro === undefined) return '—';
+	return `${(micro / 1e6).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })} ${currency || ''}`.trim();
+}
+export function fmtTime(ts) {
+	if (!ts) return '—';
+	const d = new Date(ts);
+	return Number.isNaN(d.getTime()) ? String(ts) : d.toISOString().replace('T', ' ').slice(0, 16) + 'Z';
+}
+export function fmtAge(ts) {
+	if (!ts) return 'never';
+	const s = Math.max(0, (Date.now() - new Date(ts).getTime()) / 1000);
+	if (s < 90) return `${Math.round(s)} s ago`;
+	if (s < 5400) return `${Math.round(s / 60)} min ago`;
+	if (s < 172800) return `${Math.round(s / 3600)} h ago`;
+	return `${Math.round(s / 86400)} d ago`;
+}
+export const itemText = (it) => `${it.model}/${it.profile}×${it.count}`;
+
+// Run an async loader when deps change; [data, error, reload].
+export function useLoad(fn, deps) {
+	const [state, setState] = useState({ data: undefined, error: null });
+	const [tick, setTick] = useState(0);
+	useEffect(() => {
+		let live = true;
+		setState((s) => ({ data: s.data, error: null }));
+		fn().then(
+			(data) => live && setState({ data, error: null }),
+			(error) => live && setState({ data: undefined, error }),
+		);
+		return () => {
+			live = false;
+		};
+	}, [...deps, tick]);
+	return [state.data, state.error, () => setTick((t) => t + 1)];
+}
+
+export function Problem({ error }) {
+	if (!error) return null;
+	const p = error.problem || {};
+	return (
+		<div class="problem" role="alert">
+			<strong>{p.title || 'Error'}</strong> {error.message}
+			{Array.isArray(p.short) && p.short.length > 0 && (
+				<ul class="short" aria-label="Shortfall per item">
+					{p.short.map((s) => (
+						<li>
+							{s.model}/{s.profile}: {fmtInt(s.missing)} missing
+						</li>
+					))}
+				</ul>
+			)}
+		</div>
+	);
+}
+
+export function Loading({ what }) {
+	return (
+		<p class="loading" role="status">
+			Loading {what}…
+		</p>
+	);
+}
+
+export function Badge({ value }) {
+	return <span class={`badge b-${String(value).replace(/[^a-z_]/g, '')}`}>{value}</span>;
+}
+
+// A table from column specs: { key, label, render?, num? }.
+export function Table({ caption, columns, rows, empty = 'Nothing to show.', rowKey }) {
+	return (
+		<table>
+			{caption && <caption>{caption}</caption>}
+			<thead>
+				<tr>
+					{columns.map((c) => (
+						<th scope="col" class={c.num ? 'num' : ''}>
+							{c.label}
+						</th>
+					))}
+				</tr>
+			</thead>
+			<tbody>
+				{rows.length === 0 && (
+					<tr>
+						<td colSpan={columns.length} class="empty">
+							{empty}
+						</td>
+					</tr>
+				)}
+				{rows.map((r, i) => (
+					<tr key={rowKey ? rowKey(r) : i}>
+						{columns.map((c) => (
+							<td class={c.num ? 'num' : ''}>{c.render ? c.render(r) : r[c.key]}</td>
+						))}
+					</tr>
+				))}
+			</tbody>
+		</table>
+	);
+}
+
+// Slices of a GPU: which are held, free, or free but unusable (stranded).
+// placements: the model's profiles from the catalog; plan: extra
+// placements to draw (what-if), [{start,size,profile}].
+export function analyseGpu(gpu, profiles) {
+	const n = gpu.memory_slices || 1;
+	const used = new Array(n).fill(false);
+	for (const e of gpu.layout) for (let s = e.start; s < e.start + e.size && s < n; s++) used[s] = true;
+	const fits = (start, size) => {
+		if (start + size > n) return false;
+		for (let s = start; s < start + size; s++) if (used[s]) return false;
+		return true;
+	};
+	const usable = new Array(n).fill(false);
+	const free = [];
+	if (gpu.mig_enabled && profiles) {
+		for (const p of profiles) {
+			const starts = p.placements.filter((st) => fits(st, p.memory_slices));
+			if (starts.length) free.push({ profile: p.name, starts });
+			for (const st of starts) for (let s = st; s < st + p.memory_slices; s++) usable[s] = true;
+		}
+	} else if (!used.some(Boolean)) {
+		free.push({ profile: 'full', starts: [0] });
+		usable.fill(true);
+	}
+	const stranded = [];
+	for (let s = 0; s < n; s++) if (!used[s] && !usable[s]) stranded.push(s);
+	return { n, used, free, stranded };
+}
+
+const HUES = [205, 150, 30, 280, 340, 95, 180, 255];
+export const poolHue = (id) => HUES[Math.abs(Number(id) || 0) % HUES.length];
+
+// The GPU drawn as its memory slices: instances as blocks with their
+// profile, free slices light, stranded ones hatched; a text alternative
+// says the same for screen readers.
+export function SliceBar({ gpu, profiles, pools, plan }) {
+	const a = analyseGpu(gpu, profiles);
+	const W = 30;
+	const H = 26;
+	const poolName = (e) => {
+		if (e.pool_id === null || e.pool_id === undefined) return e.managed ? 'no pool' : 'unmanaged';
+		const p = pools && pools[e.pool_id];
+		return p ? `${p.project}/${p.name}` : `pool ${e.pool_id}`;
+	};
+	const parts = gpu.layout.map(
+		(e) => `${e.profile} on slices ${e.start}–${e.start + e.size - 1} (${poolName(e)}, ${e.state})`,
+	);
+	if (a.stranded.length) parts.push(`stranded slices ${a.stranded.join(', ')}`);
+	if (plan && plan.length) parts.push(`planned: ${plan.map((p) => `${p.profile} at ${p.start}`).join(', ')}`);
+	const freeCount = a.used.filter((u) => !u).length;
+	const label = `GPU ${gpu.index} of ${gpu.node}, ${gpu.model}${gpu.mig_enabled ? ' (MIG)' : ''}: ${
+		parts.length ? parts.join('; ') : 'empty'
+	}; ${freeCount} of ${a.n} slices free`;
+	return (
+		<svg class="slicebar" role="img" aria-label={label} width={a.n * W + 2} height={H + 2} viewBox={`0 0 ${a.n * W + 2} ${H + 2}`}>
+			<title>{label}</title>
+			{a.used.map((u, s) =>
+				u ? null : (
+					<rect
+						x={1 + s * W}
+						y={1}
+						width={W - 2}
+						height={H}
+						class={a.stranded.includes(s) ? 'slice stranded' : 'slice free'}
+					/>
+				),
+			)}
+			{gpu.layout.map((e) => (
+				<g class={`inst st-${e.state}`} style={{ '--h': poolHue(e.pool_id) }}>
+					<rect x={1 + e.start * W} y={1} width={Math.min(e.size, a.n - e.start) * W - 2} height={H} rx={3} class="inst-r" />
+					<text x={1 + e.start * W + (Math.min(e.size, a.n - e.start) * W) / 2 - 1} y={H / 2 + 5} text-anchor="middle">
+						{e.profile === 'full' ? 'full' : e.profile.split('.')[0]}
+					</text>
+				</g>
+			))}
+			{(plan || []).map((p) => (
+				<rect x={1 + p.start * W} y={1} width={p.size * W - 2} height={H} rx={3} class="planned" />
+			))}
+		</svg>
+	);
+}
+
+// A windowed list: only the rows in view (plus a margin) are in the DOM,
+// so tens of thousands of rows scroll smoothly. Rows have a fixed height.
+export function VirtualList({ items, rowHeight, height, render, label, onEnd }) {
+	const ref = useRef(null);
+	const [top, setTop] = useState(0);
+	const first = Math.max(0, Math.floor(top / rowHeight) - 5);
+	const last = Math.min(items.length, Math.ceil((top + height) / rowHeight) + 5);
+	useEffect(() => {
+		if (onEnd && last >= items.length - 1 && items.length > 0) onEnd();
+	}, [last, items.length]);
+	return (
+		<div
+			class="vlist"
+			ref={ref}
+			role="list"
+			aria-label={label}
+			tabIndex={0}
+			style={{ height: `${height}px` }}
+			onScroll={(e) => setTop(e.currentTarget.scrollTop)}
+		>
+			<div style={{ height: `${items.length * rowHeight}px`, position: 'relative' }}>
+				{items.slice(first, last).map((it, i) => (
+					<div role="listitem" class="vrow" style={{ top: `${(first + i) * rowHeight}px`, height: `${rowHeight}px` }}>
+						{render(it, first + i)}
+					</div>
+				))}
+			</div>
+		</div>
+	);
+}
+
+// A uPlot time-series chart. series: [{label, values}] over xs (unix s).
+export function Chart({ title, xs, series, unit, height = 180 }) {
+	const ref = useRef(null);
+	useEffect(() => {
+		if (!ref.current) return undefined;
+		const width = Math.max(280, ref.current.clientWidth || 480);
+		const plot = new uPlot(
+			{
+				width,
+				height,
+				series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: `hsl(${HUES[i % HUES.length]} 70% 35%)`, width: 1.5 }))],
+				axes: [{}, { label: unit, size: 60 }],
+				legend: { live: false },
+			},
+			[xs, ...series.map((s) => s.values)],
+			ref.current,
+		);
+		return () => plot.destroy();
+	}, [xs, series]);
+	const summary = series
+		.map((s) => {
+			const v = s.values.filter((x) => x !== null && x !== undefined);
+			return v.length ? `${s.label}: last ${fmtNum(v[v.length - 1])} ${unit}, max ${fmtNum(Math.max(...v))} ${unit}` : `${s.label}: no data`;
+		})
+		.join('; ');
+	return (
+		<figure class="chart">
+			<figcaption>{title}</figcaption>
+			<div ref={ref} role="img" aria-label={`${title}: ${summary || 'no data'}`} />
+		</figure>
+	);
+}

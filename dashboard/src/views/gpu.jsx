@@ -1,0 +1,93 @@
+// One GPU: its slice layout and its power, activity, memory and
+// temperature over time (GET /v1/gpus/{gpu}/metrics), one line per device
+// (the whole GPU, or each MIG instance).
+import { useState } from 'preact/hooks';
+import * as api from '../api.js';
+import { Badge, Chart, Loading, Problem, SliceBar, fmtTime, useLoad } from '../ui.jsx';
+import { freeText, useCatalog, usePools } from './capacity.jsx';
+import { analyseGpu } from '../ui.jsx';
+
+const RANGES = [
+	{ label: '1 hour', s: 3600, step: 'raw' },
+	{ label: '6 hours', s: 6 * 3600, step: '60' },
+	{ label: '24 hours', s: 86400, step: '300' },
+	{ label: '7 days', s: 7 * 86400, step: '3600' },
+];
+
+const iso = (d) => d.toISOString().slice(0, 19) + 'Z';
+
+function seriesOf(m, key) {
+	const xsSet = new Set();
+	for (const s of m.series) for (const p of s.points) xsSet.add(Date.parse(p.ts) / 1000);
+	const xs = [...xsSet].sort((a, b) => a - b);
+	const index = new Map(xs.map((x, i) => [x, i]));
+	const series = m.series.map((s) => {
+		const values = new Array(xs.length).fill(null);
+		for (const p of s.points) values[index.get(Date.parse(p.ts) / 1000)] = p[key] ?? null;
+		return { label: s.device_uuid.slice(0, 12), values };
+	});
+	return { xs, series };
+}
+
+export function GpuPage({ arg }) {
+	const [, catalog] = useCatalog();
+	const [range, setRange] = useState(0);
+	const [gpu, error] = useLoad(() => api.get(`/v1/gpus/${api.enc(arg)}`), [arg]);
+	const pools = usePools(gpu ? [gpu] : []);
+	const [m, mErr] = useLoad(() => {
+		const to = new Date();
+		const r = RANGES[range];
+		return api.get(`/v1/gpus/${api.enc(arg)}/metrics`, { from: iso(new Date(to.getTime() - r.s * 1000)), to: iso(to), step: r.step });
+	}, [arg, range]);
+	if (error) return <Problem error={error} />;
+	if (!gpu) return <Loading what="the GPU" />;
+	const a = analyseGpu(gpu, catalog[gpu.model]?.profiles);
+	const charts = m && [
+		['Power', 'power_w', 'W'],
+		['SM activity', 'sm_active', 'ratio'],
+		['Memory used', 'memory_used_mib', 'MiB'],
+		['Temperature', 'temperature_c', '°C'],
+	];
+	return (
+		<section aria-labelledby="h-gpu">
+			<h1 id="h-gpu">
+				{gpu.node} · GPU {gpu.index}
+			</h1>
+			<dl class="facts">
+				<dt>UUID</dt>
+				<dd>{gpu.uuid}</dd>
+				<dt>Model</dt>
+				<dd>
+					{gpu.model} {gpu.mig_enabled ? '(MIG enabled)' : '(whole GPU)'}
+				</dd>
+				<dt>Health</dt>
+				<dd>
+					<Badge value={gpu.health} /> {gpu.health_reason || ''}
+				</dd>
+				<dt>Updated</dt>
+				<dd>{fmtTime(gpu.updated_at)}</dd>
+				<dt>Free placements</dt>
+				<dd>{freeText(a)}</dd>
+			</dl>
+			<SliceBar gpu={gpu} profiles={catalog[gpu.model]?.profiles} pools={pools} />
+			<div class="inline" role="group" aria-label="Time range">
+				{RANGES.map((r, i) => (
+					<button type="button" class={i === range ? '' : 'secondary'} aria-pressed={i === range} onClick={() => setRange(i)}>
+						{r.label}
+					</button>
+				))}
+			</div>
+			<Problem error={mErr} />
+			{!m && !mErr && <Loading what="metrics" />}
+			{m && m.series.length === 0 && <p>No samples in this range.</p>}
+			{m && m.series.length > 0 && (
+				<div class="charts">
+					{charts.map(([title, key, unit]) => {
+						const d = seriesOf(m, key);
+						return <Chart title={title} xs={d.xs} series={d.series} unit={unit} />;
+					})}
+				</div>
+			)}
+		</section>
+	);
+}

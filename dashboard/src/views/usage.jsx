@@ -1,0 +1,194 @@
+// Usage and cost: per project and per pool, allocated versus measured
+// GPU-hours, the idle cost (the same split the FOCUS export uses), the
+// top hoarders, usage by month, and the billing export jobs with download.
+import { useState } from 'preact/hooks';
+import * as api from '../api.js';
+import { Badge, Loading, Problem, Table, fmtInt, fmtMoney, fmtNum, fmtPct, fmtTime, useLoad } from '../ui.jsx';
+
+function monthRange(ym) {
+	const [y, m] = ym.split('-').map(Number);
+	const from = new Date(Date.UTC(y, m - 1, 1));
+	const to = new Date(Date.UTC(y, m, 1));
+	const now = new Date();
+	return { from: from.toISOString().slice(0, 19) + 'Z', to: (to > now ? now : to).toISOString().slice(0, 19) + 'Z' };
+}
+
+function lastMonths(n) {
+	const out = [];
+	const d = new Date();
+	for (let i = 0; i < n; i++) {
+		const x = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - i, 1));
+		out.push(x.toISOString().slice(0, 7));
+	}
+	return out;
+}
+
+const utilColumns = (first) => [
+	first,
+	{ key: 'allocated_gpu_hours', label: 'Allocated GPU-h', num: true, render: (r) => fmtNum(r.allocated_gpu_hours) },
+	{ key: 'measured_gpu_hours', label: 'Busy GPU-h', num: true, render: (r) => fmtNum(r.measured_gpu_hours) },
+	{ key: 'idle_gpu_hours', label: 'Idle GPU-h', num: true, render: (r) => fmtNum(r.idle_gpu_hours) },
+	{ key: 'average_activity', label: 'Avg activity', num: true, render: (r) => fmtPct(r.average_activity) },
+	{ key: 'billed_micro', label: 'Billed', num: true, render: (r) => fmtMoney(r.billed_micro, r.currency) },
+	{ key: 'idle_cost_micro', label: 'Idle cost', num: true, render: (r) => fmtMoney(r.idle_cost_micro, r.currency) },
+];
+
+function Exports({ me }) {
+	const [list, error, reload] = useLoad(() => api.get('/v1/billing/exports', { limit: 50 }), []);
+	const [msg, setMsg] = useState(null);
+	const [err, setErr] = useState(null);
+	const canCreate = me.role === 'admin' || me.role === 'billing';
+	const create = async (e) => {
+		e.preventDefault();
+		const f = new FormData(e.currentTarget);
+		setErr(null);
+		try {
+			const x = await api.post('/v1/billing/exports', { format: String(f.get('format')), period: String(f.get('period')) });
+			setMsg(`Export ${x.id} ${x.state}`);
+			reload();
+		} catch (ex) {
+			setErr(ex);
+		}
+	};
+	const download = async (x) => {
+		setErr(null);
+		try {
+			const res = await api.request('GET', `/v1/billing/exports/${x.id}/download`, { raw: true });
+			const blob = await res.blob();
+			const url = URL.createObjectURL(blob);
+			const a = document.createElement('a');
+			a.href = url;
+			a.download = `gpupool-${x.period || x.id}.${x.format === 'jsonl' ? 'jsonl' : 'csv'}`;
+			document.body.appendChild(a);
+			a.click();
+			a.remove();
+			setTimeout(() => URL.revokeObjectURL(url), 10000);
+		} catch (ex) {
+			setErr(ex);
+		}
+	};
+	return (
+		<section aria-labelledby="h-exports">
+			<h2 id="h-exports">Billing exports</h2>
+			{canCreate && (
+				<form class="inline" onSubmit={create} aria-label="New export">
+					<label>
+						Period
+						<select name="period">
+							{lastMonths(12).map((m) => (
+								<option value={m}>{m}</option>
+							))}
+						</select>
+					</label>
+					<label>
+						Format
+						<select name="format">
+							<option value="focus">FOCUS 1.4</option>
+							<option value="csv">CSV</option>
+							<option value="jsonl">JSON Lines</option>
+						</select>
+					</label>
+					<button type="submit">Export</button>
+					{msg && <span role="status">{msg}</span>}
+				</form>
+			)}
+			<Problem error={error || err} />
+			{list && (
+				<Table
+					caption="Export jobs, newest first"
+					rowKey={(x) => x.id}
+					columns={[
+						{ key: 'id', label: 'Id', num: true },
+						{ key: 'period', label: 'Period', render: (x) => x.period || `${fmtTime(x.from)} – ${fmtTime(x.to)}` },
+						{ key: 'format', label: 'Format' },
+						{ key: 'state', label: 'State', render: (x) => <Badge value={x.state} /> },
+						{ key: 'rows', label: 'Rows', num: true, render: (x) => fmtInt(x.rows) },
+						{ key: 'bytes', label: 'Bytes', num: true, render: (x) => fmtInt(x.bytes) },
+						{ key: 'sha256', label: 'SHA-256', render: (x) => (x.sha256 ? <code title={x.sha256}>{x.sha256.slice(0, 12)}…</code> : '—') },
+						{
+							key: 'dl',
+							label: 'File',
+							render: (x) =>
+								x.state === 'done' ? (
+									<button type="button" class="secondary" onClick={() => download(x)} aria-label={`Download export ${x.id}`}>
+										Download
+									</button>
+								) : (
+									x.error || ''
+								),
+						},
+					]}
+					rows={list.items}
+					empty="No exports yet."
+				/>
+			)}
+		</section>
+	);
+}
+
+export function Usage({ me }) {
+	const [month, setMonth] = useState(lastMonths(1)[0]);
+	const range = monthRange(month);
+	const [byProject, e1] = useLoad(() => api.get('/v1/reports/utilization', { ...range, group_by: 'project' }), [month]);
+	const [byPool, e2] = useLoad(() => api.get('/v1/reports/utilization', { ...range, group_by: 'pool' }), [month]);
+	const [monthly, e3] = useLoad(() => api.get('/v1/billing/usage', { group_by: 'month', limit: 200 }), []);
+	const hoarders = (byPool?.rows || [])
+		.filter((r) => r.idle_gpu_hours > 0)
+		.sort((a, b) => b.idle_gpu_hours - a.idle_gpu_hours)
+		.slice(0, 5);
+	const staff = me.role !== 'none';
+	return (
+		<section aria-labelledby="h-usage">
+			<h1 id="h-usage">Usage and cost</h1>
+			<label>
+				Month{' '}
+				<select value={month} onChange={(e) => setMonth(e.currentTarget.value)}>
+					{lastMonths(12).map((m) => (
+						<option value={m}>{m}</option>
+					))}
+				</select>
+			</label>
+			<Problem error={e1 || e2 || e3} />
+			{!byProject && !e1 && <Loading what="utilization" />}
+			{byProject && (
+				<Table
+					caption={`Per project, ${month}${byProject.totals ? ` · total billed ${fmtMoney(byProject.totals.billed_micro, byProject.totals.currency)}, idle ${fmtMoney(byProject.totals.idle_cost_micro, byProject.totals.currency)}` : ''}`}
+					rowKey={(r) => r.project}
+					columns={utilColumns({ key: 'project', label: 'Project' })}
+					rows={byProject.rows}
+					empty="No usage in this month."
+				/>
+			)}
+			<h2>Top hoarders</h2>
+			<Table
+				caption="Pools with the most allocated but idle GPU-hours"
+				columns={utilColumns({ key: 'pool', label: 'Pool', render: (r) => (r.pool_id ? <a href={`#/pool/${r.pool_id}`}>{`${r.project}/${r.pool}`}</a> : `${r.project}/${r.pool}`) })}
+				rows={hoarders}
+				empty="No idle allocations."
+			/>
+			{byPool && (
+				<Table
+					caption={`Per pool, ${month}`}
+					columns={utilColumns({ key: 'pool', label: 'Pool', render: (r) => `${r.project}/${r.pool}` })}
+					rows={byPool.rows}
+					empty="No usage in this month."
+				/>
+			)}
+			<h2>Usage by month</h2>
+			{monthly && (
+				<Table
+					caption="Billed amounts per month and kind"
+					columns={[
+						{ key: 'period', label: 'Month' },
+						{ key: 'kind', label: 'Kind' },
+						{ key: 'instance_seconds', label: 'Instance-hours', num: true, render: (r) => fmtNum(r.instance_seconds / 3600) },
+						{ key: 'amount_micro', label: 'Amount', num: true, render: (r) => fmtMoney(r.amount_micro, r.currency) },
+					]}
+					rows={monthly.rows}
+					empty="Nothing billed yet."
+				/>
+			)}
+			{staff && <Exports me={me} />}
+		</section>
+	);
+}
