@@ -15,9 +15,9 @@
 #include "api.h"
 #include "ui_assets.h"
 
-#define UI_CSP                                                                              \
-	"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "     \
-	"connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; "          \
+#define UI_CSP                                                                            \
+	"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " \
+	"connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; "     \
 	"form-action 'none'; frame-ancestors 'none'"
 
 bool
@@ -77,7 +77,8 @@ ui_serve(struct request *req, struct response *res)
 	response_header(res, "X-Frame-Options", "DENY");
 	if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
 		response_header(res, "Allow", "GET, HEAD");
-		gp_error_set(&err, 405, "method_not_allowed", "the dashboard's files are read-only");
+		gp_error_set(&err, 405, "method_not_allowed",
+		    "the dashboard's files are read-only");
 		response_problem(req, res, &err);
 		return;
 	}

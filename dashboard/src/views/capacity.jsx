@@ -198,6 +198,7 @@ export function Capacity() {
 							),
 						},
 						{ key: 'region', label: 'Region' },
+						{ key: 'description', label: 'Description' },
 						{ key: 'nodes', label: 'Nodes', num: true, render: (c) => fmtInt(c.nodes) },
 						{ key: 'gpus', label: 'GPUs', num: true, render: (c) => fmtInt(c.gpus) },
 					]}

@@ -1,11 +1,10 @@
 // One GPU: its slice layout and its power, activity, memory and
 // temperature over time (GET /v1/gpus/{gpu}/metrics), one line per device
 // (the whole GPU, or each MIG instance).
-import { useState } from 'preact/hooks';
+import { useMemo, useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Chart, Loading, Problem, SliceBar, fmtTime, useLoad } from '../ui.jsx';
+import { Badge, Chart, Loading, Problem, SliceBar, analyseGpu, fmtTime, useLoad } from '../ui.jsx';
 import { freeText, useCatalog, usePools } from './capacity.jsx';
-import { analyseGpu } from '../ui.jsx';
 
 const RANGES = [
 	{ label: '1 hour', s: 3600, step: 'raw' },
@@ -33,12 +32,17 @@ export function GpuPage({ arg }) {
 	const [, catalog] = useCatalog();
 	const [range, setRange] = useState(0);
 	const [gpu, error] = useLoad(() => api.get(`/v1/gpus/${api.enc(arg)}`), [arg]);
-	const pools = usePools(gpu ? [gpu] : []);
+	const shown = useMemo(() => (gpu ? [gpu] : []), [gpu]);
+	const pools = usePools(shown);
 	const [m, mErr] = useLoad(() => {
 		const to = new Date();
 		const r = RANGES[range];
 		return api.get(`/v1/gpus/${api.enc(arg)}/metrics`, { from: iso(new Date(to.getTime() - r.s * 1000)), to: iso(to), step: r.step });
 	}, [arg, range]);
+	const data = useMemo(
+		() => (m ? Object.fromEntries(['power_w', 'sm_active', 'memory_used_mib', 'temperature_c'].map((k) => [k, seriesOf(m, k)])) : null),
+		[m],
+	);
 	if (error) return <Problem error={error} />;
 	if (!gpu) return <Loading what="the GPU" />;
 	const a = analyseGpu(gpu, catalog[gpu.model]?.profiles);
@@ -83,7 +87,7 @@ export function GpuPage({ arg }) {
 			{m && m.series.length > 0 && (
 				<div class="charts">
 					{charts.map(([title, key, unit]) => {
-						const d = seriesOf(m, key);
+						const d = data[key];
 						return <Chart title={title} xs={d.xs} series={d.series} unit={unit} />;
 					})}
 				</div>

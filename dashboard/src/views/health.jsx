@@ -28,8 +28,11 @@ async function loadHealth() {
 	bad.forEach((g, i) => {
 		const pts = (metrics[i]?.series || []).flatMap((s) => s.points);
 		const xid = pts.map((p) => p.last_xid).filter((x) => x !== null && x !== undefined);
+		// the metrics carry an XID in the sample it happened in; the health
+		// reason names the one that failed the GPU ("Xid 79 (…): …")
+		const m = /\bXid (\d+)\b/i.exec(g.health_reason || '');
 		last[g.uuid] = {
-			xid: xid.length ? xid[xid.length - 1] : null,
+			xid: xid.length ? xid[xid.length - 1] : m ? Number(m[1]) : null,
 			ecc: pts.reduce((a, p) => Math.max(a, p.ecc_uncorrected || 0), 0),
 		};
 	});

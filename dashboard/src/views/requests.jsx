@@ -125,7 +125,7 @@ function Submit({ me, onDone }) {
 				</select>
 			</label>
 			<label>
-				Pool <input name="pool" required pattern="[a-z0-9]([-a-z0-9]*[a-z0-9])?" />
+				Pool <input name="pool" required pattern="[a-z0-9]([a-z0-9\-]*[a-z0-9])?" />
 			</label>
 			<label>
 				Items <input name="items" placeholder="H100-80GB/3g.40gb=2" size={40} />

@@ -1,0 +1,250 @@
+// dashboard.test.mjs - the dashboard walked in Chromium against a real
+// gpupoold, PostgreSQL and simulated agents, as each role. Run by
+// tests/integration/test_dashboard.c, which sets the scene and checks the
+// database afterwards; the GP_* variables describe the scene.
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { check, fail, go, launch, session, signIn, signOut, until, URL_, inert, accessible, shot } from './lib.mjs';
+
+const env = (k) => process.env[k] || fail(`${k} is not set`);
+const PW = env('GP_PASSWORD');
+const HOSTILE = env('GP_HOSTILE');
+const TRAIN = env('GP_TRAIN_REQUEST');
+const HUGE = env('GP_HUGE_REQUEST');
+const HIDDEN_POOL = env('GP_HIDDEN_POOL');
+
+const steps = [];
+const pages = [];
+async function step(name, fn) {
+	const t0 = Date.now();
+	try {
+		await fn();
+	} catch (e) {
+		console.error(`not ok - ${name}: ${e.message}`);
+		for (const p of pages) if (p.problems.length) console.error(`# page problems: ${p.problems.join('; ')}`);
+		throw e;
+	}
+	steps.push(name);
+	console.log(`ok - ${name} (${Date.now() - t0} ms)`);
+}
+
+const rowOf = (page, id) => page.locator('tbody tr').filter({ has: page.locator('td:first-child', { hasText: new RegExp(`^${id}$`) }) });
+
+const browser = await launch();
+try {
+	// ---------------- operator ----------------
+	const { page } = await session(browser);
+	pages.push(page);
+
+	await step('first load: the sign-in page', async () => {
+		await page.goto('about:blank'); // the renderer is up: time the page, not Chromium
+		const t0 = Date.now();
+		await page.goto(`${URL_}/ui/`);
+		await page.locator('input[name=username]').waitFor();
+		const ms = Date.now() - t0;
+		const nav = await page.evaluate(() => performance.getEntriesByType('navigation')[0].toJSON());
+		console.log(`# first load: ${ms} ms to the sign-in form (DOMContentLoaded ${Math.round(nav.domContentLoadedEventEnd)} ms)`);
+		await check(page, 'signin');
+	});
+
+	await step('operator signs in; overview counts GPUs and pending approvals', async () => {
+		await signIn(page, 'dash-op', PW);
+		await go(page, '#/overview');
+		const row = page.locator('tbody tr', { hasText: 'H100-80GB' }).first();
+		await row.waitFor();
+		const cells = await row.locator('td').allTextContents();
+		if (cells[1] !== '4') fail(`overview: ${cells[1]} H100-80GB GPUs, want 4`);
+		const pending = await page.locator('.card', { hasText: 'pending approvals' }).locator('.big').textContent();
+		if (pending !== '2') fail(`overview: ${pending} pending approvals, want 2`);
+		await page.locator('.chart canvas').first().waitFor();
+		await check(page, 'overview');
+	});
+
+	await step('capacity: GPUs drawn as slices, filters, and what-if', async () => {
+		await go(page, '#/capacity');
+		await until('4 GPU rows', async () => (await page.locator('.vlist .gpurow').count()) === 4);
+		await page.getByText(HOSTILE).first().waitFor(); // the cluster's description, as text
+		const labels = await page.locator('.vlist svg.slicebar').evaluateAll((s) => s.map((x) => x.getAttribute('aria-label')));
+		if (!labels.some((l) => l.includes('secret/hidden'))) fail(`no GPU shows the pool secret/hidden: ${labels.join(' | ')}`);
+		await page.getByLabel('Health').selectOption('degraded');
+		await page.getByRole('button', { name: 'Apply' }).click();
+		await until('the degraded GPU alone', async () => (await page.locator('.vlist .gpurow').count()) === 1);
+		await page.getByLabel('Health').selectOption('');
+		await page.getByRole('button', { name: 'Apply' }).click();
+		await until('4 GPU rows again', async () => (await page.locator('.vlist .gpurow').count()) === 4);
+		await page.getByLabel('Items').fill('H100-80GB/3g.40gb=2');
+		await page.getByRole('button', { name: 'Simulate' }).click();
+		await page.locator('.whatif-result', { hasText: 'Fits' }).waitFor();
+		const planned = await page.locator('.whatif-result .planned').count();
+		if (planned !== 2) fail(`what-if drew ${planned} planned instances, want 2`);
+		await check(page, 'capacity');
+	});
+
+	await step('approval queue: check fit, approve with a note, shortfall of a refused one', async () => {
+		await go(page, '#/requests');
+		const train = rowOf(page, TRAIN);
+		await train.waitFor();
+		await train.getByRole('button', { name: 'Check fit' }).click();
+		await train.getByText(/^fits: /).waitFor();
+		const huge = rowOf(page, HUGE);
+		await huge.getByText(HOSTILE).waitFor(); // the justification, as text
+		await huge.getByRole('button', { name: 'Check fit' }).click();
+		await huge.getByText(/does not fit/).waitFor();
+		await shot(page, 'requests-check');
+		const form = page.getByRole('form', { name: `Approve request ${TRAIN}` });
+		await form.getByLabel('Note').fill('approved from the dashboard');
+		await form.getByRole('button', { name: 'Approve' }).click();
+		await until('the approved request to leave the queue', async () => (await rowOf(page, TRAIN).count()) === 0);
+		await page.getByRole('form', { name: `Approve request ${HUGE}` }).getByRole('button', { name: 'Approve' }).click();
+		const short = rowOf(page, HUGE).locator('.problem .short li');
+		await short.first().waitFor();
+		const text = await short.allTextContents();
+		if (!text.some((t) => /H100-80GB\/full: \d+ missing/.test(t))) fail(`shortfall shown: ${text.join(', ')}`);
+		await check(page, 'requests');
+	});
+
+	await step('capacity shows the approved pool on its GPUs', async () => {
+		await go(page, '#/capacity');
+		await until('ml/train on the slice drawings', async () => {
+			const labels = await page.locator('.vlist svg.slicebar').evaluateAll((s) => s.map((x) => x.getAttribute('aria-label')));
+			return labels.filter((l) => l.includes('ml/train')).length >= 1;
+		});
+		await inert(page, 'capacity after approval');
+	});
+
+	let trainPool;
+	await step('pool page: allocations ready, requests', async () => {
+		await go(page, '#/pools');
+		await page.getByLabel('Project').selectOption('ml');
+		await page.getByRole('link', { name: 'train' }).click();
+		await page.locator('#h-pool').waitFor();
+		trainPool = await page.evaluate(() => location.hash.split('/')[2]);
+		await until('2 ready allocations', async () => {
+			await page.reload();
+			await page.locator('#h-pool').waitFor();
+			return (await page.locator('table').first().locator('tbody tr', { hasText: 'ready' }).count()) === 2;
+		});
+		await check(page, 'pool');
+	});
+
+	await step('health: an injected XID 79 fails a GPU; its alert is acknowledged', async () => {
+		writeFileSync(env('GP_FAULT_FILE'), JSON.stringify({ gpus: [{ index: 1, xids: [79] }] }));
+		await go(page, '#/health');
+		await until('dash-a GPU 1 among the failed GPUs', async () => {
+			await page.reload();
+			await page.locator('#h-health').waitFor();
+			return (await page.locator('tbody tr', { hasText: 'dash-a · GPU 1' }).count()) === 1;
+		});
+		const row = page.locator('tbody tr', { hasText: 'dash-a · GPU 1' });
+		await until('XID 79 in its row', async () => {
+			const cells = await row.locator('td').allTextContents();
+			if (cells[4] === '79') return true;
+			await page.reload();
+			await page.locator('#h-health').waitFor();
+			return false;
+		});
+		await page.locator('tbody tr', { hasText: 'dash-b · GPU 1' }).getByText(HOSTILE).waitFor(); // the degraded GPU's reason
+		const ack = page.getByRole('button', { name: /^Acknowledge alert \d+: gpu_failed$/ });
+		await ack.first().click();
+		await until('the alert acknowledged', async () => (await page.locator('tbody tr', { hasText: 'gpu_failed' }).getByText('dash-op').count()) >= 1);
+		await check(page, 'health');
+	});
+
+	await step('GPU page: power, activity, memory and temperature charts', async () => {
+		await page.getByRole('link', { name: 'dash-a · GPU 1' }).click();
+		await page.locator('#h-gpu').waitFor();
+		await until('4 charts', async () => (await page.locator('.chart canvas').count()) === 4);
+		await check(page, 'gpu');
+	});
+
+	await step('keyboard: skip link, then the navigation', async () => {
+		await go(page, '#/overview');
+		await page.reload(); // focus starts at the top of the document
+		await page.locator('#h-overview').waitFor();
+		await page.keyboard.press('Tab');
+		const first = await page.evaluate(() => document.activeElement.textContent);
+		if (first.trim() !== 'Skip to content') fail(`first Tab stop: ${first}`);
+		await page.keyboard.press('Enter');
+		if ((await page.evaluate(() => document.activeElement.id)) !== 'main') fail('the skip link does not move focus to the content');
+		await page.keyboard.press('Shift+Tab');
+		await page.keyboard.press('Shift+Tab');
+		const nav = await page.evaluate(() => document.activeElement.closest('nav') !== null || document.activeElement.tagName);
+		if (nav === false) fail('navigation is not reachable by keyboard');
+	});
+
+	await step('operator signs out: the session is revoked', async () => signOut(page));
+
+	// ---------------- project user ----------------
+	const alice = (await session(browser)).page;
+	await step('project user: own requests only, submits one, cannot see another project', async () => {
+		await signIn(alice, 'dash-alice', PW);
+		const nav = await alice.getByRole('navigation', { name: 'Main' }).textContent();
+		if (/Capacity|Health/.test(nav)) fail(`a project user sees: ${nav}`);
+		await rowOf(alice, HUGE).getByText(HOSTILE).waitFor();
+		const form = alice.getByRole('form', { name: 'Submit a request' });
+		await form.getByLabel('Pool', { exact: true }).fill('web');
+		await form.getByLabel('Items', { exact: true }).fill('H100-80GB/1g.10gb=1');
+		await form.getByRole('button', { name: 'Submit' }).click();
+		await alice.getByText(/^Request \d+ submitted: pending$/).waitFor();
+		await check(alice, 'user-requests');
+		await go(alice, '#/pools');
+		await alice.getByLabel('Project').waitFor();
+		const opts = await alice.getByLabel('Project').locator('option').allTextContents();
+		if (opts.join(',') !== 'ml') fail(`project user may pick: ${opts.join(',')}`);
+		await alice.getByRole('link', { name: 'huge' }).waitFor();
+		await check(alice, 'user-pools');
+		await go(alice, `#/pool/${HIDDEN_POOL}`);
+		await alice.getByRole('alert').waitFor();
+		const text = await alice.getByRole('alert').textContent();
+		if (!/not found/i.test(text)) fail(`another project's pool: ${text}`);
+		await go(alice, '#/usage');
+		await alice.locator('#h-usage').waitFor();
+		if ((await alice.locator('#h-exports').count()) !== 0) fail('a project user sees billing exports');
+		await check(alice, 'user-usage');
+		await signOut(alice);
+	});
+
+	// ---------------- billing ----------------
+	const bill = (await session(browser)).page;
+	await step('billing: export the month as CSV and download it; SHA-256 matches', async () => {
+		await signIn(bill, 'dash-bill', PW);
+		const nav = await bill.getByRole('navigation', { name: 'Main' }).textContent();
+		if (/Requests|Health/.test(nav)) fail(`billing sees: ${nav}`);
+		await go(bill, '#/usage');
+		await bill.locator('#h-exports').waitFor();
+		const form = bill.getByRole('form', { name: 'New export' });
+		await form.getByLabel('Format').selectOption('csv');
+		await form.getByRole('button', { name: 'Export' }).click();
+		await bill.getByText(/^Export \d+ /).waitFor();
+		await until('the export done', async () => {
+			await bill.reload();
+			await bill.locator('#h-exports').waitFor();
+			return (await bill.getByRole('button', { name: /^Download export \d+$/ }).count()) === 1;
+		});
+		const sha = await bill.locator('tbody tr', { has: bill.getByRole('button', { name: /^Download export/ }) }).locator('code').getAttribute('title');
+		const [dl] = await Promise.all([bill.waitForEvent('download'), bill.getByRole('button', { name: /^Download export \d+$/ }).click()]);
+		const path = await dl.path();
+		const data = readFileSync(path);
+		const got = createHash('sha256').update(data).digest('hex');
+		if (got !== sha) fail(`downloaded file: sha256 ${got}, the API says ${sha}`);
+		if (!/^[a-z_]+,/.test(data.toString('utf8', 0, 40))) fail(`the CSV has no header: ${data.toString('utf8', 0, 60)}`);
+		console.log(`# export: ${data.length} bytes, sha256 ${got.slice(0, 16)}…`);
+		await check(bill, 'usage');
+		await signOut(bill);
+	});
+
+	// ---------------- admin ----------------
+	const adm = (await session(browser)).page;
+	await step('admin: the pool page has its audit trail', async () => {
+		await signIn(adm, env('GP_ADMIN'), env('GP_ADMIN_PASSWORD'));
+		await go(adm, `#/pool/${trainPool}`);
+		await adm.getByText('Audit records of this pool').waitFor();
+		await until('a pool audit record', async () => (await adm.locator('tbody tr', { hasText: 'pool.' }).count()) >= 1);
+		await accessible(adm, 'admin pool');
+		await inert(adm, 'admin pool');
+		await signOut(adm);
+	});
+	console.log(`# ${steps.length} steps passed`);
+} finally {
+	await browser.close();
+}

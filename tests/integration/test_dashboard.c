@@ -1,0 +1,275 @@
+/*
+ * test_dashboard.c - the dashboard in a real browser: PostgreSQL, a real
+ * gpupoold serving /ui/, two simulated nodes (gpupool-agent processes,
+ * fake backend) and Debian's Chromium driven by Playwright
+ * (dashboard/tests/dashboard.test.mjs, run with node).
+ *
+ * This file sets the scene through the API (users of every role, two
+ * projects, hostile names wherever the API takes free text, a pending
+ * request, one that cannot fit, a pool of another project), runs the
+ * browser walk, then checks in SQL that what was clicked happened: the
+ * approval, the acknowledged alert, the user's request, the export; that
+ * the refused approval changed nothing; and the pool invariants.
+ * Screenshots go to $GPUPOOL_DASHBOARD_SHOTS when it is set (docs/).
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "util.h"
+
+/* what the browser must show as text, never run */
+#define HOSTILE "<img src=x onerror=window.__xss=1><script>window.__xss=2</script>"
+#define HOSTILE_JSON "<img src=x onerror=window.__xss=1><script>window.__xss=2<\\/script>"
+
+static const char *op, *bill, *alice, *bob;
+
+static const char *
+enroll_token(struct fixture *fx)
+{
+	struct gp_client_response *r = fx_request(fx, op, "POST",
+	    "/v1/clusters/dash/enrollment-tokens", "{\"expires_in_seconds\":600}");
+	assert_status(r, 201);
+	return fx_json_str(r->json, "token");
+}
+
+static pid_t
+agent_spawn(struct fixture *fx, const char *name, const char *dir)
+{
+	const char *gpus = fx_str(fx, "%s/gpus-%s.json", fx->tmpdir, name);
+	const char *spec = "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}";
+	const char *token = enroll_token(fx);
+	const char *log = fx_str(fx, "%s/%s.log", fx->tmpdir, name);
+
+	assert_int_equal(ag_write_file(gpus, spec, strlen(spec), 0644), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(AGENT_PATH, AGENT_PATH, "--server", fx->server->base_url, "--node-name", name,
+		    "--state-dir", dir, "--backend", "fake", "--fake-gpus", gpus, "--enroll-token",
+		    token, "--poll-interval", "2", "--heartbeat-interval", "1", "--metrics-interval",
+		    "2", "--profiles-interval", "2", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void
+wait_sql(struct fixture *fx, int64_t want, const char *sql)
+{
+	int64_t got = -1;
+	for (int i = 0; i < 300; i++) {
+		got = fx_sql_int64(fx, sql);
+		if (got == want)
+			return;
+		usleep(100000);
+	}
+	fail_msg("timed out: %s gave %lld, want %lld", sql, (long long)got, (long long)want);
+}
+
+static int64_t
+submit(struct fixture *fx, const char *token, const char *project, const char *body)
+{
+	struct gp_client_response *r =
+	    fx_request(fx, token, "POST", fx_str(fx, "/v1/projects/%s/pool-requests", project), "%s",
+		body);
+	assert_status(r, 201);
+	return fx_json_int(r->json, "id");
+}
+
+/* node dashboard/tests/dashboard.test.mjs with the scene in its environment */
+static int
+run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t huge,
+    int64_t hidden_pool)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (chdir(DASHBOARD_DIR) != 0)
+			_exit(126);
+		setenv("GP_URL", fx->server->base_url, 1);
+		setenv("GP_ADMIN", FIXTURE_ADMIN_USER, 1);
+		setenv("GP_ADMIN_PASSWORD", FIXTURE_ADMIN_PASSWORD, 1);
+		setenv("GP_PASSWORD", FIXTURE_PASSWORD, 1);
+		setenv("GP_FAULT_FILE", fault_file, 1);
+		setenv("GP_TRAIN_REQUEST", fx_str(fx, "%lld", (long long)train), 1);
+		setenv("GP_HUGE_REQUEST", fx_str(fx, "%lld", (long long)huge), 1);
+		setenv("GP_HIDDEN_POOL", fx_str(fx, "%lld", (long long)hidden_pool), 1);
+		setenv("GP_HOSTILE", HOSTILE, 1);
+		execlp("node", "node", "tests/dashboard.test.mjs", (char *)NULL);
+		fprintf(stderr, "test_dashboard: node not found (scripts/test installs nodejs)\n");
+		_exit(127);
+	}
+	int st = 0;
+	for (int i = 0; i < 2400; i++) { /* 240 s */
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(100000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fail_msg("the browser walk ran past 240 s");
+	return -1;
+}
+
+static void
+test_dashboard_in_chromium(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *admin = fx->admin_token;
+
+	/* two projects; alice owns ml, bob owns secret; hostile free text */
+	r = fx_request(fx, admin, "POST", "/v1/projects",
+	    "{\"name\":\"ml\",\"display_name\":\"" HOSTILE_JSON "\",\"namespaces\":[\"ml-train\"]}");
+	assert_status(r, 201);
+	assert_status(fx_request(fx, admin, "PUT", "/v1/projects/ml/members/dash-alice",
+			  "{\"role\":\"owner\"}"),
+	    201);
+	assert_status(fx_request(fx, admin, "POST", "/v1/projects",
+			  "{\"name\":\"secret\",\"display_name\":\"Secret\"}"),
+	    201);
+	assert_status(fx_request(fx, admin, "PUT", "/v1/projects/secret/members/dash-bob",
+			  "{\"role\":\"owner\"}"),
+	    201);
+	assert_status(fx_request(fx, admin, "POST", "/v1/billing/rates",
+			  "{\"model\":\"H100-80GB\",\"profile\":\"full\",\"currency\":\"EUR\","
+			  "\"price_per_hour_micro\":3000000,\"effective_from\":\"2020-01-01T00:00:00Z\"}"),
+	    201);
+	assert_status(fx_request(fx, op, "POST", "/v1/clusters",
+			  "{\"name\":\"dash\",\"region\":\"eu-west\",\"description\":\"" HOSTILE_JSON
+			  "\"}"),
+	    201);
+
+	/* two simulated nodes of two H100s each */
+	const char *dir_a = fx_str(fx, "%s/agent-dash-a", fx->tmpdir);
+	const char *dir_b = fx_str(fx, "%s/agent-dash-b", fx->tmpdir);
+	pid_t a = agent_spawn(fx, "dash-a", dir_a);
+	pid_t b = agent_spawn(fx, "dash-b", dir_b);
+	wait_sql(fx, 4,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+	    "WHERE n.name IN ('dash-a','dash-b') AND g.health = 'ok'");
+
+	/* bob's pool, which alice must never see */
+	int64_t hid = submit(fx, bob, "secret",
+	    "{\"action\":\"create\",\"pool\":\"hidden\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)hid),
+	    "{}");
+	assert_status(r, 200);
+	int64_t hidden_pool =
+	    fx_sql_int64(fx, "SELECT id FROM pools WHERE name = 'hidden'");
+	/* alice's requests: one fits, one cannot (8 whole GPUs on 4) */
+	int64_t train = submit(fx, alice, "ml",
+	    "{\"action\":\"create\",\"pool\":\"train\",\"items\":[\"H100-80GB/3g.40gb=2\"],"
+	    "\"justification\":\"" HOSTILE_JSON "\"}");
+	int64_t huge = submit(fx, alice, "ml",
+	    "{\"action\":\"create\",\"pool\":\"huge\",\"items\":[\"H100-80GB/full=8\"],"
+	    "\"justification\":\"" HOSTILE_JSON "\"}");
+	/* an operator marks a GPU degraded, with a hostile reason */
+	const char *uuid = fx_sql_text(fx,
+	    "SELECT g.uuid FROM gpus g JOIN nodes n ON n.id = g.node_id "
+	    "WHERE n.name = 'dash-b' AND g.gpu_index = 1");
+	r = fx_request(fx, op, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid),
+	    "{\"health\":\"degraded\",\"health_reason\":\"" HOSTILE_JSON "\"}");
+	assert_status(r, 200);
+	int64_t requests_before = fx_sql_int64(fx, "SELECT count(*) FROM pool_requests");
+	int64_t allocs_huge = fx_sql_int64(fx,
+	    "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+	    "WHERE p.name = 'huge'");
+
+	const char *before = fx_sql_text(fx, "SELECT now()::text");
+	int rc = run_browser(fx, fx_str(fx, "%s/fake-faults.json", dir_a), train, huge, hidden_pool);
+	if (rc != 0)
+		fixture_server_dump_log(fx->server, 60);
+	assert_int_equal(rc, 0);
+
+	/* what the operator clicked: approved with the note typed */
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT u.username || ' ' || r.note FROM pool_requests r "
+				"JOIN users u ON u.id = r.decided_by WHERE r.id = $1 "
+				"AND r.state IN ('approved', 'fulfilled')",
+				fx_str(fx, "%lld", (long long)train)),
+	    "dash-op approved from the dashboard");
+	/* both instances were ready (the browser waited for it); an instance on
+	 * the GPU the injected XID failed has failed with it */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+			     "JOIN gpus g ON g.id = al.gpu_id WHERE p.name = 'train' "
+			     "AND al.state = CASE g.health WHEN 'failed' THEN 'failed' ELSE 'ready' END"),
+	    2);
+	/* the refused approval changed nothing */
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
+				fx_str(fx, "%lld", (long long)huge)),
+	    "pending");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+			     "WHERE p.name = 'huge'"),
+	    allocs_huge);
+	/* alice's request from the form: exactly one more request, hers, pending */
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests"), requests_before + 1);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT p.name || ' ' || r.state || ' ' || u.username FROM pool_requests r "
+				"JOIN pools p ON p.id = r.pool_id JOIN users u ON u.id = r.requested_by "
+				"WHERE p.name = 'web'"),
+	    "web pending dash-alice");
+	/* the injected fault: failed, alerted, acknowledged by the operator */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts al JOIN users u ON u.id = al.acknowledged_by "
+			     "WHERE al.type = 'gpu_failed' AND u.username = 'dash-op'"),
+	    1);
+	/* the export the billing user made and downloaded */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_exports e JOIN users u ON u.id = e.created_by "
+			     "WHERE e.state = 'done' AND u.username = 'dash-bill'"),
+	    1);
+	/* the browser signed in as each role and out again: each session is revoked */
+	assert_true(fx_sql_int64(fx,
+			"SELECT count(*) FROM tokens WHERE kind = 'session' AND created_at > $1::timestamptz",
+			before) >= 4);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM tokens WHERE kind = 'session' "
+			     "AND created_at > $1::timestamptz AND revoked_at IS NULL",
+			     before),
+	    0);
+	fx_assert_pool_invariants(fx);
+
+	kill(a, SIGTERM);
+	kill(b, SIGTERM);
+	waitpid(a, NULL, 0);
+	waitpid(b, NULL, 0);
+}
+
+static int
+group_setup(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", NULL };
+	struct fixture_options opts = { .server_env = env };
+	struct fixture *fx;
+
+	if (fixture_create(&opts, &fx) < 0)
+		return -1;
+	*state = fx;
+	op = fixture_create_user(fx, "dash-op", "operator");
+	bill = fixture_create_user(fx, "dash-bill", "billing");
+	alice = fixture_create_user(fx, "dash-alice", "none");
+	bob = fixture_create_user(fx, "dash-bob", "none");
+	return 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dashboard_in_chromium),
+	};
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+}
