@@ -55,8 +55,8 @@ agent_spawn(struct fixture *fx, const char *name, const char *dir)
 		dup2(fd, 2);
 		execl(AGENT_PATH, AGENT_PATH, "--server", fx->server->base_url, "--node-name", name,
 		    "--state-dir", dir, "--backend", "fake", "--fake-gpus", gpus, "--enroll-token",
-		    token, "--poll-interval", "2", "--heartbeat-interval", "1", "--metrics-interval",
-		    "2", "--profiles-interval", "2", (char *)NULL);
+		    token, "--poll-interval", "2", "--heartbeat-interval", "1",
+		    "--metrics-interval", "2", "--profiles-interval", "2", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -78,9 +78,8 @@ wait_sql(struct fixture *fx, int64_t want, const char *sql)
 static int64_t
 submit(struct fixture *fx, const char *token, const char *project, const char *body)
 {
-	struct gp_client_response *r =
-	    fx_request(fx, token, "POST", fx_str(fx, "/v1/projects/%s/pool-requests", project), "%s",
-		body);
+	struct gp_client_response *r = fx_request(fx, token, "POST",
+	    fx_str(fx, "/v1/projects/%s/pool-requests", project), "%s", body);
 	assert_status(r, 201);
 	return fx_json_int(r->json, "id");
 }
@@ -129,7 +128,8 @@ test_dashboard_in_chromium(void **state)
 
 	/* two projects; alice owns ml, bob owns secret; hostile free text */
 	r = fx_request(fx, admin, "POST", "/v1/projects",
-	    "{\"name\":\"ml\",\"display_name\":\"" HOSTILE_JSON "\",\"namespaces\":[\"ml-train\"]}");
+	    "{\"name\":\"ml\",\"display_name\":\"" HOSTILE_JSON
+	    "\",\"namespaces\":[\"ml-train\"]}");
 	assert_status(r, 201);
 	assert_status(fx_request(fx, admin, "PUT", "/v1/projects/ml/members/dash-alice",
 			  "{\"role\":\"owner\"}"),
@@ -164,8 +164,7 @@ test_dashboard_in_chromium(void **state)
 	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)hid),
 	    "{}");
 	assert_status(r, 200);
-	int64_t hidden_pool =
-	    fx_sql_int64(fx, "SELECT id FROM pools WHERE name = 'hidden'");
+	int64_t hidden_pool = fx_sql_int64(fx, "SELECT id FROM pools WHERE name = 'hidden'");
 	/* alice's requests: one fits, one cannot (8 whole GPUs on 4) */
 	int64_t train = submit(fx, alice, "ml",
 	    "{\"action\":\"create\",\"pool\":\"train\",\"items\":[\"H100-80GB/3g.40gb=2\"],"
@@ -186,7 +185,8 @@ test_dashboard_in_chromium(void **state)
 	    "WHERE p.name = 'huge'");
 
 	const char *before = fx_sql_text(fx, "SELECT now()::text");
-	int rc = run_browser(fx, fx_str(fx, "%s/fake-faults.json", dir_a), train, huge, hidden_pool);
+	int rc =
+	    run_browser(fx, fx_str(fx, "%s/fake-faults.json", dir_a), train, huge, hidden_pool);
 	if (rc != 0)
 		fixture_server_dump_log(fx->server, 60);
 	assert_int_equal(rc, 0);
@@ -214,7 +214,8 @@ test_dashboard_in_chromium(void **state)
 			     "WHERE p.name = 'huge'"),
 	    allocs_huge);
 	/* alice's request from the form: exactly one more request, hers, pending */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests"), requests_before + 1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests"),
+	    requests_before + 1);
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT p.name || ' ' || r.state || ' ' || u.username FROM pool_requests r "
 				"JOIN pools p ON p.id = r.pool_id JOIN users u ON u.id = r.requested_by "
@@ -231,9 +232,10 @@ test_dashboard_in_chromium(void **state)
 			     "WHERE e.state = 'done' AND u.username = 'dash-bill'"),
 	    1);
 	/* the browser signed in as each role and out again: each session is revoked */
-	assert_true(fx_sql_int64(fx,
-			"SELECT count(*) FROM tokens WHERE kind = 'session' AND created_at > $1::timestamptz",
-			before) >= 4);
+	assert_true(
+	    fx_sql_int64(fx,
+		"SELECT count(*) FROM tokens WHERE kind = 'session' AND created_at > $1::timestamptz",
+		before) >= 4);
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM tokens WHERE kind = 'session' "
 			     "AND created_at > $1::timestamptz AND revoked_at IS NULL",
