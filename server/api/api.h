@@ -149,9 +149,25 @@ void api_reply_list(struct request *req, struct response *res, struct json_objec
 /* Opaque cursor text for a position of req's listing (signed, bound to its route). */
 const char *api_cursor_encode(struct request *req, int64_t pos);
 
-/* If-Match: *expected = generation (0 when absent); 412 on junk. */
-int api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
+/*
+ * If-Match (RFC 9110 13.1.1), the one reader of the header for every
+ * versioned mutation: "*" or a list of entity tags. api_if_match reads
+ * it before anything changes (412 when it is not that syntax);
+ * api_if_match_check then evaluates it in the transaction against the
+ * object's current generation (0 for an object shown with ETag "0"): a
+ * listed strong tag equal to it, or "*", matches; a weak tag never
+ * does. 412 when nothing matches. *guard is what the write must still
+ * find (the generation, so that a concurrent change is 412), or 0 when
+ * the change is unconditional (no If-Match, or "*").
+ */
+struct api_if_match {
+	const char *value; /* the field value, lines joined; NULL when absent */
+	bool any;          /* "*" */
+};
+int api_if_match(struct request *req, struct api_if_match *m, struct gp_error *err)
     __attribute__((warn_unused_result));
+int api_if_match_check(const struct api_if_match *m, int64_t generation, const char *what,
+    int64_t *guard, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Set ETag from a generation. */
 void api_etag(struct request *req, struct response *res, int64_t generation);

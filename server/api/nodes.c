@@ -209,7 +209,7 @@ struct node_change {
 	int64_t cpu_millicores;
 	int64_t memory_bytes;
 	const char *labels;
-	int64_t expected;
+	struct api_if_match if_match;
 	const char *action; /* cordon|uncordon|drain */
 	const char *reason;
 	bool changed;
@@ -338,11 +338,14 @@ node_patch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct node_change *c = arg;
 	bool stale;
+	int64_t guard;
 
 	if (node_load(db, c->req, true, &c->before, err) < 0)
 		return -1;
+	if (api_if_match_check(&c->if_match, c->before.generation, "node", &guard, err) < 0)
+		return -1;
 	if (db_node_update(db, c->req->arena, c->before.id, c->hostname, c->cpu_millicores,
-		c->memory_bytes, c->labels, c->expected, &c->row, &stale, err) < 0)
+		c->memory_bytes, c->labels, guard, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
@@ -362,7 +365,7 @@ api_nodes_patch(struct request *req, struct response *res, struct gp_error *err)
 	bool has_cpu, has_mem;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
@@ -416,13 +419,14 @@ node_action_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct node_change *c = arg;
 	const char *target = action_target(c->action);
+	int64_t guard;
 
 	c->changed = false;
 	if (node_load(db, c->req, true, &c->before, err) < 0)
 		return -1;
-	if (c->expected != 0 && c->expected != c->before.generation)
-		return gp_error_set(err, 412, "precondition_failed",
-		    "the node changed since it was read (ETag mismatch)");
+	/* the node is locked (FOR UPDATE): no guard needed in the write */
+	if (api_if_match_check(&c->if_match, c->before.generation, "node", &guard, err) < 0)
+		return -1;
 	if (strcmp(c->action, "cordon") == 0 && strcmp(c->before.status, "draining") == 0)
 		return gp_error_set(err, 409, "conflict",
 		    "node %s is draining (already out of placement); uncordon it first",
@@ -446,7 +450,7 @@ node_action(struct request *req, struct response *res, const char *action, struc
 	struct node_change c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (req->body_len > 0) {
 		struct json_object *body;

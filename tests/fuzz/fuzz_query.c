@@ -82,6 +82,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gp_error err;
 	int limit;
 	int64_t cursor, t, etag, id;
+	struct api_if_match im;
 	char *p = text;
 
 	/* strndup stops at a NUL: the parts are NUL-free, as MHD hands them over */
@@ -138,9 +139,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_time(a, f.part[2]);
 
 	memset(&err, 0, sizeof(err));
-	if (api_if_match(&req, &etag, &err) == 0) {
-		if (f.part[3] != NULL && strcmp(f.part[3], "*") != 0 && etag < 1)
+	if (api_if_match(&req, &im, &err) == 0) {
+		int64_t guard;
+
+		if ((f.part[3] == NULL) != (im.value == NULL))
 			abort();
+		/* "*" matches anything; a tag list that matches guards the write with it */
+		memset(&err, 0, sizeof(err));
+		etag = (int64_t)(size % 5);
+		if (api_if_match_check(&im, etag, "object", &guard, &err) == 0) {
+			if (im.value != NULL && !im.any && guard != etag)
+				abort();
+			if ((im.value == NULL || im.any) && guard != 0)
+				abort();
+		} else if (err.status != 412 || im.value == NULL || im.any) {
+			abort();
+		}
 	} else if (err.status != 412) {
 		abort();
 	}

@@ -357,6 +357,143 @@ test_did_you_mean(void **state)
 	assert_non_null(strstr(r->body, "unknown gpu model \\\"Z9\\\"\""));
 }
 
+/* One versioned mutation: where its ETag and its state are read. */
+struct versioned {
+	const char *method, *path, *body;
+	const char *etag_path;  /* GET: the ETag If-Match names */
+	const char *state_path; /* GET: unchanged after a 412 */
+	long ok;                /* the status when the condition holds */
+};
+
+/*
+ * RFC 9110 13.1.1: If-Match "*" or a list of entity tags; the change
+ * applies when a listed strong tag equals the current one. Every
+ * versioned mutation goes through the one reader (api_if_match): a list
+ * of stale, weak and foreign tags is 412 with nothing changed; the same
+ * list with the current tag added applies.
+ */
+static void
+test_if_match_list_rfc9110_13_1_1(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *uuid;
+
+	fixture_create_user(fx, "im-user", "none");
+	fx_fleet(fx, "imc", "H100-80GB", 1, 1, false);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
+			  "{\"name\":\"imc-empty\"}"),
+	    201);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"imp\",\"display_name\":\"a\"}"),
+	    201);
+	assert_status(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/imp/members/im-user",
+			  "{\"role\":\"owner\"}"),
+	    201);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes/imc-n0/gpus", NULL);
+	assert_status(r, 200);
+	uuid = fx_str(fx, "%s", fx_json_str(r->json, "items[0].uuid"));
+	{
+		const struct versioned ops[] = {
+			{ "PATCH", "/v1/users/im-user", "{\"role\":\"billing\"}",
+			    "/v1/users/im-user", "/v1/users/im-user", 200 },
+			{ "PATCH", "/v1/projects/imp", "{\"display_name\":\"b\"}",
+			    "/v1/projects/imp", "/v1/projects/imp", 200 },
+			/* a membership belongs to its project: If-Match names the project's tag */
+			{ "PUT", "/v1/projects/imp/members/admin", "{\"role\":\"viewer\"}",
+			    "/v1/projects/imp", "/v1/projects/imp/members", 201 },
+			{ "DELETE", "/v1/projects/imp/members/admin", NULL, "/v1/projects/imp",
+			    "/v1/projects/imp/members", 204 },
+			/* no quota yet: shown as items [] with ETag "0", which If-Match may name */
+			{ "PUT", "/v1/projects/imp/quota", "{\"items\":[]}",
+			    "/v1/projects/imp/quota", "/v1/projects/imp/quota", 201 },
+			{ "PUT", "/v1/projects/imp/quota",
+			    "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"full\",\"count\":1}]}",
+			    "/v1/projects/imp/quota", "/v1/projects/imp/quota", 200 },
+			{ "DELETE", "/v1/projects/imp/quota", NULL, "/v1/projects/imp/quota",
+			    "/v1/projects/imp/quota", 204 },
+			{ "PATCH", "/v1/clusters/imc", "{\"description\":\"d\"}",
+			    "/v1/clusters/imc", "/v1/clusters/imc", 200 },
+			{ "PATCH", "/v1/nodes/imc-n0", "{\"hostname\":\"h2.example\"}",
+			    "/v1/nodes/imc-n0", "/v1/nodes/imc-n0", 200 },
+			{ "POST", "/v1/nodes/imc-n0/cordon", NULL, "/v1/nodes/imc-n0",
+			    "/v1/nodes/imc-n0", 200 },
+			{ "POST", "/v1/nodes/imc-n0/drain", NULL, "/v1/nodes/imc-n0",
+			    "/v1/nodes/imc-n0", 200 },
+			{ "POST", "/v1/nodes/imc-n0/uncordon", NULL, "/v1/nodes/imc-n0",
+			    "/v1/nodes/imc-n0", 200 },
+			{ "PATCH", fx_str(fx, "/v1/gpus/%s", uuid), "{\"health\":\"degraded\"}",
+			    fx_str(fx, "/v1/gpus/%s", uuid), fx_str(fx, "/v1/gpus/%s", uuid), 200 },
+			{ "DELETE", "/v1/clusters/imc-empty", NULL, "/v1/clusters/imc-empty",
+			    "/v1/clusters/imc-empty", 204 },
+		};
+
+		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+			const struct versioned *o = &ops[i];
+			const char *etag, *before;
+
+			r = fx_request(fx, fx->admin_token, "GET", o->etag_path, NULL);
+			assert_status(r, 200);
+			assert_true(r->etag[0] == '"');
+			etag = fx_str(fx, "%s", r->etag);
+			r = fx_request(fx, fx->admin_token, "GET", o->state_path, NULL);
+			before = fx_str(fx, "%s", r->body);
+			/* stale, weak and foreign tags (a comma inside one): 412, nothing changes */
+			r = fx_request_h(fx, fx->admin_token, o->method, o->path,
+			    ((const char *[]){
+				fx_str(fx, "If-Match: \"999\", W/%s, \"x,%s\"", etag, etag + 1),
+				NULL }),
+			    o->body ? "%s" : NULL, o->body);
+			if (r->status != 412)
+				fail_msg("%s %s: %ld, not 412", o->method, o->path, r->status);
+			assert_problem(r, 412, "precondition_failed");
+			r = fx_request(fx, fx->admin_token, "GET", o->state_path, NULL);
+			if (strcmp(r->body, before) != 0)
+				fail_msg("%s %s changed state after a 412", o->method, o->path);
+			/* the same list with the current tag: it applies */
+			r = fx_request_h(fx, fx->admin_token, o->method, o->path,
+			    ((const char *[]){
+				fx_str(fx, "If-Match: \"999\", W/%s, , %s", etag, etag), NULL }),
+			    o->body ? "%s" : NULL, o->body);
+			if (r->status != o->ok)
+				fail_msg("%s %s with If-Match naming %s: %ld, not %ld (%s)",
+				    o->method, o->path, etag, r->status, o->ok, r->body);
+		}
+	}
+	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = 'im-user'"),
+	    "billing");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM clusters WHERE name = 'imc-empty'"),
+	    0);
+	/* "*" matches any current representation; it stands alone */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+	    ((const char *[]){ "If-Match: *", NULL }), "{\"display_name\":\"c\"}");
+	assert_status(r, 200);
+	{
+		static const char *const junk[] = { "If-Match: *, \"1\"", "If-Match: \"1\" \"2\"",
+			"If-Match: 2", "If-Match: \"2", "If-Match: W/2", "If-Match: \"a b\"" };
+
+		for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+			r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+			    ((const char *[]){ junk[i], NULL }), "{\"display_name\":\"junk\"}");
+			assert_problem(r, 412, "precondition_failed");
+		}
+	}
+	/* tags compare octet by octet: "03" is not "3" */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects/imp", NULL);
+	assert_string_equal(r->etag, "\"3\"");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+	    ((const char *[]){ "If-Match: \"03\"", NULL }), "{\"display_name\":\"junk\"}");
+	assert_problem(r, 412, "precondition_failed");
+	/* RFC 9110 5.3: field lines of one name form one list */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+	    ((const char *[]){ "If-Match: \"1\"", "If-Match: \"2\", \"3\"", NULL }),
+	    "{\"display_name\":\"d\"}");
+	assert_status(r, 200);
+	assert_string_equal(r->etag, "\"4\"");
+	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = 'imp'"),
+	    "d");
+}
+
 int
 main(void)
 {
@@ -370,6 +507,7 @@ main(void)
 		cmocka_unit_test(test_logout_version),
 		cmocka_unit_test(test_cursors),
 		cmocka_unit_test(test_did_you_mean),
+		cmocka_unit_test(test_if_match_list_rfc9110_13_1_1),
 	};
 
 	return fixture_exit_status(
