@@ -64,7 +64,17 @@ struct route {
 	const char *pattern; /* "/v1/projects/{}/members/{}" */
 	route_handler_fn handler;
 	unsigned allow;
+	/*
+	 * The query parameters it takes, separated by spaces (NULL: none);
+	 * the operation's in api/openapi.yaml (tests/contract). Any other,
+	 * or one given twice, is 422 before the handler runs.
+	 */
+	const char *query;
 };
+
+#define Q_NONE NULL
+/* limit and cursor, the query parameters of every paged list (api_page) */
+#define Q_PAGE "limit cursor"
 
 extern const struct route api_routes[];
 extern const int api_nroutes;

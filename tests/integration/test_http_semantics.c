@@ -494,6 +494,71 @@ test_if_match_list_rfc9110_13_1_1(void **state)
 	    "d");
 }
 
+/*
+ * Query parameters: each operation takes the ones api/openapi.yaml lists
+ * (tests/contract checks the route table against it); an unknown one, or
+ * one given twice, is 422 naming it, before the handler runs.
+ */
+static void
+test_query_unknown_or_repeated_422(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *before;
+
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?foo=1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail", "unknown query parameter \"foo\"");
+	assert_json_str(r->json, "errors[0].field", "foo");
+	assert_json_str(r->json, "errors[0].message",
+	    "is not a query parameter of GET /v1/projects (it takes limit, cursor)");
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=1&limit=2", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail", "query parameter \"limit\" given twice");
+	assert_json_str(r->json, "errors[0].field", "limit");
+	assert_int_equal(fx_json_len(r->json, "errors"), 1);
+	/* a route without query parameters, a name without a value */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/me?verbose", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].message",
+	    "is not a query parameter of GET /v1/me (it takes none)");
+	/* every problem at once, each once; names shown printable */
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/nodes?colour=red&limit=1&status=ready&colour=blue&limit=2&limit=3&%01x=1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail",
+	    "unknown query parameter \"colour\", and 2 more problems with the query");
+	assert_int_equal(fx_json_len(r->json, "errors"), 3);
+	assert_json_str(r->json, "errors[0].field", "colour");
+	assert_json_str(r->json, "errors[1].field", "limit");
+	assert_json_str(r->json, "errors[2].field", "%01x");
+	/* what the operation takes still works; HEAD is checked like GET */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?limit=1&status=ready", NULL);
+	assert_status(r, 200);
+	assert_int_equal(send_raw(fx, "HEAD", "/v1/projects?foo=1", fx->admin_token).status, 422);
+	/* authentication first: no token is 401, not 422 */
+	assert_problem(fx_request(fx, NULL, "GET", "/v1/projects?foo=1", NULL), 401,
+	    "unauthorized");
+	/* a mutation with a stray parameter changes nothing */
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"qp\",\"display_name\":\"a\"}"),
+	    201);
+	before =
+	    fx_sql_text(fx, "SELECT display_name || generation FROM projects WHERE name = 'qp'");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/qp?dry_run=true",
+	    "{\"display_name\":\"b\"}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "dry_run");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name || generation FROM projects WHERE name = 'qp'"),
+	    before);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects?name=qp2",
+	    "{\"name\":\"qp3\",\"display_name\":\"a\"}");
+	assert_problem(r, 422, "validation_failed");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name LIKE 'qp_'"),
+	    0);
+}
+
 int
 main(void)
 {
@@ -508,6 +573,7 @@ main(void)
 		cmocka_unit_test(test_cursors),
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_if_match_list_rfc9110_13_1_1),
+		cmocka_unit_test(test_query_unknown_or_repeated_422),
 	};
 
 	return fixture_exit_status(
