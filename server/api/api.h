@@ -144,6 +144,26 @@ int api_idem_keep(struct db *db, struct request *req, const struct response *res
 /* The server context of a request. */
 struct app *api_app(const struct request *req);
 
+/* True when the request's Content-Type is type (case-insensitive, parameters allowed). */
+bool api_content_type_is(const struct request *req, const char *type);
+
+/* The media types a PATCH body may have (Accept-Patch, RFC 5789 3.1). */
+#define API_ACCEPT_PATCH "application/json, application/merge-patch+json"
+
+/* True for a PATCH body sent as application/merge-patch+json (RFC 7396). */
+bool api_merge_patch(const struct request *req);
+
+/*
+ * RFC 7396: in a merge patch a member set to null removes that member.
+ * keys (NULL-terminated) are the members the object cannot lack: under
+ * application/merge-patch+json null for one of them is 422 naming it
+ * (a nullable member, which null clears, is not listed). Under
+ * application/json null counts as absent, as in every body. Returns -1
+ * when it added an error.
+ */
+int api_patch_not_null(struct request *req, struct json_object *body, const char *const *keys,
+    struct gp_error *err);
+
 /* Parse the body as a JSON object (400/422 on failure). */
 int api_body(struct request *req, struct json_object **out, struct gp_error *err)
     __attribute__((warn_unused_result));

@@ -167,6 +167,7 @@ cluster_patch_tx(struct db *db, void *arg, struct gp_error *err)
 int
 api_clusters_patch(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char *const keys[] = { "region", "description", NULL };
 	struct json_object *body;
 	struct jfields f;
 	struct cluster_change c;
@@ -177,6 +178,7 @@ api_clusters_patch(struct request *req, struct response *res, struct gp_error *e
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	(void)api_patch_not_null(req, body, keys, err);
 	read_texts(&f, &c.region, &c.description);
 	if (jf_finish(&f) < 0)
 		return -1;

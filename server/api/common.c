@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PAGE_DEFAULT 50
 #define PAGE_MAX 500
@@ -20,6 +21,51 @@ int
 api_body(struct request *req, struct json_object **out, struct gp_error *err)
 {
 	return json_parse_object(req->arena, req->body, req->body_len, out, err);
+}
+
+bool
+api_content_type_is(const struct request *req, const char *type)
+{
+	const char *ct = req->header(req, "Content-Type");
+	size_t n = strlen(type);
+
+	if (ct == NULL)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	/* RFC 9110 8.3.1: type/subtype, then optional whitespace and ";" parameters */
+	if (strncasecmp(ct, type, n) != 0)
+		return false;
+	ct += n;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == '\0' || *ct == ';';
+}
+
+bool
+api_merge_patch(const struct request *req)
+{
+	return strcmp(req->method, "PATCH") == 0 &&
+	    api_content_type_is(req, "application/merge-patch+json");
+}
+
+int
+api_patch_not_null(struct request *req, struct json_object *body, const char *const *keys,
+    struct gp_error *err)
+{
+	int rc = 0;
+
+	if (!api_merge_patch(req))
+		return 0;
+	for (size_t i = 0; keys[i] != NULL; i++) {
+		struct json_object *v;
+
+		if (json_object_object_get_ex(body, keys[i], &v) && v == NULL)
+			rc = gp_error_field(err, keys[i],
+			    "cannot be removed: null in a merge patch removes a member, and "
+			    "this one always has a value");
+	}
+	return rc;
 }
 
 static bool

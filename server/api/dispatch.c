@@ -161,6 +161,9 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 	if (path_known && strcmp(req->method, "OPTIONS") == 0) {
 		/* RFC 9110 9.3.7: what this resource allows, no body */
 		response_header(res, "Allow", arena_strdup(req->arena, allow));
+		/* RFC 5789 3.1: a resource that takes PATCH says which patch formats */
+		if (strstr(allow, "PATCH") != NULL)
+			response_header(res, "Accept-Patch", API_ACCEPT_PATCH);
 		response_empty(res, 204);
 		cors_headers(req, res, arena_strdup(req->arena, allow));
 		return FIND_ROUTE_OPTIONS;
@@ -273,19 +276,26 @@ authorize(const struct route *rt, const struct request *req, struct gp_error *er
 	}
 }
 
+/*
+ * A body is application/json; a PATCH body may also be a JSON merge
+ * patch (RFC 7396). A PATCH's 415 says which types it takes in
+ * Accept-Patch (RFC 5789 3.1).
+ */
 static int
-check_content_type(struct request *req, struct gp_error *err)
+check_content_type(struct request *req, struct response *res, struct gp_error *err)
 {
-	const char *ct;
+	bool patch = strcmp(req->method, "PATCH") == 0;
 
-	if (req->body_len == 0)
+	if (req->body_len == 0 || api_content_type_is(req, "application/json") ||
+	    (patch && api_content_type_is(req, "application/merge-patch+json")))
 		return 0;
-	ct = req->header(req, "Content-Type");
-	if (ct == NULL || strncasecmp(ct, "application/json", 16) != 0 ||
-	    (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))
+	if (patch) {
+		response_header(res, "Accept-Patch", API_ACCEPT_PATCH);
 		return gp_error_set(err, 415, "unsupported_media_type",
-		    "the request body must be application/json");
-	return 0;
+		    "a PATCH body must be application/json or application/merge-patch+json");
+	}
+	return gp_error_set(err, 415, "unsupported_media_type",
+	    "the request body must be application/json");
 }
 
 #define QUERY_WORDS_MAX 16
@@ -761,7 +771,7 @@ api_dispatch(struct request *req, struct response *res)
 		    authorize(rt, req, &err) < 0)
 			goto fail;
 	}
-	if (check_content_type(req, &err) < 0 || check_query(req, rt, &err) < 0)
+	if (check_content_type(req, res, &err) < 0 || check_query(req, rt, &err) < 0)
 		goto fail;
 	if (strcmp(req->method, "POST") == 0 && req->principal.user_id != 0)
 		key = req->header(req, "Idempotency-Key");

@@ -471,6 +471,7 @@ gpu_patch_tx(struct db *db, void *arg, struct gp_error *err)
 int
 api_gpus_patch(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char *const keys[] = { "health", "mig_enabled", NULL };
 	struct json_object *body;
 	struct jfields f;
 	struct gpu_change *c = arena_alloc(req->arena, sizeof(*c));
@@ -482,6 +483,8 @@ api_gpus_patch(struct request *req, struct response *res, struct gp_error *err)
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	/* health_reason is nullable: null clears it, as in application/json */
+	(void)api_patch_not_null(req, body, keys, err);
 	if (jf_string(&f, "health", false, 16, &c->health) == 0 && c->health != NULL &&
 	    strcmp(c->health, "ok") != 0 && strcmp(c->health, "degraded") != 0 &&
 	    strcmp(c->health, "failed") != 0)

@@ -222,6 +222,7 @@ project_patch_tx(struct db *db, void *arg, struct gp_error *err)
 int
 api_projects_patch(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char *const keys[] = { "display_name", "namespaces", NULL };
 	struct json_object *body, *ns = NULL;
 	struct jfields f;
 	struct project_patch c;
@@ -232,6 +233,7 @@ api_projects_patch(struct request *req, struct response *res, struct gp_error *e
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	(void)api_patch_not_null(req, body, keys, err);
 	if (jf_string(&f, "display_name", false, 200, &c.display_name) == 0 &&
 	    c.display_name != NULL && c.display_name[0] == '\0')
 		gp_error_field(err, "display_name", "must not be empty");

@@ -184,6 +184,9 @@ user_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	    json_own(c->req->arena, user_json(&c->row)), err);
 }
 
+/* a user's members a merge patch cannot remove (RFC 7396) */
+static const char *const user_patch_keys[] = { "role", "disabled", "password", NULL };
+
 int
 api_users_patch(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -202,6 +205,7 @@ api_users_patch(struct request *req, struct response *res, struct gp_error *err)
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	(void)api_patch_not_null(req, body, user_patch_keys, err);
 	if (jf_string(&f, "role", false, 16, &c.role) == 0 && c.role != NULL &&
 	    role_parse(c.role, &role) < 0)
 		gp_error_field(err, "role", "must be one of admin, operator, billing, none");

@@ -559,6 +559,183 @@ test_query_unknown_or_repeated_422(void **state)
 	    0);
 }
 
+/* A raw request with a body of the given Content-Type. */
+static struct raw_response
+send_typed(struct fixture *fx, const char *method, const char *path, const char *type,
+    const char *body)
+{
+	const char *h[3] = { fx_str(fx, "Authorization: Bearer %s", fx->admin_token),
+		fx_str(fx, "Content-Type: %s", type), NULL };
+	struct raw_response r;
+	size_t len;
+	char *req = raw_build(fx->arena, method, path, h, body, strlen(body), &len);
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(raw_exchange(fx->arena, fx->server->port, req, len, 5000, &r), 0);
+	return r;
+}
+
+#define MERGE_PATCH "Content-Type: application/merge-patch+json"
+
+/*
+ * RFC 7396: every PATCH also takes application/merge-patch+json, with the
+ * fields of the application/json body; null removes a member, which
+ * clears a nullable one and is 422 for one that always has a value; an
+ * object member (node labels) is merged, not replaced.
+ */
+static void
+test_merge_patch_rfc7396(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *uuid;
+
+	fixture_create_user(fx, "mp-user", "none");
+	fx_fleet(fx, "mpc", "H100-80GB", 1, 1, false);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"mpp\",\"display_name\":\"a\",\"namespaces\":[\"mpp-a\"]}"),
+	    201);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes/mpc-n0/gpus", NULL);
+	uuid = fx_str(fx, "%s", fx_json_str(r->json, "items[0].uuid"));
+
+	/* the same fields as application/json, on every PATCH; parameters allowed */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/mpp",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"display_name\":\"b\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "display_name", "b");
+	assert_json_str(r->json, "namespaces[0]", "mpp-a");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/users/mp-user",
+	    ((const char *[]){ "Content-Type: Application/Merge-Patch+JSON; charset=utf-8", NULL }),
+	    "{\"role\":\"operator\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "role", "operator");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/clusters/mpc",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"description\":\"merge\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "description", "merge");
+	assert_string_equal(fx_sql_text(fx, "SELECT description FROM clusters WHERE name = 'mpc'"),
+	    "merge");
+	/* validation is the same: unknown fields, bad values */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/mpp",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"colour\":\"red\"}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "colour");
+
+	/* null for a member that always has a value: 422 naming each, nothing changes */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/mpp",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"display_name\":null,\"namespaces\":null}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "display_name");
+	assert_json_str(r->json, "errors[1].field", "namespaces");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name || ':' || generation FROM projects WHERE name = 'mpp'"),
+	    "b:2");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/clusters/mpc",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"region\":null}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "region");
+	/* application/json keeps its rule: null is no change */
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/mpp", "{\"display_name\":null}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "display_name", "b");
+
+	/* a nullable member: null clears it */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid),
+	    ((const char *[]){ MERGE_PATCH, NULL }),
+	    "{\"health\":\"degraded\",\"health_reason\":\"fan\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "health_reason", "fan");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid),
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"health_reason\":null}");
+	assert_status(r, 200);
+	assert_json_null(r->json, "health_reason");
+	assert_json_str(r->json, "health", "degraded");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus WHERE uuid = $1 AND "
+			     "health_reason IS NULL AND health = 'degraded'",
+			     uuid),
+	    1);
+
+	/* an object member is merged: null removes a label, others are kept */
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    "{\"labels\":{\"zone\":\"a\",\"tier\":\"gold\",\"rack\":\"r1\"}}");
+	assert_status(r, 200);
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    ((const char *[]){ MERGE_PATCH, NULL }),
+	    "{\"labels\":{\"tier\":null,\"zone\":\"b\",\"gpu\":\"h100\",\"nothere\":null}}");
+	assert_status(r, 200);
+	assert_int_equal(json_object_object_length(fx_json(r->json, "labels")), 3);
+	assert_json_str(r->json, "labels.zone", "b");
+	assert_json_str(r->json, "labels.rack", "r1");
+	assert_json_str(r->json, "labels.gpu", "h100");
+	assert_json_absent(r->json, "labels.tier");
+	assert_string_equal(fx_sql_text(fx, "SELECT labels::text FROM nodes WHERE name = 'mpc-n0'"),
+	    "{\"gpu\": \"h100\", \"rack\": \"r1\", \"zone\": \"b\"}");
+	/* bad label entries, and null for the labels themselves */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"labels\":{\"-bad\":\"1\",\"ok\":7}}");
+	assert_problem(r, 422, "validation_failed");
+	assert_int_equal(fx_json_len(r->json, "errors"), 2);
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"labels\":null}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "labels");
+	/* application/json still replaces them all */
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    "{\"labels\":{\"only\":\"this\"}}");
+	assert_status(r, 200);
+	assert_int_equal(json_object_object_length(fx_json(r->json, "labels")), 1);
+	assert_json_str(r->json, "labels.only", "this");
+}
+
+/*
+ * RFC 5789 3.1: a PATCH with a body of another type is 415 with
+ * Accept-Patch; OPTIONS on a resource that takes PATCH names the types
+ * too. POST and PUT take application/json only (415, no Accept-Patch).
+ */
+static void
+test_patch_415_accept_patch_rfc5789(void **state)
+{
+	struct fixture *fx = *state;
+	struct raw_response r;
+
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"ap\",\"display_name\":\"a\"}"),
+	    201);
+	r = send_typed(fx, "PATCH", "/v1/projects/ap", "application/json-patch+json",
+	    "[{\"op\":\"replace\",\"path\":\"/display_name\",\"value\":\"b\"}]");
+	assert_int_equal(r.status, 415);
+	assert_string_equal(raw_header(fx->arena, &r, "Accept-Patch"),
+	    "application/json, application/merge-patch+json");
+	assert_string_equal(raw_header(fx->arena, &r, "Content-Type"), "application/problem+json");
+	r = send_typed(fx, "PATCH", "/v1/projects/ap", "text/plain", "{\"display_name\":\"b\"}");
+	assert_int_equal(r.status, 415);
+	assert_non_null(raw_header(fx->arena, &r, "Accept-Patch"));
+	/* "application/merge-patch+jsonx" is another type */
+	r = send_typed(fx, "PATCH", "/v1/projects/ap", "application/merge-patch+jsonx",
+	    "{\"display_name\":\"b\"}");
+	assert_int_equal(r.status, 415);
+	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = 'ap'"),
+	    "a");
+	/* a merge patch is for PATCH only */
+	r = send_typed(fx, "POST", "/v1/projects", "application/merge-patch+json",
+	    "{\"name\":\"ap2\",\"display_name\":\"a\"}");
+	assert_int_equal(r.status, 415);
+	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
+	r = send_typed(fx, "PUT", "/v1/projects/ap/quota", "application/merge-patch+json",
+	    "{\"items\":[]}");
+	assert_int_equal(r.status, 415);
+	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = 'ap2'"), 0);
+	/* OPTIONS: Accept-Patch where PATCH is allowed */
+	r = send_raw(fx, "OPTIONS", "/v1/projects/ap", NULL);
+	assert_int_equal(r.status, 204);
+	assert_string_equal(raw_header(fx->arena, &r, "Accept-Patch"),
+	    "application/json, application/merge-patch+json");
+	r = send_raw(fx, "OPTIONS", "/v1/projects", NULL);
+	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
+}
+
 int
 main(void)
 {
@@ -574,6 +751,8 @@ main(void)
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_if_match_list_rfc9110_13_1_1),
 		cmocka_unit_test(test_query_unknown_or_repeated_422),
+		cmocka_unit_test(test_merge_patch_rfc7396),
+		cmocka_unit_test(test_patch_415_accept_patch_rfc5789),
 	};
 
 	return fixture_exit_status(
