@@ -1,14 +1,16 @@
 /*
  * fuzz_query.c - libFuzzer harness for the query and header parsers:
  * limit/cursor paging (api_page, api_cursor_encode), RFC 3339 times
- * (time_parse_rfc3339, api_query_time, the formatters), If-Match
- * (api_if_match) and ids in paths (api_param_id).
+ * (time_parse_rfc3339, api_query_time, the formatters), If-Match lists
+ * (api_if_match, api_if_match_check) and ids in paths (api_param_id).
  *
  * The input is split at newlines into limit, cursor, a time, If-Match
  * and an id. Invariants: an accepted limit is 1..500; an accepted cursor
  * encodes back to the same text; a cursor we issue is accepted as the
  * same position; a time in years 1970..9999 formats and parses back to
- * itself (to the millisecond); refusals are 4xx with a field or a code.
+ * itself (to the millisecond); an If-Match that reads either matches a
+ * generation (guarding the write with it; nothing for "*") or is 412;
+ * refusals are 4xx with a field or a code.
  */
 #include "api/api.h"
 #include "core/arena.h"
