@@ -112,7 +112,7 @@ cors_headers(struct request *req, struct response *res, const char *allow)
 	response_header(res, "Access-Control-Allow-Origin", o);
 	response_header(res, "Vary", "Origin");
 	response_header(res, "Access-Control-Expose-Headers",
-	    "ETag, Location, Retry-After, X-Request-Id, Idempotent-Replayed");
+	    "ETag, Location, Retry-After, X-Request-Id, Idempotent-Replayed, Accept-Patch");
 	if (allow != NULL && req->header(req, "Access-Control-Request-Method") != NULL) {
 		response_header(res, "Access-Control-Allow-Methods", allow);
 		response_header(res, "Access-Control-Allow-Headers",
