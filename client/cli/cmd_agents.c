@@ -144,16 +144,27 @@ cmd_agents_enroll_create(struct cli *cli, const struct cli_command *cmd,
 	return CLI_EXIT_OK;
 }
 
+/* The list is not paged (a cluster holds few tokens): one GET, no limit or cursor. */
 static int
 enroll_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
 	char path[AGENTS_PATH_MAX];
+	struct gp_client_response r;
+	int rc;
 
 	(void)cmd;
 	if (agents_path(cli, path, sizeof(path), "/v1/clusters/", args->pos[0],
 		"/enrollment-tokens", NULL) != 0)
 		return CLI_EXIT_FAIL;
-	return print_list(cli, path, args, enroll_columns);
+	rc = cli_call(cli, "GET", path, NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, r.json);
+	else
+		output_table(stdout, gp_client_json_get(r.json, "items"), enroll_columns);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
 }
 
 static int
@@ -312,11 +323,6 @@ const struct cli_option cmd_agents_enroll_options[] = {
 	{ NULL, NULL, NULL, false },
 };
 
-static const struct cli_option list_options[] = {
-	CLI_LIST_OPTIONS,
-	{ NULL, NULL, NULL, false },
-};
-
 static const struct cli_option alert_list_options[] = {
 	{ "type", "T",
 	    "only this type: gpu_failed, node_unknown, drift, pool_degraded, "
@@ -358,11 +364,10 @@ static const struct cli_command agents_subcommands[] = {
 	},
 	{
 	    .name = "enroll-tokens",
-	    .usage = "CLUSTER [--limit N] [--cursor C]",
+	    .usage = "CLUSTER",
 	    .summary = "list a cluster's enrollment tokens (no secrets)",
 	    .min_args = 1,
 	    .max_args = 1,
-	    .options = list_options,
 	    .run = enroll_list,
 	},
 	{

@@ -64,7 +64,17 @@ struct route {
 	const char *pattern; /* "/v1/projects/{}/members/{}" */
 	route_handler_fn handler;
 	unsigned allow;
+	/*
+	 * The query parameters it takes, separated by spaces (NULL: none);
+	 * the operation's in api/openapi.yaml (tests/contract). Any other,
+	 * or one given twice, is 422 before the handler runs.
+	 */
+	const char *query;
 };
+
+#define Q_NONE NULL
+/* limit and cursor, the query parameters of every paged list (api_page) */
+#define Q_PAGE "limit cursor"
 
 extern const struct route api_routes[];
 extern const int api_nroutes;
@@ -138,6 +148,26 @@ int api_idem_keep(struct db *db, struct request *req, const struct response *res
 /* The server context of a request. */
 struct app *api_app(const struct request *req);
 
+/* True when the request's Content-Type is type (case-insensitive, parameters allowed). */
+bool api_content_type_is(const struct request *req, const char *type);
+
+/* The media types a PATCH body may have (Accept-Patch, RFC 5789 3.1). */
+#define API_ACCEPT_PATCH "application/json, application/merge-patch+json"
+
+/* True for a PATCH body sent as application/merge-patch+json (RFC 7396). */
+bool api_merge_patch(const struct request *req);
+
+/*
+ * RFC 7396: in a merge patch a member set to null removes that member.
+ * keys (NULL-terminated) are the members the object cannot lack: under
+ * application/merge-patch+json null for one of them is 422 naming it
+ * (a nullable member, which null clears, is not listed). Under
+ * application/json null counts as absent, as in every body. Returns -1
+ * when it added an error.
+ */
+int api_patch_not_null(struct request *req, struct json_object *body, const char *const *keys,
+    struct gp_error *err);
+
 /* Parse the body as a JSON object (400/422 on failure). */
 int api_body(struct request *req, struct json_object **out, struct gp_error *err)
     __attribute__((warn_unused_result));
@@ -153,9 +183,25 @@ void api_reply_list(struct request *req, struct response *res, struct json_objec
 /* Opaque cursor text for a position of req's listing (signed, bound to its route). */
 const char *api_cursor_encode(struct request *req, int64_t pos);
 
-/* If-Match: *expected = generation (0 when absent); 412 on junk. */
-int api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
+/*
+ * If-Match (RFC 9110 13.1.1), the one reader of the header for every
+ * versioned mutation: "*" or a list of entity tags. api_if_match reads
+ * it before anything changes (412 when it is not that syntax);
+ * api_if_match_check then evaluates it in the transaction against the
+ * object's current generation (0 for an object shown with ETag "0"): a
+ * listed strong tag equal to it, or "*", matches; a weak tag never
+ * does. 412 when nothing matches. *guard is what the write must still
+ * find (the generation, so that a concurrent change is 412), or 0 when
+ * the change is unconditional (no If-Match, or "*").
+ */
+struct api_if_match {
+	const char *value; /* the field value, lines joined; NULL when absent */
+	bool any;          /* "*" */
+};
+int api_if_match(struct request *req, struct api_if_match *m, struct gp_error *err)
     __attribute__((warn_unused_result));
+int api_if_match_check(const struct api_if_match *m, int64_t generation, const char *what,
+    int64_t *guard, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Set ETag from a generation. */
 void api_etag(struct request *req, struct response *res, int64_t generation);

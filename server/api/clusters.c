@@ -50,7 +50,7 @@ struct cluster_change {
 	const char *name;
 	const char *region;
 	const char *description;
-	int64_t expected;
+	struct api_if_match if_match;
 	struct cluster_row before;
 	struct cluster_row row;
 };
@@ -147,11 +147,14 @@ cluster_patch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct cluster_change *c = arg;
 	bool stale;
+	int64_t guard;
 
 	if (cluster_load(db, c->req, &c->before, err) < 0)
 		return -1;
-	if (db_cluster_update(db, c->req->arena, c->before.id, c->region, c->description,
-		c->expected, &c->row, &stale, err) < 0)
+	if (api_if_match_check(&c->if_match, c->before.generation, "cluster", &guard, err) < 0)
+		return -1;
+	if (db_cluster_update(db, c->req->arena, c->before.id, c->region, c->description, guard,
+		&c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
@@ -164,16 +167,18 @@ cluster_patch_tx(struct db *db, void *arg, struct gp_error *err)
 int
 api_clusters_patch(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char *const keys[] = { "region", "description", NULL };
 	struct json_object *body;
 	struct jfields f;
 	struct cluster_change c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	(void)api_patch_not_null(req, body, keys, err);
 	read_texts(&f, &c.region, &c.description);
 	if (jf_finish(&f) < 0)
 		return -1;
@@ -190,12 +195,12 @@ cluster_delete_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct cluster_change *c = arg;
 	bool stale;
+	int64_t guard;
 
 	if (cluster_load(db, c->req, &c->before, err) < 0)
 		return -1;
-	if (c->expected != 0 && c->expected != c->before.generation)
-		return gp_error_set(err, 412, "precondition_failed",
-		    "the cluster changed since it was read (ETag mismatch)");
+	if (api_if_match_check(&c->if_match, c->before.generation, "cluster", &guard, err) < 0)
+		return -1;
 	if (c->before.nodes > 0)
 		return gp_error_set(err, 409, "conflict",
 		    "cluster %s still has %lld nodes; remove them first", c->before.name,
@@ -215,7 +220,7 @@ api_clusters_delete(struct request *req, struct response *res, struct gp_error *
 	struct cluster_change c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	c.req = req;
 	if (db_tx(db_thread(), cluster_delete_tx, &c, err) < 0)

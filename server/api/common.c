@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PAGE_DEFAULT 50
 #define PAGE_MAX 500
@@ -20,6 +21,51 @@ int
 api_body(struct request *req, struct json_object **out, struct gp_error *err)
 {
 	return json_parse_object(req->arena, req->body, req->body_len, out, err);
+}
+
+bool
+api_content_type_is(const struct request *req, const char *type)
+{
+	const char *ct = req->header(req, "Content-Type");
+	size_t n = strlen(type);
+
+	if (ct == NULL)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	/* RFC 9110 8.3.1: type/subtype, then optional whitespace and ";" parameters */
+	if (strncasecmp(ct, type, n) != 0)
+		return false;
+	ct += n;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == '\0' || *ct == ';';
+}
+
+bool
+api_merge_patch(const struct request *req)
+{
+	return strcmp(req->method, "PATCH") == 0 &&
+	    api_content_type_is(req, "application/merge-patch+json");
+}
+
+int
+api_patch_not_null(struct request *req, struct json_object *body, const char *const *keys,
+    struct gp_error *err)
+{
+	int rc = 0;
+
+	if (!api_merge_patch(req))
+		return 0;
+	for (size_t i = 0; keys[i] != NULL; i++) {
+		struct json_object *v;
+
+		if (json_object_object_get_ex(body, keys[i], &v) && v == NULL)
+			rc = gp_error_field(err, keys[i],
+			    "cannot be removed: null in a merge patch removes a member, and "
+			    "this one always has a value");
+	}
+	return rc;
 }
 
 static bool
@@ -121,29 +167,102 @@ api_reply_list(struct request *req, struct response *res, struct json_object *it
 	response_json(req, res, 200, o);
 }
 
-int
-api_if_match(struct request *req, int64_t *expected, struct gp_error *err)
+/*
+ * Scan an If-Match value: "*" or a list of entity tags (RFC 9110 8.8.3,
+ * 13.1.1; empty list elements are allowed, 5.6.1). -1 when it is not
+ * that syntax. *star for "*"; *strong when a strong tag equals want
+ * (octet by octet); *weak when only a weak one does.
+ */
+static int
+if_match_scan(const char *h, const char *want, bool *star, bool *strong, bool *weak)
 {
-	const char *h = req->header(req, "If-Match");
-	char buf[32];
-	size_t n;
+	size_t wl = strlen(want);
+	const char *p = h;
+	int n = 0;
 
-	*expected = 0;
-	if (h == NULL || strcmp(h, "*") == 0)
+	*star = *strong = *weak = false;
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (*p == '\0')
+			break;
+		if (*p == '*') {
+			*star = true;
+			p++;
+		} else {
+			bool w = strncmp(p, "W/", 2) == 0;
+			const char *tag;
+
+			if (w)
+				p += 2;
+			if (*p != '"')
+				return -1;
+			tag = ++p;
+			/* etagc: %x21 / %x23-7E / obs-text */
+			while (*p != '"') {
+				unsigned char c = (unsigned char)*p;
+
+				if (c < 0x21 || c == 0x7f)
+					return -1;
+				p++;
+			}
+			if ((size_t)(p - tag) == wl && memcmp(tag, want, wl) == 0) {
+				if (w)
+					*weak = true;
+				else
+					*strong = true;
+			}
+			p++;
+		}
+		n++;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p != ',' && *p != '\0')
+			return -1;
+	}
+	/* "*" stands alone */
+	return n == 0 || (*star && n > 1) ? -1 : 0;
+}
+
+int
+api_if_match(struct request *req, struct api_if_match *m, struct gp_error *err)
+{
+	const char *h = req->header_list != NULL ? req->header_list(req, "If-Match")
+						 : req->header(req, "If-Match");
+	bool strong, weak;
+
+	memset(m, 0, sizeof(*m));
+	if (h == NULL)
 		return 0;
-	if (strncmp(h, "W/", 2) == 0)
-		/* RFC 9110 13.1.1: If-Match compares strongly, a weak tag never matches */
+	if (if_match_scan(h, "", &m->any, &strong, &weak) < 0)
 		return gp_error_set(err, 412, "precondition_failed",
-		    "If-Match needs a strong ETag (without W/)");
-	n = strlen(h);
-	if (n < 3 || n >= sizeof(buf) || h[0] != '"' || h[n - 1] != '"')
+		    "If-Match must be \"*\" or a list of entity tags (RFC 9110 13.1.1)");
+	m->value = h;
+	return 0;
+}
+
+int
+api_if_match_check(const struct api_if_match *m, int64_t generation, const char *what,
+    int64_t *guard, struct gp_error *err)
+{
+	char want[24];
+	bool star, strong, weak;
+
+	*guard = 0;
+	if (m->value == NULL || m->any)
+		return 0;
+	snprintf(want, sizeof(want), "%lld", (long long)generation);
+	if (if_match_scan(m->value, want, &star, &strong, &weak) < 0 || !strong) {
+		if (weak)
+			/* RFC 9110 13.1.1: If-Match compares strongly, a weak tag never matches */
+			return gp_error_set(err, 412, "precondition_failed",
+			    "If-Match needs a strong ETag (without W/): the %s is at \"%s\"", what,
+			    want);
 		return gp_error_set(err, 412, "precondition_failed",
-		    "If-Match must be an ETag this server issued");
-	memcpy(buf, h + 1, n - 2);
-	buf[n - 2] = '\0';
-	if (!parse_int64(buf, expected) || *expected < 1)
-		return gp_error_set(err, 412, "precondition_failed",
-		    "If-Match must be an ETag this server issued");
+		    "the %s changed since it was read: its ETag is \"%s\", not one If-Match lists",
+		    what, want);
+	}
+	*guard = generation;
 	return 0;
 }
 

@@ -112,7 +112,7 @@ cors_headers(struct request *req, struct response *res, const char *allow)
 	response_header(res, "Access-Control-Allow-Origin", o);
 	response_header(res, "Vary", "Origin");
 	response_header(res, "Access-Control-Expose-Headers",
-	    "ETag, Location, Retry-After, X-Request-Id, Idempotent-Replayed");
+	    "ETag, Location, Retry-After, X-Request-Id, Idempotent-Replayed, Accept-Patch");
 	if (allow != NULL && req->header(req, "Access-Control-Request-Method") != NULL) {
 		response_header(res, "Access-Control-Allow-Methods", allow);
 		response_header(res, "Access-Control-Allow-Headers",
@@ -161,6 +161,9 @@ find_route(struct request *req, struct response *res, struct gp_error *err)
 	if (path_known && strcmp(req->method, "OPTIONS") == 0) {
 		/* RFC 9110 9.3.7: what this resource allows, no body */
 		response_header(res, "Allow", arena_strdup(req->arena, allow));
+		/* RFC 5789 3.1: a resource that takes PATCH says which patch formats */
+		if (strstr(allow, "PATCH") != NULL)
+			response_header(res, "Accept-Patch", API_ACCEPT_PATCH);
 		response_empty(res, 204);
 		cors_headers(req, res, arena_strdup(req->arena, allow));
 		return FIND_ROUTE_OPTIONS;
@@ -273,19 +276,141 @@ authorize(const struct route *rt, const struct request *req, struct gp_error *er
 	}
 }
 
+/*
+ * A body is application/json; a PATCH body may also be a JSON merge
+ * patch (RFC 7396). A PATCH's 415 says which types it takes in
+ * Accept-Patch (RFC 5789 3.1).
+ */
 static int
-check_content_type(struct request *req, struct gp_error *err)
+check_content_type(struct request *req, struct response *res, struct gp_error *err)
 {
-	const char *ct;
+	bool patch = strcmp(req->method, "PATCH") == 0;
 
-	if (req->body_len == 0)
+	if (req->body_len == 0 || api_content_type_is(req, "application/json") ||
+	    (patch && api_content_type_is(req, "application/merge-patch+json")))
 		return 0;
-	ct = req->header(req, "Content-Type");
-	if (ct == NULL || strncasecmp(ct, "application/json", 16) != 0 ||
-	    (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))
+	if (patch) {
+		response_header(res, "Accept-Patch", API_ACCEPT_PATCH);
 		return gp_error_set(err, 415, "unsupported_media_type",
-		    "the request body must be application/json");
-	return 0;
+		    "a PATCH body must be application/json or application/merge-patch+json");
+	}
+	return gp_error_set(err, 415, "unsupported_media_type",
+	    "the request body must be application/json");
+}
+
+#define QUERY_WORDS_MAX 16
+
+/* Split a route's space-separated query list into words[] (at most QUERY_WORDS_MAX). */
+static int
+query_words(struct arena *a, const char *list, const char **words)
+{
+	int n = 0;
+
+	while (list != NULL && *list != '\0' && n < QUERY_WORDS_MAX) {
+		const char *end = strchr(list, ' ');
+		size_t len = end != NULL ? (size_t)(end - list) : strlen(list);
+
+		if (len > 0)
+			words[n++] = arena_strndup(a, list, len);
+		list += len;
+		while (*list == ' ')
+			list++;
+	}
+	return n;
+}
+
+/* A query name fit for a message: printable ASCII kept, other bytes as %XX, cut at 60. */
+static const char *
+query_name_shown(struct arena *a, const char *name)
+{
+	char *out = arena_alloc(a, 64 * 3 + 4), *w = out;
+
+	for (size_t i = 0; name[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (i == 60) {
+			memcpy(w, "...", 3);
+			w += 3;
+			break;
+		}
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			w += sprintf(w, "%%%02X", c);
+		else
+			*w++ = (char)c;
+	}
+	*w = '\0';
+	return out;
+}
+
+/*
+ * Every query parameter must be one the route takes (its "query" list,
+ * the operation's parameters in api/openapi.yaml), given once: anything
+ * else is 422 naming each offending parameter. Linear in the number of
+ * arguments: each is compared with the route's few names and with the
+ * unknown ones already reported (at most GP_ERROR_MAX_FIELDS).
+ */
+static int
+check_query(struct request *req, const struct route *rt, struct gp_error *err)
+{
+	const char *words[QUERY_WORDS_MAX], *reported[GP_ERROR_MAX_FIELDS];
+	int seen[QUERY_WORDS_MAX] = { 0 };
+	int n = 0, nwords, nreported = 0, problems = 0;
+	const char *const *names = req->query_names != NULL ? req->query_names(req, &n) : NULL;
+	char takes[256] = "";
+	const char *first = NULL;
+
+	if (n == 0)
+		return 0;
+	nwords = query_words(req->arena, rt->query, words);
+	for (int w = 0, off = 0; w < nwords && off < (int)sizeof(takes); w++) {
+		int k = snprintf(takes + off, sizeof(takes) - (size_t)off, "%s%s", w ? ", " : "",
+		    words[w]);
+
+		if (k > 0)
+			off += k;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i];
+		int w = 0;
+		bool again = false;
+
+		while (w < nwords && strcmp(words[w], name) != 0)
+			w++;
+		if (w < nwords) {
+			/* a name the route takes: the second time is the problem, once */
+			if (++seen[w] != 2)
+				continue;
+			problems++;
+			if (first == NULL)
+				first = arena_printf(req->arena,
+				    "query parameter \"%s\" given twice", name);
+			gp_error_field(err, name, "is given more than once; give it once");
+			continue;
+		}
+		for (int r = 0; r < nreported && !again; r++)
+			again = strcmp(reported[r], name) == 0;
+		if (again)
+			continue;
+		problems++;
+		if (nreported < GP_ERROR_MAX_FIELDS)
+			reported[nreported++] = name;
+		if (first == NULL)
+			first = arena_printf(req->arena, "unknown query parameter \"%s\"",
+			    query_name_shown(req->arena, name));
+		gp_error_field(err, query_name_shown(req->arena, name),
+		    "is not a query parameter of %s %s (%s%s)", req->method, req->path,
+		    nwords > 0 ? "it takes " : "it takes none", takes);
+		if (nreported == GP_ERROR_MAX_FIELDS)
+			break;
+	}
+	if (problems == 0)
+		return 0;
+	if (problems == 1)
+		snprintf(err->message, sizeof(err->message), "%s", first);
+	else
+		snprintf(err->message, sizeof(err->message),
+		    "%s, and %d more problems with the query", first, problems - 1);
+	return -1;
 }
 
 static void
@@ -653,7 +778,7 @@ api_dispatch(struct request *req, struct response *res)
 		    authorize(rt, req, &err) < 0)
 			goto fail;
 	}
-	if (check_content_type(req, &err) < 0)
+	if (check_content_type(req, res, &err) < 0 || check_query(req, rt, &err) < 0)
 		goto fail;
 	if (strcmp(req->method, "POST") == 0 && req->principal.user_id != 0)
 		key = req->header(req, "Idempotency-Key");

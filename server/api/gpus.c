@@ -176,7 +176,7 @@ struct gpu_change {
 	bool reason_set;
 	const char *reason;
 	int mig; /* -1 keep */
-	int64_t expected;
+	struct api_if_match if_match;
 	struct gpu_row before;
 	struct gpu_row row;
 	struct json_object *json;
@@ -439,8 +439,11 @@ gpu_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	const struct gpu_model *m;
 	struct json_object *before;
 	bool stale;
+	int64_t guard;
 
 	if (gpu_load(db, req, true, &c->before, err) < 0)
+		return -1;
+	if (api_if_match_check(&c->if_match, c->before.generation, "gpu", &guard, err) < 0)
 		return -1;
 	m = catalog_model(api_app(req)->catalog, c->before.model);
 	if (c->mig == 1 && (m == NULL || !m->mig_capable))
@@ -454,7 +457,7 @@ gpu_patch_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	json_own(req->arena, before);
 	if (db_gpu_update(db, req->arena, c->before.id, c->health, c->reason_set, c->reason, c->mig,
-		c->expected, &c->row, &stale, err) < 0)
+		guard, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
@@ -468,17 +471,20 @@ gpu_patch_tx(struct db *db, void *arg, struct gp_error *err)
 int
 api_gpus_patch(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char *const keys[] = { "health", "mig_enabled", NULL };
 	struct json_object *body;
 	struct jfields f;
 	struct gpu_change *c = arena_alloc(req->arena, sizeof(*c));
 	bool has_mig, mig = false;
 
 	c->mig = -1;
-	if (api_if_match(req, &c->expected, err) < 0)
+	if (api_if_match(req, &c->if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	/* health_reason is nullable: null clears it, as in application/json */
+	(void)api_patch_not_null(req, body, keys, err);
 	if (jf_string(&f, "health", false, 16, &c->health) == 0 && c->health != NULL &&
 	    strcmp(c->health, "ok") != 0 && strcmp(c->health, "degraded") != 0 &&
 	    strcmp(c->health, "failed") != 0)

@@ -155,6 +155,64 @@ read_labels(struct request *req, struct json_object *obj, const char *field, str
 	return bad ? NULL : json_to_arena(req->arena, out, NULL);
 }
 
+/*
+ * The labels of a merge patch (RFC 7396): an object whose members set a
+ * label, or remove it with null. Validated like read_labels; the
+ * object itself (owned by the request), or NULL after errors.
+ */
+static struct json_object *
+read_labels_patch(struct request *req, struct json_object *obj, struct gp_error *err)
+{
+	bool bad = false;
+
+	json_object_object_foreach(obj, key, val)
+	{
+		const char *path = arena_printf(req->arena, "labels.%s", key);
+
+		if (!label_key_valid(key)) {
+			gp_error_field(err, path, "is not a Kubernetes label key");
+			bad = true;
+		} else if (val != NULL && !json_object_is_type(val, json_type_string)) {
+			gp_error_field(err, path, "must be a string, or null to remove the label");
+			bad = true;
+		} else if (val != NULL &&
+		    !label_part_valid(json_object_get_string(val),
+			(size_t)json_object_get_string_len(val), true)) {
+			gp_error_field(err, path, "is not a Kubernetes label value");
+			bad = true;
+		}
+	}
+	return bad ? NULL : obj;
+}
+
+/* The node's labels (JSON text) with a merge patch of them applied; NULL after 422. */
+static const char *
+labels_merge(struct request *req, const char *labels_json, struct json_object *patch,
+    struct gp_error *err)
+{
+	struct json_object *merged = NULL;
+	size_t len = labels_json != NULL ? strlen(labels_json) : 0;
+	struct gp_error ignored;
+
+	gp_error_clear(&ignored);
+	if (len == 0 || json_parse_object(req->arena, labels_json, len, &merged, &ignored) < 0)
+		merged = json_own(req->arena, json_object_new_object());
+	json_object_object_foreach(patch, key, val)
+	{
+		if (val == NULL)
+			json_object_object_del(merged, key);
+		else
+			json_object_object_add(merged, key,
+			    json_object_new_string(json_object_get_string(val)));
+	}
+	if (json_object_object_length(merged) > LABELS_MAX) {
+		gp_error_field(err, "labels", "must hold at most %d labels (after the merge)",
+		    LABELS_MAX);
+		return NULL;
+	}
+	return json_to_arena(req->arena, merged, NULL);
+}
+
 /* The label filter "k=v,k2=v2" as a JSON object text. */
 static int
 label_filter(struct request *req, const char *q, const char **out, struct gp_error *err)
@@ -209,7 +267,8 @@ struct node_change {
 	int64_t cpu_millicores;
 	int64_t memory_bytes;
 	const char *labels;
-	int64_t expected;
+	struct json_object *labels_patch; /* a merge patch's labels (RFC 7396), or NULL */
+	struct api_if_match if_match;
 	const char *action; /* cordon|uncordon|drain */
 	const char *reason;
 	bool changed;
@@ -338,11 +397,17 @@ node_patch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct node_change *c = arg;
 	bool stale;
+	int64_t guard;
 
 	if (node_load(db, c->req, true, &c->before, err) < 0)
 		return -1;
+	if (api_if_match_check(&c->if_match, c->before.generation, "node", &guard, err) < 0)
+		return -1;
+	if (c->labels_patch != NULL &&
+	    (c->labels = labels_merge(c->req, c->before.labels_json, c->labels_patch, err)) == NULL)
+		return -1;
 	if (db_node_update(db, c->req->arena, c->before.id, c->hostname, c->cpu_millicores,
-		c->memory_bytes, c->labels, c->expected, &c->row, &stale, err) < 0)
+		c->memory_bytes, c->labels, guard, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
@@ -358,11 +423,13 @@ api_nodes_patch(struct request *req, struct response *res, struct gp_error *err)
 	struct json_object *body, *labels = NULL;
 	struct jfields f;
 	static const char *const fixed[] = { "name", "cluster", "status" };
+	static const char *const keys[] = { "hostname", "cpu_millicores", "memory_bytes", "labels",
+		NULL };
 	struct node_change c;
 	bool has_cpu, has_mem;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
@@ -373,8 +440,14 @@ api_nodes_patch(struct request *req, struct response *res, struct gp_error *err)
 		    "must be a host name: letters, digits, '-' and '.'");
 	jf_int(&f, "cpu_millicores", false, 0, INT64_MAX, &c.cpu_millicores, &has_cpu);
 	jf_int(&f, "memory_bytes", false, 0, INT64_MAX, &c.memory_bytes, &has_mem);
-	if (jf_object(&f, "labels", false, &labels) == 0 && labels != NULL)
-		c.labels = read_labels(req, labels, "labels", err);
+	/* a merge patch merges labels (null removes one); application/json replaces them all */
+	(void)api_patch_not_null(req, body, keys, err);
+	if (jf_object(&f, "labels", false, &labels) == 0 && labels != NULL) {
+		if (api_merge_patch(req))
+			c.labels_patch = read_labels_patch(req, labels, err);
+		else
+			c.labels = read_labels(req, labels, "labels", err);
+	}
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
 		const char *ignored;
 
@@ -416,13 +489,14 @@ node_action_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct node_change *c = arg;
 	const char *target = action_target(c->action);
+	int64_t guard;
 
 	c->changed = false;
 	if (node_load(db, c->req, true, &c->before, err) < 0)
 		return -1;
-	if (c->expected != 0 && c->expected != c->before.generation)
-		return gp_error_set(err, 412, "precondition_failed",
-		    "the node changed since it was read (ETag mismatch)");
+	/* the node is locked (FOR UPDATE): no guard needed in the write */
+	if (api_if_match_check(&c->if_match, c->before.generation, "node", &guard, err) < 0)
+		return -1;
 	if (strcmp(c->action, "cordon") == 0 && strcmp(c->before.status, "draining") == 0)
 		return gp_error_set(err, 409, "conflict",
 		    "node %s is draining (already out of placement); uncordon it first",
@@ -446,7 +520,7 @@ node_action(struct request *req, struct response *res, const char *action, struc
 	struct node_change c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (req->body_len > 0) {
 		struct json_object *body;

@@ -143,7 +143,7 @@ api_quota_get(struct request *req, struct response *res, struct gp_error *err)
 struct quota_change {
 	struct request *req;
 	const char *items_json; /* NULL: delete */
-	int64_t expected;
+	struct api_if_match if_match;
 	struct project_row project;
 	bool had;
 	const char *before;
@@ -164,17 +164,16 @@ quota_change_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	if (db_quota_lock(db, req->arena, c->project.id, &c->had, &c->before, err) < 0)
 		return -1;
-	if (c->expected != 0) {
-		int64_t gen = 0, upd = 0;
+	if (c->if_match.value != NULL) {
+		int64_t gen = 0, upd = 0, guard;
 		const char *ignored;
 		bool has;
 
+		/* locked above; no quota is shown as items [] with ETag "0" */
 		if (db_quota_get(db, req->arena, c->project.id, &has, &ignored, &gen, &upd, err) <
-		    0)
+			0 ||
+		    api_if_match_check(&c->if_match, has ? gen : 0, "quota", &guard, err) < 0)
 			return -1;
-		if (!has || gen != c->expected)
-			return gp_problem_set(err, GP_PROBLEM_PRECONDITION_FAILED,
-			    "the quota changed since it was read (ETag mismatch)");
 	}
 	if (c->items_json != NULL) {
 		if (db_quota_put(db, req->arena, c->project.id, c->items_json, &c->generation,
@@ -205,7 +204,7 @@ api_quota_put(struct request *req, struct response *res, struct gp_error *err)
 	int n = 0;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
@@ -232,7 +231,7 @@ api_quota_delete(struct request *req, struct response *res, struct gp_error *err
 	struct quota_change c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	c.req = req;
 	if (db_tx(db_thread(), quota_change_tx, &c, err) < 0)

@@ -191,7 +191,7 @@ struct project_patch {
 	struct request *req;
 	const char *display_name;
 	const char *namespaces;
-	int64_t expected;
+	struct api_if_match if_match;
 	struct project_row before;
 	struct project_row row;
 };
@@ -201,12 +201,15 @@ project_patch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct project_patch *c = arg;
 	bool stale;
+	int64_t guard;
 
 	if (api_project_access(db, c->req, c->req->params[0], PROJECT_MANAGE, &c->before, NULL,
 		err) < 0)
 		return -1;
+	if (api_if_match_check(&c->if_match, c->before.generation, "project", &guard, err) < 0)
+		return -1;
 	if (db_project_update(db, c->req->arena, c->before.id, c->display_name, c->namespaces,
-		c->expected, &c->row, &stale, err) < 0)
+		guard, &c->row, &stale, err) < 0)
 		return -1;
 	if (stale)
 		return gp_error_set(err, 412, "precondition_failed",
@@ -219,16 +222,18 @@ project_patch_tx(struct db *db, void *arg, struct gp_error *err)
 int
 api_projects_patch(struct request *req, struct response *res, struct gp_error *err)
 {
+	static const char *const keys[] = { "display_name", "namespaces", NULL };
 	struct json_object *body, *ns = NULL;
 	struct jfields f;
 	struct project_patch c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	(void)api_patch_not_null(req, body, keys, err);
 	if (jf_string(&f, "display_name", false, 200, &c.display_name) == 0 &&
 	    c.display_name != NULL && c.display_name[0] == '\0')
 		gp_error_field(err, "display_name", "must not be empty");
@@ -276,6 +281,7 @@ struct member_change {
 	struct request *req;
 	const char *role; /* NULL: remove */
 	const char *before;
+	struct api_if_match if_match; /* compared with the project's ETag */
 	struct project_row project;
 };
 
@@ -297,8 +303,12 @@ member_change_tx(struct db *db, void *arg, struct gp_error *err)
 	struct user_row u;
 	bool found;
 	int owners;
+	int64_t guard;
 
 	if (api_project_access(db, req, req->params[0], PROJECT_MANAGE, &c->project, NULL, err) < 0)
+		return -1;
+	/* a membership is part of its project: If-Match names the project's ETag */
+	if (api_if_match_check(&c->if_match, c->project.generation, "project", &guard, err) < 0)
 		return -1;
 	if (db_user_get(db, req->arena, req->params[1], &u, &found, err) < 0)
 		return -1;
@@ -352,6 +362,8 @@ api_members_put(struct request *req, struct response *res, struct gp_error *err)
 	enum project_role pr;
 
 	memset(&c, 0, sizeof(c));
+	if (api_if_match(req, &c.if_match, err) < 0)
+		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
@@ -373,6 +385,8 @@ api_members_delete(struct request *req, struct response *res, struct gp_error *e
 	struct member_change c;
 
 	memset(&c, 0, sizeof(c));
+	if (api_if_match(req, &c.if_match, err) < 0)
+		return -1;
 	c.req = req;
 	if (db_tx_serializable(db_thread(), member_change_tx, &c, err) < 0)
 		return -1;

@@ -148,7 +148,7 @@ struct user_patch {
 	bool disabled;
 	bool has_disabled;
 	const char *phc;
-	int64_t expected;
+	struct api_if_match if_match;
 	struct user_row before;
 	struct user_row row;
 };
@@ -158,13 +158,16 @@ user_patch_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct user_patch *c = arg;
 	bool found, stale;
+	int64_t guard;
 
 	if (db_user_get(db, c->req->arena, c->req->params[0], &c->before, &found, err) < 0)
 		return -1;
 	if (!found)
 		return gp_error_set(err, 404, "not_found", "no such user");
+	if (api_if_match_check(&c->if_match, c->before.generation, "user", &guard, err) < 0)
+		return -1;
 	if (db_user_update(db, c->req->arena, c->req->params[0], c->role,
-		c->has_disabled ? &c->disabled : NULL, c->phc, c->expected, &c->row, &found, &stale,
+		c->has_disabled ? &c->disabled : NULL, c->phc, guard, &c->row, &found, &stale,
 		err) < 0)
 		return -1;
 	if (stale)
@@ -181,6 +184,9 @@ user_patch_tx(struct db *db, void *arg, struct gp_error *err)
 	    json_own(c->req->arena, user_json(&c->row)), err);
 }
 
+/* a user's members a merge patch cannot remove (RFC 7396) */
+static const char *const user_patch_keys[] = { "role", "disabled", "password", NULL };
+
 int
 api_users_patch(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -194,11 +200,12 @@ api_users_patch(struct request *req, struct response *res, struct gp_error *err)
 	/* the body holds a password or the answer a new token */
 	arena_set_sensitive(req->arena);
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (api_if_match(req, &c.if_match, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
+	(void)api_patch_not_null(req, body, user_patch_keys, err);
 	if (jf_string(&f, "role", false, 16, &c.role) == 0 && c.role != NULL &&
 	    role_parse(c.role, &role) < 0)
 		gp_error_field(err, "role", "must be one of admin, operator, billing, none");

@@ -22,6 +22,8 @@
 struct request;
 
 typedef const char *(*request_lookup_fn)(const struct request *req, const char *name);
+/* Names in the order received, a name sent twice listed twice; *n their count. */
+typedef const char *const *(*request_names_fn)(const struct request *req, int *n);
 
 struct principal {
 	int64_t user_id;  /* 0 for anonymous */
@@ -42,8 +44,10 @@ struct request {
 	size_t body_len;
 	int64_t started_us; /* monotonic */
 
-	request_lookup_fn header;          /* case-insensitive header lookup */
-	request_lookup_fn query;           /* query-string argument lookup */
+	request_lookup_fn header;          /* case-insensitive header lookup (its first line) */
+	request_lookup_fn header_list;     /* every line of a list header, joined with ", " */
+	request_lookup_fn query;           /* query-string argument lookup (the first one) */
+	request_names_fn query_names;      /* the names of every query argument */
 	void (*wake)(struct request *req); /* a deferred request's answer is ready (any thread) */
 	void *transport;                   /* http/ private */
 

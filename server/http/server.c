@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -120,6 +121,71 @@ static const char *
 lookup_header(const struct request *req, const char *name)
 {
 	return MHD_lookup_connection_value(req->transport, MHD_HEADER_KIND, name);
+}
+
+struct header_join {
+	struct arena *arena;
+	const char *name;
+	char *out; /* NULL until a line is found */
+};
+
+static enum MHD_Result
+header_join_line(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct header_join *j = cls;
+
+	(void)kind;
+	if (key == NULL || value == NULL || strcasecmp(key, j->name) != 0)
+		return MHD_YES;
+	j->out = j->out == NULL ? arena_strdup(j->arena, value)
+				: arena_printf(j->arena, "%s, %s", j->out, value);
+	return MHD_YES;
+}
+
+/* A header sent on several lines is one comma-separated list (RFC 9110 5.3). */
+static const char *
+lookup_header_list(const struct request *req, const char *name)
+{
+	struct header_join j = { req->arena, name, NULL };
+
+	MHD_get_connection_values(req->transport, MHD_HEADER_KIND, header_join_line, &j);
+	return j.out;
+}
+
+struct query_names {
+	struct arena *arena;
+	const char **names;
+	int n, cap;
+};
+
+static enum MHD_Result
+query_name(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct query_names *q = cls;
+
+	(void)kind;
+	(void)value;
+	if (q->n == q->cap) {
+		int cap = q->cap ? q->cap * 2 : 8;
+		const char **names = arena_alloc(q->arena, sizeof(*names) * (size_t)cap);
+
+		if (q->n > 0)
+			memcpy(names, q->names, sizeof(*names) * (size_t)q->n);
+		q->names = names;
+		q->cap = cap;
+	}
+	q->names[q->n++] = key != NULL ? key : "";
+	return MHD_YES;
+}
+
+static const char *const *
+lookup_query_names(const struct request *req, int *n)
+{
+	struct query_names q = { req->arena, NULL, 0, 0 };
+
+	MHD_get_connection_values(req->transport, MHD_GET_ARGUMENT_KIND, query_name, &q);
+	*n = q.n;
+	return q.names;
 }
 
 static int
@@ -522,7 +588,9 @@ fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url, c
 	req->body_len = x->len;
 	req->started_us = x->started_us;
 	req->header = lookup_header;
+	req->header_list = lookup_header_list;
 	req->query = lookup_query;
+	req->query_names = lookup_query_names;
 	req->wake = http_resume;
 	req->transport = conn;
 	req->ctx = x->server->cfg.ctx;

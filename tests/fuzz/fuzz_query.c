@@ -1,14 +1,16 @@
 /*
  * fuzz_query.c - libFuzzer harness for the query and header parsers:
  * limit/cursor paging (api_page, api_cursor_encode), RFC 3339 times
- * (time_parse_rfc3339, api_query_time, the formatters), If-Match
- * (api_if_match) and ids in paths (api_param_id).
+ * (time_parse_rfc3339, api_query_time, the formatters), If-Match lists
+ * (api_if_match, api_if_match_check) and ids in paths (api_param_id).
  *
  * The input is split at newlines into limit, cursor, a time, If-Match
  * and an id. Invariants: an accepted limit is 1..500; an accepted cursor
  * encodes back to the same text; a cursor we issue is accepted as the
  * same position; a time in years 1970..9999 formats and parses back to
- * itself (to the millisecond); refusals are 4xx with a field or a code.
+ * itself (to the millisecond); an If-Match that reads either matches a
+ * generation (guarding the write with it; nothing for "*") or is 412;
+ * refusals are 4xx with a field or a code.
  */
 #include "api/api.h"
 #include "core/arena.h"
@@ -82,6 +84,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gp_error err;
 	int limit;
 	int64_t cursor, t, etag, id;
+	struct api_if_match im;
 	char *p = text;
 
 	/* strndup stops at a NUL: the parts are NUL-free, as MHD hands them over */
@@ -138,9 +141,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_time(a, f.part[2]);
 
 	memset(&err, 0, sizeof(err));
-	if (api_if_match(&req, &etag, &err) == 0) {
-		if (f.part[3] != NULL && strcmp(f.part[3], "*") != 0 && etag < 1)
+	if (api_if_match(&req, &im, &err) == 0) {
+		int64_t guard;
+
+		if ((f.part[3] == NULL) != (im.value == NULL))
 			abort();
+		/* "*" matches anything; a tag list that matches guards the write with it */
+		memset(&err, 0, sizeof(err));
+		etag = (int64_t)(size % 5);
+		if (api_if_match_check(&im, etag, "object", &guard, &err) == 0) {
+			if (im.value != NULL && !im.any && guard != etag)
+				abort();
+			if ((im.value == NULL || im.any) && guard != 0)
+				abort();
+		} else if (err.status != 412 || im.value == NULL || im.any) {
+			abort();
+		}
 	} else if (err.status != 412) {
 		abort();
 	}

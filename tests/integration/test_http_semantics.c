@@ -179,6 +179,9 @@ test_cors(void **state)
 	assert_int_equal(r.status, 401);
 	assert_string_equal(raw_header(fx->arena, &r, "Access-Control-Allow-Origin"),
 	    "http://localhost:5173");
+	/* a browser may read Accept-Patch of a PATCH's 415 (RFC 5789 3.1) */
+	assert_non_null(
+	    strstr(raw_header(fx->arena, &r, "Access-Control-Expose-Headers"), "Accept-Patch"));
 	req = raw_build(fx->arena, "GET", "/healthz",
 	    (const char *[]){ "Origin: https://evil.example.com", NULL }, NULL, 0, &len);
 	assert_int_equal(raw_exchange(fx->arena, srv->port, req, len, 5000, &r), 0);
@@ -357,6 +360,385 @@ test_did_you_mean(void **state)
 	assert_non_null(strstr(r->body, "unknown gpu model \\\"Z9\\\"\""));
 }
 
+/* One versioned mutation: where its ETag and its state are read. */
+struct versioned {
+	const char *method, *path, *body;
+	const char *etag_path;  /* GET: the ETag If-Match names */
+	const char *state_path; /* GET: unchanged after a 412 */
+	long ok;                /* the status when the condition holds */
+};
+
+/*
+ * RFC 9110 13.1.1: If-Match "*" or a list of entity tags; the change
+ * applies when a listed strong tag equals the current one. Every
+ * versioned mutation goes through the one reader (api_if_match): a list
+ * of stale, weak and foreign tags is 412 with nothing changed; the same
+ * list with the current tag added applies.
+ */
+static void
+test_if_match_list_rfc9110_13_1_1(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *uuid;
+
+	fixture_create_user(fx, "im-user", "none");
+	fx_fleet(fx, "imc", "H100-80GB", 1, 1, false);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
+			  "{\"name\":\"imc-empty\"}"),
+	    201);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"imp\",\"display_name\":\"a\"}"),
+	    201);
+	assert_status(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/imp/members/im-user",
+			  "{\"role\":\"owner\"}"),
+	    201);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes/imc-n0/gpus", NULL);
+	assert_status(r, 200);
+	uuid = fx_str(fx, "%s", fx_json_str(r->json, "items[0].uuid"));
+	{
+		const struct versioned ops[] = {
+			{ "PATCH", "/v1/users/im-user", "{\"role\":\"billing\"}",
+			    "/v1/users/im-user", "/v1/users/im-user", 200 },
+			{ "PATCH", "/v1/projects/imp", "{\"display_name\":\"b\"}",
+			    "/v1/projects/imp", "/v1/projects/imp", 200 },
+			/* a membership belongs to its project: If-Match names the project's tag */
+			{ "PUT", "/v1/projects/imp/members/admin", "{\"role\":\"viewer\"}",
+			    "/v1/projects/imp", "/v1/projects/imp/members", 201 },
+			{ "DELETE", "/v1/projects/imp/members/admin", NULL, "/v1/projects/imp",
+			    "/v1/projects/imp/members", 204 },
+			/* no quota yet: shown as items [] with ETag "0", which If-Match may name */
+			{ "PUT", "/v1/projects/imp/quota", "{\"items\":[]}",
+			    "/v1/projects/imp/quota", "/v1/projects/imp/quota", 201 },
+			{ "PUT", "/v1/projects/imp/quota",
+			    "{\"items\":[{\"model\":\"H100-80GB\",\"profile\":\"full\",\"count\":1}]}",
+			    "/v1/projects/imp/quota", "/v1/projects/imp/quota", 200 },
+			{ "DELETE", "/v1/projects/imp/quota", NULL, "/v1/projects/imp/quota",
+			    "/v1/projects/imp/quota", 204 },
+			{ "PATCH", "/v1/clusters/imc", "{\"description\":\"d\"}",
+			    "/v1/clusters/imc", "/v1/clusters/imc", 200 },
+			{ "PATCH", "/v1/nodes/imc-n0", "{\"hostname\":\"h2.example\"}",
+			    "/v1/nodes/imc-n0", "/v1/nodes/imc-n0", 200 },
+			{ "POST", "/v1/nodes/imc-n0/cordon", NULL, "/v1/nodes/imc-n0",
+			    "/v1/nodes/imc-n0", 200 },
+			{ "POST", "/v1/nodes/imc-n0/drain", NULL, "/v1/nodes/imc-n0",
+			    "/v1/nodes/imc-n0", 200 },
+			{ "POST", "/v1/nodes/imc-n0/uncordon", NULL, "/v1/nodes/imc-n0",
+			    "/v1/nodes/imc-n0", 200 },
+			{ "PATCH", fx_str(fx, "/v1/gpus/%s", uuid), "{\"health\":\"degraded\"}",
+			    fx_str(fx, "/v1/gpus/%s", uuid), fx_str(fx, "/v1/gpus/%s", uuid), 200 },
+			{ "DELETE", "/v1/clusters/imc-empty", NULL, "/v1/clusters/imc-empty",
+			    "/v1/clusters/imc-empty", 204 },
+		};
+
+		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+			const struct versioned *o = &ops[i];
+			const char *etag, *before;
+
+			r = fx_request(fx, fx->admin_token, "GET", o->etag_path, NULL);
+			assert_status(r, 200);
+			assert_true(r->etag[0] == '"');
+			etag = fx_str(fx, "%s", r->etag);
+			r = fx_request(fx, fx->admin_token, "GET", o->state_path, NULL);
+			before = fx_str(fx, "%s", r->body);
+			/* stale, weak and foreign tags (a comma inside one): 412, nothing changes */
+			r = fx_request_h(fx, fx->admin_token, o->method, o->path,
+			    ((const char *[]){
+				fx_str(fx, "If-Match: \"999\", W/%s, \"x,%s\"", etag, etag + 1),
+				NULL }),
+			    o->body ? "%s" : NULL, o->body);
+			if (r->status != 412)
+				fail_msg("%s %s: %ld, not 412", o->method, o->path, r->status);
+			assert_problem(r, 412, "precondition_failed");
+			r = fx_request(fx, fx->admin_token, "GET", o->state_path, NULL);
+			if (strcmp(r->body, before) != 0)
+				fail_msg("%s %s changed state after a 412", o->method, o->path);
+			/* the same list with the current tag: it applies */
+			r = fx_request_h(fx, fx->admin_token, o->method, o->path,
+			    ((const char *[]){
+				fx_str(fx, "If-Match: \"999\", W/%s, , %s", etag, etag), NULL }),
+			    o->body ? "%s" : NULL, o->body);
+			if (r->status != o->ok)
+				fail_msg("%s %s with If-Match naming %s: %ld, not %ld (%s)",
+				    o->method, o->path, etag, r->status, o->ok, r->body);
+		}
+	}
+	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = 'im-user'"),
+	    "billing");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM clusters WHERE name = 'imc-empty'"),
+	    0);
+	/* "*" matches any current representation; it stands alone */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+	    ((const char *[]){ "If-Match: *", NULL }), "{\"display_name\":\"c\"}");
+	assert_status(r, 200);
+	{
+		static const char *const junk[] = { "If-Match: *, \"1\"", "If-Match: \"1\" \"2\"",
+			"If-Match: 2", "If-Match: \"2", "If-Match: W/2", "If-Match: \"a b\"" };
+
+		for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+			r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+			    ((const char *[]){ junk[i], NULL }), "{\"display_name\":\"junk\"}");
+			assert_problem(r, 412, "precondition_failed");
+		}
+	}
+	/* tags compare octet by octet: "03" is not "3" */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects/imp", NULL);
+	assert_string_equal(r->etag, "\"3\"");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+	    ((const char *[]){ "If-Match: \"03\"", NULL }), "{\"display_name\":\"junk\"}");
+	assert_problem(r, 412, "precondition_failed");
+	/* RFC 9110 5.3: field lines of one name form one list */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/imp",
+	    ((const char *[]){ "If-Match: \"1\"", "If-Match: \"2\", \"3\"", NULL }),
+	    "{\"display_name\":\"d\"}");
+	assert_status(r, 200);
+	assert_string_equal(r->etag, "\"4\"");
+	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = 'imp'"),
+	    "d");
+}
+
+/*
+ * Query parameters: each operation takes the ones api/openapi.yaml lists
+ * (tests/contract checks the route table against it); an unknown one, or
+ * one given twice, is 422 naming it, before the handler runs.
+ */
+static void
+test_query_unknown_or_repeated_422(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *before;
+
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?foo=1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail", "unknown query parameter \"foo\"");
+	assert_json_str(r->json, "errors[0].field", "foo");
+	assert_json_str(r->json, "errors[0].message",
+	    "is not a query parameter of GET /v1/projects (it takes limit, cursor)");
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=1&limit=2", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail", "query parameter \"limit\" given twice");
+	assert_json_str(r->json, "errors[0].field", "limit");
+	assert_int_equal(fx_json_len(r->json, "errors"), 1);
+	/* a route without query parameters, a name without a value */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/me?verbose", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].message",
+	    "is not a query parameter of GET /v1/me (it takes none)");
+	/* every problem at once, each once; names shown printable */
+	r = fx_request(fx, fx->admin_token, "GET",
+	    "/v1/nodes?colour=red&limit=1&status=ready&colour=blue&limit=2&limit=3&%01x=1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail",
+	    "unknown query parameter \"colour\", and 2 more problems with the query");
+	assert_int_equal(fx_json_len(r->json, "errors"), 3);
+	assert_json_str(r->json, "errors[0].field", "colour");
+	assert_json_str(r->json, "errors[1].field", "limit");
+	assert_json_str(r->json, "errors[2].field", "%01x");
+	/* what the operation takes still works; HEAD is checked like GET */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes?limit=1&status=ready", NULL);
+	assert_status(r, 200);
+	assert_int_equal(send_raw(fx, "HEAD", "/v1/projects?foo=1", fx->admin_token).status, 422);
+	/* authentication first: no token is 401, not 422 */
+	assert_problem(fx_request(fx, NULL, "GET", "/v1/projects?foo=1", NULL), 401,
+	    "unauthorized");
+	/* a mutation with a stray parameter changes nothing */
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"qp\",\"display_name\":\"a\"}"),
+	    201);
+	before =
+	    fx_sql_text(fx, "SELECT display_name || generation FROM projects WHERE name = 'qp'");
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/qp?dry_run=true",
+	    "{\"display_name\":\"b\"}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "dry_run");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name || generation FROM projects WHERE name = 'qp'"),
+	    before);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects?name=qp2",
+	    "{\"name\":\"qp3\",\"display_name\":\"a\"}");
+	assert_problem(r, 422, "validation_failed");
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name LIKE 'qp_'"),
+	    0);
+}
+
+/* A raw request with a body of the given Content-Type. */
+static struct raw_response
+send_typed(struct fixture *fx, const char *method, const char *path, const char *type,
+    const char *body)
+{
+	const char *h[3] = { fx_str(fx, "Authorization: Bearer %s", fx->admin_token),
+		fx_str(fx, "Content-Type: %s", type), NULL };
+	struct raw_response r;
+	size_t len;
+	char *req = raw_build(fx->arena, method, path, h, body, strlen(body), &len);
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(raw_exchange(fx->arena, fx->server->port, req, len, 5000, &r), 0);
+	return r;
+}
+
+#define MERGE_PATCH "Content-Type: application/merge-patch+json"
+
+/*
+ * RFC 7396: every PATCH also takes application/merge-patch+json, with the
+ * fields of the application/json body; null removes a member, which
+ * clears a nullable one and is 422 for one that always has a value; an
+ * object member (node labels) is merged, not replaced.
+ */
+static void
+test_merge_patch_rfc7396(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *uuid;
+
+	fixture_create_user(fx, "mp-user", "none");
+	fx_fleet(fx, "mpc", "H100-80GB", 1, 1, false);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"mpp\",\"display_name\":\"a\",\"namespaces\":[\"mpp-a\"]}"),
+	    201);
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/nodes/mpc-n0/gpus", NULL);
+	uuid = fx_str(fx, "%s", fx_json_str(r->json, "items[0].uuid"));
+
+	/* the same fields as application/json, on every PATCH; parameters allowed */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/mpp",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"display_name\":\"b\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "display_name", "b");
+	assert_json_str(r->json, "namespaces[0]", "mpp-a");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/users/mp-user",
+	    ((const char *[]){ "Content-Type: Application/Merge-Patch+JSON; charset=utf-8", NULL }),
+	    "{\"role\":\"operator\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "role", "operator");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/clusters/mpc",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"description\":\"merge\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "description", "merge");
+	assert_string_equal(fx_sql_text(fx, "SELECT description FROM clusters WHERE name = 'mpc'"),
+	    "merge");
+	/* validation is the same: unknown fields, bad values */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/mpp",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"colour\":\"red\"}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "colour");
+
+	/* null for a member that always has a value: 422 naming each, nothing changes */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/projects/mpp",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"display_name\":null,\"namespaces\":null}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "display_name");
+	assert_json_str(r->json, "errors[1].field", "namespaces");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT display_name || ':' || generation FROM projects WHERE name = 'mpp'"),
+	    "b:2");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/clusters/mpc",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"region\":null}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "region");
+	/* application/json keeps its rule: null is no change */
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/projects/mpp", "{\"display_name\":null}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "display_name", "b");
+
+	/* a nullable member: null clears it */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid),
+	    ((const char *[]){ MERGE_PATCH, NULL }),
+	    "{\"health\":\"degraded\",\"health_reason\":\"fan\"}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "health_reason", "fan");
+	r = fx_request_h(fx, fx->admin_token, "PATCH", fx_str(fx, "/v1/gpus/%s", uuid),
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"health_reason\":null}");
+	assert_status(r, 200);
+	assert_json_null(r->json, "health_reason");
+	assert_json_str(r->json, "health", "degraded");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus WHERE uuid = $1 AND "
+			     "health_reason IS NULL AND health = 'degraded'",
+			     uuid),
+	    1);
+
+	/* an object member is merged: null removes a label, others are kept */
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    "{\"labels\":{\"zone\":\"a\",\"tier\":\"gold\",\"rack\":\"r1\"}}");
+	assert_status(r, 200);
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    ((const char *[]){ MERGE_PATCH, NULL }),
+	    "{\"labels\":{\"tier\":null,\"zone\":\"b\",\"gpu\":\"h100\",\"nothere\":null}}");
+	assert_status(r, 200);
+	assert_int_equal(json_object_object_length(fx_json(r->json, "labels")), 3);
+	assert_json_str(r->json, "labels.zone", "b");
+	assert_json_str(r->json, "labels.rack", "r1");
+	assert_json_str(r->json, "labels.gpu", "h100");
+	assert_json_absent(r->json, "labels.tier");
+	assert_string_equal(fx_sql_text(fx, "SELECT labels::text FROM nodes WHERE name = 'mpc-n0'"),
+	    "{\"gpu\": \"h100\", \"rack\": \"r1\", \"zone\": \"b\"}");
+	/* bad label entries, and null for the labels themselves */
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"labels\":{\"-bad\":\"1\",\"ok\":7}}");
+	assert_problem(r, 422, "validation_failed");
+	assert_int_equal(fx_json_len(r->json, "errors"), 2);
+	r = fx_request_h(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    ((const char *[]){ MERGE_PATCH, NULL }), "{\"labels\":null}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "labels");
+	/* application/json still replaces them all */
+	r = fx_request(fx, fx->admin_token, "PATCH", "/v1/nodes/mpc-n0",
+	    "{\"labels\":{\"only\":\"this\"}}");
+	assert_status(r, 200);
+	assert_int_equal(json_object_object_length(fx_json(r->json, "labels")), 1);
+	assert_json_str(r->json, "labels.only", "this");
+}
+
+/*
+ * RFC 5789 3.1: a PATCH with a body of another type is 415 with
+ * Accept-Patch; OPTIONS on a resource that takes PATCH names the types
+ * too. POST and PUT take application/json only (415, no Accept-Patch).
+ */
+static void
+test_patch_415_accept_patch_rfc5789(void **state)
+{
+	struct fixture *fx = *state;
+	struct raw_response r;
+
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"ap\",\"display_name\":\"a\"}"),
+	    201);
+	r = send_typed(fx, "PATCH", "/v1/projects/ap", "application/json-patch+json",
+	    "[{\"op\":\"replace\",\"path\":\"/display_name\",\"value\":\"b\"}]");
+	assert_int_equal(r.status, 415);
+	assert_string_equal(raw_header(fx->arena, &r, "Accept-Patch"),
+	    "application/json, application/merge-patch+json");
+	assert_string_equal(raw_header(fx->arena, &r, "Content-Type"), "application/problem+json");
+	r = send_typed(fx, "PATCH", "/v1/projects/ap", "text/plain", "{\"display_name\":\"b\"}");
+	assert_int_equal(r.status, 415);
+	assert_non_null(raw_header(fx->arena, &r, "Accept-Patch"));
+	/* "application/merge-patch+jsonx" is another type */
+	r = send_typed(fx, "PATCH", "/v1/projects/ap", "application/merge-patch+jsonx",
+	    "{\"display_name\":\"b\"}");
+	assert_int_equal(r.status, 415);
+	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = 'ap'"),
+	    "a");
+	/* a merge patch is for PATCH only */
+	r = send_typed(fx, "POST", "/v1/projects", "application/merge-patch+json",
+	    "{\"name\":\"ap2\",\"display_name\":\"a\"}");
+	assert_int_equal(r.status, 415);
+	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
+	r = send_typed(fx, "PUT", "/v1/projects/ap/quota", "application/merge-patch+json",
+	    "{\"items\":[]}");
+	assert_int_equal(r.status, 415);
+	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM projects WHERE name = 'ap2'"), 0);
+	/* OPTIONS: Accept-Patch where PATCH is allowed */
+	r = send_raw(fx, "OPTIONS", "/v1/projects/ap", NULL);
+	assert_int_equal(r.status, 204);
+	assert_string_equal(raw_header(fx->arena, &r, "Accept-Patch"),
+	    "application/json, application/merge-patch+json");
+	r = send_raw(fx, "OPTIONS", "/v1/projects", NULL);
+	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
+}
+
 int
 main(void)
 {
@@ -370,6 +752,10 @@ main(void)
 		cmocka_unit_test(test_logout_version),
 		cmocka_unit_test(test_cursors),
 		cmocka_unit_test(test_did_you_mean),
+		cmocka_unit_test(test_if_match_list_rfc9110_13_1_1),
+		cmocka_unit_test(test_query_unknown_or_repeated_422),
+		cmocka_unit_test(test_merge_patch_rfc7396),
+		cmocka_unit_test(test_patch_415_accept_patch_rfc5789),
 	};
 
 	return fixture_exit_status(
