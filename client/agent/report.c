@@ -5,6 +5,7 @@
 
 #include "core/timeutil.h"
 #include "report.h"
+#include "util.h"
 
 struct json_object *
 report_time(long long unix_s)
@@ -134,7 +135,7 @@ report_discovery(const struct ag_node *node)
 	json_object_put(st);
 	json_object_object_add(root, "gpus", gpus);
 	struct json_object *samples = json_object_new_array();
-	report_samples(node, 0, samples);
+	report_samples(node, ag_now(), samples);
 	json_object_object_add(root, "telemetry", samples);
 	return root;
 }

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "core/timeutil.h"
 #include "gp_client.h"
 #include "push.h"
 #include "util.h"
@@ -400,6 +401,33 @@ test_nvml_backend_process(void **state)
 	assert_int_equal(WEXITSTATUS(ws), 0);
 }
 
+/* --discover (read-only, what an operator runs on a new node) prints the
+ * GPUs and one telemetry sample stamped now. It printed 1970-01-01: seen
+ * on a real H200 (tests/fixtures/nvidia-smi/…h200…). */
+static void
+test_discover_stamps_now(void **state)
+{
+	struct ctx *c = *state;
+	char cmd[1024], out[8192];
+	snprintf(cmd, sizeof(cmd), "%s --discover --backend fake --fake-gpus %s --node-name d1",
+	    AGENT_PATH, c->gpus);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	assert_int_equal(pclose(f), 0);
+	struct json_object *o = json_tokener_parse(out);
+	assert_non_null(o);
+	assert_true(json_object_array_length(gp_client_json_get(o, "gpus")) >= 1);
+	const char *ts = json_object_get_string(gp_client_json_get(o, "telemetry[0].ts"));
+	assert_non_null(ts);
+	int64_t us = 0;
+	assert_int_equal(time_parse_rfc3339(ts, &us), 0);
+	long long now = ag_now();
+	assert_true(us / 1000000 > now - 60 && us / 1000000 <= now + 1);
+	json_object_put(o);
+}
+
 int
 main(void)
 {
@@ -410,6 +438,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_unenrolled_without_token_exits_3, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_nvml_backend_process, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discover_stamps_now, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
