@@ -90,8 +90,19 @@ nv_identity(struct nvml *n, nvmlDevice_t d, struct ag_gpu *g, char *err, size_t 
 	memset(&pci, 0, sizeof(pci));
 	if (n->nvmlDeviceGetPciInfo_v3(d, &pci) == NVML_SUCCESS)
 		snprintf(g->pci_device_id, sizeof(g->pci_device_id), "0x%08X", pci.pciDeviceId);
+	/* memory used as nvidia-smi shows it: without the driver's reserve (the
+	 * v2 call, R510+); older drivers only have v1, which counts it (on an
+	 * idle H200, driver 580: v1 615 MiB used, v2 and nvidia-smi 0) */
+	nvmlMemory_v2_t m2;
 	nvmlMemory_t mem;
-	if (n->nvmlDeviceGetMemoryInfo != NULL &&
+	memset(&m2, 0, sizeof(m2));
+	m2.version = AG_NVML_MEMORY_V2;
+	if (n->nvmlDeviceGetMemoryInfo_v2 != NULL &&
+	    n->nvmlDeviceGetMemoryInfo_v2(d, &m2) == NVML_SUCCESS) {
+		g->memory_mib = (int)(m2.total / (1024 * 1024));
+		g->memory_total_mib = (long long)(m2.total / (1024 * 1024));
+		g->memory_used_mib = (long long)(m2.used / (1024 * 1024));
+	} else if (n->nvmlDeviceGetMemoryInfo != NULL &&
 	    n->nvmlDeviceGetMemoryInfo(d, &mem) == NVML_SUCCESS) {
 		g->memory_mib = (int)(mem.total / (1024 * 1024));
 		g->memory_total_mib = (long long)(mem.total / (1024 * 1024));

@@ -16,6 +16,7 @@ typedef int nvmlReturn_t; /* enum nvmlReturn_enum */
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_TIMEOUT 10
 #define NVML_ERROR_INSUFFICIENT_RESOURCES 23
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
@@ -40,6 +41,19 @@ typedef struct {
 	unsigned long long free;
 	unsigned long long used;
 } nvmlMemory_t;
+
+/* nvml.h's nvmlMemory_v2_t: "used" leaves out what the driver and firmware
+ * reserve (the v1 call counts it), as nvidia-smi shows it since R510 */
+typedef struct {
+	unsigned int version;
+	unsigned long long total;
+	unsigned long long reserved;
+	unsigned long long free;
+	unsigned long long used;
+} nvmlMemory_v2_t;
+
+/* NVML_STRUCT_VERSION(Memory, 2): the struct's size, the version in the top byte */
+#define AG_NVML_MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2U << 24)))
 
 typedef struct {
 	unsigned int gpu;
@@ -124,6 +138,7 @@ typedef struct {
 	X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char *, unsigned int))                   \
 	X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t *))                  \
 	X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t *))                   \
+	X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_v2_t *))             \
 	X(nvmlDeviceGetMigMode, nvmlReturn_t, (nvmlDevice_t, unsigned int *, unsigned int *))      \
 	X(nvmlDeviceGetGpuInstances, nvmlReturn_t,                                                 \
 	    (nvmlDevice_t, unsigned int, nvmlGpuInstance_t *, unsigned int *))                     \

@@ -329,6 +329,23 @@ nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 	return NVML_SUCCESS;
 }
 
+/* v2 as the driver does it: the reserve is apart, "used" is what processes hold
+ * (the v1 call above counts the reserve as used); a wrong version is refused */
+nvmlReturn_t
+nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
+{
+	struct sgpu *s = gpu_of(d);
+	if (s == NULL || m == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (m->version != AG_NVML_MEMORY_V2)
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	m->total = (unsigned long long)s->memory_mib * 1024 * 1024;
+	m->reserved = 59ULL * 1024 * 1024;
+	m->used = 0;
+	m->free = m->total - m->reserved;
+	return NVML_SUCCESS;
+}
+
 nvmlReturn_t
 nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pend)
 {

@@ -74,6 +74,10 @@ test_discover_and_health(void **state)
 	assert_string_equal(n.gpus[0].product_name, "NVIDIA H100 80GB HBM3");
 	assert_string_equal(n.gpus[0].pci_device_id, "0x233010DE");
 	assert_int_equal(n.gpus[0].memory_mib, 81559);
+	/* used as nvidia-smi shows it: the v2 call, without the driver's reserve
+	 * (the stub reserves 59 MiB, which the v1 call counts as used) */
+	assert_int_equal(n.gpus[0].memory_total_mib, 81559);
+	assert_int_equal(n.gpus[0].memory_used_mib, 0);
 	assert_true(n.gpus[0].mig_enabled);
 	assert_false(n.gpus[2].mig_enabled);
 	assert_true(n.gpus[0].power_w > 71.1 && n.gpus[0].power_w < 71.2);
