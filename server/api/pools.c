@@ -144,6 +144,7 @@ struct quota_change {
 	struct request *req;
 	const char *items_json; /* NULL: delete */
 	int64_t expected;
+	bool expect_none; /* If-Match: "0", the ETag GET answers while there is no quota */
 	struct project_row project;
 	bool had;
 	const char *before;
@@ -152,6 +153,23 @@ struct quota_change {
 	int64_t updated_us;
 	const char *usage;
 };
+
+/*
+ * The If-Match of a quota change. GET answers ETag "0" for a project
+ * without a quota, so "0" is a tag this server issued: it means "only
+ * while there is none".
+ */
+static int
+quota_if_match(struct request *req, struct quota_change *c, struct gp_error *err)
+{
+	const char *h = req->header(req, "If-Match");
+
+	if (h != NULL && strcmp(h, "\"0\"") == 0) {
+		c->expect_none = true;
+		return 0;
+	}
+	return api_if_match(req, &c->expected, err);
+}
 
 static int
 quota_change_tx(struct db *db, void *arg, struct gp_error *err)
@@ -164,6 +182,9 @@ quota_change_tx(struct db *db, void *arg, struct gp_error *err)
 		return -1;
 	if (db_quota_lock(db, req->arena, c->project.id, &c->had, &c->before, err) < 0)
 		return -1;
+	if (c->expect_none && c->had)
+		return gp_problem_set(err, GP_PROBLEM_PRECONDITION_FAILED,
+		    "the project has a quota now (ETag mismatch)");
 	if (c->expected != 0) {
 		int64_t gen = 0, upd = 0;
 		const char *ignored;
@@ -205,7 +226,7 @@ api_quota_put(struct request *req, struct response *res, struct gp_error *err)
 	int n = 0;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (quota_if_match(req, &c, err) < 0)
 		return -1;
 	if (api_body(req, &body, err) < 0)
 		return -1;
@@ -232,7 +253,7 @@ api_quota_delete(struct request *req, struct response *res, struct gp_error *err
 	struct quota_change c;
 
 	memset(&c, 0, sizeof(c));
-	if (api_if_match(req, &c.expected, err) < 0)
+	if (quota_if_match(req, &c, err) < 0)
 		return -1;
 	c.req = req;
 	if (db_tx(db_thread(), quota_change_tx, &c, err) < 0)
