@@ -448,7 +448,7 @@ static const struct cli_command periods_subcommands[] = {
 static const struct cli_command billing_subcommands[] = {
 	{
 	    .name = "rates",
-	    .usage = "[list|set] ...",
+	    .usage = "[--model M] [--profile P] [--at TIME]",
 	    .summary = "list and set hourly rates",
 	    .max_args = 0,
 	    .options = rates_list_options,
@@ -457,7 +457,7 @@ static const struct cli_command billing_subcommands[] = {
 	},
 	{
 	    .name = "usage",
-	    .usage = "[--project P] [--from T] [--to T] [--group-by G]",
+	    .usage = "[--project P] [--from T] [--to T] [--group-by G] [--limit N] [--cursor C]",
 	    .summary = "billed hourly rows (usage, credits, adjustments) with totals",
 	    .max_args = 0,
 	    .options = usage_options,
@@ -465,7 +465,7 @@ static const struct cli_command billing_subcommands[] = {
 	},
 	{
 	    .name = "periods",
-	    .usage = "[list|close] ...",
+	    .usage = "",
 	    .summary = "list and close billing periods",
 	    .max_args = 0,
 	    .run = periods_list,
@@ -489,7 +489,8 @@ static const struct cli_command billing_subcommands[] = {
 	},
 	{
 	    .name = "export",
-	    .usage = "--period YYYY-MM|--from T --to T --format csv|jsonl|focus -o FILE",
+	    .usage = "--period YYYY-MM|--from T --to T --format csv|jsonl|focus -o FILE [--id N] "
+		     "[--timeout S]",
 	    .summary = "export billed rows to a file, checked by SHA-256 (billing, admin)",
 	    .help = "Creates an export job, waits for it (progress on a terminal), downloads\n"
 		    "the file and checks its SHA-256 against the server's; a mismatch exits\n"
@@ -510,7 +511,7 @@ const struct cli_command cmd_billing_commands[] = {
 	/* the short forms: gpupool rates list|set, gpupool usage */
 	{
 	    .name = "rates",
-	    .usage = "[list|set] ...",
+	    .usage = "[--model M] [--profile P] [--at TIME]",
 	    .summary = "list and set hourly rates (as gpupool billing rates)",
 	    .max_args = 0,
 	    .options = rates_list_options,
@@ -519,7 +520,7 @@ const struct cli_command cmd_billing_commands[] = {
 	},
 	{
 	    .name = "usage",
-	    .usage = "[--project P] [--from T] [--to T] [--group-by G]",
+	    .usage = "[--project P] [--from T] [--to T] [--group-by G] [--limit N] [--cursor C]",
 	    .summary = "billed usage with totals (as gpupool billing usage)",
 	    .max_args = 0,
 	    .options = usage_options,

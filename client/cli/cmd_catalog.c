@@ -225,7 +225,8 @@ static const struct cli_command catalog_subcommands[] = {
 const struct cli_command cmd_catalog_commands[] = {
 	{
 	    .name = "catalog",
-	    .usage = "[list|get] ...",
+	    .usage = "[--mig on|off] [--product-name NAME|--pci-device-id ID] [--limit N] "
+		     "[--cursor C]",
 	    .summary = "the GPU models and their MIG profiles (the names requests take)",
 	    .help = "Without a subcommand, 'gpupool catalog list'.",
 	    .max_args = 0,

@@ -21,6 +21,10 @@ static const struct output_column pool_columns[] = {
 	{ "ITEMS", "items_text" },
 	{ "ENDS", "ends_at" },
 	{ "CREATED", "created_at" },
+	OUTPUT_WIDE,
+	{ "GENERATION", "generation" },
+	{ "UPDATED", "updated_at" },
+	{ "RELEASED", "released_at" },
 	{ NULL, NULL },
 };
 

@@ -22,6 +22,13 @@ static const struct output_column request_columns[] = {
 	{ "ITEMS", "items_text" },
 	{ "REQUESTED BY", "requested_by" },
 	{ "REQUESTED", "requested_at" },
+	OUTPUT_WIDE,
+	{ "JUSTIFICATION", "justification" },
+	{ "EXPIRES", "expires_at" },
+	{ "DECIDED BY", "decided_by" },
+	{ "DECIDED", "decided_at" },
+	{ "NOTE", "note" },
+	{ "REASON", "reason" },
 	{ NULL, NULL },
 };
 
