@@ -445,6 +445,33 @@ static const struct cli_command periods_subcommands[] = {
 	{ .name = NULL },
 };
 
+static const struct cli_option exports_list_options[] = {
+	CLI_LIST_OPTIONS,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_command exports_subcommands[] = {
+	{
+	    .name = "list",
+	    .usage = "[--limit N] [--cursor C]",
+	    .summary = "list export jobs, newest first (admin, operator, billing)",
+	    .max_args = 0,
+	    .options = exports_list_options,
+	    .run = cmd_billing_exports_list,
+	},
+	{
+	    .name = "get",
+	    .usage = "ID",
+	    .summary = "get an export job: state, rows, bytes, SHA-256 (admin, operator, billing)",
+	    .help = "Show an export job. 'gpupool billing export --id ID -o FILE' downloads\n"
+		    "its file.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = cmd_billing_exports_get,
+	},
+	{ .name = NULL },
+};
+
 static const struct cli_command billing_subcommands[] = {
 	{
 	    .name = "rates",
@@ -498,6 +525,11 @@ static const struct cli_command billing_subcommands[] = {
 	    .max_args = 0,
 	    .options = cmd_billing_export_options,
 	    .run = cmd_billing_export,
+	},
+	{
+	    .name = "exports",
+	    .summary = "list and get export jobs",
+	    .subcommands = exports_subcommands,
 	},
 	{ .name = NULL },
 };

@@ -14,7 +14,9 @@
  *     a real gpupoold (the cases are below; a command without both fails
  *     the test, naming it);
  *   - -o yaml parses as YAML (PyYAML when python3 has it, and always a
- *     strict reader of the subset the CLI writes) and equals -o json.
+ *     strict reader of the subset the CLI writes) and equals -o json;
+ *   - every operation of api/openapi.yaml has a command (or a stated
+ *     reason not to: probes, the node agent's own endpoints).
  */
 #include "fixture.h"
 
@@ -29,13 +31,13 @@
 #define WALK_MAX_ARGS 48
 
 struct walk_command {
-	char path[128];    /* "nodes update" */
-	bool runnable;     /* has its own --help page with options */
-	const char *help;  /* that page */
+	char path[128];          /* "nodes update" */
+	bool runnable;           /* has its own --help page with options */
+	const char *help;        /* that page */
 	char group_summary[256]; /* the line its parent lists it with */
-	bool is_group;     /* has subcommands */
-	bool has_get;      /* ... one of them "get" */
-	int ok, failed;    /* cases run */
+	bool is_group;           /* has subcommands */
+	bool has_get;            /* ... one of them "get" */
+	int ok, failed;          /* cases run */
 };
 
 struct walk {
@@ -88,8 +90,7 @@ walk_run_offline(struct walk *w, const char *path, const char *const *extra)
 }
 
 /* The "  name   summary" lines of a table help after "commands:\n". */
-static void
-walk_group(struct walk *w, const char *path, const char *out);
+static void walk_group(struct walk *w, const char *path, const char *out);
 
 static void
 walk_command(struct walk *w, const char *path, const char *summary)
@@ -579,15 +580,17 @@ walk_check_yaml(struct walk *w, const char *const *argv)
 		    "else 3)' %s %s",
 		    yf, jf));
 		if (st != 0)
-			print_error("PyYAML reads -o yaml of gpupool %s differently:\n%s\n", argv[0],
-			    py->out);
+			print_error("PyYAML reads -o yaml of gpupool %s differently:\n%s\n",
+			    argv[0], py->out);
 		assert_int_equal(st, 0);
 	}
 }
 
 /* ---- the cases ---- */
 
-enum { YAML = 1 };
+enum {
+	YAML = 1
+};
 
 /*
  * Run "gpupool ARGS" (NULL-terminated) as the walk's user with input on
@@ -639,8 +642,7 @@ walk_case_env(struct walk *w, const char *const *env, const char *input, int sta
 }
 
 #define OK(...) walk_case_env(w, w->env, NULL, 0, 0, (const char *const[]){ __VA_ARGS__, NULL })
-#define OKY(...) \
-	walk_case_env(w, w->env, NULL, 0, YAML, (const char *const[]){ __VA_ARGS__, NULL })
+#define OKY(...) walk_case_env(w, w->env, NULL, 0, YAML, (const char *const[]){ __VA_ARGS__, NULL })
 #define FAIL(st, ...) \
 	walk_case_env(w, w->env, NULL, st, 0, (const char *const[]){ __VA_ARGS__, NULL })
 
@@ -827,8 +829,8 @@ walk_cases(struct walk *w)
 	FAIL(1, "quota", "delete", proj);
 
 	/* billing */
-	OK("billing", "rates", "set", "H100-80GB", "full", "--price-micro", "2000000",
-	    "--currency", "USD", "--from", "2020-01-01T00:00:00Z");
+	OK("billing", "rates", "set", "H100-80GB", "full", "--price-micro", "2000000", "--currency",
+	    "USD", "--from", "2020-01-01T00:00:00Z");
 	FAIL(2, "billing", "rates", "set", "H100-80GB", "full");
 	OK("billing", "rates");
 	FAIL(2, "billing", "rates", "extra");
@@ -865,6 +867,11 @@ walk_cases(struct walk *w)
 	OK("billing", "export", "--from", "2020-01-01T00:00:00Z", "--to", "2020-01-01T01:00:00Z",
 	    "--format", "csv", "--output-file", file);
 	FAIL(2, "billing", "export", "--period", "2020-01", "--output-file", file);
+	OKY("billing", "exports", "list");
+	FAIL(2, "billing", "exports", "list", "--limit", "-1");
+	id = walk_id(w, "SELECT max(id) FROM billing_exports WHERE format = $1", "csv");
+	OKY("billing", "exports", "get", id);
+	FAIL(1, "billing", "exports", "get", "999999999");
 	OK("reports", "utilization", "--from", "2020-01-01T00:00:00Z", "--to",
 	    "2020-01-02T00:00:00Z");
 	FAIL(2, "reports", "utilization", "--from", "2020-01-01T00:00:00Z");
@@ -899,6 +906,145 @@ walk_cases(struct walk *w)
 	FAIL(1, "audit", "--since", "yesterday");
 	OK("audit", "list", "--limit", "3");
 	FAIL(2, "audit", "list", "--all", "--limit", "3");
+}
+
+/* Each operation of api/openapi.yaml and the command that calls it. */
+static const struct {
+	const char *operation;
+	const char *command; /* NULL: none, for why */
+	const char *why;
+} walk_operations[] = {
+	{ "getHealthz", "version", NULL },
+	{ "getReadyz", NULL, "a readiness probe for load balancers" },
+	{ "getMetrics", NULL, "scraped by Prometheus" },
+	{ "getOpenapi", NULL, "the API description itself" },
+	{ "login", "login", NULL },
+	{ "logout", "logout", NULL },
+	{ "getMe", "me", NULL },
+	{ "createToken", "tokens create", NULL },
+	{ "listTokens", "tokens list", NULL },
+	{ "getToken", "tokens get", NULL },
+	{ "revokeToken", "tokens revoke", NULL },
+	{ "createUser", "users create", NULL },
+	{ "listUsers", "users list", NULL },
+	{ "getUser", "users get", NULL },
+	{ "updateUser", "users update", NULL },
+	{ "createProject", "projects create", NULL },
+	{ "listProjects", "projects list", NULL },
+	{ "getProject", "projects get", NULL },
+	{ "updateProject", "projects update", NULL },
+	{ "listMembers", "members list", NULL },
+	{ "putMember", "members add", NULL },
+	{ "deleteMember", "members remove", NULL },
+	{ "listAudit", "audit", NULL },
+	{ "listGpuModels", "catalog list", NULL },
+	{ "getGpuModel", "catalog get", NULL },
+	{ "createCluster", "clusters create", NULL },
+	{ "listClusters", "clusters list", NULL },
+	{ "getCluster", "clusters get", NULL },
+	{ "updateCluster", "clusters update", NULL },
+	{ "deleteCluster", "clusters delete", NULL },
+	{ "createNode", "nodes create", NULL },
+	{ "listNodes", "nodes list", NULL },
+	{ "getNode", "nodes get", NULL },
+	{ "updateNode", "nodes update", NULL },
+	{ "cordonNode", "nodes cordon", NULL },
+	{ "uncordonNode", "nodes uncordon", NULL },
+	{ "drainNode", "nodes drain", NULL },
+	{ "createGpu", "gpus create", NULL },
+	{ "listNodeGpus", "gpus list", NULL }, /* --node, through GET /v1/gpus?node= */
+	{ "listGpus", "gpus list", NULL },
+	{ "getGpu", "gpus get", NULL },
+	{ "updateGpu", "gpus update", NULL },
+	{ "getCapacity", "capacity", NULL },
+	{ "simulateCapacity", "capacity simulate", NULL },
+	{ "getQuota", "quota get", NULL },
+	{ "putQuota", "quota set", NULL },
+	{ "deleteQuota", "quota delete", NULL },
+	{ "listPools", "pools list", NULL },
+	{ "getPool", "pools get", NULL },
+	{ "submitPoolRequest", "request create", NULL }, /* and expand, shrink, release */
+	{ "listPoolRequests", "requests list", NULL },
+	{ "getPoolRequest", "requests get", NULL },
+	{ "approvePoolRequest", "request approve", NULL },
+	{ "rejectPoolRequest", "request reject", NULL },
+	{ "cancelPoolRequest", "request cancel", NULL },
+	{ "createBillingRate", "billing rates set", NULL },
+	{ "listBillingRates", "billing rates list", NULL },
+	{ "runBillingAccrual", "billing accrue", NULL },
+	{ "getBillingUsage", "billing usage", NULL },
+	{ "listBillingPeriods", "billing periods list", NULL },
+	{ "closeBillingPeriod", "billing periods close", NULL },
+	{ "createBillingAdjustment", "billing adjust", NULL },
+	{ "createBillingExport", "billing export", NULL },
+	{ "listBillingExports", "billing exports list", NULL },
+	{ "getBillingExport", "billing exports get", NULL },
+	{ "downloadBillingExport", "billing export", NULL }, /* --id N */
+	{ "createEnrollmentToken", "agents enroll-token", NULL },
+	{ "listEnrollmentTokens", "agents enroll-tokens", NULL },
+	{ "revokeEnrollmentToken", "agents revoke-enroll-token", NULL },
+	{ "revokeNodeToken", "agents revoke-token", NULL },
+	{ "getNodeMigConfig", "agents mig-config", NULL },
+	{ "agentEnroll", NULL, "gpupool-agent's, with an enrollment token" },
+	{ "agentRotateToken", NULL, "gpupool-agent's, with its node token" },
+	{ "agentDesiredState", NULL, "gpupool-agent's, with its node token" },
+	{ "agentStatus", NULL, "gpupool-agent's, with its node token" },
+	{ "agentHeartbeat", NULL, "gpupool-agent's, with its node token" },
+	{ "agentMetrics", NULL, "gpupool-agent's, with its node token" },
+	{ "agentProfiles", NULL, "gpupool-agent's, with its node token" },
+	{ "getGpuMetrics", "gpus metrics", NULL },
+	{ "listAlerts", "alerts list", NULL },
+	{ "ackAlert", "alerts ack", NULL },
+	{ "listProfiles", "profiles list", NULL },
+	{ "getUtilizationReport", "reports utilization", NULL },
+};
+
+/* Every operationId of the API description is in walk_operations, and no more. */
+static void
+walk_check_operations(struct walk *w)
+{
+	size_t nops = sizeof(walk_operations) / sizeof(walk_operations[0]);
+	bool seen[sizeof(walk_operations) / sizeof(walk_operations[0])] = { false };
+	FILE *f = fopen(GP_OPENAPI_PATH, "r");
+	char line[512];
+	int bad = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		const char *op = strstr(line, "operationId: ");
+		size_t i;
+
+		if (op == NULL)
+			continue;
+		op += strlen("operationId: ");
+		line[strcspn(line, "\r\n")] = '\0';
+		for (i = 0; i < nops && strcmp(walk_operations[i].operation, op) != 0; i++)
+			;
+		if (i == nops) {
+			print_error("operation %s of api/openapi.yaml has no CLI command here\n",
+			    op);
+			bad++;
+			continue;
+		}
+		seen[i] = true;
+	}
+	fclose(f);
+	for (size_t i = 0; i < nops; i++) {
+		const char *cmd = walk_operations[i].command;
+
+		if (!seen[i]) {
+			print_error("operation %s is not in api/openapi.yaml\n",
+			    walk_operations[i].operation);
+			bad++;
+		}
+		if (cmd != NULL && (walk_find(w, cmd) == NULL || !walk_find(w, cmd)->runnable)) {
+			print_error("operation %s: no command \"gpupool %s\"\n",
+			    walk_operations[i].operation, cmd);
+			bad++;
+		}
+		assert_true(cmd != NULL || walk_operations[i].why != NULL);
+	}
+	assert_int_equal(bad, 0);
 }
 
 static void
@@ -941,6 +1087,7 @@ test_cli_walk(void **state)
 			assert_non_null(walk_completion_words(w, c->path));
 	}
 
+	walk_check_operations(w);
 	walk_cases(w);
 	for (int i = 0; i < w->n; i++) {
 		const struct walk_command *c = &w->cmds[i];
@@ -967,11 +1114,11 @@ test_yaml_reader(void **state)
 	assert_true(json_object_equal(o,
 	    json_tokener_parse("{\"items\":[{\"a\":1,\"b\":[[1,2]]},{}],\"next_cursor\":null}")));
 	json_object_put(o);
-	assert_null(yaml_parse("\"a\": 1\n \"b\": 2\n"));      /* misaligned key */
-	assert_null(yaml_parse("\"a\":\n- 1\n"));              /* a list not indented */
-	assert_null(yaml_parse("\"a\": nope\n"));              /* a plain scalar */
-	assert_null(yaml_parse("- 1\n  - 2\n"));               /* misaligned item */
-	assert_null(yaml_parse("\"a\": \"x\" trailing\n"));    /* text after a value */
+	assert_null(yaml_parse("\"a\": 1\n \"b\": 2\n"));   /* misaligned key */
+	assert_null(yaml_parse("\"a\":\n- 1\n"));           /* a list not indented */
+	assert_null(yaml_parse("\"a\": nope\n"));           /* a plain scalar */
+	assert_null(yaml_parse("- 1\n  - 2\n"));            /* misaligned item */
+	assert_null(yaml_parse("\"a\": \"x\" trailing\n")); /* text after a value */
 }
 
 int
