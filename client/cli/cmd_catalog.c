@@ -101,6 +101,7 @@ catalog_profile_rows(struct json_object *model)
 	json_object_object_add(full, "memory_mib",
 	    json_object_get(gp_client_json_get(model, "memory_mib")));
 	json_object_object_add(full, "max_instances", json_object_new_int(1));
+	json_object_object_add(full, "placements", json_object_new_int(0)); /* the whole GPU */
 	json_object_object_add(full, "k8s_resource",
 	    json_object_get(gp_client_json_get(model, "k8s_resource")));
 	json_object_array_add(rows, full);
