@@ -85,6 +85,7 @@ catalog_profile_rows(struct json_object *model)
 	struct json_object *profiles = gp_client_json_get(model, "profiles");
 	struct json_object *full = json_object_new_object();
 	const char *id = json_object_get_string(gp_client_json_get(model, "model"));
+	struct json_object *mig = gp_client_json_get(model, "mig_capable");
 	char spec[256];
 
 	if (rows == NULL || full == NULL) {
@@ -94,10 +95,13 @@ catalog_profile_rows(struct json_object *model)
 	}
 	snprintf(spec, sizeof(spec), "%s/full", id != NULL ? id : "?");
 	json_object_object_add(full, "spec", json_object_new_string(spec));
-	json_object_object_add(full, "compute_slices",
-	    json_object_get(gp_client_json_get(model, "compute_slices")));
-	json_object_object_add(full, "memory_slices",
-	    json_object_get(gp_client_json_get(model, "memory_slices")));
+	if (mig != NULL && json_object_get_boolean(mig)) {
+		/* a model without MIG has no slices to show ("-") */
+		json_object_object_add(full, "compute_slices",
+		    json_object_get(gp_client_json_get(model, "compute_slices")));
+		json_object_object_add(full, "memory_slices",
+		    json_object_get(gp_client_json_get(model, "memory_slices")));
+	}
 	json_object_object_add(full, "memory_mib",
 	    json_object_get(gp_client_json_get(model, "memory_mib")));
 	json_object_object_add(full, "max_instances", json_object_new_int(1));
