@@ -71,7 +71,7 @@ cli_print_command_help(const char *prefix, const struct cli_command *cmd)
 			printf("  %-26s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
 		}
 	}
-	printf("\nglobal options: -o table|json, --server URL\n");
+	printf("\nglobal options: -o table|wide|json|yaml|name, --no-headers, --server URL\n");
 }
 
 static const struct cli_option *
@@ -110,8 +110,7 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 		}
 		if (dashdash || a[0] != '-' || a[1] == '\0') {
 			if (out->npos >= CLI_MAX_POSITIONAL || out->npos >= cmd->max_args) {
-				fprintf(stderr, "%s: %s %s: too many arguments\n", cli->prog,
-				    prefix, cmd->name);
+				fprintf(stderr, "%s %s: too many arguments\n", prefix, cmd->name);
 				goto fail;
 			}
 			out->pos[out->npos++] = a;
@@ -158,7 +157,7 @@ cli_parse_args(struct cli *cli, const char *prefix, const struct cli_command *cm
 		out->nopt++;
 	}
 	if (out->npos < cmd->min_args) {
-		fprintf(stderr, "%s: %s %s: missing arguments\n", cli->prog, prefix, cmd->name);
+		fprintf(stderr, "%s %s: missing arguments\n", prefix, cmd->name);
 		goto fail;
 	}
 	return 0;
@@ -237,6 +236,7 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 		return CLI_EXIT_OK;
 	}
 	cli->command_path = prefix;
+	snprintf(cli->command, sizeof(cli->command), "%s %s", prefix, cmd->name);
 	return cmd->run(cli, cmd, &args);
 }
 
@@ -367,8 +367,12 @@ cli_report(struct cli *cli, const struct gp_client_response *r)
 			    n ? (long long)json_object_get_int64(n) : 0LL);
 		}
 	}
-	if (r->status == 401 &&
-	    (cli->command_path == NULL || strstr(cli->command_path, " login") == NULL))
+	if (r->status == 412)
+		fprintf(stderr,
+		    "hint: the object changed since its ETag was read; get it again and "
+		    "retry\n");
+	/* a failed login needs no advice to log in */
+	if (r->status == 401 && strcmp(cli->command, "gpupool login") != 0)
 		fprintf(stderr, "hint: run '%s login' to get a new token\n", cli->prog);
 }
 
@@ -391,6 +395,80 @@ cli_call(struct cli *cli, const char *method, const char *path, struct json_obje
 		rc = gp_client_send_json(c, method, path, body, NULL, out);
 	}
 	return cli_check_response(cli, rc, out);
+}
+
+int
+cli_call_if_match(struct cli *cli, const char *method, const char *path, struct json_object *body,
+    const char *if_match, struct gp_client_response *out)
+{
+	struct gp_client *c;
+	const char *headers[3];
+	const char *text = NULL;
+	char key[40], keyhdr[64], tag[160];
+	size_t n = 0, len = 0;
+	int rc;
+
+	if (if_match == NULL)
+		return cli_call(cli, method, path, body, out);
+	memset(out, 0, sizeof(*out));
+	c = cli_client(cli);
+	if (c == NULL)
+		return CLI_EXIT_FAIL;
+	if (snprintf(tag, sizeof(tag), "If-Match: %s", if_match) >= (int)sizeof(tag))
+		return cli_fail(cli, "the ETag is too long");
+	headers[n++] = tag;
+	if (strcmp(method, "POST") == 0) {
+		if (gp_client_random_key(key, sizeof(key)) != 0)
+			return cli_fail(cli, "could not generate an idempotency key");
+		snprintf(keyhdr, sizeof(keyhdr), "Idempotency-Key: %s", key);
+		headers[n++] = keyhdr;
+	}
+	headers[n] = NULL;
+	if (body != NULL) {
+		text = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
+		len = strlen(text);
+	}
+	rc = gp_client_request(c, method, path, text, len, headers, out);
+	return cli_check_response(cli, rc, out);
+}
+
+int
+cli_if_match_opt(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
+    char *buf, size_t len)
+{
+	const char *v = cli_opt(args, "if-match");
+	size_t n;
+	int w;
+
+	buf[0] = '\0';
+	if (v == NULL)
+		return 0;
+	n = strlen(v);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+
+		/* a header value: no control characters (no header injection) */
+		if (ch < 0x21 || ch == 0x7f) {
+			cli_usage_error(cli, cmd,
+			    "--if-match: an ETag has no spaces or control "
+			    "characters");
+			return -1;
+		}
+	}
+	if (n == 0) {
+		cli_usage_error(cli, cmd, "--if-match is empty");
+		return -1;
+	}
+	if (strcmp(v, "*") == 0 || v[0] == '"' || strncmp(v, "W/", 2) == 0)
+		w = snprintf(buf, len, "%s", v);
+	else
+		w = snprintf(buf, len, "\"%s\"", v);
+	if (w < 0 || (size_t)w >= len) {
+		buf[0] = '\0';
+		cli_usage_error(cli, cmd, "--if-match is too long");
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -442,18 +520,26 @@ cli_check_limit(struct cli *cli, const char *s)
 int
 cli_list(struct cli *cli, const char *path, const struct cli_args *args, struct json_object **out)
 {
+	return cli_list_page(cli, path, args, NULL, out);
+}
+
+int
+cli_list_page(struct cli *cli, const char *path, const struct cli_args *args,
+    const char *default_limit, struct json_object **out)
+{
 	const char *limit = cli_opt(args, "limit"), *cursor = cli_opt(args, "cursor");
 	struct json_object *doc = NULL, *items = NULL;
 	struct gp_client_response r;
 	char page[CLI_PATH_MAX], next[1024];
-	bool one_page = limit != NULL || cursor != NULL;
+	bool asked = limit != NULL || cursor != NULL;
+	bool one_page = asked || (default_limit != NULL && cli_opt(args, "all") == NULL);
 	int rc;
 
 	*out = NULL;
 	if (limit != NULL && cli_check_limit(cli, limit) != 0)
 		return CLI_EXIT_USAGE;
 	if (limit == NULL)
-		limit = one_page ? "50" : "500";
+		limit = !one_page ? "500" : default_limit != NULL ? default_limit : "50";
 	doc = json_object_new_object();
 	items = json_object_new_array();
 	if (doc == NULL || items == NULL) {
@@ -510,8 +596,8 @@ cli_list(struct cli *cli, const char *path, const struct cli_args *args, struct 
 	json_object_object_add(doc, "next_cursor", cursor ? json_object_new_string(cursor) : NULL);
 	if (one_page && cursor != NULL && cli->output != CLI_OUTPUT_JSON)
 		/* on stderr, so that a table on stdout stays parseable */
-		fprintf(stderr, "more items: add --cursor %s (or leave out --limit for all)\n",
-		    cursor);
+		fprintf(stderr, "more items: add --cursor %s for the next page (or %s for all)\n",
+		    cursor, default_limit != NULL ? "--all" : "leave out --limit");
 	*out = doc;
 	return CLI_EXIT_OK;
 fail:

@@ -39,6 +39,7 @@ struct cli {
 	struct config config;     /* the config file as loaded */
 	struct gp_client *client; /* created on first use */
 	const char *command_path; /* "gpupool projects", set while a command runs */
+	char command[256];        /* "gpupool projects get", set while a command runs */
 };
 
 struct cli_option {
@@ -125,6 +126,33 @@ int cli_call(struct cli *cli, const char *method, const char *path, struct json_
     struct gp_client_response *out);
 
 /*
+ * cli_call() with an If-Match header when if_match is not NULL (an
+ * entity tag as the server sends it: "\"3\""). The server applies the
+ * change only while the object's ETag is still that (RFC 9110 13.1.1),
+ * otherwise 412, reported with a hint to read the object again.
+ */
+int cli_call_if_match(struct cli *cli, const char *method, const char *path,
+    struct json_object *body, const char *if_match, struct gp_client_response *out);
+
+/*
+ * The --if-match option of args as an entity tag into buf: "3" (a
+ * generation, as "get -o json" shows it) becomes "\"3\"", a quoted tag
+ * or "*" stays. buf is "" when the option is absent. On a malformed
+ * value prints a usage error for cmd and returns -1.
+ */
+int cli_if_match_opt(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
+    char *buf, size_t len) __attribute__((warn_unused_result));
+
+/* The --if-match option, for commands that change one object. */
+#define CLI_IF_MATCH_OPTION                                                               \
+	{                                                                                 \
+		"if-match", "ETAG",                                                       \
+		    "change only while the object's ETag is still this (its generation, " \
+		    "e.g. 3); 412 otherwise",                                             \
+		    false                                                                 \
+	}
+
+/*
  * Judge the result rc of a gp_client call and its answer out: returns
  * CLI_EXIT_OK for a 2xx answer, otherwise prints the problem detail and
  * field errors (or the transport error) to stderr, frees out and returns
@@ -139,6 +167,14 @@ int cli_check_response(struct cli *cli, int rc, struct gp_client_response *out);
  */
 int cli_list(struct cli *cli, const char *path, const struct cli_args *args,
     struct json_object **out);
+
+/*
+ * cli_list() for listings that may be long (the audit log): without
+ * --limit, --cursor or --all in args, one page of default_limit items;
+ * --all fetches every page. default_limit NULL is cli_list().
+ */
+int cli_list_page(struct cli *cli, const char *path, const struct cli_args *args,
+    const char *default_limit, struct json_object **out);
 
 /* The --limit/--cursor options every list command accepts. */
 #define CLI_LIST_OPTIONS                                                                      \

@@ -20,6 +20,10 @@ static const struct output_column enroll_columns[] = {
 	{ "STATE", "state" },
 	{ "NODE", "node" },
 	{ "EXPIRES", "expires_at" },
+	OUTPUT_WIDE,
+	{ "CREATED", "created_at" },
+	{ "USED", "used_at" },
+	{ "REVOKED", "revoked_at" },
 	{ NULL, NULL },
 };
 
@@ -35,6 +39,11 @@ static const struct output_column alert_columns[] = {
 	{ "RAISED", "raised_at" },
 	{ "ACK", "acknowledged_by" },
 	{ "MESSAGE", "message" },
+	OUTPUT_WIDE,
+	{ "GPU", "gpu" },
+	{ "LAST SEEN", "last_seen_at" },
+	{ "RESOLVED", "resolved_at" },
+	{ "ACKED", "acknowledged_at" },
 	{ NULL, NULL },
 };
 

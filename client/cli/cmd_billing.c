@@ -445,10 +445,37 @@ static const struct cli_command periods_subcommands[] = {
 	{ .name = NULL },
 };
 
+static const struct cli_option exports_list_options[] = {
+	CLI_LIST_OPTIONS,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_command exports_subcommands[] = {
+	{
+	    .name = "list",
+	    .usage = "[--limit N] [--cursor C]",
+	    .summary = "list export jobs, newest first (admin, operator, billing)",
+	    .max_args = 0,
+	    .options = exports_list_options,
+	    .run = cmd_billing_exports_list,
+	},
+	{
+	    .name = "get",
+	    .usage = "ID",
+	    .summary = "get an export job: state, rows, bytes, SHA-256 (admin, operator, billing)",
+	    .help = "Show an export job. 'gpupool billing export --id ID -o FILE' downloads\n"
+		    "its file.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = cmd_billing_exports_get,
+	},
+	{ .name = NULL },
+};
+
 static const struct cli_command billing_subcommands[] = {
 	{
 	    .name = "rates",
-	    .usage = "[list|set] ...",
+	    .usage = "[--model M] [--profile P] [--at TIME]",
 	    .summary = "list and set hourly rates",
 	    .max_args = 0,
 	    .options = rates_list_options,
@@ -457,7 +484,7 @@ static const struct cli_command billing_subcommands[] = {
 	},
 	{
 	    .name = "usage",
-	    .usage = "[--project P] [--from T] [--to T] [--group-by G]",
+	    .usage = "[--project P] [--from T] [--to T] [--group-by G] [--limit N] [--cursor C]",
 	    .summary = "billed hourly rows (usage, credits, adjustments) with totals",
 	    .max_args = 0,
 	    .options = usage_options,
@@ -465,7 +492,7 @@ static const struct cli_command billing_subcommands[] = {
 	},
 	{
 	    .name = "periods",
-	    .usage = "[list|close] ...",
+	    .usage = "",
 	    .summary = "list and close billing periods",
 	    .max_args = 0,
 	    .run = periods_list,
@@ -489,7 +516,8 @@ static const struct cli_command billing_subcommands[] = {
 	},
 	{
 	    .name = "export",
-	    .usage = "--period YYYY-MM|--from T --to T --format csv|jsonl|focus -o FILE",
+	    .usage = "--period YYYY-MM|--from T --to T --format csv|jsonl|focus -o FILE [--id N] "
+		     "[--timeout S]",
 	    .summary = "export billed rows to a file, checked by SHA-256 (billing, admin)",
 	    .help = "Creates an export job, waits for it (progress on a terminal), downloads\n"
 		    "the file and checks its SHA-256 against the server's; a mismatch exits\n"
@@ -497,6 +525,11 @@ static const struct cli_command billing_subcommands[] = {
 	    .max_args = 0,
 	    .options = cmd_billing_export_options,
 	    .run = cmd_billing_export,
+	},
+	{
+	    .name = "exports",
+	    .summary = "list and get export jobs",
+	    .subcommands = exports_subcommands,
 	},
 	{ .name = NULL },
 };
@@ -510,7 +543,7 @@ const struct cli_command cmd_billing_commands[] = {
 	/* the short forms: gpupool rates list|set, gpupool usage */
 	{
 	    .name = "rates",
-	    .usage = "[list|set] ...",
+	    .usage = "[--model M] [--profile P] [--at TIME]",
 	    .summary = "list and set hourly rates (as gpupool billing rates)",
 	    .max_args = 0,
 	    .options = rates_list_options,
@@ -519,7 +552,7 @@ const struct cli_command cmd_billing_commands[] = {
 	},
 	{
 	    .name = "usage",
-	    .usage = "[--project P] [--from T] [--to T] [--group-by G]",
+	    .usage = "[--project P] [--from T] [--to T] [--group-by G] [--limit N] [--cursor C]",
 	    .summary = "billed usage with totals (as gpupool billing usage)",
 	    .max_args = 0,
 	    .options = usage_options,

@@ -217,6 +217,68 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 	return rc;
 }
 
+/* ---- export jobs ---- */
+
+static const struct output_column job_columns[] = {
+	{ "ID", "id" },
+	{ "STATE", "state" },
+	{ "FORMAT", "format" },
+	{ "PERIOD", "period" },
+	{ "FROM", "from" },
+	{ "TO", "to" },
+	{ "ROWS", "rows" },
+	{ "BYTES", "bytes" },
+	{ "CREATED", "created_at" },
+	OUTPUT_WIDE,
+	{ "BY", "created_by" },
+	{ "ATTEMPTS", "attempts" },
+	{ "FINISHED", "finished_at" },
+	{ "SHA256", "sha256" },
+	{ "ERROR", "error" },
+	{ NULL, NULL },
+};
+
+int
+cmd_billing_exports_list(struct cli *cli, const struct cli_command *cmd,
+    const struct cli_args *args)
+{
+	struct json_object *doc;
+	int rc;
+
+	(void)cmd;
+	rc = cli_list(cli, "/v1/billing/exports", args, &doc);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, doc);
+	else
+		output_table(stdout, gp_client_json_get(doc, "items"), job_columns);
+	json_object_put(doc);
+	return CLI_EXIT_OK;
+}
+
+int
+cmd_billing_exports_get(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char path[EXPORT_PATH_MAX];
+	long long id;
+	int rc;
+
+	if (cli_parse_int64(cli, cmd, "ID", args->pos[0], 1, INT64_MAX, &id) != 0)
+		return CLI_EXIT_USAGE;
+	snprintf(path, sizeof(path), "/v1/billing/exports/%lld", id);
+	rc = cli_call(cli, "GET", path, NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, r.json);
+	else
+		output_row(stdout, r.json, job_columns);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
 /* ---- reports ---- */
 
 static const struct output_column util_columns[] = {

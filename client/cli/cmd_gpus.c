@@ -1,6 +1,6 @@
 /*
  * cmd_gpus.c - the physical side, part two: GPUs over /v1/gpus and
- * /v1/nodes/{node}/gpus. Tables show each GPU's layout as a slice bar
+ * /v1/nodes/{node}/gpus (list, get, create, update: health and MIG mode). Tables show each GPU's layout as a slice bar
  * (slicebar.h); -o json prints the server's answer unchanged.
  */
 #include "cmd_gpus.h"
@@ -25,6 +25,12 @@ static const struct output_column gpu_columns[] = {
 	{ "LAYOUT", "bar" },
 	{ "FREE", "free_slices" },
 	{ "UUID", "uuid" },
+	OUTPUT_WIDE,
+	{ "CLUSTER", "cluster" },
+	{ "MEMORY MIB", "memory_mib" },
+	{ "REASON", "health_reason" },
+	{ "PLACEABLE", "placeable" },
+	{ "GENERATION", "generation" },
 	{ NULL, NULL },
 };
 
@@ -106,11 +112,17 @@ static int
 gpus_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
 	char path[GPUS_PATH_MAX] = "/v1/gpus";
+	const char *mig = cli_opt(args, "mig");
 	struct json_object *doc, *items;
 	int rc;
 
-	(void)cmd;
-	if (cli_query_add(cli, path, sizeof(path), "node", cli_opt(args, "node")) != 0 ||
+	if (mig != NULL && strcmp(mig, "on") != 0 && strcmp(mig, "off") != 0)
+		return cli_usage_error(cli, cmd, "--mig must be on or off");
+	if (cli_query_add(cli, path, sizeof(path), "mig_enabled",
+		mig == NULL                  ? NULL
+		    : strcmp(mig, "on") == 0 ? "true"
+					     : "false") != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "node", cli_opt(args, "node")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "model", cli_opt(args, "model")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "cluster", cli_opt(args, "cluster")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "health", cli_opt(args, "health")) != 0)
@@ -254,11 +266,78 @@ fail:
 	return rc;
 }
 
+/*
+ * PATCH /v1/gpus/UUID: health (with its reason) and the MIG mode. The
+ * GPU is read first and the change goes out under its ETag (If-Match),
+ * so a change made in between is refused (412); --if-match gives it.
+ */
+static int
+gpus_update(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	const char *health = cli_opt(args, "health"), *reason = cli_opt(args, "reason");
+	const char *mig = cli_opt(args, "mig");
+	struct json_object *body;
+	struct gp_client_response cur, r;
+	char path[GPUS_PATH_MAX], esc[512], tag[160];
+	int rc;
+
+	if (health == NULL && reason == NULL && mig == NULL)
+		return cli_usage_error(cli, cmd,
+		    "nothing to change: give --health, --reason or --mig");
+	if (health != NULL && strcmp(health, "ok") != 0 && strcmp(health, "degraded") != 0 &&
+	    strcmp(health, "failed") != 0)
+		return cli_usage_error(cli, cmd, "--health must be ok, degraded or failed");
+	if (mig != NULL && strcmp(mig, "on") != 0 && strcmp(mig, "off") != 0)
+		return cli_usage_error(cli, cmd, "--mig must be on or off");
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
+	if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0)
+		return CLI_EXIT_FAIL;
+	snprintf(path, sizeof(path), "/v1/gpus/%s", esc);
+	if (tag[0] == '\0') {
+		rc = cli_call(cli, "GET", path, NULL, &cur);
+		if (rc != CLI_EXIT_OK)
+			return rc;
+		snprintf(tag, sizeof(tag), "%s", cur.etag);
+		gp_client_response_free(&cur);
+	}
+	body = json_object_new_object();
+	if (body == NULL)
+		return cli_fail(cli, "out of memory");
+	if (health != NULL)
+		json_object_object_add(body, "health", json_object_new_string(health));
+	if (reason != NULL)
+		json_object_object_add(body, "health_reason",
+		    reason[0] != '\0' ? json_object_new_string(reason) : NULL);
+	if (mig != NULL)
+		json_object_object_add(body, "mig_enabled",
+		    json_object_new_boolean(strcmp(mig, "on") == 0));
+	rc = cli_call_if_match(cli, "PATCH", path, body, tag[0] ? tag : NULL, &r);
+	json_object_put(body);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, r.json);
+	else
+		gpus_print_detail(r.json);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
+static const struct cli_option update_options[] = {
+	{ "health", "H", "ok, degraded or failed; only ok GPUs take new placements", false },
+	{ "reason", "TEXT", "why (the health reason; \"\" clears it)", false },
+	{ "mig", "on|off", "the MIG mode (an empty GPU of a MIG-capable model only)", false },
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
 static const struct cli_option list_options[] = {
 	{ "node", "N", "only the GPUs of this node", false },
 	{ "model", "M", "only GPUs of this catalog model (H100-80GB ...)", false },
 	{ "cluster", "C", "only GPUs in this cluster", false },
 	{ "health", "H", "only GPUs in this health: ok, degraded, failed", false },
+	{ "mig", "on|off", "only GPUs with MIG mode on, or off", false },
 	CLI_LIST_OPTIONS,
 	{ NULL, NULL, NULL, false },
 };
@@ -277,7 +356,8 @@ static const struct cli_option create_options[] = {
 static const struct cli_command gpus_subcommands[] = {
 	{
 	    .name = "list",
-	    .usage = "[--node N] [--model M] [--cluster C] [--health H] [--limit N] [--cursor C]",
+	    .usage = "[--node N] [--model M] [--cluster C] [--health H] [--mig on|off] [--limit N] "
+		     "[--cursor C]",
 	    .summary = "list GPUs with their layouts as slice bars",
 	    .help =
 		"List GPUs. LAYOUT draws each GPU's memory slices: an instance covers its\n"
@@ -297,7 +377,7 @@ static const struct cli_command gpus_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "UUID",
-	    .summary = "show one GPU, its slice bar and its instances",
+	    .summary = "get one GPU, its slice bar and its instances",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = gpus_get,
@@ -310,6 +390,22 @@ static const struct cli_command gpus_subcommands[] = {
 	    .max_args = 1,
 	    .options = create_options,
 	    .run = gpus_create,
+	},
+	{
+	    .name = "update",
+	    .usage = "UUID [--health ok|degraded|failed] [--reason TEXT] [--mig on|off] "
+		     "[--if-match ETAG]",
+	    .summary = "set a GPU's health or MIG mode (operators)",
+	    .help = "Change a GPU; only what is given changes. A GPU whose health is not ok\n"
+		    "takes no new placements; --health ok without --reason clears the\n"
+		    "reason. The MIG mode changes only on an empty GPU of a MIG-capable\n"
+		    "model. The GPU is read first and the change is sent under its ETag\n"
+		    "(If-Match), so a change made in between is refused with 412;\n"
+		    "--if-match ETAG uses ETAG instead.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = update_options,
+	    .run = gpus_update,
 	},
 	{
 	    .name = "metrics",
@@ -326,7 +422,7 @@ static const struct cli_command gpus_subcommands[] = {
 const struct cli_command cmd_gpus_commands[] = {
 	{
 	    .name = "gpus",
-	    .summary = "list, show and register physical GPUs and their MIG layouts",
+	    .summary = "list, get, create and update physical GPUs and their MIG layouts",
 	    .subcommands = gpus_subcommands,
 	},
 	{ .name = NULL },

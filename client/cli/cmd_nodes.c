@@ -1,7 +1,7 @@
 /*
  * cmd_nodes.c - the physical side, part one: clusters (list, get,
- * create) over /v1/clusters and GPU nodes (list with filters, get,
- * create, cordon, uncordon, drain) over /v1/nodes.
+ * create, update, delete) over /v1/clusters and GPU nodes (list with
+ * filters, get, create, update, cordon, uncordon, drain) over /v1/nodes.
  */
 #include "cmd_nodes.h"
 
@@ -22,6 +22,9 @@ static const struct output_column cluster_columns[] = {
 	{ "GPUS", "gpus" },
 	{ "DESCRIPTION", "description" },
 	{ "CREATED", "created_at" },
+	OUTPUT_WIDE,
+	{ "GENERATION", "generation" },
+	{ "UPDATED", "updated_at" },
 	{ NULL, NULL },
 };
 
@@ -36,6 +39,13 @@ static const struct output_column node_columns[] = {
 	{ "MEMORY", "memory_text" },
 	{ "HOSTNAME", "hostname" },
 	{ "LABELS", "labels_text" },
+	OUTPUT_WIDE,
+	{ "REASON", "status_reason" },
+	{ "PLACEABLE", "placeable" },
+	{ "MODELS", "gpu_models" },
+	{ "GENERATION", "generation" },
+	{ "OBSERVED", "observed_generation" },
+	{ "CREATED", "created_at" },
 	{ NULL, NULL },
 };
 
@@ -201,6 +211,81 @@ clusters_create(struct cli *cli, const struct cli_command *cmd, const struct cli
 	return nodes_print_one(cli, &r, cluster_columns, false);
 }
 
+/*
+ * Read the object at path when there is no tag yet (or need_current),
+ * keeping the answer in cur and its ETag in tag: the change that
+ * follows goes out under that ETag (If-Match).
+ */
+static int
+nodes_read_tag(struct cli *cli, const char *path, bool need_current, char *tag, size_t len,
+    struct gp_client_response *cur)
+{
+	int rc;
+
+	memset(cur, 0, sizeof(*cur));
+	if (tag[0] != '\0' && !need_current)
+		return CLI_EXIT_OK;
+	rc = cli_call(cli, "GET", path, NULL, cur);
+	if (rc == CLI_EXIT_OK && tag[0] == '\0')
+		snprintf(tag, len, "%s", cur->etag);
+	return rc;
+}
+
+static int
+clusters_update(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	const char *region = cli_opt(args, "region");
+	const char *description = cli_opt(args, "description");
+	struct json_object *body;
+	struct gp_client_response cur, r;
+	char path[NODES_PATH_MAX], tag[160];
+	int rc;
+
+	if (region == NULL && description == NULL)
+		return cli_usage_error(cli, cmd,
+		    "nothing to change: give --region or --description");
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
+	if (nodes_path(cli, path, sizeof(path), "/v1/clusters", args->pos[0], "") != 0)
+		return CLI_EXIT_FAIL;
+	rc = nodes_read_tag(cli, path, false, tag, sizeof(tag), &cur);
+	gp_client_response_free(&cur);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	body = json_object_new_object();
+	if (body == NULL)
+		return cli_fail(cli, "out of memory");
+	if (region != NULL)
+		json_object_object_add(body, "region", json_object_new_string(region));
+	if (description != NULL)
+		json_object_object_add(body, "description", json_object_new_string(description));
+	rc = cli_call_if_match(cli, "PATCH", path, body, tag[0] ? tag : NULL, &r);
+	json_object_put(body);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	return nodes_print_one(cli, &r, cluster_columns, false);
+}
+
+static int
+clusters_delete(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char path[NODES_PATH_MAX], tag[160];
+	int rc;
+
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
+	if (nodes_path(cli, path, sizeof(path), "/v1/clusters", args->pos[0], "") != 0)
+		return CLI_EXIT_FAIL;
+	rc = cli_call_if_match(cli, "DELETE", path, NULL, tag[0] ? tag : NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	gp_client_response_free(&r);
+	if (cli->output == CLI_OUTPUT_TABLE)
+		printf("cluster %s deleted\n", args->pos[0]);
+	return CLI_EXIT_OK;
+}
+
 /* ---- nodes ---- */
 
 static bool
@@ -343,16 +428,122 @@ fail:
 	return rc;
 }
 
+/*
+ * PATCH /v1/nodes/NAME. The node is read first (its labels are what
+ * --label and --remove-label change, kubectl label's way) and the change
+ * goes out under its ETag, so a change made in between is refused (412)
+ * instead of being lost. --if-match gives the ETag instead.
+ */
+static int
+nodes_update(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	const char *set[NODES_MAX_LABELS], *del[NODES_MAX_LABELS];
+	const char *hostname = cli_opt(args, "hostname");
+	const char *cpu = cli_opt(args, "cpu-millicores"), *mem = cli_opt(args, "memory-bytes");
+	int nset = cli_opt_all(args, "label", set, NODES_MAX_LABELS);
+	int ndel = cli_opt_all(args, "remove-label", del, NODES_MAX_LABELS);
+	struct json_object *body = NULL, *lab = NULL, *curlab;
+	struct gp_client_response cur, r;
+	char path[NODES_PATH_MAX], tag[160];
+	long long cpu_v = 0, mem_v = 0;
+	int rc;
+
+	memset(&cur, 0, sizeof(cur));
+	if (hostname == NULL && cpu == NULL && mem == NULL && nset == 0 && ndel == 0)
+		return cli_usage_error(cli, cmd,
+		    "nothing to change: give --hostname, --cpu-millicores, --memory-bytes, "
+		    "--label or --remove-label");
+	if (cpu != NULL &&
+	    cli_parse_int64(cli, cmd, "cpu-millicores", cpu, 0, INT64_MAX, &cpu_v) != 0)
+		return CLI_EXIT_USAGE;
+	if (mem != NULL &&
+	    cli_parse_int64(cli, cmd, "memory-bytes", mem, 0, INT64_MAX, &mem_v) != 0)
+		return CLI_EXIT_USAGE;
+	for (int i = 0; i < nset; i++) {
+		if (nodes_check_label(cli, cmd, set[i]) != 0)
+			return CLI_EXIT_USAGE;
+	}
+	for (int i = 0; i < ndel; i++) {
+		if (del[i][0] == '\0' || strchr(del[i], '=') != NULL)
+			return cli_usage_error(cli, cmd, "--remove-label takes a KEY, not \"%s\"",
+			    del[i]);
+	}
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
+	if (nodes_path(cli, path, sizeof(path), "/v1/nodes", args->pos[0], "") != 0)
+		return CLI_EXIT_FAIL;
+	rc = nodes_read_tag(cli, path, nset > 0 || ndel > 0, tag, sizeof(tag), &cur);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	body = json_object_new_object();
+	if (body == NULL) {
+		rc = cli_fail(cli, "out of memory");
+		goto done;
+	}
+	if (nset > 0 || ndel > 0) {
+		lab = json_object_new_object();
+		curlab = gp_client_json_get(cur.json, "labels");
+		if (lab == NULL) {
+			rc = cli_fail(cli, "out of memory");
+			goto done;
+		}
+		json_object_object_add(body, "labels", lab);
+		if (curlab != NULL && json_object_is_type(curlab, json_type_object)) {
+			json_object_object_foreach(curlab, k, v)
+			{
+				json_object_object_add(lab, k, json_object_get(v));
+			}
+		}
+		for (int i = 0; i < ndel; i++) {
+			if (json_object_object_get_ex(lab, del[i], NULL) == 0) {
+				rc = cli_usage_error(cli, cmd,
+				    "--remove-label %s: node %s has no such label", del[i],
+				    args->pos[0]);
+				goto done;
+			}
+			json_object_object_del(lab, del[i]);
+		}
+		for (int i = 0; i < nset; i++) {
+			const char *eq = strchr(set[i], '=');
+			char key[512];
+
+			if ((size_t)(eq - set[i]) >= sizeof(key)) {
+				rc = cli_usage_error(cli, cmd, "--label: the key is too long");
+				goto done;
+			}
+			memcpy(key, set[i], (size_t)(eq - set[i]));
+			key[eq - set[i]] = '\0';
+			json_object_object_add(lab, key, json_object_new_string(eq + 1));
+		}
+	}
+	if (hostname != NULL)
+		json_object_object_add(body, "hostname", json_object_new_string(hostname));
+	if (cpu != NULL)
+		json_object_object_add(body, "cpu_millicores", json_object_new_int64(cpu_v));
+	if (mem != NULL)
+		json_object_object_add(body, "memory_bytes", json_object_new_int64(mem_v));
+	rc = cli_call_if_match(cli, "PATCH", path, body, tag[0] ? tag : NULL, &r);
+	if (rc == CLI_EXIT_OK)
+		rc = nodes_print_one(cli, &r, node_columns, true);
+done:
+	gp_client_response_free(&cur);
+	json_object_put(body);
+	return rc;
+}
+
 /* POST /v1/nodes/NAME/<action> with an optional reason. */
 static int
-nodes_action(struct cli *cli, const struct cli_args *args, const char *action)
+nodes_action(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
+    const char *action)
 {
 	const char *reason = cli_opt(args, "reason");
 	struct json_object *body = NULL;
 	struct gp_client_response r;
-	char path[NODES_PATH_MAX], suffix[32];
+	char path[NODES_PATH_MAX], suffix[32], tag[160];
 	int rc;
 
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
 	snprintf(suffix, sizeof(suffix), "/%s", action);
 	if (nodes_path(cli, path, sizeof(path), "/v1/nodes", args->pos[0], suffix) != 0)
 		return CLI_EXIT_FAIL;
@@ -362,7 +553,7 @@ nodes_action(struct cli *cli, const struct cli_args *args, const char *action)
 			return cli_fail(cli, "out of memory");
 		json_object_object_add(body, "reason", json_object_new_string(reason));
 	}
-	rc = cli_call(cli, "POST", path, body, &r);
+	rc = cli_call_if_match(cli, "POST", path, body, tag[0] ? tag : NULL, &r);
 	json_object_put(body);
 	if (rc != CLI_EXIT_OK)
 		return rc;
@@ -372,22 +563,19 @@ nodes_action(struct cli *cli, const struct cli_args *args, const char *action)
 static int
 nodes_cordon(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	(void)cmd;
-	return nodes_action(cli, args, "cordon");
+	return nodes_action(cli, cmd, args, "cordon");
 }
 
 static int
 nodes_uncordon(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	(void)cmd;
-	return nodes_action(cli, args, "uncordon");
+	return nodes_action(cli, cmd, args, "uncordon");
 }
 
 static int
 nodes_drain(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	(void)cmd;
-	return nodes_action(cli, args, "drain");
+	return nodes_action(cli, cmd, args, "drain");
 }
 
 static const struct cli_option list_options[] = {
@@ -420,8 +608,31 @@ static const struct cli_option node_create_options[] = {
 	{ NULL, NULL, NULL, false },
 };
 
+static const struct cli_option cluster_update_options[] = {
+	{ "region", "R", "the new region", false },
+	{ "description", "D", "the new description", false },
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_option if_match_options[] = {
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_option node_update_options[] = {
+	{ "hostname", "H", "the new host name", false },
+	{ "cpu-millicores", "N", "allocatable CPU in millicores (64 cores: 64000)", false },
+	{ "memory-bytes", "N", "allocatable memory in bytes", false },
+	{ "label", "K=V", "set a label (other labels stay)", true },
+	{ "remove-label", "K", "remove a label", true },
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
 static const struct cli_option node_action_options[] = {
 	{ "reason", "TEXT", "why, recorded as the node's status reason", false },
+	CLI_IF_MATCH_OPTION,
 	{ NULL, NULL, NULL, false },
 };
 
@@ -437,7 +648,7 @@ static const struct cli_command clusters_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "NAME",
-	    .summary = "show one cluster",
+	    .summary = "get one cluster",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = clusters_get,
@@ -450,6 +661,27 @@ static const struct cli_command clusters_subcommands[] = {
 	    .max_args = 1,
 	    .options = cluster_create_options,
 	    .run = clusters_create,
+	},
+	{
+	    .name = "update",
+	    .usage = "NAME [--region R] [--description D] [--if-match ETAG]",
+	    .summary = "change a cluster's region or description (operators)",
+	    .help = "Change a cluster; only what is given changes. The cluster is read first\n"
+		    "and the change is sent under its ETag (If-Match), so a change made in\n"
+		    "between is refused with 412; --if-match ETAG uses ETAG instead.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = cluster_update_options,
+	    .run = clusters_update,
+	},
+	{
+	    .name = "delete",
+	    .usage = "NAME [--if-match ETAG]",
+	    .summary = "delete a cluster without nodes (operators)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = if_match_options,
+	    .run = clusters_delete,
 	},
 	{ .name = NULL },
 };
@@ -467,7 +699,7 @@ static const struct cli_command nodes_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "NAME",
-	    .summary = "show one node",
+	    .summary = "get one node",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = nodes_get,
@@ -483,8 +715,26 @@ static const struct cli_command nodes_subcommands[] = {
 	    .run = nodes_create,
 	},
 	{
+	    .name = "update",
+	    .usage =
+		"NAME [--hostname H] [--cpu-millicores N] [--memory-bytes N] [--label K=V ...] "
+		"[--remove-label K ...] [--if-match ETAG]",
+	    .summary =
+		"change a node's host name, allocatable CPU and memory, or labels (operators)",
+	    .help = "Change a node; only what is given changes. --label sets a label and\n"
+		    "--remove-label removes one, keeping the others (kubectl label's way).\n"
+		    "The node is read first and the change is sent under its ETag\n"
+		    "(If-Match), so a change made in between is refused with 412 instead of\n"
+		    "being lost; --if-match ETAG uses ETAG instead. The status changes with\n"
+		    "cordon, uncordon and drain.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = node_update_options,
+	    .run = nodes_update,
+	},
+	{
 	    .name = "cordon",
-	    .usage = "NAME [--reason TEXT]",
+	    .usage = "NAME [--reason TEXT] [--if-match ETAG]",
 	    .summary = "take a node out of placement; what runs there stays",
 	    .min_args = 1,
 	    .max_args = 1,
@@ -493,7 +743,7 @@ static const struct cli_command nodes_subcommands[] = {
 	},
 	{
 	    .name = "uncordon",
-	    .usage = "NAME [--reason TEXT]",
+	    .usage = "NAME [--reason TEXT] [--if-match ETAG]",
 	    .summary = "make a cordoned or draining node ready for placement again",
 	    .min_args = 1,
 	    .max_args = 1,
@@ -502,7 +752,7 @@ static const struct cli_command nodes_subcommands[] = {
 	},
 	{
 	    .name = "drain",
-	    .usage = "NAME [--reason TEXT]",
+	    .usage = "NAME [--reason TEXT] [--if-match ETAG]",
 	    .summary = "take a node out of placement and mark its work for moving off",
 	    .min_args = 1,
 	    .max_args = 1,
@@ -524,12 +774,12 @@ static const struct cli_command nodes_subcommands[] = {
 const struct cli_command cmd_nodes_commands[] = {
 	{
 	    .name = "clusters",
-	    .summary = "list, show and register Kubernetes clusters",
+	    .summary = "list, get, create, update and delete Kubernetes clusters",
 	    .subcommands = clusters_subcommands,
 	},
 	{
 	    .name = "nodes",
-	    .summary = "list, show, register, cordon and drain GPU nodes",
+	    .summary = "list, get, create, update, cordon and drain GPU nodes",
 	    .subcommands = nodes_subcommands,
 	},
 	{ .name = NULL },

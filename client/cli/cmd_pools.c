@@ -21,6 +21,10 @@ static const struct output_column pool_columns[] = {
 	{ "ITEMS", "items_text" },
 	{ "ENDS", "ends_at" },
 	{ "CREATED", "created_at" },
+	OUTPUT_WIDE,
+	{ "GENERATION", "generation" },
+	{ "UPDATED", "updated_at" },
+	{ "RELEASED", "released_at" },
 	{ NULL, NULL },
 };
 
@@ -229,9 +233,11 @@ quota_print(struct json_object *q)
 {
 	struct json_object *items = gp_client_json_get(q, "items");
 	struct json_object *usage = gp_client_json_get(q, "usage");
+	struct json_object *limited = gp_client_json_get(q, "limited");
 	struct json_object *rows;
 
-	if (items == NULL || !json_object_is_type(items, json_type_array)) {
+	if (items == NULL || !json_object_is_type(items, json_type_array) ||
+	    (limited != NULL && !json_object_get_boolean(limited))) {
 		pools_cli_items_text(q, "usage");
 		printf("no quota (no limit); in use: %s\n",
 		    json_object_get_string(gp_client_json_get(q, "usage_text")));
@@ -291,7 +297,7 @@ quota_set(struct cli *cli, const struct cli_command *cmd, const struct cli_args 
 {
 	struct json_object *body, *items;
 	struct gp_client_response r;
-	char path[POOLS_PATH_MAX];
+	char path[POOLS_PATH_MAX], tag[160];
 	int rc;
 
 	if (quota_path(cli, args->pos[0], path, sizeof(path)) != 0)
@@ -299,9 +305,13 @@ quota_set(struct cli *cli, const struct cli_command *cmd, const struct cli_args 
 	rc = pools_cli_items(cli, cmd, args, 1, &items);
 	if (rc != CLI_EXIT_OK)
 		return rc;
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0) {
+		json_object_put(items);
+		return CLI_EXIT_USAGE;
+	}
 	body = json_object_new_object();
 	json_object_object_add(body, "items", items);
-	rc = cli_call(cli, "PUT", path, body, &r);
+	rc = cli_call_if_match(cli, "PUT", path, body, tag[0] ? tag : NULL, &r);
 	json_object_put(body);
 	if (rc != CLI_EXIT_OK)
 		return rc;
@@ -317,13 +327,14 @@ static int
 quota_delete(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
 	struct gp_client_response r;
-	char path[POOLS_PATH_MAX];
+	char path[POOLS_PATH_MAX], tag[160];
 	int rc;
 
-	(void)cmd;
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
 	if (quota_path(cli, args->pos[0], path, sizeof(path)) != 0)
 		return CLI_EXIT_FAIL;
-	rc = cli_call(cli, "DELETE", path, NULL, &r);
+	rc = cli_call_if_match(cli, "DELETE", path, NULL, tag[0] ? tag : NULL, &r);
 	if (rc != CLI_EXIT_OK)
 		return rc;
 	gp_client_response_free(&r);
@@ -339,6 +350,11 @@ static const struct cli_option list_options[] = {
 	{ NULL, NULL, NULL, false },
 };
 
+static const struct cli_option quota_change_options[] = {
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
 static const struct cli_command pools_subcommands[] = {
 	{
 	    .name = "list",
@@ -351,7 +367,7 @@ static const struct cli_command pools_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "ID",
-	    .summary = "show a pool with its allocations",
+	    .summary = "get a pool with its allocations",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = pools_get,
@@ -363,28 +379,32 @@ static const struct cli_command quota_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "PROJECT",
-	    .summary = "show a project's quota and what it uses",
+	    .summary = "get a project's quota and what it uses",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = quota_get,
 	},
 	{
 	    .name = "set",
-	    .usage = "PROJECT [MODEL/PROFILE=COUNT ...]",
+	    .usage = "PROJECT [MODEL/PROFILE=COUNT ...] [--if-match ETAG]",
 	    .summary = "replace a project's quota (admin); no items allows nothing",
 	    .help = "Replace the project's quota with the given maximums, such as\n"
 		    "H100-80GB/3g.40gb=4 A100-40GB/full=2. Kinds not listed are limited to 0;\n"
-		    "'gpupool quota delete' removes the limit. Requires the admin role.",
+		    "'gpupool quota delete' removes the limit. Requires the admin role.\n"
+		    "--if-match ETAG (the quota's generation, as 'quota get -o json' shows\n"
+		    "it; 0 while there is none) replaces it only if nobody changed it since.",
 	    .min_args = 1,
 	    .max_args = CLI_MAX_POSITIONAL,
+	    .options = quota_change_options,
 	    .run = quota_set,
 	},
 	{
 	    .name = "delete",
-	    .usage = "PROJECT",
+	    .usage = "PROJECT [--if-match ETAG]",
 	    .summary = "remove a project's quota (no limit; admin)",
 	    .min_args = 1,
 	    .max_args = 1,
+	    .options = quota_change_options,
 	    .run = quota_delete,
 	},
 	{ .name = NULL },
@@ -393,12 +413,12 @@ static const struct cli_command quota_subcommands[] = {
 const struct cli_command cmd_pools_commands[] = {
 	{
 	    .name = "pools",
-	    .summary = "list and show GPU pools",
+	    .summary = "list and get GPU pools",
 	    .subcommands = pools_subcommands,
 	},
 	{
 	    .name = "quota",
-	    .summary = "show and set project quotas",
+	    .summary = "get, set and delete project quotas",
 	    .subcommands = quota_subcommands,
 	},
 	{ .name = NULL },

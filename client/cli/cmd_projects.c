@@ -1,6 +1,6 @@
 /*
- * cmd_projects.c - projects (list, get, create) and project membership
- * (add, remove, list) over /v1/projects.
+ * cmd_projects.c - projects (list, get, create, update) and project
+ * membership (add, remove, list) over /v1/projects.
  */
 #include "cmd_projects.h"
 
@@ -18,6 +18,9 @@ static const struct output_column project_columns[] = {
 	{ "NAMESPACES", "namespaces" },
 	{ "GENERATION", "generation" },
 	{ "CREATED", "created_at" },
+	OUTPUT_WIDE,
+	{ "ID", "id" },
+	{ "UPDATED", "updated_at" },
 	{ NULL, NULL },
 };
 
@@ -133,6 +136,131 @@ fail:
 	return rc;
 }
 
+/* True when arr (an array of strings) holds s. */
+static bool
+projects_has(struct json_object *arr, const char *s)
+{
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		if (strcmp(json_object_get_string(json_object_array_get_idx(arr, i)), s) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The namespaces a project update sends: --namespace replaces the list;
+ * --add-namespace / --remove-namespace change the current list cur.
+ * Returns a new array, or NULL after printing why.
+ */
+static struct json_object *
+projects_namespaces(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
+    struct json_object *cur)
+{
+	const char *set[PROJECTS_MAX_NAMESPACES], *add[PROJECTS_MAX_NAMESPACES],
+	    *del[PROJECTS_MAX_NAMESPACES];
+	int nset = cli_opt_all(args, "namespace", set, PROJECTS_MAX_NAMESPACES);
+	int nadd = cli_opt_all(args, "add-namespace", add, PROJECTS_MAX_NAMESPACES);
+	int ndel = cli_opt_all(args, "remove-namespace", del, PROJECTS_MAX_NAMESPACES);
+	struct json_object *arr = json_object_new_array();
+
+	if (arr == NULL) {
+		cli_fail(cli, "out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < nset; i++) {
+		if (!projects_has(arr, set[i]))
+			json_object_array_add(arr, json_object_new_string(set[i]));
+	}
+	if (nadd == 0 && ndel == 0)
+		return arr;
+	for (size_t i = 0; cur != NULL && i < json_object_array_length(cur); i++) {
+		const char *ns = json_object_get_string(json_object_array_get_idx(cur, i));
+		bool drop = false;
+
+		for (int j = 0; j < ndel; j++)
+			drop = drop || strcmp(ns, del[j]) == 0;
+		if (!drop && !projects_has(arr, ns))
+			json_object_array_add(arr, json_object_new_string(ns));
+	}
+	for (int j = 0; j < ndel; j++) {
+		if (cur == NULL || !projects_has(cur, del[j])) {
+			json_object_put(arr);
+			cli_usage_error(cli, cmd,
+			    "--remove-namespace %s: project %s has no such namespace", del[j],
+			    args->pos[0]);
+			return NULL;
+		}
+	}
+	for (int i = 0; i < nadd; i++) {
+		if (!projects_has(arr, add[i]))
+			json_object_array_add(arr, json_object_new_string(add[i]));
+	}
+	return arr;
+}
+
+/*
+ * PATCH /v1/projects/NAME. Without --if-match the project is read first
+ * and the change goes out under its ETag: --add-namespace and
+ * --remove-namespace change the list that was read, and a change made in
+ * between is refused (412) instead of being lost.
+ */
+static int
+projects_update(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	const char *display = cli_opt(args, "display-name");
+	bool set_ns = cli_opt(args, "namespace") != NULL;
+	bool edit_ns =
+	    cli_opt(args, "add-namespace") != NULL || cli_opt(args, "remove-namespace") != NULL;
+	struct json_object *body = NULL, *ns = NULL;
+	struct gp_client_response cur, r;
+	char path[PROJECTS_PATH_MAX], tag[160];
+	int rc;
+
+	memset(&cur, 0, sizeof(cur));
+	if (display == NULL && !set_ns && !edit_ns)
+		return cli_usage_error(cli, cmd,
+		    "nothing to change: give --display-name, --namespace, --add-namespace or "
+		    "--remove-namespace");
+	if (set_ns && edit_ns)
+		return cli_usage_error(cli, cmd,
+		    "--namespace replaces the list: give it, or --add-namespace / "
+		    "--remove-namespace, not both");
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
+	if (projects_path(cli, path, sizeof(path), args->pos[0], "") != 0)
+		return CLI_EXIT_FAIL;
+	if (tag[0] == '\0' || edit_ns) {
+		rc = cli_call(cli, "GET", path, NULL, &cur);
+		if (rc != CLI_EXIT_OK)
+			return rc;
+		if (tag[0] == '\0')
+			snprintf(tag, sizeof(tag), "%s", cur.etag);
+	}
+	body = json_object_new_object();
+	if (body == NULL) {
+		rc = cli_fail(cli, "out of memory");
+		goto done;
+	}
+	if (display != NULL)
+		json_object_object_add(body, "display_name", json_object_new_string(display));
+	if (set_ns || edit_ns) {
+		ns =
+		    projects_namespaces(cli, cmd, args, gp_client_json_get(cur.json, "namespaces"));
+		if (ns == NULL) {
+			rc = edit_ns ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+			goto done;
+		}
+		json_object_object_add(body, "namespaces", ns);
+	}
+	rc = cli_call_if_match(cli, "PATCH", path, body, tag[0] ? tag : NULL, &r);
+	if (rc == CLI_EXIT_OK)
+		rc = projects_print_one(cli, &r, project_columns);
+done:
+	gp_client_response_free(&cur);
+	json_object_put(body);
+	return rc;
+}
+
 static int
 members_path(struct cli *cli, char *buf, size_t len, const char *project, const char *user)
 {
@@ -223,6 +351,15 @@ static const struct cli_option create_options[] = {
 	{ NULL, NULL, NULL, false },
 };
 
+static const struct cli_option update_options[] = {
+	{ "display-name", "X", "the new human-readable name", false },
+	{ "namespace", "NS", "the namespaces the project owns, replacing the list", true },
+	{ "add-namespace", "NS", "add a namespace to the list", true },
+	{ "remove-namespace", "NS", "remove a namespace from the list", true },
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
 static const struct cli_option role_options[] = {
 	{ "role", "R", "owner, member or viewer (required)", false },
 	{ NULL, NULL, NULL, false },
@@ -240,7 +377,7 @@ static const struct cli_command projects_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "NAME",
-	    .summary = "show one project",
+	    .summary = "get one project",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = projects_get,
@@ -249,10 +386,29 @@ static const struct cli_command projects_subcommands[] = {
 	    .name = "create",
 	    .usage = "NAME --display-name X [--namespace NS ...]",
 	    .summary = "create a project (admins; add owners with 'gpupool members add')",
+	    .help = "Create a project (admins). It starts without members: creating it\n"
+		    "does not make you a member. Give it owners with\n"
+		    "'gpupool members add PROJECT USER --role owner'. A namespace belongs to\n"
+		    "at most one project.",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .options = create_options,
 	    .run = projects_create,
+	},
+	{
+	    .name = "update",
+	    .usage = "NAME [--display-name X] [--namespace NS ...|--add-namespace NS ...] "
+		     "[--remove-namespace NS ...] [--if-match ETAG]",
+	    .summary = "change a project's display name or namespaces (owners, admins)",
+	    .help = "Change a project; only what is given changes. --namespace (repeated)\n"
+		    "replaces the whole list; --add-namespace and --remove-namespace edit\n"
+		    "the current one. The project is read first and the change is sent\n"
+		    "under its ETag (If-Match), so a change made in between is refused with\n"
+		    "412 instead of being lost; --if-match ETAG uses ETAG instead.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = update_options,
+	    .run = projects_update,
 	},
 	{ .name = NULL },
 };
@@ -290,12 +446,12 @@ static const struct cli_command members_subcommands[] = {
 const struct cli_command cmd_projects_commands[] = {
 	{
 	    .name = "projects",
-	    .summary = "list, show and create projects",
+	    .summary = "list, get, create and update projects",
 	    .subcommands = projects_subcommands,
 	},
 	{
 	    .name = "members",
-	    .summary = "manage who belongs to a project",
+	    .summary = "add, remove and list a project's members",
 	    .subcommands = members_subcommands,
 	},
 	{ .name = NULL },

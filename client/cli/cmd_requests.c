@@ -22,6 +22,13 @@ static const struct output_column request_columns[] = {
 	{ "ITEMS", "items_text" },
 	{ "REQUESTED BY", "requested_by" },
 	{ "REQUESTED", "requested_at" },
+	OUTPUT_WIDE,
+	{ "JUSTIFICATION", "justification" },
+	{ "EXPIRES", "expires_at" },
+	{ "DECIDED BY", "decided_by" },
+	{ "DECIDED", "decided_at" },
+	{ "NOTE", "note" },
+	{ "REASON", "reason" },
 	{ NULL, NULL },
 };
 
@@ -112,27 +119,22 @@ request_create(struct cli *cli, const struct cli_command *cmd, const struct cli_
 	return request_submit(cli, cmd, args, "create");
 }
 
+/* expand, shrink and release take no --ends-at: their option table has none */
 static int
 request_expand(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	if (cli_opt(args, "ends-at") != NULL)
-		return cli_usage_error(cli, cmd, "--ends-at is for create only");
 	return request_submit(cli, cmd, args, "expand");
 }
 
 static int
 request_shrink(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	if (cli_opt(args, "ends-at") != NULL)
-		return cli_usage_error(cli, cmd, "--ends-at is for create only");
 	return request_submit(cli, cmd, args, "shrink");
 }
 
 static int
 request_release(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	if (cli_opt(args, "ends-at") != NULL)
-		return cli_usage_error(cli, cmd, "--ends-at is for create only");
 	return request_submit(cli, cmd, args, "release");
 }
 
@@ -244,11 +246,19 @@ requests_get(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 	return CLI_EXIT_OK;
 }
 
-static const struct cli_option submit_options[] = {
+static const struct cli_option create_options[] = {
 	{ "project", "P", "the project (required)", false },
-	{ "pool", "NAME", "the pool (required; a new name for create)", false },
+	{ "pool", "NAME", "a new pool's name (required)", false },
 	{ "justification", "TEXT", "why, for the approver", false },
-	{ "ends-at", "TIME", "create only: release the pool at this RFC 3339 time", false },
+	{ "ends-at", "TIME", "release the pool at this RFC 3339 time", false },
+	{ NULL, NULL, NULL, false },
+};
+
+/* expand, shrink, release: an existing pool, no end time */
+static const struct cli_option change_options[] = {
+	{ "project", "P", "the project (required)", false },
+	{ "pool", "NAME", "the pool (required)", false },
+	{ "justification", "TEXT", "why, for the approver", false },
 	{ NULL, NULL, NULL, false },
 };
 
@@ -272,37 +282,38 @@ static const struct cli_option list_options[] = {
 static const struct cli_command request_subcommands[] = {
 	{
 	    .name = "create",
-	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--ends-at TIME]",
+	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--justification TEXT] "
+		     "[--ends-at TIME]",
 	    .summary = "ask for a new pool",
 	    .help = "Ask for a new pool holding the items, such as H100-80GB/3g.40gb=2\n"
 		    "H100-80GB/1g.10gb=1 (profile 'full' for whole GPUs). The request waits\n"
 		    "for an operator's approval; with --ends-at the pool is released then.",
 	    .max_args = CLI_MAX_POSITIONAL,
-	    .options = submit_options,
+	    .options = create_options,
 	    .run = request_create,
 	},
 	{
 	    .name = "expand",
-	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ...",
+	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--justification TEXT]",
 	    .summary = "ask for more in a pool (the items are what to add)",
 	    .max_args = CLI_MAX_POSITIONAL,
-	    .options = submit_options,
+	    .options = change_options,
 	    .run = request_expand,
 	},
 	{
 	    .name = "shrink",
-	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ...",
+	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--justification TEXT]",
 	    .summary = "give back part of a pool (the items are what to remove)",
 	    .max_args = CLI_MAX_POSITIONAL,
-	    .options = submit_options,
+	    .options = change_options,
 	    .run = request_shrink,
 	},
 	{
 	    .name = "release",
-	    .usage = "--project P --pool NAME",
+	    .usage = "--project P --pool NAME [--justification TEXT]",
 	    .summary = "give back a whole pool",
 	    .max_args = 0,
-	    .options = submit_options,
+	    .options = change_options,
 	    .run = request_release,
 	},
 	{
@@ -346,7 +357,7 @@ static const struct cli_command requests_subcommands[] = {
 	{
 	    .name = "get",
 	    .usage = "ID",
-	    .summary = "show a request with its history",
+	    .summary = "get a request with its history",
 	    .min_args = 1,
 	    .max_args = 1,
 	    .run = requests_get,
@@ -362,7 +373,7 @@ const struct cli_command cmd_requests_commands[] = {
 	},
 	{
 	    .name = "requests",
-	    .summary = "list and show pool requests",
+	    .summary = "list and get pool requests",
 	    .subcommands = requests_subcommands,
 	},
 	{ .name = NULL },

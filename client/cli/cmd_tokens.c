@@ -1,6 +1,6 @@
 /*
- * cmd_tokens.c - creating, listing and revoking the caller's API tokens
- * over /v1/tokens. A new token's secret is shown once, at creation.
+ * cmd_tokens.c - creating, listing, showing and revoking the caller's API
+ * tokens over /v1/tokens. A new token's secret is shown once, at creation.
  */
 #include "cmd_tokens.h"
 
@@ -81,6 +81,28 @@ tokens_list(struct cli *cli, const struct cli_command *cmd, const struct cli_arg
 }
 
 static int
+tokens_get(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char esc[256], path[320];
+	int rc;
+
+	(void)cmd;
+	if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0)
+		return CLI_EXIT_FAIL;
+	snprintf(path, sizeof(path), "/v1/tokens/%s", esc);
+	rc = cli_call(cli, "GET", path, NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (cli->output == CLI_OUTPUT_JSON)
+		output_json(stdout, r.json);
+	else
+		output_row(stdout, r.json, token_columns);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
+static int
 tokens_revoke(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
 	struct gp_client_response r;
@@ -131,6 +153,14 @@ static const struct cli_command tokens_subcommands[] = {
 	    .run = tokens_list,
 	},
 	{
+	    .name = "get",
+	    .usage = "ID",
+	    .summary = "get one of your API tokens (never its secret)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = tokens_get,
+	},
+	{
 	    .name = "revoke",
 	    .usage = "ID",
 	    .summary = "revoke an API token",
@@ -144,7 +174,7 @@ static const struct cli_command tokens_subcommands[] = {
 const struct cli_command cmd_tokens_commands[] = {
 	{
 	    .name = "tokens",
-	    .summary = "manage your API tokens",
+	    .summary = "create, list, get and revoke your API tokens",
 	    .subcommands = tokens_subcommands,
 	},
 	{ .name = NULL },

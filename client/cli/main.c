@@ -11,10 +11,12 @@
 #include "cli.h"
 #include "output.h"
 #include "cmd_agents.h"
+#include "cmd_audit.h"
 #include "cmd_auth.h"
 #include "cmd_billing.h"
 #include "cmd_billing_export.h"
 #include "cmd_capacity.h"
+#include "cmd_catalog.h"
 #include "cmd_gpus.h"
 #include "cmd_nodes.h"
 #include "cmd_pools.h"
@@ -33,13 +35,32 @@ static const struct cli_command *const command_groups[] = {
 	cmd_users_commands,
 	cmd_nodes_commands,
 	cmd_gpus_commands,
+	cmd_catalog_commands,
 	cmd_capacity_commands,
 	cmd_pools_commands,
 	cmd_requests_commands,
 	cmd_billing_commands,
 	cmd_agents_commands,
 	cmd_reports_commands,
+	cmd_audit_commands,
 	NULL,
+};
+
+static int main_completion_cmd(struct cli *cli, const struct cli_command *cmd,
+    const struct cli_args *args);
+
+static const struct cli_command completion_command = {
+	.name = "completion",
+	.usage = "bash|zsh|fish",
+	.summary = "print a shell completion script",
+	.help = "Print a completion script for bash, zsh or fish, built from the command\n"
+		"table (every command, subcommand and option):\n"
+		"  bash: source <(gpupool completion bash)\n"
+		"  zsh:  source <(gpupool completion zsh)\n"
+		"  fish: gpupool completion fish | source",
+	.min_args = 1,
+	.max_args = 1,
+	.run = main_completion_cmd,
 };
 
 static struct cli_command commands[MAIN_MAX_COMMANDS + 1];
@@ -55,6 +76,8 @@ main_build_table(void)
 				commands[n++] = *c;
 		}
 	}
+	if (n < MAIN_MAX_COMMANDS)
+		commands[n++] = completion_command;
 	commands[n].name = NULL;
 }
 
@@ -64,7 +87,8 @@ main_help(FILE *out)
 	cli_print_table_help(commands, "gpupool", out == stderr);
 	fprintf(out,
 	    "\nglobal options (anywhere on the command line):\n"
-	    "  -o, --output FORMAT       table (default), json, yaml, or name (first column)\n"
+	    "  -o, --output FORMAT       table (default), wide (a table with more columns),\n"
+	    "                            json, yaml, or name (the first column only)\n"
 	    "  --no-headers              tables without their header line\n"
 	    "  --server URL              the gpupool server, e.g. http://127.0.0.1:8080\n"
 	    "  -h, --help                this help; after a command, that command's help\n"
@@ -89,12 +113,16 @@ main_set_output(struct cli *cli, const char *v)
 	} else if (strcmp(v, "yaml") == 0) {
 		cli->output = CLI_OUTPUT_JSON;
 		output_set_format(OUTPUT_YAML);
+	} else if (strcmp(v, "wide") == 0) {
+		cli->output = CLI_OUTPUT_TABLE;
+		output_set_format(OUTPUT_WIDE_TABLE);
 	} else if (strcmp(v, "name") == 0) {
 		cli->output = CLI_OUTPUT_TABLE;
 		output_set_format(OUTPUT_NAME);
 	} else {
 		fprintf(stderr,
-		    "gpupool: unknown output format \"%s\" (expected table, json, yaml or name)\n",
+		    "gpupool: unknown output format \"%s\" (expected table, wide, json, yaml or "
+		    "name)\n",
 		    v);
 		return -1;
 	}
@@ -115,8 +143,8 @@ static bool
 main_output_file(char **rest, int nrest, const char *opt, const char *val)
 {
 	(void)opt;
-	if (strcmp(val, "table") == 0 || strcmp(val, "json") == 0 || strcmp(val, "yaml") == 0 ||
-	    strcmp(val, "name") == 0)
+	if (strcmp(val, "table") == 0 || strcmp(val, "wide") == 0 || strcmp(val, "json") == 0 ||
+	    strcmp(val, "yaml") == 0 || strcmp(val, "name") == 0)
 		return false;
 	return nrest >= 2 && strcmp(rest[0], "billing") == 0 && strcmp(rest[1], "export") == 0;
 }
@@ -225,9 +253,80 @@ main_words(const struct cli_command *c, char *buf, size_t len)
 		buf[len - 1] = '\0';
 }
 
+/* s for the inside of a single-quoted shell word ('\'' for bash, \' for fish). */
+static void
+main_quoted(const char *s, bool fish)
+{
+	for (; s != NULL && *s != '\0'; s++) {
+		if (*s == '\'')
+			fputs(fish ? "\\'" : "'\\''", stdout);
+		else
+			putchar(*s);
+	}
+}
+
+/*
+ * bash: one case per command path, deepest first (children before their
+ * parent), so that "billing rates list" wins over "billing rates".
+ */
+static void
+main_bash_cases(const struct cli_command *table, const char *path)
+{
+	char words[4096], sub[256];
+
+	for (const struct cli_command *c = table; c->name != NULL; c++) {
+		snprintf(sub, sizeof(sub), "%s %s", path, c->name);
+		if (c->subcommands != NULL)
+			main_bash_cases(c->subcommands, sub);
+		if (c->run == NULL && c->subcommands == NULL)
+			continue;
+		main_words(c, words, sizeof(words));
+		if (strcmp(sub, " completion") == 0)
+			snprintf(words, sizeof(words), "bash zsh fish");
+		printf("\t\"%s\"|\"%s \"*) words=\"%s\" ;;\n", sub, sub, words);
+	}
+}
+
+/* fish: per command path, its subcommands and its options. */
+static void
+main_fish(const struct cli_command *table, const char *cond)
+{
+	char next[1024], names[2048];
+	size_t off = 0;
+
+	names[0] = '\0';
+	for (const struct cli_command *c = table; c->name != NULL; c++)
+		off += (size_t)snprintf(names + off, off < sizeof(names) ? sizeof(names) - off : 0,
+		    "%s%s", off ? " " : "", c->name);
+	for (const struct cli_command *c = table; c->name != NULL; c++) {
+		if (cond[0] == '\0')
+			printf("complete -c gpupool -f -n '__fish_use_subcommand' -a '%s' -d '",
+			    c->name);
+		else
+			printf("complete -c gpupool -f -n '%s; and not __fish_seen_subcommand_from "
+			       "%s' -a '%s' -d '",
+			    cond, names, c->name);
+		main_quoted(c->summary, true);
+		printf("'\n");
+		snprintf(next, sizeof(next), "%s%s__fish_seen_subcommand_from %s", cond,
+		    cond[0] ? "; and " : "", c->name);
+		for (const struct cli_option *o = c->options; o != NULL && o->name != NULL; o++) {
+			printf("complete -c gpupool -f -n '%s' -l '%s'%s -d '", next, o->name,
+			    o->arg != NULL ? " -r" : "");
+			main_quoted(o->help, true);
+			printf("'\n");
+		}
+		if (strcmp(c->name, "completion") == 0 && cond[0] == '\0')
+			printf("complete -c gpupool -f -n '%s' -a 'bash zsh fish'\n", next);
+		if (c->subcommands != NULL)
+			main_fish(c->subcommands, next);
+	}
+}
+
 /*
  * gpupool completion bash|zsh|fish: a completion script built from the
- * command table (so a new command completes without touching this).
+ * command table, every level of it (so a new command completes without
+ * touching this).
  */
 static int
 main_completion(const char *shell)
@@ -245,41 +344,46 @@ main_completion(const char *shell)
 		return CLI_EXIT_USAGE;
 	}
 	if (strcmp(shell, "fish") == 0) {
-		for (const struct cli_command *c = commands; c->name != NULL; c++) {
-			printf("complete -c gpupool -f -n '__fish_use_subcommand' -a '%s' -d '%s'\n",
-			    c->name, c->summary ? c->summary : "");
-			for (const struct cli_command *sc = c->subcommands; sc != NULL && sc->name;
-			     sc++)
-				printf("complete -c gpupool -f -n '__fish_seen_subcommand_from %s' -a "
-				       "'%s' -d '%s'\n",
-				    c->name, sc->name, sc->summary ? sc->summary : "");
-		}
-		printf("complete -c gpupool -f -n '__fish_use_subcommand' -a completion\n");
+		main_fish(commands, "");
+		printf("complete -c gpupool -s o -l output -r -a 'table wide json yaml name'\n"
+		       "complete -c gpupool -l server -r\n"
+		       "complete -c gpupool -l no-headers\n");
 		return CLI_EXIT_OK;
 	}
 	if (strcmp(shell, "zsh") == 0)
 		printf("autoload -U +X bashcompinit && bashcompinit\n");
 	printf("_gpupool() {\n"
-	       "\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" words=\"\"\n"
-	       "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\twords=\"completion");
-	for (const struct cli_command *c = commands; c->name != NULL; c++)
-		printf(" %s", c->name);
-	printf("\"\n\telse\n\t\tcase \"${COMP_WORDS[1]} ${COMP_WORDS[2]}\" in\n");
-	for (const struct cli_command *c = commands; c->name != NULL; c++)
-		for (const struct cli_command *sc = c->subcommands; sc != NULL && sc->name; sc++) {
-			main_words(sc, words, sizeof(words));
-			printf("\t\t\"%s %s\") words=\"%s\" ;;\n", c->name, sc->name, words);
-		}
+	       "\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" path=\"\" words=\"\" i\n"
+	       "\tfor ((i = 1; i < COMP_CWORD; i++)); do\n"
+	       "\t\tcase \"${COMP_WORDS[i]}\" in\n"
+	       "\t\t-o | --output | --server) i=$((i + 1)) ;;\n"
+	       "\t\t-*) ;;\n"
+	       "\t\t*) path=\"$path ${COMP_WORDS[i]}\" ;;\n"
+	       "\t\tesac\n"
+	       "\tdone\n"
+	       "\tcase \"$path\" in\n");
+	main_bash_cases(commands, "");
+	words[0] = '\0';
 	for (const struct cli_command *c = commands; c->name != NULL; c++) {
-		main_words(c, words, sizeof(words));
-		printf("\t\t\"%s \"*) words=\"%s\" ;;\n", c->name, words);
+		size_t off = strlen(words);
+
+		snprintf(words + off, sizeof(words) - off, "%s%s", off ? " " : "", c->name);
 	}
-	printf("\t\tcompletion\\ *) words=\"bash zsh fish\" ;;\n"
-	       "\t\tesac\n\tfi\n"
-	       "\tCOMPREPLY=($(compgen -W \"$words --output --server --help\" -- \"$cur\"))\n"
+	printf("\t*) words=\"%s\" ;;\n", words);
+	printf("\tesac\n"
+	       "\tCOMPREPLY=($(compgen -W \"$words --output --server --no-headers --help\" -- "
+	       "\"$cur\"))\n"
 	       "}\n"
 	       "complete -F _gpupool gpupool\n");
 	return CLI_EXIT_OK;
+}
+
+static int
+main_completion_cmd(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	(void)cli;
+	(void)cmd;
+	return main_completion(args->pos[0]);
 }
 
 int
@@ -306,8 +410,9 @@ main(int argc, char **argv)
 		rc = CLI_EXIT_USAGE;
 		goto done;
 	}
-	if (strcmp(rest[0], "completion") == 0) {
-		rc = main_completion(nrest > 1 ? rest[1] : NULL);
+	/* completion needs no config file */
+	if (strcmp(rest[0], "completion") == 0 && nrest == 2 && rest[1][0] != '-') {
+		rc = main_completion(rest[1]);
 		goto done;
 	}
 	if (config_load(&cli.config, errbuf, sizeof(errbuf)) != 0) {

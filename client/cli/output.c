@@ -72,7 +72,8 @@ output_yaml(FILE *out, struct json_object *v, int indent, bool in_list)
 		for (size_t i = 0; i < json_object_array_length(v); i++) {
 			struct json_object *e = json_object_array_get_idx(v, i);
 
-			fprintf(out, "%*s- ", indent, "");
+			/* a list in a list starts on its parent's "- " line */
+			fprintf(out, "%*s- ", i == 0 && in_list ? 0 : indent, "");
 			if ((json_object_is_type(e, json_type_object) &&
 				json_object_object_length(e) > 0) ||
 			    (json_object_is_type(e, json_type_array) &&
@@ -212,10 +213,19 @@ void
 output_table(FILE *out, struct json_object *rows, const struct output_column *cols)
 {
 	size_t ncols = 0, nrows = 0, width[OUTPUT_MAX_COLUMNS];
+	struct output_column shown[OUTPUT_MAX_COLUMNS + 1];
 	char **cells = NULL;
 
-	while (cols[ncols].header != NULL && ncols < OUTPUT_MAX_COLUMNS)
-		ncols++;
+	for (size_t i = 0; cols[i].header != NULL && ncols < OUTPUT_MAX_COLUMNS; i++) {
+		if (cols[i].path == NULL) { /* OUTPUT_WIDE: the rest only with -o wide */
+			if (output_format_set != OUTPUT_WIDE_TABLE)
+				break;
+			continue;
+		}
+		shown[ncols++] = cols[i];
+	}
+	shown[ncols].header = NULL;
+	cols = shown;
 	if (output_format_set == OUTPUT_NAME && ncols > 1)
 		ncols = 1; /* -o name: the identifying first column */
 	if (rows != NULL && json_object_is_type(rows, json_type_array))

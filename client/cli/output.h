@@ -17,11 +17,21 @@ struct output_column {
 	const char *path;   /* "display_name" */
 };
 
+/*
+ * In a column list, the columns after this marker show only with -o wide
+ * (kubectl's extra columns): { "NAME", "name" }, OUTPUT_WIDE, { "ID", "id" }.
+ */
+#define OUTPUT_WIDE      \
+	{                \
+		"", NULL \
+	}
+
 /* Pretty-print obj (2-space indent) and a newline to out. */
 enum output_format {
-	OUTPUT_PLAIN, /* tables as tables, JSON as JSON */
-	OUTPUT_YAML,  /* output_json writes YAML */
-	OUTPUT_NAME,  /* tables: the first column only, no header */
+	OUTPUT_PLAIN,      /* tables as tables, JSON as JSON */
+	OUTPUT_YAML,       /* output_json writes YAML */
+	OUTPUT_NAME,       /* tables: the first column only, no header */
+	OUTPUT_WIDE_TABLE, /* tables with their OUTPUT_WIDE columns too */
 };
 
 /* Process-wide rendering choices (-o, --no-headers). */

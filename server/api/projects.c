@@ -42,8 +42,14 @@ api_project_access(struct db *db, struct request *req, const char *name, enum pr
 			return 0;
 		break;
 	}
-	return gp_error_set(err, 403, "forbidden", "your role in project %s does not allow this",
-	    name);
+	/* say who may, as the global 403 does (dispatch.c) */
+	if (need == PROJECT_SUBMIT)
+		return gp_error_set(err, 403, "forbidden",
+		    "only members and owners of project %s may do this (your role: %s)", name,
+		    project_role_name(pr));
+	return gp_error_set(err, 403, "forbidden",
+	    "only owners of project %s and the global role admin may do this (your role: %s)", name,
+	    project_role_name(pr));
 }
 
 static struct json_object *

@@ -1087,6 +1087,36 @@ fx_cli(struct fixture *fx, const char *const *env, const char *input, ...)
 }
 
 struct fx_proc *
+fx_cli_argv(struct fixture *fx, const char *const *env, const char *input, const char *const *argv)
+{
+	const char *full[FX_MAX_ENV + 8], *args[FX_MAX_ARGS + 2];
+	struct fx_proc *p = arena_alloc(fx->arena, sizeof(*p));
+	int n = 0, argc = 0;
+
+	full[n++] = fx_str(fx, "HOME=%s", fx_cli_home(fx));
+	full[n++] = "XDG_CONFIG_HOME";
+	full[n++] = "GPUPOOL_SERVER";
+	full[n++] = "GPUPOOL_TOKEN";
+	for (; env != NULL && *env != NULL && n < FX_MAX_ENV; env++)
+		full[n++] = *env;
+	full[n] = NULL;
+	args[argc++] = GPUPOOL_CLI_PATH;
+	for (; *argv != NULL; argv++) {
+		if (argc > FX_MAX_ARGS) {
+			print_error("fixture: more than %d arguments\n", FX_MAX_ARGS);
+			_fail(__FILE__, __LINE__);
+		}
+		args[argc++] = *argv;
+	}
+	args[argc] = NULL;
+	if (fx_run(fx, args, full, input, FX_CLI_TIMEOUT_MS, false, p) != 0) {
+		print_error("fixture: could not run %s\n", GPUPOOL_CLI_PATH);
+		_fail(__FILE__, __LINE__);
+	}
+	return p;
+}
+
+struct fx_proc *
 fx_gpupoold(struct fixture *fx, const char *input, ...)
 {
 	const char *env[] = { fx_str(fx, "GPUPOOL_DATABASE_URL=%s", fx->db_url), NULL };

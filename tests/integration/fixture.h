@@ -270,6 +270,10 @@ void fixture_promtool_check(struct fixture *fx, const char *body, size_t len);
 struct fx_proc *fx_cli(struct fixture *fx, const char *const *env, const char *input, ...)
     __attribute__((sentinel));
 
+/* fx_cli() with the arguments in argv (NULL-terminated). */
+struct fx_proc *fx_cli_argv(struct fixture *fx, const char *const *env, const char *input,
+    const char *const *argv);
+
 /* Run "gpupoold ARGS..." with GPUPOOL_DATABASE_URL set and wait (120 s). */
 struct fx_proc *fx_gpupoold(struct fixture *fx, const char *input, ...) __attribute__((sentinel));
 
