@@ -116,6 +116,7 @@ try {
 	await step('pool page: allocations ready, requests', async () => {
 		await go(page, '#/pools');
 		await page.getByLabel('Project').selectOption('ml');
+		await page.getByText(HOSTILE).first().waitFor(); // the project's display name, as text
 		await page.getByRole('link', { name: 'train' }).click();
 		await page.locator('#h-pool').waitFor();
 		trainPool = await page.evaluate(() => location.hash.split('/')[2]);

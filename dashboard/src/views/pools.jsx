@@ -11,6 +11,7 @@ export function Pools({ me }) {
 	const [project, setProject] = useState('');
 	const chosen = project || (projects && projects[0]?.name) || '';
 	const [pools, error] = useLoad(() => (chosen ? api.all(`/v1/projects/${api.enc(chosen)}/pools`) : Promise.resolve([])), [chosen]);
+	const [proj] = useLoad(() => (chosen ? api.get(`/v1/projects/${api.enc(chosen)}`) : Promise.resolve(null)), [chosen]);
 	return (
 		<section aria-labelledby="h-pools">
 			<h1 id="h-pools">Pools</h1>
@@ -30,7 +31,7 @@ export function Pools({ me }) {
 				<Loading what="pools" />
 			) : (
 				<Table
-					caption={`Pools of ${chosen}`}
+					caption={`Pools of ${chosen}${proj?.display_name ? ` (${proj.display_name})` : ''}`}
 					rowKey={(p) => p.id}
 					columns={[
 						{ key: 'name', label: 'Pool', render: (p) => <a href={`#/pool/${p.id}`}>{p.name}</a> },
