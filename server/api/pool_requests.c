@@ -318,8 +318,25 @@ api_pool_requests_get(struct request *req, struct response *res, struct gp_error
 struct approve_job {
 	struct request *req;
 	bool inline_run; /* run by its handler: the queue was stopping */
+	struct api_if_match if_match;
 	struct service_approval c;
 };
+
+/* If-Match against the locked request's generation (its ETag). */
+static int
+request_if_match(const struct api_if_match *m, const struct pool_request_row *r,
+    struct gp_error *err)
+{
+	int64_t guard;
+
+	return api_if_match_check(m, r->generation, "pool request", &guard, err);
+}
+
+static int
+approve_precondition(void *arg, const struct pool_request_row *r, struct gp_error *err)
+{
+	return request_if_match(&((struct approve_job *)arg)->if_match, r, err);
+}
 
 /* An approval's answer: the approved request, the audit row's "after". */
 static void
@@ -447,7 +464,7 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 	struct jfields f;
 
 	memset(j, 0, sizeof(*j));
-	if (api_param_id(req, 0, &c->id, err) < 0)
+	if (api_param_id(req, 0, &c->id, err) < 0 || api_if_match(req, &j->if_match, err) < 0)
 		return -1;
 	if (req->body_len > 0) {
 		if (api_body(req, &body, err) < 0)
@@ -463,6 +480,8 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 	c->hooks.claim = approve_claim;
 	c->hooks.keep = approve_keep;
 	c->hooks.ctx = j;
+	c->precondition = approve_precondition;
+	c->precondition_arg = j;
 	if (batch_push(api_app(req)->approvals, j))
 		return api_defer(req, approve_reply, j);
 	/* shutting down: the workers are gone, decide it here, alone */
@@ -500,9 +519,27 @@ cancel_check(struct db *db, void *arg, const struct pool_request_row *r, struct 
 	return 0;
 }
 
+struct close_check {
+	struct request *req;
+	bool cancel;
+	struct api_if_match if_match;
+};
+
+/* Who may (cancel only), then If-Match against the locked request. */
+static int
+close_check(struct db *db, void *arg, const struct pool_request_row *r, struct gp_error *err)
+{
+	struct close_check *k = arg;
+
+	if (k->cancel && cancel_check(db, k->req, r, err) < 0)
+		return -1;
+	return request_if_match(&k->if_match, r, err);
+}
+
 static int
 close_request(struct request *req, struct response *res, bool cancel, struct gp_error *err)
 {
+	struct close_check k = { .req = req, .cancel = cancel };
 	struct service_actor actor = request_actor(req);
 	struct pool_request_row out;
 	struct json_object *body;
@@ -510,7 +547,7 @@ close_request(struct request *req, struct response *res, bool cancel, struct gp_
 	struct jfields f;
 	int64_t id;
 
-	if (api_param_id(req, 0, &id, err) < 0)
+	if (api_param_id(req, 0, &id, err) < 0 || api_if_match(req, &k.if_match, err) < 0)
 		return -1;
 	if (req->body_len > 0 || !cancel) {
 		if (api_body(req, &body, err) < 0)
@@ -522,8 +559,8 @@ close_request(struct request *req, struct response *res, bool cancel, struct gp_
 		if (jf_finish(&f) < 0)
 			return -1;
 	}
-	if (service_request_close(db_thread(), req->arena, &actor, id, cancel, note,
-		cancel ? cancel_check : NULL, req, &out, err) < 0)
+	if (service_request_close(db_thread(), req->arena, &actor, id, cancel, note, close_check,
+		&k, &out, err) < 0)
 		return -1;
 	response_json(req, res, 200, pools_request_json(&out, NULL, 0));
 	api_etag(req, res, out.generation);

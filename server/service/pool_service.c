@@ -972,6 +972,11 @@ approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
 			continue;
 		}
 		c->ax = ctx[i];
+		if (c->precondition != NULL &&
+		    c->precondition(c->precondition_arg, &c->ax.req, &e) < 0) {
+			approve_refuse(c, &e);
+			continue;
+		}
 		if (approve_check(c, &e) < 0) {
 			approve_refuse(c, &e);
 			continue;

@@ -128,6 +128,10 @@ struct service_approval {
 	int64_t at_us; /* ledger timestamp; 0: the transaction's */
 	bool due;      /* the system's release of a pool past its end time */
 	struct service_tx_hooks hooks;
+	/* with the request locked, before anything else is checked: 0 to go on,
+	 * else err refuses it (If-Match, RFC 9110 13.1.1); NULL: none */
+	int (*precondition)(void *arg, const struct pool_request_row *r, struct gp_error *err);
+	void *precondition_arg;
 	bool dup; /* hooks.claim: a duplicate (outcome REFUSED), nothing changed */
 	/* decided by the batch */
 	enum service_approval_outcome outcome;

@@ -742,6 +742,99 @@ test_patch_415_accept_patch_rfc5789(void **state)
 	assert_null(raw_header(fx->arena, &r, "Accept-Patch"));
 }
 
+/* A pool request's ETag for If-Match (its generation), and its state in SQL. */
+static const char *
+request_etag(struct fixture *fx, int64_t id)
+{
+	struct gp_client_response *r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/pool-requests/%lld", (long long)id), NULL);
+	assert_status(r, 200);
+	return fx_str(fx, "%s", r->etag);
+}
+
+static const char *
+request_state(struct fixture *fx, int64_t id)
+{
+	return fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
+	    fx_str(fx, "%lld", (long long)id));
+}
+
+/* Approve, reject and cancel change a versioned pool request: If-Match
+ * (RFC 9110 13.1.1) names its ETag, lists may hold it among others, "*"
+ * matches; a stale, weak or foreign tag is 412 and the request stays
+ * pending, with no allocation made. */
+static void
+test_if_match_pool_request_actions_rfc9110_13_1_1(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	int64_t id[3];
+	const char *tag;
+
+	fx_fleet(fx, "prq", "H100-80GB", 1, 2, false);
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+			  "{\"name\":\"prp\",\"display_name\":\"p\"}"),
+	    201);
+	assert_status(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/prp/members/admin",
+			  "{\"role\":\"owner\"}"),
+	    201);
+	for (int i = 0; i < 3; i++) {
+		r = fx_request(fx, fx->admin_token, "POST", "/v1/projects/prp/pool-requests",
+		    "{\"action\":\"create\",\"pool\":\"prq%d\",\"items\":[\"H100-80GB/full=1\"]}",
+		    i);
+		assert_status(r, 201);
+		id[i] = fx_json_int(r->json, "id");
+	}
+
+	/* approve: stale and weak tags refused, nothing placed; the list with the tag wins */
+	tag = request_etag(fx, id[0]);
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id[0]),
+	    ((const char *[]){ fx_str(fx, "If-Match: \"999\", W/%s", tag), NULL }), "{}");
+	assert_problem(r, 412, "precondition_failed");
+	assert_string_equal(request_state(fx, id[0]), "pending");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+			     "WHERE p.name = 'prq0'"),
+	    0);
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id[0]),
+	    ((const char *[]){ fx_str(fx, "If-Match: \"999\", %s", tag), NULL }), "{}");
+	assert_status(r, 200);
+	/* the old tag no longer names it */
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)id[0]),
+	    ((const char *[]){ fx_str(fx, "If-Match: %s", tag), NULL }), "{\"reason\":\"x\"}");
+	assert_problem(r, 412, "precondition_failed");
+
+	/* reject */
+	tag = request_etag(fx, id[1]);
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)id[1]),
+	    ((const char *[]){ "If-Match: \"1000\"", NULL }), "{\"reason\":\"no\"}");
+	assert_problem(r, 412, "precondition_failed");
+	assert_string_equal(request_state(fx, id[1]), "pending");
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)id[1]),
+	    ((const char *[]){ fx_str(fx, "If-Match: %s", tag), NULL }), "{\"reason\":\"no\"}");
+	assert_status(r, 200);
+	assert_string_equal(request_state(fx, id[1]), "rejected");
+
+	/* cancel: a weak tag never matches, "*" always does */
+	tag = request_etag(fx, id[2]);
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/cancel", (long long)id[2]),
+	    ((const char *[]){ fx_str(fx, "If-Match: W/%s", tag), NULL }), NULL);
+	assert_problem(r, 412, "precondition_failed");
+	assert_string_equal(request_state(fx, id[2]), "pending");
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/cancel", (long long)id[2]),
+	    ((const char *[]){ "If-Match: *", NULL }), NULL);
+	assert_status(r, 200);
+	assert_string_equal(request_state(fx, id[2]), "cancelled");
+	fx_assert_pool_invariants(fx);
+}
+
 int
 main(void)
 {
@@ -759,6 +852,7 @@ main(void)
 		cmocka_unit_test(test_query_unknown_or_repeated_422),
 		cmocka_unit_test(test_merge_patch_rfc7396),
 		cmocka_unit_test(test_patch_415_accept_patch_rfc5789),
+		cmocka_unit_test(test_if_match_pool_request_actions_rfc9110_13_1_1),
 	};
 
 	return fixture_exit_status(
