@@ -377,8 +377,20 @@ check_query(struct request *req, const struct route *rt, struct gp_error *err)
 		while (w < nwords && strcmp(words[w], name) != 0)
 			w++;
 		if (w < nwords) {
+			const char *v = req->query(req, name);
+
+			/* present without a value ("?limit", "?limit="): not the same as absent */
+			if (++seen[w] == 1 && (v == NULL || v[0] == '\0')) {
+				problems++;
+				if (first == NULL)
+					first = arena_printf(req->arena,
+					    "query parameter \"%s\" has no value", name);
+				gp_error_field(err, name,
+				    "needs a value; leave it out for the default");
+				continue;
+			}
 			/* a name the route takes: the second time is the problem, once */
-			if (++seen[w] != 2)
+			if (seen[w] != 2)
 				continue;
 			problems++;
 			if (first == NULL)

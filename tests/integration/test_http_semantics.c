@@ -523,6 +523,14 @@ test_query_unknown_or_repeated_422(void **state)
 	assert_json_str(r->json, "detail", "query parameter \"limit\" given twice");
 	assert_json_str(r->json, "errors[0].field", "limit");
 	assert_int_equal(fx_json_len(r->json, "errors"), 1);
+	/* a parameter the route takes, present without a value: not the same as absent */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "detail", "query parameter \"limit\" has no value");
+	assert_json_str(r->json, "errors[0].field", "limit");
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?cursor=", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "cursor");
 	/* a route without query parameters, a name without a value */
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/me?verbose", NULL);
 	assert_problem(r, 422, "validation_failed");
