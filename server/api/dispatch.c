@@ -386,7 +386,7 @@ check_query(struct request *req, const struct route *rt, struct gp_error *err)
 					first = arena_printf(req->arena,
 					    "query parameter \"%s\" has no value", name);
 				gp_error_field(err, name,
-				    "needs a value; leave it out for the default");
+				    "needs a value (an encoded NUL is none); leave it out for the default");
 				continue;
 			}
 			/* a name the route takes: the second time is the problem, once */
@@ -425,13 +425,21 @@ check_query(struct request *req, const struct route *rt, struct gp_error *err)
 	return -1;
 }
 
+/*
+ * What an Idempotency-Key is bound to: method, path, If-Match (a request
+ * under another precondition is another request: a 412 kept for the key
+ * must not answer the retry that names the new ETag) and body.
+ */
 static void
 request_hash(struct request *req, unsigned char *out)
 {
-	size_t plen = strlen(req->method) + strlen(req->path) + 2;
+	const char *im = req->header_list != NULL ? req->header_list(req, "If-Match")
+						  : req->header(req, "If-Match");
+	const char *pre = im != NULL ? arena_printf(req->arena, "If-Match: %s\n", im) : "";
+	size_t plen = strlen(req->method) + strlen(req->path) + 2 + strlen(pre);
 	char *buf = arena_alloc(req->arena, plen + req->body_len + 1);
 
-	snprintf(buf, plen + 1, "%s\n%s\n", req->method, req->path);
+	snprintf(buf, plen + 1, "%s\n%s\n%s", req->method, req->path, pre);
 	if (req->body_len > 0)
 		memcpy(buf + plen, req->body, req->body_len);
 	token_digest(buf, plen + req->body_len, out);

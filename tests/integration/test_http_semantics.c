@@ -815,16 +815,26 @@ test_if_match_pool_request_actions_rfc9110_13_1_1(void **state)
 	    ((const char *[]){ fx_str(fx, "If-Match: %s", tag), NULL }), "{\"reason\":\"x\"}");
 	assert_problem(r, 412, "precondition_failed");
 
-	/* reject */
+	/* reject, under an Idempotency-Key: the key is bound to the If-Match it
+	 * came with, so the 412 kept for it never answers the retry that names
+	 * the current tag (422: another request; a new key runs it) */
 	tag = request_etag(fx, id[1]);
 	r = fx_request_h(fx, fx->admin_token, "POST",
 	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)id[1]),
-	    ((const char *[]){ "If-Match: \"1000\"", NULL }), "{\"reason\":\"no\"}");
+	    ((const char *[]){ "If-Match: \"1000\"", "Idempotency-Key: rej-1", NULL }),
+	    "{\"reason\":\"no\"}");
 	assert_problem(r, 412, "precondition_failed");
 	assert_string_equal(request_state(fx, id[1]), "pending");
 	r = fx_request_h(fx, fx->admin_token, "POST",
 	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)id[1]),
-	    ((const char *[]){ fx_str(fx, "If-Match: %s", tag), NULL }), "{\"reason\":\"no\"}");
+	    ((const char *[]){ fx_str(fx, "If-Match: %s", tag), "Idempotency-Key: rej-1", NULL }),
+	    "{\"reason\":\"no\"}");
+	assert_problem(r, 422, "idempotency_mismatch");
+	assert_string_equal(request_state(fx, id[1]), "pending");
+	r = fx_request_h(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)id[1]),
+	    ((const char *[]){ fx_str(fx, "If-Match: %s", tag), "Idempotency-Key: rej-2", NULL }),
+	    "{\"reason\":\"no\"}");
 	assert_status(r, 200);
 	assert_string_equal(request_state(fx, id[1]), "rejected");
 

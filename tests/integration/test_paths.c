@@ -51,9 +51,10 @@ test_encoded_queries(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?object_id=proja%2Fx", NULL);
 	assert_status(r, 200);
 	assert_int_equal(fx_json_len(r->json, "items"), 0);
-	/* a cursor with an encoded NUL is no cursor at all */
+	/* a value with an encoded NUL is no value at all: 422, as for "?limit=" */
 	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects?limit=1%00", NULL);
-	assert_status(r, 200);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "limit");
 }
 
 int
