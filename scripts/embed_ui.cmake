@@ -52,4 +52,5 @@ else()
 endif()
 string(APPEND src "\nconst struct ui_asset gp_ui_assets[] = {\n${table}};\nconst size_t gp_ui_assets_count = ${count};\n")
 file(WRITE ${OUT}.tmp "${src}")
-file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
+# rewrite only on a change, so the server is not rebuilt for nothing
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different ${OUT}.tmp ${OUT})

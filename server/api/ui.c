@@ -54,6 +54,8 @@ accepts_gzip(const char *ae)
 		if (n == 4 && strncasecmp(p, "gzip", 4) == 0) {
 			const char *w = strstr(p, "q=");
 
+			if (w == NULL || w >= end)
+				w = strstr(p, "Q=");
 			if (w != NULL && w < end)
 				q = strtod(w + 2, NULL);
 			return q > 0.0;
@@ -94,16 +96,20 @@ ui_serve(struct request *req, struct response *res)
 		response_problem(req, res, &err);
 		return;
 	}
-	ae = req->header(req, "Accept-Encoding");
+	ae = req->header_list != NULL ? req->header_list(req, "Accept-Encoding")
+				      : req->header(req, "Accept-Encoding");
 	if (a->gzip != NULL && ae != NULL && accepts_gzip(ae)) {
 		response_raw(res, 200, a->content_type, (const char *)a->gzip, a->gzip_len);
 		response_header(res, "Content-Encoding", "gzip");
+		/* another coding is another representation: its own strong tag (RFC 9110 8.8.3) */
+		response_header(res, "ETag",
+		    arena_printf(req->arena, "%.*s-gz\"", (int)strlen(a->etag) - 1, a->etag));
 	} else {
 		response_raw(res, 200, a->content_type, (const char *)a->data, a->len);
+		response_header(res, "ETag", a->etag);
 	}
 	if (a->gzip != NULL)
 		response_header(res, "Vary", "Accept-Encoding");
-	response_header(res, "ETag", a->etag);
 	response_header(res, "Cache-Control",
 	    a->immutable ? "public, max-age=31536000, immutable" : "no-cache");
 }

@@ -107,9 +107,26 @@ test_hashed_assets_immutable_and_gzip_rfc9110_12_5_3(void **state)
 	assert_int_equal((unsigned char)z.body[0], 0x1f); /* gzip magic */
 	assert_int_equal((unsigned char)z.body[1], 0x8b);
 
+	/* RFC 9110 8.8.3: the gzip coding is another representation, with its own strong tag */
+	const char *tag = raw_header(fx->arena, &r, "ETag");
+	const char *ztag = raw_header(fx->arena, &z, "ETag");
+	assert_non_null(tag);
+	assert_non_null(ztag);
+	assert_string_not_equal(tag, ztag);
+	struct raw_response z304 =
+	    ui_get(fx, "GET", js, "Accept-Encoding: gzip", fx_str(fx, "If-None-Match: %s", ztag));
+	assert_int_equal(z304.status, 304);
+	/* the plain copy's tag does not validate the gzip one */
+	struct raw_response z200 =
+	    ui_get(fx, "GET", js, "Accept-Encoding: gzip", fx_str(fx, "If-None-Match: %s", tag));
+	assert_int_equal(z200.status, 200);
+
 	struct raw_response no = ui_get(fx, "GET", js, "Accept-Encoding: gzip;q=0, identity", NULL);
 	assert_null(raw_header(fx->arena, &no, "Content-Encoding"));
 	assert_int_equal(no.body_len, plain);
+	/* parameter names are case-insensitive: Q=0 refuses too */
+	no = ui_get(fx, "GET", js, "Accept-Encoding: GZIP;Q=0", NULL);
+	assert_null(raw_header(fx->arena, &no, "Content-Encoding"));
 
 	struct raw_response c = ui_get(fx, "GET", css, NULL, NULL);
 	assert_int_equal(c.status, 200);
