@@ -7,7 +7,7 @@ import './app.css';
 import * as api from './api.js';
 import { Problem } from './ui.jsx';
 import { Overview } from './views/overview.jsx';
-import { Capacity } from './views/capacity.jsx';
+import { Capacity, clearPools } from './views/capacity.jsx';
 import { Requests } from './views/requests.jsx';
 import { Pools, PoolPage } from './views/pools.jsx';
 import { Health } from './views/health.jsx';
@@ -26,7 +26,14 @@ const VIEWS = [
 
 function parseHash() {
 	const [view, ...rest] = (location.hash.replace(/^#\/?/, '') || '').split('/');
-	return { view, arg: rest.map(decodeURIComponent).join('/') };
+	const decode = (x) => {
+		try {
+			return decodeURIComponent(x);
+		} catch {
+			return x; // a malformed link: shown as the server's 404, not a blank page
+		}
+	};
+	return { view, arg: rest.map(decode).join('/') };
 }
 
 function Login({ onIn }) {
@@ -94,9 +101,15 @@ function App() {
 	const known = ['gpu', 'pool'].includes(view) || views.some((v) => v.id === view);
 	if (!known) view = views[0].id;
 	const signOut = async () => {
-		await api.logout();
-		setMe(null);
-		location.hash = '';
+		try {
+			await api.logout();
+		} catch {
+			// the token is forgotten here either way; it expires on the server
+		} finally {
+			clearPools();
+			setMe(null);
+			location.hash = '';
+		}
 	};
 	const props = { me, arg };
 	return (

@@ -32,9 +32,14 @@ export const itemText = (it) => `${it.model}/${it.profile}×${it.count}`;
 export function useLoad(fn, deps) {
 	const [state, setState] = useState({ data: undefined, error: null });
 	const [tick, setTick] = useState(0);
+	const lastDeps = useRef(null);
 	useEffect(() => {
 		let live = true;
-		setState((s) => ({ data: s.data, error: null }));
+		// new arguments: forget the old answer (it belonged to other data);
+		// a reload of the same keeps it on screen until the new one arrives
+		const same = lastDeps.current && lastDeps.current.length === deps.length && lastDeps.current.every((d, i) => d === deps[i]);
+		lastDeps.current = deps;
+		setState((s) => ({ data: same ? s.data : undefined, error: null }));
 		fn().then(
 			(data) => live && setState({ data, error: null }),
 			(error) => live && setState({ data: undefined, error }),
@@ -195,7 +200,7 @@ export function SliceBar({ gpu, profiles, pools, plan }) {
 
 // A windowed list: only the rows in view (plus a margin) are in the DOM,
 // so tens of thousands of rows scroll smoothly. Rows have a fixed height.
-export function VirtualList({ items, rowHeight, height, render, label, onEnd }) {
+export function VirtualList({ items, rowHeight, height, render, label, onEnd, itemKey }) {
 	const ref = useRef(null);
 	const [top, setTop] = useState(0);
 	const first = Math.max(0, Math.floor(top / rowHeight) - 5);
@@ -215,7 +220,14 @@ export function VirtualList({ items, rowHeight, height, render, label, onEnd }) 
 		>
 			<div style={{ height: `${items.length * rowHeight}px`, position: 'relative' }}>
 				{items.slice(first, last).map((it, i) => (
-					<div role="listitem" class="vrow" style={{ top: `${(first + i) * rowHeight}px`, height: `${rowHeight}px` }}>
+					<div
+						key={itemKey ? itemKey(it) : first + i}
+						role="listitem"
+						aria-setsize={items.length}
+						aria-posinset={first + i + 1}
+						class="vrow"
+						style={{ top: `${(first + i) * rowHeight}px`, height: `${rowHeight}px` }}
+					>
 						{render(it, first + i)}
 					</div>
 				))}

@@ -2,11 +2,13 @@
 // each drawn as its MIG memory slices with the instances on them, the free
 // placements and the stranded slices; a what-if panel runs simulate and
 // draws where the items would land.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import * as api from '../api.js';
 import { Badge, Loading, Problem, SliceBar, Table, VirtualList, analyseGpu, fmtInt, useLoad } from '../ui.jsx';
 
 const poolCache = new Map();
+// what one user saw is not the next one's: forgotten at sign-out
+export const clearPools = () => poolCache.clear();
 
 // project/name of each pool id on the GPUs shown (fetched once per id)
 export function usePools(gpus) {
@@ -150,19 +152,27 @@ export function Capacity() {
 	const [more, setMore] = useState(false);
 	const pools = usePools(gpus);
 
+	// each filter is a generation: an answer for an older one is dropped, so
+	// a late page never lands in the list of a newer filter
+	const gen = useRef(0);
 	const fetchPage = async (cur, reset) => {
+		const mine = reset ? ++gen.current : gen.current;
 		setLoading(true);
 		try {
 			const page = await api.get('/v1/gpus', { ...filter, limit: 200, cursor: cur || undefined });
+			if (mine !== gen.current) return;
 			setGpus((old) => (reset ? page.items : [...old, ...page.items]));
 			setCursor(page.next_cursor);
 			setError(null);
 		} catch (err) {
+			if (mine !== gen.current) return;
 			setError(err);
 			if (reset) setGpus([]);
 		} finally {
-			setLoading(false);
-			setMore(false);
+			if (mine === gen.current) {
+				setLoading(false);
+				setMore(false);
+			}
 		}
 	};
 	useEffect(() => {
@@ -205,10 +215,10 @@ export function Capacity() {
 					rows={clusters}
 				/>
 			)}
-			<form class="inline filters" onSubmit={apply} aria-label="Filter GPUs">
+			<form class="inline filters" onSubmit={apply} aria-label="Filter GPUs" key={JSON.stringify(filter)}>
 				<label>
 					Cluster
-					<select name="cluster" value={filter.cluster}>
+					<select name="cluster" defaultValue={filter.cluster}>
 						<option value="">all</option>
 						{(clusters || []).map((c) => (
 							<option value={c.name}>{c.name}</option>
@@ -217,7 +227,7 @@ export function Capacity() {
 				</label>
 				<label>
 					Model
-					<select name="model" value={filter.model}>
+					<select name="model" defaultValue={filter.model}>
 						<option value="">all</option>
 						{(models || []).map((m) => (
 							<option value={m.model}>{m.model}</option>
@@ -226,7 +236,7 @@ export function Capacity() {
 				</label>
 				<label>
 					Health
-					<select name="health" value={filter.health}>
+					<select name="health" defaultValue={filter.health}>
 						<option value="">all</option>
 						<option value="ok">ok</option>
 						<option value="degraded">degraded</option>
@@ -234,7 +244,7 @@ export function Capacity() {
 					</select>
 				</label>
 				<label>
-					Node <input name="node" value={filter.node} size={16} />
+					Node <input name="node" defaultValue={filter.node} size={16} />
 				</label>
 				<button type="submit">Apply</button>
 			</form>
@@ -245,7 +255,7 @@ export function Capacity() {
 			<p role="status" class="count">
 				{loading && gpus.length === 0 ? 'Loading GPUs…' : `${fmtInt(gpus.length)} GPUs shown${cursor ? ' (scroll for more)' : ''}`}
 			</p>
-			<VirtualList label="GPUs" items={gpus} rowHeight={44} height={480} onEnd={onEnd} render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />} />
+			<VirtualList key={JSON.stringify(filter)} itemKey={(g) => g.uuid} label="GPUs" items={gpus} rowHeight={44} height={480} onEnd={onEnd} render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />} />
 			<WhatIf catalog={catalog} clusters={clusters} />
 		</section>
 	);

@@ -1,6 +1,7 @@
 // Health: nodes whose agent is silent (stale), failed and degraded GPUs
 // with their XIDs and ECC counts, and the open alerts (drift, isolation,
 // idle, GPU faults) with acknowledge.
+import { useState } from 'preact/hooks';
 import * as api from '../api.js';
 import { Badge, Loading, Problem, Table, fmtAge, fmtInt, fmtTime, useLoad } from '../ui.jsx';
 
@@ -42,7 +43,15 @@ async function loadHealth() {
 
 export function Health() {
 	const [h, error, reload] = useLoad(loadHealth, []);
-	const ack = (id) => api.post(`/v1/alerts/${id}/ack`, {}).then(reload, reload);
+	const [ackError, setAckError] = useState(null);
+	const ack = (id) =>
+		api.post(`/v1/alerts/${id}/ack`, {}).then(
+			() => {
+				setAckError(null);
+				reload();
+			},
+			setAckError,
+		);
 	if (error) return <Problem error={error} />;
 	if (!h) return <Loading what="health" />;
 	return (
@@ -77,6 +86,7 @@ export function Health() {
 				rows={h.bad}
 				empty="No failed or degraded GPU."
 			/>
+			<Problem error={ackError} />
 			<Table
 				caption="Open alerts"
 				rowKey={(a) => a.id}

@@ -36,7 +36,8 @@ function Decide({ r, onDone }) {
 		setError(null);
 		try {
 			const body = what === 'approve' ? (text ? { note: String(text) } : {}) : { reason: String(text) };
-			await api.post(`/v1/pool-requests/${r.id}/${what}`, body);
+			// If-Match: decide the request as it was shown, not as someone changed it since
+			await api.post(`/v1/pool-requests/${r.id}/${what}`, body, { headers: { 'If-Match': `"${r.generation}"` } });
 			onDone();
 		} catch (err) {
 			setError(err);
@@ -77,6 +78,20 @@ function Decide({ r, onDone }) {
 			</form>
 			<Problem error={error} />
 		</div>
+	);
+}
+
+function CancelButton({ r, onDone }) {
+	const [error, setError] = useState(null);
+	const cancel = () =>
+		api.post(`/v1/pool-requests/${r.id}/cancel`, undefined, { headers: { 'If-Match': `"${r.generation}"` } }).then(onDone, setError);
+	return (
+		<>
+			<button type="button" class="secondary" onClick={cancel} aria-label={`Cancel request ${r.id}`}>
+				Cancel
+			</button>
+			<Problem error={error} />
+		</>
 	);
 }
 
@@ -159,12 +174,8 @@ export function Requests({ me }) {
 	if (!staff && state === 'pending')
 		columns.push({
 			key: 'cancel',
-			label: '',
-			render: (r) => (
-				<button type="button" class="secondary" onClick={() => api.post(`/v1/pool-requests/${r.id}/cancel`, {}).then(reload, reload)}>
-					Cancel
-				</button>
-			),
+			label: 'Cancel',
+			render: (r) => <CancelButton r={r} onDone={reload} />,
 		});
 	return (
 		<section aria-labelledby="h-requests">
