@@ -95,14 +95,16 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 			return cli_usage_error(cli, cmd,
 			    "--id downloads an existing job: no --period, --from, --to, --format");
 	} else {
-		struct json_object *body = json_object_new_object();
+		struct json_object *body;
 
+		/* check before building the body: a usage error must not leak it */
 		if (format == NULL)
 			return cli_usage_error(cli, cmd,
 			    "--format is required (csv, jsonl, focus)");
 		if (period == NULL && (from == NULL || to == NULL))
 			return cli_usage_error(cli, cmd,
 			    "give --period YYYY-MM or --from and --to");
+		body = json_object_new_object();
 		json_object_object_add(body, "format", json_object_new_string(format));
 		if (period != NULL)
 			json_object_object_add(body, "period", json_object_new_string(period));

@@ -1105,14 +1105,15 @@ test_cli_walk(void **state)
 static void
 test_yaml_reader(void **state)
 {
-	struct json_object *o;
+	struct json_object *o, *want;
 
 	(void)state;
 	o = yaml_parse("\"items\":\n  - \"a\": 1\n    \"b\":\n      - - 1\n        - 2\n"
 		       "  - {}\n\"next_cursor\": null\n");
 	assert_non_null(o);
-	assert_true(json_object_equal(o,
-	    json_tokener_parse("{\"items\":[{\"a\":1,\"b\":[[1,2]]},{}],\"next_cursor\":null}")));
+	want = json_tokener_parse("{\"items\":[{\"a\":1,\"b\":[[1,2]]},{}],\"next_cursor\":null}");
+	assert_true(json_object_equal(o, want));
+	json_object_put(want);
 	json_object_put(o);
 	assert_null(yaml_parse("\"a\": 1\n \"b\": 2\n"));   /* misaligned key */
 	assert_null(yaml_parse("\"a\":\n- 1\n"));           /* a list not indented */
