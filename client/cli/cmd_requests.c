@@ -147,11 +147,15 @@ request_decide(struct cli *cli, const struct cli_command *cmd, const struct cli_
 	char esc[64], path[REQUESTS_PATH_MAX];
 	int rc;
 
-	(void)cmd;
+	char tag[64];
+
+	if (cli_if_match_opt(cli, cmd, args, tag, sizeof(tag)) != 0)
+		return CLI_EXIT_USAGE;
 	if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0)
 		return CLI_EXIT_FAIL;
 	snprintf(path, sizeof(path), "/v1/pool-requests/%s/%s", esc, what);
-	rc = cli_call(cli, "POST", path, body, &r);
+	/* --if-match: decide the request only as it was read (its generation) */
+	rc = cli_call_if_match(cli, "POST", path, body, tag[0] ? tag : NULL, &r);
 	if (rc != CLI_EXIT_OK)
 		return rc;
 	request_print(cli, r.json);
@@ -264,11 +268,18 @@ static const struct cli_option change_options[] = {
 
 static const struct cli_option approve_options[] = {
 	{ "note", "TEXT", "a note kept with the decision", false },
+	CLI_IF_MATCH_OPTION,
 	{ NULL, NULL, NULL, false },
 };
 
 static const struct cli_option reject_options[] = {
 	{ "reason", "TEXT", "why (required)", false },
+	CLI_IF_MATCH_OPTION,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_option cancel_options[] = {
+	CLI_IF_MATCH_OPTION,
 	{ NULL, NULL, NULL, false },
 };
 
@@ -318,7 +329,7 @@ static const struct cli_command request_subcommands[] = {
 	},
 	{
 	    .name = "approve",
-	    .usage = "ID [--note TEXT]",
+	    .usage = "ID [--note TEXT] [--if-match ETAG]",
 	    .summary = "approve a pending request and print the placements (operator)",
 	    .min_args = 1,
 	    .max_args = 1,
@@ -327,7 +338,7 @@ static const struct cli_command request_subcommands[] = {
 	},
 	{
 	    .name = "reject",
-	    .usage = "ID --reason TEXT",
+	    .usage = "ID --reason TEXT [--if-match ETAG]",
 	    .summary = "reject a pending request (operator)",
 	    .min_args = 1,
 	    .max_args = 1,
@@ -336,10 +347,11 @@ static const struct cli_command request_subcommands[] = {
 	},
 	{
 	    .name = "cancel",
-	    .usage = "ID",
+	    .usage = "ID [--if-match ETAG]",
 	    .summary = "withdraw a pending request (its requester or a project owner)",
 	    .min_args = 1,
 	    .max_args = 1,
+	    .options = cancel_options,
 	    .run = request_cancel,
 	},
 	{ .name = NULL },

@@ -797,7 +797,10 @@ walk_cases(struct walk *w)
 	FAIL(1, "requests", "get", "999999999");
 	OKY("requests", "list", "--project", proj);
 	FAIL(1, "requests", "list", "--state", "sleeping");
-	OK("request", "approve", req, "--note", "ok");
+	/* a generation the request does not have: 412, still pending */
+	FAIL(1, "request", "approve", req, "--if-match", "99");
+	OK("request", "approve", req, "--note", "ok", "--if-match",
+	    walk_id(w, "SELECT generation FROM pool_requests WHERE id = $1::bigint", req));
 	FAIL(1, "request", "approve", req);
 	pool = walk_id(w,
 	    "SELECT max(po.id) FROM pools po JOIN projects p ON p.id = po.project_id "
