@@ -3,6 +3,7 @@
  * help text, and the server call / error reporting every command uses.
  */
 #include "cli.h"
+#include "output.h"
 
 #include "core/strbuf.h"
 
@@ -658,4 +659,22 @@ cli_parse_int64(struct cli *cli, const struct cli_command *cmd, const char *opti
 	}
 	*out = v;
 	return 0;
+}
+
+int
+cli_print_list(struct cli *cli, struct json_object *doc, void (*decorate)(struct json_object *item),
+    const struct output_column *columns)
+{
+	struct json_object *items = gp_client_json_get(doc, "items");
+
+	if (cli->output == CLI_OUTPUT_JSON) {
+		output_json(stdout, doc);
+	} else {
+		for (size_t i = 0;
+		     decorate != NULL && items != NULL && i < json_object_array_length(items); i++)
+			decorate(json_object_array_get_idx(items, i));
+		output_table(stdout, items, columns);
+	}
+	json_object_put(doc);
+	return CLI_EXIT_OK;
 }

@@ -176,6 +176,16 @@ int cli_list(struct cli *cli, const char *path, const struct cli_args *args,
 int cli_list_page(struct cli *cli, const char *path, const struct cli_args *args,
     const char *default_limit, struct json_object **out);
 
+struct output_column;
+
+/*
+ * Print a listing fetched with cli_list(): -o json prints doc as it came;
+ * otherwise decorate (may be NULL) adds each item's derived columns and the
+ * items are printed as columns says. Frees doc; returns CLI_EXIT_OK.
+ */
+int cli_print_list(struct cli *cli, struct json_object *doc,
+    void (*decorate)(struct json_object *item), const struct output_column *columns);
+
 /* The --limit/--cursor options every list command accepts. */
 #define CLI_LIST_OPTIONS                                                                      \
 	{ "limit", "N", "fetch one page of at most N items (1..500)", false },                \

@@ -56,7 +56,7 @@ audit_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 		{ "until", "until" },
 	};
 	char path[AUDIT_PATH_MAX] = "/v1/audit";
-	struct json_object *doc, *items;
+	struct json_object *doc;
 	int rc;
 
 	if (cli_opt(args, "all") != NULL &&
@@ -72,16 +72,7 @@ audit_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 	rc = cli_list_page(cli, path, args, AUDIT_PAGE, &doc);
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	items = gp_client_json_get(doc, "items");
-	if (cli->output == CLI_OUTPUT_JSON) {
-		output_json(stdout, doc);
-	} else {
-		for (size_t i = 0; items != NULL && i < json_object_array_length(items); i++)
-			audit_decorate(json_object_array_get_idx(items, i));
-		output_table(stdout, items, audit_columns);
-	}
-	json_object_put(doc);
-	return CLI_EXIT_OK;
+	return cli_print_list(cli, doc, audit_decorate, audit_columns);
 }
 
 static const struct cli_option list_options[] = {

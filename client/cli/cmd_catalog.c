@@ -130,7 +130,7 @@ catalog_list(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 {
 	const char *mig = cli_opt(args, "mig");
 	char path[CATALOG_PATH_MAX] = "/v1/catalog/models";
-	struct json_object *doc, *items;
+	struct json_object *doc;
 	int rc;
 
 	if (mig != NULL && strcmp(mig, "on") != 0 && strcmp(mig, "off") != 0)
@@ -150,16 +150,7 @@ catalog_list(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 	rc = cli_list(cli, path, args, &doc);
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	items = gp_client_json_get(doc, "items");
-	if (cli->output == CLI_OUTPUT_JSON) {
-		output_json(stdout, doc);
-	} else {
-		for (size_t i = 0; items != NULL && i < json_object_array_length(items); i++)
-			catalog_decorate(json_object_array_get_idx(items, i));
-		output_table(stdout, items, model_columns);
-	}
-	json_object_put(doc);
-	return CLI_EXIT_OK;
+	return cli_print_list(cli, doc, catalog_decorate, model_columns);
 }
 
 static int

@@ -113,7 +113,7 @@ gpus_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args 
 {
 	char path[GPUS_PATH_MAX] = "/v1/gpus";
 	const char *mig = cli_opt(args, "mig");
-	struct json_object *doc, *items;
+	struct json_object *doc;
 	int rc;
 
 	if (mig != NULL && strcmp(mig, "on") != 0 && strcmp(mig, "off") != 0)
@@ -130,16 +130,7 @@ gpus_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args 
 	rc = cli_list(cli, path, args, &doc);
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	items = gp_client_json_get(doc, "items");
-	if (cli->output == CLI_OUTPUT_JSON) {
-		output_json(stdout, doc);
-	} else {
-		for (size_t i = 0; items != NULL && i < json_object_array_length(items); i++)
-			gpus_decorate(json_object_array_get_idx(items, i));
-		output_table(stdout, items, gpu_columns);
-	}
-	json_object_put(doc);
-	return CLI_EXIT_OK;
+	return cli_print_list(cli, doc, gpus_decorate, gpu_columns);
 }
 
 /* The GPU line, then its instances. */

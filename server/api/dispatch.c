@@ -323,7 +323,8 @@ query_words(struct arena *a, const char *list, const char **words)
 static const char *
 query_name_shown(struct arena *a, const char *name)
 {
-	char *out = arena_alloc(a, 64 * 3 + 4), *w = out;
+	size_t cap = 64 * 3 + 4;
+	char *out = arena_alloc(a, cap), *w = out;
 
 	for (size_t i = 0; name[i] != '\0'; i++) {
 		unsigned char c = (unsigned char)name[i];
@@ -334,7 +335,7 @@ query_name_shown(struct arena *a, const char *name)
 			break;
 		}
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-			w += sprintf(w, "%%%02X", c);
+			w += snprintf(w, cap - (size_t)(w - out), "%%%02X", c);
 		else
 			*w++ = (char)c;
 	}
