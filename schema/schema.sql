@@ -765,6 +765,84 @@ CREATE FUNCTION public.billing_div_half_even(n numeric, d numeric) RETURNS bigin
 	END)::bigint
 $$;
 
+CREATE FUNCTION public.billing_export_csv(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(line text, nrows integer)
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour),
+	       gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name),
+	       gp_csv(u.model), gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro,
+	       u.currency, u.amount_micro, gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''),
+	       gp_csv(u.note)) || E'\n', 1
+	FROM billing_usage u JOIN projects p ON p.id = u.project_id
+	LEFT JOIN pools po ON po.id = u.pool_id
+	WHERE u.hour >= p_from AND u.hour < p_to
+	ORDER BY u.hour, u.id
+$$;
+
+CREATE FUNCTION public.billing_export_focus(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(line text, nrows integer)
+    LANGUAGE sql STABLE
+    AS $$
+	WITH i AS MATERIALIZED (
+		SELECT * FROM billing_idle(p_from, p_to)
+	), pc AS MATERIALIZED (
+		SELECT DISTINCT ON (a.pool_id) a.pool_id, c.name AS cluster, c.region
+		FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN clusters c ON c.id = g.cluster_id
+		WHERE a.pool_id IN (SELECT DISTINCT b.pool_id FROM billing_usage b
+		                    WHERE b.hour >= p_from AND b.hour < p_to)
+		ORDER BY a.pool_id, a.id
+	), r AS (
+		SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool,
+		       pc.cluster, pc.region,
+		       coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share,
+		       billing_idle_micro(CASE WHEN u.kind = 'usage' THEN u.amount_micro ELSE 0 END,
+		           i.held_s, i.idle_s) AS unused,
+		       round(u.seconds::numeric * u.count / 3600, 9) AS qty,
+		       CASE WHEN u.profile = 'full' THEN 1::numeric
+		            ELSE mp.compute_slices::numeric / nullif(gm.compute_slices, 0) END AS gpu_equiv,
+		       (adj.period IS NOT NULL AND adj.period <> u.period AND EXISTS (
+		           SELECT 1 FROM billing_periods bp
+		           WHERE bp.period = adj.period AND bp.state = 'closed')) AS corr
+		FROM billing_usage u JOIN projects p ON p.id = u.project_id
+		LEFT JOIN pools po ON po.id = u.pool_id
+		LEFT JOIN i ON i.pool_id = u.pool_id AND i.model = u.model
+		     AND i.profile = u.profile AND i.hour = u.hour
+		LEFT JOIN pc ON pc.pool_id = u.pool_id
+		LEFT JOIN gpu_models gm ON gm.id = u.model
+		LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile
+		LEFT JOIN billing_usage adj ON adj.id = u.adjusts
+		WHERE u.hour >= p_from AND u.hour < p_to
+	), s AS (
+		SELECT r.*, CASE WHEN unused > 0 THEN round(qty * unused / (u).amount_micro, 9)
+		                 ELSE 0 END AS uq
+		FROM r
+	)
+	SELECT CASE WHEN unused > 0
+	            THEN billing_focus_line(u, 'Used', (u).amount_micro - unused, qty - uq, share,
+	                     project, display_name, pool, cluster, region, corr, gpu_equiv) ||
+	                 billing_focus_line(u, 'Unused', unused, uq, share, project, display_name,
+	                     pool, cluster, region, corr, gpu_equiv)
+	            ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project,
+	                     display_name, pool, cluster, region, corr, gpu_equiv) END,
+	       CASE WHEN unused > 0 THEN 2 ELSE 1 END
+	FROM s ORDER BY hour, id
+$$;
+
+CREATE FUNCTION public.billing_export_jsonl(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(line text, nrows integer)
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT json_build_object('usage_id', u.id, 'kind', u.kind, 'period', u.period,
+	       'hour_start', gp_iso(u.hour), 'hour_end', gp_iso(u.hour + interval '1 hour'),
+	       'project', p.name, 'pool', po.name, 'model', u.model, 'profile', u.profile,
+	       'count', u.count, 'seconds', u.seconds,
+	       'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency,
+	       'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro),
+	       'adjusts', u.adjusts, 'note', u.note)::text || E'\n', 1
+	FROM billing_usage u JOIN projects p ON p.id = u.project_id
+	LEFT JOIN pools po ON po.id = u.pool_id
+	WHERE u.hour >= p_from AND u.hour < p_to
+	ORDER BY u.hour, u.id
+$$;
+
 CREATE TABLE public.billing_usage (
     id bigint NOT NULL,
     kind text NOT NULL,
@@ -840,6 +918,7 @@ CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text,
 		'gpupool',                                                   -- ServiceProviderName
 		'Other (Compute)',                                           -- ServiceSubcategory
 		gp_csv(u.model || '/' || u.profile),                         -- SkuId
+		'GPU Instance Hours',                                        -- SkuMeter
 		CASE WHEN u.rate_id IS NOT NULL THEN gp_csv(jsonb_build_object(
 			'GpuCount', trim_scale(round(p_gpu_equiv, 6)),
 			'x_Model', u.model, 'x_Profile', u.profile,

@@ -57,115 +57,44 @@ DB_STMT(stmt_exp_lock,
 DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1::int8");
 
 /*
- * The file's lines come from one cursor per job, read FETCH_ROWS at a
- * time, planned for the whole result (cursor_tuple_fraction 1: a scan and
- * a sort, as COPY would, rather than index order).
+ * The file's lines come from one cursor per job over the format's SQL
+ * function (migration 0019: billing_export_csv, _jsonl, _focus; the
+ * benchmark's COPY baseline reads the same functions), FETCH_ROWS at a
+ * time, planned for the whole result (cursor_tuple_fraction 1: scans and a
+ * sort, as COPY would, rather than index order).
  */
-#define FETCH_ROWS_TEXT "50000"
-#define CURSOR "DECLARE gp_export_cur NO SCROLL CURSOR FOR "
-#define PAGE_FROM                                                       \
-	" FROM billing_usage u JOIN projects p ON p.id = u.project_id " \
-	"LEFT JOIN pools po ON po.id = u.pool_id "                      \
-	"WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " " \
-								    "ORDER BY u.hour, u.id"
+#define CURSOR(fn)                                                               \
+	"DECLARE gp_export_cur NO SCROLL CURSOR FOR SELECT line, nrows FROM " fn \
+	"(" TS_US("$1") ", " TS_US("$2") ")"
 
 /* docs/billing.md "Exports": the CSV columns */
 #define CSV_HEADER                                                                           \
 	"usage_id,kind,period,hour_start,hour_end,project,pool,model,profile,count,seconds," \
 	"price_per_hour_micro,currency,amount_micro,amount,adjusts,note\n"
 
-DB_STMT(stmt_exp_page_csv,
-    CURSOR
-    "SELECT 0::int8, 0::int8, concat_ws(',', u.id, u.kind, u.period, gp_iso(u.hour), "
-    "gp_iso(u.hour + interval '1 hour'), gp_csv(p.name), gp_csv(po.name), gp_csv(u.model), "
-    "gp_csv(u.profile), u.count, u.seconds, u.price_per_hour_micro, u.currency, u.amount_micro, "
-    "gp_micro(u.amount_micro), coalesce(u.adjusts::text, ''), gp_csv(u.note)) || E'\\n', 1" PAGE_FROM);
-
-DB_STMT(stmt_exp_page_jsonl,
-    CURSOR
-    "SELECT 0::int8, 0::int8, json_build_object('usage_id', u.id, 'kind', u.kind, "
-    "'period', u.period, 'hour_start', gp_iso(u.hour), "
-    "'hour_end', gp_iso(u.hour + interval '1 hour'), 'project', p.name, 'pool', po.name, "
-    "'model', u.model, 'profile', u.profile, 'count', u.count, 'seconds', u.seconds, "
-    "'price_per_hour_micro', u.price_per_hour_micro, 'currency', u.currency, "
-    "'amount_micro', u.amount_micro, 'amount', gp_micro(u.amount_micro), 'adjusts', u.adjusts, "
-    "'note', u.note)::text || E'\\n', 1" PAGE_FROM);
+DB_STMT(stmt_exp_open_csv, CURSOR("billing_export_csv"));
+DB_STMT(stmt_exp_open_jsonl, CURSOR("billing_export_jsonl"));
+DB_STMT(stmt_exp_open_focus, CURSOR("billing_export_focus"));
 
 /* docs/billing.md "FOCUS mapping": the columns of migration 0013's billing_focus_line */
-#define FOCUS_HEADER                                                                           \
-	"AvailabilityZone,BilledCost,BillingAccountId,BillingAccountName,BillingCurrency,"     \
-	"BillingPeriodEnd,BillingPeriodStart,CapacityReservationId,CapacityReservationStatus," \
-	"ChargeCategory,ChargeClass,ChargeDescription,ChargeFrequency,ChargePeriodEnd,"        \
-	"ChargePeriodStart,ConsumedQuantity,ConsumedUnit,ContractedCost,ContractedUnitPrice,"  \
-	"EffectiveCost,HostProviderName,InvoiceIssuerName,ListCost,ListUnitPrice,"             \
-	"PricingCategory,PricingQuantity,PricingUnit,RegionId,RegionName,ResourceId,"          \
-	"ResourceName,ResourceType,ServiceCategory,ServiceName,ServiceProviderName,"           \
-	"ServiceSubcategory,SkuId,SkuPriceDetails,SkuPriceId,SubAccountId,SubAccountName,"     \
-	"Tags,x_UsageId,x_Kind,x_Count,x_Seconds,x_PricePerHourMicro,x_AmountMicro,"           \
+#define FOCUS_HEADER                                                                                \
+	"AvailabilityZone,BilledCost,BillingAccountId,BillingAccountName,BillingCurrency,"          \
+	"BillingPeriodEnd,BillingPeriodStart,CapacityReservationId,CapacityReservationStatus,"      \
+	"ChargeCategory,ChargeClass,ChargeDescription,ChargeFrequency,ChargePeriodEnd,"             \
+	"ChargePeriodStart,ConsumedQuantity,ConsumedUnit,ContractedCost,ContractedUnitPrice,"       \
+	"EffectiveCost,HostProviderName,InvoiceIssuerName,ListCost,ListUnitPrice,"                  \
+	"PricingCategory,PricingQuantity,PricingUnit,RegionId,RegionName,ResourceId,"               \
+	"ResourceName,ResourceType,ServiceCategory,ServiceName,ServiceProviderName,"                \
+	"ServiceSubcategory,SkuId,SkuMeter,SkuPriceDetails,SkuPriceId,SubAccountId,SubAccountName," \
+	"Tags,x_UsageId,x_Kind,x_Count,x_Seconds,x_PricePerHourMicro,x_AmountMicro,"                \
 	"x_RowAmountMicro,x_IdleShare,x_Adjusts\n"
-
-/*
- * The utilization of the export's range, once per job (its transaction):
- * a temporary table the FOCUS pages join to split usage rows into their
- * Used and Unused parts.
- */
-#define IDLE_TABLE "pg_temp.gp_export_idle"
-#define IDLE_CREATE                                                                            \
-	"CREATE TEMP TABLE IF NOT EXISTS gp_export_idle (pool_id bigint, model text, "         \
-	"profile text, hour timestamptz, held_s numeric, measured_s numeric, idle_s numeric, " \
-	"active_s numeric, PRIMARY KEY (pool_id, model, profile, hour)) ON COMMIT DROP"
-DB_STMT(stmt_exp_idle_fill,
-    "INSERT INTO " IDLE_TABLE " SELECT * FROM billing_idle(" TS_US("$1") ", " TS_US("$2") ")");
-
-/* the cluster of each pool billed in the range (its first allocation's) */
-#define POOL_TABLE "pg_temp.gp_export_pool"
-#define POOL_CREATE                                                                    \
-	"CREATE TEMP TABLE IF NOT EXISTS gp_export_pool (pool_id bigint PRIMARY KEY, " \
-	"cluster text, region text) ON COMMIT DROP"
-DB_STMT(stmt_exp_pool_fill,
-    "INSERT INTO " POOL_TABLE " SELECT DISTINCT ON (a.pool_id) a.pool_id, c.name, c.region "
-    "FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN clusters c ON c.id = g.cluster_id "
-    "WHERE a.pool_id IN (SELECT DISTINCT u.pool_id FROM billing_usage u WHERE u.hour >= " TS_US(
-	"$1") " AND u.hour < " TS_US("$2") ") ORDER BY a.pool_id, a.id");
-
-/* FOCUS: keyset pages (index order, each page projected after its LIMIT) */
-DB_STMT(stmt_exp_page_focus,
-    "WITH r AS (SELECT u, u.hour, u.id, p.name AS project, p.display_name, po.name AS pool, "
-    "pc.cluster, pc.region, "
-    "coalesce(least(i.idle_s, i.held_s) / nullif(i.held_s, 0), 0) AS share, "
-    "billing_idle_micro(CASE WHEN u.kind = 'usage' THEN u.amount_micro ELSE 0 END, i.held_s, "
-    "i.idle_s) AS unused, "
-    "round(u.seconds::numeric * u.count / 3600, 9) AS qty, "
-    "CASE WHEN u.profile = 'full' THEN 1::numeric "
-    "ELSE mp.compute_slices::numeric / nullif(gm.compute_slices, 0) END AS gpu_equiv, "
-    "(adj.period IS NOT NULL AND adj.period <> u.period AND EXISTS (SELECT 1 FROM "
-    "billing_periods bp WHERE bp.period = adj.period AND bp.state = 'closed')) AS corr "
-    "FROM billing_usage u JOIN projects p ON p.id = u.project_id "
-    "LEFT JOIN pools po ON po.id = u.pool_id "
-    "LEFT JOIN " IDLE_TABLE " i ON i.pool_id = u.pool_id AND i.model = u.model "
-    "AND i.profile = u.profile AND i.hour = u.hour "
-    "LEFT JOIN " POOL_TABLE " pc ON pc.pool_id = u.pool_id "
-    "LEFT JOIN gpu_models gm ON gm.id = u.model "
-    "LEFT JOIN mig_profiles mp ON mp.model = u.model AND mp.name = u.profile "
-    "LEFT JOIN billing_usage adj ON adj.id = u.adjusts "
-    "WHERE u.hour >= " TS_US("$1") " AND u.hour < " TS_US("$2") " AND (u.hour, u.id) > (" TS_US(
-	"$3") ", $4::int8) ORDER BY u.hour, u.id LIMIT $5::int4), "
-	      "s AS (SELECT r.*, CASE WHEN unused > 0 THEN round(qty * unused / (u).amount_micro, 9) "
-	      "ELSE 0 END AS uq FROM r) "
-	      "SELECT " EPOCH_US(
-		  "hour") ", id, CASE WHEN unused > 0 THEN "
-			  "billing_focus_line(u, 'Used', (u).amount_micro - unused, qty - uq, share, project, "
-			  "display_name, pool, cluster, region, corr, gpu_equiv) || "
-			  "billing_focus_line(u, 'Unused', unused, uq, share, project, display_name, pool, "
-			  "cluster, region, corr, gpu_equiv) "
-			  "ELSE billing_focus_line(u, 'Used', (u).amount_micro, qty, share, project, display_name, "
-			  "pool, cluster, region, corr, gpu_equiv) END, CASE WHEN unused > 0 THEN 2 ELSE 1 END "
-			  "FROM s ORDER BY hour, id");
 
 /* an export's statements may take longer than an API statement */
 DB_STMT(stmt_exp_timeout, "SELECT set_config('statement_timeout', '600000', true)");
 
-DB_STMT(stmt_exp_fetch, "FETCH " FETCH_ROWS_TEXT " FROM gp_export_cur");
+#define STR_(x) #x
+#define STR(x) STR_(x)
+DB_STMT(stmt_exp_fetch, "FETCH " STR(BILLING_EXPORT_FETCH_ROWS) " FROM gp_export_cur");
 
 DB_STMT(stmt_exp_chunk_put,
     "INSERT INTO billing_export_chunks (export_id, seq, data) VALUES ($1::int8, $2::int4, $3)");
@@ -298,58 +227,26 @@ db_billing_export_header(const char *format)
 }
 
 int
-db_billing_export_prepare(struct db *db, struct arena *a, const char *format, int64_t from_us,
-    int64_t to_us, struct gp_error *err)
-{
-	const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
-
-	if (strcmp(format, "focus") != 0)
-		return 0;
-	if (db_exec_simple(db, IDLE_CREATE, err) < 0 ||
-	    db_exec_simple(db, "TRUNCATE " IDLE_TABLE, err) < 0)
-		return -1;
-	if (db_exec(db, a, &stmt_exp_idle_fill, 2, p, err) == NULL)
-		return -1;
-	if (db_exec_simple(db, POOL_CREATE, err) < 0 ||
-	    db_exec_simple(db, "TRUNCATE " POOL_TABLE, err) < 0 ||
-	    db_exec(db, a, &stmt_exp_pool_fill, 2, p, err) == NULL)
-		return -1;
-	return db_exec_simple(db, "ANALYZE " IDLE_TABLE ", " POOL_TABLE, err);
-}
-
-int
 db_billing_export_page(struct db *db, struct arena *a, const char *format, int64_t from_us,
-    int64_t to_us, int64_t after_hour_us, int64_t after_id, int limit,
-    struct billing_export_page *out, struct gp_error *err)
+    int64_t to_us, bool first, struct billing_export_page *out, struct gp_error *err)
 {
 	const struct db_stmt *st;
-	bool cursor = false;
 	PGresult *r;
 
 	if (strcmp(format, "jsonl") == 0)
-		st = &stmt_exp_page_jsonl;
+		st = &stmt_exp_open_jsonl;
 	else if (strcmp(format, "focus") == 0)
-		st = &stmt_exp_page_focus;
+		st = &stmt_exp_open_focus;
 	else
-		st = &stmt_exp_page_csv;
-	if (st == &stmt_exp_page_focus) {
-		const char *p[5] = { db_param_int(a, from_us), db_param_int(a, to_us),
-			db_param_int(a, after_id == 0 ? from_us : after_hour_us),
-			db_param_int(a, after_id), db_param_int(a, limit) };
+		st = &stmt_exp_open_csv;
+	if (first) {
+		const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
 
-		r = db_exec(db, a, st, 5, p, err);
-	} else {
-		/* csv, jsonl: the first page opens the cursor */
-		if (after_id == 0) {
-			const char *p[2] = { db_param_int(a, from_us), db_param_int(a, to_us) };
-
-			if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
-			    db_exec(db, a, st, 2, p, err) == NULL)
-				return -1;
-		}
-		r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
-		cursor = true;
+		if (db_exec_simple(db, "SET LOCAL cursor_tuple_fraction = 1", err) < 0 ||
+		    db_exec(db, a, st, 2, p, err) == NULL)
+			return -1;
 	}
+	r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
 	if (r == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));
@@ -358,17 +255,9 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
 	out->lens = arena_alloc(a, sizeof(*out->lens) * (size_t)(out->n > 0 ? out->n : 1));
 	for (int i = 0; i < out->n; i++) {
 		/* the line stays in the PGresult, which the arena owns */
-		out->lines[i] = PQgetvalue(r, i, 2);
-		out->lens[i] = (size_t)PQgetlength(r, i, 2);
-		out->rows += db_int64(r, i, 3);
-	}
-	if (cursor) {
-		/* the cursor keeps the position: only "not the first page" matters */
-		out->last_hour_us = after_hour_us;
-		out->last_id = after_id + out->n;
-	} else if (out->n > 0) {
-		out->last_hour_us = db_int64(r, out->n - 1, 0);
-		out->last_id = db_int64(r, out->n - 1, 1);
+		out->lines[i] = PQgetvalue(r, i, 0);
+		out->lens[i] = (size_t)PQgetlength(r, i, 0);
+		out->rows += db_int64(r, i, 1);
 	}
 	return 0;
 }

@@ -63,30 +63,23 @@ int db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attem
     struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
- * The next page of the file's lines, in (hour, id) order. csv, jsonl: the
- * first call of a transaction (after_id 0) opens the job's cursor, every
- * call fetches up to 50,000 rows from it. focus: a keyset page of limit
- * rows after (after_hour_us, after_id).
+ * The next page of the file's lines, in (hour, id) order: first (the
+ * first call of the job's transaction) opens the cursor over the format's
+ * SQL function (migration 0019), every call fetches up to
+ * BILLING_EXPORT_FETCH_ROWS lines from it; fewer means the end.
  */
+#define BILLING_EXPORT_FETCH_ROWS 10000
+
 struct billing_export_page {
 	int n;
 	const char **lines; /* each ends with "\n"; a FOCUS line may hold two rows */
 	size_t *lens;
-	int64_t rows; /* lines of the file in this page */
-	int64_t last_hour_us, last_id;
+	int64_t rows; /* rows of the file in this page */
 };
 
 int db_billing_export_page(struct db *db, struct arena *a, const char *format, int64_t from_us,
-    int64_t to_us, int64_t after_hour_us, int64_t after_id, int limit,
-    struct billing_export_page *out, struct gp_error *err) __attribute__((warn_unused_result));
-
-/*
- * Inside the job's transaction, before the pages: what the format needs
- * (FOCUS: the range's utilization, in a temporary table dropped at
- * commit).
- */
-int db_billing_export_prepare(struct db *db, struct arena *a, const char *format, int64_t from_us,
-    int64_t to_us, struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t to_us, bool first, struct billing_export_page *out, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* The file's first line for format (NULL for jsonl). */
 const char *db_billing_export_header(const char *format);

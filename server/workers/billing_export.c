@@ -17,8 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE_ROWS 10000 /* db_billing_export_page fetches this many */
-
 static struct billing_export_config export_cfg;
 static struct periodic *_Atomic export_self;
 
@@ -83,7 +81,7 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct job *j = arg;
 	const char *header = db_billing_export_header(j->e.format);
-	int64_t after_hour = j->e.from_us, after_id = 0;
+	bool first = true;
 	struct arena *a = arena_create();
 	bool ok;
 
@@ -103,16 +101,14 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 		    (long long)j->e.id);
 		goto fail;
 	}
-	if (db_billing_export_prepare(db, a, j->e.format, j->e.from_us, j->e.to_us, err) < 0)
-		goto fail;
 	if (header != NULL && append(db, j, header, strlen(header), err) < 0)
 		goto fail;
 	for (;;) {
 		struct arena *pa = arena_create();
 		struct billing_export_page pg;
 
-		if (db_billing_export_page(db, pa, j->e.format, j->e.from_us, j->e.to_us,
-			after_hour, after_id, PAGE_ROWS, &pg, err) < 0) {
+		if (db_billing_export_page(db, pa, j->e.format, j->e.from_us, j->e.to_us, first,
+			&pg, err) < 0) {
 			arena_destroy(pa);
 			goto fail;
 		}
@@ -122,8 +118,7 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 				goto fail;
 			}
 		j->rows += pg.rows;
-		after_hour = pg.last_hour_us;
-		after_id = pg.last_id;
+		first = false;
 		arena_destroy(pa);
 		/* tests: a chunk written, then asleep with the transaction open */
 		if (export_cfg.test_row_delay_ms > 0) {
@@ -131,7 +126,7 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 				goto fail;
 			sleep_ms(export_cfg.test_row_delay_ms);
 		}
-		if (pg.n < PAGE_ROWS)
+		if (pg.n < BILLING_EXPORT_FETCH_ROWS)
 			break;
 	}
 	if (flush(db, j, err) < 0)
