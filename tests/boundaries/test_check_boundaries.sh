@@ -66,7 +66,30 @@ client/cli/main.c|#include <microhttpd.h>|client/cli/ may not use microhttpd
 server/api/users.c|#include "../db/db.h"|no relative paths
 server/api/users.c|#include "db/db_internal.h"|a header private to db/
 server/main.c|#include "api/capacity.h"|a header private to api/
+server/api/users.c|#include <postgresql/libpq-fe.h>|server/api/ may not use libpq; it belongs to server/db/
+server/api/users.c|#include <x86_64-linux-gnu/curl/curl.h>|server/api/ may not use curl
+server/domain/pool.c|#include "server/db/db.h"|server/domain/ may not use db/
+server/domain/pool.c|#include "./db//db.h"|server/domain/ may not use db/
+client/agent/agent.c|#include "../../server/db/db.h"|no relative paths
+server/core/log.c|#include "http/server.h"|server/core/ may not use http/
+server/http/server.c|#include "auth/token.h"|server/http/ may not use auth/
+server/auth/token.c|#include "http/server.h"|server/auth/ may not use http/
+server/db/db.c|#include "service/pool_service.h"|server/db/ may not use service/
+server/workers/expiry.c|#include <microhttpd.h>|server/workers/ may not use microhttpd
+server/db/db.c|#include <curl/curl.h>|server/db/ may not use curl
+server/service/pool_service.c|static const char *q = "SELECT id FROM pools WHERE id = $1";|SQL in a string literal
+server/api/pools.c|static const char *q = "UPDATE pools SET state = 'x'";|SQL in a string literal
+client/cli/main.c|static const char *q = "DELETE FROM users";|SQL in a string literal
+server/workers/expiry.c|static const char *q = "INSERT INTO audit_log VALUES (1)";|SQL in a string literal
+server/api/users.c|static const char *q = "SELECT pg_notify('x', 'y')";|SQL in a string literal
 CASES
+
+# SQL in server/db/ is where it belongs, and prose is not SQL
+printf 'static const char *q = "SELECT 1 FROM pools";\n' >>"$TMP/t/server/db/db.c"
+printf 'static const char *m = "could not select a node from the list";\n' >>"$TMP/t/server/api/users.c"
+"$TMP/t/scripts/check-boundaries" || { echo "FAIL: SQL in server/db/ or prose refused" >&2; exit 1; }
+echo "ok: SQL in server/db/ and prose pass"
+fresh
 
 # a service/ folder (not created yet on every branch) has its rule
 mkdir -p "$TMP/t/server/service"
