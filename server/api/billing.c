@@ -479,19 +479,6 @@ api_billing_periods_list(struct request *req, struct response *res, struct gp_er
 	return 0;
 }
 
-/* "YYYY-MM" with a month 01-12 */
-static bool
-period_ok(const char *s)
-{
-	if (strlen(s) != 7 || s[4] != '-')
-		return false;
-	for (int i = 0; i < 7; i++)
-		if (i != 4 && !isdigit((unsigned char)s[i]))
-			return false;
-	return (s[5] == '0' && s[6] >= '1' && s[6] <= '9') ||
-	    (s[5] == '1' && s[6] >= '0' && s[6] <= '2');
-}
-
 struct period_close {
 	struct request *req;
 	const char *period;
@@ -543,7 +530,7 @@ api_billing_periods_close(struct request *req, struct response *res, struct gp_e
 	struct period_close c;
 
 	memset(&c, 0, sizeof(c));
-	if (!period_ok(req->params[0]))
+	if (!time_period_valid(req->params[0]))
 		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND,
 		    "no such billing period: a period is a UTC month YYYY-MM");
 	if (req->body_len > 0) {

@@ -53,19 +53,6 @@ export_json(const struct billing_export_row *e)
 	return o;
 }
 
-/* "YYYY-MM" with a month 01-12 and a year 2000-2999 */
-static bool
-period_ok(const char *s)
-{
-	if (strlen(s) != 7 || s[4] != '-' || s[0] != '2')
-		return false;
-	for (int i = 0; i < 7; i++)
-		if (i != 4 && !isdigit((unsigned char)s[i]))
-			return false;
-	return (s[5] == '0' && s[6] >= '1' && s[6] <= '9') ||
-	    (s[5] == '1' && s[6] >= '0' && s[6] <= '2');
-}
-
 struct export_create {
 	struct request *req;
 	const char *format, *period;
@@ -104,7 +91,7 @@ api_billing_exports_create(struct request *req, struct response *res, struct gp_
 	    strcmp(c.format, "focus") != 0)
 		gp_error_field(err, "format", "must be one of csv, jsonl, focus");
 	if (jf_string(&f, "period", false, 7, &c.period) == 0 && c.period != NULL &&
-	    !period_ok(c.period))
+	    !time_period_valid(c.period))
 		gp_error_field(err, "period", "must be a UTC month YYYY-MM");
 	jf_time(&f, "from", false, &c.from_us, &has_from);
 	jf_time(&f, "to", false, &c.to_us, &has_to);

@@ -138,3 +138,21 @@ time_parse_rfc3339(const char *s, int64_t *out_us)
 	*out_us = us;
 	return 0;
 }
+
+bool
+time_period_valid(const char *s)
+{
+	int year = 0;
+
+	if (s == NULL || strlen(s) != 7 || s[4] != '-')
+		return false;
+	for (int i = 0; i < 7; i++)
+		if (i != 4 && (s[i] < '0' || s[i] > '9'))
+			return false;
+	for (int i = 0; i < 4; i++)
+		year = year * 10 + (s[i] - '0');
+	if (year < 1970)
+		return false;
+	return (s[5] == '0' && s[6] >= '1' && s[6] <= '9') ||
+	    (s[5] == '1' && s[6] >= '0' && s[6] <= '2');
+}

@@ -4,6 +4,7 @@
 #ifndef GP_CORE_TIMEUTIL_H
 #define GP_CORE_TIMEUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,5 +26,12 @@ void time_format_rfc3339(int64_t us, char *buf, size_t len);
  * Returns -1 on malformed input.
  */
 int time_parse_rfc3339(const char *s, int64_t *out_us);
+
+/*
+ * A billing period's name, "YYYY-MM": a month 01-12 of a year 1970-9999
+ * (the years the API's times cover). The one rule every endpoint that
+ * takes a period uses.
+ */
+bool time_period_valid(const char *s);
 
 #endif

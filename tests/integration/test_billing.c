@@ -325,6 +325,11 @@ test_periods(void **state)
 	    404, "not_found");
 	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/periods/26-01/close", NULL),
 	    404, "not_found");
+	/* the one period rule (time_period_valid): years before 1970 are no period */
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/periods/1969-12/close", NULL),
+	    404, "not_found");
+	assert_problem(fx_request(fx, billing, "POST", "/v1/billing/periods/0001-01/close", NULL),
+	    404, "not_found");
 
 	r = fx_request(fx, billing, "POST", "/v1/billing/periods/2026-01/close", NULL);
 	assert_status(r, 200);

@@ -344,6 +344,7 @@ test_bad_input(void **state)
 		"{\"format\":\"csv\",\"period\":\"2026-3\"}",
 		"{\"format\":\"csv\",\"period\":\"26-03-01\"}",
 		"{\"format\":\"csv\",\"period\":\"2026-00\"}",
+		"{\"format\":\"csv\",\"period\":\"1969-12\"}",
 		"{\"format\":\"csv\",\"period\":\"\"}",
 		"{\"format\":\"csv\",\"period\":3}",
 		"{\"format\":\"xml\",\"period\":\"2026-03\"}",
@@ -373,6 +374,10 @@ test_bad_input(void **state)
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/exports", "[]");
 	assert_true(r->status == 400 || r->status == 422);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM billing_exports"), before);
+	/* the same period rule as the billing endpoints (time_period_valid): any year 1970-9999 */
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/billing/exports",
+	    "{\"format\":\"csv\",\"period\":\"3000-01\"}");
+	assert_status(r, 202);
 	/* ids that are not there */
 	assert_problem(fx_request(fx, fx->admin_token, "GET", "/v1/billing/exports/999999", NULL),
 	    404, "not_found");
