@@ -37,16 +37,6 @@ run_mask(int start, int size)
 	return (uint8_t)(((1u << size) - 1u) << start);
 }
 
-static int
-popcount8(uint8_t v)
-{
-	int n = 0;
-
-	for (; v != 0; v &= (uint8_t)(v - 1))
-		n++;
-	return n;
-}
-
 static bool
 gpu_empty(const struct placement_gpu *g)
 {
@@ -529,7 +519,8 @@ gpu_free(const struct gpu_model *m, const struct placement_gpu *g, int *compute,
 	*slices = 0;
 	if (g->full_used)
 		return;
-	*slices = (m->mig_capable ? m->memory_slices : m->full_slices) - popcount8(g->used_mask);
+	*slices =
+	    (m->mig_capable ? m->memory_slices : m->full_slices) - __builtin_popcount(g->used_mask);
 	if (m->mig_capable && (g->mig_enabled || gpu_empty(g)))
 		*compute = m->compute_slices - g->compute_used;
 }

@@ -76,16 +76,6 @@ layout_slot(const struct gpu_model *m, bool mig_enabled, const char *layout, uin
 	}
 }
 
-static int
-popcount8(unsigned v)
-{
-	int n = 0;
-
-	for (; v != 0; v &= v - 1)
-		n++;
-	return n;
-}
-
 static void
 layout_compute(const struct gpu_model *m, bool mig_enabled, const char *layout,
     struct layout_figures *f)
@@ -95,7 +85,7 @@ layout_compute(const struct gpu_model *m, bool mig_enabled, const char *layout,
 	memset(f, 0, sizeof(*f));
 	placement_gpu_init(g, m, 0, 0, 0, mig_enabled);
 	f->valid = placement_layout_apply(g, layout) == 0;
-	f->memory_used = popcount8(g->used_mask);
+	f->memory_used = __builtin_popcount(g->used_mask);
 	f->stranded = f->valid ? placement_gpu_stranded(g) : 0;
 	for (int i = 0; i <= m->nprofiles; i++)
 		f->headroom[i] =
