@@ -460,6 +460,53 @@ test_metrics_registry_order(void **state)
 	assert_int_equal(b.len, 0);
 }
 
+/*
+ * docs/architecture.md "Threads": a replica holds at most GPUPOOL_THREADS +
+ * 2 x GPUPOOL_APPROVAL_WORKERS + 8 connections (the seven periodic
+ * workers and the notifier's LISTEN connection), the formula operators
+ * size max_connections with. The workers alone hold 8 once started, more
+ * than the "+ 3" the documents used to say.
+ */
+static void
+test_replica_connections(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const env[] = { "GPUPOOL_THREADS=3", "GPUPOOL_APPROVAL_WORKERS=1",
+		NULL };
+	const char *q = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+			"AND application_name LIKE 'gpupoold%' AND pid <> pg_backend_pid()";
+	const int64_t formula = 3 + 2 * 1 + 8;
+	int64_t n = -1, peak = 0;
+
+	assert_int_equal(fixture_server_stop(fx, fx->server), 0);
+	for (int i = 0; i < 500 && (n = fx_sql_int64(fx, q)) != 0; i++)
+		sleep_ms(10);
+	assert_int_equal(n, 0);
+	fx->server = fixture_server_start(fx, env);
+	assert_non_null(fx->server);
+	/* every periodic worker runs a pass at start; the notifier listens at once */
+	for (int i = 0; i < 500 && (n = fx_sql_int64(fx, q)) < 8; i++)
+		sleep_ms(10);
+	assert_true(n >= 8);
+	/* requests on every HTTP thread and a group-commit submission */
+	for (int i = 0; i < 60; i++) {
+		assert_status(fx_request(fx, NULL, "GET", "/readyz", NULL), 200);
+		n = fx_sql_int64(fx, q);
+		peak = n > peak ? n : peak;
+	}
+	sleep_ms(300);
+	n = fx_sql_int64(fx, q);
+	peak = n > peak ? n : peak;
+	/* the 8 of the workers and at least one HTTP thread's: the old "+ 3" was short */
+	assert_true(peak >= 9);
+	print_message("replica connections: peak %lld, formula %lld\n", (long long)peak,
+	    (long long)formula);
+	if (peak > formula)
+		fail_msg("%lld connections, more than GPUPOOL_THREADS + 2 x "
+			 "GPUPOOL_APPROVAL_WORKERS + 8 = %lld",
+		    (long long)peak, (long long)formula);
+}
+
 int
 main(void)
 {
@@ -475,6 +522,7 @@ main(void)
 		cmocka_unit_test(test_periodic_stop_and_kick),
 		cmocka_unit_test(test_periodic_jitter_bounds),
 		cmocka_unit_test(test_metrics_registry_order),
+		cmocka_unit_test(test_replica_connections),
 	};
 
 	return fixture_run_tests(tests);
