@@ -342,6 +342,69 @@ null(const struct table *t, int r, const char *c)
 	return *val(t, r, c) == '\0';
 }
 
+/*
+ * CAU-ServiceSubcategory-C-004-M pairs every subcategory with one parent
+ * category; the model's allowed values (and so the fixture's) list the
+ * subcategories grouped by parent, each group ending with "Other (<parent>)".
+ * The parent of a subcategory: the <parent> of the first "Other (...)" at or
+ * after it. Static storage: one call at a time.
+ */
+static const char *
+parent_category(const char *sub)
+{
+	static char parent[64];
+	const struct rule *ru = rule_of("ServiceSubcategory");
+	const char *p, *other;
+	size_t n = strlen(sub);
+
+	assert_non_null(ru);
+	for (p = ru->allowed; p != NULL; p = strchr(p, '|') != NULL ? strchr(p, '|') + 1 : NULL)
+		if (strncmp(p, sub, n) == 0 && (p[n] == '|' || p[n] == '\0'))
+			break;
+	if (p == NULL)
+		fail_msg("ServiceSubcategory %s is not an allowed value", sub);
+	other = strstr(p, "Other (");
+	assert_non_null(other);
+	other += strlen("Other (");
+	n = strcspn(other, ")");
+	assert_true(n < sizeof(parent));
+	memcpy(parent, other, n);
+	parent[n] = '\0';
+	return parent;
+}
+
+/* every value of column a comes with one value of column b (CheckDistinctCount 1) */
+static void
+check_one_per(const struct table *t, const char *a, const char *b)
+{
+	for (int i = 0; i < t->nrows; i++)
+		for (int j = i + 1; j < t->nrows; j++)
+			if (!null(t, i, a) && strcmp(val(t, i, a), val(t, j, a)) == 0 &&
+			    strcmp(val(t, i, b), val(t, j, b)) != 0)
+				fail_msg("%s %s has two %s: %s and %s", a, val(t, i, a), b,
+				    val(t, i, b), val(t, j, b));
+}
+
+/* a cost equals PricingQuantity × a unit price (1.5 micro-units: the row's rounding plus the
+ * Used / Unused split's) */
+static void
+check_product(const struct table *t, int r, const char *price, const char *cost)
+{
+	__int128 q, p, c, d;
+
+	if (null(t, r, "PricingQuantity") || null(t, r, price))
+		return;
+	q = scaled(val(t, r, "PricingQuantity"), 9);
+	p = scaled(val(t, r, price), 6);
+	c = scaled(val(t, r, cost), 6) * 1000000000;
+	d = q * p - c;
+	if (d < 0)
+		d = -d;
+	if (d > (__int128)1500000000)
+		fail_msg("row %d: %s × %s is not %s", r + 1, val(t, r, "PricingQuantity"),
+		    val(t, r, price), val(t, r, cost));
+}
+
 /* The rules between columns (each names the spec requirement it checks). */
 static void
 check_rows(const struct table *t)
@@ -403,21 +466,11 @@ check_rows(const struct table *t)
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "EffectiveCost"));
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "ListCost"));
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "ContractedCost"));
-		/* PricingQuantity × a unit price MUST match the cost (to the micro-unit rounding) */
-		if (!null(t, r, "PricingQuantity") && !null(t, r, "ListUnitPrice") && !correction) {
-			__int128 q = scaled(val(t, r, "PricingQuantity"), 9);
-			__int128 p = scaled(val(t, r, "ListUnitPrice"), 6);
-			__int128 c = scaled(val(t, r, "ListCost"), 6) * 1000000000;
-			__int128 d = q * p - c;
-
-			if (d < 0)
-				d = -d;
-			/* 1.5 micro-units: the row's rounding plus the split's */
-			if (d > (__int128)1500000000)
-				fail_msg("row %d: %s × %s is not %s", r + 1,
-				    val(t, r, "PricingQuantity"), val(t, r, "ListUnitPrice"),
-				    val(t, r, "ListCost"));
-		}
+		/* CAU-ListCost-C-011-C, CAU-ContractedCost-C-011-C: the cost MUST equal the
+		 * product of the unit price and PricingQuantity when both are not null (1.4
+		 * has no exception for corrections); to the micro-unit rounding */
+		check_product(t, r, "ListUnitPrice", "ListCost");
+		check_product(t, r, "ContractedUnitPrice", "ContractedCost");
 		/*
 		 * FOCUS 1.4 (requirements model rule ids): prices, quantities and
 		 * the pricing category follow SkuPriceId; SKU columns are set on
@@ -492,10 +545,28 @@ check_rows(const struct table *t)
 		assert_false(null(t, r, "HostProviderName"));
 		assert_string_equal(val(t, r, "HostProviderName"),
 		    val(t, r, "ServiceProviderName"));
+		/* CAU-CapacityReservationId-C-005-C: MUST NOT be null when the charge is the
+		 * unused portion of a capacity reservation */
+		if (strcmp(val(t, r, "CapacityReservationStatus"), "Unused") == 0)
+			assert_false(null(t, r, "CapacityReservationId"));
+		/* CAU-ResourceType-C-004-C / C-005-C: null exactly when ResourceId is null;
+		 * CAU-RegionName-C-004-C / C-005-C, CAU-SubAccountName-C-004-C / C-005-C:
+		 * likewise with RegionId, SubAccountId */
+		assert_int_equal(null(t, r, "ResourceType"), null(t, r, "ResourceId"));
+		assert_int_equal(null(t, r, "RegionName"), null(t, r, "RegionId"));
+		assert_int_equal(null(t, r, "SubAccountName"), null(t, r, "SubAccountId"));
+		/* CAU-ServiceSubcategory-C-004-M: its one parent ServiceCategory */
+		assert_string_equal(val(t, r, "ServiceCategory"),
+		    parent_category(val(t, r, "ServiceSubcategory")));
 		/* x_AmountMicro is the cost in micro-units */
 		assert_true(
 		    scaled(val(t, r, "BilledCost"), 6) == atoll(val(t, r, "x_AmountMicro")));
 	}
+	/* CAU-ServiceName-C-005-C: one ServiceCategory per ServiceName; C-008-C (SHOULD,
+	 * followed): one ServiceSubcategory; CAU-SkuPriceId-C-008-M: one parent SkuId */
+	check_one_per(t, "ServiceName", "ServiceCategory");
+	check_one_per(t, "ServiceName", "ServiceSubcategory");
+	check_one_per(t, "SkuPriceId", "SkuId");
 }
 
 static int
