@@ -1,13 +1,16 @@
 /*
  * test_billing_focus.c - the FOCUS 1.4 export checked against the column
- * rules of the specification, stored as data in
- * tests/fixtures/focus/columns.csv (its README names the source): every
- * mandatory column present, FOCUS columns before x_ columns, nulls,
- * types and formats (decimal, ISO 8601 UTC, currency, JSON key-value),
- * allowed values; then the rules between columns, the totals against
- * the database, and the Used / Unused split of a reservation hour
- * computed by hand from telemetry written with SQL. Also the
- * utilization report built from the same telemetry, and who sees it.
+ * rules of the FOCUS 1.4 requirements model (FOCUS_Spec,
+ * specification/requirements_model/releases/1.4), kept as data in
+ * tests/fixtures/focus/columns-1.4.csv (its README names the files, the
+ * commits and gpupool's applicability decisions): every column the rules
+ * make mandatory or that applies to gpupool present, Removed columns
+ * absent, FOCUS columns before x_ columns, nulls, types and formats
+ * (decimal, ISO 8601 UTC, currency, JSON key-value), allowed values; then
+ * the rules between columns (each with its model rule id), the totals
+ * against the database, and the Used / Unused split of a reservation hour
+ * computed by hand from telemetry written with SQL. Also the utilization
+ * report built from the same telemetry, and who sees it.
  */
 #include "billing_export_util.h"
 
@@ -25,7 +28,9 @@
 
 struct rule {
 	char id[64];
-	char level[16];
+	char status[16];   /* Active, Deprecated or Removed (the model's Status) */
+	char presence[16]; /* Mandatory, Conditional or Recommended */
+	char gpupool[16];  /* required, emitted, not-applicable or absent */
 	bool nulls;
 	char type[16];
 	char format[16];
@@ -111,7 +116,7 @@ csv_parse(char *text, struct table *t)
 static void
 load_rules(void)
 {
-	FILE *f = fopen(FIXTURES_DIR "/focus/columns.csv", "r");
+	FILE *f = fopen(FIXTURES_DIR "/focus/columns-1.4.csv", "r");
 	char line[4096];
 
 	assert_non_null(f);
@@ -122,16 +127,26 @@ load_rules(void)
 		char *p = line;
 		bool end;
 
+		assert_true(nrules < (int)(sizeof(rules) / sizeof(rules[0])));
 		line[strcspn(line, "\n")] = '\0';
 		snprintf(r->id, sizeof(r->id), "%s", csv_field(&p, &end));
-		snprintf(r->level, sizeof(r->level), "%s", csv_field(&p, &end));
-		r->nulls = strcmp(csv_field(&p, &end), "true") == 0;
+		snprintf(r->status, sizeof(r->status), "%s", csv_field(&p, &end));
+		snprintf(r->presence, sizeof(r->presence), "%s", csv_field(&p, &end));
+		(void)csv_field(&p, &end); /* PresenceRule */
+		(void)csv_field(&p, &end); /* ApplicabilityCriteria */
+		snprintf(r->gpupool, sizeof(r->gpupool), "%s", csv_field(&p, &end));
 		snprintf(r->type, sizeof(r->type), "%s", csv_field(&p, &end));
 		snprintf(r->format, sizeof(r->format), "%s", csv_field(&p, &end));
+		r->nulls = strcmp(csv_field(&p, &end), "false") != 0;
 		snprintf(r->allowed, sizeof(r->allowed), "%s", end ? "" : csv_field(&p, &end));
+		assert_true(end);
+		/* a mandatory Active column always applies */
+		if (strcmp(r->status, "Active") == 0 && strcmp(r->presence, "Mandatory") == 0)
+			assert_string_equal(r->gpupool, "required");
 	}
 	fclose(f);
-	assert_true(nrules >= 50);
+	/* the 67 columns of releases/1.4/model_rules/datasets/cost_and_usage/columns */
+	assert_int_equal(nrules, 67);
 }
 
 static const struct rule *
@@ -222,15 +237,11 @@ scaled(const char *s, int scale)
 static void
 check_columns(const struct table *t)
 {
-	static const char *const conditional_here[] = { "AvailabilityZone", "CapacityReservationId",
-		"CapacityReservationStatus", "ChargeFrequency", "ConsumedQuantity", "ConsumedUnit",
-		"ContractedUnitPrice", "ListUnitPrice", "PricingCategory", "RegionId", "RegionName",
-		"ResourceId", "ResourceName", "ResourceType", "SkuId", "SkuPriceDetails",
-		"SkuPriceId", "SubAccountId", "SubAccountName", "Tags" };
 	bool custom_seen = false;
 
 	for (int i = 0; i < t->ncols; i++) {
 		const char *h = t->head[i];
+		const struct rule *ru;
 
 		for (int j = 0; j < i; j++)
 			if (strcmp(t->head[j], h) == 0)
@@ -242,16 +253,37 @@ check_columns(const struct table *t)
 		/* FOCUS: custom columns after all FOCUS columns, prefixed x_ */
 		if (custom_seen)
 			fail_msg("FOCUS column %s after a custom column", h);
-		if (rule_of(h) == NULL)
+		ru = rule_of(h);
+		if (ru == NULL || strcmp(ru->status, "Removed") == 0)
 			fail_msg("column %s is neither FOCUS 1.4 nor x_", h);
 		if (!matches("^[A-Z][A-Za-z]*$", h))
 			fail_msg("column %s is not Pascal case", h);
+		/* FOCUS columns in alphabetical order (docs/billing.md) */
+		if (i > 0 && strcmp(t->head[i - 1], h) >= 0)
+			fail_msg("FOCUS column %s after %s", h, t->head[i - 1]);
 	}
-	for (int i = 0; i < nrules; i++)
-		if (strcmp(rules[i].level, "Mandatory") == 0)
-			(void)col(t, rules[i].id);
-	for (size_t i = 0; i < sizeof(conditional_here) / sizeof(conditional_here[0]); i++)
-		(void)col(t, conditional_here[i]);
+	/*
+	 * Presence: every Mandatory column, every Conditional or Recommended
+	 * one whose ApplicabilityCriteria hold for gpupool ("required"), and
+	 * the ones gpupool emits although it need not ("emitted"), so that
+	 * their rules stay checked. A Removed column must not be there.
+	 */
+	for (int i = 0; i < nrules; i++) {
+		const struct rule *ru = &rules[i];
+		bool present = false;
+
+		for (int c = 0; c < t->ncols; c++)
+			present = present || strcmp(t->head[c], ru->id) == 0;
+		if (strcmp(ru->status, "Removed") == 0) {
+			if (present)
+				fail_msg("column %s is Removed in FOCUS 1.4", ru->id);
+		} else if (strcmp(ru->gpupool, "required") == 0 ||
+		    strcmp(ru->gpupool, "emitted") == 0) {
+			if (!present)
+				fail_msg("no column %s (%s %s, %s for gpupool)", ru->id, ru->status,
+				    ru->presence, ru->gpupool);
+		}
+	}
 
 	for (int r = 0; r < t->nrows; r++)
 		for (int c = 0; c < t->ncols; c++) {
@@ -260,6 +292,7 @@ check_columns(const struct table *t)
 
 			if (ru == NULL)
 				continue;
+			assert_true(*ru->type != '\0'); /* an emitted column has its type */
 			if (*v == '\0') {
 				if (!ru->nulls)
 					fail_msg("row %d: %s must not be null", r + 1, ru->id);
@@ -307,6 +340,69 @@ static bool
 null(const struct table *t, int r, const char *c)
 {
 	return *val(t, r, c) == '\0';
+}
+
+/*
+ * CAU-ServiceSubcategory-C-004-M pairs every subcategory with one parent
+ * category; the model's allowed values (and so the fixture's) list the
+ * subcategories grouped by parent, each group ending with "Other (<parent>)".
+ * The parent of a subcategory: the <parent> of the first "Other (...)" at or
+ * after it. Static storage: one call at a time.
+ */
+static const char *
+parent_category(const char *sub)
+{
+	static char parent[64];
+	const struct rule *ru = rule_of("ServiceSubcategory");
+	const char *p, *other;
+	size_t n = strlen(sub);
+
+	assert_non_null(ru);
+	for (p = ru->allowed; p != NULL; p = strchr(p, '|') != NULL ? strchr(p, '|') + 1 : NULL)
+		if (strncmp(p, sub, n) == 0 && (p[n] == '|' || p[n] == '\0'))
+			break;
+	if (p == NULL)
+		fail_msg("ServiceSubcategory %s is not an allowed value", sub);
+	other = strstr(p, "Other (");
+	assert_non_null(other);
+	other += strlen("Other (");
+	n = strcspn(other, ")");
+	assert_true(n < sizeof(parent));
+	memcpy(parent, other, n);
+	parent[n] = '\0';
+	return parent;
+}
+
+/* every value of column a comes with one value of column b (CheckDistinctCount 1) */
+static void
+check_one_per(const struct table *t, const char *a, const char *b)
+{
+	for (int i = 0; i < t->nrows; i++)
+		for (int j = i + 1; j < t->nrows; j++)
+			if (!null(t, i, a) && strcmp(val(t, i, a), val(t, j, a)) == 0 &&
+			    strcmp(val(t, i, b), val(t, j, b)) != 0)
+				fail_msg("%s %s has two %s: %s and %s", a, val(t, i, a), b,
+				    val(t, i, b), val(t, j, b));
+}
+
+/* a cost equals PricingQuantity × a unit price (1.5 micro-units: the row's rounding plus the
+ * Used / Unused split's) */
+static void
+check_product(const struct table *t, int r, const char *price, const char *cost)
+{
+	__int128 q, p, c, d;
+
+	if (null(t, r, "PricingQuantity") || null(t, r, price))
+		return;
+	q = scaled(val(t, r, "PricingQuantity"), 9);
+	p = scaled(val(t, r, price), 6);
+	c = scaled(val(t, r, cost), 6) * 1000000000;
+	d = q * p - c;
+	if (d < 0)
+		d = -d;
+	if (d > (__int128)1500000000)
+		fail_msg("row %d: %s × %s is not %s", r + 1, val(t, r, "PricingQuantity"),
+		    val(t, r, price), val(t, r, cost));
 }
 
 /* The rules between columns (each names the spec requirement it checks). */
@@ -370,25 +466,107 @@ check_rows(const struct table *t)
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "EffectiveCost"));
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "ListCost"));
 		assert_string_equal(val(t, r, "BilledCost"), val(t, r, "ContractedCost"));
-		/* PricingQuantity × a unit price MUST match the cost (to the micro-unit rounding) */
-		if (!null(t, r, "PricingQuantity") && !null(t, r, "ListUnitPrice") && !correction) {
-			__int128 q = scaled(val(t, r, "PricingQuantity"), 9);
-			__int128 p = scaled(val(t, r, "ListUnitPrice"), 6);
-			__int128 c = scaled(val(t, r, "ListCost"), 6) * 1000000000;
-			__int128 d = q * p - c;
-
-			if (d < 0)
-				d = -d;
-			/* 1.5 micro-units: the row's rounding plus the split's */
-			if (d > (__int128)1500000000)
-				fail_msg("row %d: %s × %s is not %s", r + 1,
-				    val(t, r, "PricingQuantity"), val(t, r, "ListUnitPrice"),
-				    val(t, r, "ListCost"));
+		/* CAU-ListCost-C-011-C, CAU-ContractedCost-C-011-C: the cost MUST equal the
+		 * product of the unit price and PricingQuantity when both are not null (1.4
+		 * has no exception for corrections); to the micro-unit rounding */
+		check_product(t, r, "ListUnitPrice", "ListCost");
+		check_product(t, r, "ContractedUnitPrice", "ContractedCost");
+		/*
+		 * FOCUS 1.4 (requirements model rule ids): prices, quantities and
+		 * the pricing category follow SkuPriceId; SKU columns are set on
+		 * usage and purchases.
+		 */
+		if (null(t, r, "SkuPriceId")) {
+			/* CAU-ConsumedQuantity-C-009-C: MUST be null when SkuPriceId is null */
+			if (!null(t, r, "ConsumedQuantity"))
+				fail_msg("row %d: ConsumedQuantity without SkuPriceId", r + 1);
+			/* CAU-PricingQuantity-C-011-C: MUST be null when SkuPriceId is null */
+			if (!null(t, r, "PricingQuantity"))
+				fail_msg("row %d: PricingQuantity without SkuPriceId", r + 1);
+			/* CAU-PricingCategory-C-012-C: MUST be null when SkuPriceId is null */
+			if (!null(t, r, "PricingCategory"))
+				fail_msg("row %d: PricingCategory without SkuPriceId", r + 1);
+			/* CAU-ListUnitPrice-C-012-C: MUST be null when SkuPriceId is null */
+			if (!null(t, r, "ListUnitPrice"))
+				fail_msg("row %d: ListUnitPrice without SkuPriceId", r + 1);
+			/* CAU-ContractedUnitPrice-C-014-C: MUST be null when SkuPriceId is null */
+			if (!null(t, r, "ContractedUnitPrice"))
+				fail_msg("row %d: ContractedUnitPrice without SkuPriceId", r + 1);
+		} else {
+			/* CAU-ListUnitPrice-C-013-C: MUST NOT be null when SkuPriceId is not null */
+			if (null(t, r, "ListUnitPrice"))
+				fail_msg("row %d (%s): SkuPriceId %s without ListUnitPrice", r + 1,
+				    cat, val(t, r, "SkuPriceId"));
+			/* CAU-ContractedUnitPrice-C-015-C: MUST NOT be null when SkuPriceId is
+			 * not null */
+			if (null(t, r, "ContractedUnitPrice"))
+				fail_msg("row %d (%s): SkuPriceId %s without ContractedUnitPrice",
+				    r + 1, cat, val(t, r, "SkuPriceId"));
 		}
+		/* CAU-SkuId-C-005-C, CAU-SkuPriceId-C-005-C: MUST NOT be null when
+		 * ChargeCategory is "Usage" or "Purchase" and ChargeClass is not "Correction" */
+		if ((usage || strcmp(cat, "Purchase") == 0) && !correction) {
+			assert_false(null(t, r, "SkuId"));
+			assert_false(null(t, r, "SkuPriceId"));
+		}
+		/* CAU-SkuId-C-004-C, CAU-SkuPriceId-C-004-C, CAU-PricingQuantity-C-004-C,
+		 * CAU-PricingCategory-C-003-C, CAU-ListUnitPrice-C-004-C,
+		 * CAU-ContractedUnitPrice-C-005-C: MUST be null when ChargeCategory is "Tax" */
+		if (strcmp(cat, "Tax") == 0) {
+			assert_true(null(t, r, "SkuId"));
+			assert_true(null(t, r, "SkuPriceId"));
+			assert_true(null(t, r, "PricingQuantity"));
+			assert_true(null(t, r, "PricingCategory"));
+			assert_true(null(t, r, "ListUnitPrice"));
+			assert_true(null(t, r, "ContractedUnitPrice"));
+		}
+		/* CAU-SkuMeter-C-004-C: MUST be null when SkuId is null;
+		 * CAU-SkuMeter-C-005-C: SHOULD NOT be null when SkuId is not null
+		 * (gpupool always names the meter) */
+		if (null(t, r, "SkuId"))
+			assert_true(null(t, r, "SkuMeter"));
+		else if (null(t, r, "SkuMeter"))
+			fail_msg("row %d: SkuId %s without SkuMeter", r + 1, val(t, r, "SkuId"));
+		/* CAU-ListUnitPrice-C-008-M, CAU-ContractedUnitPrice-C-009-M: a
+		 * non-negative decimal value */
+		if (!null(t, r, "ListUnitPrice"))
+			assert_true(val(t, r, "ListUnitPrice")[0] != '-');
+		if (!null(t, r, "ContractedUnitPrice"))
+			assert_true(val(t, r, "ContractedUnitPrice")[0] != '-');
+		/*
+		 * HostProviderName (CAU-HostProviderName-C-004-C .. C-006-M): MAY be
+		 * null only for services without infrastructure or when the host
+		 * cannot be determined, "MUST NOT be null in all other cases"; every
+		 * gpupool charge is GPU capacity gpupool hosts itself, so it is never
+		 * null, and (CAU-HostProviderName-C-010-M) "MUST equal
+		 * ServiceProviderName in all other cases" (no host selected by the
+		 * customer or exposed by another provider).
+		 */
+		assert_false(null(t, r, "HostProviderName"));
+		assert_string_equal(val(t, r, "HostProviderName"),
+		    val(t, r, "ServiceProviderName"));
+		/* CAU-CapacityReservationId-C-005-C: MUST NOT be null when the charge is the
+		 * unused portion of a capacity reservation */
+		if (strcmp(val(t, r, "CapacityReservationStatus"), "Unused") == 0)
+			assert_false(null(t, r, "CapacityReservationId"));
+		/* CAU-ResourceType-C-004-C / C-005-C: null exactly when ResourceId is null;
+		 * CAU-RegionName-C-004-C / C-005-C, CAU-SubAccountName-C-004-C / C-005-C:
+		 * likewise with RegionId, SubAccountId */
+		assert_int_equal(null(t, r, "ResourceType"), null(t, r, "ResourceId"));
+		assert_int_equal(null(t, r, "RegionName"), null(t, r, "RegionId"));
+		assert_int_equal(null(t, r, "SubAccountName"), null(t, r, "SubAccountId"));
+		/* CAU-ServiceSubcategory-C-004-M: its one parent ServiceCategory */
+		assert_string_equal(val(t, r, "ServiceCategory"),
+		    parent_category(val(t, r, "ServiceSubcategory")));
 		/* x_AmountMicro is the cost in micro-units */
 		assert_true(
 		    scaled(val(t, r, "BilledCost"), 6) == atoll(val(t, r, "x_AmountMicro")));
 	}
+	/* CAU-ServiceName-C-005-C: one ServiceCategory per ServiceName; C-008-C (SHOULD,
+	 * followed): one ServiceSubcategory; CAU-SkuPriceId-C-008-M: one parent SkuId */
+	check_one_per(t, "ServiceName", "ServiceCategory");
+	check_one_per(t, "ServiceName", "ServiceSubcategory");
+	check_one_per(t, "SkuPriceId", "SkuId");
 }
 
 static int
