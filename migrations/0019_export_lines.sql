@@ -64,11 +64,11 @@ LANGUAGE sql STABLE AS $$
 		'Other (Compute)',                                           -- ServiceSubcategory
 		gp_csv(u.model || '/' || u.profile),                         -- SkuId
 		'GPU Instance Hours',                                        -- SkuMeter
-		CASE WHEN u.rate_id IS NOT NULL THEN gp_csv(jsonb_build_object(
+		CASE WHEN u.rate_id IS NOT NULL AND u.kind = 'usage' THEN gp_csv(jsonb_build_object(
 			'GpuCount', trim_scale(round(p_gpu_equiv, 6)),
 			'x_Model', u.model, 'x_Profile', u.profile,
 			'x_PricePerHour', gp_micro_dec(u.price_per_hour_micro))::text) END,
-		CASE WHEN u.rate_id IS NOT NULL
+		CASE WHEN u.rate_id IS NOT NULL AND u.kind = 'usage'
 		     THEN gp_csv('rate-' || u.rate_id || '/' || u.profile) END, -- SkuPriceId
 		gp_csv(p_project),                                           -- SubAccountId
 		gp_csv(p_project_display),                                   -- SubAccountName
