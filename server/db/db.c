@@ -41,6 +41,7 @@ struct db {
 	const char *begin_sql;
 	const char *begin_set;
 	int64_t last_failed_connect_us;
+	uint64_t failed_gen; /* connect_gen when the failed attempt began */
 	char constraint[64];
 	unsigned int seed;
 };
@@ -51,6 +52,15 @@ static pthread_key_t db_key;
 static pthread_once_t db_key_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t stat_errors;
 static atomic_uint_fast64_t stat_reconnects;
+/*
+ * Successful connections, counted: a thread in its reconnect back-off
+ * waits on connect_cond and retries at once when the count moves (the
+ * database is back for some thread, so it is for this one too).
+ */
+static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t connect_cond;
+static pthread_once_t connect_cond_once = PTHREAD_ONCE_INIT;
+static atomic_uint_fast64_t connect_gen;
 /* test hooks, debug builds only: GPUPOOL_TEST_CRASH_AFTER_COMMIT, GPUPOOL_TEST_LOSE_COMMIT_REPLY */
 static bool crash_after_commit;
 static bool lose_commit_reply;
@@ -185,6 +195,54 @@ db_conn_stale(PGconn *conn)
 	return poll(&pfd, 1, 0) != 0;
 }
 
+static void
+db_connect_cond_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&connect_cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* A connection succeeded: the threads in their back-off retry now. */
+static void
+db_connect_succeeded(void)
+{
+	pthread_once(&connect_cond_once, db_connect_cond_init);
+	pthread_mutex_lock(&connect_mu);
+	atomic_fetch_add(&connect_gen, 1);
+	pthread_cond_broadcast(&connect_cond);
+	pthread_mutex_unlock(&connect_mu);
+}
+
+/*
+ * The rest of this thread's reconnect back-off (at most
+ * DB_RECONNECT_BACKOFF_US after its failed attempt), cut short as soon
+ * as any thread connects. The request is then tried, not refused: a
+ * refusal without a try answered 503 while the database was already
+ * back for the other threads.
+ */
+static void
+db_backoff_wait(const struct db *db)
+{
+	int64_t until = db->last_failed_connect_us + DB_RECONNECT_BACKOFF_US;
+	struct timespec ts;
+
+	if (time_mono_us() >= until || atomic_load(&connect_gen) != db->failed_gen)
+		return;
+	pthread_once(&connect_cond_once, db_connect_cond_init);
+	/* time_mono_us is CLOCK_MONOTONIC, the condition's clock */
+	ts.tv_sec = (time_t)(until / 1000000);
+	ts.tv_nsec = (long)(until % 1000000) * 1000;
+	pthread_mutex_lock(&connect_mu);
+	while (atomic_load(&connect_gen) == db->failed_gen &&
+	    pthread_cond_timedwait(&connect_cond, &connect_mu, &ts) == 0)
+		;
+	pthread_mutex_unlock(&connect_mu);
+}
+
 /* Forget the connection: the next statement opens a fresh one at once. */
 static void
 db_drop(struct db *db)
@@ -204,7 +262,7 @@ db_conn(struct db *db, struct gp_error *err)
 	char timeout[16];
 	const char *keys[] = { "dbname", "application_name", "options", "connect_timeout", NULL };
 	const char *vals[5];
-	int64_t now;
+	uint64_t gen;
 
 	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK &&
 	    (db_tx_started(db) || !db_conn_stale(db->conn)))
@@ -214,12 +272,9 @@ db_conn(struct db *db, struct gp_error *err)
 		db_unavailable(err, "connection lost in a transaction");
 		return NULL;
 	}
-	now = time_mono_us();
-	if (db->last_failed_connect_us != 0 &&
-	    now - db->last_failed_connect_us < DB_RECONNECT_BACKOFF_US) {
-		db_unavailable(err, "recent connection attempt failed");
-		return NULL;
-	}
+	if (db->last_failed_connect_us != 0)
+		db_backoff_wait(db);
+	gen = atomic_load(&connect_gen);
 	if (db->conn != NULL) {
 		PQfinish(db->conn);
 		db->conn = NULL;
@@ -246,12 +301,14 @@ db_conn(struct db *db, struct gp_error *err)
 			PQfinish(db->conn);
 			db->conn = NULL;
 		}
-		db->last_failed_connect_us = now;
+		db->last_failed_connect_us = time_mono_us();
+		db->failed_gen = gen;
 		atomic_fetch_add(&stat_errors, 1);
 		db_unavailable(err, "could not connect");
 		return NULL;
 	}
 	db->last_failed_connect_us = 0;
+	db_connect_succeeded();
 	return db->conn;
 }
 

@@ -160,12 +160,22 @@ DB_STMT(stmt_pools_req_lock,
 	"p.ends_at") ", "
 		     "EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), " EPOCH_US(
 			 "now()") " " REQ_FROM "WHERE r.id = $1 FOR NO KEY UPDATE OF r, p");
-/* a batch of approvals: every request and its pool, locked in id order */
+/*
+ * A batch of approvals: its requests in id order, then their pools in id
+ * order (lk_r, lk_p: the one-time filter runs them before the main scan),
+ * never a request's pool before the next request. The main scan's lock
+ * re-reads each row's latest version (they are already held).
+ */
 DB_STMT(stmt_pools_req_lock_many,
+    "WITH lk_r AS (SELECT id, pool_id FROM pool_requests WHERE id = ANY ($1::int8[]) "
+    "ORDER BY id FOR NO KEY UPDATE), "
+    "lk_p AS (SELECT id FROM pools WHERE id IN (SELECT pool_id FROM lk_r) "
+    "ORDER BY id FOR NO KEY UPDATE) "
     "SELECT " REQ_COLS ", p.status, p.items::text, " EPOCH_US(
 	"p.ends_at") ", "
 		     "EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = r.project_id), " EPOCH_US(
 			 "now()") " " REQ_FROM "WHERE r.id = ANY ($1::int8[]) "
+				  "AND (SELECT count(*) FROM lk_p) >= 0 "
 				  "ORDER BY r.id FOR NO KEY UPDATE OF r, p");
 DB_STMT(stmt_pools_req_close,
     "WITH rq AS ("
@@ -318,9 +328,11 @@ enum approve_free_param {
 
 DB_STMT(stmt_pools_approve_free,
     "WITH fr AS ("
-    " UPDATE allocations SET state = 'releasing', release_request_id = $1, updated_at = now() "
-    " WHERE id = ANY ($7::int8[]) AND pool_id = $2 AND state NOT IN ('releasing', 'released') "
-    " RETURNING id"
+    " UPDATE allocations a SET state = 'releasing', release_request_id = $1, updated_at = now() "
+    " FROM (SELECT id FROM allocations WHERE id = ANY ($7::int8[]) ORDER BY id "
+    " FOR NO KEY UPDATE) lk "
+    " WHERE a.id = lk.id AND a.pool_id = $2 AND a.state NOT IN ('releasing', 'released') "
+    " RETURNING a.id"
     "), lc AS (" LEDGER_CLOSE(LEDGER_TS,
 	"$1") " WHERE pool_id = $2 AND ended_at IS NULL AND ($21 = 'release' OR (model, profile) IN "
 	      " (SELECT * FROM unnest($8::text[], $9::text[]))) RETURNING id"
@@ -391,22 +403,24 @@ enum approve_many_param {
 	"), rq AS ("                                                                                                 \
 	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                      \
 	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                        \
-	" FROM ap WHERE r.id = ap.req AND r.state = 'pending' RETURNING r.id"                                        \
+	" FROM (SELECT id FROM pool_requests WHERE id = ANY ($1::int8[]) ORDER BY id FOR NO KEY UPDATE) lk, ap "     \
+	" WHERE r.id = lk.id AND ap.req = lk.id AND r.state = 'pending' RETURNING r.id"                              \
 	"), pl AS ("                                                                                                 \
 	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                     \
 	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                  \
 	    "ap.ends") " ELSE p.ends_at END, "                                                                       \
 		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                     \
-		       " FROM ap WHERE p.id = ap.pool RETURNING p.id"                                                \
+		       " FROM (SELECT id FROM pools WHERE id = ANY ($2::int8[]) ORDER BY id FOR NO KEY UPDATE) lk, " \
+		       " ap WHERE p.id = lk.id AND ap.pool = lk.id RETURNING p.id"                                   \
 		       "), ins AS ("                                                                                 \
 		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "        \
 		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                       \
 		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) " \
-		       " AS u (gpu, profile, start, size, pool, req) RETURNING id"                                   \
+		       " AS u (gpu, profile, start, size, pool, req) ORDER BY u.gpu, u.start RETURNING id"           \
 		       "), led AS (" LEDGER_OPEN                                                                     \
 		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                       \
 		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) " \
-		       " AS u (pool, project, model, profile, count, req)"                                           \
+		       " AS u (pool, project, model, profile, count, req) ORDER BY u.pool, u.model, u.profile"       \
 		       "), nb AS ("                                                                                  \
 		       " UPDATE nodes n SET generation = n.generation + 1, updated_at = now() "                      \
 		       " FROM (SELECT id FROM nodes WHERE id = ANY ($25::int8[]) ORDER BY id FOR NO KEY UPDATE) s "  \
@@ -431,8 +445,10 @@ enum approve_many_param {
 DB_STMT(stmt_pools_approve_many_switch,
     APPROVE_MANY_HEAD
     "sw AS ("
-    " UPDATE gpus SET mig_enabled = NOT mig_enabled, generation = generation + 1, "
-    " updated_at = now() WHERE id = ANY ($29::int8[]) RETURNING id"
+    " UPDATE gpus g SET mig_enabled = NOT g.mig_enabled, generation = g.generation + 1, "
+    " updated_at = now() "
+    " FROM (SELECT id FROM gpus WHERE id = ANY ($29::int8[]) ORDER BY id FOR NO KEY UPDATE) lk "
+    " WHERE g.id = lk.id RETURNING g.id"
     ")" APPROVE_MANY_TAIL);
 /* without switches: leaves gpus alone, only names $29 */
 DB_STMT(stmt_pools_approve_many,

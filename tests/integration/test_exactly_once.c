@@ -300,7 +300,8 @@ test_crash_after_commit(void **state)
 	int rc;
 
 #ifdef NDEBUG
-	skip(); /* the test hooks exist in debug builds only */
+	/* not skip(): a skipped test counts as passed, and this one would never run */
+	fail_msg("needs gpupoold's test hooks: build with CMAKE_BUILD_TYPE=Debug (NDEBUG is set)");
 #endif
 	doomed = fixture_server_start(fx, env);
 	assert_non_null(doomed);
@@ -352,7 +353,8 @@ test_commit_outcome_resolved(void **state)
 	struct raw_response first, retry;
 
 #ifdef NDEBUG
-	skip(); /* the test hooks exist in debug builds only */
+	/* not skip(): a skipped test counts as passed, and this one would never run */
+	fail_msg("needs gpupoold's test hooks: build with CMAKE_BUILD_TYPE=Debug (NDEBUG is set)");
 #endif
 	flaky = fixture_server_start(fx, env);
 	assert_non_null(flaky);

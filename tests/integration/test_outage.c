@@ -470,6 +470,153 @@ test_no_503_after_restart(void **state)
 	}
 }
 
+/* ---- no 503 once one request got 200 after a restart ---- */
+
+#define BACK_CLIENTS 8
+
+static atomic_bool back_stop;
+static atomic_llong back_down_us; /* when PostgreSQL was stopped (mono), 0: up */
+
+struct back_client {
+	pthread_t thread;
+	int id;
+	const char *base_url;
+	const char *token;
+	atomic_int unavailable;     /* 503s, any phase */
+	int ok_after;               /* 200s to requests sent after the stop */
+	long long first_ok_us;      /* when the first of those arrived, 0: none */
+	long long last_503_sent_us; /* when the last 503 was asked for, 0: none */
+	char last_503[192];
+	int bad;
+	char bad_first[256];
+};
+
+static void
+back_one(struct back_client *w, struct gp_client *c, const char *method, const char *path,
+    const char *body)
+{
+	struct gp_client_response r;
+	long long sent = time_mono_us(), down = atomic_load(&back_down_us), got;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = gp_client_request(c, method, path, body, body ? strlen(body) : 0, NULL, &r);
+	got = time_mono_us();
+	if (rc == 0 && r.status == 200) {
+		if (down != 0 && sent > down) {
+			w->ok_after++;
+			if (w->first_ok_us == 0)
+				w->first_ok_us = got;
+		}
+	} else if (rc == 0 && r.status == 503) {
+		atomic_fetch_add(&w->unavailable, 1);
+		w->last_503_sent_us = sent;
+		snprintf(w->last_503, sizeof(w->last_503), "%s %s: %.150s", method, path,
+		    r.body ? r.body : "");
+	} else if (w->bad++ == 0) {
+		snprintf(w->bad_first, sizeof(w->bad_first), "%s %s: HTTP %ld %.150s", method, path,
+		    r.status, r.body ? r.body : r.error);
+	}
+	gp_client_response_free(&r);
+}
+
+static void *
+back_main(void *arg)
+{
+	struct back_client *w = arg;
+	struct gp_client *c = gp_client_create(w->base_url, w->token);
+	char login[192];
+
+	if (c == NULL) {
+		w->bad++;
+		return NULL;
+	}
+	/* every 503 must reach the test, not be retried by the client */
+	gp_client_set_retries(c, 0);
+	gp_client_set_timeouts(c, CLIENT_TIMEOUT_MS, 2000);
+	snprintf(login, sizeof(login), "{\"username\":\"%s\",\"password\":\"%s\"}",
+	    FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+	for (int cycle = 0; !atomic_load(&back_stop); cycle++) {
+		back_one(w, c, "GET", "/v1/me", NULL);
+		back_one(w, c, "GET", "/readyz", NULL);
+		/* argon2id is costly: a login from each client every fourth cycle */
+		if (cycle % 4 == w->id % 4)
+			back_one(w, c, "POST", "/v1/auth/login", login);
+	}
+	gp_client_destroy(c);
+	return NULL;
+}
+
+/*
+ * PostgreSQL stops while BACK_CLIENTS clients send /v1/me, /readyz and
+ * logins without pause, so every HTTP thread keeps failing to connect
+ * and stays in its reconnect back-off. PostgreSQL restarts: once any
+ * request has got 200, no request sent after that gets 503 (a thread
+ * in its back-off waits it out and tries; a connection made by another
+ * thread ends every back-off). GPUPOOL_TEST_OUTAGE_ROUNDS rounds (3
+ * here, about 4 s each; the old refusal failed about one round in six).
+ */
+static void
+test_no_503_once_one_succeeded(void **state)
+{
+	static struct back_client ws[BACK_CLIENTS];
+	struct fixture *fx = *state;
+	const char *env = getenv("GPUPOOL_TEST_OUTAGE_ROUNDS");
+	int rounds = env != NULL && atoi(env) > 0 ? atoi(env) : 3;
+
+	for (int round = 0; round < rounds; round++) {
+		long long first_ok = 0, last_503 = 0;
+		int late = 0, ok_after = 0;
+		int64_t deadline;
+
+		memset(ws, 0, sizeof(ws));
+		atomic_store(&back_stop, false);
+		atomic_store(&back_down_us, 0);
+		for (int i = 0; i < BACK_CLIENTS; i++) {
+			ws[i].id = i;
+			ws[i].base_url = fx->server->base_url;
+			ws[i].token = fx->admin_token;
+			assert_int_equal(pthread_create(&ws[i].thread, NULL, back_main, &ws[i]), 0);
+		}
+		assert_int_equal(fixture_pg_stop(fx), 0);
+		atomic_store(&back_down_us, time_mono_us());
+		/* every client has been refused a few times: the threads are in their back-off */
+		deadline = time_mono_us() + 10 * 1000000;
+		for (int i = 0; i < BACK_CLIENTS; i++)
+			while (atomic_load(&ws[i].unavailable) < 3 && time_mono_us() < deadline)
+				sleep_ms(10);
+		assert_int_equal(fixture_pg_start(fx), 0);
+		/* a while of traffic after PostgreSQL is back (the back-off is 200 ms) */
+		sleep_ms(1000);
+		atomic_store(&back_stop, true);
+		for (int i = 0; i < BACK_CLIENTS; i++)
+			assert_int_equal(pthread_join(ws[i].thread, NULL), 0);
+		for (int i = 0; i < BACK_CLIENTS; i++) {
+			assert_int_equal(ws[i].bad, 0);
+			assert_true(atomic_load(&ws[i].unavailable) >= 3);
+			ok_after += ws[i].ok_after;
+			if (ws[i].first_ok_us != 0 &&
+			    (first_ok == 0 || ws[i].first_ok_us < first_ok))
+				first_ok = ws[i].first_ok_us;
+		}
+		assert_true(first_ok != 0);
+		for (int i = 0; i < BACK_CLIENTS; i++) {
+			if (ws[i].last_503_sent_us > first_ok) {
+				late++;
+				print_error("client %d: 503 sent %lld ms after the first 200: %s\n",
+				    i, (ws[i].last_503_sent_us - first_ok) / 1000, ws[i].last_503);
+			}
+			if (ws[i].last_503_sent_us > last_503)
+				last_503 = ws[i].last_503_sent_us;
+		}
+		fprintf(stderr,
+		    "round %d: %d answered 200 after the restart; the last 503 was asked for %lld "
+		    "ms before the first 200\n",
+		    round, ok_after, (first_ok - last_503) / 1000);
+		assert_int_equal(late, 0);
+	}
+}
+
 static int
 group_setup(void **state)
 {
@@ -490,6 +637,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_outage_and_recovery),
 		cmocka_unit_test(test_no_503_after_restart),
+		cmocka_unit_test(test_no_503_once_one_succeeded),
 	};
 
 	return fixture_exit_status(
