@@ -53,6 +53,13 @@ gp_pg_as() {
 	fi
 }
 
+# gp_pg_reaches <dir>: true unless we are root and the postgres user cannot
+# reach <dir> (a directory above it is private, as a 0700 home is).
+gp_pg_reaches() {
+	[ "$(id -u)" -ne 0 ] && return 0
+	runuser -u postgres -- test -x "$1" 2>/dev/null
+}
+
 # gp_pg_init <dir>: a new cluster owned by the invoking user (postgres when root).
 gp_pg_init() {
 	local dir=$1
@@ -60,6 +67,10 @@ gp_pg_init() {
 	if [ "$(id -u)" -eq 0 ]; then
 		chown postgres:postgres "$dir"
 		chmod 700 "$dir"
+		if ! gp_pg_reaches "$dir"; then
+			gp_log "PostgreSQL runs as the user postgres, which cannot reach $dir: a directory above it is private (mode 0700?). Put it under a directory every user may traverse (e.g. TMPDIR=/tmp), or make the directories above it traversable (chmod o+x)."
+			return 1
+		fi
 	fi
 	gp_pg_as "$dir" "$GP_PGBIN/initdb" -D "$dir/data" -U postgres -A trust \
 		--no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 ||

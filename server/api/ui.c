@@ -23,7 +23,8 @@
 bool
 ui_path(const char *path)
 {
-	return strcmp(path, "/ui") == 0 || strncmp(path, "/ui/", 4) == 0;
+	/* "/": a browser pointed at the server lands on the dashboard */
+	return strcmp(path, "/") == 0 || strcmp(path, "/ui") == 0 || strncmp(path, "/ui/", 4) == 0;
 }
 
 static const struct ui_asset *
@@ -82,6 +83,12 @@ ui_serve(struct request *req, struct response *res)
 		gp_error_set(&err, 405, "method_not_allowed",
 		    "the dashboard's files are read-only");
 		response_problem(req, res, &err);
+		return;
+	}
+	if (strcmp(req->path, "/") == 0) {
+		/* 302: the root may serve something else one day, so not cached as 308 is */
+		response_header(res, "Location", "/ui/");
+		response_empty(res, 302);
 		return;
 	}
 	if (strcmp(req->path, "/ui") == 0) {

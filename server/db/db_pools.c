@@ -215,12 +215,13 @@ DB_STMT(stmt_pools_classes,
  * re-entrant within a transaction, so a re-check after a row lock wait
  * passes again.
  */
-#define CAND_SELECT                                                                              \
-	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
-	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY "           \
-	"AS w (model, mig, layout, lim, ord) CROSS JOIN LATERAL ("                               \
-	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid "         \
-	"FROM gpus x WHERE x.model = w.model AND x.mig_enabled = w.mig AND x.layout = w.layout " \
+#define CAND_SELECT                                                                               \
+	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name, " \
+	"n.managed_by_agent "                                                                     \
+	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY "            \
+	"AS w (model, mig, layout, lim, ord) CROSS JOIN LATERAL ("                                \
+	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid "          \
+	"FROM gpus x WHERE x.model = w.model AND x.mig_enabled = w.mig AND x.layout = w.layout "  \
 	"AND x.health = 'ok' AND x.node_status = 'ready' "
 DB_STMT(stmt_pools_cand_skip,
     CAND_SELECT
@@ -350,7 +351,8 @@ DB_STMT(stmt_pools_approve_free,
  * one element per approval, $13-$18 per allocation, $19-$24 per ledger
  * interval, $25 the affected nodes, $26-$28 one outbox row per node and
  * approval, $29 the GPUs whose MIG mode switches, $30 and $31 how many
- * requests and allocations must change. Every approval names its own
+ * requests and allocations must change, $32 each allocation's state
+ * (ready on a node without an agent), $33 each pool's status afterwards. Every approval names its own
  * pool (the caller sees to it), so no row is updated twice.
  */
 /*
@@ -391,22 +393,24 @@ enum approve_many_param {
 	AM_SWITCH,         /* $29 */
 	AM_NREQUESTS,      /* $30 */
 	AM_NALLOCS,        /* $31 */
+	AM_ALLOC_STATE,    /* $32 */
+	AM_STATUS,         /* $33 */
 	AM_NPARAMS
 };
 
 #define APPROVE_MANY_HEAD                                                                                            \
 	"WITH ap AS ("                                                                                               \
 	" SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], "                         \
-	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[]) "                   \
-	" AS u (req, pool, project, items, action, ends, note, before, after, actor_id, actor, "                     \
-	" http_id)"                                                                                                  \
+	" $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[], "                   \
+	" $33::text[]) AS u (req, pool, project, items, action, ends, note, before, after, actor_id, "               \
+	" actor, http_id, status)"                                                                                   \
 	"), rq AS ("                                                                                                 \
 	" UPDATE pool_requests r SET state = 'approved', decided_by = nullif(ap.actor_id, 0), "                      \
 	" decided_at = now(), note = ap.note, generation = r.generation + 1 "                                        \
 	" FROM (SELECT id FROM pool_requests WHERE id = ANY ($1::int8[]) ORDER BY id FOR NO KEY UPDATE) lk, ap "     \
 	" WHERE r.id = lk.id AND ap.req = lk.id AND r.state = 'pending' RETURNING r.id"                              \
 	"), pl AS ("                                                                                                 \
-	" UPDATE pools p SET items = ap.items::jsonb, status = 'provisioning', "                                     \
+	" UPDATE pools p SET items = ap.items::jsonb, status = ap.status, "                                          \
 	" ends_at = CASE WHEN ap.action = 'create' THEN " TS_PARAM(                                                  \
 	    "ap.ends") " ELSE p.ends_at END, "                                                                       \
 		       " released_at = NULL, generation = p.generation + 1, updated_at = now() "                     \
@@ -414,9 +418,10 @@ enum approve_many_param {
 		       " ap WHERE p.id = lk.id AND ap.pool = lk.id RETURNING p.id"                                   \
 		       "), ins AS ("                                                                                 \
 		       " INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, request_id) "        \
-		       " SELECT u.gpu, u.profile, u.start, u.size, 'reserved', u.pool, u.req "                       \
-		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[]) " \
-		       " AS u (gpu, profile, start, size, pool, req) ORDER BY u.gpu, u.start RETURNING id"           \
+		       " SELECT u.gpu, u.profile, u.start, u.size, u.state, u.pool, u.req "                          \
+		       " FROM unnest($13::int8[], $14::text[], $15::int4[], $16::int4[], $17::int8[], $18::int8[], " \
+		       " $32::text[]) AS u (gpu, profile, start, size, pool, req, state) "                           \
+		       " ORDER BY u.gpu, u.start RETURNING id"                                                       \
 		       "), led AS (" LEDGER_OPEN                                                                     \
 		       " SELECT u.pool, u.project, u.model, u.profile, u.count, now(), u.req "                       \
 		       " FROM unnest($19::int8[], $20::int8[], $21::text[], $22::text[], $23::int4[], $24::int8[]) " \
@@ -437,6 +442,13 @@ enum approve_many_param {
 		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "       \
 		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool_request.approve', "     \
 		       " 'pool_request', req::text, project, http_id, before::jsonb, after::jsonb FROM ap"           \
+		       "), pa AS ("                                                                                  \
+		       " INSERT INTO audit_log (actor_id, actor, action, object_type, object_id, project_id, "       \
+		       " request_id, before, after) SELECT nullif(actor_id, 0), actor, 'pool.active', 'pool', "      \
+		       " pool::text, project, http_id, '{\"status\":\"pending\"}'::jsonb, "                          \
+		       " jsonb_build_object('status', 'active', 'reason', 'its nodes have no agent: the "            \
+		       "allocations are ready at once and the operator realises them') "                             \
+		       " FROM ap WHERE ap.action = 'create' AND ap.status = 'active'"                                \
 		       "), "
 #define APPROVE_MANY_TAIL                                                            \
 	" SELECT pools_check((SELECT count(*) FROM rq) = $30::int, 'the requests') " \
@@ -1061,6 +1073,7 @@ db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *
 		g->layout = db_text(a, r, i, 5);
 		g->uuid = db_text(a, r, i, 6);
 		g->node = db_text(a, r, i, 7);
+		g->managed = db_bool(r, i, 8);
 	}
 	return 0;
 }
@@ -1138,7 +1151,7 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	int64_t *actor_id = arena_alloc(a, sizeof(*actor_id) * (size_t)(n + 1));
 	const char **text[7];
 	int64_t *an[3], *ln[3], *on[3], *sw, *nodes;
-	const char **aprof, **lmodel, **lprof;
+	const char **aprof, **astate, **lmodel, **lprof, **pstatus;
 	int *astart, *asize, *lcount;
 	int na = 0, nl = 0, no = 0, nsw = 0, nnodes = 0;
 	const char *p[AM_NPARAMS];
@@ -1157,6 +1170,8 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		on[k] = arena_alloc(a, sizeof(*on[k]) * (size_t)(na + nmore + 1));
 	}
 	aprof = arena_alloc(a, sizeof(*aprof) * (size_t)(na + 1));
+	astate = arena_alloc(a, sizeof(*astate) * (size_t)(na + 1));
+	pstatus = arena_alloc(a, sizeof(*pstatus) * (size_t)(n + 1));
 	astart = arena_alloc(a, sizeof(*astart) * (size_t)(na + 1));
 	asize = arena_alloc(a, sizeof(*asize) * (size_t)(na + 1));
 	lmodel = arena_alloc(a, sizeof(*lmodel) * (size_t)(nl + 1));
@@ -1182,11 +1197,13 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		text[4][i] = ap->audit_after_json;
 		text[5][i] = ap->actor;
 		text[6][i] = ap->http_request_id;
+		pstatus[i] = pool_status_name(ap->new_status);
 		for (int j = 0; j < ap->nallocs; j++) {
 			an[0][na] = ap->allocs[j].gpu_id;
 			an[1][na] = ap->pool_id;
 			an[2][na] = ap->request_id;
 			aprof[na] = ap->allocs[j].profile;
+			astate[na] = ap->allocs[j].state;
 			astart[na] = ap->allocs[j].start;
 			asize[na] = ap->allocs[j].size;
 			mine[j] = ap->allocs[j].node_id;
@@ -1250,6 +1267,8 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	p[AM_SWITCH] = db_param_int64_array(a, sw, nsw);
 	p[AM_NREQUESTS] = db_param_int(a, n);
 	p[AM_NALLOCS] = db_param_int(a, na);
+	p[AM_ALLOC_STATE] = db_param_text_array(a, astate, na);
+	p[AM_STATUS] = db_param_text_array(a, pstatus, n);
 	r = db_exec_commit(db, a,
 	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, AM_NPARAMS, p,
 	    err);

@@ -259,6 +259,7 @@ struct locked_gpu {
 	const char *layout; /* as locked: current */
 	const char *uuid;
 	const char *node;
+	bool managed; /* the node has an agent; else the operator realises its instances */
 };
 
 /*
@@ -284,6 +285,7 @@ struct new_alloc {
 	const char *profile;
 	int start;
 	int size;
+	const char *state; /* reserved (for the agent) or ready (unmanaged node) */
 };
 
 /* A change of what a pool holds, at the approval's timestamp. */
@@ -296,7 +298,7 @@ struct approval_apply {
 	enum pool_status new_status; /* the pool's status afterwards */
 	int64_t ends_us;             /* create: the pool's end time (0 none) */
 	int64_t at_us;               /* ledger timestamp; 0: the transaction's */
-	/* create / expand: allocations to insert (state reserved) and the
+	/* create / expand: allocations to insert (each with its state) and the
 	 * ledger intervals they open, one per item; GPUs whose MIG mode
 	 * the placement switches (empty GPUs only) */
 	const struct new_alloc *allocs;

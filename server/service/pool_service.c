@@ -583,6 +583,17 @@ approve_refuse(struct service_approval *c, const struct gp_error *e)
 	c->err = *e;
 }
 
+/*
+ * A placement on a node an agent manages waits for the agent (reserved);
+ * on a node registered by hand, without an agent, it is ready at once: the
+ * operator realises the instance (docs/pools.md).
+ */
+static const char *
+approve_alloc_state(const struct service_placed *p)
+{
+	return p->gpu->managed ? "reserved" : "ready";
+}
+
 static struct json_object *
 approve_allocs_json(const struct service_approval *c)
 {
@@ -591,9 +602,14 @@ approve_allocs_json(const struct service_approval *c)
 	for (int i = 0; i < c->nplaced; i++) {
 		const struct service_placed *p = &c->placed[i];
 
-		json_object_array_add(arr,
-		    pools_alloc_json(p->gpu->node, p->gpu->uuid, p->gpu->index, p->gpu->model,
-			p->profile, p->start, p->size, "reserved", NULL));
+		struct json_object *o = pools_alloc_json(p->gpu->node, p->gpu->uuid, p->gpu->index,
+		    p->gpu->model, p->profile, p->start, p->size, approve_alloc_state(p), NULL);
+
+		/* who makes the instance real: the node's agent, or the operator on
+		 * a node registered by hand (docs/pools.md, "Nodes without an agent") */
+		json_object_object_add(o, "realised_by",
+		    json_object_new_string(p->gpu->managed ? "agent" : "operator"));
+		json_object_array_add(arr, o);
 	}
 	for (int i = 0; i < c->nfreed; i++) {
 		const struct live_alloc *f = &c->freed[i];
@@ -661,6 +677,7 @@ approve_grow_fill(struct service_approval *c)
 	struct new_alloc *na = arena_alloc(a, sizeof(*na) * (size_t)(c->nplaced + 1));
 	struct approval_placed *pl = arena_alloc(a, sizeof(*pl) * (size_t)(c->nplaced + 1));
 	struct approval_grow g;
+	bool wait = false; /* some allocation waits for an agent */
 
 	for (int i = 0; i < c->nplaced; i++) {
 		const struct service_placed *p = &c->placed[i];
@@ -670,10 +687,17 @@ approve_grow_fill(struct service_approval *c)
 		na[i].profile = pl[i].profile = p->profile;
 		na[i].start = pl[i].start = p->start;
 		na[i].size = pl[i].size = p->size;
+		na[i].state = approve_alloc_state(p);
+		wait = wait || p->gpu->managed;
 		pl[i].mode_switch = p->mode_switch;
 	}
 	approval_grow_arrays(a, pl, c->nplaced, c->items, c->nitems, &g);
-	ap->new_status = POOL_STATUS_PROVISIONING;
+	/* only unmanaged nodes: nothing to wait for (a new pool, or an active
+	 * one that grows); else provisioning until the agents report ready */
+	ap->new_status =
+	    !wait && (c->action == POOL_ACTION_CREATE || c->ax.pool_status == POOL_STATUS_ACTIVE)
+	    ? POOL_STATUS_ACTIVE
+	    : POOL_STATUS_PROVISIONING;
 	ap->ends_us = c->ax.req.ends_us;
 	ap->allocs = na;
 	ap->nallocs = c->nplaced;

@@ -162,6 +162,22 @@ agent_confirms_releases(struct fixture *fx)
 	    "WHERE state = 'releasing'");
 }
 
+/*
+ * The nodes named prefix-* as an agent manages them: their allocations wait
+ * for the agent (reserved, the pool provisioning), which these tests play
+ * with SQL. The heartbeat lies ahead so that the liveness sweep leaves them
+ * ready for the whole run. Nodes registered by hand are unmanaged: see
+ * test_unmanaged_node.
+ */
+static void
+agents_manage(struct fixture *fx, const char *prefix)
+{
+	fx_sql_exec(fx,
+	    "UPDATE nodes SET managed_by_agent = true, agent_heartbeat_at = now() + interval '1 day' "
+	    "WHERE name LIKE $1",
+	    fx_str(fx, "%s-%%", prefix));
+}
+
 /* Wait (10 s at most) until sql returns true. */
 static void
 wait_until(struct fixture *fx, const char *sql)
@@ -235,6 +251,7 @@ test_mig_workflow(void **state)
 	const char *decided;
 
 	fx_fleet(fx, "mig", "H100-80GB", 2, 1, true);
+	agents_manage(fx, "mig");
 	gen0 = fx_sql_int64(fx, "SELECT sum(generation) FROM nodes WHERE name LIKE 'mig-%'");
 	r = submit(fx, bob, "pa", "create", "train",
 	    "[\"H100-80GB/3g.40gb=2\",{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]",
@@ -635,6 +652,7 @@ test_time_bounded(void **state)
 	int64_t id, pool_id;
 
 	fx_fleet(fx, "timed", "L4-24GB", 1, 2, false);
+	agents_manage(fx, "timed");
 	ends = fx_sql_text(fx,
 	    "SELECT to_char((now() + interval '3 seconds') AT TIME ZONE 'UTC', "
 	    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
@@ -744,6 +762,7 @@ test_release_paths_agree(void **state)
 	struct gp_client_response *r;
 
 	fx_fleet(fx, "relpath", "L4-24GB", 2, 2, false);
+	agents_manage(fx, "relpath");
 	r = submit(fx, bob, "pa", "create", "rel-api", "[\"L4-24GB/full=2\"]", 201);
 	pa_id = fx_json_int(r->json, "pool_id");
 	approve(fx, fx_json_int(r->json, "id"), 200);
@@ -993,6 +1012,87 @@ test_access(void **state)
 	check_invariants(fx);
 }
 
+/*
+ * A node registered by hand has no agent: an approval's allocations on it
+ * are ready at once (the operator realises them), the pool is active, the
+ * reply and the audit say so, and billing runs from the approval.
+ */
+static void
+test_unmanaged_node(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	int64_t id, pool_id;
+	const char *pid;
+
+	fx_fleet(fx, "hand", "T4-16GB", 1, 2, false);
+	r = submit(fx, bob, "pa", "create", "byhand", "[\"T4-16GB/full=1\"]", 201);
+	id = fx_json_int(r->json, "id");
+	pool_id = fx_json_int(r->json, "pool_id");
+	pid = fx_str(fx, "%lld", (long long)pool_id);
+	r = approve(fx, id, 200);
+	assert_int_equal(fx_json_len(r->json, "allocations"), 1);
+	assert_json_str(r->json, "allocations[0].node", "hand-n0");
+	assert_json_str(r->json, "allocations[0].state", "ready");
+	assert_json_str(r->json, "allocations[0].realised_by", "operator");
+	/* at once, not after a pass of the worker */
+	r = fx_request(fx, bob, "GET", fx_str(fx, "/v1/pools/%s", pid), NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "status", "active");
+	assert_json_str(r->json, "allocations[0].state", "ready");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE pool_id = $1 AND state = 'ready' "
+			     "AND device_uuid IS NULL",
+			     pid),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM usage_ledger l JOIN pool_requests r "
+			     "ON r.id = l.opened_by WHERE l.pool_id = $1 AND l.ended_at IS NULL "
+			     "AND l.started_at = r.decided_at",
+			     pid),
+	    1);
+	/* the audit: the approval names the operator as the one who realises it,
+	 * the pool's activation says why */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'pool_request.approve' "
+			     "AND object_id = $1 AND after->'allocations'->0->>'realised_by' = 'operator' "
+			     "AND after->'allocations'->0->>'state' = 'ready'",
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'pool.active' "
+			     "AND object_type = 'pool' AND object_id = $1 AND actor = 'op' "
+			     "AND after->>'status' = 'active' "
+			     "AND after->>'reason' LIKE '%operator realises them%'",
+			     pid),
+	    1);
+	/* growing an active pool on the same node keeps it active */
+	id = submit_id(fx, bob, "pa", "expand", "byhand", "[\"T4-16GB/full=1\"]");
+	r = approve(fx, id, 200);
+	assert_json_str(r->json, "allocations[0].state", "ready");
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE id = $1", pid),
+	    "active");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE pool_id = $1 AND state = 'ready'",
+			     pid),
+	    2);
+	/* an agent-managed node's allocations still wait for the agent */
+	fx_fleet(fx, "agentn", "T4-16GB", 1, 1, false);
+	agents_manage(fx, "agentn");
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name = 'hand-n0'");
+	id = submit_id(fx, bob, "pa", "create", "byagent", "[\"T4-16GB/full=1\"]");
+	r = approve(fx, id, 200);
+	assert_json_str(r->json, "allocations[0].node", "agentn-n0");
+	assert_json_str(r->json, "allocations[0].state", "reserved");
+	assert_json_str(r->json, "allocations[0].realised_by", "agent");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT status FROM pools WHERE name = 'byagent' "
+				"AND status <> 'released'"),
+	    "provisioning");
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE name = 'hand-n0'");
+	check_invariants(fx);
+}
+
 /* Invariant 1 is the database's: an overlapping insert is refused. */
 static void
 test_exclusion_constraint(void **state)
@@ -1031,6 +1131,7 @@ test_cli(void **state)
 	const char *id;
 
 	fx_fleet(fx, "cli", "L40S-48GB", 2, 1, false);
+	agents_manage(fx, "cli");
 	p = fx_cli(fx, bob_env, NULL, "request", "create", "--project", "pa", "--pool", "clip",
 	    "L40S-48GB/full=2", "--justification", "render farm", NULL);
 	assert_int_equal(p->status, 0);
@@ -1122,6 +1223,7 @@ main(void)
 		cmocka_unit_test(test_idempotent_retries),
 		cmocka_unit_test(test_validation),
 		cmocka_unit_test(test_access),
+		cmocka_unit_test(test_unmanaged_node),
 		cmocka_unit_test(test_exclusion_constraint),
 		cmocka_unit_test(test_cli),
 	};

@@ -149,6 +149,18 @@ test_head_redirect_readonly_notfound(void **state)
 	assert_int_equal(red.status, 308);
 	assert_string_equal(raw_header(fx->arena, &red, "Location"), "/ui/");
 
+	/* the server's root leads to the dashboard (RFC 9110 15.4.3 302), for HEAD too */
+	red = ui_get(fx, "GET", "/", NULL, NULL);
+	assert_int_equal(red.status, 302);
+	assert_string_equal(raw_header(fx->arena, &red, "Location"), "/ui/");
+	assert_int_equal(red.body_len, 0);
+	red = ui_get(fx, "HEAD", "/", NULL, NULL);
+	assert_int_equal(red.status, 302);
+	assert_string_equal(raw_header(fx->arena, &red, "Location"), "/ui/");
+	red = ui_get(fx, "POST", "/", NULL, NULL);
+	assert_int_equal(red.status, 405);
+	assert_string_equal(raw_header(fx->arena, &red, "Allow"), "GET, HEAD");
+
 	/* RFC 9110 15.5.6: 405 names what is allowed */
 	struct raw_response post = ui_get(fx, "POST", "/ui/", NULL, NULL);
 	assert_int_equal(post.status, 405);
