@@ -592,8 +592,11 @@ api_agent_desired_state(struct request *req, struct response *res, struct gp_err
 		return -1;
 	if (sent || wait_s == 0)
 		return 0;
-	/* nothing new: wait for a wake of node:<id> (any replica) or the deadline */
-	return api_defer_until(req, res,
+	/*
+	 * nothing new: wait for a wake of node:<id> (any replica) or the
+	 * deadline; a node holds one poll here, a new one answers the old
+	 */
+	return api_defer_until_exclusive(req, res,
 	    arena_printf(req->arena, "node:%lld", (long long)w->node_id),
 	    time_mono_us() + wait_s * 1000000, desired_woken, w, err);
 }

@@ -118,6 +118,9 @@ typedef int (*api_wait_fn)(struct request *req, struct response *res, void *arg,
     enum deferred_outcome outcome, struct gp_error *err);
 int api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
     api_wait_fn cont, void *arg, struct gp_error *err);
+/* api_defer_until, the only waiter under key: a request already waiting under it answers now. */
+int api_defer_until_exclusive(struct request *req, struct response *res, const char *key,
+    int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err);
 
 /*
  * What the handlers need running beside the HTTP server (lifecycle.c):

@@ -659,18 +659,34 @@ wait_fire(void *arg, enum deferred_outcome outcome)
 	api_wake(req);
 }
 
-int
-api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
-    api_wait_fn cont, void *arg, struct gp_error *err)
+static int
+defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
+    bool exclusive, api_wait_fn cont, void *arg, struct gp_error *err)
 {
 	struct deferred *d = req->deferred;
 	struct deferred_registry *waits = api_app(req)->waits;
 
 	d->wait = cont;
 	d->arg = arg;
-	if (waits == NULL || deferred_add(waits, key, deadline_us, wait_fire, req) < 0)
+	if (waits == NULL ||
+	    (exclusive ? deferred_add_exclusive(waits, key, deadline_us, wait_fire, req)
+		       : deferred_add(waits, key, deadline_us, wait_fire, req)) < 0)
 		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
 	return API_DEFERRED;
+}
+
+int
+api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
+    api_wait_fn cont, void *arg, struct gp_error *err)
+{
+	return defer_until(req, res, key, deadline_us, false, cont, arg, err);
+}
+
+int
+api_defer_until_exclusive(struct request *req, struct response *res, const char *key,
+    int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err)
+{
+	return defer_until(req, res, key, deadline_us, true, cont, arg, err);
 }
 
 /* The handler's (or continuation's) outcome rc becomes the answer. */

@@ -44,6 +44,22 @@ collect_db(struct strbuf *b, struct arena *a, void *arg)
 	    (unsigned long long)db_stat_reconnects());
 }
 
+/* Requests waiting in the deferred-request registry (long-polls). */
+static void
+collect_deferred(struct strbuf *b, struct arena *a, void *arg)
+{
+	struct app *app = arg;
+
+	(void)a;
+	if (app->waits == NULL)
+		return;
+	strbuf_printf(b,
+	    "# HELP gpupool_deferred_waiting Requests waiting in the registry (agent long-polls).\n"
+	    "# TYPE gpupool_deferred_waiting gauge\n"
+	    "gpupool_deferred_waiting %d\n",
+	    deferred_count(app->waits));
+}
+
 /* Capacity gauges: one grouped scan of gpus; nothing when the database is away. */
 static void
 collect_capacity(struct strbuf *b, struct arena *a, void *arg)
@@ -167,7 +183,8 @@ api_start(struct app *app)
 	    metrics_register("capacity", collect_capacity, (void *)app->catalog) < 0 ||
 	    metrics_register("pools", collect_pools, NULL) < 0 ||
 	    metrics_register("alerts", collect_alerts, NULL) < 0 ||
-	    metrics_register("process", collect_process, NULL) < 0)
+	    metrics_register("process", collect_process, NULL) < 0 ||
+	    metrics_register("deferred", collect_deferred, app) < 0)
 		goto fail;
 	if (pool_workers_start(app) < 0)
 		goto fail;

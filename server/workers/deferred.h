@@ -4,7 +4,8 @@
  * Whatever comes first fires it, exactly once: a wake by its key
  * (deferred_wake, the notifier), its deadline (a timer thread of the
  * registry enforces every deadline), or the registry's stop (shutdown
- * wakes everything that waits). Nothing waits forever.
+ * wakes everything that waits). Nothing waits forever. Deadlines are kept
+ * in a min-heap: O(log n) per add, expiry and wake.
  */
 #ifndef GP_WORKERS_DEFERRED_H
 #define GP_WORKERS_DEFERRED_H
@@ -38,6 +39,15 @@ int deferred_start(struct deferred_registry **out) __attribute__((warn_unused_re
  * DEFERRED_SHUTDOWN).
  */
 int deferred_add(struct deferred_registry *r, const char *key, int64_t deadline_us,
+    deferred_fire_fn fire, void *arg) __attribute__((warn_unused_result));
+
+/*
+ * deferred_add, but the entry is the only one under key: the entries
+ * already waiting under it fire first (DEFERRED_WOKEN, after the new one
+ * is registered). A node's long-poll uses it, so a node holds at most one
+ * poll per replica and a new poll answers a stale one at once.
+ */
+int deferred_add_exclusive(struct deferred_registry *r, const char *key, int64_t deadline_us,
     deferred_fire_fn fire, void *arg) __attribute__((warn_unused_result));
 
 /* Fire every entry waiting under key (DEFERRED_WOKEN); returns how many. */

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,107 @@ test_registry_deadlines(void **state)
 	assert_int_equal(deferred_count(r), 1);
 	deferred_free(r);
 	assert_int_equal(atomic_load(&never.outcome), DEFERRED_SHUTDOWN);
+}
+
+/* Many entries: every one fires once, timeouts never early and in deadline order. */
+struct ordered {
+	int64_t deadline_us;
+	atomic_int fired;
+	atomic_int outcome;
+	atomic_llong seq;
+};
+
+static atomic_llong fire_seq;
+
+static void
+ordered_fire(void *arg, enum deferred_outcome outcome)
+{
+	struct ordered *o = arg;
+
+	atomic_store(&o->outcome, (int)outcome);
+	atomic_store(&o->seq, atomic_fetch_add(&fire_seq, 1));
+	if (outcome == DEFERRED_TIMEOUT && time_mono_us() < o->deadline_us)
+		atomic_store(&o->outcome, -1); /* early: the test fails on it */
+	atomic_fetch_add(&o->fired, 1);
+}
+
+static void
+test_registry_heap(void **state)
+{
+	enum {
+		N = 4000
+	};
+	struct deferred_registry *r;
+	struct ordered *o = calloc(N, sizeof(*o));
+	int64_t t0 = time_mono_us();
+	unsigned seed = 12345;
+	int woken = 0;
+
+	(void)state;
+	assert_non_null(o);
+	assert_int_equal(deferred_start(&r), 0);
+	for (int i = 0; i < N; i++) {
+		char key[32];
+
+		seed = seed * 1103515245u + 12345u;
+		o[i].deadline_us = t0 + 100000 + (int64_t)((seed >> 8) % 400000);
+		snprintf(key, sizeof(key), "k:%d", i % 997);
+		assert_int_equal(deferred_add(r, key, o[i].deadline_us, ordered_fire, &o[i]), 0);
+	}
+	assert_int_equal(deferred_count(r), N);
+	/* wake some keys early: their entries leave the heap from anywhere in it */
+	for (int k = 0; k < 997; k += 7) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "k:%d", k);
+		woken += deferred_wake(r, key);
+	}
+	for (int i = 0; i < 600 && deferred_count(r) > 0; i++)
+		sleep_ms(10);
+	assert_int_equal(deferred_count(r), 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(atomic_load(&o[i].fired), 1);
+		assert_int_not_equal(atomic_load(&o[i].outcome), -1);
+		if (atomic_load(&o[i].outcome) == DEFERRED_WOKEN)
+			woken--;
+	}
+	assert_int_equal(woken, 0);
+	/* timeouts fired in deadline order */
+	for (int i = 0; i < N; i++)
+		for (int j = i + 1; j < N && j < i + 50; j++) {
+			if (atomic_load(&o[i].outcome) != DEFERRED_TIMEOUT ||
+			    atomic_load(&o[j].outcome) != DEFERRED_TIMEOUT ||
+			    o[i].deadline_us == o[j].deadline_us)
+				continue;
+			if ((o[i].deadline_us < o[j].deadline_us) !=
+			    (atomic_load(&o[i].seq) < atomic_load(&o[j].seq)))
+				fail_msg("entries %d and %d fired out of deadline order", i, j);
+		}
+	deferred_free(r);
+	free(o);
+}
+
+/* deferred_add_exclusive: one entry per key, the older one answered at once. */
+static void
+test_registry_exclusive(void **state)
+{
+	struct deferred_registry *r;
+	struct waiter a = { 0 }, b = { 0 }, other = { 0 };
+
+	(void)state;
+	assert_int_equal(deferred_start(&r), 0);
+	assert_int_equal(deferred_add(r, "node:1", far(), waiter_fire, &a), 0);
+	assert_int_equal(deferred_add(r, "node:2", far(), waiter_fire, &other), 0);
+	assert_int_equal(deferred_add_exclusive(r, "node:1", far(), waiter_fire, &b), 0);
+	assert_int_equal(atomic_load(&a.fired), 1);
+	assert_int_equal(atomic_load(&a.outcome), DEFERRED_WOKEN);
+	assert_int_equal(atomic_load(&b.fired), 0);
+	assert_int_equal(atomic_load(&other.fired), 0);
+	assert_int_equal(deferred_count(r), 2);
+	assert_int_equal(deferred_wake(r, "node:1"), 1);
+	assert_int_equal(atomic_load(&b.fired), 1);
+	deferred_free(r);
+	assert_int_equal(atomic_load(&other.outcome), DEFERRED_SHUTDOWN);
 }
 
 static void
@@ -514,6 +616,8 @@ main(void)
 		cmocka_unit_test(test_registry_wake_by_key),
 		cmocka_unit_test(test_registry_deadlines),
 		cmocka_unit_test(test_registry_shutdown),
+		cmocka_unit_test(test_registry_heap),
+		cmocka_unit_test(test_registry_exclusive),
 		cmocka_unit_test(test_notify_wakes_by_key),
 		cmocka_unit_test(test_notifier_reconnects),
 		cmocka_unit_test(test_server_notifier),

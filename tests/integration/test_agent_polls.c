@@ -1,0 +1,146 @@
+/*
+ * test_agent_polls.c - a node holds at most one long-poll per replica
+ * (issue 23): a new GET /v1/agent/desired-state of the same node answers
+ * the one already waiting at once (304, nothing new), which a hostile or
+ * confused agent cannot use to pile up held connections; polls of other
+ * nodes are not touched. The registry's own behaviour (a deadline heap,
+ * exclusive entries) is in test_workers.
+ */
+#include "fixture.h"
+
+#include "core/timeutil.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+static const char *op;
+
+struct poll {
+	const char *base_url, *token;
+	long status;
+	int64_t done_us; /* time_mono_us() when it answered, 0 while waiting */
+};
+
+static void *
+poll_thread(void *arg)
+{
+	struct poll *p = arg;
+	struct gp_client *c = gp_client_create(p->base_url, NULL);
+	struct gp_client_response r;
+
+	memset(&r, 0, sizeof(r));
+	gp_client_set_retries(c, 0);
+	if (gp_client_set_token(c, p->token) == 0 &&
+	    gp_client_request(c, "GET", "/v1/agent/desired-state?after=1000000&wait=20", NULL, 0,
+		NULL, &r) == 0)
+		p->status = r.status;
+	__atomic_store_n(&p->done_us, time_mono_us(), __ATOMIC_SEQ_CST);
+	gp_client_response_free(&r);
+	gp_client_destroy(c);
+	return NULL;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Enroll node `name` (one whole H100) with a fresh token; its node token. */
+static const char *
+enroll(struct fixture *fx, const char *name, const char *uuid)
+{
+	struct gp_client_response *r = fx_request(fx, op, "POST",
+	    "/v1/clusters/c1/enrollment-tokens", "{\"expires_in_seconds\":600}");
+	const char *et;
+
+	assert_status(r, 201);
+	et = fx_json_str(r->json, "token");
+	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
+	    "{\"enrollment_token\":\"%s\",\"node_name\":\"%s\",\"hostname\":\"%s.example\","
+	    "\"callback_url\":\"http://127.0.0.1:9/\",\"agent_version\":\"test\","
+	    "\"gpus\":[{\"uuid\":\"%s\",\"index\":0,\"product_name\":\"NVIDIA H100 80GB HBM3\","
+	    "\"memory_mib\":81559,\"mig_enabled\":false,\"instances\":[]}]}",
+	    et, name, name, uuid);
+	assert_status(r, 201);
+	return fx_json_str(r->json, "node_token");
+}
+
+/* Waiting requests of the registry, from /metrics. */
+static int
+waiting(struct fixture *fx)
+{
+	struct gp_client_response *r = fx_request(fx, fx->admin_token, "GET", "/metrics", NULL);
+	const char *m = r->body != NULL ? strstr(r->body, "\ngpupool_deferred_waiting ") : NULL;
+
+	return m != NULL ? atoi(m + strlen("\ngpupool_deferred_waiting ")) : -1;
+}
+
+static void
+test_one_poll_per_node(void **state)
+{
+	struct fixture *fx = *state;
+	const char *n1, *n2;
+	struct poll p[4];
+	pthread_t t[4];
+	int64_t t0;
+
+	op = fixture_create_user(fx, "op", "operator");
+	assert_status(fx_request(fx, op, "POST", "/v1/clusters",
+			  "{\"name\":\"c1\",\"region\":\"r\"}"),
+	    201);
+	n1 = enroll(fx, "n1", "GPU-11111111-0000-4000-8000-000000000001");
+	n2 = enroll(fx, "n2", "GPU-22222222-0000-4000-8000-000000000002");
+	memset(p, 0, sizeof(p));
+	for (int i = 0; i < 4; i++)
+		p[i].base_url = fx->server->base_url;
+	p[0].token = n1; /* the stale poll */
+	p[1].token = n2; /* another node's */
+	p[2].token = n1; /* n1's new poll */
+	p[3].token = n1; /* and a third */
+	assert_int_equal(pthread_create(&t[0], NULL, poll_thread, &p[0]), 0);
+	assert_int_equal(pthread_create(&t[1], NULL, poll_thread, &p[1]), 0);
+	for (int i = 0; i < 500 && waiting(fx) < 2; i++)
+		sleep_ms(10);
+	assert_int_equal(waiting(fx), 2);
+	t0 = time_mono_us();
+	assert_int_equal(pthread_create(&t[2], NULL, poll_thread, &p[2]), 0);
+	/* the stale poll answers at once; n2's and the new one wait */
+	for (int i = 0; i < 500 && __atomic_load_n(&p[0].done_us, __ATOMIC_SEQ_CST) == 0; i++)
+		sleep_ms(10);
+	assert_true(p[0].done_us != 0);
+	assert_int_equal(p[0].status, 304);
+	assert_true(p[0].done_us - t0 < 3000000);
+	for (int i = 0; i < 500 && waiting(fx) != 2; i++)
+		sleep_ms(10);
+	assert_int_equal(waiting(fx), 2);
+	assert_int_equal(__atomic_load_n(&p[1].done_us, __ATOMIC_SEQ_CST), 0);
+	assert_int_equal(__atomic_load_n(&p[2].done_us, __ATOMIC_SEQ_CST), 0);
+	/* and again */
+	assert_int_equal(pthread_create(&t[3], NULL, poll_thread, &p[3]), 0);
+	for (int i = 0; i < 500 && __atomic_load_n(&p[2].done_us, __ATOMIC_SEQ_CST) == 0; i++)
+		sleep_ms(10);
+	assert_int_equal(p[2].status, 304);
+	assert_int_equal(__atomic_load_n(&p[1].done_us, __ATOMIC_SEQ_CST), 0);
+	/* the rest answer at the server's stop (the registry fires everything) */
+	assert_int_equal(fixture_server_stop(fx, fx->server), 0);
+	fx->server = NULL;
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	pthread_join(t[2], NULL);
+	pthread_join(t[3], NULL);
+	assert_true(p[1].done_us != 0 && p[3].done_us != 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_one_poll_per_node),
+	};
+
+	return fixture_run_tests(tests);
+}
