@@ -34,6 +34,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -261,7 +262,9 @@ probe_start(const struct config *cfg, const struct http_config *api, struct http
 	pc.access_log = false;
 	pc.probe_only = true;
 	if (http_start(out, &pc, api_dispatch, api_dispatch_resume, &port) < 0)
-		fatal("could not listen on %s:%d (GPUPOOL_PROBE_LISTEN)", cfg->probe_host,
+		fatal("could not listen on %s:%d: %s (GPUPOOL_PROBE_LISTEN=%s:%d; set it to a free "
+		      "host:port)",
+		    cfg->probe_host, cfg->probe_port, strerror(errno), cfg->probe_host,
 		    cfg->probe_port);
 	snprintf(p, sizeof(p), "%d", port);
 	log_info(NULL, "probe listener", "host", cfg->probe_host, "port", p);
@@ -372,9 +375,10 @@ cmd_serve(struct config *cfg)
 	if (api_start(&app) < 0)
 		fatal("could not start the group-commit workers");
 	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
-		fatal("could not listen on %s:%d (is another process using it? set GPUPOOL_LISTEN "
-		      "to another host:port)",
-		    cfg->listen_host, cfg->listen_port);
+		fatal("could not listen on %s:%d: %s (GPUPOOL_LISTEN=%s:%d; another process may be "
+		      "using it: set GPUPOOL_LISTEN to a free host:port)",
+		    cfg->listen_host, cfg->listen_port, strerror(errno), cfg->listen_host,
+		    cfg->listen_port);
 	if (cfg->probe_host[0] != '\0')
 		probe_start(cfg, &hc, &probe);
 	{
