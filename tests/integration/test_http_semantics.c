@@ -330,6 +330,58 @@ test_cursors(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/users?limit=1&cursor=%s", next),
 	    NULL);
 	assert_problem(r, 422, "validation_failed");
+	/* another limit is the same listing */
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects?limit=2&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	/*
+	 * bound to the concrete path: project cur-0's members cursor is
+	 * refused for cur-1's members (the same route pattern)
+	 */
+	for (int i = 0; i < 2; i++)
+		for (int u = 0; u < 2; u++) {
+			const char *name = fx_str(fx, "cm%d%d", i, u);
+
+			(void)fixture_create_user(fx, name, "none");
+			assert_status(fx_request(fx, fx->admin_token, "PUT",
+					  fx_str(fx, "/v1/projects/cur-%d/members/%s", i, name),
+					  "{\"role\":\"viewer\"}"),
+			    201);
+		}
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects/cur-0/members?limit=1", NULL);
+	assert_status(r, 200);
+	next = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects/cur-0/members?limit=1&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects/cur-1/members?limit=1&cursor=%s", next), NULL);
+	assert_problem(r, 422, "validation_failed");
+	/* bound to the filters: the audit log of one action is not another's, nor the whole */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?action=project.create&limit=1", NULL);
+	assert_status(r, 200);
+	next = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/audit?limit=1&action=project.create&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/audit?action=project.member.put&limit=1&cursor=%s", next), NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/audit?limit=1&cursor=%s", next),
+	    NULL);
+	assert_problem(r, 422, "validation_failed");
+	/* the cursor names its key: another key id is refused */
+	{
+		char *other = strdup(next);
+		char *dot = strchr(other, '.');
+
+		assert_non_null(dot);
+		dot[1] = dot[1] == '0' ? '1' : '0';
+		r = fx_request(fx, fx->admin_token, "GET",
+		    fx_str(fx, "/v1/audit?action=project.create&limit=1&cursor=%s", other), NULL);
+		free(other);
+		assert_problem(r, 422, "validation_failed");
+	}
 	/* a replica reads the same key from the database: the cursor works there too */
 	{
 		struct fx_server *prev = fx->server, *b = fixture_server_start(fx, NULL);
@@ -337,7 +389,7 @@ test_cursors(void **state)
 		assert_non_null(b);
 		fx->server = b;
 		r = fx_request(fx, fx->admin_token, "GET",
-		    fx_str(fx, "/v1/projects?limit=1&cursor=%s", next), NULL);
+		    fx_str(fx, "/v1/audit?action=project.create&limit=1&cursor=%s", next), NULL);
 		assert_status(r, 200);
 		fx->server = prev;
 		assert_int_equal(fixture_server_stop(fx, b), 0);
