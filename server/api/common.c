@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define PAGE_DEFAULT 50
 #define PAGE_MAX 500
@@ -140,9 +141,8 @@ cursor_key_id(const char *key, char *kid)
 
 /* The signature of a cursor: HMAC-SHA256(key, listing + position), 16 hex digits. */
 static void
-cursor_sign(struct request *req, int64_t pos, char *sig)
+cursor_sign(struct request *req, const char *key, int64_t pos, char *sig)
 {
-	const char *key = api_app(req) != NULL ? api_app(req)->cursor_key : "";
 	const char *msg =
 	    arena_printf(req->arena, "%s%llx", cursor_listing(req), (unsigned long long)pos);
 	char full[65];
@@ -163,7 +163,7 @@ api_cursor_encode(struct request *req, int64_t pos)
 	 * only for its path and filters
 	 */
 	cursor_key_id(key, kid);
-	cursor_sign(req, pos, sig);
+	cursor_sign(req, key, pos, sig);
 	return arena_printf(req->arena, "c%llx.%s.%s", (unsigned long long)pos, kid, sig);
 }
 
@@ -181,11 +181,25 @@ cursor_decode(struct request *req, const char *s, int64_t *out)
 	v = strtoull(s + 1, &end, 16);
 	if (errno != 0 || *end != '.' || end == s + 1 || v > (unsigned long long)INT64_MAX)
 		return false;
-	/* the key that signed it: this server's (a rotated-out key's cursors end here) */
-	cursor_key_id(key, kid);
-	if (strlen(end + 1) != 8 + 1 + 16 || strncmp(end + 1, kid, 8) != 0 || end[9] != '.')
+	if (strlen(end + 1) != 8 + 1 + 16 || end[9] != '.')
 		return false;
-	cursor_sign(req, (int64_t)v, sig);
+	/*
+	 * the key that signed it: the current one, or the one before the last
+	 * rotation until its overlap ends (then its cursors are refused)
+	 */
+	cursor_key_id(key, kid);
+	if (strncmp(end + 1, kid, 8) != 0) {
+		const struct app *app = api_app(req);
+
+		if (app == NULL || app->cursor_key_prev[0] == '\0' ||
+		    time(NULL) >= app->cursor_prev_until_s)
+			return false;
+		key = app->cursor_key_prev;
+		cursor_key_id(key, kid);
+		if (strncmp(end + 1, kid, 8) != 0)
+			return false;
+	}
+	cursor_sign(req, key, (int64_t)v, sig);
 	{
 		unsigned char diff = 0; /* constant time: no early exit on a mismatch */
 
