@@ -141,6 +141,7 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->push_max_attempts = 10;
 	cfg->push_backoff_ms = 1000;
 	cfg->metrics_retention_days = 7;
+	cfg->cursor_key_overlap_s = 86400;
 	cfg->telemetry_interval_s = 60;
 	cfg->idle_after_s = 3600;
 	cfg->idle_threshold = 0.05;
@@ -192,6 +193,8 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	    env_int("GPUPOOL_PUSH_BACKOFF_MS", 10, 600000, &cfg->push_backoff_ms, errbuf, errlen) <
 		0 ||
 	    env_int("GPUPOOL_METRICS_RETENTION_DAYS", 1, 3650, &cfg->metrics_retention_days, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_CURSOR_KEY_OVERLAP", 0, 30 * 86400, &cfg->cursor_key_overlap_s, errbuf,
 		errlen) < 0 ||
 	    env_int("GPUPOOL_TELEMETRY_INTERVAL", 1, 3600, &cfg->telemetry_interval_s, errbuf,
 		errlen) < 0 ||

@@ -33,6 +33,7 @@ struct config {
 	int push_max_attempts;      /* GPUPOOL_PUSH_MAX_ATTEMPTS: then give up (alert) */
 	int push_backoff_ms;        /* GPUPOOL_PUSH_BACKOFF_MS: first retry delay */
 	int metrics_retention_days; /* GPUPOOL_METRICS_RETENTION_DAYS: raw GPU samples */
+	int cursor_key_overlap_s;   /* GPUPOOL_CURSOR_KEY_OVERLAP: a rotated key's cursors */
 	int telemetry_interval_s;   /* GPUPOOL_TELEMETRY_INTERVAL: partitions, roll-ups, idle */
 	int idle_after_s;           /* GPUPOOL_IDLE_AFTER: no workload this long -> idle alert */
 	double idle_threshold;      /* GPUPOOL_IDLE_THRESHOLD: sm_active below it is idle */

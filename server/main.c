@@ -14,6 +14,7 @@
 #include "db/db.h"
 #include "db/db_agent.h"
 #include "db/db_audit.h"
+#include "db/db_keys.h"
 #include "db/db_users.h"
 #include "db/migrate.h"
 #include "domain/catalog.h"
@@ -34,6 +35,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -57,6 +59,9 @@ usage(FILE *out)
 	      "       gpupoold migrate\n"
 	      "       gpupoold admin create-user --username NAME --role admin|operator|billing|none\n"
 	      "                (password on stdin; exits 3 when the user already exists)\n"
+	      "       gpupoold admin rotate-cursor-key\n"
+	      "                (a new key for list cursors; the old one's cursors are accepted\n"
+	      "                for GPUPOOL_CURSOR_KEY_OVERLAP seconds by servers started after it)\n"
 	      "       gpupoold version\n"
 	      "\n"
 	      "environment: GPUPOOL_DATABASE_URL (required), GPUPOOL_LISTEN (host:port, default\n"
@@ -147,6 +152,35 @@ create_user_tx(struct db *db, void *arg, struct gp_error *err)
 fail:
 	arena_destroy(a);
 	return c->exists ? 0 : rc;
+}
+
+/* A new cursor key (docs/operations.md, "Rotating the cursor key"). */
+static int
+cmd_rotate_cursor_key(struct config *cfg)
+{
+	unsigned char candidate[32];
+	char key[65];
+	struct gp_error err;
+
+	setup(cfg);
+	gp_error_clear(&err);
+	if (token_random_bytes(candidate, sizeof(candidate)) < 0) {
+		fputs("gpupoold: no random bytes for the key\n", stderr);
+		return 1;
+	}
+	if (db_cursor_key_rotate(db_thread(), candidate, sizeof(candidate), key, sizeof(key),
+		&err) < 0) {
+		token_wipe(candidate, sizeof(candidate));
+		fprintf(stderr, "gpupoold: could not rotate the cursor key: %s\n", err.message);
+		return 1;
+	}
+	token_wipe(candidate, sizeof(candidate));
+	token_wipe(key, sizeof(key));
+	printf("cursor key rotated: restart every replica within GPUPOOL_CURSOR_KEY_OVERLAP "
+	       "(%d s); cursors of the old key are refused after it\n",
+	    cfg->cursor_key_overlap_s);
+	db_thread_close();
+	return 0;
 }
 
 static int
@@ -261,7 +295,9 @@ probe_start(const struct config *cfg, const struct http_config *api, struct http
 	pc.access_log = false;
 	pc.probe_only = true;
 	if (http_start(out, &pc, api_dispatch, api_dispatch_resume, &port) < 0)
-		fatal("could not listen on %s:%d (GPUPOOL_PROBE_LISTEN)", cfg->probe_host,
+		fatal("could not listen on %s:%d: %s (GPUPOOL_PROBE_LISTEN=%s:%d; set it to a free "
+		      "host:port)",
+		    cfg->probe_host, cfg->probe_port, strerror(errno), cfg->probe_host,
 		    cfg->probe_port);
 	snprintf(p, sizeof(p), "%d", port);
 	log_info(NULL, "probe listener", "host", cfg->probe_host, "port", p);
@@ -324,6 +360,19 @@ cmd_serve(struct config *cfg)
 		token_wipe(candidate, sizeof(candidate));
 	}
 	{
+		/* the key before the last rotation: its cursors for the overlap only */
+		int64_t rotated_at = 0;
+		bool found = false;
+
+		if (db_cursor_key_previous(db_thread(), app.cursor_key_prev,
+			sizeof(app.cursor_key_prev), &rotated_at, &found, &err) < 0)
+			fatal("could not read the cursor key: %s", err.message);
+		if (found)
+			app.cursor_prev_until_s = rotated_at + cfg->cursor_key_overlap_s;
+		else
+			app.cursor_key_prev[0] = '\0';
+	}
+	{
 		int64_t dropped = 0;
 
 		/* today's partition must exist before the first sample arrives */
@@ -372,9 +421,10 @@ cmd_serve(struct config *cfg)
 	if (api_start(&app) < 0)
 		fatal("could not start the group-commit workers");
 	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
-		fatal("could not listen on %s:%d (is another process using it? set GPUPOOL_LISTEN "
-		      "to another host:port)",
-		    cfg->listen_host, cfg->listen_port);
+		fatal("could not listen on %s:%d: %s (GPUPOOL_LISTEN=%s:%d; another process may be "
+		      "using it: set GPUPOOL_LISTEN to a free host:port)",
+		    cfg->listen_host, cfg->listen_port, strerror(errno), cfg->listen_host,
+		    cfg->listen_port);
 	if (cfg->probe_host[0] != '\0')
 		probe_start(cfg, &hc, &probe);
 	{
@@ -463,6 +513,7 @@ cmd_serve(struct config *cfg)
 	catalog_free(catalog);
 	xid_catalog_free(xids);
 	token_wipe(app.cursor_key, sizeof(app.cursor_key));
+	token_wipe(app.cursor_key_prev, sizeof(app.cursor_key_prev));
 	log_info(NULL, "stopped");
 	return 0;
 }
@@ -479,6 +530,8 @@ main(int argc, char **argv)
 		return cmd_migrate(&cfg);
 	if (strcmp(cmd, "admin") == 0 && argc > 2 && strcmp(argv[2], "create-user") == 0)
 		return cmd_create_user(&cfg, argc - 3, argv + 3);
+	if (strcmp(cmd, "admin") == 0 && argc == 3 && strcmp(argv[2], "rotate-cursor-key") == 0)
+		return cmd_rotate_cursor_key(&cfg);
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("gpupoold %s (schema %d)\n", GPUPOOLD_VERSION, migrate_latest_version());
 		return 0;

@@ -34,6 +34,8 @@ struct app {
 	int metrics_retention_days;     /* raw GPU samples kept (partitions) */
 	const char *cors_origins;       /* browser origins allowed (comma-separated), or NULL */
 	char cursor_key[65];            /* HMAC key of list cursors (hex), shared by replicas */
+	char cursor_key_prev[65];       /* the key before the last rotation ("" when none) */
+	int64_t cursor_prev_until_s;    /* its cursors are accepted until then (epoch s) */
 	int request_ttl_s;              /* a pending pool request expires after this */
 	int approval_workers;           /* threads per group-commit queue */
 	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define PAGE_DEFAULT 50
 #define PAGE_MAX 500
@@ -84,16 +85,69 @@ parse_int64(const char *s, int64_t *out)
 	return true;
 }
 
-/* The signature of a cursor: HMAC-SHA256(key, route + ":" + position), 16 hex digits. */
-static void
-cursor_sign(struct request *req, int64_t pos, char *sig)
+/*
+ * What a cursor is bound to: the concrete path (a project's members, not
+ * another's) and its filters, canonical: every query argument but cursor
+ * and limit, by name, each name once with its first value, length-prefixed
+ * so that no two listings give the same text.
+ */
+static const char *
+cursor_listing(struct request *req)
 {
-	const char *key = api_app(req) != NULL ? api_app(req)->cursor_key : "";
-	char msg[300], full[65];
-	int n = snprintf(msg, sizeof(msg), "%s:%llx", req->route_pattern ? req->route_pattern : "",
-	    (unsigned long long)pos);
+	int n = 0, m = 0;
+	const char *const *names = req->query_names != NULL ? req->query_names(req, &n) : NULL;
+	const char **sorted = arena_alloc(req->arena, sizeof(*sorted) * (size_t)(n > 0 ? n : 1));
+	const char *out = arena_printf(req->arena, "%zu:%s?", strlen(req->path ? req->path : ""),
+	    req->path ? req->path : "");
 
-	token_hmac_sha256_hex(key, strlen(key), msg, n > 0 ? (size_t)n : 0, full);
+	for (int i = 0; i < n; i++) {
+		int j;
+
+		if (strcmp(names[i], "cursor") == 0 || strcmp(names[i], "limit") == 0)
+			continue;
+		for (j = m; j > 0 && strcmp(sorted[j - 1], names[i]) > 0; j--)
+			sorted[j] = sorted[j - 1];
+		if (j > 0 && strcmp(sorted[j - 1], names[i]) == 0) {
+			/* sent twice: once is enough (the first value counts) */
+			memmove(&sorted[j], &sorted[j + 1], sizeof(*sorted) * (size_t)(m - j));
+			continue;
+		}
+		sorted[j] = names[i];
+		m++;
+	}
+	for (int i = 0; i < m; i++) {
+		const char *v = req->query(req, sorted[i]);
+
+		v = v != NULL ? v : "";
+		out = arena_printf(req->arena, "%s%zu:%s=%zu:%s;", out, strlen(sorted[i]),
+		    sorted[i], strlen(v), v);
+	}
+	return out;
+}
+
+/*
+ * The id of the cursor key: the first 8 hex digits of HMAC(key, "key id"),
+ * carried in every cursor so that a cursor names the key that signed it.
+ */
+static void
+cursor_key_id(const char *key, char *kid)
+{
+	char full[65];
+
+	token_hmac_sha256_hex(key, strlen(key), "key id", 6, full);
+	memcpy(kid, full, 8);
+	kid[8] = '\0';
+}
+
+/* The signature of a cursor: HMAC-SHA256(key, listing + position), 16 hex digits. */
+static void
+cursor_sign(struct request *req, const char *key, int64_t pos, char *sig)
+{
+	const char *msg =
+	    arena_printf(req->arena, "%s%llx", cursor_listing(req), (unsigned long long)pos);
+	char full[65];
+
+	token_hmac_sha256_hex(key, strlen(key), msg, strlen(msg), full);
 	memcpy(sig, full, 16);
 	sig[16] = '\0';
 }
@@ -101,34 +155,56 @@ cursor_sign(struct request *req, int64_t pos, char *sig)
 const char *
 api_cursor_encode(struct request *req, int64_t pos)
 {
-	char sig[17];
+	const char *key = api_app(req) != NULL ? api_app(req)->cursor_key : "";
+	char sig[17], kid[9];
 
-	/* "c<hex position>.<signature>": opaque, URL-safe, valid only for its route */
-	cursor_sign(req, pos, sig);
-	return arena_printf(req->arena, "c%llx.%s", (unsigned long long)pos, sig);
+	/*
+	 * "c<hex position>.<key id>.<signature>": opaque, URL-safe, valid
+	 * only for its path and filters
+	 */
+	cursor_key_id(key, kid);
+	cursor_sign(req, key, pos, sig);
+	return arena_printf(req->arena, "c%llx.%s.%s", (unsigned long long)pos, kid, sig);
 }
 
 static bool
 cursor_decode(struct request *req, const char *s, int64_t *out)
 {
+	const char *key = api_app(req) != NULL ? api_app(req)->cursor_key : "";
 	char *end;
 	unsigned long long v;
-	char sig[17];
+	char sig[17], kid[9];
 
-	if (s[0] != 'c' || s[1] == '\0' || strlen(s) > 34)
+	if (s[0] != 'c' || s[1] == '\0' || strlen(s) > 43)
 		return false;
 	errno = 0;
 	v = strtoull(s + 1, &end, 16);
 	if (errno != 0 || *end != '.' || end == s + 1 || v > (unsigned long long)INT64_MAX)
 		return false;
-	cursor_sign(req, (int64_t)v, sig);
-	if (strlen(end + 1) != 16)
+	if (strlen(end + 1) != 8 + 1 + 16 || end[9] != '.')
 		return false;
+	/*
+	 * the key that signed it: the current one, or the one before the last
+	 * rotation until its overlap ends (then its cursors are refused)
+	 */
+	cursor_key_id(key, kid);
+	if (strncmp(end + 1, kid, 8) != 0) {
+		const struct app *app = api_app(req);
+
+		if (app == NULL || app->cursor_key_prev[0] == '\0' ||
+		    time(NULL) >= app->cursor_prev_until_s)
+			return false;
+		key = app->cursor_key_prev;
+		cursor_key_id(key, kid);
+		if (strncmp(end + 1, kid, 8) != 0)
+			return false;
+	}
+	cursor_sign(req, key, (int64_t)v, sig);
 	{
 		unsigned char diff = 0; /* constant time: no early exit on a mismatch */
 
 		for (int i = 0; i < 16; i++)
-			diff |= (unsigned char)(end[1 + i] ^ sig[i]);
+			diff |= (unsigned char)(end[10 + i] ^ sig[i]);
 		if (diff != 0)
 			return false;
 	}

@@ -5,8 +5,8 @@
  * exists exactly when the mutation committed: a server that dies before
  * its COMMIT leaves nothing behind, one that dies after it leaves a row
  * that stops the retry from running the request again. A concurrent
- * duplicate's INSERT waits on the first's uncommitted row (the primary
- * key) and then finds it. The answer is stored by the request that
+ * duplicate does not wait on the first's uncommitted row: the key's
+ * advisory lock, tried first, tells it the key is in flight (409). The answer is stored by the request that
  * claimed the row (claimed_by), once: an UPDATE only fills a row that has
  * no answer yet.
  */
@@ -22,12 +22,26 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-/* a request may claim its own key again (an approval that waited for the next batch) */
+/*
+ * The claim first takes a transaction-scoped advisory lock on the key
+ * (class 0x67706b31, "gpk1"; key: a hash of user and key), without
+ * waiting: a transaction that holds the key's uncommitted row holds that
+ * lock too, so a duplicate of a request still in flight is told so at
+ * once (got = false: 409 with Retry-After) instead of waiting on the row
+ * with its worker thread and connection, until the first commits or the
+ * statement timeout. A request may claim its own key again (an approval
+ * that waited for the next batch): the lock is re-entrant, the row's
+ * claimed_by its own. A hash collision costs a spurious 409, never a
+ * second execution (the row still decides).
+ */
 DB_STMT(stmt_idem_claim,
-    "INSERT INTO idempotency_keys AS k (user_id, key, request_hash, state, claimed_by) "
-    "VALUES ($1, $2, $3, 'committed', $4) "
+    "WITH lk AS (SELECT pg_try_advisory_xact_lock(1735420721, "
+    "hashtext($1::int8::text || ':' || $2::text)) AS got), "
+    "ins AS (INSERT INTO idempotency_keys AS k (user_id, key, request_hash, state, claimed_by) "
+    "SELECT $1::int8, $2::text, $3::bytea, 'committed', $4::text FROM lk WHERE lk.got "
     "ON CONFLICT (user_id, key) DO UPDATE SET claimed_by = EXCLUDED.claimed_by "
-    "WHERE k.state = 'committed' AND k.claimed_by = EXCLUDED.claimed_by RETURNING 1");
+    "WHERE k.state = 'committed' AND k.claimed_by = EXCLUDED.claimed_by RETURNING 1) "
+    "SELECT (SELECT got FROM lk), (SELECT count(*) FROM ins)");
 DB_STMT(stmt_idem_get,
     "SELECT request_hash, state, status, content_type, etag, location, body "
     "FROM idempotency_keys WHERE user_id = $1 AND key = $2");
@@ -136,7 +150,11 @@ db_idem_claim(struct db *db, struct arena *a, struct idem_key *k, struct gp_erro
 	r = db_exec_ex(db, a, &stmt_idem_claim, 4, p, lens, fmts, err);
 	if (r == NULL)
 		return -1;
-	k->state = PQntuples(r) == 1 ? IDEM_CLAIMED : IDEM_DUPLICATE;
+	/* not got: in flight elsewhere; got but nothing inserted: the key's row exists */
+	k->state = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0 &&
+		strcmp(PQgetvalue(r, 0, 1), "1") == 0
+	    ? IDEM_CLAIMED
+	    : IDEM_DUPLICATE;
 	if (k->state == IDEM_CLAIMED)
 		db_tx_note_claim(db, k);
 	return 0;

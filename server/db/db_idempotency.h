@@ -64,11 +64,13 @@ int db_idem_lookup(struct db *db, struct arena *a, const struct idem_key *k, enu
     struct idem_response *stored, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
- * Inside a transaction: claim k (NULL: nothing to do). The INSERT waits
- * while another transaction holds an uncommitted claim of the key. Sets
- * k->state to IDEM_CLAIMED, or IDEM_DUPLICATE when another request (or
- * an earlier item of this transaction) has it; a duplicate must then
- * change nothing and be answered from the key's row.
+ * Inside a transaction: claim k (NULL: nothing to do). Never waits for
+ * another transaction's uncommitted claim of the key (its advisory lock
+ * is tried first). Sets k->state to IDEM_CLAIMED, or IDEM_DUPLICATE when
+ * another request (or an earlier item of this transaction) has it or is
+ * claiming it right now; a duplicate must then change nothing and be
+ * answered from the key's row (none yet while the other is in flight:
+ * 409 idempotency_conflict with Retry-After).
  */
 int db_idem_claim(struct db *db, struct arena *a, struct idem_key *k, struct gp_error *err)
     __attribute__((warn_unused_result));

@@ -1058,14 +1058,44 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 		log_warn(NULL, "libmicrohttpd", "detail", buf);
 }
 
+/*
+ * The listening socket, bound here rather than by libmicrohttpd: a busy
+ * address is then one error of ours (errno for the caller's message),
+ * not libmicrohttpd's "Failed to bind to port 0" (it names the port
+ * argument, 0 when the address comes as MHD_OPTION_SOCK_ADDR). Plain
+ * SO_REUSEADDR (a restart reuses the port at once), never SO_REUSEPORT
+ * (two servers would share the port). -1 with errno set on failure.
+ */
+static int
+listen_socket(const struct sockaddr_in *addr, int *port)
+{
+	struct sockaddr_in got;
+	socklen_t glen = sizeof(got);
+	int one = 1, fd, e;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0 ||
+	    listen(fd, SOMAXCONN) != 0 || getsockname(fd, (struct sockaddr *)&got, &glen) != 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*port = ntohs(got.sin_port);
+	return fd;
+}
+
 int
 http_start(struct http_server **out, const struct http_config *cfg, http_dispatch_fn dispatch,
     http_resume_fn resume, int *bound_port)
 {
 	struct http_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_in addr;
-	const union MHD_DaemonInfo *info;
 	unsigned int mhd_limit;
+	int fd, port, e;
 
 	if (s == NULL)
 		return -1;
@@ -1090,32 +1120,42 @@ http_start(struct http_server **out, const struct http_config *cfg, http_dispatc
 	addr.sin_port = htons((uint16_t)cfg->port);
 	if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
 		log_error(NULL, "could not parse the listen address", "host", cfg->host);
+		errno = EINVAL;
 		goto fail;
 	}
+	fd = listen_socket(&addr, &port);
+	if (fd < 0)
+		goto fail;
 	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
 	    0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL, MHD_OPTION_LISTEN_SOCKET,
+	    (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
 	    MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned int)cfg->timeout_s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
 	    on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
-	if (s->daemon == NULL)
+	if (s->daemon == NULL) {
+		e = errno;
+		close(fd);
+		errno = e;
 		goto fail;
+	}
 	if (pthread_create(&s->sweeper, NULL, sweep_main, s) != 0) {
-		MHD_stop_daemon(s->daemon);
+		MHD_stop_daemon(s->daemon); /* closes fd: it was not quiesced */
+		errno = EAGAIN;
 		goto fail;
 	}
 	s->sweeper_started = true;
-	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	*bound_port = info ? info->port : cfg->port;
+	*bound_port = port;
 	*out = s;
 	return 0;
 fail:
+	e = errno;
 	pthread_cond_destroy(&s->sweep_cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+	errno = e;
 	return -1;
 }
 

@@ -77,7 +77,12 @@ int http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
 
 struct http_server;
 
-/* Start listening; *bound_port gets the port in use. */
+/*
+ * Start listening; *bound_port gets the port in use. -1 with errno set
+ * when the address cannot be listened on (EADDRINUSE: another process
+ * has it); nothing is logged for that, the caller says which setting
+ * names the address.
+ */
 int http_start(struct http_server **out, const struct http_config *cfg, http_dispatch_fn dispatch,
     http_resume_fn resume, int *bound_port) __attribute__((warn_unused_result));
 

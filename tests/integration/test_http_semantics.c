@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "core/timeutil.h"
 
 static struct raw_response
 send_raw(struct fixture *fx, const char *method, const char *path, const char *token)
@@ -330,6 +333,58 @@ test_cursors(void **state)
 	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/users?limit=1&cursor=%s", next),
 	    NULL);
 	assert_problem(r, 422, "validation_failed");
+	/* another limit is the same listing */
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects?limit=2&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	/*
+	 * bound to the concrete path: project cur-0's members cursor is
+	 * refused for cur-1's members (the same route pattern)
+	 */
+	for (int i = 0; i < 2; i++)
+		for (int u = 0; u < 2; u++) {
+			const char *name = fx_str(fx, "cm%d%d", i, u);
+
+			(void)fixture_create_user(fx, name, "none");
+			assert_status(fx_request(fx, fx->admin_token, "PUT",
+					  fx_str(fx, "/v1/projects/cur-%d/members/%s", i, name),
+					  "{\"role\":\"viewer\"}"),
+			    201);
+		}
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/projects/cur-0/members?limit=1", NULL);
+	assert_status(r, 200);
+	next = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects/cur-0/members?limit=1&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/projects/cur-1/members?limit=1&cursor=%s", next), NULL);
+	assert_problem(r, 422, "validation_failed");
+	/* bound to the filters: the audit log of one action is not another's, nor the whole */
+	r = fx_request(fx, fx->admin_token, "GET", "/v1/audit?action=project.create&limit=1", NULL);
+	assert_status(r, 200);
+	next = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/audit?limit=1&action=project.create&cursor=%s", next), NULL);
+	assert_status(r, 200);
+	r = fx_request(fx, fx->admin_token, "GET",
+	    fx_str(fx, "/v1/audit?action=project.member.put&limit=1&cursor=%s", next), NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "/v1/audit?limit=1&cursor=%s", next),
+	    NULL);
+	assert_problem(r, 422, "validation_failed");
+	/* the cursor names its key: another key id is refused */
+	{
+		char *other = strdup(next);
+		char *dot = strchr(other, '.');
+
+		assert_non_null(dot);
+		dot[1] = dot[1] == '0' ? '1' : '0';
+		r = fx_request(fx, fx->admin_token, "GET",
+		    fx_str(fx, "/v1/audit?action=project.create&limit=1&cursor=%s", other), NULL);
+		free(other);
+		assert_problem(r, 422, "validation_failed");
+	}
 	/* a replica reads the same key from the database: the cursor works there too */
 	{
 		struct fx_server *prev = fx->server, *b = fixture_server_start(fx, NULL);
@@ -337,7 +392,7 @@ test_cursors(void **state)
 		assert_non_null(b);
 		fx->server = b;
 		r = fx_request(fx, fx->admin_token, "GET",
-		    fx_str(fx, "/v1/projects?limit=1&cursor=%s", next), NULL);
+		    fx_str(fx, "/v1/audit?action=project.create&limit=1&cursor=%s", next), NULL);
 		assert_status(r, 200);
 		fx->server = prev;
 		assert_int_equal(fixture_server_stop(fx, b), 0);
@@ -345,6 +400,81 @@ test_cursors(void **state)
 }
 
 /* A mistyped model or profile gets a suggestion (did you mean). */
+/*
+ * gpupoold admin rotate-cursor-key: a server started after it signs with
+ * the new key and accepts the old key's cursors for
+ * GPUPOOL_CURSOR_KEY_OVERLAP seconds after the rotation, then refuses
+ * them; a second rotation retires the first key at once.
+ */
+static void
+test_cursor_key_rotation(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_CURSOR_KEY_OVERLAP=4", NULL };
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	struct fx_server *prev = fx->server, *b;
+	const char *old_cursor, *new_cursor, *path = "/v1/audit?action=project.create&limit=1";
+	struct fx_proc *p;
+	int64_t rotated, refused_after_ms = -1;
+
+	r = fx_request(fx, fx->admin_token, "GET", path, NULL);
+	assert_status(r, 200);
+	old_cursor = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	p = fx_gpupoold(fx, NULL, "admin", "rotate-cursor-key", NULL);
+	assert_int_equal(p->status, 0);
+	assert_non_null(strstr(p->out, "cursor key rotated"));
+	rotated = time_mono_us();
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM server_keys WHERE name IN "
+			     "('cursor', 'cursor_previous')"),
+	    2);
+	b = fixture_server_start(fx, env);
+	assert_non_null(b);
+	fx->server = b;
+	/* the new key: another key id */
+	r = fx_request(fx, fx->admin_token, "GET", path, NULL);
+	assert_status(r, 200);
+	new_cursor = fx_str(fx, "%s", fx_json_str(r->json, "next_cursor"));
+	assert_string_not_equal(strchr(new_cursor, '.'), strchr(old_cursor, '.'));
+	/* within the overlap the old cursor still works */
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "%s&cursor=%s", path, old_cursor),
+	    NULL);
+	if ((time_mono_us() - rotated) / 1000 < 3500)
+		assert_status(r, 200);
+	/* after it, it is refused; the new one is not */
+	for (int i = 0; i < 300; i++) {
+		r = fx_request(fx, fx->admin_token, "GET",
+		    fx_str(fx, "%s&cursor=%s", path, old_cursor), NULL);
+		if (r->status == 422) {
+			refused_after_ms = (time_mono_us() - rotated) / 1000;
+			break;
+		}
+		assert_status(r, 200);
+		usleep(50000);
+	}
+	print_message("the old key's cursor refused %lld ms after the rotation (overlap 4 s)\n",
+	    (long long)refused_after_ms);
+	assert_problem(r, 422, "validation_failed");
+	assert_true(refused_after_ms >= 3000);
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "%s&cursor=%s", path, new_cursor),
+	    NULL);
+	assert_status(r, 200);
+	fx->server = prev;
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+
+	/* rotated twice: the first key is gone at once, the second in its overlap */
+	p = fx_gpupoold(fx, NULL, "admin", "rotate-cursor-key", NULL);
+	assert_int_equal(p->status, 0);
+	b = fixture_server_start(fx, env);
+	assert_non_null(b);
+	fx->server = b;
+	r = fx_request(fx, fx->admin_token, "GET", fx_str(fx, "%s&cursor=%s", path, old_cursor),
+	    NULL);
+	assert_problem(r, 422, "validation_failed");
+	fx->server = prev;
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+}
+
 static void
 test_did_you_mean(void **state)
 {
@@ -865,6 +995,7 @@ main(void)
 		cmocka_unit_test(test_cors),
 		cmocka_unit_test(test_logout_version),
 		cmocka_unit_test(test_cursors),
+		cmocka_unit_test(test_cursor_key_rotation),
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_if_match_list_rfc9110_13_1_1),
 		cmocka_unit_test(test_query_unknown_or_repeated_422),

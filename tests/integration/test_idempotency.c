@@ -3,8 +3,9 @@
  * first response byte for byte (status, headers, body) with
  * "Idempotent-Replayed: true" and runs nothing; the same key with
  * another request is 422; keys belong to their caller; a duplicate of
- * a request still running waits for it and is its replay (forced
- * deterministically with a table lock, then raced from many threads);
+ * a request still running is answered at once, 409 with Retry-After,
+ * without waiting for it (forced deterministically with a table lock,
+ * then raced from many threads);
  * 4xx answers are kept, 5xx answers are not; keys are 1 to 200
  * characters. test_exactly_once.c races group-committed requests,
  * replicas and a crash after commit.
@@ -450,55 +451,67 @@ wait_lock_waiters(struct fixture *fx, int n)
 
 /*
  * Deterministic: the first request claims the key in its transaction
- * and then waits on a table lock held by the test. A duplicate
- * meanwhile waits on the first's uncommitted claim instead of running,
- * and so does a different request under the key. Once the lock goes
- * and the first commits, the duplicate is its replay and the other
- * request 422.
+ * and then waits on a table lock held by the test. A duplicate meanwhile
+ * does not wait for it (that held an HTTP worker and a connection for
+ * up to the statement timeout, 60 s here): it is answered at once with
+ * 409 idempotency_conflict and Retry-After, and so is a different
+ * request under the key; neither waits on a lock. Once the lock goes and
+ * the first commits, a retry is its replay and the other request 422.
  */
 static void
 test_in_flight(void **state)
 {
 	struct fixture *fx = *state;
 	const char *body = "{\"name\":\"slow-one\"}";
-	const char *bodies[3] = { body, body, "{\"name\":\"slow-two\"}" };
-	struct poster p[3];
-	pthread_t th[3];
+	struct poster p = { .port = fx->server->port,
+		.token = fx->admin_token,
+		.key = "key-slow",
+		.body = body };
+	pthread_t th;
 	struct raw_response *r;
 
+	p.arena = arena_create();
+	assert_non_null(p.arena);
 	fx_sql_exec(fx, "BEGIN");
 	fx_sql_exec(fx, "LOCK TABLE projects IN SHARE ROW EXCLUSIVE MODE");
-	for (int i = 0; i < 3; i++) {
-		p[i] = (struct poster){ .port = fx->server->port,
-			.token = fx->admin_token,
-			.key = "key-slow",
-			.body = bodies[i],
-			.arena = arena_create() };
-		assert_non_null(p[i].arena);
-		assert_int_equal(pthread_create(&th[i], NULL, poster_main, &p[i]), 0);
-		/* one after the other: the first holds the claim */
-		wait_lock_waiters(fx, i + 1);
+	assert_int_equal(pthread_create(&th, NULL, poster_main, &p), 0);
+	wait_lock_waiters(fx, 1);
+	for (int i = 0; i < 2; i++) {
+		/* the duplicate, then another request under the key */
+		int64_t t0 = time_mono_us(), ms;
+
+		r = post(fx, fx->admin_token, "/v1/projects", "key-slow",
+		    i == 0 ? body : "{\"name\":\"slow-two\"}");
+		ms = (time_mono_us() - t0) / 1000;
+		print_message("%s while the first is in flight: %d in %lld ms\n",
+		    i == 0 ? "duplicate" : "other request", r->status, (long long)ms);
+		assert_raw_problem(fx, r, 409, "idempotency_conflict");
+		assert_string_equal(hdr(fx, r, "Retry-After"), "1");
+		/* at once: not after the first request, not after a timeout */
+		assert_true(ms < 2000);
+		/* still only the first request waits */
+		assert_int_equal(fx_sql_int64(fx,
+				     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+				     "'Lock' AND datname = current_database()"),
+		    1);
 	}
 	/* nothing is claimed for others to see until the first commits */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM idempotency_keys WHERE key = 'key-slow'"),
 	    0);
 	fx_sql_exec(fx, "COMMIT");
-	for (int i = 0; i < 3; i++) {
-		assert_int_equal(pthread_join(th[i], NULL), 0);
-		assert_int_equal(p[i].rc, 0);
-	}
-	assert_raw_status(&p[0].res, 201);
-	assert_replay_of(fx, &p[0].res, &p[1].res);
-	assert_raw_problem(fx, &p[2].res, 422, "idempotency_mismatch");
-	/* and later retries are the first response */
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(p.rc, 0);
+	assert_raw_status(&p.res, 201);
+	/* and later retries are the first response, another request 422 */
 	r = post(fx, fx->admin_token, "/v1/projects", "key-slow", body);
-	assert_replay_of(fx, &p[0].res, r);
+	assert_replay_of(fx, &p.res, r);
+	r = post(fx, fx->admin_token, "/v1/projects", "key-slow", "{\"name\":\"slow-two\"}");
+	assert_raw_problem(fx, r, 422, "idempotency_mismatch");
 	assert_int_equal(count_projects(fx, "slow-one"), 1);
 	assert_int_equal(count_projects(fx, "slow-two"), 0);
 	assert_int_equal(count_audit(fx, "project.create", "slow-one"), 1);
-	for (int i = 0; i < 3; i++)
-		arena_destroy(p[i].arena);
+	arena_destroy(p.arena);
 }
 
 /*
