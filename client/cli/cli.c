@@ -187,6 +187,40 @@ cli_nearest(const struct cli_command *table, const char *word)
 	return best;
 }
 
+/*
+ * The group next to the last word of prefix, singular or plural ("gpupool
+ * request" -> "requests", "gpupool pools" -> "pool"), when it has a command
+ * named word (or close to it): its name and that command's, else NULL.
+ */
+static const char *
+cli_sibling(const struct cli *cli, const char *prefix, const char *word, const char **near)
+{
+	const char *last = strrchr(prefix, ' ');
+	char want[64];
+	size_t n;
+
+	if (cli->root == NULL || last == NULL || strchr(prefix, ' ') != last)
+		return NULL; /* only for first-level groups */
+	last++;
+	n = strlen(last);
+	if (n < 2 || n + 2 > sizeof(want))
+		return NULL;
+	if (last[n - 1] == 's')
+		snprintf(want, sizeof(want), "%.*s", (int)(n - 1), last);
+	else
+		snprintf(want, sizeof(want), "%ss", last);
+	for (const struct cli_command *g = cli->root; g->name != NULL; g++) {
+		const struct cli_command *c;
+
+		if (strcmp(g->name, want) != 0 || g->subcommands == NULL)
+			continue;
+		c = cli_find(g->subcommands, word);
+		*near = c != NULL ? c->name : cli_nearest(g->subcommands, word);
+		return *near != NULL ? g->name : NULL;
+	}
+	return NULL;
+}
+
 int
 cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefix, int argc,
     char **argv)
@@ -205,12 +239,16 @@ cli_dispatch(struct cli *cli, const struct cli_command *table, const char *prefi
 	}
 	cmd = cli_find(table, argv[0]);
 	if (cmd == NULL) {
-		const char *near = cli_nearest(table, argv[0]);
+		const char *near = cli_nearest(table, argv[0]), *other = NULL, *sib;
 
 		fprintf(stderr, "%s: unknown command \"%s\" for \"%s\"\n", cli->prog, argv[0],
 		    prefix);
 		if (near != NULL)
 			fprintf(stderr, "\ndid you mean this?\n\t%s %s\n", prefix, near);
+		else if ((sib = cli_sibling(cli, prefix, argv[0], &other)) != NULL)
+			/* "request get" -> "requests get": the verbs live in the other group */
+			fprintf(stderr, "\ndid you mean this?\n\t%s %s %s\n", cli->prog, sib,
+			    other);
 		fprintf(stderr, "\n");
 		cli_print_table_help(table, prefix, true);
 		return CLI_EXIT_USAGE;
@@ -473,13 +511,28 @@ cli_if_match_opt(struct cli *cli, const struct cli_command *cmd, const struct cl
 }
 
 int
+cli_exit_for_status(long status)
+{
+	if (status == 404)
+		return CLI_EXIT_NOT_FOUND;
+	if (status == 409 || status == 412)
+		return CLI_EXIT_CONFLICT;
+	if (status == 0 || status == 429 || status >= 500)
+		return CLI_EXIT_UNAVAILABLE;
+	return CLI_EXIT_REFUSED;
+}
+
+int
 cli_check_response(struct cli *cli, int rc, struct gp_client_response *out)
 {
+	long status;
+
 	if (rc == 0 && gp_client_ok(out))
 		return CLI_EXIT_OK;
 	cli_report(cli, out);
+	status = rc == 0 ? out->status : 0;
 	gp_client_response_free(out);
-	return CLI_EXIT_FAIL;
+	return cli_exit_for_status(status);
 }
 
 static int

@@ -6,8 +6,9 @@
  * struct cli_command; main.c lists the groups. The dispatcher parses the
  * options a command declares, answers --help from the table, and calls
  * run() with the parsed arguments. run() returns the process exit
- * status: CLI_EXIT_OK, CLI_EXIT_FAIL (the server or the network said
- * no) or CLI_EXIT_USAGE.
+ * status (docs/cli.md, "Errors and exit status"): CLI_EXIT_OK,
+ * CLI_EXIT_FAIL (a local failure), CLI_EXIT_USAGE, or what the server's
+ * answer means (cli_exit_for_status).
  */
 #ifndef GP_CLI_H
 #define GP_CLI_H
@@ -20,8 +21,15 @@
 #include "gp_client.h"
 
 #define CLI_EXIT_OK 0
-#define CLI_EXIT_FAIL 1
-#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_FAIL 1        /* a local failure: a file, the config, a bad answer */
+#define CLI_EXIT_USAGE 2       /* found before anything was sent */
+#define CLI_EXIT_REFUSED 3     /* the server refused: 400, 401, 403, 422 ... */
+#define CLI_EXIT_NOT_FOUND 4   /* 404 */
+#define CLI_EXIT_CONFLICT 5    /* 409, 412: the state does not allow it now */
+#define CLI_EXIT_UNAVAILABLE 6 /* no answer, 429 or 5xx: try again later */
+
+/* The exit status for an HTTP answer's status (0: none came). */
+int cli_exit_for_status(long status);
 
 #define CLI_MAX_POSITIONAL 72 /* capacity simulate: 64 items and its name */
 #define CLI_MAX_OPTIONS 32
@@ -35,11 +43,12 @@ enum cli_output {
 struct cli {
 	const char *prog; /* "gpupool" */
 	enum cli_output output;
-	const char *server_flag;  /* --server, NULL when not given */
-	struct config config;     /* the config file as loaded */
-	struct gp_client *client; /* created on first use */
-	const char *command_path; /* "gpupool projects", set while a command runs */
-	char command[256];        /* "gpupool projects get", set while a command runs */
+	const char *server_flag;        /* --server, NULL when not given */
+	struct config config;           /* the config file as loaded */
+	struct gp_client *client;       /* created on first use */
+	const char *command_path;       /* "gpupool projects", set while a command runs */
+	char command[256];              /* "gpupool projects get", set while a command runs */
+	const struct cli_command *root; /* the top-level table: suggestions across groups */
 };
 
 struct cli_option {

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 /* Exit status of "capacity simulate" when the items do not fit now. */
-#define CMD_CAPACITY_EXIT_NOFIT 3
+#define CMD_CAPACITY_EXIT_NOFIT 7
 
 /* The "capacity" group, NULL-terminated. */
 extern const struct cli_command cmd_capacity_commands[];

@@ -155,9 +155,40 @@ gpus_get(struct cli *cli, const struct cli_command *cmd, const struct cli_args *
 	char path[GPUS_PATH_MAX], esc[512];
 	int rc;
 
-	(void)cmd;
-	if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0)
+	if (args->npos == 2) {
+		/* NODE INDEX: the node's GPU at that index, found by listing the node */
+		struct cli_args none = { 0 };
+		struct json_object *doc, *items;
+		const char *uuid = NULL;
+		long long index;
+
+		if (cli_parse_int64(cli, cmd, "INDEX", args->pos[1], 0, 255, &index) != 0)
+			return CLI_EXIT_USAGE;
+		path[0] = '\0';
+		snprintf(path, sizeof(path), "/v1/gpus");
+		if (cli_query_add(cli, path, sizeof(path), "node", args->pos[0]) != 0)
+			return CLI_EXIT_FAIL;
+		rc = cli_list(cli, path, &none, &doc);
+		if (rc != CLI_EXIT_OK)
+			return rc;
+		items = gp_client_json_get(doc, "items");
+		for (size_t i = 0; items != NULL && i < json_object_array_length(items); i++) {
+			struct json_object *g = json_object_array_get_idx(items, i);
+			struct json_object *ix = gp_client_json_get(g, "index");
+
+			if (ix != NULL && json_object_get_int64(ix) == index)
+				uuid = json_object_get_string(gp_client_json_get(g, "uuid"));
+		}
+		if (uuid == NULL || cli_escape(cli, uuid, esc, sizeof(esc)) != 0) {
+			json_object_put(doc);
+			fprintf(stderr, "%s: node %s has no GPU at index %lld\n", cli->prog,
+			    args->pos[0], index);
+			return CLI_EXIT_NOT_FOUND;
+		}
+		json_object_put(doc);
+	} else if (cli_escape(cli, args->pos[0], esc, sizeof(esc)) != 0) {
 		return CLI_EXIT_FAIL;
+	}
 	snprintf(path, sizeof(path), "/v1/gpus/%s", esc);
 	rc = cli_call(cli, "GET", path, NULL, &r);
 	if (rc != CLI_EXIT_OK)
@@ -367,10 +398,11 @@ static const struct cli_command gpus_subcommands[] = {
 	},
 	{
 	    .name = "get",
-	    .usage = "UUID",
-	    .summary = "get one GPU, its slice bar and its instances",
+	    .usage = "UUID | NODE INDEX",
+	    .summary =
+		"get one GPU (by UUID, or by node and index), its slice bar and its instances",
 	    .min_args = 1,
-	    .max_args = 1,
+	    .max_args = 2,
 	    .run = gpus_get,
 	},
 	{

@@ -167,6 +167,60 @@ pools_cli_print_allocations(struct json_object *obj, const char *key)
 	output_table(stdout, a, allocation_columns);
 }
 
+/*
+ * Without --project: the pools of every project the caller sees (all of
+ * them for operators and admins), one project after another, every page.
+ */
+static int
+pools_list_all(struct cli *cli, const char *st)
+{
+	struct cli_args none = { 0 };
+	struct json_object *projects, *all, *pitems;
+	int rc = cli_list(cli, "/v1/projects", &none, &projects);
+
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	all = json_object_new_array();
+	pitems = gp_client_json_get(projects, "items");
+	for (size_t i = 0; pitems != NULL && i < json_object_array_length(pitems); i++) {
+		struct json_object *name =
+		    gp_client_json_get(json_object_array_get_idx(pitems, i), "name");
+		struct json_object *doc, *items;
+		char esc[512], path[POOLS_PATH_MAX];
+
+		if (name == NULL ||
+		    cli_escape(cli, json_object_get_string(name), esc, sizeof(esc)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/v1/projects/%s/pools%s", esc, st);
+		rc = cli_list(cli, path, &none, &doc);
+		if (rc == CLI_EXIT_NOT_FOUND)
+			continue; /* deleted meanwhile */
+		if (rc != CLI_EXIT_OK)
+			goto done;
+		items = gp_client_json_get(doc, "items");
+		for (size_t k = 0; items != NULL && k < json_object_array_length(items); k++)
+			json_object_array_add(all,
+			    json_object_get(json_object_array_get_idx(items, k)));
+		json_object_put(doc);
+	}
+	rc = CLI_EXIT_OK;
+	if (cli->output == CLI_OUTPUT_JSON) {
+		struct json_object *doc = json_object_new_object();
+
+		json_object_object_add(doc, "items", json_object_get(all));
+		json_object_object_add(doc, "next_cursor", NULL);
+		output_json(stdout, doc);
+		json_object_put(doc);
+	} else {
+		pools_cli_items_text(all, "items");
+		output_table(stdout, all, pool_columns);
+	}
+done:
+	json_object_put(all);
+	json_object_put(projects);
+	return rc;
+}
+
 static int
 pools_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
@@ -174,10 +228,6 @@ pools_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 	const char *status = cli_opt(args, "status");
 	char esc[512], st[64], path[POOLS_PATH_MAX];
 
-	if (project == NULL)
-		return cli_usage_error(cli, cmd, "--project is required");
-	if (cli_escape(cli, project, esc, sizeof(esc)) != 0)
-		return CLI_EXIT_FAIL;
 	st[0] = '\0';
 	if (status != NULL) {
 		char s[48];
@@ -186,6 +236,14 @@ pools_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 			return CLI_EXIT_FAIL;
 		snprintf(st, sizeof(st), "?status=%s", s);
 	}
+	if (project == NULL) {
+		if (cli_opt(args, "limit") != NULL || cli_opt(args, "cursor") != NULL)
+			return cli_usage_error(cli, cmd,
+			    "--limit and --cursor page through one project: add --project");
+		return pools_list_all(cli, st);
+	}
+	if (cli_escape(cli, project, esc, sizeof(esc)) != 0)
+		return CLI_EXIT_FAIL;
 	snprintf(path, sizeof(path), "/v1/projects/%s/pools%s", esc, st);
 	return pools_cli_list(cli, path, args, pool_columns);
 }
@@ -344,7 +402,7 @@ quota_delete(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 }
 
 static const struct cli_option list_options[] = {
-	{ "project", "P", "the project (required)", false },
+	{ "project", "P", "only this project's pools (else every project you can see)", false },
 	{ "status", "S", "only pools in this status (pending, provisioning, active, ...)", false },
 	CLI_LIST_OPTIONS,
 	{ NULL, NULL, NULL, false },
@@ -358,8 +416,8 @@ static const struct cli_option quota_change_options[] = {
 static const struct cli_command pools_subcommands[] = {
 	{
 	    .name = "list",
-	    .usage = "--project P [--status S] [--limit N] [--cursor C]",
-	    .summary = "list a project's pools",
+	    .usage = "[--project P] [--status S] [--limit N] [--cursor C]",
+	    .summary = "list pools: a project's, or every project's you can see",
 	    .max_args = 0,
 	    .options = list_options,
 	    .run = pools_list,

@@ -345,15 +345,61 @@ main_completion(const char *shell)
 	}
 	if (strcmp(shell, "fish") == 0) {
 		main_fish(commands, "");
-		printf("complete -c gpupool -s o -l output -r -a 'table wide json yaml name'\n"
-		       "complete -c gpupool -l server -r\n"
-		       "complete -c gpupool -l no-headers\n");
+		printf(
+		    "complete -c gpupool -s o -l output -x -a 'table wide json yaml name'\n"
+		    "complete -c gpupool -l server -r\n"
+		    "complete -c gpupool -l no-headers\n"
+		    "complete -c gpupool -l model -x -a '(gpupool catalog -o name 2>/dev/null)'\n"
+		    "complete -c gpupool -l project -x -a '(gpupool projects list -o name "
+		    "2>/dev/null)'\n"
+		    "complete -c gpupool -l cluster -x -a '(gpupool clusters list -o name "
+		    "2>/dev/null)'\n"
+		    "complete -c gpupool -l node -x -a '(gpupool nodes list -o name 2>/dev/null)'\n"
+		    "complete -c gpupool -l profile -x -a '(gpupool catalog get (gpupool catalog -o "
+		    "name 2>/dev/null) -o name 2>/dev/null | string replace -r \".*/\" \"\")'\n");
 		return CLI_EXIT_OK;
 	}
 	if (strcmp(shell, "zsh") == 0)
 		printf("autoload -U +X bashcompinit && bashcompinit\n");
+	/*
+	 * Option values and items first: -o's formats, and the server's own
+	 * models, MIG profiles, projects, clusters and nodes (asked with the
+	 * --server of the line, quietly: no answer completes nothing); after a
+	 * "/" the model's MODEL/PROFILE specs (request create, capacity
+	 * simulate, quota set ...). The gpupool they call is the user's (an
+	 * alias is expanded where this script is sourced).
+	 */
+	printf(
+	    "_gpupool_values() {\n"
+	    "\tlocal prev=\"$1\" cur=\"$2\" srv=() m i\n"
+	    "\tfor ((i = 1; i < COMP_CWORD; i++)); do\n"
+	    "\t\t[ \"${COMP_WORDS[i]}\" = --server ] && srv=(--server \"${COMP_WORDS[i + 1]}\")\n"
+	    "\t\t[ \"${COMP_WORDS[i]}\" = --model ] && m=\"${COMP_WORDS[i + 1]}\"\n"
+	    "\tdone\n"
+	    "\tcase \"$prev\" in\n"
+	    "\t-o | --output) echo \"table wide json yaml name\" ;;\n"
+	    "\t--model) gpupool \"${srv[@]}\" catalog -o name 2>/dev/null ;;\n"
+	    "\t--project) gpupool \"${srv[@]}\" projects list -o name 2>/dev/null ;;\n"
+	    "\t--cluster) gpupool \"${srv[@]}\" clusters list -o name 2>/dev/null ;;\n"
+	    "\t--node) gpupool \"${srv[@]}\" nodes list -o name 2>/dev/null ;;\n"
+	    "\t--profile)\n"
+	    "\t\t[ -n \"$m\" ] || m=$(gpupool \"${srv[@]}\" catalog -o name 2>/dev/null)\n"
+	    "\t\tfor i in $m; do gpupool \"${srv[@]}\" catalog get \"$i\" -o name 2>/dev/null; "
+	    "done | sed 's|.*/||' | sort -u ;;\n"
+	    "\t*)\n"
+	    "\t\tcase \"$cur\" in\n"
+	    "\t\t-*) return 1 ;;\n"
+	    "\t\t*/*) gpupool \"${srv[@]}\" catalog get \"${cur%%%%/*}\" -o name 2>/dev/null ;;\n"
+	    "\t\t*) return 1 ;;\n"
+	    "\t\tesac ;;\n"
+	    "\tesac\n"
+	    "}\n");
 	printf("_gpupool() {\n"
-	       "\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" path=\"\" words=\"\" i\n"
+	       "\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" path=\"\" words=\"\" i v\n"
+	       "\tif v=$(_gpupool_values \"${COMP_WORDS[COMP_CWORD - 1]}\" \"$cur\"); then\n"
+	       "\t\tCOMPREPLY=($(compgen -W \"$v\" -- \"$cur\"))\n"
+	       "\t\treturn\n"
+	       "\tfi\n"
 	       "\tfor ((i = 1; i < COMP_CWORD; i++)); do\n"
 	       "\t\tcase \"${COMP_WORDS[i]}\" in\n"
 	       "\t\t-o | --output | --server) i=$((i + 1)) ;;\n"
@@ -419,6 +465,7 @@ main(int argc, char **argv)
 		rc = cli_fail(&cli, "%s", errbuf);
 		goto done;
 	}
+	cli.root = commands;
 	rc = cli_dispatch(&cli, commands, "gpupool", nrest, rest);
 done:
 	if (fflush(stdout) != 0 && rc == CLI_EXIT_OK)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gp_client.h"
 
@@ -29,12 +30,40 @@ output_set_no_headers(bool on)
 	output_no_headers = on;
 }
 
-/* A JSON string is a valid YAML double-quoted scalar: reuse json-c's quoting. */
+/*
+ * A string YAML reads back as that string when written plain: a letter or
+ * '_' first (so no number, date or time), then letters, digits and _ . / -
+ * (no ':', '#', quote or blank), and none of YAML 1.1's words for
+ * booleans and null (PyYAML reads those in any case).
+ */
+static bool
+output_yaml_plain(const char *s)
+{
+	static const char *const words[] = { "y", "n", "yes", "no", "on", "off", "true", "false",
+		"null", NULL };
+
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+		return false;
+	for (const char *p = s; *p != '\0'; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			(*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '/' ||
+			*p == '-'))
+			return false;
+	for (int i = 0; words[i] != NULL; i++)
+		if (strcasecmp(s, words[i]) == 0)
+			return false;
+	return true;
+}
+
+/* Plain where that reads back the same; else a JSON string, a valid YAML double-quoted scalar. */
 static void
 output_yaml_scalar(FILE *out, struct json_object *v)
 {
 	if (v == NULL)
 		fputs("null", out);
+	else if (json_object_is_type(v, json_type_string) &&
+	    output_yaml_plain(json_object_get_string(v)))
+		fputs(json_object_get_string(v), out);
 	else
 		fputs(json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE), out);
 }
@@ -96,9 +125,42 @@ output_yaml(FILE *out, struct json_object *v, int indent, bool in_list)
 	}
 }
 
+/*
+ * One timestamp format, RFC 3339 in UTC with "Z": the API writes its own
+ * times so, but documents it stores (audit before/after, agent reports)
+ * may carry PostgreSQL's "+00:00"; rewrite those, everywhere in v.
+ */
+static void
+output_times_utc(struct json_object *v)
+{
+	if (json_object_is_type(v, json_type_object)) {
+		json_object_object_foreach(v, k, val)
+		{
+			(void)k;
+			output_times_utc(val);
+		}
+	} else if (json_object_is_type(v, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(v); i++)
+			output_times_utc(json_object_array_get_idx(v, i));
+	} else if (json_object_is_type(v, json_type_string)) {
+		const char *s = json_object_get_string(v);
+		size_t n = (size_t)json_object_get_string_len(v);
+		char buf[64];
+
+		/* 2026-01-01T00:00:00[.frac]+00:00 */
+		if (n < 25 || n >= sizeof(buf) || strcmp(s + n - 6, "+00:00") != 0 || s[4] != '-' ||
+		    s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
+		    strspn(s, "0123456789") != 4)
+			return;
+		snprintf(buf, sizeof(buf), "%.*sZ", (int)(n - 6), s);
+		json_object_set_string(v, buf);
+	}
+}
+
 void
 output_json(FILE *out, struct json_object *obj)
 {
+	output_times_utc(obj);
 	if (output_format_set == OUTPUT_YAML) {
 		output_yaml(out, obj, 0, false);
 		return;
@@ -216,6 +278,7 @@ output_table(FILE *out, struct json_object *rows, const struct output_column *co
 	struct output_column shown[OUTPUT_MAX_COLUMNS + 1];
 	char **cells = NULL;
 
+	output_times_utc(rows);
 	for (size_t i = 0; cols[i].header != NULL && ncols < OUTPUT_MAX_COLUMNS; i++) {
 		if (cols[i].path == NULL) { /* OUTPUT_WIDE: the rest only with -o wide */
 			if (output_format_set != OUTPUT_WIDE_TABLE)

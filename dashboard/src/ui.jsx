@@ -145,8 +145,44 @@ export function analyseGpu(gpu, profiles) {
 	return { n, used, free, stranded };
 }
 
-const HUES = [205, 150, 30, 280, 340, 95, 180, 255];
-export const poolHue = (id) => HUES[Math.abs(Number(id) || 0) % HUES.length];
+// Pools' hues: blues, violets and magentas only. Free slices are green
+// (hue ~125), stranded ones peach (~35) and a failed instance red (~0): a
+// pool's colour must never read as one of those, so every hue here stays
+// at least 45 degrees from each (tests/dashboard: the palette check).
+export const POOL_HUES = [210, 275, 320, 190, 240, 295, 225, 260];
+export const RESERVED_HUES = { free: 125, stranded: 35, failed: 0 };
+export const poolHue = (id) => POOL_HUES[Math.abs(Number(id) || 0) % POOL_HUES.length];
+const HUES = POOL_HUES;
+
+// A GPU's one state, node availability folded in: its health when not ok;
+// else "unavailable" when its node cannot take placements (the agent went
+// silent, cordoned, drained, down); else ok.
+export const gpuState = (g) => (g.health !== 'ok' ? g.health : g.placeable === false ? 'unavailable' : 'ok');
+
+// The key to the slice bars: free, stranded, planned, each instance state,
+// and the colour of each pool on screen.
+export function SliceLegend({ gpus, pools, planned }) {
+	const ids = [];
+	for (const g of gpus || []) for (const e of g.layout || []) if (e.pool_id !== null && e.pool_id !== undefined && !ids.includes(e.pool_id)) ids.push(e.pool_id);
+	const poolName = (id) => (pools && pools[id] ? `${pools[id].project}/${pools[id].name}` : `pool ${id}`);
+	return (
+		<div class="legend" role="group" aria-label="Key to the slice bars">
+			<span class="sw free" /> free <span class="sw stranded" /> stranded
+			{planned && (
+				<>
+					<span class="sw planned" /> planned (what-if)
+				</>
+			)}
+			<span class="sw st-ready" /> ready <span class="sw st-reserved" /> reserved or provisioning (waiting for the agent)
+			<span class="sw st-failed" /> failed <span class="sw st-releasing" /> releasing <span class="sw st-unmanaged" /> outside any pool
+			{ids.slice(0, 12).map((id) => (
+				<span class="legend-pool">
+					<span class="sw pool" style={{ '--h': poolHue(id) }} data-pool={id} /> {poolName(id)}
+				</span>
+			))}
+		</div>
+	);
+}
 
 // The GPU drawn as its memory slices: instances as blocks with their
 // profile, free slices light, stranded ones hatched; a text alternative
@@ -161,7 +197,7 @@ export function SliceBar({ gpu, profiles, pools, plan }) {
 		return p ? `${p.project}/${p.name}` : `pool ${e.pool_id}`;
 	};
 	const parts = gpu.layout.map(
-		(e) => `${e.profile} on slices ${e.start}–${e.start + e.size - 1} (${poolName(e)}, ${e.state})`,
+		(e) => `${e.profile} on ${e.size === 1 ? `slice ${e.start}` : `slices ${e.start}–${e.start + e.size - 1}`} (${poolName(e)}, ${e.state})`,
 	);
 	if (a.stranded.length) parts.push(`stranded slices ${a.stranded.join(', ')}`);
 	if (plan && plan.length) parts.push(`planned: ${plan.map((p) => `${p.profile} at ${p.start}`).join(', ')}`);
@@ -184,7 +220,7 @@ export function SliceBar({ gpu, profiles, pools, plan }) {
 				),
 			)}
 			{gpu.layout.map((e) => (
-				<g class={`inst st-${e.state}`} style={{ '--h': poolHue(e.pool_id) }}>
+				<g class={`inst st-${e.state}${e.pool_id === null || e.pool_id === undefined ? ' unmanaged' : ''}`} style={{ '--h': poolHue(e.pool_id) }} data-pool={e.pool_id ?? ''}>
 					<rect x={1 + e.start * W} y={1} width={Math.min(e.size, a.n - e.start) * W - 2} height={H} rx={3} class="inst-r" />
 					<text x={1 + e.start * W + (Math.min(e.size, a.n - e.start) * W) / 2 - 1} y={H / 2 + 5} text-anchor="middle">
 						{e.profile === 'full' ? 'full' : e.profile.split('.')[0]}

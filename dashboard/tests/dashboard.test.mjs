@@ -112,6 +112,37 @@ try {
 		await inert(page, 'capacity after approval');
 	});
 
+	await step('palette: pools in the key, their colours never read as free, stranded or failed', async () => {
+		await page.locator('.legend-pool', { hasText: 'ml/train' }).waitFor();
+		await page.locator('.legend-pool', { hasText: 'secret/hidden' }).waitFor();
+		const hues = await page.evaluate(() => {
+			const hue = (c) => {
+				const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map((v) => Number(v) / 255);
+				const mx = Math.max(r, g, b);
+				const d = mx - Math.min(r, g, b);
+				if (d === 0) return null;
+				let h = mx === r ? ((g - b) / d) % 6 : mx === g ? (b - r) / d + 2 : (r - g) / d + 4;
+				h *= 60;
+				return h < 0 ? h + 360 : h;
+			};
+			const bg = (sel) => hue(getComputedStyle(document.querySelector(sel)).backgroundColor);
+			return {
+				free: bg('.legend .sw.free'),
+				stranded: bg('.legend .sw.stranded'),
+				failed: bg('.legend .sw.st-failed'),
+				instances: [...document.querySelectorAll('.vlist svg.slicebar g.inst:not(.unmanaged):not(.st-failed) rect.inst-r')].map((e) => hue(getComputedStyle(e).fill)),
+				keys: [...document.querySelectorAll('.legend .sw.pool')].map((e) => hue(getComputedStyle(e).backgroundColor)),
+			};
+		});
+		const apart = (a, b) => Math.min(Math.abs(a - b), 360 - Math.abs(a - b));
+		if (!hues.instances.length || hues.keys.length < 2) fail(`no pool colours measured: ${JSON.stringify(hues)}`);
+		for (const h of [...hues.instances, ...hues.keys])
+			for (const k of ['free', 'stranded', 'failed'])
+				if (h === null || apart(h, hues[k]) < 40) fail(`a pool hue ${h} is within 40° of ${k} (${hues[k]}): ${JSON.stringify(hues)}`);
+		if (new Set(hues.keys.map(Math.round)).size !== hues.keys.length) fail(`two pools share a colour: ${hues.keys}`);
+		await check(page, 'capacity-legend');
+	});
+
 	let trainPool;
 	await step('pool page: allocations ready, requests', async () => {
 		await go(page, '#/pools');
@@ -156,6 +187,56 @@ try {
 		await page.locator('#h-gpu').waitFor();
 		await until('4 charts', async () => (await page.locator('.chart canvas').count()) === 4);
 		await check(page, 'gpu');
+	});
+
+	await step('GPU page: its instances with their pools', async () => {
+		await go(page, '#/capacity');
+		const row = page.locator('.vlist .gpurow').filter({ has: page.locator('svg.slicebar[aria-label*="ml/train"]') }).first();
+		await row.waitFor();
+		const want = (await row.locator('svg.slicebar').getAttribute('aria-label')).split('ml/train').length - 1;
+		await row.locator('.c-node a').click();
+		await page.locator('#h-gpu').waitFor();
+		const table = page.locator('table', { has: page.locator('caption', { hasText: 'Instances on this GPU' }) });
+		await until('the instance table with ml/train', async () => (await table.locator('tbody tr', { hasText: 'ml/train' }).count()) === want);
+		const first = table.locator('tbody tr', { hasText: 'ml/train' }).first();
+		const cells = await first.locator('td').allTextContents();
+		if (cells[0] !== '3g.40gb' || !/^\d–\d$/.test(cells[1]) || cells[2] !== 'ready') fail(`instance row: ${cells.join(' | ')}`);
+		if ((await first.getByRole('link', { name: 'ml/train' }).getAttribute('href')) !== `#/pool/${trainPool}`) fail('the instance does not link its pool');
+		await check(page, 'gpu-instances');
+	});
+
+	await step('agents stopped: capacity and overview count their GPUs unavailable, then back', async () => {
+		const pids = env('GP_AGENT_PIDS').split(' ').map(Number);
+		for (const p of pids) process.kill(p, 'SIGSTOP');
+		try {
+			await go(page, '#/capacity');
+			await until('no GPU ok, the healthy ones unavailable', async () => {
+				await page.reload();
+				await page.locator('#h-capacity').waitFor();
+				if ((await page.locator('.vlist .gpurow').count()) !== 4) return false;
+				const states = await page.locator('.vlist .gpurow .c-health').evaluateAll((cs) => cs.map((c) => [...c.querySelectorAll('.badge')].map((b) => b.textContent)));
+				if (states.some((b) => b.length !== 1)) fail(`a GPU shows ${JSON.stringify(states)}: one state each`);
+				return states.every((b) => b[0] !== 'ok') && states.some((b) => b[0] === 'unavailable');
+			}, 60000);
+			const free = await page.locator('.vlist .gpurow', { has: page.locator('.badge', { hasText: /^unavailable$/ }) }).first().locator('.c-free').textContent();
+			if (!free.startsWith('no placement: node unavailable')) fail(`an unavailable GPU offers: ${free}`);
+			await check(page, 'capacity-unavailable');
+			await go(page, '#/overview');
+			const row = page.locator('tbody tr', { hasText: 'H100-80GB' }).first();
+			await row.waitFor();
+			const cells = await row.locator('td').allTextContents();
+			// Model, Total, Allocated, Free, Stranded, Failed or degraded, Node unavailable
+			if (cells[3] !== '0.0') fail(`overview: free ${cells[3]} with every node unavailable`);
+			if (Number(cells[5]) + Number(cells[6]) !== 4) fail(`overview: failed ${cells[5]} + unavailable ${cells[6]}, want 4`);
+		} finally {
+			for (const p of pids) process.kill(p, 'SIGCONT');
+		}
+		await until('the nodes back: nothing unavailable', async () => {
+			await page.reload();
+			const row = page.locator('tbody tr', { hasText: 'H100-80GB' }).first();
+			await row.waitFor();
+			return (await row.locator('td').nth(6).textContent()) === '0';
+		}, 60000);
 	});
 
 	await step('keyboard: skip link, then the navigation', async () => {

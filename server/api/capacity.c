@@ -229,6 +229,7 @@ class_add(struct model_capacity *mc, const struct layout_class *cl)
 		mc->allocated[1 + i] += n * g->profile_count[i];
 	if (!placeable)
 		return;
+	mc->memory_available += n * (mtotal - f.memory_used);
 	for (int i = 0; i <= m->nprofiles; i++)
 		mc->placeable[i] += n * f.headroom[i];
 }
@@ -315,6 +316,7 @@ model_capacity_json(const struct model_capacity *mc)
 	json_add_int(ms, "total", mc->memory_total);
 	json_add_int(ms, "used", mc->memory_used);
 	json_add_int(ms, "free", mc->memory_total - mc->memory_used);
+	json_add_int(ms, "available", mc->memory_available);
 	json_object_object_add(o, "memory_slices", ms);
 	for (int i = 0; i <= m->nprofiles; i++) {
 		struct json_object *p = json_object_new_object();

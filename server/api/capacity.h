@@ -77,6 +77,7 @@ struct model_capacity {
 	int64_t compute_stranded;
 	int64_t memory_total;
 	int64_t memory_used;
+	int64_t memory_available; /* free memory slices on placeable GPUs */
 	/* [0]: "full"; [1 + i]: model->profiles[i] */
 	int64_t allocated[CATALOG_MAX_PROFILES + 1];
 	int64_t placeable[CATALOG_MAX_PROFILES + 1];

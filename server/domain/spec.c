@@ -160,6 +160,79 @@ spec_nearest_profile(const struct gpu_model *m, const char *name)
 	return best;
 }
 
+/* "3g.40gb" -> 3 compute slices, 40 GB (a "+me" suffix allowed); -1 when not of that form. */
+static int
+spec_profile_size(const char *name, int *compute, int *gb)
+{
+	char tail[8] = "";
+	int n = 0;
+
+	if (sscanf(name, "%dg.%dgb%n", compute, gb, &n) != 2 || n == 0 || *compute < 1 || *gb < 1)
+		return -1;
+	snprintf(tail, sizeof(tail), "%s", name + n);
+	return tail[0] == '\0' || strcmp(tail, "+me") == 0 ? 0 : -1;
+}
+
+/*
+ * For a well-formed size the model does not offer ("5g.50gb"), the
+ * profiles next to it by size: the largest no bigger in compute and memory,
+ * the smallest no smaller (plain profiles, no media extensions).
+ */
+static void
+spec_nearest_sizes(const struct gpu_model *m, int compute, int gb, const char **smaller,
+    const char **larger)
+{
+	int sc = 0, sg = 0, lc = 0, lg = 0;
+
+	*smaller = *larger = NULL;
+	for (int i = 0; i < m->nprofiles; i++) {
+		const struct mig_profile *p = &m->profiles[i];
+		int pc, pg;
+
+		if (p->media_extensions || spec_profile_size(p->name, &pc, &pg) < 0)
+			continue;
+		if (pc <= compute && pg <= gb && (pg > sg || (pg == sg && pc > sc))) {
+			*smaller = p->name;
+			sc = pc;
+			sg = pg;
+		}
+		if (pc >= compute && pg >= gb &&
+		    (*larger == NULL || pg < lg || (pg == lg && pc < lc))) {
+			*larger = p->name;
+			lc = pc;
+			lg = pg;
+		}
+	}
+}
+
+/* err's field for an unknown profile of m: with the nearest sizes, else the nearest name. */
+static int
+spec_unknown_profile(const struct gpu_model *m, const char *name, const char *path,
+    struct gp_error *err)
+{
+	const char *smaller, *larger, *near;
+	int compute, gb;
+
+	if (spec_profile_size(name, &compute, &gb) == 0) {
+		spec_nearest_sizes(m, compute, gb, &smaller, &larger);
+		if (smaller != NULL && larger != NULL)
+			return gp_error_field(err, path,
+			    "model %s offers no profile \"%s\"; the nearest sizes are \"%s\" "
+			    "(smaller) and \"%s\" (larger)",
+			    m->id, name, smaller, larger);
+		if (smaller != NULL || larger != NULL)
+			return gp_error_field(err, path,
+			    "model %s offers no profile \"%s\"; the nearest size is \"%s\" (%s)",
+			    m->id, name, smaller != NULL ? smaller : larger,
+			    smaller != NULL ? "smaller" : "larger");
+	}
+	near = spec_nearest_profile(m, name);
+	if (near != NULL)
+		return gp_error_field(err, path,
+		    "model %s offers no profile \"%s\"; did you mean \"%s\"?", m->id, name, near);
+	return gp_error_field(err, path, "model %s offers no profile \"%s\"", m->id, name);
+}
+
 int
 spec_validate(const struct spec_count *s, const struct catalog *c, const char *field,
     const struct gpu_model **model, const struct mig_profile **profile, struct gp_error *err)
@@ -184,13 +257,9 @@ spec_validate(const struct spec_count *s, const struct catalog *c, const char *f
 		if (p == NULL && !m->mig_capable)
 			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
 			    "model %s is not MIG-capable: only \"full\" is offered", m->id);
-		else if (p == NULL && spec_nearest_profile(m, s->profile) != NULL)
-			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
-			    "model %s offers no profile \"%s\"; did you mean \"%s\"?", m->id,
-			    s->profile, spec_nearest_profile(m, s->profile));
 		else if (p == NULL)
-			rc = gp_error_field(err, spec_path(path, sizeof(path), field, "profile"),
-			    "model %s offers no profile \"%s\"", m->id, s->profile);
+			rc = spec_unknown_profile(m, s->profile,
+			    spec_path(path, sizeof(path), field, "profile"), err);
 	}
 	if (s->count < 1 || s->count > SPEC_COUNT_MAX)
 		rc = gp_error_field(err, spec_path(path, sizeof(path), field, "count"),

@@ -1080,7 +1080,7 @@ test_cli(void **state)
 	assert_int_equal(p->status, 0);
 	assert_non_null(strstr(p->out, "device " GPU0));
 	p = fx_cli(fx, op_env, NULL, "agents", "revoke-token", "nope", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 4);
 	/* a page that is not the last says how to go on */
 	p = fx_cli(fx, op_env, NULL, "nodes", "list", "--limit", "1", NULL);
 	assert_int_equal(p->status, 0);
@@ -1096,7 +1096,7 @@ test_cli(void **state)
 		assert_status(r, 201);
 		snprintf(id, sizeof(id), "%lld", (long long)fx_json_int(r->json, "id"));
 		p = fx_cli(fx, op_env, NULL, "request", "approve", id, NULL);
-		assert_int_equal(p->status, 1);
+		assert_int_equal(p->status, 5);
 		assert_non_null(strstr(p->err, "short: H100-80GB/full, "));
 		assert_null(strstr(p->err, "gpupool: gpupool"));
 	}
@@ -1106,7 +1106,7 @@ test_cli(void **state)
 			NULL };
 
 		p = fx_cli(fx, alice_env, NULL, "nodes", "list", NULL);
-		assert_int_equal(p->status, 1);
+		assert_int_equal(p->status, 3);
 		assert_non_null(
 		    strstr(p->err, "needs the global role admin or operator or billing"));
 	}

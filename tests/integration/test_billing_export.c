@@ -506,7 +506,7 @@ test_cli(void **state)
 	/* bad input is the server's 422, exit 1; no -o is a usage error */
 	p = fx_cli(fx, env, NULL, "billing", "export", "--period", "2026-13", "--format", "csv",
 	    "-o", bad, NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "period"));
 	p = fx_cli(fx, env, NULL, "billing", "export", "--period", "2026-03", "--format", "csv",
 	    NULL);

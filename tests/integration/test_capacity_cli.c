@@ -207,10 +207,10 @@ test_inventory(void **state)
 	p = CLI(fx, "clusters", "create", "c2", "--region", "us-east-1");
 	assert_exit(p, 0);
 	p = CLI(fx, "clusters", "create", "c2", "--region", "us-east-1");
-	assert_exit(p, 1);
+	assert_exit(p, 5);
 	assert_contains(p->err, "HTTP 409");
 	p = CLI(fx, "clusters", "create", "Bad_Name", "--region", "x");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "name: must be a DNS label");
 	p = CLI(fx, "-o", "json", "clusters", "get", "c1");
 	assert_exit(p, 0);
@@ -235,10 +235,10 @@ test_inventory(void **state)
 	p = CLI(fx, "nodes", "create", "n3", "--cluster", "c2");
 	assert_exit(p, 0);
 	p = CLI(fx, "nodes", "create", "n4", "--cluster", "nowhere");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "cluster: no such cluster");
 	p = CLI(fx, "nodes", "create", "n5", "--cluster", "c1", "--label", "bad key=x");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "is not a Kubernetes label key");
 
 	/* GPUs through the API, with the instances already on them */
@@ -282,15 +282,15 @@ test_inventory(void **state)
 	p = CLI(fx, "gpus", "create", "n3", "--index", "1", "--uuid",
 	    "GPU-00000000-0000-0000-0000-0000000000f7", "--model", "H100-80GB", "--instance",
 	    "3g.40gb@2");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "instances[0]");
 	p = CLI(fx, "gpus", "create", "n3", "--index", "1", "--uuid", UUID_A, "--model",
 	    "H100-80GB");
-	assert_exit(p, 1);
+	assert_exit(p, 5);
 	assert_contains(p->err, "HTTP 409");
 	p = CLI(fx, "gpus", "create", "n3", "--index", "1", "--uuid",
 	    "GPU-00000000-0000-0000-0000-0000000000f8", "--model", "NVIDIA H100 80GB HBM3");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err,
 	    "model: NVIDIA H100 80GB HBM3 is a product name; the model id "
 	    "is H100-80GB");
@@ -337,10 +337,10 @@ test_inventory(void **state)
 	assert_json_int(o, "layout[0].size", 8);
 	assert_json_absent(o, "bar");
 	p = CLI(fx, "gpus", "get", "GPU-00000000-0000-0000-0000-000000000bad");
-	assert_exit(p, 1);
+	assert_exit(p, 4);
 	assert_contains(p->err, "HTTP 404");
 	p = CLI(fx, "gpus", "list", "--node", "nowhere");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 
 	/* node filters */
 	p = CLI(fx, "-o", "json", "nodes", "list");
@@ -368,7 +368,7 @@ test_inventory(void **state)
 	    "n1     c1        ready    3      H100-80GB   64     512Gi    gpu-n1.example   tier=gold,zone=a\n"
 	    "n2     c1        ready    2      H100-80GB   500m   0Gi      n2               zone=b\n");
 	p = CLI(fx, "nodes", "list", "--model", "A100-40GB-typo");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "model: no such model in the catalog");
 	p = CLI(fx, "clusters", "list");
 	assert_exit(p, 0);
@@ -456,10 +456,10 @@ test_capacity_view(void **state)
 	assert_exit(p, 0);
 	assert_contains(p->out, "A100-40GB: 0 GPUs");
 	p = CLI(fx, "capacity", "--model", "H100");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "model: no such model in the catalog");
 	p = CLI(fx, "capacity", "--cluster", "c3");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "cluster: no such cluster");
 }
 
@@ -492,9 +492,9 @@ test_simulate(void **state)
 	assert_json_int(o, "placements[1].start", 4);
 	assert_json_str(o, "placements[2].node", "n2");
 
-	/* three 3g: only two spots in the fleet; exit 3 */
+	/* three 3g: only two spots in the fleet; exit 7 */
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/3g.40gb=3");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 	assert_output(p->out,
 	    "fits: no\n"
 	    "\n"
@@ -502,7 +502,7 @@ test_simulate(void **state)
 	    "H100-80GB   3g.40gb   1\n");
 	p = CLI(fx, "-o", "json", "capacity", "simulate", "H100-80GB/3g.40gb=3",
 	    "H100-80GB/1g.10gb=1");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 	o = cli_json(fx, p);
 	assert_false(json_object_get_boolean(fx_json(o, "fits")));
 	assert_int_equal(fx_json_len(o, "placements"), 0);
@@ -517,26 +517,26 @@ test_simulate(void **state)
 	assert_json_str(o, "placements[0].gpu_uuid", UUID_C);
 	assert_true(json_object_get_boolean(fx_json(o, "placements[0].mode_switch")));
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/full=2");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 
 	/* by cluster */
 	p = CLI(fx, "capacity", "simulate", "L40S-48GB/full=1", "--cluster", "c2");
 	assert_exit(p, 0);
 	assert_contains(p->out, "L40S-48GB   full      n3     0     0       1");
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/1g.10gb=1", "--cluster", "c2");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 	p = CLI(fx, "capacity", "simulate", "L40S-48GB/full=1", "--cluster", "c1");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 
-	/* the catalog is the server's: well-formed but unknown names are its 422, exit 1 */
+	/* the catalog is the server's: well-formed but unknown names are its 422, exit 3 */
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/3g.47gb=1");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "items[0].profile: model H100-80GB offers no profile \"3g.47gb\"");
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/1g.10gb=1", "B300/full=1");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "items[1].model: unknown gpu model \"B300\"");
 	p = CLI(fx, "capacity", "simulate", "L40S-48GB/1g.10gb=1");
-	assert_exit(p, 1);
+	assert_exit(p, 3);
 	assert_contains(p->err, "not MIG-capable");
 
 	/* simulation changes nothing */
@@ -586,7 +586,7 @@ test_cordon(void **state)
 	assert_false(json_object_get_boolean(fx_json(o, "items[2].placeable")));
 
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/3g.40gb=1");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 	assert_contains(p->out, "H100-80GB   3g.40gb   1\n");
 	p = CLI(fx, "-o", "json", "capacity", "simulate", "H100-80GB/1g.10gb=2");
 	assert_exit(p, 0);
@@ -594,7 +594,7 @@ test_cordon(void **state)
 	assert_json_str(o, "placements[0].gpu_uuid", UUID_E);
 	assert_json_str(o, "placements[1].gpu_uuid", UUID_E);
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/1g.10gb=3");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 
 	/* cordon again is a no-op; a draining node cannot be cordoned */
 	p = CLI(fx, "nodes", "cordon", "n1");
@@ -603,14 +603,14 @@ test_cordon(void **state)
 	assert_exit(p, 0);
 	assert_contains(p->out, "draining");
 	p = CLI(fx, "nodes", "cordon", "n2");
-	assert_exit(p, 1);
+	assert_exit(p, 5);
 	assert_contains(p->err, "HTTP 409");
 	p = CLI(fx, "-o", "json", "capacity", "--model", "H100-80GB");
 	o = cli_json(fx, p);
 	assert_json_int(o, "models[0].gpus.placeable", 0);
 	assert_json_int(profile_of(fx_json(o, "models[0]"), "1g.10gb"), "placeable", 0);
 	p = CLI(fx, "capacity", "simulate", "H100-80GB/1g.10gb=1");
-	assert_exit(p, 3);
+	assert_exit(p, 7);
 
 	/* back to ready: everything as before */
 	p = CLI(fx, "nodes", "uncordon", "n1");
@@ -626,7 +626,7 @@ test_cordon(void **state)
 	assert_exit(p, 0);
 
 	p = CLI(fx, "nodes", "cordon", "n9");
-	assert_exit(p, 1);
+	assert_exit(p, 4);
 	assert_contains(p->err, "HTTP 404");
 	/* the audit log has each change, by the operator */
 	assert_int_equal(fx_sql_int64(fx,

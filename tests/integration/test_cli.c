@@ -116,11 +116,11 @@ test_cli_login_and_me(void **state)
 	char token[sizeof(line)] = "", server[sizeof(line)] = "";
 	FILE *f;
 
-	/* a wrong password: exit 1 and the server's words on stderr */
+	/* a wrong password: exit 3 (refused) and the server's words on stderr */
 	unlink(cfg_path);
 	p = fx_cli(fx, NULL, "not-the-password\n", "--server", fx->server->base_url, "login",
 	    "--username", FIXTURE_ADMIN_USER, NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 	assert_int_not_equal(stat(cfg_path, &st), 0);
 
@@ -182,14 +182,14 @@ test_cli_login_and_me(void **state)
 	/* the environment overrides the config file, --server overrides both */
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_SERVER=http://127.0.0.1:1", NULL }, NULL,
 	    "me", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 6);
 	assert_non_null(strstr(p->err, "127.0.0.1:1"));
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_SERVER=http://127.0.0.1:1", NULL }, NULL,
 	    "--server", fx->server->base_url, "me", NULL);
 	assert_cli_ok(p);
 	p = fx_cli(fx, (const char *const[]){ "GPUPOOL_TOKEN=gpp_not_a_real_token", NULL }, NULL,
 	    "me", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 }
 
@@ -255,13 +255,13 @@ test_cli_projects(void **state)
 	assert_cli_ok(p);
 	assert_int_equal(fx_json_len(cli_json(fx, p), "items"), 1);
 
-	/* a conflict: exit 1, the server's detail on stderr, nothing on stdout */
+	/* a conflict: exit 5, the server's detail on stderr, nothing on stdout */
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
 	    "{\"name\":\"%s\",\"display_name\":\"Again\",\"namespaces\":[]}", name);
 	assert_int_equal(r->status, 409);
 	detail = fx_json_str(r->json, "detail");
 	p = fx_cli(fx, NULL, NULL, "projects", "create", name, "--display-name", "Again", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 5);
 	assert_string_equal(p->out, "");
 	assert_non_null(strstr(p->err, detail));
 	assert_non_null(strstr(p->err, "HTTP 409"));
@@ -271,12 +271,12 @@ test_cli_projects(void **state)
 	/* validation errors name the failing field */
 	p = fx_cli(fx, NULL, NULL, "projects", "create", "Not A Valid Name!", "--display-name", "x",
 	    NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "HTTP 422"));
 	assert_non_null(strstr(p->err, "name"));
 
 	p = fx_cli(fx, NULL, NULL, "projects", "get", "no-such-project", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 4);
 	assert_non_null(strstr(p->err, "HTTP 404"));
 }
 
@@ -331,7 +331,7 @@ test_cli_members(void **state)
 	/* a project bob cannot manage: the server refuses, the CLI says why */
 	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "GPUPOOL_TOKEN=%s", bob), NULL }, NULL,
 	    "members", "add", name, user, "--role", "owner", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 4);
 	assert_true(strstr(p->err, "HTTP 404") != NULL || strstr(p->err, "HTTP 403") != NULL);
 }
 
@@ -385,19 +385,19 @@ test_cli_tokens(void **state)
 	assert_int_equal(fx_request(fx, token, "GET", "/v1/me", NULL)->status, 401);
 	p = fx_cli(fx, (const char *const[]){ fx_str(fx, "GPUPOOL_TOKEN=%s", token), NULL }, NULL,
 	    "me", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 
 	/* a field error from the server is shown with its field path */
 	p = fx_cli(fx, NULL, NULL, "tokens", "create", fx_unique(fx, "old"), "--expires-at",
 	    "2001-01-01T00:00:00Z", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "HTTP 422"));
 	assert_non_null(strstr(p->err, "  expires_at: "));
 
 	/* revoking it again: not found */
 	p = fx_cli(fx, NULL, NULL, "tokens", "revoke", id, NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 4);
 	assert_non_null(strstr(p->err, "HTTP 404"));
 }
 
@@ -429,7 +429,7 @@ test_cli_users(void **state)
 	/* the same name twice is refused by the server */
 	p = fx_cli(fx, NULL, "carol-Passw0rd-long-enough\n", "users", "create", user, "--role",
 	    "operator", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 5);
 	assert_non_null(strstr(p->err, "HTTP 409"));
 
 	/* a non-admin may not create users */
@@ -439,7 +439,7 @@ test_cli_users(void **state)
 		NULL },
 	    "x-Passw0rd-long-enough\n", "users", "create", fx_unique(fx, "cli-dave"), "--role",
 	    "none", NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "HTTP 403"));
 }
 
@@ -513,11 +513,11 @@ test_cli_help_truth(void **state)
 	/* a failed login does not advise logging in; other 401s do */
 	p = fx_cli(fx, NULL, "wrong-password\n", "--server", fx->server->base_url, "login",
 	    "--username", FIXTURE_ADMIN_USER, NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err, "HTTP 401"));
 	assert_null(strstr(p->err, "gpupool login"));
 	p = fx_cli(fx, cli_env_token(fx, "gpp_not_a_real_token"), NULL, "me", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err, "hint: run 'gpupool login'"));
 
 	/* 403 says who may, with the path asked for, not a route template */
@@ -529,17 +529,17 @@ test_cli_help_truth(void **state)
 	    fx_cli(fx, NULL, NULL, "members", "add", proj, viewer, "--role", "viewer", NULL));
 	p = fx_cli(fx, cli_env_token(fx, vtok), NULL, "request", "create", "--project", proj,
 	    "--pool", "p1", "H100-80GB/full=1", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err,
 	    fx_str(fx, "only members and owners of project %s may do this (your role: viewer)",
 		proj)));
 	p = fx_cli(fx, cli_env_token(fx, vtok), NULL, "projects", "update", proj, "--display-name",
 	    "X", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err,
 	    fx_str(fx, "only owners of project %s and the global role admin may do this", proj)));
 	p = fx_cli(fx, cli_env_token(fx, vtok), NULL, "users", "get", viewer, NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(
 	    strstr(p->err, fx_str(fx, "GET /v1/users/%s needs the global role admin", viewer)));
 	assert_null(strstr(p->err, "{"));
@@ -571,7 +571,7 @@ test_cli_users_update(void **state)
 	/* a stale ETag: 412, a hint, nothing changes */
 	p = fx_cli(fx, NULL, NULL, "users", "update", user, "--role", "operator", "--if-match",
 	    fx_str(fx, "%lld", (long long)fx_json_int(doc, "generation") + 5), NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	assert_non_null(strstr(p->err, "hint: the object changed"));
 	assert_string_equal(fx_sql_text(fx, "SELECT role FROM users WHERE username = $1", user),
@@ -625,11 +625,11 @@ test_cli_users_update(void **state)
 	assert_cli_status(p, 2);
 	/* the server refuses a short password: 422 naming the field */
 	p = fx_cli(fx, NULL, "short\n", "users", "update", user, "--password", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err, "HTTP 422"));
 	assert_non_null(strstr(p->err, "password"));
 	p = fx_cli(fx, NULL, NULL, "users", "get", "no-such-user", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 4);
 	assert_non_null(strstr(p->err, "HTTP 404"));
 }
 
@@ -674,7 +674,7 @@ test_cli_projects_update(void **state)
 	/* stale ETag: 412, nothing changes */
 	p = fx_cli(fx, NULL, NULL, "projects", "update", name, "--display-name", "Lost",
 	    "--if-match", "1", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	assert_string_equal(fx_sql_text(fx, "SELECT display_name FROM projects WHERE name = $1",
 				name),
@@ -696,7 +696,7 @@ test_cli_projects_update(void **state)
 	assert_cli_status(p, 2);
 	p = fx_cli(fx, NULL, NULL, "projects", "update", "no-such-project", "--display-name", "x",
 	    NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 4);
 	assert_non_null(strstr(p->err, "HTTP 404"));
 }
 
@@ -722,7 +722,7 @@ test_cli_inventory_update(void **state)
 	    "us-east");
 	p = fx_cli(fx, NULL, NULL, "clusters", "update", cl, "--region", "x", "--if-match", "99",
 	    NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	p = fx_cli(fx, NULL, NULL, "clusters", "update", cl, NULL);
 	assert_cli_status(p, 2);
@@ -731,10 +731,10 @@ test_cli_inventory_update(void **state)
 	    "zone=a", "--label", "rack=r1", NULL));
 	/* a cluster with nodes is not deleted */
 	p = fx_cli(fx, NULL, NULL, "clusters", "delete", cl, NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 409"));
 	p = fx_cli(fx, NULL, NULL, "clusters", "delete", empty, "--if-match", "7", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	p = fx_cli(fx, NULL, NULL, "clusters", "delete", empty, NULL);
 	assert_cli_ok(p);
@@ -758,11 +758,11 @@ test_cli_inventory_update(void **state)
 	assert_cli_status(p, 2);
 	p = fx_cli(fx, NULL, NULL, "nodes", "update", node, "--cpu-millicores", "64000",
 	    "--if-match", "1", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	/* the node actions take If-Match too */
 	p = fx_cli(fx, NULL, NULL, "nodes", "cordon", node, "--if-match", "1", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE name = $1", node),
 	    "ready");
@@ -807,7 +807,7 @@ test_cli_inventory_update(void **state)
 	assert_cli_status(p, 2);
 	p = fx_cli(fx, NULL, NULL, "gpus", "update", uuid, "--health", "failed", "--if-match", "1",
 	    NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 5);
 	assert_non_null(strstr(p->err, "HTTP 412"));
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM gpus WHERE uuid = $1 AND health = 'ok'", uuid),
@@ -821,13 +821,13 @@ test_cli_inventory_update(void **state)
 		    "Q", NULL));
 		p = fx_cli(fx, NULL, NULL, "quota", "set", proj, "H100-80GB/full=2", "--if-match",
 		    "5", NULL);
-		assert_cli_status(p, 1);
+		assert_cli_status(p, 5);
 		assert_non_null(strstr(p->err, "HTTP 412"));
 		p = fx_cli(fx, NULL, NULL, "quota", "set", proj, "H100-80GB/full=2", "--if-match",
 		    "0", NULL);
 		assert_cli_ok(p);
 		p = fx_cli(fx, NULL, NULL, "quota", "delete", proj, "--if-match", "0", NULL);
-		assert_cli_status(p, 1);
+		assert_cli_status(p, 5);
 		assert_non_null(strstr(p->err, "HTTP 412"));
 		p = fx_cli(fx, NULL, NULL, "-o", "json", "quota", "get", proj, NULL);
 		assert_cli_ok(p);
@@ -892,11 +892,11 @@ test_cli_audit(void **state)
 	p = fx_cli(fx, NULL, NULL, "audit", "--all", "--limit", "5", NULL);
 	assert_cli_status(p, 2);
 	p = fx_cli(fx, NULL, NULL, "audit", "--since", "yesterday", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err, "HTTP 422"));
 	p = fx_cli(fx, cli_env_token(fx, fixture_create_user(fx, user, "operator")), NULL, "audit",
 	    NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 3);
 	assert_non_null(strstr(p->err, "needs the global role admin"));
 }
 
@@ -935,7 +935,7 @@ test_cli_catalog(void **state)
 	assert_true(fx_json_len(doc, "profiles") > 0);
 
 	p = fx_cli(fx, env, NULL, "catalog", "get", "H100-80G", NULL);
-	assert_cli_status(p, 1);
+	assert_cli_status(p, 4);
 	assert_non_null(strstr(p->err, "HTTP 404"));
 	p = fx_cli(fx, env, NULL, "catalog", "--mig", "maybe", NULL);
 	assert_cli_status(p, 2);

@@ -87,7 +87,7 @@ submit(struct fixture *fx, const char *token, const char *project, const char *b
 /* node dashboard/tests/dashboard.test.mjs with the scene in its environment */
 static int
 run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t huge,
-    int64_t hidden_pool)
+    int64_t hidden_pool, pid_t agent_a, pid_t agent_b)
 {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -103,6 +103,8 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 		setenv("GP_HUGE_REQUEST", fx_str(fx, "%lld", (long long)huge), 1);
 		setenv("GP_HIDDEN_POOL", fx_str(fx, "%lld", (long long)hidden_pool), 1);
 		setenv("GP_HOSTILE", HOSTILE, 1);
+		/* the browser walk stops them (SIGSTOP) to see the nodes go unavailable */
+		setenv("GP_AGENT_PIDS", fx_str(fx, "%ld %ld", (long)agent_a, (long)agent_b), 1);
 		execlp("node", "node", "tests/dashboard.test.mjs", (char *)NULL);
 		fprintf(stderr, "test_dashboard: node not found (scripts/test installs nodejs)\n");
 		_exit(127);
@@ -185,8 +187,8 @@ test_dashboard_in_chromium(void **state)
 	    "WHERE p.name = 'huge'");
 
 	const char *before = fx_sql_text(fx, "SELECT now()::text");
-	int rc =
-	    run_browser(fx, fx_str(fx, "%s/fake-faults.json", dir_a), train, huge, hidden_pool);
+	int rc = run_browser(fx, fx_str(fx, "%s/fake-faults.json", dir_a), train, huge, hidden_pool,
+	    a, b);
 	if (rc != 0)
 		fixture_server_dump_log(fx->server, 60);
 	assert_int_equal(rc, 0);
@@ -252,7 +254,10 @@ test_dashboard_in_chromium(void **state)
 static int
 group_setup(void **state)
 {
-	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", NULL };
+	/* a short grace: the walk stops the agents and waits for their nodes to go
+	 * unknown (the agents beat every second, so 8 s is never a false alarm) */
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", "GPUPOOL_AGENT_GRACE=8",
+		NULL };
 	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
 

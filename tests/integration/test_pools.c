@@ -1146,7 +1146,7 @@ test_cli(void **state)
 	assert_int_equal(p->status, 2);
 	/* members cannot approve; the operator can, and sees the placements */
 	p = fx_cli(fx, bob_env, NULL, "request", "approve", id, NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 3);
 	assert_non_null(strstr(p->err, "forbidden"));
 	p = fx_cli(fx, op_env, NULL, "request", "approve", id, "--note", "go", NULL);
 	assert_int_equal(p->status, 0);
@@ -1179,7 +1179,7 @@ test_cli(void **state)
 	    "SELECT max(r.id)::text FROM pool_requests r JOIN pools p "
 	    "ON p.id = r.pool_id WHERE p.name = 'clip'");
 	p = fx_cli(fx, op_env, NULL, "request", "approve", id, NULL);
-	assert_int_equal(p->status, 1);
+	assert_int_equal(p->status, 5);
 	assert_non_null(strstr(p->err, "insufficient_capacity"));
 	p = fx_cli(fx, op_env, NULL, "request", "reject", id, NULL);
 	assert_int_equal(p->status, 2);

@@ -206,6 +206,19 @@ test_validate_errors(void **state)
 		{ "nope", "3g.40gb", 0, "items[4]", 2, "items[4].model", "unknown",
 		    "items[4].count" },
 		{ "H100-80GB", "9g", 0, "q", 2, "q.profile", "offers no", "q.count" },
+		/* a well-formed size the model lacks: the profiles next to it by size */
+		{ "H100-80GB", "5g.50gb", 1, "items[0]", 1, "items[0].profile",
+		    "model H100-80GB offers no profile \"5g.50gb\"; the nearest sizes are "
+		    "\"4g.40gb\" (smaller) and \"7g.80gb\" (larger)",
+		    NULL },
+		{ "H100-80GB", "7g.90gb", 1, "items[0]", 1, "items[0].profile",
+		    "offers no profile \"7g.90gb\"; the nearest size is \"7g.80gb\" (smaller)",
+		    NULL },
+		{ "A100-40GB", "1g.4gb", 1, "items[0]", 1, "items[0].profile",
+		    "offers no profile \"1g.4gb\"; the nearest size is \"1g.5gb\" (larger)", NULL },
+		/* a typo of a name still gets the name */
+		{ "H100-80GB", "3g.40g", 1, "items[0]", 1, "items[0].profile",
+		    "offers no profile \"3g.40g\"; did you mean \"3g.40gb\"?", NULL },
 	};
 
 	for (int i = 0; i < NELEM(rows); i++) {

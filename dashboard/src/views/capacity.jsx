@@ -4,7 +4,7 @@
 // draws where the items would land.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Loading, Problem, SliceBar, Table, VirtualList, analyseGpu, fmtInt, useLoad } from '../ui.jsx';
+import { Badge, Loading, Problem, SliceBar, SliceLegend, Table, VirtualList, analyseGpu, fmtInt, gpuState, useLoad } from '../ui.jsx';
 
 const poolCache = new Map();
 // what one user saw is not the next one's: forgotten at sign-out
@@ -52,13 +52,12 @@ function GpuRow({ g, catalog, pools }) {
 				</a>
 			</span>
 			<span class="c-model">{g.model}</span>
-			<span class="c-health">
-				<Badge value={g.health} />
-				{!g.placeable && g.health === 'ok' && <Badge value="node-unavailable" />}
+			<span class="c-health" title={gpuState(g) === 'unavailable' ? 'its node takes no placements (agent silent, cordoned, drained or down)' : undefined}>
+				<Badge value={gpuState(g)} />
 			</span>
 			<SliceBar gpu={g} profiles={catalog[g.model]?.profiles} pools={pools} />
 			<span class="c-free" title="free placements (profile@start slices)">
-				{freeText(a)}
+				{gpuState(g) === 'ok' ? freeText(a) : `no placement: ${gpuState(g) === 'unavailable' ? 'node unavailable' : `GPU ${g.health}`}`}
 				{a.stranded.length > 0 && <span class="stranded-note"> · stranded {a.stranded.length}</span>}
 			</span>
 		</div>
@@ -249,9 +248,7 @@ export function Capacity() {
 				<button type="submit">Apply</button>
 			</form>
 			<Problem error={error} />
-			<p class="legend" aria-hidden="true">
-				<span class="sw free" /> free <span class="sw stranded" /> stranded <span class="sw planned" /> planned (what-if)
-			</p>
+			<SliceLegend gpus={gpus} pools={pools} planned />
 			<p role="status" class="count">
 				{loading && gpus.length === 0 ? 'Loading GPUs…' : `${fmtInt(gpus.length)} GPUs shown${cursor ? ' (scroll for more)' : ''}`}
 			</p>

@@ -3,7 +3,7 @@
 // (the whole GPU, or each MIG instance).
 import { useMemo, useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Chart, Loading, Problem, SliceBar, analyseGpu, fmtTime, useLoad } from '../ui.jsx';
+import { Badge, Chart, Loading, Problem, SliceBar, SliceLegend, Table, analyseGpu, fmtTime, gpuState, poolHue, useLoad } from '../ui.jsx';
 import { freeText, useCatalog, usePools } from './capacity.jsx';
 
 const RANGES = [
@@ -64,16 +64,43 @@ export function GpuPage({ arg }) {
 				<dd>
 					{gpu.model} {gpu.mig_enabled ? '(MIG enabled)' : '(whole GPU)'}
 				</dd>
-				<dt>Health</dt>
+				<dt>State</dt>
 				<dd>
-					<Badge value={gpu.health} /> {gpu.health_reason || ''}
+					<Badge value={gpuState(gpu)} /> {gpu.health_reason || ''}
+					{gpuState(gpu) === 'unavailable' && 'its node takes no placements (agent silent, cordoned, drained or down)'}
 				</dd>
 				<dt>Updated</dt>
 				<dd>{fmtTime(gpu.updated_at)}</dd>
 				<dt>Free placements</dt>
-				<dd>{freeText(a)}</dd>
+				<dd>{gpuState(gpu) === 'ok' ? freeText(a) : `none while the GPU is ${gpuState(gpu)}`}</dd>
 			</dl>
 			<SliceBar gpu={gpu} profiles={catalog[gpu.model]?.profiles} pools={pools} />
+			<SliceLegend gpus={shown} pools={pools} />
+			<Table
+				caption="Instances on this GPU"
+				rowKey={(e) => `${e.profile}@${e.start}`}
+				columns={[
+					{ key: 'profile', label: 'Profile' },
+					{ key: 'slices', label: 'Memory slices', render: (e) => (e.size === 1 ? `${e.start}` : `${e.start}–${e.start + e.size - 1}`) },
+					{ key: 'state', label: 'State', render: (e) => <Badge value={e.state} /> },
+					{
+						key: 'pool',
+						label: 'Pool',
+						render: (e) =>
+							e.pool_id === null || e.pool_id === undefined ? (
+								'outside any pool'
+							) : (
+								<span>
+									<span class="sw pool" style={{ '--h': poolHue(e.pool_id) }} aria-hidden="true" />{' '}
+									<a href={`#/pool/${e.pool_id}`}>{pools[e.pool_id] ? `${pools[e.pool_id].project}/${pools[e.pool_id].name}` : `pool ${e.pool_id}`}</a>
+								</span>
+							),
+					},
+					{ key: 'device', label: 'Device', render: (e) => e.device_uuid || (gpu.mig_enabled ? '—' : 'the whole GPU') },
+				]}
+				rows={gpu.layout}
+				empty="No instances: the GPU is empty."
+			/>
 			<div class="inline" role="group" aria-label="Time range">
 				{RANGES.map((r, i) => (
 					<button type="button" class={i === range ? '' : 'secondary'} aria-pressed={i === range} onClick={() => setRange(i)}>

@@ -52,9 +52,12 @@ export function Overview({ me }) {
 			model: m.model,
 			total: m.gpus.total,
 			allocated: m.memory_slices.used / per,
-			free: m.memory_slices.free / per,
+			// free where a placement can land: not on a failed GPU, not on a node
+			// that is unavailable (its agent silent, cordoned, drained, down)
+			free: (m.memory_slices.available ?? m.memory_slices.free) / per,
 			stranded: m.compute_slices.stranded,
 			failed: m.gpus.total - m.gpus.healthy,
+			unavailable: m.gpus.healthy - m.gpus.placeable,
 		};
 	});
 	return (
@@ -76,7 +79,7 @@ export function Overview({ me }) {
 				<Loading what="capacity" />
 			) : (
 				<Table
-					caption="Whole GPUs per model; allocated and free in GPU equivalents of memory slices; stranded compute slices cannot be used by any profile"
+					caption="Whole GPUs per model; allocated and free in GPU equivalents of memory slices (free: on healthy GPUs of available nodes only); stranded compute slices cannot be used by any profile; unavailable: healthy GPUs on a node that is not ready (its agent silent, cordoned, drained or down)"
 					rowKey={(r) => r.model}
 					columns={[
 						{ key: 'model', label: 'Model' },
@@ -85,6 +88,7 @@ export function Overview({ me }) {
 						{ key: 'free', label: 'Free', num: true, render: (r) => fmtNum(r.free) },
 						{ key: 'stranded', label: 'Stranded slices', num: true, render: (r) => fmtInt(r.stranded) },
 						{ key: 'failed', label: 'Failed or degraded', num: true, render: (r) => fmtInt(r.failed) },
+						{ key: 'unavailable', label: 'Node unavailable', num: true, render: (r) => fmtInt(r.unavailable) },
 					]}
 					rows={rows}
 					empty="No GPUs registered."

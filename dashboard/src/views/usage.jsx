@@ -23,11 +23,47 @@ function lastMonths(n) {
 	return out;
 }
 
+// The report answers one row per key and currency, and a row without a
+// currency for hours no rate has billed yet: one row per project (or pool)
+// and currency, the unbilled hours folded into the billed row when the key
+// has one currency only.
+export function mergeUsage(rows, keyOf) {
+	const groups = new Map();
+	for (const r of rows || []) {
+		const k = keyOf(r);
+		if (!groups.has(k)) groups.set(k, []);
+		groups.get(k).push(r);
+	}
+	const out = [];
+	for (const list of groups.values()) {
+		const currencies = [...new Set(list.map((r) => r.currency).filter(Boolean))];
+		const byCur = new Map();
+		for (const r of list) {
+			const cur = r.currency || (currencies.length === 1 ? currencies[0] : null);
+			const m = byCur.get(cur);
+			if (!m) {
+				byCur.set(cur, { ...r, currency: cur });
+				continue;
+			}
+			const w = (m.allocated_gpu_hours || 0) + (r.allocated_gpu_hours || 0);
+			m.average_activity =
+				w > 0 ? ((m.average_activity || 0) * (m.allocated_gpu_hours || 0) + (r.average_activity || 0) * (r.allocated_gpu_hours || 0)) / w : m.average_activity;
+			for (const f of ['allocated_gpu_hours', 'measured_gpu_hours', 'idle_gpu_hours', 'billed_micro', 'idle_cost_micro'])
+				m[f] = (m[f] || 0) + (r[f] || 0);
+		}
+		out.push(...byCur.values());
+	}
+	return out;
+}
+
+// hours: a few seconds billed are not "0.0"
+const fmtHours = (v) => (v > 0 && v < 0.05 ? '< 0.1' : fmtNum(v));
+
 const utilColumns = (first) => [
 	first,
-	{ key: 'allocated_gpu_hours', label: 'Allocated GPU-h', num: true, render: (r) => fmtNum(r.allocated_gpu_hours) },
-	{ key: 'measured_gpu_hours', label: 'Busy GPU-h', num: true, render: (r) => fmtNum(r.measured_gpu_hours) },
-	{ key: 'idle_gpu_hours', label: 'Idle GPU-h', num: true, render: (r) => fmtNum(r.idle_gpu_hours) },
+	{ key: 'allocated_gpu_hours', label: 'Allocated GPU-h', num: true, render: (r) => fmtHours(r.allocated_gpu_hours) },
+	{ key: 'measured_gpu_hours', label: 'Busy GPU-h', num: true, render: (r) => fmtHours(r.measured_gpu_hours) },
+	{ key: 'idle_gpu_hours', label: 'Idle GPU-h', num: true, render: (r) => fmtHours(r.idle_gpu_hours) },
 	{ key: 'average_activity', label: 'Avg activity', num: true, render: (r) => fmtPct(r.average_activity) },
 	{ key: 'billed_micro', label: 'Billed', num: true, render: (r) => fmtMoney(r.billed_micro, r.currency) },
 	{ key: 'idle_cost_micro', label: 'Idle cost', num: true, render: (r) => fmtMoney(r.idle_cost_micro, r.currency) },
@@ -132,7 +168,9 @@ export function Usage({ me }) {
 	const [byProject, e1] = useLoad(() => api.get('/v1/reports/utilization', { ...range, group_by: 'project' }), [month]);
 	const [byPool, e2] = useLoad(() => api.get('/v1/reports/utilization', { ...range, group_by: 'pool' }), [month]);
 	const [monthly, e3] = useLoad(() => api.get('/v1/billing/usage', { group_by: 'month', limit: 200 }), []);
-	const hoarders = (byPool?.rows || [])
+	const projectRows = mergeUsage(byProject?.rows, (r) => r.project);
+	const poolRows = mergeUsage(byPool?.rows, (r) => `${r.project}/${r.pool}/${r.pool_id}`);
+	const hoarders = poolRows
 		.filter((r) => r.idle_gpu_hours > 0)
 		.sort((a, b) => b.idle_gpu_hours - a.idle_gpu_hours)
 		.slice(0, 5);
@@ -153,9 +191,9 @@ export function Usage({ me }) {
 			{byProject && (
 				<Table
 					caption={`Per project, ${month}${byProject.totals ? ` · total billed ${fmtMoney(byProject.totals.billed_micro, byProject.totals.currency)}, idle ${fmtMoney(byProject.totals.idle_cost_micro, byProject.totals.currency)}` : ''}`}
-					rowKey={(r) => r.project}
+					rowKey={(r) => `${r.project}/${r.currency}`}
 					columns={utilColumns({ key: 'project', label: 'Project' })}
-					rows={byProject.rows}
+					rows={projectRows}
 					empty="No usage in this month."
 				/>
 			)}
@@ -170,7 +208,7 @@ export function Usage({ me }) {
 				<Table
 					caption={`Per pool, ${month}`}
 					columns={utilColumns({ key: 'pool', label: 'Pool', render: (r) => `${r.project}/${r.pool}` })}
-					rows={byPool.rows}
+					rows={poolRows}
 					empty="No usage in this month."
 				/>
 			)}
