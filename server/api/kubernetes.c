@@ -177,9 +177,10 @@ policy(struct request *req, struct json_object *items)
 
 	vars = json_object_new_array();
 	v = json_object_new_object();
+	/* claims are namespaced: namespaceObject is never null for them */
 	json_add_str(v, "name", "project");
 	json_add_str(v, "expression",
-	    "namespaceObject != null && has(namespaceObject.metadata.labels) && "
+	    "has(namespaceObject.metadata.labels) && "
 	    "'" LABEL_PROJECT "' in namespaceObject.metadata.labels ? "
 	    "namespaceObject.metadata.labels['" LABEL_PROJECT "'] : ''");
 	json_object_array_add(vars, v);
