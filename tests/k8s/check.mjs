@@ -23,6 +23,61 @@ const tools = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../
 const load = (p) => import(pathToFileURL(path.join(tools, p)).href);
 const { parse: celParse } = await load('@marcbachmann/cel-js/lib/index.js');
 const yaml = (await load('js-yaml/index.js')).default;
+// The OpenAPI schemas do not forbid unknown fields (the API server drops or,
+// with fieldValidation=Strict, refuses them): strictFields walks each object
+// along the package's type declarations (one interface per schema) instead.
+const modelFiles = {
+	'v1/Namespace': 'kubernetes-models/v1/Namespace',
+	'v1/ResourceQuota': 'kubernetes-models/v1/ResourceQuota',
+	'resource.k8s.io/v1/DeviceClass': 'kubernetes-models/resource.k8s.io/v1/DeviceClass',
+	'resource.k8s.io/v1/ResourceSlice': 'kubernetes-models/resource.k8s.io/v1/ResourceSlice',
+	'resource.k8s.io/v1/ResourceClaim': 'kubernetes-models/resource.k8s.io/v1/ResourceClaim',
+	'resource.k8s.io/v1/ResourceClaimTemplate': 'kubernetes-models/resource.k8s.io/v1/ResourceClaimTemplate',
+	'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy': 'kubernetes-models/admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy',
+	'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding': 'kubernetes-models/admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding',
+};
+const declCache = new Map();
+// The first interface of a .d.ts: its fields and their types ({leaf}, {array}, {map}, {ref: file}).
+function decl(file) {
+	if (declCache.has(file)) return declCache.get(file);
+	let text;
+	try { text = fs.readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, ''); } catch { declCache.set(file, null); return null; }
+	const imports = new Map();
+	for (const m of text.matchAll(/import \{ (\w+) \} from "([^"]+)";/g)) {
+		let f = m[2].startsWith('.') ? path.join(path.dirname(file), m[2]) : path.join(tools, m[2]);
+		imports.set(m[1], f.replace(/\.js$/, '') + '.d.ts');
+	}
+	const body = /export interface \w+(?: extends [\w, ]+)? \{\n([\s\S]*?)\n\}/.exec(text);
+	if (body === null) { declCache.set(file, null); return null; }
+	const fields = new Map();
+	const parts = body[1].split(/\n(?=    "[^"]+"\??: )/);
+	const type = (t) => {
+		t = t.replace(/\s+/g, ' ').trim().replace(/;$/, '').trim();
+		let m;
+		if ((m = /^Array<(.*)>$/.exec(t))) return { array: type(m[1]) };
+		if ((m = /^\{ \[key: string\]: (.*?);? \}$/.exec(t))) return { map: type(m[1]) };
+		if (imports.has(t)) return { ref: imports.get(t) };
+		return { leaf: t };
+	};
+	for (const p of parts) {
+		const m = /^\s*"([^"]+)"\??: ([\s\S]*)$/.exec(p);
+		if (m) fields.set(m[1], type(m[2]));
+	}
+	declCache.set(file, fields);
+	return fields;
+}
+function strictFields(c, v, t, at) {
+	if (v === null || v === undefined || t.leaf !== undefined) return;
+	if (t.array) { if (Array.isArray(v)) v.forEach((x, i) => strictFields(c, x, t.array, `${at}[${i}]`)); return; }
+	if (t.map) { for (const [k, x] of Object.entries(v)) strictFields(c, x, t.map, `${at}.${k}`); return; }
+	const fields = decl(t.ref);
+	if (fields === null || typeof v !== 'object') return; // an alias of a scalar (Quantity, Time)
+	for (const [k, x] of Object.entries(v)) {
+		if (!fields.has(k)) fail(c, `${at}: unknown field "${k}"`);
+		else strictFields(c, x, fields.get(k), `${at}.${k}`);
+	}
+}
+
 const models = {
 	'v1/Namespace': (await load('kubernetes-models/v1/Namespace.js')).Namespace,
 	'v1/ResourceQuota': (await load('kubernetes-models/v1/ResourceQuota.js')).ResourceQuota,
@@ -58,6 +113,8 @@ function cel(expr) {
 function validate(c, obj, what) {
 	const M = models[`${obj.apiVersion}/${obj.kind}`];
 	if (M === undefined) return fail(c, `${what}: no schema for ${obj.apiVersion} ${obj.kind}`);
+	strictFields(c, obj, { ref: path.join(tools, modelFiles[`${obj.apiVersion}/${obj.kind}`] + '.d.ts') },
+		`${what} ${obj.kind} ${obj.metadata?.name}`);
 	try {
 		new M(obj).validate();
 		stats.objects++;
