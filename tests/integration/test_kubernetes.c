@@ -8,9 +8,11 @@
  * schemas, CEL evaluated against NVIDIA-shaped ResourceSlices: each class
  * admits exactly its pool's devices, never another project's).
  *
- * No agent runs here: what an agent's status report would do (an
- * instance realized with its MIG UUID, a released one gone) is written
- * with SQL (realize()).
+ * Most tests simulate what an agent's status report would do (an
+ * instance realized with its MIG UUID, a released one gone) with SQL
+ * (realize()), so that a thousand steps fit in seconds; test_agents runs
+ * real gpupool-agent processes (fake backend) and checks the Lists built
+ * from the UUIDs they report.
  */
 #include "fixture.h"
 
@@ -18,8 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *op, *ml, *cv, *billing, *owner; /* owner: of every project */
 static const char *const yaml_accept[] = { "Accept: application/yaml", NULL };
@@ -184,15 +192,18 @@ truth(struct fixture *fx, const char *cluster)
 static void
 cordon_cluster(struct fixture *fx, const char *cluster)
 {
-	int64_t n = fx_sql_int64(fx,
-	    "SELECT count(*) FROM nodes WHERE cluster_id = (SELECT id FROM clusters WHERE name = $1)",
-	    cluster);
+	char *names = strdup(fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(n.name, ' '), '') FROM nodes n JOIN clusters c "
+	    "ON c.id = n.cluster_id WHERE c.name = $1",
+	    cluster));
 
-	for (int64_t i = 0; i < n; i++)
-		assert_status(fx_request(fx, op, "POST",
-				  fx_str(fx, "/v1/nodes/%s-n%lld/cordon", cluster, (long long)i),
+	assert_non_null(names);
+	for (char *save = NULL, *n = strtok_r(names, " ", &save); n != NULL;
+	     n = strtok_r(NULL, " ", &save))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", n),
 				  "{}"),
 		    200);
+	free(names);
 }
 
 /* ---- cases for tests/k8s/check.mjs ---- */
@@ -638,6 +649,142 @@ test_property(void **state)
 	print_message("property run: checked in %.1f s\n",
 	    (double)(t0.tv_sec - t1.tv_sec) + (double)(t0.tv_nsec - t1.tv_nsec) / 1e9);
 	fx_assert_pool_invariants(fx);
+	cordon_cluster(fx, "prop");
+}
+
+/* ---- real agents ---- */
+
+static int
+free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &l) != 0)
+		fail_msg("no free port");
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+/* gpupool-agent (fake backend, two H100s) for node name, enrolled with token. */
+static pid_t
+agent_start(struct fixture *fx, const char *name, const char *token)
+{
+	const char *gpus = fx_str(fx, "%s/gpus-%s.json", fx->tmpdir, name);
+	const char *log = fx_str(fx, "%s/%s.log", fx->tmpdir, name);
+	const char *dir = fx_str(fx, "%s/agent-%s", fx->tmpdir, name);
+	const char *listen = fx_str(fx, "127.0.0.1:%d", free_port());
+	FILE *f = fopen(gpus, "w");
+	pid_t pid;
+
+	assert_non_null(f);
+	fputs("{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}", f);
+	assert_int_equal(fclose(f), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(AGENT_PATH, AGENT_PATH, "--server", fx->server->base_url, "--node-name", name,
+		    "--state-dir", dir, "--backend", "fake", "--fake-gpus", gpus, "--enroll-token",
+		    token, "--listen", listen, "--poll-interval", "5", "--heartbeat-interval", "1",
+		    (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void
+agent_stop(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGTERM);
+	waitpid(pid, &st, 0);
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		fail_msg("an agent did not stop cleanly on SIGTERM (status %d)", st);
+}
+
+/* Poll (30 s) until the SQL count with parameter p1 is want. */
+static void
+wait_count(struct fixture *fx, int64_t want, const char *sql, const char *p1)
+{
+	int64_t got = -1;
+
+	for (int i = 0; i < 300; i++) {
+		got = fx_sql_int64(fx, sql, p1);
+		if (got == want)
+			return;
+		usleep(100000);
+	}
+	fixture_server_dump_log(fx->server, 40);
+	fail_msg("timed out: %s gave %lld, want %lld", sql, (long long)got, (long long)want);
+}
+
+#define LIVE_OF                                                                         \
+	"SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "          \
+	"JOIN projects pr ON pr.id = p.project_id WHERE pr.name || '/' || p.name = $1 " \
+	"AND a.state = 'ready' AND a.device_uuid IS NOT NULL"
+#define RELEASED_OF                                                                     \
+	"SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "          \
+	"JOIN projects pr ON pr.id = p.project_id WHERE pr.name || '/' || p.name = $1 " \
+	"AND a.state = 'released'"
+
+/*
+ * Real gpupool-agent processes create the instances: the Lists carry the
+ * MIG UUIDs they report, and a release removes the class.
+ */
+static void
+test_agents(void **state)
+{
+	struct fixture *fx = *state;
+	struct cases c;
+	struct gp_client_response *r;
+	struct json_object *l;
+	const char *token;
+	pid_t a, b;
+
+	cases_open(fx, &c, "agents");
+	assert_status(fx_request(fx, op, "POST", "/v1/clusters", "{\"name\":\"agents\"}"), 201);
+	r = fx_request(fx, op, "POST", "/v1/clusters/agents/enrollment-tokens",
+	    "{\"expires_in_seconds\":600}");
+	assert_status(r, 201);
+	token = fx_json_str(r->json, "token");
+	a = agent_start(fx, "agents-a", token);
+	r = fx_request(fx, op, "POST", "/v1/clusters/agents/enrollment-tokens",
+	    "{\"expires_in_seconds\":600}");
+	assert_status(r, 201);
+	b = agent_start(fx, "agents-b", fx_json_str(r->json, "token"));
+	wait_count(fx, 4,
+	    "SELECT count(*) FROM gpus g JOIN clusters c ON c.id = g.cluster_id WHERE c.name = $1",
+	    "agents");
+
+	assert_true(decide(fx, owner, "ml", "create", "ag",
+			"[\"H100-80GB/3g.40gb=2\",\"H100-80GB/1g.10gb=2\"]") > 0);
+	assert_true(decide(fx, owner, "cv", "create", "ag", "[\"H100-80GB/2g.20gb=2\"]") > 0);
+	wait_count(fx, 4, LIVE_OF, "ml/ag");
+	wait_count(fx, 2, LIVE_OF, "cv/ag");
+	l = record(fx, &c, "agents ready: cluster", op, "/v1/clusters/agents/kubernetes", NULL,
+	    "agents", true);
+	assert_string_equal(devices_of(l, "gpupool.ml.ag"), "4");
+	assert_string_equal(devices_of(l, "gpupool.cv.ag"), "2");
+	record_all(fx, &c, "agents ready", "agents");
+
+	assert_true(decide(fx, owner, "ml", "release", "ag", NULL) > 0);
+	l = record(fx, &c, "agents releasing: cluster", op, "/v1/clusters/agents/kubernetes", NULL,
+	    "agents", true);
+	assert_null(find_class(l, "gpupool.ml.ag"));
+	wait_count(fx, 4, RELEASED_OF, "ml/ag");
+	record_all(fx, &c, "agents released", "agents");
+	cases_check(fx, &c);
+
+	agent_stop(a);
+	agent_stop(b);
+	cordon_cluster(fx, "agents");
 }
 
 int
@@ -648,6 +795,7 @@ main(void)
 		cmocka_unit_test(test_lifecycle),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_property),
+		cmocka_unit_test(test_agents),
 	};
 
 	return fixture_exit_status(
