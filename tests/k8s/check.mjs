@@ -1,9 +1,10 @@
 // tests/k8s/check.mjs - check gpupool's Kubernetes Lists against the real
 // formats: every object against the Kubernetes OpenAPI schemas (the
 // kubernetes-models package's validators), every DeviceClass CEL selector
-// and the admission policy's expressions evaluated with a CEL
-// implementation (@marcbachmann/cel-js) against ResourceSlices shaped like
-// NVIDIA's DRA driver's (cmd/gpu-kubelet-plugin/deviceinfo.go).
+// and the admission policy's expressions evaluated with two independent CEL
+// implementations (@marcbachmann/cel-js and Buf's @bufbuild/cel, which must
+// agree) against ResourceSlices shaped like NVIDIA's DRA driver's
+// (cmd/gpu-kubelet-plugin/deviceinfo.go).
 //
 //   node tests/k8s/check.mjs CASES.jsonl
 //
@@ -22,6 +23,8 @@ import { pathToFileURL } from 'node:url';
 const tools = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../tools/node_modules');
 const load = (p) => import(pathToFileURL(path.join(tools, p)).href);
 const { parse: celParse } = await load('@marcbachmann/cel-js/lib/index.js');
+const buf = await load('@bufbuild/cel/dist/esm/index.js');
+const bufEnv = buf.celEnv();
 const yaml = (await load('js-yaml/index.js')).default;
 // The OpenAPI schemas do not forbid unknown fields (the API server drops or,
 // with fieldValidation=Strict, refuses them): strictFields walks each object
@@ -95,9 +98,16 @@ const DRIVER_CLASSES = ['gpu.nvidia.com', 'mig.nvidia.com', 'vfio.gpu.nvidia.com
 const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+// a qualified name (label and annotation keys, quota resource names): [prefix/]name
+const qualified = (k) => {
+	const i = k.lastIndexOf('/');
+	const prefix = i < 0 ? null : k.slice(0, i), name = i < 0 ? k : k.slice(i + 1);
+	return (prefix === null || (prefix.length <= 253 && SUBDOMAIN.test(prefix))) &&
+		name.length >= 1 && name.length <= 63 && /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(name);
+};
 
 let findings = [];
-let stats = { cases: 0, objects: 0, selectorEvals: 0, policyEvals: 0 };
+let stats = { cases: 0, objects: 0, selectorEvals: 0, policyEvals: 0, bufEvals: 0 };
 const fail = (c, msg) => findings.push(`${c.label}: ${msg}`);
 
 const compiled = new Map();
@@ -108,6 +118,26 @@ function cel(expr) {
 		compiled.set(expr, f);
 	}
 	return f;
+}
+
+// Buf's CEL: maps are Map, the bindings a plain object of them.
+const bufCompiled = new Map();
+function bufCel(expr) {
+	let f = bufCompiled.get(expr);
+	if (f === undefined) {
+		f = buf.plan(bufEnv, buf.parse(expr));
+		bufCompiled.set(expr, f);
+	}
+	return f;
+}
+const toBuf = (v) => Array.isArray(v) ? v.map(toBuf) : v !== null && typeof v === 'object' ? new Map(Object.entries(v).map(([k, x]) => [k, toBuf(x)])) : v;
+const bufBindings = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, toBuf(v)]));
+// The result of expr under Buf's CEL as a plain value ({error} when it failed).
+function bufRun(expr, bindings) {
+	stats.bufEvals++;
+	let r;
+	try { r = bufCel(expr)(bindings); } catch (e) { return { error: e.message }; }
+	return buf.isCelError(r) ? { error: String(r.message) } : r;
 }
 
 function validate(c, obj, what) {
@@ -190,8 +220,12 @@ function checkCase(c) {
 		(byKind[o.kind] ??= []).push(o);
 		const n = o.metadata?.name ?? '';
 		if (o.metadata?.labels?.['app.kubernetes.io/managed-by'] !== 'gpupool') fail(c, `${o.kind} ${n}: not labelled managed-by gpupool`);
-		for (const [k, v] of Object.entries(o.metadata?.labels ?? {}))
+		for (const [k, v] of Object.entries(o.metadata?.labels ?? {})) {
+			if (!qualified(k)) fail(c, `${o.kind} ${n}: label key ${k} is not a qualified name`);
 			if (!LABEL_VALUE.test(v) || v.length > 63) fail(c, `${o.kind} ${n}: label ${k}=${v} is not a label value`);
+		}
+		for (const k of Object.keys(o.metadata?.annotations ?? {}))
+			if (!qualified(k)) fail(c, `${o.kind} ${n}: annotation key ${k} is not a qualified name`);
 		if (!(o.kind === 'Namespace' ? LABEL.test(n) && n.length <= 63 : SUBDOMAIN.test(n) && n.length <= 253))
 			fail(c, `${o.kind} ${n}: not a valid name`);
 	}
@@ -210,6 +244,7 @@ function checkCase(c) {
 	// another driver publishing the same UUIDs: never admitted
 	for (const d of c.devices)
 		devs.push({ cel: celDevice('example.com', { attributes: { type: { string: d.type }, uuid: { string: d.uuid } } }), truth: { ...d, pool_id: null, project: null } });
+	for (const d of devs) d.buf = bufBindings({ device: d.cel });
 	const admittedBy = new Map(); // device index -> class
 	const classProject = new Map();
 	for (const dc of classes) {
@@ -229,6 +264,8 @@ function checkCase(c) {
 				stats.selectorEvals++;
 				let r;
 				try { r = cel(e)({ device: d.cel }); } catch (err) { fail(c, `DeviceClass ${dc.metadata.name}: CEL error ${err.message}`); r = false; }
+				const r2 = bufRun(e, d.buf);
+				if (r2 !== r) fail(c, `DeviceClass ${dc.metadata.name}: cel-js says ${r}, Buf's CEL ${JSON.stringify(r2)} for ${d.truth.uuid}`);
 				ok = ok && r === true;
 			}
 			if (!ok) return;
@@ -261,6 +298,7 @@ function checkCase(c) {
 		for (const dc of classes) if (classProject.get(dc.metadata.name) === p) want[`${dc.metadata.name}.deviceclass.resource.k8s.io/devices`] = String(dc.admits);
 		for (const g of ['gpu.nvidia.com', 'mig.nvidia.com']) want[`${g}.deviceclass.resource.k8s.io/devices`] = '0';
 		const got = q[0].spec?.hard ?? {};
+		for (const k of Object.keys(got)) if (!qualified(k)) fail(c, `ResourceQuota in ${ns}: ${k} is not a valid resource name`);
 		if (JSON.stringify(Object.entries(got).sort()) !== JSON.stringify(Object.entries(want).sort()))
 			fail(c, `ResourceQuota in ${ns}: ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
 	}
@@ -293,6 +331,8 @@ function checkCase(c) {
 			for (const [obj, want] of [[claim, allowed(ns, cl)], [tmpl, allowed(ns, first) && allowed(ns, cl)]]) {
 				if (stats.cases <= 2) validate(c, obj, 'fixture');
 				const got = admit(c, vap, obj, nsObj);
+				const got2 = admitBuf(c, vap, obj, nsObj);
+				if (got2 !== got) fail(c, `policy: cel-js says ${got}, Buf's CEL ${got2} for a ${obj.kind} naming ${cl} in ${ns.name}`);
 				if (got !== want)
 					fail(c, `policy ${got ? 'admits' : 'refuses'} a ${obj.kind} naming ${obj === tmpl ? first + ' or ' : ''}${cl} in namespace ${ns.name} (project ${ns.project})`);
 			}
@@ -320,6 +360,24 @@ function admit(c, vap, object, namespaceObject) {
 	return true;
 }
 
+// The same under Buf's CEL.
+function admitBuf(c, vap, object, namespaceObject) {
+	const vars = new Map();
+	const b = bufBindings({ object, oldObject: null, namespaceObject, request: {} });
+	b.variables = vars;
+	for (const v of vap.spec.variables ?? []) {
+		const r = bufRun(v.expression, b);
+		if (r?.error !== undefined) { fail(c, `policy variable ${v.name} under Buf's CEL: ${r.error}`); return false; }
+		vars.set(v.name, r);
+	}
+	for (const v of vap.spec.validations) {
+		const r = bufRun(v.expression, b);
+		if (r?.error !== undefined) { fail(c, `policy under Buf's CEL: ${r.error}`); return false; }
+		if (r !== true) return false;
+	}
+	return true;
+}
+
 const lines = fs.readFileSync(process.argv[2], 'utf8').split('\n').filter((l) => l.trim() !== '');
 for (const l of lines) checkCase(JSON.parse(l));
 if (lines.length === 0) findings.push('no cases');
@@ -328,4 +386,4 @@ if (findings.length > 0) {
 	console.error(`${findings.length} findings in ${stats.cases} cases`);
 	process.exit(1);
 }
-console.log(`ok: ${stats.cases} cases, ${stats.objects} objects valid, ${stats.selectorEvals} selector and ${stats.policyEvals} policy evaluations`);
+console.log(`ok: ${stats.cases} cases, ${stats.objects} objects valid, ${stats.selectorEvals} selector and ${stats.policyEvals} policy evaluations (cel-js), ${stats.bufEvals} by Buf's CEL in agreement`);
