@@ -3,6 +3,7 @@
  * api/openapi.yaml must describe exactly these (tests/contract/test_contract.c).
  */
 #include "api.h"
+#include "kubernetes.h"
 
 #define CAP_WRITE (ALLOW_ADMIN | ALLOW_OPERATOR)
 #define CAP_READ (ALLOW_ADMIN | ALLOW_OPERATOR | ALLOW_BILLING)
@@ -117,6 +118,10 @@ const struct route api_routes[] = {
 	    Q_NONE },
 	{ "GET", "/v1/reports/utilization", api_reports_utilization, ALLOW_USER,
 	    "from to group_by project" },
+
+	/* Kubernetes objects (docs/kubernetes.md): operators a cluster's, members their project's */
+	{ "GET", "/v1/clusters/{}/kubernetes", api_cluster_kubernetes, CAP_WRITE, Q_NONE },
+	{ "GET", "/v1/projects/{}/kubernetes", api_project_kubernetes, ALLOW_USER, Q_NONE },
 };
 
 const int api_nroutes = (int)(sizeof(api_routes) / sizeof(api_routes[0]));

@@ -1,0 +1,400 @@
+/*
+ * kubernetes.c - a cluster's or a project's Kubernetes objects as a
+ * Kubernetes List (JSON, or YAML for Accept: application/yaml): per live
+ * pool its DeviceClass(es), per project namespace the Namespace (with its
+ * gpupool.io/project label) and a ResourceQuota, and the one
+ * ValidatingAdmissionPolicy and its binding. docs/kubernetes.md explains
+ * each object; domain/kubernetes.c names them and writes the selectors.
+ */
+#include "kubernetes.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "db/db_capacity.h"
+#include "db/db_kubernetes.h"
+#include "db/db_projects.h"
+#include "domain/kubernetes.h"
+
+#include <string.h>
+
+#define MANAGED_BY "app.kubernetes.io/managed-by"
+#define LABEL_PROJECT "gpupool.io/project"
+#define POLICY_NAME "gpupool-device-classes"
+#define QUOTA_NAME "gpupool-devices"
+/* the NVIDIA DRA driver's own classes, which tenants may never name */
+static const char *const driver_classes[] = { "gpu.nvidia.com", "mig.nvidia.com", NULL };
+
+/* One pool's class (a pool has one per K8S_CEL_MAX of selector). */
+struct k8s_class {
+	const char *name;
+	int64_t pool_id;
+	int64_t project_id;
+	int devices;
+};
+
+static struct json_object *
+labels(const char *project)
+{
+	struct json_object *l = json_object_new_object();
+
+	json_add_str(l, MANAGED_BY, "gpupool");
+	if (project != NULL)
+		json_add_str(l, LABEL_PROJECT, project);
+	return l;
+}
+
+static struct json_object *
+object(const char *api_version, const char *kind, const char *name, const char *ns,
+    struct json_object *lab, struct json_object *annotations)
+{
+	struct json_object *o = json_object_new_object(), *m = json_object_new_object();
+
+	json_add_str(o, "apiVersion", api_version);
+	json_add_str(o, "kind", kind);
+	json_add_str(m, "name", name);
+	if (ns != NULL)
+		json_add_str(m, "namespace", ns);
+	json_object_object_add(m, "labels", lab);
+	if (annotations != NULL)
+		json_object_object_add(m, "annotations", annotations);
+	json_object_object_add(o, "metadata", m);
+	return o;
+}
+
+static struct json_object *
+str_array(const char *const *v)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (int i = 0; v[i] != NULL; i++)
+		json_object_array_add(a, json_object_new_string(v[i]));
+	return a;
+}
+
+/* The DeviceClasses of one pool: rows[from..to) are its rows. */
+static void
+pool_classes(struct request *req, struct json_object *items, const struct k8s_device_row *rows,
+    int from, int to, struct k8s_class **classes, int *nclasses, int *cap)
+{
+	struct arena *a = req->arena;
+	const char **uuids = arena_alloc(a, sizeof(*uuids) * (size_t)(to - from + 1));
+	int n = 0, *starts, runs;
+
+	for (int i = from; i < to; i++) {
+		if (rows[i].device_uuid == NULL)
+			continue;
+		if (!k8s_uuid_ok(rows[i].device_uuid)) {
+			/* never put it in CEL; the pool's class then lacks it */
+			log_warn(req->request_id, "device UUID not listed for Kubernetes",
+			    "pool_id", arena_printf(a, "%lld", (long long)rows[i].pool_id),
+			    "device_uuid", rows[i].device_uuid);
+			continue;
+		}
+		uuids[n++] = rows[i].device_uuid;
+	}
+	starts = arena_alloc(a, sizeof(*starts) * (size_t)(n + 1));
+	/* every uuid passed k8s_uuid_ok (<= 128 bytes), so the split cannot fail */
+	runs = k8s_selector_split(uuids, n, K8S_CEL_MAX, starts, n + 1);
+	for (int r = 0; r < runs; r++) {
+		int s = starts[r], e = r + 1 < runs ? starts[r + 1] : n;
+		struct json_object *lab = labels(rows[from].project), *ann, *spec, *sels, *sel,
+				   *cel;
+		struct k8s_class *c;
+
+		if (*nclasses == *cap) {
+			struct k8s_class *grown;
+
+			*cap *= 2;
+			grown = arena_alloc(a, sizeof(*grown) * (size_t)*cap);
+			memcpy(grown, *classes, sizeof(*grown) * (size_t)*nclasses);
+			*classes = grown;
+		}
+		c = &(*classes)[(*nclasses)++];
+		c->name = k8s_class_name(a, rows[from].project, rows[from].pool, r);
+		c->pool_id = rows[from].pool_id;
+		c->project_id = rows[from].project_id;
+		c->devices = e - s;
+		json_add_str(lab, "gpupool.io/pool", rows[from].pool);
+		json_add_str(lab, "gpupool.io/pool-id",
+		    arena_printf(a, "%lld", (long long)rows[from].pool_id));
+		ann = json_object_new_object();
+		json_add_str(ann, "gpupool.io/devices", arena_printf(a, "%d", e - s));
+		json_add_str(ann, "gpupool.io/class-part", arena_printf(a, "%d/%d", r + 1, runs));
+		spec = json_object_new_object();
+		sels = json_object_new_array();
+		sel = json_object_new_object();
+		cel = json_object_new_object();
+		json_add_str(cel, "expression", k8s_selector(a, uuids + s, e - s));
+		json_object_object_add(sel, "cel", cel);
+		json_object_array_add(sels, sel);
+		json_object_object_add(spec, "selectors", sels);
+		{
+			struct json_object *o =
+			    object("resource.k8s.io/v1", "DeviceClass", c->name, NULL, lab, ann);
+
+			json_object_object_add(o, "spec", spec);
+			json_object_array_add(items, o);
+		}
+	}
+}
+
+/* The class name predicate of the admission policy, for the CEL string expression c. */
+static const char *
+class_allowed(struct arena *a, const char *c)
+{
+	return arena_printf(a,
+	    "(variables.project != '' ? %s.startsWith('" K8S_CLASS_PREFIX
+	    "' + variables.project + '.') : !(%s.startsWith('" K8S_CLASS_PREFIX
+	    "') || %s.endsWith('.nvidia.com')))",
+	    c, c, c);
+}
+
+/* The ValidatingAdmissionPolicy and its binding (the same in every List). */
+static void
+policy(struct request *req, struct json_object *items)
+{
+	struct arena *a = req->arena;
+	struct json_object *p, *spec, *mc, *rules, *rule, *vars, *v, *vals, *val, *b, *bspec;
+	static const char *const groups[] = { "resource.k8s.io", NULL };
+	static const char *const versions[] = { "v1", NULL };
+	static const char *const ops[] = { "CREATE", "UPDATE", NULL };
+	static const char *const resources[] = { "resourceclaims", "resourceclaimtemplates", NULL };
+	static const char *const actions[] = { "Deny", NULL };
+
+	spec = json_object_new_object();
+	json_add_str(spec, "failurePolicy", "Fail");
+	mc = json_object_new_object();
+	rules = json_object_new_array();
+	rule = json_object_new_object();
+	json_object_object_add(rule, "apiGroups", str_array(groups));
+	json_object_object_add(rule, "apiVersions", str_array(versions));
+	json_object_object_add(rule, "operations", str_array(ops));
+	json_object_object_add(rule, "resources", str_array(resources));
+	json_object_array_add(rules, rule);
+	json_object_object_add(mc, "resourceRules", rules);
+	/* a v1beta1/v1beta2 request is converted to v1 before the expressions see it */
+	json_add_str(mc, "matchPolicy", "Equivalent");
+	json_object_object_add(spec, "matchConstraints", mc);
+
+	vars = json_object_new_array();
+	v = json_object_new_object();
+	/* claims are namespaced: namespaceObject is never null for them */
+	json_add_str(v, "name", "project");
+	json_add_str(v, "expression",
+	    "has(namespaceObject.metadata.labels) && "
+	    "'" LABEL_PROJECT "' in namespaceObject.metadata.labels ? "
+	    "namespaceObject.metadata.labels['" LABEL_PROJECT "'] : ''");
+	json_object_array_add(vars, v);
+	v = json_object_new_object();
+	json_add_str(v, "name", "requests");
+	json_add_str(v, "expression",
+	    "object.kind == 'ResourceClaimTemplate' ? "
+	    "(has(object.spec.spec) && has(object.spec.spec.devices) && "
+	    "has(object.spec.spec.devices.requests) ? object.spec.spec.devices.requests : []) : "
+	    "(has(object.spec.devices) && has(object.spec.devices.requests) ? "
+	    "object.spec.devices.requests : [])");
+	json_object_array_add(vars, v);
+	json_object_object_add(spec, "variables", vars);
+
+	vals = json_object_new_array();
+	val = json_object_new_object();
+	json_add_str(val, "expression",
+	    arena_printf(a,
+		"variables.requests.all(r, (!has(r.exactly) || %s) && "
+		"(!has(r.firstAvailable) || r.firstAvailable.all(s, %s)))",
+		class_allowed(a, "r.exactly.deviceClassName"),
+		class_allowed(a, "s.deviceClassName")));
+	json_add_str(val, "message",
+	    "a namespace labelled " LABEL_PROJECT " may request only the device classes "
+	    "gpupool."
+	    "<project>.<pool> of that project; other namespaces may request neither "
+	    "gpupool's classes nor the NVIDIA driver's own (*.nvidia.com)");
+	json_add_str(val, "reason", "Forbidden");
+	json_object_array_add(vals, val);
+	json_object_object_add(spec, "validations", vals);
+
+	p = object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", POLICY_NAME,
+	    NULL, labels(NULL), NULL);
+	json_object_object_add(p, "spec", spec);
+	json_object_array_add(items, p);
+
+	bspec = json_object_new_object();
+	json_add_str(bspec, "policyName", POLICY_NAME);
+	json_object_object_add(bspec, "validationActions", str_array(actions));
+	b = object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
+	    POLICY_NAME, NULL, labels(NULL), NULL);
+	json_object_object_add(b, "spec", bspec);
+	json_object_array_add(items, b);
+}
+
+/* The namespaces and quotas of one project: classes[from..to) are its classes. */
+static void
+project_namespaces(struct request *req, struct json_object *items, const char *project,
+    const char *namespaces_json, const struct k8s_class *classes, int from, int to,
+    struct json_object *quotas)
+{
+	struct arena *a = req->arena;
+	struct json_object *nss = json_own(a, json_tokener_parse(namespaces_json));
+	struct strbuf ids;
+
+	strbuf_init(&ids, a, 64);
+	for (int i = from; i < to; i++)
+		if (i == from || classes[i].pool_id != classes[i - 1].pool_id)
+			strbuf_printf(&ids, "%s%lld", ids.len > 0 ? "," : "",
+			    (long long)classes[i].pool_id);
+	for (size_t k = 0; nss != NULL && k < json_object_array_length(nss); k++) {
+		const char *ns = json_object_get_string(json_object_array_get_idx(nss, k));
+		struct json_object *ann = json_object_new_object(), *hard, *spec, *q;
+
+		json_add_str(ann, "gpupool.io/pool-ids", ids.p);
+		json_object_array_add(items,
+		    object("v1", "Namespace", ns, NULL, labels(project), ann));
+		hard = json_object_new_object();
+		for (int i = from; i < to; i++)
+			json_add_str(hard,
+			    arena_printf(a, "%s.deviceclass.resource.k8s.io/devices",
+				classes[i].name),
+			    arena_printf(a, "%d", classes[i].devices));
+		for (int i = 0; driver_classes[i] != NULL; i++)
+			json_add_str(hard,
+			    arena_printf(a, "%s.deviceclass.resource.k8s.io/devices",
+				driver_classes[i]),
+			    "0");
+		spec = json_object_new_object();
+		json_object_object_add(spec, "hard", hard);
+		ann = json_object_new_object();
+		json_add_str(ann, "gpupool.io/pool-ids", ids.p);
+		q = object("v1", "ResourceQuota", QUOTA_NAME, ns, labels(project), ann);
+		json_object_object_add(q, "spec", spec);
+		json_object_array_add(quotas, q);
+	}
+}
+
+/* True when Accept asks for YAML before (or without) JSON. */
+static bool
+wants_yaml(struct request *req)
+{
+	const char *acc = req->header_list(req, "Accept"), *y, *j;
+	char *low;
+
+	if (acc == NULL)
+		return false;
+	low = arena_strdup(req->arena, acc);
+	for (char *p = low; *p != '\0'; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	y = strstr(low, "application/yaml");
+	j = strstr(low, "application/json");
+	return y != NULL && (j == NULL || y < j);
+}
+
+/*
+ * The List for rows (one project's or a cluster's); project_only names
+ * the project whose namespaces are listed even when it has no pool.
+ */
+static void
+reply_list(struct request *req, struct response *res, const struct k8s_device_row *rows, int n,
+    const char *project_only, const char *project_namespaces_json)
+{
+	struct arena *a = req->arena;
+	struct json_object *list = json_object_new_object(), *items = json_object_new_array();
+	struct json_object *classes_json = json_object_new_array(),
+			   *quotas = json_object_new_array();
+	int cap = 16, nclasses = 0, i = 0;
+	struct k8s_class *classes = arena_alloc(a, sizeof(*classes) * (size_t)cap);
+	const char *body;
+	size_t len;
+	uint64_t h = 1469598103934665603ULL;
+	bool listed_own = false;
+
+	json_own(a, list);
+	/* classes, pool by pool (rows come grouped by project, then pool) */
+	while (i < n) {
+		int j = i;
+
+		while (j < n && rows[j].pool_id == rows[i].pool_id)
+			j++;
+		pool_classes(req, classes_json, rows, i, j, &classes, &nclasses, &cap);
+		i = j;
+	}
+	/* namespaces and quotas, project by project */
+	for (int p = 0, c = 0; p < n;) {
+		int q = p, cf = c;
+
+		while (q < n && rows[q].project_id == rows[p].project_id)
+			q++;
+		while (c < nclasses && classes[c].project_id == rows[p].project_id)
+			c++;
+		project_namespaces(req, items, rows[p].project, rows[p].namespaces_json, classes,
+		    cf, c, quotas);
+		if (project_only != NULL)
+			listed_own = true;
+		p = q;
+	}
+	if (project_only != NULL && !listed_own)
+		project_namespaces(req, items, project_only, project_namespaces_json, classes, 0, 0,
+		    quotas);
+	for (size_t k = 0; k < json_object_array_length(classes_json); k++)
+		json_object_array_add(items,
+		    json_object_get(json_object_array_get_idx(classes_json, k)));
+	for (size_t k = 0; k < json_object_array_length(quotas); k++)
+		json_object_array_add(items, json_object_get(json_object_array_get_idx(quotas, k)));
+	json_object_put(classes_json);
+	json_object_put(quotas);
+	policy(req, items);
+
+	json_add_str(list, "apiVersion", "v1");
+	json_add_str(list, "kind", "List");
+	json_object_object_add(list, "metadata", json_object_new_object());
+	json_object_object_add(list, "items", items);
+	if (wants_yaml(req)) {
+		struct strbuf b;
+
+		strbuf_init(&b, a, 4096);
+		k8s_yaml(&b, list);
+		body = b.p;
+		len = b.len;
+		response_raw(res, 200, "application/yaml", body, len);
+	} else {
+		body = json_to_arena(a, list, &len);
+		response_raw(res, 200, "application/json", body, len);
+	}
+	/* FNV-1a of the bytes sent: the JSON and the YAML form have their own tags */
+	for (size_t k = 0; k < len; k++)
+		h = (h ^ (unsigned char)body[k]) * 1099511628211ULL;
+	response_header(res, "ETag", arena_printf(a, "\"%016llx\"", (unsigned long long)h));
+	response_header(res, "Vary", "Accept");
+}
+
+int
+api_cluster_kubernetes(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct k8s_device_row *rows;
+	int64_t cluster_id = 0;
+	int n;
+
+	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (db_cluster_id(db_thread(), req->arena, req->params[0], &cluster_id, err) < 0)
+		return -1;
+	if (cluster_id == 0)
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (db_k8s_devices(db_thread(), req->arena, cluster_id, 0, &rows, &n, err) < 0)
+		return -1;
+	reply_list(req, res, rows, n, NULL, NULL);
+	return 0;
+}
+
+int
+api_project_kubernetes(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct project_row p;
+	struct k8s_device_row *rows;
+	int n;
+
+	if (api_project_access(db_thread(), req, req->params[0], PROJECT_READ, &p, NULL, err) < 0)
+		return -1;
+	if (db_k8s_devices(db_thread(), req->arena, 0, p.id, &rows, &n, err) < 0)
+		return -1;
+	reply_list(req, res, rows, n, p.name, p.namespaces_json);
+	return 0;
+}

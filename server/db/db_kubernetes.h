@@ -1,0 +1,39 @@
+/*
+ * db_kubernetes.h - what a cluster's (or a project's) Kubernetes objects
+ * are made of (docs/kubernetes.md): the live pools and the devices they
+ * hold now, read in one statement so that the List is one snapshot.
+ */
+#ifndef GP_DB_KUBERNETES_H
+#define GP_DB_KUBERNETES_H
+
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "db.h"
+
+/*
+ * One device of a pool, or (device_uuid NULL) a pool without a live
+ * device. Rows come by project name, pool name, pool id, device UUID
+ * (bytewise), one pool's rows together.
+ */
+struct k8s_device_row {
+	int64_t pool_id;
+	int64_t project_id;
+	const char *project;
+	const char *pool;
+	const char *device_uuid;     /* NULL: the pool has no live device here */
+	const char *namespaces_json; /* the project's namespaces, a sorted JSON array */
+};
+
+/*
+ * The pools of cluster_id (0: every cluster) and project_id (0: every
+ * project) that are provisioning, active or degraded and hold an
+ * allocation there that is not released, each with its live devices: an
+ * allocation that is ready on a GPU that has not failed, by the MIG
+ * device's UUID the agent reported (a whole GPU's own UUID).
+ */
+int db_k8s_devices(struct db *db, struct arena *a, int64_t cluster_id, int64_t project_id,
+    struct k8s_device_row **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+#endif
