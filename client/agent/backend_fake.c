@@ -16,7 +16,11 @@
  *    "fail_apply":[{"gpu":0,"profile":"3g.40gb","start":4,"message":"…"}],
  *    "pods":[{"device_uuid":"MIG-…","namespace":"ns","pod":"p","container":"c"}]}
  * Each XID listed is reported once (the count reported is kept in the
- * state file), as NVML's event queue would hand it over.
+ * state file), as NVML's event queue would hand it over; repeated codes
+ * are coalesced with a count. A GPU with "lost": true cannot be read at
+ * all (reported lost with NVML's "GPU is lost", its Xids still handed
+ * over); one with "unknown": true has its instances unreadable for the
+ * scan (reported unknown). Both are undone by removing them.
  */
 #include <json-c/json.h>
 #include <stdio.h>
@@ -201,16 +205,23 @@ fake_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errl
 		if (json_object_object_get_ex(fo, "xids", &v) &&
 		    json_object_is_type(v, json_type_array)) {
 			int n = (int)json_object_array_length(v);
-			for (int k = fg->xids_reported; k < n && g->nxids < AG_MAX_XIDS; k++) {
-				g->xids[g->nxids].xid =
-				    json_object_get_int(json_object_array_get_idx(v, (size_t)k));
-				g->xids[g->nxids].ts = now;
-				g->nxids++;
-			}
+			for (int k = fg->xids_reported; k < n; k++)
+				(void)ag_xid_add(g->xids, &g->nxids, AG_MAX_XIDS,
+				    json_object_get_int(json_object_array_get_idx(v, (size_t)k)),
+				    now, 1);
 			if (n > fg->xids_reported) {
 				fg->xids_reported = n;
 				dirty = true;
 			}
+		}
+		if (json_object_object_get_ex(fo, "lost", &v) && json_object_get_boolean(v)) {
+			ag_gpu_mark(g, AG_GPU_LOST, "nvmlDeviceGetHandleByIndex_v2: GPU is lost");
+			for (int k = 0; k < g->nxids; k++)
+				if (ag_xid_is_reset_class(g->xids[k].xid))
+					g->lost_xid = g->xids[k].xid;
+		} else if (json_object_object_get_ex(fo, "unknown", &v) &&
+		    json_object_get_boolean(v)) {
+			ag_gpu_mark(g, AG_GPU_UNKNOWN, "nvmlDeviceGetGpuInstances: Unknown Error");
 		}
 	}
 	json_object_put(faults);

@@ -20,7 +20,8 @@ usage(FILE *f)
 	    "         --backend fake|nvidia-smi|nvml [--fake-gpus FILE] [--listen HOST:PORT]\n"
 	    "         [--poll-interval S] [--metrics-interval S]\n"
 	    "       more: [--callback-url URL] [--heartbeat-interval S] [--status-interval S]\n"
-	    "         [--profiles-interval S] [--dcgm-exporter URL] [--fake-faults FILE]\n"
+	    "         [--profiles-interval S] [--metrics-interval-ms MS] [--dcgm-exporter URL]\n"
+	    "         [--fake-faults FILE] [--max-buffered-samples N]\n"
 	    "         [--nvml-lib PATH] [--nvidia-smi PATH] [--dry-run] [--log-level L]\n"
 	    "       gpupool-agent --discover --backend B [...]   read-only: print the GPUs\n"
 	    "The node token is kept in DIR/token (mode 0600). The enrollment token may\n"
@@ -61,6 +62,7 @@ main(int argc, char **argv)
 		O_LISTEN,
 		O_POLL,
 		O_METRICS,
+		O_METRICS_MS,
 		O_CALLBACK,
 		O_HB,
 		O_STATUS,
@@ -85,6 +87,7 @@ main(int argc, char **argv)
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "poll-interval", required_argument, NULL, O_POLL },
 		{ "metrics-interval", required_argument, NULL, O_METRICS },
+		{ "metrics-interval-ms", required_argument, NULL, O_METRICS_MS },
 		{ "callback-url", required_argument, NULL, O_CALLBACK },
 		{ "heartbeat-interval", required_argument, NULL, O_HB },
 		{ "status-interval", required_argument, NULL, O_STATUS },
@@ -129,6 +132,10 @@ main(int argc, char **argv)
 			break;
 		case O_METRICS:
 			cfg.metrics_interval = int_arg("metrics-interval", optarg, 1, 3600);
+			break;
+		case O_METRICS_MS:
+			cfg.metrics_interval_ms =
+			    int_arg("metrics-interval-ms", optarg, 1, 3600000);
 			break;
 		case O_CALLBACK:
 			cfg.callback_url = optarg;

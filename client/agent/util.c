@@ -87,6 +87,14 @@ ag_now(void)
 }
 
 long long
+ag_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long
 ag_mono_ms(void)
 {
 	struct timespec ts;

@@ -19,6 +19,7 @@ int ag_write_file(const char *path, const char *data, size_t len, int mode);
 /* Wall clock seconds and a monotonic clock in milliseconds. */
 long long ag_now(void);
 long long ag_mono_ms(void);
+long long ag_now_ms(void); /* wall clock, milliseconds */
 
 /* Copy src into dst (always NUL-terminated). */
 void ag_strlcpy(char *dst, const char *src, size_t len);
