@@ -237,6 +237,12 @@ refresh(struct agent *a)
 	apply_whole_into(&a->whole, &n);
 	for (int i = 0; i < n.ngpus && i < AG_MAX_GPUS; i++) {
 		struct ag_gpu *g = &n.gpus[i];
+		/* a lost GPU keeps the Xid that explained it (events come once) */
+		for (int k = 0; g->state == AG_GPU_LOST && g->lost_xid == 0 && k < a->node.ngpus;
+		     k++)
+			if (a->node.gpus[k].state == AG_GPU_LOST &&
+			    strcmp(a->node.gpus[k].uuid, g->uuid) == 0)
+				g->lost_xid = a->node.gpus[k].lost_xid;
 		if (g->state == AG_GPU_LOST &&
 		    (i >= a->node.ngpus || a->node.gpus[i].state != AG_GPU_LOST))
 			log_error(NULL, "GPU lost", "gpu", g->uuid, "error", g->error);
@@ -830,16 +836,17 @@ metrics_log_rejected(struct json_object *answer)
 }
 
 /*
- * Take one round of samples, then send the buffer, oldest first, in
- * batches bounded by AGENT_METRICS_MAX_BATCH_BYTES of JSON body and
+ * metrics_sample takes one round of samples into the bounded buffer (on
+ * schedule, whether the server is there or not); metrics_send sends the
+ * buffer, oldest first, in batches bounded by AGENT_METRICS_MAX_BATCH_BYTES of JSON body and
  * AGENT_METRICS_MAX_BATCH_SAMPLES samples. A 413 halves the batch (down
  * to one sample) and tries again at once: the same oversized batch is
  * never sent twice. A batch the server refuses as a whole (400, 422) is
  * dropped with one log line; samples a 200 lists as "rejected" are
  * counted in the log and not resent.
  */
-static bool
-metrics_tick(struct agent *a, struct gp_client *c)
+static void
+metrics_sample(struct agent *a)
 {
 	scrape_dcgm(a);
 	long long ts_ms = ag_now_ms();
@@ -880,6 +887,11 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		snprintf(d, sizeof(d), "%lld", a->dropped_samples);
 		log_warn(NULL, "metrics buffer full, oldest samples dropped", "dropped_total", d);
 	}
+}
+
+static bool
+metrics_send(struct agent *a, struct gp_client *c)
+{
 	while (json_object_array_length(a->samples) > 0) {
 		size_t batch = metrics_batch_len(a->samples, a->batch_max);
 		struct json_object *arr = json_object_new_array();
@@ -926,9 +938,11 @@ metrics_tick(struct agent *a, struct gp_client *c)
 			gp_client_response_free(&r);
 			continue;
 		}
+		char held[32];
+		snprintf(held, sizeof(held), "%zu", json_object_array_length(a->samples));
 		if (st == 0)
 			log_warn(NULL, "metrics: server unreachable; kept for later", "error",
-			    r.error);
+			    r.error, "buffered", held);
 		else if (st != 401)
 			log_http("metrics failed; kept for later", &r);
 		gp_client_response_free(&r);
@@ -1114,7 +1128,8 @@ agent_run(const struct agent_config *cfg)
 	long long metrics_ms = cfg->metrics_interval_ms > 0 ? cfg->metrics_interval_ms
 							    : cfg->metrics_interval * 1000LL;
 	long long now = ag_mono_ms();
-	long long next_hb = now, next_metrics = now + metrics_ms, next_prof = now + 2000;
+	long long next_hb = now, next_metrics = now + metrics_ms, next_send = next_metrics,
+		  next_prof = now + 2000;
 	int hb_fails = 0, m_fails = 0, p_fails = 0;
 	while (!g_stop) {
 		pthread_mutex_lock(&a->mu);
@@ -1126,7 +1141,7 @@ agent_run(const struct agent_config *cfg)
 			code = enroll(a, c);
 			if (code != 0)
 				break;
-			next_hb = next_metrics = next_prof = ag_mono_ms();
+			next_hb = next_metrics = next_send = next_prof = ag_mono_ms();
 			hb_fails = m_fails = p_fails = 0;
 		}
 		now = ag_mono_ms();
@@ -1140,9 +1155,14 @@ agent_run(const struct agent_config *cfg)
 					  : cfg->heartbeat_interval * 1000LL));
 		}
 		if (now >= next_metrics) {
-			bool ok = metrics_tick(a, c);
-			m_fails = ok ? 0 : m_fails + 1;
-			next_metrics = ag_mono_ms() + metrics_ms + (ok ? 0 : backoff_ms(m_fails));
+			/* samples on schedule; sending backs off on its own */
+			metrics_sample(a);
+			next_metrics = ag_mono_ms() + metrics_ms;
+			if (now >= next_send) {
+				bool ok = metrics_send(a, c);
+				m_fails = ok ? 0 : m_fails + 1;
+				next_send = ok ? 0 : ag_mono_ms() + backoff_ms(m_fails);
+			}
 		}
 		if (now >= next_prof) {
 			bool ok = profiles_tick(a, c);
@@ -1157,9 +1177,13 @@ agent_run(const struct agent_config *cfg)
 		pthread_mutex_lock(&a->mu);
 		while (!g_stop && !a->unauthorized && !(a->status_dirty && hb_fails == 0) &&
 		    ag_mono_ms() < wake) {
+			/* until the next tick, at most 200 ms (g_stop is a flag) */
+			long long left = wake - ag_mono_ms();
+			if (left > 200)
+				left = 200;
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 200 * 1000000L;
+			ts.tv_nsec += (left > 0 ? left : 0) * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
