@@ -1027,24 +1027,43 @@ profiles_tick(struct agent *a, struct gp_client *c)
 
 /* ---------------------------------------------------------------- run */
 
+/* The state dir holds the node token: a real directory (never a symlink),
+ * owned by the agent's user, 0700. Created when missing. */
 static int
 ensure_state_dir(const char *dir)
 {
 	struct stat st;
-	if (stat(dir, &st) != 0) {
-		if (mkdir(dir, 0700) != 0) {
+	if (lstat(dir, &st) != 0) {
+		if (errno != ENOENT || mkdir(dir, 0700) != 0) {
 			fprintf(stderr, "gpupool-agent: cannot create %s: %s\n", dir,
 			    strerror(errno));
 			return -1;
 		}
-		return 0;
+		if (lstat(dir, &st) != 0)
+			return -1;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		fprintf(stderr,
+		    "gpupool-agent: %s is a symbolic link; refusing it as the state dir (name "
+		    "the directory itself)\n",
+		    dir);
+		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "gpupool-agent: %s is not a directory\n", dir);
 		return -1;
 	}
-	if ((st.st_mode & 077) != 0)
-		(void)chmod(dir, st.st_mode & 0700);
+	if (st.st_uid != geteuid()) {
+		fprintf(stderr,
+		    "gpupool-agent: %s belongs to uid %u, not to this agent's uid %u; refusing "
+		    "it as the state dir\n",
+		    dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	if ((st.st_mode & 077) != 0 && chmod(dir, st.st_mode & 0700) != 0) {
+		fprintf(stderr, "gpupool-agent: cannot make %s 0700: %s\n", dir, strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 

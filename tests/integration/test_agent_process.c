@@ -478,6 +478,8 @@ struct stub {
 	int statuses;
 	long long metrics_samples;
 	char metric_uuids[4096]; /* gpu_uuid of every sample, space separated (bounded) */
+	char desired[2048];      /* answered 200 to a poll whose after= is not its generation */
+	long long desired_gen;
 	bool stop;
 };
 
@@ -615,7 +617,15 @@ stub_conn(void *arg)
 		}
 		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
-		if (strncmp(path, "/v1/agent/desired-state", 23) == 0) {
+		const char *after = strstr(path, "after=");
+		if (strncmp(path, "/v1/agent/desired-state", 23) == 0 && s->desired[0] != '\0' &&
+		    after != NULL && atoll(after + 6) != s->desired_gen) {
+			char d[2048];
+			pthread_mutex_lock(&s->mu);
+			ag_strlcpy(d, s->desired, sizeof(d));
+			pthread_mutex_unlock(&s->mu);
+			stub_answer(fd, 200, d);
+		} else if (strncmp(path, "/v1/agent/desired-state", 23) == 0) {
 			usleep(200000);
 			stub_answer(fd, 304, NULL);
 		} else if (strcmp(path, "/v1/agent/profiles") == 0) {
@@ -813,6 +823,84 @@ test_lost_gpu_reported(void **state)
 	assert_null(strstr(uuids, gpu1));
 }
 
+static bool
+restored_observed(struct stub *s)
+{
+	struct json_object *o = json_tokener_parse(s->last_status);
+	bool ok =
+	    o != NULL && json_object_get_int64(gp_client_json_get(o, "observed_generation")) == 2;
+	json_object_put(o);
+	return ok;
+}
+
+/*
+ * CONTRACT.md, "Generations": a server restored from a backup answers a
+ * poll with a generation BELOW the applied one; the agent applies it and
+ * records it (status observed_generation 2, agent.json), where a push of
+ * such a generation is a no-op. Before, it was ignored forever.
+ */
+static void
+test_restored_server_lower_generation_applied(void **state)
+{
+	struct ctx *c = *state;
+	char ans[256], got[256];
+	assert_int_equal(push(c, doc(c, 6, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+			     SECRET, ag_now(), ans, sizeof(ans)),
+	    200);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1;
+	ag_strlcpy(s->desired, doc(c, 2, "{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"),
+	    sizeof(s->desired));
+	s->desired_gen = 2;
+	pthread_mutex_unlock(&s->mu);
+	respawn_on_stub(c, s, NULL);
+	bool ok = stub_wait(s, restored_observed);
+	stub_stop(s);
+	assert_true(ok);
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4");
+	snprintf(p, sizeof(p), "%s/agent.json", c->dir);
+	char *aj = ag_read_file(p, NULL);
+	assert_non_null(aj);
+	assert_non_null(strstr(aj, "\"applied_generation\":2"));
+	free(aj);
+}
+
+/* Finding 13: the state dir (it holds the node token) must be the real
+ * directory: a symbolic link to one is refused (exit 2). Before, it was
+ * followed. */
+static void
+test_state_dir_symlink_refused(void **state)
+{
+	struct ctx *c = *state;
+	struct ctx d = *c;
+	char real[300], link[300];
+	snprintf(real, sizeof(real), "%s/real", c->dir);
+	snprintf(link, sizeof(link), "%s/link", c->dir);
+	assert_int_equal(mkdir(real, 0700), 0);
+	assert_int_equal(symlink(real, link), 0);
+	ag_strlcpy(d.dir, link, sizeof(d.dir));
+	d.port = free_port();
+	pid_t pid = spawn(&d, NULL, "../symlink.log");
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 100 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
+		usleep(50000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("the agent ran with a symlinked state dir");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	snprintf(real, sizeof(real), "%s/real/token", c->dir);
+	assert_int_equal(access(real, F_OK), -1);
+}
+
 int
 main(void)
 {
@@ -829,6 +917,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_stale_401_after_reenroll_ignored, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_lost_gpu_reported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restored_server_lower_generation_applied,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
