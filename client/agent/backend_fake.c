@@ -20,7 +20,8 @@
  * are coalesced with a count. A GPU with "lost": true cannot be read at
  * all (reported lost with NVML's "GPU is lost", its Xids still handed
  * over); one with "unknown": true has its instances unreadable for the
- * scan (reported unknown). Both are undone by removing them.
+ * scan (reported unknown). Both are undone by removing them. A top-level
+ * "discovery_error": "…" fails every discovery with that message.
  */
 #include <json-c/json.h>
 #include <stdio.h>
@@ -158,12 +159,16 @@ faults_for_gpu(struct json_object *faults, int index)
 static int
 fake_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	struct fake *f = b->priv;
-	struct json_object *faults = fake_faults(f);
+	struct json_object *faults = fake_faults(f), *de;
 	bool dirty = false;
 	long long now = ag_now();
+	if (faults != NULL && json_object_object_get_ex(faults, "discovery_error", &de)) {
+		/* the whole read fails, as a failed nvidia-smi -q would */
+		snprintf(err, errlen, "%s", json_object_get_string(de));
+		json_object_put(faults);
+		return -1;
+	}
 	node->ngpus = f->ngpus;
 	for (int i = 0; i < f->ngpus; i++) {
 		struct fake_gpu *fg = &f->gpus[i];

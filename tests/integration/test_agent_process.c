@@ -480,6 +480,7 @@ struct stub {
 	char metric_uuids[4096]; /* gpu_uuid of every sample, space separated (bounded) */
 	char desired[2048];      /* answered 200 to a poll whose after= is not its generation */
 	long long desired_gen;
+	int polls; /* desired-state GETs with the new token */
 	bool stop;
 };
 
@@ -593,6 +594,8 @@ stub_conn(void *arg)
 		stub_answer(fd, 401, "{\"code\":\"unauthorized\"}");
 	} else {
 		s->new_token_requests++;
+		if (strncmp(path, "/v1/agent/desired-state", 23) == 0)
+			s->polls++;
 		if (strcmp(path, "/v1/agent/status") == 0) {
 			ag_strlcpy(s->last_status, body, sizeof(s->last_status));
 			s->statuses++;
@@ -824,6 +827,77 @@ test_lost_gpu_reported(void **state)
 }
 
 static bool
+status_seen(struct stub *s)
+{
+	return s->statuses > 0;
+}
+
+static bool
+stale_unknown_reported(struct stub *s)
+{
+	struct json_object *o = json_tokener_parse(s->last_status);
+	const char *st = json_object_get_string(gp_client_json_get(o, "gpus[0].state"));
+	const char *er = json_object_get_string(gp_client_json_get(o, "gpus[0].error"));
+	bool ok = st != NULL && strcmp(st, "unknown") == 0 && er != NULL &&
+	    strstr(er, "injected: nvidia-smi -q failed") != NULL &&
+	    gp_client_json_get(o, "gpus[0].instances") == NULL &&
+	    gp_client_json_get(o, "gpus[0].ecc_uncorrected") == NULL &&
+	    gp_client_json_get(o, "gpus[1].state") != NULL;
+	json_object_put(o);
+	return ok;
+}
+
+/*
+ * Issue 19, finding 1: a discovery that fails (fake "discovery_error")
+ * while the server offers a new generation. The agent reports every GPU
+ * unknown under its last identity (no instances, no health: never the
+ * last snapshot as new), takes no samples, and the poller backs off
+ * instead of asking again at once. Before, the old snapshot was resent
+ * with fresh timestamps and the poller looped GET + discovery without
+ * pause (hundreds of polls a second).
+ */
+static void
+test_failed_discovery_backs_off_and_reports_unknown(void **state)
+{
+	struct ctx *c = *state;
+	char p[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1;
+	pthread_mutex_unlock(&s->mu);
+	respawn_on_stub(c, s, "--metrics-interval-ms=100");
+	assert_true(stub_wait(s, status_seen));
+	const char *faults = "{\"discovery_error\":\"injected: nvidia-smi -q failed\"}";
+	snprintf(p, sizeof(p), "%s/fake-faults.json", c->dir);
+	assert_int_equal(ag_write_file(p, faults, strlen(faults), 0644), 0);
+	bool ok = stub_wait(s, stale_unknown_reported);
+	pthread_mutex_lock(&s->mu);
+	ag_strlcpy(s->desired, doc(c, 3, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+	    sizeof(s->desired));
+	s->desired_gen = 3;
+	int polls0 = s->polls;
+	long long samples0 = s->metrics_samples;
+	pthread_mutex_unlock(&s->mu);
+	usleep(3000000);
+	pthread_mutex_lock(&s->mu);
+	int polls = s->polls - polls0;
+	long long samples = s->metrics_samples - samples0;
+	pthread_mutex_unlock(&s->mu);
+	stub_stop(s);
+	assert_true(ok);
+	/* backoff 1 s, 2 s, ...: a handful of polls in 3 s, not a hot loop */
+	if (polls > 6)
+		fail_msg("%d polls in 3 s while discovery fails", polls);
+	assert_true(polls >= 1);
+	assert_int_equal(samples, 0);
+	char got[256];
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, ""); /* nothing applied blind */
+}
+
+static bool
 restored_observed(struct stub *s)
 {
 	struct json_object *o = json_tokener_parse(s->last_status);
@@ -920,6 +994,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_restored_server_lower_generation_applied,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_discovery_backs_off_and_reports_unknown,
+		    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
