@@ -219,7 +219,17 @@ main(int argc, char **argv)
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
 		json_object_put(o);
 		ag_backend_close(b);
-		return 0;
+		/* a partial read is said so, and is not success */
+		int partial = 0;
+		for (int i = 0; i < node.ngpus; i++) {
+			if (node.gpus[i].state == AG_GPU_OK)
+				continue;
+			fprintf(stderr, "gpupool-agent: warning: GPU %d (%s) is %s: %s\n",
+			    node.gpus[i].index, node.gpus[i].uuid,
+			    report_gpu_state(node.gpus[i].state), node.gpus[i].error);
+			partial = 1;
+		}
+		return partial;
 	}
 	if (cfg.server == NULL || cfg.node_name == NULL || cfg.state_dir == NULL) {
 		fprintf(stderr,

@@ -171,6 +171,9 @@ report_discovery(const struct ag_node *node)
 			if (!json_object_object_get_ex(g, k, NULL))
 				json_object_object_add(g, k, json_object_get(v));
 		}
+		/* a GPU not ok: its instances were not read, none are claimed */
+		if (!json_object_object_get_ex(s, "instances", NULL))
+			json_object_object_del(g, "instances");
 	}
 	json_object_put(st);
 	json_object_object_add(root, "gpus", gpus);

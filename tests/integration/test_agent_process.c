@@ -431,6 +431,45 @@ test_discover_stamps_now(void **state)
 }
 
 /*
+ * Issue 19, finding 1: `--discover` with nvidia-smi's `mig -lgi` answering
+ * "Insufficient Permissions" prints the MIG GPU as unknown with the
+ * error and no instances, warns on stderr and exits 1. Before: the GPU
+ * with MIG on and no instances, exit 0, no warning.
+ */
+static void
+test_discover_partial_read_says_so(void **state)
+{
+	struct ctx *c = *state;
+	char flag[400], cmd[1024], out[16384];
+	snprintf(flag, sizeof(flag), "%s/fail-once", c->dir);
+	assert_int_equal(ag_write_file(flag, "mig -lgi", 8, 0600), 0);
+	snprintf(cmd, sizeof(cmd),
+	    "GPUPOOL_SMI_FIXTURES=%s/nvidia-smi GPUPOOL_SMI_FAIL_ONCE=%s %s --discover "
+	    "--backend nvidia-smi --nvidia-smi %s 2>%s/discover.err",
+	    FIXTURES_DIR, flag, AGENT_PATH, SMI_STUB, c->dir);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	int st = pclose(f);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	struct json_object *o = json_tokener_parse(out);
+	assert_non_null(o);
+	assert_string_equal(json_object_get_string(gp_client_json_get(o, "gpus[0].state")),
+	    "unknown");
+	assert_non_null(strstr(json_object_get_string(gp_client_json_get(o, "gpus[0].error")),
+	    "Insufficient Permissions"));
+	assert_null(gp_client_json_get(o, "gpus[0].instances"));
+	json_object_put(o);
+	snprintf(cmd, sizeof(cmd), "%s/discover.err", c->dir);
+	char *err = ag_read_file(cmd, NULL);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "warning: GPU 0"));
+	free(err);
+}
+
+/*
  * Issue 19, finding 9: the applied generation survives a restart, so a
  * signed push captured earlier (still inside its 300 s window) and
  * replayed after an agent restart is a no-op. Before, applied_generation
@@ -992,6 +1031,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_nvml_backend_process, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discover_stamps_now, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discover_partial_read_says_so, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_replayed_push_after_restart_is_noop, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_stale_401_after_reenroll_ignored, setup,
