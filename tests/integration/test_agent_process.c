@@ -1020,6 +1020,41 @@ test_state_dir_symlink_refused(void **state)
 	assert_int_equal(access(real, F_OK), -1);
 }
 
+/* Finding 13: a state dir owned by another uid is refused (exit 2).
+ * Making one needs root (chown); skipped otherwise. */
+static void
+test_state_dir_of_another_user_refused(void **state)
+{
+	struct ctx *c = *state;
+	if (geteuid() != 0)
+		skip();
+	struct ctx d = *c;
+	char other[300];
+	snprintf(other, sizeof(other), "%s/theirs", c->dir);
+	assert_int_equal(mkdir(other, 0700), 0);
+	assert_int_equal(chown(other, 65534, 65534), 0);
+	ag_strlcpy(d.dir, other, sizeof(d.dir));
+	d.port = free_port();
+	pid_t pid = spawn(&d, NULL, "../theirs.log");
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 100 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
+		usleep(50000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("the agent ran with a state dir of another user");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	char log[400];
+	snprintf(log, sizeof(log), "%s/theirs.log", c->dir);
+	char *text = ag_read_file(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "belongs to uid 65534"));
+	free(text);
+}
+
 int
 main(void)
 {
@@ -1041,6 +1076,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_restored_server_lower_generation_applied,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_state_dir_of_another_user_refused, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_failed_discovery_backs_off_and_reports_unknown,
 		    setup, teardown),
 	};
