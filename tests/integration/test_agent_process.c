@@ -952,6 +952,60 @@ restored_observed(struct stub *s)
 	return ok;
 }
 
+/* The same through the nvml backend and the stand-in library: GPU 1 of
+ * tests/fixtures/nvml-stub/h100x2.json turned "lost" while the agent runs
+ * answers NVML_ERROR_GPU_IS_LOST; the agent reports it lost under its
+ * UUID with NVML's error, the other GPUs ok. Before, nv_discover failed
+ * for the whole node. */
+static void
+test_lost_gpu_reported_nvml(void **state)
+{
+	struct ctx *c = *state;
+	char p[400], cfg[400], stub_state[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	snprintf(cfg, sizeof(cfg), "%s/nvml.json", c->dir);
+	snprintf(stub_state, sizeof(stub_state), "%s/nvml-stub-state.json", c->dir);
+	struct json_object *conf = json_object_from_file(FIXTURES_DIR "/nvml-stub/h100x2.json"),
+			   *gpus;
+	assert_non_null(conf);
+	assert_int_equal(json_object_to_file(cfg, conf), 0);
+	setenv("GPUPOOL_NVML_STUB_CONFIG", cfg, 1);
+	setenv("GPUPOOL_NVML_STUB_STATE", stub_state, 1);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1;
+	pthread_mutex_unlock(&s->mu);
+	c->nvml = true;
+	respawn_on_stub(c, s, NULL);
+	assert_true(stub_wait(s, status_seen));
+	assert_true(json_object_object_get_ex(conf, "gpus", &gpus));
+	json_object_object_add(json_object_array_get_idx(gpus, 1), "lost",
+	    json_object_new_boolean(true));
+	assert_int_equal(json_object_to_file(cfg, conf), 0);
+	json_object_put(conf);
+	bool ok = stub_wait(s, lost_reported);
+	pthread_mutex_lock(&s->mu);
+	struct json_object *o = json_tokener_parse(s->last_status);
+	pthread_mutex_unlock(&s->mu);
+	stub_stop(s);
+	/* the next test's agent is a fake one again */
+	kill(c->pid, SIGTERM);
+	int ws;
+	waitpid(c->pid, &ws, 0);
+	c->pid = 0;
+	c->nvml = false;
+	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	assert_true(ok);
+	assert_string_equal(json_object_get_string(gp_client_json_get(o, "gpus[1].uuid")),
+	    "GPU-66666666-7777-8888-9999-000000000000");
+	assert_non_null(strstr(json_object_get_string(gp_client_json_get(o, "gpus[1].error")),
+	    "nvmlDeviceGetHandleByIndex_v2: GPU is lost"));
+	assert_null(gp_client_json_get(o, "gpus[2].state"));
+	assert_int_equal(json_object_array_length(gp_client_json_get(o, "gpus")), 3);
+	json_object_put(o);
+}
+
 /*
  * CONTRACT.md, "Generations": a server restored from a backup answers a
  * poll with a generation BELOW the applied one; the agent applies it and
@@ -1073,6 +1127,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_stale_401_after_reenroll_ignored, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_lost_gpu_reported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_gpu_reported_nvml, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restored_server_lower_generation_applied,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
