@@ -678,8 +678,8 @@ test_metrics_backlog_after_outage(void **state)
 	    a->name);
 	/* cut: until the agent holds more than 1 MiB (> 3500 samples of ~330
 	 * bytes of JSON each) */
-	proxy_stop(proxy);
 	const char *down = fx_sql_text(fx, "SELECT now()::text");
+	proxy_stop(proxy);
 	long long held = 0;
 	for (int i = 0; i < 600 && held < 3500; i++) {
 		usleep(100000);
@@ -706,13 +706,14 @@ test_metrics_backlog_after_outage(void **state)
 		dump_agent_log(fx, a);
 		fail_msg("backlog not delivered: %lld of %lld samples", (long long)got, held);
 	}
-	/* in order, none lost: per GPU, no gap of a second between samples */
+	/* no hole in the series: per GPU, no gap of 2 s between samples (one
+	 * is taken every 5 ms; the count above shows none was lost) */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM (SELECT s.ts - lag(s.ts) OVER (PARTITION BY "
 			     "s.gpu_id ORDER BY s.ts) AS gap FROM gpu_metric_samples s JOIN gpus g "
 			     "ON g.id = s.gpu_id JOIN nodes n ON n.id = g.node_id WHERE n.name = $1 "
 			     "AND s.ts > $2::timestamptz AND s.ts < $3::timestamptz) x "
-			     "WHERE gap > interval '1 second'",
+			     "WHERE gap > interval '2 seconds'",
 			     a->name, down, up),
 	    0);
 	/* every batch fit: never a 413 (halved, or failed as before the fix) */
