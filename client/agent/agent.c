@@ -26,8 +26,7 @@
 #include "report.h"
 #include "util.h"
 
-#define MAX_PENDING_XIDS 64
-#define METRICS_BATCH 5000
+#define MAX_PENDING_XIDS 64 /* Xid codes queued per GPU (coalesced per code) */
 
 struct agent {
 	const struct agent_config *cfg;
@@ -39,7 +38,8 @@ struct agent {
 	char token[512];
 	char secret[256];
 	char enrolled_with[65]; /* SHA-256 hex of the enrollment token used */
-	bool unauthorized;      /* a 401 seen: re-enroll or exit */
+	bool unauthorized;      /* a 401 for the current token seen: re-enroll or exit */
+	long long token_gen;    /* bumped with every new node token (0: none yet) */
 	int repoll;             /* bumped on (re-)enrollment: poll from 0 again */
 
 	/* node state (under mu) */
@@ -50,6 +50,9 @@ struct agent {
 	long long applied_gen;
 	struct json_object *errors; /* of the last apply */
 	bool status_dirty;
+	struct desired want; /* the last document applied */
+	bool reapply;        /* it touched a GPU not readable then: apply again once it is */
+	bool discovery_failed;
 
 	/* reporter only */
 	char last_status_fp[65];
@@ -58,6 +61,7 @@ struct agent {
 	long long last_profiles_ms;
 	struct json_object *samples;
 	long long dropped_samples;
+	size_t batch_max; /* samples per batch: halved on 413, grown back on success */
 	bool metrics_missing_logged;
 	struct dcgm_device dcgm[DCGM_MAX_DEVICES];
 	int ndcgm;
@@ -151,6 +155,9 @@ load_agent_json(struct agent *a)
 		return;
 	if (json_object_object_get_ex(o, "enrolled_with", &v))
 		ag_strlcpy(a->enrolled_with, json_object_get_string(v), sizeof(a->enrolled_with));
+	/* a push replayed after a restart is then a no-op (docs/agent.md) */
+	if (json_object_object_get_ex(o, "applied_generation", &v) && json_object_get_int64(v) > 0)
+		a->applied_gen = json_object_get_int64(v);
 	if (json_object_object_get_ex(o, "whole", &w) && json_object_is_type(w, json_type_array)) {
 		for (size_t i = 0; i < json_object_array_length(w); i++) {
 			struct json_object *e = json_object_array_get_idx(w, i);
@@ -182,25 +189,71 @@ load_agent_json(struct agent *a)
 
 /* ---------------------------------------------------------------- state */
 
-/* Discover into a->node (mu held); new XIDs are queued for the status. */
+/* Discover into a->node (mu held); new XIDs are queued for the status.
+ *
+ * A failed discovery never leaves the last snapshot standing as if it
+ * were new: every GPU known is reported unknown (its identity kept, no
+ * instances, no health, no samples) until a discovery succeeds. A GPU
+ * known before whose UUID is not found any more is reported lost. */
 static int
 refresh(struct agent *a)
 {
 	char err[AG_ERR_MAX];
 	struct ag_node n;
 	if (a->b->ops->discover(a->b, &n, err, sizeof(err)) != 0) {
-		log_warn(NULL, "discovery failed", "error", err);
+		if (!a->discovery_failed)
+			log_warn(NULL,
+			    "discovery failed; every GPU reported unknown until it works", "error",
+			    err);
+		a->discovery_failed = true;
+		char why[AG_GPU_ERROR_MAX];
+		snprintf(why, sizeof(why), "discovery failed: %.160s", err);
+		for (int i = 0; i < a->node.ngpus; i++) {
+			struct ag_gpu *g = &a->node.gpus[i];
+			g->nxids = 0;
+			if (g->state == AG_GPU_LOST)
+				continue;
+			ag_gpu_mark(g, AG_GPU_UNKNOWN, why);
+			g->stale = true;
+		}
 		return -1;
+	}
+	if (a->discovery_failed)
+		log_info(NULL, "discovery works again");
+	a->discovery_failed = false;
+	for (int i = 0; i < a->node.ngpus; i++) {
+		const struct ag_gpu *old = &a->node.gpus[i];
+		bool found = false;
+		for (int k = 0; k < n.ngpus && !found; k++)
+			found = strcmp(n.gpus[k].uuid, old->uuid) == 0;
+		if (found || old->uuid[0] == '\0' || n.ngpus >= AG_MAX_GPUS)
+			continue;
+		struct ag_gpu *g = &n.gpus[n.ngpus++];
+		*g = *old;
+		g->nxids = 0;
+		g->stale = false;
+		ag_gpu_mark(g, AG_GPU_LOST, "not found");
 	}
 	apply_whole_into(&a->whole, &n);
 	for (int i = 0; i < n.ngpus && i < AG_MAX_GPUS; i++) {
-		for (int k = 0; k < n.gpus[i].nxids; k++) {
-			if (a->nxq[i] >= MAX_PENDING_XIDS)
-				break;
-			a->xq[i][a->nxq[i]++] = n.gpus[i].xids[k];
-			char x[16];
-			snprintf(x, sizeof(x), "%d", n.gpus[i].xids[k].xid);
-			log_warn(NULL, "XID event", "gpu", n.gpus[i].uuid, "xid", x);
+		struct ag_gpu *g = &n.gpus[i];
+		/* a lost GPU keeps the Xid that explained it (events come once) */
+		for (int k = 0; g->state == AG_GPU_LOST && g->lost_xid == 0 && k < a->node.ngpus;
+		     k++)
+			if (a->node.gpus[k].state == AG_GPU_LOST &&
+			    strcmp(a->node.gpus[k].uuid, g->uuid) == 0)
+				g->lost_xid = a->node.gpus[k].lost_xid;
+		if (g->state == AG_GPU_LOST &&
+		    (i >= a->node.ngpus || a->node.gpus[i].state != AG_GPU_LOST))
+			log_error(NULL, "GPU lost", "gpu", g->uuid, "error", g->error);
+		for (int k = 0; k < g->nxids; k++) {
+			if (!ag_xid_add(a->xq[i], &a->nxq[i], MAX_PENDING_XIDS, g->xids[k].xid,
+				g->xids[k].ts, g->xids[k].count))
+				log_warn(NULL, "XID queue full, event dropped", "gpu", g->uuid);
+			char x[16], c[16];
+			snprintf(x, sizeof(x), "%d", g->xids[k].xid);
+			snprintf(c, sizeof(c), "%d", g->xids[k].count);
+			log_warn(NULL, "XID event", "gpu", g->uuid, "xid", x, "count", c);
 			a->status_dirty = true;
 		}
 	}
@@ -208,46 +261,92 @@ refresh(struct agent *a)
 	return 0;
 }
 
-static long long
-agent_submit(void *ctx, struct json_object *doc, char *err, size_t errlen)
+/* The GPUs of d that could not be read in the last scan (mu held). */
+static int
+deferred_gpus(const struct agent *a, const struct desired *d)
 {
-	struct agent *a = ctx;
+	int n = 0;
+	for (int i = 0; i < d->ngpus; i++)
+		for (int k = 0; k < a->node.ngpus; k++)
+			if (strcmp(a->node.gpus[k].uuid, d->gpus[i].uuid) == 0 &&
+			    a->node.gpus[k].state != AG_GPU_OK)
+				n++;
+	return n;
+}
+
+/* Apply a->want to the hardware (mu held); its errors replace the last. */
+static int
+apply_want(struct agent *a)
+{
+	struct json_object *errors = json_object_new_array();
+	int changes = apply_desired(a->b, &a->node, &a->want, &a->whole, errors);
+	(void)refresh(a);
+	json_object_put(a->errors);
+	a->errors = errors;
+	a->reapply = deferred_gpus(a, &a->want) > 0;
+	a->status_dirty = true;
+	return changes;
+}
+
+/*
+ * Apply a document from the poller (from_poll) or the push listener.
+ * Returns the generation now applied, -1 with err for a malformed
+ * document, or -2 when nothing could be applied (discovery failed: the
+ * caller backs off). A push of a generation at or below the applied one
+ * is a no-op (a replay); so is such an answer to a poll, except one
+ * BELOW the applied generation: the server was restored from a backup and
+ * its document is the truth (docs/agent.md, "Generations").
+ */
+static long long
+agent_submit_from(struct agent *a, struct json_object *doc, bool from_poll, char *err,
+    size_t errlen)
+{
 	struct desired d;
 	if (desired_parse(doc, &d, err, errlen) != 0) {
 		log_warn(NULL, "malformed desired state", "error", err);
 		return -1;
 	}
 	pthread_mutex_lock(&a->mu);
-	if (d.generation <= a->applied_gen) {
+	bool restored = from_poll && d.generation < a->applied_gen;
+	if (d.generation <= a->applied_gen && !restored) {
 		long long g = a->applied_gen;
 		pthread_mutex_unlock(&a->mu);
 		return g;
 	}
-	char gen[32];
+	char gen[32], was[32];
 	snprintf(gen, sizeof(gen), "%lld", d.generation);
+	snprintf(was, sizeof(was), "%lld", a->applied_gen);
+	if (restored)
+		log_warn(NULL, "the server's generation is below the applied one (restored?)",
+		    "generation", gen, "applied", was);
 	if (refresh(a) != 0) {
 		/* no hardware view: do not claim this generation */
-		long long g = a->applied_gen;
 		pthread_mutex_unlock(&a->mu);
 		snprintf(err, errlen, "discovery failed");
-		return g;
+		return -2;
 	}
-	struct json_object *errors = json_object_new_array();
-	int changes = apply_desired(a->b, &a->node, &d, &a->whole, errors);
-	(void)refresh(a);
-	json_object_put(a->errors);
-	a->errors = errors;
+	a->want = d;
+	int changes = apply_want(a);
 	a->applied_gen = d.generation;
-	a->status_dirty = true;
 	save_agent_json(a);
 	char ch[16], ne[16];
 	snprintf(ch, sizeof(ch), "%d", changes);
-	snprintf(ne, sizeof(ne), "%zu", json_object_array_length(errors));
+	snprintf(ne, sizeof(ne), "%zu", json_object_array_length(a->errors));
 	log_info(NULL, "applied desired state", "generation", gen, "changes", ch, "errors", ne);
+	if (a->reapply)
+		log_warn(NULL,
+		    "a GPU of the desired state is unreadable: applied again once it is");
 	pthread_cond_broadcast(&a->cv);
 	long long g = a->applied_gen;
 	pthread_mutex_unlock(&a->mu);
 	return g;
+}
+
+static long long
+agent_submit(void *ctx, struct json_object *doc, char *err, size_t errlen)
+{
+	long long g = agent_submit_from(ctx, doc, false, err, errlen);
+	return g == -2 ? -1 : g;
 }
 
 static bool
@@ -272,39 +371,51 @@ backoff_ms(int fails)
 	return d / 2 + ag_rand((unsigned)(d / 2) + 1); /* jitter: [d/2, d] */
 }
 
-static void
-mark_unauthorized(struct agent *a, const char *where)
+/* A 401 for the token of generation gen: true when that token is still
+ * the current one (re-enrolling is then due), false for a stale 401 (a
+ * request sent before a re-enrollment), which is ignored: it never undoes
+ * a newer token. */
+static bool
+mark_unauthorized(struct agent *a, const char *where, long long gen)
 {
 	pthread_mutex_lock(&a->mu);
-	if (!a->unauthorized)
-		log_error(NULL, "the server rejected the node token (401)", "request", where);
-	a->unauthorized = true;
-	pthread_cond_broadcast(&a->cv);
+	bool current = gen == a->token_gen;
+	if (current) {
+		if (!a->unauthorized)
+			log_error(NULL, "the server rejected the node token (401)", "request",
+			    where);
+		a->unauthorized = true;
+		pthread_cond_broadcast(&a->cv);
+	}
 	pthread_mutex_unlock(&a->mu);
+	return current;
 }
 
 /* Send with the current node token. Returns the HTTP status, 0 when none
- * arrived; resp must be freed by the caller. */
+ * arrived; resp must be freed by the caller. A 401 answering a token
+ * replaced meanwhile is sent again, once, with the new one. */
 static long
 call(struct agent *a, struct gp_client *c, const char *method, const char *path,
     struct json_object *body, struct gp_client_response *resp)
 {
-	char tok[512];
-	pthread_mutex_lock(&a->mu);
-	ag_strlcpy(tok, a->token, sizeof(tok));
-	pthread_mutex_unlock(&a->mu);
-	if (gp_client_set_token(c, tok[0] ? tok : NULL) != 0) {
+	for (int attempt = 0;; attempt++) {
+		char tok[512];
+		pthread_mutex_lock(&a->mu);
+		ag_strlcpy(tok, a->token, sizeof(tok));
+		long long gen = a->token_gen;
+		pthread_mutex_unlock(&a->mu);
+		int rc = gp_client_set_token(c, tok[0] ? tok : NULL);
 		memset(tok, 0, sizeof(tok));
-		memset(resp, 0, sizeof(*resp));
-		return 0;
+		if (rc != 0) {
+			memset(resp, 0, sizeof(*resp));
+			return 0;
+		}
+		if (gp_client_send_json(c, method, path, body, NULL, resp) != 0)
+			return 0;
+		if (resp->status != 401 || mark_unauthorized(a, path, gen) || attempt > 0)
+			return resp->status;
+		gp_client_response_free(resp);
 	}
-	memset(tok, 0, sizeof(tok));
-	int rc = gp_client_send_json(c, method, path, body, NULL, resp);
-	if (rc != 0)
-		return 0;
-	if (resp->status == 401)
-		mark_unauthorized(a, path);
-	return resp->status;
 }
 
 static void
@@ -397,7 +508,12 @@ enroll(struct agent *a, struct gp_client *c)
 		    json_object_new_int64((long long)pages * psize));
 	pthread_mutex_lock(&a->mu);
 	int drc = refresh(a);
-	struct json_object *gpus = report_enroll_gpus(&a->node);
+	struct ag_node readable = a->node; /* a lost GPU has nothing to enroll */
+	readable.ngpus = 0;
+	for (int i = 0; i < a->node.ngpus; i++)
+		if (a->node.gpus[i].state != AG_GPU_LOST)
+			readable.gpus[readable.ngpus++] = a->node.gpus[i];
+	struct json_object *gpus = report_enroll_gpus(&readable);
 	pthread_mutex_unlock(&a->mu);
 	if (drc != 0) {
 		json_object_put(gpus);
@@ -434,6 +550,7 @@ enroll(struct agent *a, struct gp_client *c)
 			    sizeof(a->secret));
 			ag_strlcpy(a->enrolled_with, hash, sizeof(a->enrolled_with));
 			a->unauthorized = false;
+			a->token_gen++;
 			a->repoll++;
 			a->applied_gen = 0; /* converge again from the full document */
 			a->status_dirty = true;
@@ -502,7 +619,14 @@ poller(void *arg)
 		long st = call(a, c, "GET", path, NULL, &r);
 		if (st == 200 && r.json != NULL) {
 			char err[256];
-			long long g = agent_submit(a, r.json, err, sizeof(err));
+			long long g = agent_submit_from(a, r.json, true, err, sizeof(err));
+			if (g == -2) {
+				/* nothing applied (no hardware view): back off, never
+				 * a hot GET + discovery loop */
+				gp_client_response_free(&r);
+				ag_sleep_ms(backoff_ms(fails++), &g_stop_b);
+				continue;
+			}
 			if (g >= 0)
 				after = g;
 			fails = 0;
@@ -529,7 +653,7 @@ poller(void *arg)
 /* ---------------------------------------------------------------- reporter */
 
 static struct json_object *
-status_doc(struct agent *a, int *sent_xids, char *fp)
+status_doc(struct agent *a, struct ag_xid (*sent_xids)[MAX_PENDING_XIDS], int *nsent, char *fp)
 {
 	struct json_object *gpus = report_status_gpus(&a->node);
 	struct json_object *noxid = json_object_new_array();
@@ -537,12 +661,10 @@ status_doc(struct agent *a, int *sent_xids, char *fp)
 		struct json_object *g = json_object_array_get_idx(gpus, i);
 		struct json_object *xa = json_object_new_array();
 		for (int k = 0; k < a->nxq[i]; k++) {
-			struct json_object *x = json_object_new_object();
-			json_object_object_add(x, "xid", json_object_new_int(a->xq[i][k].xid));
-			json_object_object_add(x, "ts", report_time(a->xq[i][k].ts));
-			json_object_array_add(xa, x);
+			json_object_array_add(xa, report_xid(&a->xq[i][k]));
+			sent_xids[i][k] = a->xq[i][k];
 		}
-		sent_xids[i] = a->nxq[i];
+		nsent[i] = a->nxq[i];
 		json_object_object_add(g, "xid_events", xa);
 		struct json_object *copy = NULL;
 		json_object_deep_copy(g, &copy, NULL);
@@ -571,14 +693,19 @@ status_doc(struct agent *a, int *sent_xids, char *fp)
 static bool
 report_tick(struct agent *a, struct gp_client *c)
 {
-	int sent[AG_MAX_GPUS] = { 0 };
+	static struct ag_xid sent[AG_MAX_GPUS][MAX_PENDING_XIDS]; /* reporter thread only */
+	int nsent[AG_MAX_GPUS] = { 0 };
 	char fp[65];
 	pthread_mutex_lock(&a->mu);
 	(void)refresh(a);
-	struct json_object *doc = status_doc(a, sent, fp);
+	if (a->reapply && deferred_gpus(a, &a->want) == 0) {
+		log_info(NULL, "the GPUs of the desired state are readable again: applying it");
+		(void)apply_want(a);
+	}
+	struct json_object *doc = status_doc(a, sent, nsent, fp);
 	bool xids = false;
 	for (int i = 0; i < AG_MAX_GPUS; i++)
-		xids |= sent[i] > 0;
+		xids |= nsent[i] > 0;
 	bool send = a->status_dirty || xids || strcmp(fp, a->last_status_fp) != 0 ||
 	    ag_mono_ms() - a->last_status_ms >= a->cfg->status_interval * 1000LL;
 	long long gen = a->applied_gen;
@@ -590,11 +717,11 @@ report_tick(struct agent *a, struct gp_client *c)
 		json_object_put(doc);
 		if (st == 200 || st == 204) {
 			pthread_mutex_lock(&a->mu);
-			for (int i = 0; i < AG_MAX_GPUS; i++) {
-				memmove(a->xq[i], a->xq[i] + sent[i],
-				    sizeof(a->xq[i][0]) * (size_t)(a->nxq[i] - sent[i]));
-				a->nxq[i] -= sent[i];
-			}
+			/* what was sent leaves the queue; events coalesced into
+			 * an entry meanwhile stay (matched by code) */
+			for (int i = 0; i < AG_MAX_GPUS; i++)
+				for (int k = 0; k < nsent[i]; k++)
+					ag_xid_take(a->xq[i], &a->nxq[i], &sent[i][k]);
 			ag_strlcpy(a->last_status_fp, fp, sizeof(a->last_status_fp));
 			a->last_status_ms = ag_mono_ms();
 			if (gen == a->applied_gen)
@@ -660,16 +787,74 @@ scrape_dcgm(struct agent *a)
 	gp_client_destroy(c);
 }
 
-static bool
-metrics_tick(struct agent *a, struct gp_client *c)
+/* How many of the oldest samples make one batch: at most max samples and
+ * a body ({"samples":[…]}) of at most AGENT_METRICS_MAX_BATCH_BYTES; at
+ * least one. */
+static size_t
+metrics_batch_len(struct json_object *samples, size_t max)
+{
+	size_t total = json_object_array_length(samples), n = 0;
+	size_t bytes = sizeof("{\"samples\":[]}") - 1;
+	if (max == 0 || max > AGENT_METRICS_MAX_BATCH_SAMPLES)
+		max = AGENT_METRICS_MAX_BATCH_SAMPLES;
+	while (n < total && n < max) {
+		size_t len =
+		    strlen(json_object_to_json_string_ext(json_object_array_get_idx(samples, n),
+			JSON_C_TO_STRING_PLAIN)) +
+		    1; /* the comma */
+		if (n > 0 && bytes + len > AGENT_METRICS_MAX_BATCH_BYTES)
+			break;
+		bytes += len;
+		n++;
+	}
+	return n;
+}
+
+/* A 200 that lists samples rejected one by one: counted in the log (they
+ * are not sent again: the server said why they are wrong). */
+static void
+metrics_log_rejected(struct json_object *answer)
+{
+	struct json_object *rej = gp_client_json_get(answer, "rejected");
+	struct json_object *cnt = gp_client_json_get(answer, "rejected_count");
+	long long n = cnt != NULL ? json_object_get_int64(cnt)
+	    : rej != NULL && json_object_is_type(rej, json_type_array)
+	    ? (long long)json_object_array_length(rej)
+	    : 0;
+	if (n <= 0)
+		return;
+	char b[32], why[160] = "";
+	snprintf(b, sizeof(b), "%lld", n);
+	struct json_object *first = rej != NULL && json_object_is_type(rej, json_type_array)
+	    ? json_object_array_get_idx(rej, 0)
+	    : NULL;
+	struct json_object *reason = first != NULL ? gp_client_json_get(first, "reason") : NULL;
+	if (reason != NULL)
+		ag_strlcpy(why, json_object_get_string(reason), sizeof(why));
+	log_warn(NULL, "metrics: samples rejected by the server, not resent", "count", b,
+	    "first_reason", why);
+}
+
+/*
+ * metrics_sample takes one round of samples into the bounded buffer (on
+ * schedule, whether the server is there or not); metrics_send sends the
+ * buffer, oldest first, in batches bounded by AGENT_METRICS_MAX_BATCH_BYTES of JSON body and
+ * AGENT_METRICS_MAX_BATCH_SAMPLES samples. A 413 halves the batch (down
+ * to one sample) and tries again at once: the same oversized batch is
+ * never sent twice. A batch the server refuses as a whole (400, 422) is
+ * dropped with one log line; samples a 200 lists as "rejected" are
+ * counted in the log and not resent.
+ */
+static void
+metrics_sample(struct agent *a)
 {
 	scrape_dcgm(a);
-	long long ts = ag_now();
+	long long ts_ms = ag_now_ms();
 	pthread_mutex_lock(&a->mu);
-	(void)refresh(a);
-	report_samples(&a->node, ts, a->samples);
+	if (refresh(a) == 0)
+		report_samples(&a->node, ts_ms, a->samples);
 	/* MIG devices: telemetry only dcgm-exporter has */
-	for (int i = 0; a->dcgm_ok && i < a->ndcgm; i++) {
+	for (int i = 0; a->dcgm_ok && !a->discovery_failed && i < a->ndcgm; i++) {
 		struct dcgm_device *d = &a->dcgm[i];
 		if (d->gi_id < 0)
 			continue;
@@ -677,7 +862,7 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		if (dev == NULL)
 			continue;
 		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "ts", report_time(ts));
+		json_object_object_add(o, "ts", report_time_ms(ts_ms));
 		json_object_object_add(o, "gpu_uuid", json_object_new_string(d->gpu_uuid));
 		json_object_object_add(o, "device_uuid", json_object_new_string(dev));
 		if (d->sm_active >= 0)
@@ -702,9 +887,13 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		snprintf(d, sizeof(d), "%lld", a->dropped_samples);
 		log_warn(NULL, "metrics buffer full, oldest samples dropped", "dropped_total", d);
 	}
+}
+
+static bool
+metrics_send(struct agent *a, struct gp_client *c)
+{
 	while (json_object_array_length(a->samples) > 0) {
-		size_t total = json_object_array_length(a->samples);
-		size_t batch = total < METRICS_BATCH ? total : METRICS_BATCH;
+		size_t batch = metrics_batch_len(a->samples, a->batch_max);
 		struct json_object *arr = json_object_new_array();
 		for (size_t i = 0; i < batch; i++)
 			json_object_array_add(arr,
@@ -714,6 +903,19 @@ metrics_tick(struct agent *a, struct gp_client *c)
 		struct gp_client_response r;
 		long st = call(a, c, "POST", "/v1/agent/metrics", body, &r);
 		json_object_put(body);
+		if (st == 413) {
+			char b[32];
+			a->batch_max = batch > 1 ? batch / 2 : 1;
+			snprintf(b, sizeof(b), "%zu", a->batch_max);
+			log_warn(NULL, "metrics batch too large (413); halved", "samples", b);
+			gp_client_response_free(&r);
+			if (batch > 1)
+				continue;
+			/* one sample too large: it can never go */
+			json_object_array_del_idx(a->samples, 0, 1);
+			a->dropped_samples++;
+			continue;
+		}
 		if (st == 202 || st == 200 || st == 404 || st == 405 || st == 400 || st == 422) {
 			if (st == 404 || st == 405) {
 				if (!a->metrics_missing_logged)
@@ -723,14 +925,24 @@ metrics_tick(struct agent *a, struct gp_client *c)
 				a->metrics_missing_logged = true;
 			} else if (st == 400 || st == 422) {
 				log_http("metrics refused; batch dropped", &r);
+			} else {
+				metrics_log_rejected(r.json);
+				/* grow back after a 413, one doubling per batch taken */
+				if (a->batch_max < AGENT_METRICS_MAX_BATCH_SAMPLES)
+					a->batch_max =
+					    a->batch_max * 2 > AGENT_METRICS_MAX_BATCH_SAMPLES
+					    ? AGENT_METRICS_MAX_BATCH_SAMPLES
+					    : a->batch_max * 2;
 			}
 			json_object_array_del_idx(a->samples, 0, batch);
 			gp_client_response_free(&r);
 			continue;
 		}
+		char held[32];
+		snprintf(held, sizeof(held), "%zu", json_object_array_length(a->samples));
 		if (st == 0)
 			log_warn(NULL, "metrics: server unreachable; kept for later", "error",
-			    r.error);
+			    r.error, "buffered", held);
 		else if (st != 401)
 			log_http("metrics failed; kept for later", &r);
 		gp_client_response_free(&r);
@@ -815,24 +1027,43 @@ profiles_tick(struct agent *a, struct gp_client *c)
 
 /* ---------------------------------------------------------------- run */
 
+/* The state dir holds the node token: a real directory (never a symlink),
+ * owned by the agent's user, 0700. Created when missing. */
 static int
 ensure_state_dir(const char *dir)
 {
 	struct stat st;
-	if (stat(dir, &st) != 0) {
-		if (mkdir(dir, 0700) != 0) {
+	if (lstat(dir, &st) != 0) {
+		if (errno != ENOENT || mkdir(dir, 0700) != 0) {
 			fprintf(stderr, "gpupool-agent: cannot create %s: %s\n", dir,
 			    strerror(errno));
 			return -1;
 		}
-		return 0;
+		if (lstat(dir, &st) != 0)
+			return -1;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		fprintf(stderr,
+		    "gpupool-agent: %s is a symbolic link; refusing it as the state dir (name "
+		    "the directory itself)\n",
+		    dir);
+		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "gpupool-agent: %s is not a directory\n", dir);
 		return -1;
 	}
-	if ((st.st_mode & 077) != 0)
-		(void)chmod(dir, st.st_mode & 0700);
+	if (st.st_uid != geteuid()) {
+		fprintf(stderr,
+		    "gpupool-agent: %s belongs to uid %u, not to this agent's uid %u; refusing "
+		    "it as the state dir\n",
+		    dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	if ((st.st_mode & 077) != 0 && chmod(dir, st.st_mode & 0700) != 0) {
+		fprintf(stderr, "gpupool-agent: cannot make %s 0700: %s\n", dir, strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
@@ -873,6 +1104,9 @@ agent_run(const struct agent_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	load_agent_json(a);
 	bool have = read_secret_file(a, "token", a->token, sizeof(a->token));
+	if (have)
+		a->token_gen = 1;
+	a->batch_max = AGENT_METRICS_MAX_BATCH_SAMPLES;
 	(void)read_secret_file(a, "push-secret", a->secret, sizeof(a->secret));
 	if (cfg->listen != NULL) {
 		a->push = push_start(cfg->listen, agent_submit, agent_secret, a, err, sizeof(err));
@@ -910,8 +1144,10 @@ agent_run(const struct agent_config *cfg)
 		code = AGENT_EXIT_CONFIG;
 		goto out;
 	}
+	long long metrics_ms = cfg->metrics_interval_ms > 0 ? cfg->metrics_interval_ms
+							    : cfg->metrics_interval * 1000LL;
 	long long now = ag_mono_ms();
-	long long next_hb = now, next_metrics = now + cfg->metrics_interval * 1000LL,
+	long long next_hb = now, next_metrics = now + metrics_ms, next_send = next_metrics,
 		  next_prof = now + 2000;
 	int hb_fails = 0, m_fails = 0, p_fails = 0;
 	while (!g_stop) {
@@ -919,10 +1155,13 @@ agent_run(const struct agent_config *cfg)
 		bool unauth = a->unauthorized;
 		pthread_mutex_unlock(&a->mu);
 		if (unauth) {
+			/* the one re-enrollment: this thread alone enrolls, the
+			 * poller waits for the new token; all resume at once */
 			code = enroll(a, c);
 			if (code != 0)
 				break;
-			next_hb = ag_mono_ms();
+			next_hb = next_metrics = next_send = next_prof = ag_mono_ms();
+			hb_fails = m_fails = p_fails = 0;
 		}
 		now = ag_mono_ms();
 		if (now >= next_hb) {
@@ -935,10 +1174,14 @@ agent_run(const struct agent_config *cfg)
 					  : cfg->heartbeat_interval * 1000LL));
 		}
 		if (now >= next_metrics) {
-			bool ok = metrics_tick(a, c);
-			m_fails = ok ? 0 : m_fails + 1;
-			next_metrics = ag_mono_ms() + cfg->metrics_interval * 1000LL +
-			    (ok ? 0 : backoff_ms(m_fails));
+			/* samples on schedule; sending backs off on its own */
+			metrics_sample(a);
+			next_metrics = ag_mono_ms() + metrics_ms;
+			if (now >= next_send) {
+				bool ok = metrics_send(a, c);
+				m_fails = ok ? 0 : m_fails + 1;
+				next_send = ok ? 0 : ag_mono_ms() + backoff_ms(m_fails);
+			}
 		}
 		if (now >= next_prof) {
 			bool ok = profiles_tick(a, c);
@@ -953,9 +1196,13 @@ agent_run(const struct agent_config *cfg)
 		pthread_mutex_lock(&a->mu);
 		while (!g_stop && !a->unauthorized && !(a->status_dirty && hb_fails == 0) &&
 		    ag_mono_ms() < wake) {
+			/* until the next tick, at most 200 ms (g_stop is a flag) */
+			long long left = wake - ag_mono_ms();
+			if (left > 200)
+				left = 200;
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 200 * 1000000L;
+			ts.tv_nsec += (left > 0 ? left : 0) * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;

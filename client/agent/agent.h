@@ -15,6 +15,11 @@
 
 #define AGENT_VERSION "0.1.0"
 
+/* Metrics batches (docs/agent.md, "Telemetry"): well under the server's
+ * 1 MiB body limit for agent routes, and its 5,000 samples per batch. */
+#define AGENT_METRICS_MAX_BATCH_BYTES 262144
+#define AGENT_METRICS_MAX_BATCH_SAMPLES 5000
+
 struct agent_config {
 	const char *server;
 	const char *enroll_token; /* NULL: DIR/enroll-token or GPUPOOL_ENROLL_TOKEN */
@@ -26,6 +31,7 @@ struct agent_config {
 	const char *dcgm_url;     /* dcgm-exporter /metrics, NULL: none */
 	int poll_interval;        /* long-poll wait, seconds (1..60) */
 	int metrics_interval;     /* seconds */
+	int metrics_interval_ms;  /* when > 0, instead of metrics_interval (simulations, tests) */
 	int heartbeat_interval;   /* seconds */
 	int status_interval;      /* full status at least this often, seconds */
 	int profiles_interval;    /* seconds */

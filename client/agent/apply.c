@@ -150,6 +150,14 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 				    "no such GPU on this node");
 			continue;
 		}
+		if (g->state != AG_GPU_OK) {
+			/* its instances are not known this scan: nothing is
+			 * created or destroyed there (the agent applies again
+			 * once the GPU reads ok; a lost one the server fails) */
+			log_warn(NULL, "GPU not readable; its layout is left as it is", "gpu",
+			    g->uuid, "error", g->error);
+			continue;
+		}
 		int slot = (int)(g - node->gpus);
 		bool mig = g->mig_enabled;
 		if (dg->mig_enabled != mig) {
@@ -249,7 +257,8 @@ apply_whole_into(const struct whole_state *whole, struct ag_node *node)
 {
 	for (int i = 0; i < node->ngpus && i < AG_MAX_GPUS; i++) {
 		struct ag_gpu *g = &node->gpus[i];
-		if (g->mig_enabled || whole->ninst[i] == 0 || strcmp(whole->uuid[i], g->uuid) != 0)
+		if (g->mig_enabled || g->state != AG_GPU_OK || whole->ninst[i] == 0 ||
+		    strcmp(whole->uuid[i], g->uuid) != 0)
 			continue;
 		g->ninst = whole->ninst[i];
 		memcpy(g->inst, whole->inst[i], sizeof(g->inst));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "util.h"
 
 struct ag_backend *
 ag_backend_open(const char *name, const struct ag_backend_config *cfg, char *err, size_t errlen)
@@ -84,5 +85,78 @@ ag_recovery_action_name(int v)
 		return "drain_and_reset";
 	default:
 		return "none";
+	}
+}
+
+void
+ag_gpu_mark(struct ag_gpu *g, enum ag_gpu_state state, const char *why)
+{
+	g->state = state;
+	snprintf(g->error, sizeof(g->error), "%s", why != NULL ? why : "");
+	for (char *c = g->error; *c != '\0'; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = ' ';
+	g->ninst = 0;
+	if (state != AG_GPU_LOST)
+		return; /* unknown: health and telemetry were read, the instances not */
+	g->power_w = -1;
+	g->sm_active = -1;
+	g->temperature_c = -1;
+	g->memory_used_mib = -1;
+	g->memory_total_mib = -1;
+}
+
+bool
+ag_xid_is_reset_class(int xid)
+{
+	static const int reset[] = { 48, 63, 64, 74, 79, 92, 94, 95, 109, 110, 119, 120, 136, 140,
+		143, 154, 156, 158 };
+	for (size_t i = 0; i < sizeof(reset) / sizeof(reset[0]); i++)
+		if (reset[i] == xid)
+			return true;
+	return false;
+}
+
+bool
+ag_xid_add(struct ag_xid *q, int *n, int max, int xid, long long ts, int count)
+{
+	if (count < 1)
+		count = 1;
+	for (int i = 0; i < *n; i++) {
+		if (q[i].xid == xid) {
+			q[i].count =
+			    q[i].count > 1000000000 - count ? 1000000000 : q[i].count + count;
+			return true;
+		}
+	}
+	if (*n >= max) {
+		int victim = -1;
+		for (int i = 0; i < *n && victim < 0; i++)
+			if (!ag_xid_is_reset_class(q[i].xid))
+				victim = i;
+		if (victim < 0) /* only reset-class codes, all distinct: cannot be */
+			return false;
+		memmove(&q[victim], &q[victim + 1], sizeof(q[0]) * (size_t)(*n - victim - 1));
+		(*n)--;
+	}
+	q[*n].xid = xid;
+	q[*n].ts = ts;
+	q[*n].count = count;
+	(*n)++;
+	return true;
+}
+
+void
+ag_xid_take(struct ag_xid *q, int *n, const struct ag_xid *sent)
+{
+	for (int i = 0; i < *n; i++) {
+		if (q[i].xid != sent->xid)
+			continue;
+		q[i].count -= sent->count;
+		if (q[i].count <= 0) {
+			memmove(&q[i], &q[i + 1], sizeof(q[0]) * (size_t)(*n - i - 1));
+			(*n)--;
+		}
+		return;
 	}
 }

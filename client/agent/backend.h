@@ -16,7 +16,7 @@
 
 #define AG_MAX_GPUS 16
 #define AG_MAX_INSTANCES 8 /* per GPU: at most 7 on any MIG model */
-#define AG_MAX_XIDS 16     /* XID events kept per GPU between two reports */
+#define AG_MAX_XIDS 32     /* Xid codes kept per GPU per scan (coalesced per code) */
 #define AG_UUID_MAX 96
 #define AG_NAME_MAX 96
 #define AG_ERR_MAX 256
@@ -31,8 +31,21 @@ struct ag_instance {
 
 struct ag_xid {
 	int xid;
-	long long ts; /* unix seconds */
+	long long ts; /* unix seconds: the first event of this code */
+	int count;    /* events of this code coalesced into this entry (>= 1) */
 };
+
+/* What the agent could read of a GPU in one scan (docs/agent.md, "Fault
+ * classes"): everything; its identity and health but not its instances
+ * (the server keeps its allocations as they were); or nothing (the
+ * identity is the one of the last good discovery). */
+enum ag_gpu_state {
+	AG_GPU_OK = 0,
+	AG_GPU_UNKNOWN,
+	AG_GPU_LOST,
+};
+
+#define AG_GPU_ERROR_MAX 201 /* the contract's 200 characters and the NUL */
 
 struct ag_gpu {
 	char uuid[AG_UUID_MAX];
@@ -43,6 +56,11 @@ struct ag_gpu {
 	bool mig_enabled;
 	struct ag_instance inst[AG_MAX_INSTANCES];
 	int ninst;
+	enum ag_gpu_state state;
+	bool stale;                   /* unknown because discovery failed: no health either */
+	char error[AG_GPU_ERROR_MAX]; /* why unknown or lost */
+	int lost_xid;                 /* lost: the Xid that took it, 0 when not known */
+	char bus_id[24];              /* "00000000:18:00.0", "" when unknown */
 	/* health */
 	long long ecc_uncorrected; /* volatile total, -1 unknown */
 	long long ecc_corrected;   /* volatile total, -1 unknown */
@@ -127,6 +145,29 @@ void ag_gpu_init(struct ag_gpu *g);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" derived from seed (stable). */
 void ag_derive_uuid(const char *prefix, const char *seed, char *out, size_t outlen);
+
+/* Mark g lost or unknown with why (truncated to the contract's 200
+ * characters, control characters blanked): its instances are dropped,
+ * and for a lost GPU its telemetry too. */
+void ag_gpu_mark(struct ag_gpu *g, enum ag_gpu_state state, const char *why);
+
+/* True for the Xids that need a GPU reset or a node reboot (NVIDIA's Xid
+ * catalog): these are never dropped from a queue. */
+bool ag_xid_is_reset_class(int xid);
+
+/*
+ * Add one event of xid at ts to q (n entries, at most max): coalesced
+ * into the entry of the same code (count + 1, first ts kept); else
+ * appended; when q is full, the oldest application-class entry makes
+ * room (a reset-class event is never dropped; an application-class one
+ * arriving at a queue full of reset-class ones is). Returns false when
+ * the event was dropped.
+ */
+bool ag_xid_add(struct ag_xid *q, int *n, int max, int xid, long long ts, int count);
+
+/* Take what was sent (an entry of q as it was reported) out of q: its
+ * count is subtracted from the entry of that code, gone at 0. */
+void ag_xid_take(struct ag_xid *q, int *n, const struct ag_xid *sent);
 
 /* The name of NVML's recovery action value (0..4): "none" ... */
 const char *ag_recovery_action_name(int v);

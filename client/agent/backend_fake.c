@@ -16,7 +16,12 @@
  *    "fail_apply":[{"gpu":0,"profile":"3g.40gb","start":4,"message":"…"}],
  *    "pods":[{"device_uuid":"MIG-…","namespace":"ns","pod":"p","container":"c"}]}
  * Each XID listed is reported once (the count reported is kept in the
- * state file), as NVML's event queue would hand it over.
+ * state file), as NVML's event queue would hand it over; repeated codes
+ * are coalesced with a count. A GPU with "lost": true cannot be read at
+ * all (reported lost with NVML's "GPU is lost", its Xids still handed
+ * over); one with "unknown": true has its instances unreadable for the
+ * scan (reported unknown). Both are undone by removing them. A top-level
+ * "discovery_error": "…" fails every discovery with that message.
  */
 #include <json-c/json.h>
 #include <stdio.h>
@@ -154,12 +159,16 @@ faults_for_gpu(struct json_object *faults, int index)
 static int
 fake_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	struct fake *f = b->priv;
-	struct json_object *faults = fake_faults(f);
+	struct json_object *faults = fake_faults(f), *de;
 	bool dirty = false;
 	long long now = ag_now();
+	if (faults != NULL && json_object_object_get_ex(faults, "discovery_error", &de)) {
+		/* the whole read fails, as a failed nvidia-smi -q would */
+		snprintf(err, errlen, "%s", json_object_get_string(de));
+		json_object_put(faults);
+		return -1;
+	}
 	node->ngpus = f->ngpus;
 	for (int i = 0; i < f->ngpus; i++) {
 		struct fake_gpu *fg = &f->gpus[i];
@@ -201,16 +210,23 @@ fake_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errl
 		if (json_object_object_get_ex(fo, "xids", &v) &&
 		    json_object_is_type(v, json_type_array)) {
 			int n = (int)json_object_array_length(v);
-			for (int k = fg->xids_reported; k < n && g->nxids < AG_MAX_XIDS; k++) {
-				g->xids[g->nxids].xid =
-				    json_object_get_int(json_object_array_get_idx(v, (size_t)k));
-				g->xids[g->nxids].ts = now;
-				g->nxids++;
-			}
+			for (int k = fg->xids_reported; k < n; k++)
+				(void)ag_xid_add(g->xids, &g->nxids, AG_MAX_XIDS,
+				    json_object_get_int(json_object_array_get_idx(v, (size_t)k)),
+				    now, 1);
 			if (n > fg->xids_reported) {
 				fg->xids_reported = n;
 				dirty = true;
 			}
+		}
+		if (json_object_object_get_ex(fo, "lost", &v) && json_object_get_boolean(v)) {
+			ag_gpu_mark(g, AG_GPU_LOST, "nvmlDeviceGetHandleByIndex_v2: GPU is lost");
+			for (int k = 0; k < g->nxids; k++)
+				if (ag_xid_is_reset_class(g->xids[k].xid))
+					g->lost_xid = g->xids[k].xid;
+		} else if (json_object_object_get_ex(fo, "unknown", &v) &&
+		    json_object_get_boolean(v)) {
+			ag_gpu_mark(g, AG_GPU_UNKNOWN, "nvmlDeviceGetGpuInstances: Unknown Error");
 		}
 	}
 	json_object_put(faults);

@@ -29,6 +29,9 @@ struct nvml {
 	nvmlEventSet_t events; /* XID events of every GPU; NULL when unsupported */
 	nvmlDevice_t devs[AG_MAX_GPUS];
 	int ndevs;
+	/* identities of the last discovery, by index: a GPU that cannot be
+	 * read any more is reported lost under the identity it had */
+	struct ag_gpu known[AG_MAX_GPUS];
 };
 
 static const char *
@@ -72,7 +75,8 @@ ci_profile_for(int c)
 	}
 }
 
-/* Identity of GPU i: uuid, name, PCI id, memory, MIG mode. */
+/* Identity of GPU i: uuid, name, PCI id, memory, MIG mode. Returns 0, or
+ * the NVML error of the UUID read. */
 static int
 nv_identity(struct nvml *n, nvmlDevice_t d, struct ag_gpu *g, char *err, size_t errlen)
 {
@@ -80,7 +84,7 @@ nv_identity(struct nvml *n, nvmlDevice_t d, struct ag_gpu *g, char *err, size_t 
 	char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
 	if ((r = n->nvmlDeviceGetUUID(d, buf, sizeof(buf))) != NVML_SUCCESS) {
 		snprintf(err, errlen, "nvmlDeviceGetUUID(%d): %s", g->index, nv_err(n, r));
-		return -1;
+		return (int)r;
 	}
 	ag_strlcpy(g->uuid, buf, sizeof(g->uuid));
 	char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
@@ -153,23 +157,43 @@ nv_health(struct nvml *n, nvmlDevice_t d, struct ag_gpu *g)
 	}
 }
 
-/* The GPU instances of d, with profile names from the catalog model m. */
-static void
-nv_instances(struct nvml *n, nvmlDevice_t d, const struct gpu_model *m, struct ag_gpu *g)
+/* An error of a listing call that means "none of these here" rather
+ * than "could not be read". */
+static bool
+nv_benign(nvmlReturn_t r)
+{
+	return r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_NOT_SUPPORTED ||
+	    r == NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* The GPU instances of d, with profile names from the catalog model m.
+ * Returns NVML_SUCCESS, or the error that kept them from being listed
+ * (the GPU is then unknown, or lost, for this scan). */
+static nvmlReturn_t
+nv_instances(struct nvml *n, nvmlDevice_t d, const struct gpu_model *m, struct ag_gpu *g,
+    char *what, size_t whatlen)
 {
 	g->ninst = 0;
 	if (m == NULL || !g->mig_enabled || n->nvmlDeviceGetGpuInstances == NULL)
-		return;
+		return NVML_SUCCESS;
+	nvmlReturn_t r;
 	for (int p = 0; p < m->nprofiles; p++) {
 		nvmlGpuInstance_t gis[AG_MAX_INSTANCES];
 		unsigned cnt = AG_MAX_INSTANCES;
-		if (n->nvmlDeviceGetGpuInstances(d, (unsigned)m->profiles[p].id, gis, &cnt) !=
-		    NVML_SUCCESS)
-			continue;
+		r = n->nvmlDeviceGetGpuInstances(d, (unsigned)m->profiles[p].id, gis, &cnt);
+		if (r != NVML_SUCCESS) {
+			if (nv_benign(r))
+				continue;
+			snprintf(what, whatlen, "nvmlDeviceGetGpuInstances(%s)",
+			    m->profiles[p].name);
+			return r;
+		}
 		for (unsigned k = 0; k < cnt && g->ninst < AG_MAX_INSTANCES; k++) {
 			nvmlGpuInstanceInfo_t info;
-			if (n->nvmlGpuInstanceGetInfo(gis[k], &info) != NVML_SUCCESS)
-				continue;
+			if ((r = n->nvmlGpuInstanceGetInfo(gis[k], &info)) != NVML_SUCCESS) {
+				snprintf(what, whatlen, "nvmlGpuInstanceGetInfo");
+				return r;
+			}
 			struct ag_instance *in = &g->inst[g->ninst++];
 			memset(in, 0, sizeof(*in));
 			ag_strlcpy(in->profile, m->profiles[p].name, sizeof(in->profile));
@@ -182,7 +206,7 @@ nv_instances(struct nvml *n, nvmlDevice_t d, const struct gpu_model *m, struct a
 	unsigned max = 0;
 	if (n->nvmlDeviceGetMaxMigDeviceCount == NULL ||
 	    n->nvmlDeviceGetMaxMigDeviceCount(d, &max) != NVML_SUCCESS)
-		return;
+		return NVML_SUCCESS;
 	for (unsigned i = 0; i < max; i++) {
 		nvmlDevice_t md;
 		unsigned gi;
@@ -195,6 +219,7 @@ nv_instances(struct nvml *n, nvmlDevice_t d, const struct gpu_model *m, struct a
 			if (g->inst[k].gi_id == (int)gi)
 				ag_strlcpy(g->inst[k].uuid, uuid, sizeof(g->inst[k].uuid));
 	}
+	return NVML_SUCCESS;
 }
 
 /* Drain the XID events that arrived since the last call (no waiting). */
@@ -203,24 +228,44 @@ nv_xids(struct nvml *n, struct ag_node *node)
 {
 	if (n->events == NULL)
 		return;
-	for (int guard = 0; guard < 256; guard++) {
+	for (int guard = 0; guard < 4096; guard++) {
 		nvmlEventData_t ev;
 		memset(&ev, 0, sizeof(ev));
 		if (n->nvmlEventSetWait_v2(n->events, &ev, 0) != NVML_SUCCESS)
 			return;
 		if (ev.eventType != nvmlEventTypeXidCriticalError)
 			continue;
-		for (int i = 0; i < n->ndevs && i < node->ngpus; i++) {
-			struct ag_gpu *g = &node->gpus[i];
-			if (n->devs[i] == ev.device && g->nxids < AG_MAX_XIDS) {
-				g->xids[g->nxids].xid = (int)ev.eventData;
-				g->xids[g->nxids].ts = ag_now();
-				g->nxids++;
-			}
+		for (int k = 0; k < node->ngpus; k++) {
+			struct ag_gpu *g = &node->gpus[k];
+			int i = g->index;
+			if (i >= 0 && i < n->ndevs && n->devs[i] == ev.device)
+				(void)ag_xid_add(g->xids, &g->nxids, AG_MAX_XIDS, (int)ev.eventData,
+				    ag_now(), 1);
 		}
 	}
 }
 
+/* GPU i could not be read (r from what): lost under the identity it had
+ * at the last good discovery; false when it never had one (nothing to
+ * report it under). */
+static bool
+nv_lost(struct nvml *n, unsigned i, const char *what, nvmlReturn_t r, struct ag_gpu *g)
+{
+	if (n->known[i].uuid[0] == '\0')
+		return false;
+	char why[AG_GPU_ERROR_MAX];
+	snprintf(why, sizeof(why), "%s: %s", what, nv_err(n, r));
+	*g = n->known[i];
+	g->nxids = 0;
+	ag_gpu_mark(g, AG_GPU_LOST, why);
+	return true;
+}
+
+/*
+ * Every GPU, each on its own: one that cannot be read at all is reported
+ * lost (the others keep reporting), one whose instances cannot be listed
+ * unknown. Only a failure to count the GPUs fails the whole discovery.
+ */
 static int
 nv_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen)
 {
@@ -235,11 +280,12 @@ nv_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen
 		count = AG_MAX_GPUS;
 	node->ngpus = 0;
 	for (unsigned i = 0; i < count; i++) {
+		struct ag_gpu *g = &node->gpus[node->ngpus];
 		nvmlDevice_t d;
 		if ((r = n->nvmlDeviceGetHandleByIndex_v2(i, &d)) != NVML_SUCCESS) {
-			snprintf(err, errlen, "nvmlDeviceGetHandleByIndex_v2(%u): %s", i,
-			    nv_err(n, r));
-			return -1;
+			if (nv_lost(n, i, "nvmlDeviceGetHandleByIndex_v2", r, g))
+				node->ngpus++;
+			continue;
 		}
 		bool new_dev = (int)i >= n->ndevs || n->devs[i] != d;
 		n->devs[i] = d;
@@ -248,16 +294,35 @@ nv_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen
 		if (new_dev && n->events != NULL && n->nvmlDeviceRegisterEvents != NULL)
 			(void)n->nvmlDeviceRegisterEvents(d, nvmlEventTypeXidCriticalError,
 			    n->events);
-		struct ag_gpu *g = &node->gpus[node->ngpus];
 		ag_gpu_init(g);
 		g->index = (int)i;
-		if (nv_identity(n, d, g, err, errlen) != 0)
-			return -1;
+		char ierr[AG_ERR_MAX];
+		int ir = nv_identity(n, d, g, ierr, sizeof(ierr));
+		if (ir != 0) {
+			if (nv_lost(n, i, "nvmlDeviceGetUUID", (nvmlReturn_t)ir, g))
+				node->ngpus++;
+			continue;
+		}
+		n->known[i] = *g;
 		nv_health(n, d, g);
-		nv_instances(n, d, nv_model(n, g), g);
+		char what[96] = "";
+		r = nv_instances(n, d, nv_model(n, g), g, what, sizeof(what));
+		if (r != NVML_SUCCESS) {
+			char why[AG_GPU_ERROR_MAX];
+			snprintf(why, sizeof(why), "%s: %s", what, nv_err(n, r));
+			ag_gpu_mark(g, r == NVML_ERROR_GPU_IS_LOST ? AG_GPU_LOST : AG_GPU_UNKNOWN,
+			    why);
+		}
 		node->ngpus++;
 	}
 	nv_xids(n, node);
+	/* a lost GPU's Xid, where its last events name one that explains it */
+	for (int k = 0; k < node->ngpus; k++) {
+		struct ag_gpu *g = &node->gpus[k];
+		for (int x = 0; g->state == AG_GPU_LOST && x < g->nxids; x++)
+			if (ag_xid_is_reset_class(g->xids[x].xid))
+				g->lost_xid = g->xids[x].xid;
+	}
 	return 0;
 }
 

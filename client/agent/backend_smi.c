@@ -5,65 +5,192 @@
  * placement given (`-cgi PROFILE_ID:START -C`, `-gi ID -dci`, `-gi ID
  * -dgi`). With --dry-run the MIG commands are printed, never run, and
  * discovery only reads.
+ *
+ * nvidia-smi runs with fork and execv (execvp for a bare name) and an
+ * argument vector, never through a shell. The --query-gpu fields that not
+ * every driver has are asked for only where `--help-query-gpu` lists them.
+ *
+ * A failed read is never an empty answer: a failed `--query-gpu`, `-L` or
+ * `-q` fails the discovery (the agent then reports every GPU unknown); a
+ * failed `mig -lgi` makes the MIG GPUs unknown for this scan; a GPU that
+ * nvidia-smi cannot reach ("Unable to determine the device handle for
+ * GPU…") is lost under the identity of its last good discovery.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.h"
+#include "core/log.h"
 #include "domain/catalog.h"
 #include "smi_parse.h"
 #include "util.h"
+
+#define SMI_MAX_ARGS 16
 
 struct smi {
 	char bin[1024];
 	bool dry_run;
 	struct catalog *cat;
-	struct ag_node last; /* the last discovery: GI ids and profiles */
+	struct ag_node last;  /* the last discovery: GI ids and profiles */
+	struct ag_node known; /* every GPU ever read, by bus id: identities of lost ones */
+	bool probed;
+	char fields[1024]; /* the --query-gpu= list this driver supports */
 };
 
-/* Run "bin args" (no shell metacharacters come from outside: args are
- * built from integers), the output into a malloc'd string. */
+/* Run bin with args (words split at spaces: they are built from fixed
+ * words and integers), stdout and stderr into a malloc'd string. */
 static char *
 smi_run(struct smi *s, const char *args, int *status)
 {
-	char cmd[2048];
-	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", s->bin, args);
-	FILE *p = popen(cmd, "r");
-	if (p == NULL)
+	char words[2048];
+	char *argv[SMI_MAX_ARGS + 2];
+	int argc = 0;
+	ag_strlcpy(words, args, sizeof(words));
+	argv[argc++] = s->bin;
+	char *save = NULL;
+	for (char *w = strtok_r(words, " ", &save); w != NULL && argc < SMI_MAX_ARGS + 1;
+	     w = strtok_r(NULL, " ", &save))
+		argv[argc++] = w;
+	argv[argc] = NULL;
+	*status = -1;
+	int fd[2];
+	if (pipe(fd) != 0)
 		return NULL;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return NULL;
+	}
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		dup2(fd[1], 2);
+		close(fd[0]);
+		close(fd[1]);
+		if (strchr(s->bin, '/') != NULL)
+			execv(s->bin, argv);
+		else
+			execvp(s->bin, argv);
+		_exit(127);
+	}
+	close(fd[1]);
 	size_t cap = 65536, n = 0;
 	char *buf = malloc(cap);
-	while (buf != NULL) {
-		size_t r = fread(buf + n, 1, cap - n - 1, p);
-		n += r;
-		if (r == 0)
-			break;
-		if (n + 1 >= cap) {
+	for (;;) {
+		if (buf != NULL && n + 1 >= cap) {
 			char *nb = realloc(buf, cap * 2);
-			if (nb == NULL)
-				break;
-			buf = nb;
-			cap *= 2;
+			if (nb == NULL) {
+				free(buf);
+				buf = NULL;
+			} else {
+				buf = nb;
+				cap *= 2;
+			}
 		}
+		char sink[4096];
+		ssize_t r = buf != NULL ? read(fd[0], buf + n, cap - n - 1)
+					: read(fd[0], sink, sizeof(sink));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (buf != NULL)
+			n += (size_t)r;
 	}
-	int st = pclose(p);
-	if (status != NULL)
-		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	close(fd[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	if (buf != NULL)
 		buf[n] = '\0';
 	return buf;
+}
+
+/* The --query-gpu fields: the base ones, and the optional ones this
+ * driver lists in --help-query-gpu (an old driver refuses the whole query
+ * over one field it does not know). */
+static void
+smi_probe(struct smi *s)
+{
+	static const char *const opt[] = SMI_OPTIONAL_FIELDS;
+	ag_strlcpy(s->fields, SMI_QUERY_FIELDS, sizeof(s->fields));
+	int st;
+	char *help = smi_run(s, "--help-query-gpu", &st);
+	bool listed = help != NULL && st == 0 && strstr(help, "\"index\"") != NULL;
+	for (int i = 0; i < SMI_NOPTIONAL; i++) {
+		char quoted[64];
+		snprintf(quoted, sizeof(quoted), "\"%s\"", opt[i]);
+		if (listed && strstr(help, quoted) == NULL) {
+			log_info(NULL, "nvidia-smi: this driver has no query field; not asked",
+			    "field", opt[i]);
+			continue;
+		}
+		size_t l = strlen(s->fields);
+		snprintf(s->fields + l, sizeof(s->fields) - l, ",%s", opt[i]);
+	}
+	free(help);
+	s->probed = true;
+}
+
+/* The identity a lost GPU had (by bus id); false when never read. */
+static bool
+smi_known(const struct smi *s, const char *bus, struct ag_gpu *out)
+{
+	for (int i = 0; i < s->known.ngpus; i++)
+		if (smi_same_bus(s->known.gpus[i].bus_id, bus)) {
+			*out = s->known.gpus[i];
+			return true;
+		}
+	return false;
+}
+
+static void
+smi_remember(struct smi *s, const struct ag_gpu *g)
+{
+	if (g->bus_id[0] == '\0')
+		return;
+	for (int i = 0; i < s->known.ngpus; i++)
+		if (smi_same_bus(s->known.gpus[i].bus_id, g->bus_id)) {
+			s->known.gpus[i] = *g;
+			return;
+		}
+	if (s->known.ngpus < AG_MAX_GPUS)
+		s->known.gpus[s->known.ngpus++] = *g;
+}
+
+/* out (a malloc'd answer or NULL) with its exit status as one error. */
+static void
+smi_failed(char *err, size_t errlen, const char *what, const char *out, int st)
+{
+	char text[200];
+	ag_strlcpy(text, out != NULL ? out : "", sizeof(text));
+	snprintf(err, errlen, "nvidia-smi %s failed (exit %d): %s", what, st, ag_trim(text));
 }
 
 static int
 smi_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errlen)
 {
 	struct smi *s = b->priv;
+	if (!s->probed)
+		smi_probe(s);
 	int st;
-	char *q = smi_run(s, "--query-gpu=" SMI_QUERY_FIELDS " --format=csv", &st);
-	if (q == NULL || st != 0 || smi_parse_query_gpu(q, node) < 0) {
-		snprintf(err, errlen, "nvidia-smi --query-gpu failed: %.160s", q ? q : "");
+	char args[1100];
+	snprintf(args, sizeof(args), "--query-gpu=%s --format=csv", s->fields);
+	char *q = smi_run(s, args, &st);
+	struct smi_lost lost[AG_MAX_GPUS];
+	int nlost = q != NULL ? smi_parse_lost(q, lost, AG_MAX_GPUS) : 0;
+	int ng = q != NULL ? smi_parse_query_gpu(q, node) : -1;
+	if (ng < 0 && nlost > 0 && q != NULL) {
+		node->ngpus = 0; /* every GPU lost: no header at all */
+		ng = 0;
+	}
+	if (q == NULL || ng < 0 || (st != 0 && nlost == 0)) {
+		smi_failed(err, errlen, "--query-gpu", q, st);
 		free(q);
 		return -1;
 	}
@@ -73,23 +200,60 @@ smi_discover(struct ag_backend *b, struct ag_node *node, char *err, size_t errle
 	struct smi_q_mig qm[AG_MAX_GPUS * AG_MAX_INSTANCES];
 	int ndev = 0, ngi = 0, nq = 0;
 	char *l = smi_run(s, "-L", &st);
-	if (l != NULL && st == 0)
-		ndev = smi_parse_list(l, node, devs, AG_MAX_GPUS * AG_MAX_INSTANCES);
+	struct smi_lost lost_l[AG_MAX_GPUS];
+	if (l == NULL || (st != 0 && smi_parse_lost(l, lost_l, AG_MAX_GPUS) == 0)) {
+		smi_failed(err, errlen, "-L", l, st);
+		free(l);
+		return -1;
+	}
+	ndev = smi_parse_list(l, node, devs, AG_MAX_GPUS * AG_MAX_INSTANCES);
 	free(l);
 	bool any_mig = false;
 	for (int i = 0; i < node->ngpus; i++)
 		any_mig |= node->gpus[i].mig_enabled;
+	char lgi_err[AG_GPU_ERROR_MAX] = "";
 	if (any_mig) {
 		char *g = smi_run(s, "mig -lgi", &st);
-		if (g != NULL && st == 0)
+		if (g != NULL && st == 0) {
 			ngi = smi_parse_lgi(g, gis, AG_MAX_GPUS * AG_MAX_INSTANCES);
+		} else if (g != NULL && strstr(g, "No GPU instances found") != NULL) {
+			ngi = 0; /* an answer: there are none */
+		} else {
+			char text[160];
+			ag_strlcpy(text, g != NULL ? g : "", sizeof(text));
+			snprintf(lgi_err, sizeof(lgi_err), "nvidia-smi mig -lgi (exit %d): %s", st,
+			    ag_trim(text));
+		}
 		free(g);
 		char *qq = smi_run(s, "-q", &st);
-		if (qq != NULL && st == 0)
-			nq = smi_parse_q_mig(qq, qm, AG_MAX_GPUS * AG_MAX_INSTANCES);
+		struct smi_lost lost_q[AG_MAX_GPUS];
+		if (qq == NULL || (st != 0 && smi_parse_lost(qq, lost_q, AG_MAX_GPUS) == 0)) {
+			smi_failed(err, errlen, "-q", qq, st);
+			free(qq);
+			return -1;
+		}
+		nq = smi_parse_q_mig(qq, qm, AG_MAX_GPUS * AG_MAX_INSTANCES);
 		free(qq);
 	}
 	smi_join(node, gis, ngi, devs, ndev, qm, nq);
+	for (int i = 0; i < node->ngpus; i++) {
+		struct ag_gpu *g = &node->gpus[i];
+		if (g->mig_enabled && lgi_err[0] != '\0')
+			ag_gpu_mark(g, AG_GPU_UNKNOWN, lgi_err);
+		smi_remember(s, g);
+	}
+	/* the GPUs nvidia-smi cannot reach: lost, under the identity they had */
+	for (int k = 0; k < nlost && node->ngpus < AG_MAX_GPUS; k++) {
+		struct ag_gpu *g = &node->gpus[node->ngpus];
+		if (!smi_known(s, lost[k].bus_id, g)) {
+			log_warn(NULL, "nvidia-smi: a GPU never read is unreachable", "error",
+			    lost[k].message);
+			continue;
+		}
+		g->nxids = 0;
+		ag_gpu_mark(g, AG_GPU_LOST, lost[k].message);
+		node->ngpus++;
+	}
 	s->last = *node;
 	return 0;
 }
@@ -236,8 +400,8 @@ ag_backend_smi_open(const struct ag_backend_config *cfg, char *err, size_t errle
 		return NULL;
 	}
 	const char *bin = cfg->smi_path ? cfg->smi_path : "nvidia-smi";
-	if (strpbrk(bin, ";&|`$<>\"'\\\n") != NULL) {
-		snprintf(err, errlen, "refusing nvidia-smi path with shell characters");
+	if (bin[0] == '\0') {
+		snprintf(err, errlen, "bad nvidia-smi path \"%s\"", bin);
 		catalog_free(s->cat);
 		free(s);
 		free(b);

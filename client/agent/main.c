@@ -20,7 +20,8 @@ usage(FILE *f)
 	    "         --backend fake|nvidia-smi|nvml [--fake-gpus FILE] [--listen HOST:PORT]\n"
 	    "         [--poll-interval S] [--metrics-interval S]\n"
 	    "       more: [--callback-url URL] [--heartbeat-interval S] [--status-interval S]\n"
-	    "         [--profiles-interval S] [--dcgm-exporter URL] [--fake-faults FILE]\n"
+	    "         [--profiles-interval S] [--metrics-interval-ms MS] [--dcgm-exporter URL]\n"
+	    "         [--fake-faults FILE] [--max-buffered-samples N]\n"
 	    "         [--nvml-lib PATH] [--nvidia-smi PATH] [--dry-run] [--log-level L]\n"
 	    "       gpupool-agent --discover --backend B [...]   read-only: print the GPUs\n"
 	    "The node token is kept in DIR/token (mode 0600). The enrollment token may\n"
@@ -61,6 +62,7 @@ main(int argc, char **argv)
 		O_LISTEN,
 		O_POLL,
 		O_METRICS,
+		O_METRICS_MS,
 		O_CALLBACK,
 		O_HB,
 		O_STATUS,
@@ -85,6 +87,7 @@ main(int argc, char **argv)
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "poll-interval", required_argument, NULL, O_POLL },
 		{ "metrics-interval", required_argument, NULL, O_METRICS },
+		{ "metrics-interval-ms", required_argument, NULL, O_METRICS_MS },
 		{ "callback-url", required_argument, NULL, O_CALLBACK },
 		{ "heartbeat-interval", required_argument, NULL, O_HB },
 		{ "status-interval", required_argument, NULL, O_STATUS },
@@ -129,6 +132,10 @@ main(int argc, char **argv)
 			break;
 		case O_METRICS:
 			cfg.metrics_interval = int_arg("metrics-interval", optarg, 1, 3600);
+			break;
+		case O_METRICS_MS:
+			cfg.metrics_interval_ms =
+			    int_arg("metrics-interval-ms", optarg, 1, 3600000);
 			break;
 		case O_CALLBACK:
 			cfg.callback_url = optarg;
@@ -212,7 +219,17 @@ main(int argc, char **argv)
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
 		json_object_put(o);
 		ag_backend_close(b);
-		return 0;
+		/* a partial read is said so, and is not success */
+		int partial = 0;
+		for (int i = 0; i < node.ngpus; i++) {
+			if (node.gpus[i].state == AG_GPU_OK)
+				continue;
+			fprintf(stderr, "gpupool-agent: warning: GPU %d (%s) is %s: %s\n",
+			    node.gpus[i].index, node.gpus[i].uuid,
+			    report_gpu_state(node.gpus[i].state), node.gpus[i].error);
+			partial = 1;
+		}
+		return partial;
 	}
 	if (cfg.server == NULL || cfg.node_name == NULL || cfg.state_dir == NULL) {
 		fprintf(stderr,

@@ -101,6 +101,8 @@ smi_parse_query_gpu(const char *text, struct ag_node *node)
 	     line = strtok_r(NULL, "\n", &save)) {
 		if (ag_trim(line)[0] == '\0')
 			continue;
+		if (strstr(line, "Unable to determine the device handle") != NULL)
+			continue; /* a lost GPU (smi_parse_lost), not a row */
 		if (nh == 0) {
 			nh = split_csv(line, hdr, SMI_MAX_COLS);
 			for (int i = 0; i < nh; i++)
@@ -123,6 +125,8 @@ smi_parse_query_gpu(const char *text, struct ag_node *node)
 		ag_strlcpy(g->uuid, COL("uuid"), sizeof(g->uuid));
 		if (!na(COL("name")))
 			ag_strlcpy(g->product_name, COL("name"), sizeof(g->product_name));
+		if (!na(COL("pci.bus_id")))
+			ag_strlcpy(g->bus_id, COL("pci.bus_id"), sizeof(g->bus_id));
 		if (!na(COL("pci.device_id")))
 			ag_strlcpy(g->pci_device_id, COL("pci.device_id"),
 			    sizeof(g->pci_device_id));
@@ -222,12 +226,57 @@ smi_parse_list(const char *text, struct ag_node *node, struct smi_mig_device *de
 			devs[n].gpu = gpu;
 			devs[n].device = dev;
 			ag_strlcpy(devs[n].profile, prof, sizeof(devs[n].profile));
+			/* "1c.3g.71gb": a compute instance of the 3g.71gb GPU instance */
+			int c = 0, used = 0;
+			devs[n].ci_slices = 0;
+			if (sscanf(prof, "%dc.%n", &c, &used) == 1 && used > 0 && c > 0 &&
+			    strchr(prof + used, '.') != NULL) {
+				devs[n].ci_slices = c;
+				ag_strlcpy(devs[n].gi_profile, prof + used,
+				    sizeof(devs[n].gi_profile));
+			} else {
+				ag_strlcpy(devs[n].gi_profile, prof, sizeof(devs[n].gi_profile));
+			}
 			ag_strlcpy(devs[n].uuid, uuid, sizeof(devs[n].uuid));
 			n++;
 		}
 	}
 	free(copy);
 	return n;
+}
+
+int
+smi_parse_lost(const char *text, struct smi_lost *out, int max)
+{
+	static const char key[] = "Unable to determine the device handle for GPU";
+	int n = 0;
+	for (const char *p = strstr(text, key); p != NULL && n < max; p = strstr(p + 1, key)) {
+		const char *b = p + sizeof(key) - 1;
+		while (*b == ' ')
+			b++;
+		size_t len = strcspn(b, " \n");
+		if (len > 0 && b[len - 1] == ':')
+			len--; /* "GPU0000:18:00.0: GPU is lost" */
+		if (len == 0 || len >= sizeof(out[n].bus_id))
+			continue;
+		memcpy(out[n].bus_id, b, len);
+		out[n].bus_id[len] = '\0';
+		size_t ml = strcspn(p, "\n");
+		if (ml >= sizeof(out[n].message))
+			ml = sizeof(out[n].message) - 1;
+		memcpy(out[n].message, p, ml);
+		out[n].message[ml] = '\0';
+		ag_trim(out[n].message);
+		n++;
+	}
+	return n;
+}
+
+bool
+smi_same_bus(const char *a, const char *b)
+{
+	const char *ca = strchr(a, ':'), *cb = strchr(b, ':');
+	return ca != NULL && cb != NULL && ca[1] != '\0' && strcasecmp(ca, cb) == 0;
 }
 
 int
@@ -302,6 +351,16 @@ smi_parse_q_mig(const char *text, struct smi_q_mig *out, int max)
 	return n;
 }
 
+/* The MIG device that stands for its GPU instance: one covering it
+ * before one of its compute slices, then the lower device index. */
+static bool
+better_device(const struct smi_mig_device *d, const struct smi_mig_device *than)
+{
+	if ((d->ci_slices == 0) != (than->ci_slices == 0))
+		return d->ci_slices == 0;
+	return d->device < than->device;
+}
+
 void
 smi_join(struct ag_node *node, const struct smi_gi *gis, int ngi, const struct smi_mig_device *devs,
     int ndev, const struct smi_q_mig *qm, int nq)
@@ -322,12 +381,20 @@ smi_join(struct ag_node *node, const struct smi_gi *gis, int ngi, const struct s
 		 * -L maps device index -> UUID; the GPU position in -q is its
 		 * order, which is index order */
 		int pos = (int)(g - node->gpus);
+		/* several compute instances in one GPU instance ("1c.3g.71gb",
+		 * "2c.3g.71gb"): the one covering it, else the first listed */
+		int best = -1;
 		for (int q = 0; q < nq; q++) {
 			if (qm[q].gpu != pos || qm[q].gi_id != in->gi_id)
 				continue;
-			for (int d = 0; d < ndev; d++)
-				if (devs[d].gpu == g->index && devs[d].device == qm[q].device)
-					ag_strlcpy(in->uuid, devs[d].uuid, sizeof(in->uuid));
+			for (int d = 0; d < ndev; d++) {
+				if (devs[d].gpu != g->index || devs[d].device != qm[q].device)
+					continue;
+				if (best < 0 || better_device(&devs[d], &devs[best]))
+					best = d;
+			}
 		}
+		if (best >= 0)
+			ag_strlcpy(in->uuid, devs[best].uuid, sizeof(in->uuid));
 	}
 }

@@ -47,9 +47,16 @@ int
 ag_write_file(const char *path, const char *data, size_t len, int mode)
 {
 	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return -1;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+	int fd = -1;
+	/* a new file of our own: never one planted there, never through a link */
+	for (int attempt = 0; fd < 0 && attempt < 8; attempt++) {
+		if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(),
+			ag_rand(1000000000u)) >= (int)sizeof(tmp))
+			return -1;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+		if (fd < 0 && errno != EEXIST)
+			return -1;
+	}
 	if (fd < 0)
 		return -1;
 	if (fchmod(fd, (mode_t)mode) != 0) {
@@ -84,6 +91,14 @@ long long
 ag_now(void)
 {
 	return (long long)time(NULL);
+}
+
+long long
+ag_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 long long

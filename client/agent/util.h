@@ -10,15 +10,17 @@
 /* The whole file as a NUL-terminated malloc'd string; NULL when unreadable. */
 char *ag_read_file(const char *path, size_t *len);
 
-/* Write data to path atomically (temp file + rename) with mode. */
 /* s as a whole decimal integer in [min, max], else fallback (no atoi: junk is not 0). */
 int ag_parse_int(const char *s, int min, int max, int fallback);
 
+/* Write data to path atomically with mode: a new temp file next to it
+ * (O_CREAT|O_EXCL|O_NOFOLLOW, a random name), fsync, rename. */
 int ag_write_file(const char *path, const char *data, size_t len, int mode);
 
 /* Wall clock seconds and a monotonic clock in milliseconds. */
 long long ag_now(void);
 long long ag_mono_ms(void);
+long long ag_now_ms(void); /* wall clock, milliseconds */
 
 /* Copy src into dst (always NUL-terminated). */
 void ag_strlcpy(char *dst, const char *src, size_t len);

@@ -9,11 +9,14 @@
  * degrades the pool; a bad push signature is refused; a node token reaches
  * nothing but the agent endpoints.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +40,8 @@ struct agent {
 	bool nvml;
 	pid_t pid;
 	int starts;
+	const char *extra[8]; /* more arguments, NULL-terminated */
+	int server_port;      /* talk to 127.0.0.1:server_port (a proxy), 0: the server */
 };
 
 static int
@@ -71,6 +76,8 @@ agent_spawn(struct fixture *fx, struct agent *a, const char *token)
 	snprintf(log, sizeof(log), "%s/%s.log", fx->tmpdir, a->name);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", a->port);
 	snprintf(server, sizeof(server), "%s", fx->server->base_url);
+	if (a->server_port > 0)
+		snprintf(server, sizeof(server), "http://127.0.0.1:%d", a->server_port);
 	a->starts++;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -114,6 +121,8 @@ agent_spawn(struct fixture *fx, struct agent *a, const char *token)
 		argv[n++] = "2";
 		argv[n++] = "--profiles-interval";
 		argv[n++] = "2";
+		for (int k = 0; k < 7 && a->extra[k] != NULL; k++)
+			argv[n++] = a->extra[k];
 		argv[n] = NULL;
 		execv(AGENT_PATH, (char *const *)argv);
 		_exit(127);
@@ -485,6 +494,240 @@ test_revoked_token_reenroll(void **state)
 	agent_retire(fx, a);
 }
 
+/*
+ * Issue 19, finding 12: re-enrollment is one transition. The node token
+ * is revoked while every agent thread is busy (a long-poll held, metrics
+ * every 50 ms, heartbeats every second), 50 times in a row, a new
+ * enrollment token waiting in the state dir each time: each time the
+ * agent re-enrolls once (the spare token is consumed), speaks with the
+ * new token, and in the end converges (a pool becomes active). Before,
+ * a 401 answering a request sent with the old token, arriving after the
+ * re-enrollment, undid the new token: the agent tried the spent token
+ * and exited 3, or stopped sending.
+ */
+static void
+test_reenroll_while_busy_50_times(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "e2e-rb", true, NULL);
+	a->extra[0] = "--metrics-interval-ms";
+	a->extra[1] = "50";
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 1, "SELECT count(*) FROM nodes WHERE name = $1 AND status = 'ready'",
+	    a->name);
+	const char *live_sql = "SELECT coalesce(max(t.id), 0) FROM node_tokens t JOIN nodes n "
+			       "ON n.id = t.node_id WHERE n.name = $1 AND t.revoked_at IS NULL";
+	const char *spoke_sql =
+	    "SELECT count(*) FROM node_tokens t JOIN nodes n ON n.id = t.node_id "
+	    "WHERE n.name = $1 AND t.revoked_at IS NULL AND t.id > $2::bigint "
+	    "AND n.agent_heartbeat_at > t.created_at AND n.status = 'ready'";
+	const char *tok_path = fx_str(fx, "%s/enroll-token", a->dir);
+	for (int i = 0; i < 50; i++) {
+		int64_t before = fx_sql_int64(fx, live_sql, a->name);
+		const char *t = enroll_token(fx);
+		assert_int_equal(ag_write_file(tok_path, t, strlen(t), 0600), 0);
+		struct gp_client_response *r = fx_request(fx, op, "POST",
+		    fx_str(fx, "/v1/nodes/%s/agent-token/revoke", a->name), "{}");
+		assert_true(r->status == 200 || r->status == 204);
+		/* re-enrolled (a newer live token) and speaking with it */
+		int64_t got = 0;
+		for (int k = 0; k < 200 && got != 1; k++) {
+			int st;
+			if (waitpid(a->pid, &st, WNOHANG) == a->pid) {
+				a->pid = 0;
+				dump_agent_log(fx, a);
+				fail_msg("round %d: the agent exited (status %d)", i, st);
+			}
+			got = fx_sql_int64(fx, spoke_sql, a->name,
+			    fx_str(fx, "%lld", (long long)before));
+			if (got != 1)
+				usleep(50000);
+		}
+		if (got != 1) {
+			dump_agent_log(fx, a);
+			fail_msg("round %d: the agent did not re-enroll and speak within 10 s", i);
+		}
+		assert_int_equal(access(tok_path, F_OK), -1); /* spent, removed */
+	}
+	/* and it converges: a layout is realized, the pool active */
+	request_on(fx, a, "create", "p-rb", "[\"H100-80GB/3g.40gb=1\"]");
+	wait_count(fx, a, 1, pool_status_sql(), "p-rb");
+	request_pool(fx, "release", "p-rb", NULL);
+	agent_retire(fx, a);
+}
+
+/* ---- a TCP proxy in a child process: the agent's way to the server,
+ * cut (the proxy killed: connections refused and reset) and restored
+ * (started again on the same port) by the test ---- */
+
+static void
+relay(int x, int y)
+{
+	struct pollfd p[2] = { { .fd = x, .events = POLLIN }, { .fd = y, .events = POLLIN } };
+	char buf[65536];
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		for (int i = 0; i < 2; i++) {
+			if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0)
+				continue;
+			ssize_t n = read(p[i].fd, buf, sizeof(buf));
+			if (n <= 0)
+				return;
+			int to = i == 0 ? y : x;
+			for (ssize_t off = 0; off < n;) {
+				ssize_t w = write(to, buf + off, (size_t)(n - off));
+				if (w <= 0)
+					return;
+				off += w;
+			}
+		}
+	}
+}
+
+static pid_t
+proxy_start(int port, int to_port)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	assert_true(s >= 0);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = { .sin_family = AF_INET,
+		.sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int rc = -1;
+	for (int i = 0; i < 100 && (rc = bind(s, (struct sockaddr *)&a, sizeof(a))) != 0; i++)
+		usleep(50000);
+	assert_int_equal(rc, 0);
+	assert_int_equal(listen(s, 64), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		signal(SIGCHLD, SIG_IGN);
+		for (;;) {
+			int c = accept(s, NULL, NULL);
+			if (c < 0)
+				continue;
+			if (fork() == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL); /* the proxy gone: cut */
+				close(s);
+				int u = socket(AF_INET, SOCK_STREAM, 0);
+				struct sockaddr_in t = { .sin_family = AF_INET,
+					.sin_port = htons((uint16_t)to_port),
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+				if (u >= 0 && connect(u, (struct sockaddr *)&t, sizeof(t)) == 0)
+					relay(c, u);
+				_exit(0);
+			}
+			close(c);
+		}
+	}
+	close(s);
+	return pid;
+}
+
+static void
+proxy_stop(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* The largest "buffered" the agent logged with a failed metrics send. */
+static long long
+logged_backlog(struct fixture *fx, const struct agent *a)
+{
+	char *s = ag_read_file(fx_str(fx, "%s/%s.log", fx->tmpdir, a->name), NULL);
+	long long best = 0;
+	for (const char *p = s; p != NULL && (p = strstr(p, "\"buffered\":\"")) != NULL; p++) {
+		long long v = strtoll(p + 12, NULL, 10);
+		if (v > best)
+			best = v;
+	}
+	free(s);
+	return best;
+}
+
+/*
+ * Issue 19, finding 2: an agent cut off from the server long enough to
+ * buffer more than 1 MiB of samples (8 GPUs sampled every 5 ms: the
+ * backlog of about 2 hours at the default 15 s, made in seconds) delivers
+ * its backlog, oldest first and without gaps, once the server is back.
+ * Before, a batch of 5000 samples (~1.6 MB) was answered 413 and resent
+ * forever: nothing after the outage was ever stored.
+ */
+static void
+test_metrics_backlog_after_outage(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a =
+	    agent_new(fx, "e2e-mb", false, "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":8}]}");
+	a->server_port = free_port();
+	pid_t proxy = proxy_start(a->server_port, fx->server->port);
+	a->extra[0] = "--metrics-interval-ms";
+	a->extra[1] = "5";
+	a->extra[2] = "--max-buffered-samples";
+	a->extra[3] = "100000";
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_count(fx, a, 1,
+	    "SELECT least(count(*), 1) FROM gpu_metric_samples s JOIN gpus g ON g.id = s.gpu_id "
+	    "JOIN nodes n ON n.id = g.node_id WHERE n.name = $1",
+	    a->name);
+	/* cut: until the agent holds more than 1 MiB (> 3500 samples of ~330
+	 * bytes of JSON each) */
+	const char *down = fx_sql_text(fx, "SELECT now()::text");
+	proxy_stop(proxy);
+	long long held = 0;
+	for (int i = 0; i < 600 && held < 3500; i++) {
+		usleep(100000);
+		held = logged_backlog(fx, a);
+	}
+	if (held < 3500) {
+		dump_agent_log(fx, a);
+		fail_msg("the agent never reported a backlog of 3500 samples (%lld)", held);
+	}
+	const char *up = fx_sql_text(fx, "SELECT now()::text");
+	proxy = proxy_start(a->server_port, fx->server->port);
+	/* delivered: at least what it held, taken during the outage */
+	const char *in_outage =
+	    "SELECT count(*) FROM gpu_metric_samples s JOIN gpus g ON g.id = s.gpu_id "
+	    "JOIN nodes n ON n.id = g.node_id WHERE n.name = $1 AND s.ts > $2::timestamptz "
+	    "AND s.ts < $3::timestamptz";
+	int64_t got = 0;
+	for (int i = 0; i < 600 && got < held - 16; i++) {
+		got = fx_sql_int64(fx, in_outage, a->name, down, up);
+		if (got < held - 16)
+			usleep(100000);
+	}
+	if (got < held - 16) {
+		dump_agent_log(fx, a);
+		fail_msg("backlog not delivered: %lld of %lld samples", (long long)got, held);
+	}
+	/* no hole in the series: per GPU, no gap of 2 s between samples (one
+	 * is taken every 5 ms; the count above shows none was lost) */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM (SELECT s.ts - lag(s.ts) OVER (PARTITION BY "
+			     "s.gpu_id ORDER BY s.ts) AS gap FROM gpu_metric_samples s JOIN gpus g "
+			     "ON g.id = s.gpu_id JOIN nodes n ON n.id = g.node_id WHERE n.name = $1 "
+			     "AND s.ts > $2::timestamptz AND s.ts < $3::timestamptz) x "
+			     "WHERE gap > interval '2 seconds'",
+			     a->name, down, up),
+	    0);
+	/* every batch fit: never a 413 (halved, or failed as before the fix) */
+	char *log = ag_read_file(fx_str(fx, "%s/%s.log", fx->tmpdir, a->name), NULL);
+	assert_non_null(log);
+	assert_null(strstr(log, "too large (413)"));
+	assert_null(strstr(log, "\"status\":\"413\""));
+	free(log);
+	agent_kill(a, SIGTERM);
+	proxy_stop(proxy);
+	assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", a->name), "{}"),
+	    200);
+}
+
 /* XIDs and ECC from the fake backend's fault file: an application XID (13)
  * leaves the GPU healthy, a fatal one (79, fallen off the bus) and an
  * uncorrectable ECC error mark it failed, raise an alert and take it out
@@ -719,6 +962,8 @@ main(void)
 		cmocka_unit_test(test_failed_apply_degrades),
 		cmocka_unit_test(test_push_signature_and_token_scope),
 		cmocka_unit_test(test_revoked_token_reenroll),
+		cmocka_unit_test(test_reenroll_while_busy_50_times),
+		cmocka_unit_test(test_metrics_backlog_after_outage),
 		cmocka_unit_test(test_faults_mark_gpus_failed),
 		cmocka_unit_test(test_silent_agent_unknown),
 		cmocka_unit_test(test_nvml_backend_e2e),

@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,6 +43,7 @@ struct ctx {
 	int port;
 	pid_t pid;
 	char gpu0[AG_UUID_MAX];
+	char server[128]; /* --server; "": a closed port */
 };
 
 static int
@@ -71,7 +73,7 @@ spawn(struct ctx *c, const char *extra, const char *logname)
 		int n = 0;
 		argv[n++] = (char *)AGENT_PATH;
 		argv[n++] = "--server";
-		argv[n++] = "http://127.0.0.1:1";
+		argv[n++] = c->server[0] ? c->server : "http://127.0.0.1:1";
 		argv[n++] = "--node-name";
 		argv[n++] = "proc-node";
 		argv[n++] = "--state-dir";
@@ -428,6 +430,685 @@ test_discover_stamps_now(void **state)
 	json_object_put(o);
 }
 
+/*
+ * Issue 19, finding 1: `--discover` with nvidia-smi's `mig -lgi` answering
+ * "Insufficient Permissions" prints the MIG GPU as unknown with the
+ * error and no instances, warns on stderr and exits 1. Before: the GPU
+ * with MIG on and no instances, exit 0, no warning.
+ */
+static void
+test_discover_partial_read_says_so(void **state)
+{
+	struct ctx *c = *state;
+	char flag[400], cmd[1024], out[16384];
+	snprintf(flag, sizeof(flag), "%s/fail-once", c->dir);
+	assert_int_equal(ag_write_file(flag, "mig -lgi", 8, 0600), 0);
+	snprintf(cmd, sizeof(cmd),
+	    "GPUPOOL_SMI_FIXTURES=%s/nvidia-smi GPUPOOL_SMI_FAIL_ONCE=%s %s --discover "
+	    "--backend nvidia-smi --nvidia-smi %s 2>%s/discover.err",
+	    FIXTURES_DIR, flag, AGENT_PATH, SMI_STUB, c->dir);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	int st = pclose(f);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	struct json_object *o = json_tokener_parse(out);
+	assert_non_null(o);
+	assert_string_equal(json_object_get_string(gp_client_json_get(o, "gpus[0].state")),
+	    "unknown");
+	assert_non_null(strstr(json_object_get_string(gp_client_json_get(o, "gpus[0].error")),
+	    "Insufficient Permissions"));
+	assert_null(gp_client_json_get(o, "gpus[0].instances"));
+	json_object_put(o);
+	snprintf(cmd, sizeof(cmd), "%s/discover.err", c->dir);
+	char *err = ag_read_file(cmd, NULL);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "warning: GPU 0"));
+	free(err);
+}
+
+/*
+ * Issue 19, finding 9: the applied generation survives a restart, so a
+ * signed push captured earlier (still inside its 300 s window) and
+ * replayed after an agent restart is a no-op. Before, applied_generation
+ * was saved but never loaded: the replay rolled the layout back.
+ */
+static void
+test_replayed_push_after_restart_is_noop(void **state)
+{
+	struct ctx *c = *state;
+	char ans[256], got[256], old[2048];
+	long long now = ag_now();
+	snprintf(old, sizeof(old), "%s",
+	    doc(c, 5, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
+	assert_int_equal(push(c, old, SECRET, now, ans, sizeof(ans)), 200);
+	assert_int_equal(push(c,
+			     doc(c, 6,
+				 "{\"profile\":\"3g.40gb\",\"start\":0,\"size\":4},"
+				 "{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"),
+			     SECRET, now, ans, sizeof(ans)),
+	    200);
+	assert_string_equal(ans, "{\"observed_generation\":6}");
+	kill(c->pid, SIGTERM);
+	waitpid(c->pid, NULL, 0);
+	c->pid = spawn(c, NULL, "agent2.log");
+	wait_listening(c);
+	/* the captured push of generation 5, replayed: nothing changes */
+	assert_int_equal(push(c, old, SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":6}");
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@0 3g.40gb@4");
+}
+
+/* ---- a stub gpupoold: the agent protocol as the tests script it ---- */
+
+struct stub {
+	int port, lsock;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int enrolls;            /* POST /v1/agent/enroll answered */
+	int held_old_polls;     /* desired-state GETs with the old token being held */
+	int new_token_requests; /* requests carrying the token handed out at enrollment */
+	int stale_401s;         /* 401s answered to a request sent before the enrollment */
+	char last_status[65536];
+	int statuses;
+	long long metrics_samples;
+	char metric_uuids[4096]; /* gpu_uuid of every sample, space separated (bounded) */
+	char desired[2048];      /* answered 200 to a poll whose after= is not its generation */
+	long long desired_gen;
+	int polls; /* desired-state GETs with the new token */
+	bool stop;
+};
+
+static const char *
+header_value(const char *req, const char *name)
+{
+	static __thread char v[512];
+	const char *p = strstr(req, name);
+	v[0] = '\0';
+	if (p == NULL)
+		return v;
+	p += strlen(name);
+	while (*p == ' ')
+		p++;
+	size_t n = strcspn(p, "\r\n");
+	if (n >= sizeof(v))
+		n = sizeof(v) - 1;
+	memcpy(v, p, n);
+	v[n] = '\0';
+	return v;
+}
+
+static void
+stub_answer(int fd, int status, const char *body)
+{
+	char head[256];
+	const char *text = status == 200 ? "OK"
+	    : status == 201              ? "Created"
+	    : status == 204              ? "No Content"
+	    : status == 304              ? "Not Modified"
+					 : "Unauthorized";
+	size_t len = body ? strlen(body) : 0;
+	snprintf(head, sizeof(head),
+	    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n",
+	    status, text, len);
+	if (write(fd, head, strlen(head)) < 0 || (len > 0 && write(fd, body, len) < 0))
+		return;
+}
+
+struct stub_conn {
+	struct stub *s;
+	int fd;
+};
+
+static void *
+stub_conn(void *arg)
+{
+	struct stub_conn *sc = arg;
+	struct stub *s = sc->s;
+	int fd = sc->fd;
+	free(sc);
+	size_t cap = 1 << 20, n = 0;
+	char *buf = malloc(cap + 1);
+	char *body = NULL;
+	size_t want = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		buf[n] = '\0';
+		char *end = strstr(buf, "\r\n\r\n");
+		if (end == NULL)
+			continue;
+		body = end + 4;
+		want = (size_t)atol(header_value(buf, "Content-Length:"));
+		if ((size_t)(buf + n - body) >= want || n >= cap)
+			break;
+	}
+	if (body == NULL) {
+		close(fd);
+		free(buf);
+		return NULL;
+	}
+	char method[8] = "", path[256] = "";
+	sscanf(buf, "%7s %255s", method, path);
+	char auth[512];
+	ag_strlcpy(auth, header_value(buf, "Authorization:"), sizeof(auth));
+	bool old = strstr(auth, "gpn_seeded") != NULL, fresh = strstr(auth, "gpn_new") != NULL;
+	pthread_mutex_lock(&s->mu);
+	if (strcmp(path, "/v1/agent/enroll") == 0) {
+		/* answered once a poll with the old token is held: its 401
+		 * then arrives after the new token (the race of finding 12) */
+		for (int i = 0; i < 50 && s->held_old_polls == 0; i++) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+		}
+		s->enrolls++;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		stub_answer(fd, 201,
+		    "{\"node_token\":\"gpn_new\",\"push_secret\":\"" SECRET "\",\"node\":{}}");
+	} else if (old && strncmp(path, "/v1/agent/desired-state", 23) == 0 && s->enrolls == 0) {
+		s->held_old_polls++;
+		pthread_cond_broadcast(&s->cv);
+		while (s->enrolls == 0 && !s->stop)
+			pthread_cond_wait(&s->cv, &s->mu);
+		s->stale_401s++;
+		pthread_mutex_unlock(&s->mu);
+		usleep(300000); /* the agent has stored the new token by now */
+		stub_answer(fd, 401, "{\"code\":\"unauthorized\"}");
+	} else if (!fresh) {
+		pthread_mutex_unlock(&s->mu);
+		stub_answer(fd, 401, "{\"code\":\"unauthorized\"}");
+	} else {
+		s->new_token_requests++;
+		if (strncmp(path, "/v1/agent/desired-state", 23) == 0)
+			s->polls++;
+		if (strcmp(path, "/v1/agent/status") == 0) {
+			ag_strlcpy(s->last_status, body, sizeof(s->last_status));
+			s->statuses++;
+		}
+		if (strcmp(path, "/v1/agent/metrics") == 0) {
+			struct json_object *o = json_tokener_parse(body), *arr;
+			if (o != NULL && json_object_object_get_ex(o, "samples", &arr)) {
+				s->metrics_samples += (long long)json_object_array_length(arr);
+				for (size_t i = 0; i < json_object_array_length(arr); i++) {
+					const char *u = json_object_get_string(
+					    gp_client_json_get(json_object_array_get_idx(arr, i),
+						"gpu_uuid"));
+					if (u != NULL && strstr(s->metric_uuids, u) == NULL &&
+					    strlen(s->metric_uuids) + strlen(u) + 2 <
+						sizeof(s->metric_uuids)) {
+						strcat(s->metric_uuids, u);
+						strcat(s->metric_uuids, " ");
+					}
+				}
+			}
+			json_object_put(o);
+		}
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		const char *after = strstr(path, "after=");
+		if (strncmp(path, "/v1/agent/desired-state", 23) == 0 && s->desired[0] != '\0' &&
+		    after != NULL && atoll(after + 6) != s->desired_gen) {
+			char d[2048];
+			pthread_mutex_lock(&s->mu);
+			ag_strlcpy(d, s->desired, sizeof(d));
+			pthread_mutex_unlock(&s->mu);
+			stub_answer(fd, 200, d);
+		} else if (strncmp(path, "/v1/agent/desired-state", 23) == 0) {
+			usleep(200000);
+			stub_answer(fd, 304, NULL);
+		} else if (strcmp(path, "/v1/agent/profiles") == 0) {
+			stub_answer(fd, 204, NULL);
+		} else {
+			stub_answer(fd, 200, "{\"generation\":0}");
+		}
+	}
+	close(fd);
+	free(buf);
+	return NULL;
+}
+
+static void *
+stub_main(void *arg)
+{
+	struct stub *s = arg;
+	for (;;) {
+		int fd = accept(s->lsock, NULL, NULL);
+		if (fd < 0)
+			return NULL; /* closed: stop */
+		struct stub_conn *sc = malloc(sizeof(*sc));
+		sc->s = s;
+		sc->fd = fd;
+		pthread_t t;
+		if (pthread_create(&t, NULL, stub_conn, sc) == 0)
+			pthread_detach(t);
+	}
+}
+
+/* Every stub ever started: never freed (connection threads may outlive a
+ * test), but reachable, so not a leak. */
+static struct stub *stubs[16];
+static int nstubs;
+
+static struct stub *
+stub_start(void)
+{
+	struct stub *s = calloc(1, sizeof(*s));
+	assert_true(nstubs < 16);
+	stubs[nstubs++] = s;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	s->lsock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	assert_int_equal(bind(s->lsock, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(s->lsock, (struct sockaddr *)&a, &l), 0);
+	assert_int_equal(listen(s->lsock, 64), 0);
+	s->port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&s->thread, NULL, stub_main, s), 0);
+	return s;
+}
+
+static void
+stub_stop(struct stub *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	shutdown(s->lsock, SHUT_RDWR);
+	close(s->lsock);
+	pthread_join(s->thread, NULL);
+	usleep(400000); /* connection threads finish (they hold no test state after) */
+}
+
+/* Wait (10 s) until cond(s) holds, under the stub's lock. */
+static bool
+stub_wait(struct stub *s, bool (*cond)(struct stub *))
+{
+	bool ok = false;
+	for (int i = 0; i < 100 && !ok; i++) {
+		pthread_mutex_lock(&s->mu);
+		ok = cond(s);
+		pthread_mutex_unlock(&s->mu);
+		if (!ok)
+			usleep(100000);
+	}
+	return ok;
+}
+
+/* An agent of c's state dir talking to the stub, --listen on a new port. */
+static void
+respawn_on_stub(struct ctx *c, struct stub *s, const char *extra)
+{
+	kill(c->pid, SIGTERM);
+	waitpid(c->pid, NULL, 0);
+	snprintf(c->server, sizeof(c->server), "http://127.0.0.1:%d", s->port);
+	c->port = free_port();
+	c->pid = spawn(c, extra, "agent-stub.log");
+}
+
+static bool
+spoke_after_stale_401(struct stub *s)
+{
+	return s->stale_401s == 1 && s->new_token_requests >= 6;
+}
+
+/*
+ * Issue 19, finding 12, made deterministic with a stub server: the agent
+ * starts with a revoked token; its long-poll with that token is held by
+ * the stub until the agent has re-enrolled, and only then answered 401.
+ * That stale 401 is ignored: one enrollment, the agent keeps running and
+ * speaks with the new token (poll, heartbeat, status). Before, the stale
+ * 401 undid the new token: the agent tried to enroll again with the spent
+ * token and exited 3.
+ */
+static void
+test_stale_401_after_reenroll_ignored(void **state)
+{
+	struct ctx *c = *state;
+	char p[400];
+	snprintf(p, sizeof(p), "%s/enroll-token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpe_spare", 9, 0600), 0);
+	struct stub *s = stub_start();
+	respawn_on_stub(c, s, NULL);
+	bool ok = stub_wait(s, spoke_after_stale_401);
+	int st = 0;
+	bool alive = waitpid(c->pid, &st, WNOHANG) == 0;
+	pthread_mutex_lock(&s->mu);
+	int enrolls = s->enrolls, stale = s->stale_401s, fresh = s->new_token_requests;
+	pthread_mutex_unlock(&s->mu);
+	if (!alive)
+		c->pid = 0;
+	stub_stop(s);
+	if (!ok || !alive) {
+		char lp[400];
+		snprintf(lp, sizeof(lp), "%s/agent-stub.log", c->dir);
+		char *log = ag_read_file(lp, NULL);
+		fprintf(stderr, "%s\n", log ? log : "");
+		free(log);
+	}
+	assert_true(alive);
+	assert_true(ok);
+	assert_int_equal(enrolls, 1);
+	assert_int_equal(stale, 1);
+	assert_true(fresh >= 6);
+	assert_int_equal(access(p, F_OK), -1); /* the spent enrollment token is gone */
+}
+
+static bool
+lost_reported(struct stub *s)
+{
+	if (s->statuses == 0)
+		return false;
+	struct json_object *o = json_tokener_parse(s->last_status);
+	const char *st1 = json_object_get_string(gp_client_json_get(o, "gpus[1].state"));
+	bool ok = st1 != NULL && strcmp(st1, "lost") == 0 &&
+	    gp_client_json_get(o, "gpus[0].state") == NULL;
+	json_object_put(o);
+	return ok;
+}
+
+/*
+ * Issue 19, finding 1, the agent's side: GPU 1 of a running fake agent
+ * set "lost": true is reported "lost" with the error and its identity in
+ * the next status (GPU 0 stays ok, no "state"), and from then on only GPU
+ * 0 has samples. Before, the fault did not exist and a failing GPU made
+ * discovery fail for the whole node, the last snapshot resent as new.
+ */
+static void
+test_lost_gpu_reported(void **state)
+{
+	struct ctx *c = *state;
+	char p[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1; /* no enrollment in this test */
+	pthread_mutex_unlock(&s->mu);
+	respawn_on_stub(c, s, "--metrics-interval-ms=100");
+	const char *faults = "{\"gpus\":[{\"index\":1,\"lost\":true,\"xids\":[79]}]}";
+	snprintf(p, sizeof(p), "%s/fake-faults.json", c->dir);
+	assert_int_equal(ag_write_file(p, faults, strlen(faults), 0644), 0);
+	bool ok = stub_wait(s, lost_reported);
+	char gpu1[AG_UUID_MAX];
+	ag_derive_uuid("GPU", "proc-node/1", gpu1, sizeof(gpu1));
+	pthread_mutex_lock(&s->mu);
+	struct json_object *o = json_tokener_parse(s->last_status);
+	s->metric_uuids[0] = '\0'; /* samples from now on */
+	pthread_mutex_unlock(&s->mu);
+	assert_true(ok);
+	assert_string_equal(json_object_get_string(gp_client_json_get(o, "gpus[1].uuid")), gpu1);
+	assert_int_equal(json_object_get_int(gp_client_json_get(o, "gpus[1].index")), 1);
+	assert_int_equal(json_object_get_int(gp_client_json_get(o, "gpus[1].xid")), 79);
+	assert_non_null(
+	    strstr(json_object_get_string(gp_client_json_get(o, "gpus[1].error")), "GPU is lost"));
+	assert_null(gp_client_json_get(o, "gpus[1].instances"));
+	assert_non_null(gp_client_json_get(o, "gpus[0].instances"));
+	json_object_put(o);
+	/* samples keep coming, for GPU 0 only */
+	usleep(600000);
+	pthread_mutex_lock(&s->mu);
+	char uuids[4096];
+	ag_strlcpy(uuids, s->metric_uuids, sizeof(uuids));
+	pthread_mutex_unlock(&s->mu);
+	stub_stop(s);
+	assert_non_null(strstr(uuids, c->gpu0));
+	assert_null(strstr(uuids, gpu1));
+}
+
+static bool
+status_seen(struct stub *s)
+{
+	return s->statuses > 0;
+}
+
+static bool
+stale_unknown_reported(struct stub *s)
+{
+	struct json_object *o = json_tokener_parse(s->last_status);
+	const char *st = json_object_get_string(gp_client_json_get(o, "gpus[0].state"));
+	const char *er = json_object_get_string(gp_client_json_get(o, "gpus[0].error"));
+	bool ok = st != NULL && strcmp(st, "unknown") == 0 && er != NULL &&
+	    strstr(er, "injected: nvidia-smi -q failed") != NULL &&
+	    gp_client_json_get(o, "gpus[0].instances") == NULL &&
+	    gp_client_json_get(o, "gpus[0].ecc_uncorrected") == NULL &&
+	    gp_client_json_get(o, "gpus[1].state") != NULL;
+	json_object_put(o);
+	return ok;
+}
+
+/*
+ * Issue 19, finding 1: a discovery that fails (fake "discovery_error")
+ * while the server offers a new generation. The agent reports every GPU
+ * unknown under its last identity (no instances, no health: never the
+ * last snapshot as new), takes no samples, and the poller backs off
+ * instead of asking again at once. Before, the old snapshot was resent
+ * with fresh timestamps and the poller looped GET + discovery without
+ * pause (hundreds of polls a second).
+ */
+static void
+test_failed_discovery_backs_off_and_reports_unknown(void **state)
+{
+	struct ctx *c = *state;
+	char p[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1;
+	pthread_mutex_unlock(&s->mu);
+	respawn_on_stub(c, s, "--metrics-interval-ms=100");
+	assert_true(stub_wait(s, status_seen));
+	const char *faults = "{\"discovery_error\":\"injected: nvidia-smi -q failed\"}";
+	snprintf(p, sizeof(p), "%s/fake-faults.json", c->dir);
+	assert_int_equal(ag_write_file(p, faults, strlen(faults), 0644), 0);
+	bool ok = stub_wait(s, stale_unknown_reported);
+	pthread_mutex_lock(&s->mu);
+	ag_strlcpy(s->desired, doc(c, 3, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+	    sizeof(s->desired));
+	s->desired_gen = 3;
+	int polls0 = s->polls;
+	long long samples0 = s->metrics_samples;
+	pthread_mutex_unlock(&s->mu);
+	usleep(3000000);
+	pthread_mutex_lock(&s->mu);
+	int polls = s->polls - polls0;
+	long long samples = s->metrics_samples - samples0;
+	pthread_mutex_unlock(&s->mu);
+	stub_stop(s);
+	assert_true(ok);
+	/* backoff 1 s, 2 s, ...: a handful of polls in 3 s, not a hot loop */
+	if (polls > 6)
+		fail_msg("%d polls in 3 s while discovery fails", polls);
+	assert_true(polls >= 1);
+	assert_int_equal(samples, 0);
+	char got[256];
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, ""); /* nothing applied blind */
+}
+
+static bool
+restored_observed(struct stub *s)
+{
+	struct json_object *o = json_tokener_parse(s->last_status);
+	bool ok =
+	    o != NULL && json_object_get_int64(gp_client_json_get(o, "observed_generation")) == 2;
+	json_object_put(o);
+	return ok;
+}
+
+/* The same through the nvml backend and the stand-in library: GPU 1 of
+ * tests/fixtures/nvml-stub/h100x2.json turned "lost" while the agent runs
+ * answers NVML_ERROR_GPU_IS_LOST; the agent reports it lost under its
+ * UUID with NVML's error, the other GPUs ok. Before, nv_discover failed
+ * for the whole node. */
+static void
+test_lost_gpu_reported_nvml(void **state)
+{
+	struct ctx *c = *state;
+	char p[400], cfg[400], stub_state[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	snprintf(cfg, sizeof(cfg), "%s/nvml.json", c->dir);
+	snprintf(stub_state, sizeof(stub_state), "%s/nvml-stub-state.json", c->dir);
+	struct json_object *conf = json_object_from_file(FIXTURES_DIR "/nvml-stub/h100x2.json"),
+			   *gpus;
+	assert_non_null(conf);
+	assert_int_equal(json_object_to_file(cfg, conf), 0);
+	setenv("GPUPOOL_NVML_STUB_CONFIG", cfg, 1);
+	setenv("GPUPOOL_NVML_STUB_STATE", stub_state, 1);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1;
+	pthread_mutex_unlock(&s->mu);
+	c->nvml = true;
+	respawn_on_stub(c, s, NULL);
+	assert_true(stub_wait(s, status_seen));
+	assert_true(json_object_object_get_ex(conf, "gpus", &gpus));
+	json_object_object_add(json_object_array_get_idx(gpus, 1), "lost",
+	    json_object_new_boolean(true));
+	assert_int_equal(json_object_to_file(cfg, conf), 0);
+	json_object_put(conf);
+	bool ok = stub_wait(s, lost_reported);
+	pthread_mutex_lock(&s->mu);
+	struct json_object *o = json_tokener_parse(s->last_status);
+	pthread_mutex_unlock(&s->mu);
+	stub_stop(s);
+	/* the next test's agent is a fake one again */
+	kill(c->pid, SIGTERM);
+	int ws;
+	waitpid(c->pid, &ws, 0);
+	c->pid = 0;
+	c->nvml = false;
+	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	assert_true(ok);
+	assert_string_equal(json_object_get_string(gp_client_json_get(o, "gpus[1].uuid")),
+	    "GPU-66666666-7777-8888-9999-000000000000");
+	assert_non_null(strstr(json_object_get_string(gp_client_json_get(o, "gpus[1].error")),
+	    "nvmlDeviceGetHandleByIndex_v2: GPU is lost"));
+	assert_null(gp_client_json_get(o, "gpus[2].state"));
+	assert_int_equal(json_object_array_length(gp_client_json_get(o, "gpus")), 3);
+	json_object_put(o);
+}
+
+/*
+ * CONTRACT.md, "Generations": a server restored from a backup answers a
+ * poll with a generation BELOW the applied one; the agent applies it and
+ * records it (status observed_generation 2, agent.json), where a push of
+ * such a generation is a no-op. Before, it was ignored forever.
+ */
+static void
+test_restored_server_lower_generation_applied(void **state)
+{
+	struct ctx *c = *state;
+	char ans[256], got[256];
+	assert_int_equal(push(c, doc(c, 6, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+			     SECRET, ag_now(), ans, sizeof(ans)),
+	    200);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/token", c->dir);
+	assert_int_equal(ag_write_file(p, "gpn_new", 7, 0600), 0);
+	struct stub *s = stub_start();
+	pthread_mutex_lock(&s->mu);
+	s->enrolls = 1;
+	ag_strlcpy(s->desired, doc(c, 2, "{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"),
+	    sizeof(s->desired));
+	s->desired_gen = 2;
+	pthread_mutex_unlock(&s->mu);
+	respawn_on_stub(c, s, NULL);
+	bool ok = stub_wait(s, restored_observed);
+	stub_stop(s);
+	assert_true(ok);
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4");
+	snprintf(p, sizeof(p), "%s/agent.json", c->dir);
+	char *aj = ag_read_file(p, NULL);
+	assert_non_null(aj);
+	assert_non_null(strstr(aj, "\"applied_generation\":2"));
+	free(aj);
+}
+
+/* Finding 13: the state dir (it holds the node token) must be the real
+ * directory: a symbolic link to one is refused (exit 2). Before, it was
+ * followed. */
+static void
+test_state_dir_symlink_refused(void **state)
+{
+	struct ctx *c = *state;
+	struct ctx d = *c;
+	char real[300], link[300];
+	snprintf(real, sizeof(real), "%s/real", c->dir);
+	snprintf(link, sizeof(link), "%s/link", c->dir);
+	assert_int_equal(mkdir(real, 0700), 0);
+	assert_int_equal(symlink(real, link), 0);
+	ag_strlcpy(d.dir, link, sizeof(d.dir));
+	d.port = free_port();
+	pid_t pid = spawn(&d, NULL, "../symlink.log");
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 100 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
+		usleep(50000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("the agent ran with a symlinked state dir");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	snprintf(real, sizeof(real), "%s/real/token", c->dir);
+	assert_int_equal(access(real, F_OK), -1);
+}
+
+/* Finding 13: a state dir owned by another uid is refused (exit 2).
+ * Making one needs root (chown); skipped otherwise. */
+static void
+test_state_dir_of_another_user_refused(void **state)
+{
+	struct ctx *c = *state;
+	if (geteuid() != 0)
+		skip();
+	struct ctx d = *c;
+	char other[300];
+	snprintf(other, sizeof(other), "%s/theirs", c->dir);
+	assert_int_equal(mkdir(other, 0700), 0);
+	assert_int_equal(chown(other, 65534, 65534), 0);
+	ag_strlcpy(d.dir, other, sizeof(d.dir));
+	d.port = free_port();
+	pid_t pid = spawn(&d, NULL, "../theirs.log");
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 100 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
+		usleep(50000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("the agent ran with a state dir of another user");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	char log[400];
+	snprintf(log, sizeof(log), "%s/theirs.log", c->dir);
+	char *text = ag_read_file(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "belongs to uid 65534"));
+	free(text);
+}
+
 int
 main(void)
 {
@@ -439,6 +1120,21 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_nvml_backend_process, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discover_stamps_now, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discover_partial_read_says_so, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_replayed_push_after_restart_is_noop, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_stale_401_after_reenroll_ignored, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_lost_gpu_reported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_gpu_reported_nvml, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restored_server_lower_generation_applied,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_state_dir_of_another_user_refused, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_failed_discovery_backs_off_and_reports_unknown,
+		    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

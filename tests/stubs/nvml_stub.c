@@ -11,6 +11,12 @@
  * overlap, at most max instances, a GPU instance with a compute instance
  * cannot be destroyed (NVML_ERROR_IN_USE). XIDs listed in the config are
  * delivered once through nvmlEventSetWait_v2.
+ *
+ * Faults the tests turn on while an agent runs: the config is re-read on
+ * every nvmlDeviceGetCount_v2 for each GPU's "lost": true (its handle and
+ * UUID then answer NVML_ERROR_GPU_IS_LOST, as a GPU fallen off the bus
+ * does) and "gi_error": N (nvmlDeviceGetGpuInstances answers NVML error N,
+ * e.g. 999 NVML_ERROR_UNKNOWN).
  */
 #include <json-c/json.h>
 #include <pthread.h>
@@ -55,6 +61,8 @@ struct sgpu {
 	unsigned long long ecc_unc, ecc_corr;
 	unsigned remap_corr, remap_unc, remap_fail, recovery;
 	int xids[16], nxids, xids_sent;
+	int lost;     /* NVML_ERROR_GPU_IS_LOST for its handle and UUID */
+	int gi_error; /* nvmlDeviceGetGpuInstances answers this error when not 0 */
 	struct shandle h;
 	struct shandle mh[S_GIS];
 };
@@ -217,6 +225,26 @@ nvmlInit_v2(void)
 	return NVML_SUCCESS;
 }
 
+/* The faults of the config file as it is now (re-read: tests change it). */
+static void
+reload_faults(void)
+{
+	const char *cfg = getenv("GPUPOOL_NVML_STUB_CONFIG");
+	struct json_object *root = cfg ? json_object_from_file(cfg) : NULL, *gpus;
+	if (root == NULL || !json_object_object_get_ex(root, "gpus", &gpus)) {
+		json_object_put(root);
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < ngpu && i < (int)json_object_array_length(gpus); i++) {
+		struct json_object *o = json_object_array_get_idx(gpus, (size_t)i), *v;
+		g[i].lost = json_object_object_get_ex(o, "lost", &v) && json_object_get_boolean(v);
+		g[i].gi_error = jint(o, "gi_error", 0);
+	}
+	pthread_mutex_unlock(&mu);
+	json_object_put(root);
+}
+
 nvmlReturn_t
 nvmlShutdown(void)
 {
@@ -239,6 +267,8 @@ nvmlErrorString(nvmlReturn_t r)
 		return "Insufficient Size";
 	case NVML_ERROR_IN_USE:
 		return "In use by another client";
+	case NVML_ERROR_GPU_IS_LOST:
+		return "GPU is lost";
 	case NVML_ERROR_INSUFFICIENT_RESOURCES:
 		return "Insufficient Resources";
 	default:
@@ -266,6 +296,7 @@ nvmlDeviceGetCount_v2(unsigned int *n)
 {
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
+	reload_faults();
 	*n = (unsigned)ngpu;
 	return NVML_SUCCESS;
 }
@@ -277,6 +308,8 @@ nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
 		return NVML_ERROR_UNINITIALIZED;
 	if (i >= (unsigned)ngpu)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (g[i].lost)
+		return NVML_ERROR_GPU_IS_LOST;
 	*d = (nvmlDevice_t)(void *)&g[i].h;
 	return NVML_SUCCESS;
 }
@@ -287,6 +320,8 @@ nvmlDeviceGetUUID(nvmlDevice_t d, char *buf, unsigned int len)
 	struct sgpu *s = gpu_of(d);
 	if (s == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (s->lost)
+		return NVML_ERROR_GPU_IS_LOST;
 	const char *u = H(d)->kind == 0 ? s->uuid : s->gi[H(d)->gi].uuid;
 	if (strlen(u) + 1 > len)
 		return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -371,6 +406,8 @@ nvmlDeviceGetGpuInstances(nvmlDevice_t d, unsigned int pid, nvmlGpuInstance_t *o
 	struct sgpu *s = gpu_of(d);
 	if (s == NULL || !s->mig)
 		return s == NULL ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+	if (s->gi_error != 0)
+		return (nvmlReturn_t)s->gi_error;
 	if (profile(s, pid) == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	pthread_mutex_lock(&mu);

@@ -330,6 +330,38 @@ test_plan_and_parse(void **state)
 	json_object_put(o);
 }
 
+/* Issue 19, finding 1: a GPU whose instances were not read this scan
+ * (unknown) or that cannot be read (lost) is left as it is: no instance
+ * created or destroyed on it, no error (its "no instances" is not the
+ * truth); once it reads ok the same document applies. */
+static void
+test_unreadable_gpu_left_alone(void **state)
+{
+	struct fx *f = *state;
+	struct whole_state w;
+	memset(&w, 0, sizeof(w));
+	struct json_object *errs;
+	char *doc = doc_for(f, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}", 1);
+	char fpath[400];
+	snprintf(fpath, sizeof(fpath), "%s/fake-faults.json", f->dir);
+	const char *modes[] = { "{\"gpus\":[{\"index\":0,\"unknown\":true}]}",
+		"{\"gpus\":[{\"index\":0,\"lost\":true}]}" };
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(ag_write_file(fpath, modes[i], strlen(modes[i]), 0644), 0);
+		assert_int_equal(apply_json(f, doc, &w, &errs), 0);
+		assert_int_equal(json_object_array_length(errs), 0);
+		json_object_put(errs);
+	}
+	unlink(fpath);
+	struct ag_node n;
+	discover(f, &n);
+	assert_int_equal(n.gpus[0].state, AG_GPU_OK);
+	assert_int_equal(n.gpus[0].ninst, 0);
+	assert_int_equal(apply_json(f, doc, &w, &errs), 1);
+	json_object_put(errs);
+	free(doc);
+}
+
 int
 main(void)
 {
@@ -341,6 +373,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_whole_gpu_bookkeeping, setup, teardown),
 		cmocka_unit_test(test_plan_and_parse),
+		cmocka_unit_test_setup_teardown(test_unreadable_gpu_left_alone, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

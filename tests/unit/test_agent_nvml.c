@@ -180,6 +180,52 @@ test_apply_through_nvml(void **state)
 	json_object_put(errors);
 }
 
+/* Per-GPU faults (issue 19, finding 1): with GPU 1 fallen off the bus
+ * (NVML_ERROR_GPU_IS_LOST) and GPU 0's instances unlistable, discovery
+ * still succeeds: GPU 1 is lost under the identity it had, with NVML's
+ * error, GPU 0 unknown (no instances claimed), the L4 ok. Before, the one
+ * lost GPU failed the whole discovery. */
+static void
+test_lost_gpu_and_unknown_instances(void **state)
+{
+	(void)state;
+	struct ag_node n;
+	char err[256], faulty[256];
+	assert_int_equal(B->ops->discover(B, &n, err, sizeof(err)), 0);
+	char uuid1[AG_UUID_MAX];
+	ag_strlcpy(uuid1, n.gpus[1].uuid, sizeof(uuid1));
+	struct json_object *cfg = json_object_from_file(FIXTURES_DIR "/nvml-stub/h100x2.json"),
+			   *gpus;
+	assert_non_null(cfg);
+	assert_true(json_object_object_get_ex(cfg, "gpus", &gpus));
+	json_object_object_add(json_object_array_get_idx(gpus, 0), "gi_error",
+	    json_object_new_int(999));
+	json_object_object_add(json_object_array_get_idx(gpus, 1), "lost",
+	    json_object_new_boolean(true));
+	snprintf(faulty, sizeof(faulty), "/tmp/gp-nvml-faulty-%d.json", (int)getpid());
+	assert_int_equal(json_object_to_file(faulty, cfg), 0);
+	json_object_put(cfg);
+	setenv("GPUPOOL_NVML_STUB_CONFIG", faulty, 1);
+	int rc = B->ops->discover(B, &n, err, sizeof(err));
+	setenv("GPUPOOL_NVML_STUB_CONFIG", FIXTURES_DIR "/nvml-stub/h100x2.json", 1);
+	unlink(faulty);
+	assert_int_equal(rc, 0);
+	assert_int_equal(n.ngpus, 3);
+	assert_int_equal(n.gpus[0].state, AG_GPU_UNKNOWN);
+	assert_int_equal(n.gpus[0].ninst, 0);
+	assert_non_null(strstr(n.gpus[0].error, "nvmlDeviceGetGpuInstances"));
+	assert_int_equal(n.gpus[1].state, AG_GPU_LOST);
+	assert_string_equal(n.gpus[1].uuid, uuid1);
+	assert_int_equal(n.gpus[1].index, 1);
+	assert_non_null(strstr(n.gpus[1].error, "GPU is lost"));
+	assert_int_equal(n.gpus[2].state, AG_GPU_OK);
+	assert_true(n.gpus[2].power_w > 0);
+	/* back on the bus: ok again */
+	assert_int_equal(B->ops->discover(B, &n, err, sizeof(err)), 0);
+	assert_int_equal(n.gpus[1].state, AG_GPU_OK);
+	assert_int_equal(n.gpus[0].state, AG_GPU_OK);
+}
+
 int
 main(void)
 {
@@ -188,6 +234,7 @@ main(void)
 		cmocka_unit_test(test_discover_and_health),
 		cmocka_unit_test(test_create_destroy_exact),
 		cmocka_unit_test(test_apply_through_nvml),
+		cmocka_unit_test(test_lost_gpu_and_unknown_instances),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -152,6 +152,87 @@ test_list_and_join(void **state)
 	free(lgi);
 }
 
+/* Compute-instance profiles in -L (an H200 in MIG mode: one 3g.71gb GPU
+ * instance split into 1c.3g.71gb and 2c.3g.71gb compute instances, one
+ * whole 3g.71gb, one 1g.18gb; -L text as nvidia-smi prints it, built for
+ * this test): the 1c/2c devices belong to their GPU instance, whose
+ * device is the first of them; three GPU instances, not five. */
+static void
+test_list_compute_instance_profiles(void **state)
+{
+	(void)state;
+	const char *l =
+	    "GPU 0: NVIDIA H200 (UUID: GPU-a0000000-0000-0000-0000-000000000000)\n"
+	    "  MIG 1c.3g.71gb    Device  0: (UUID: MIG-d0000000-0000-0000-0000-000000000000)\n"
+	    "  MIG 2c.3g.71gb    Device  1: (UUID: MIG-d1000000-0000-0000-0000-000000000000)\n"
+	    "  MIG 3g.71gb       Device  2: (UUID: MIG-d2000000-0000-0000-0000-000000000000)\n"
+	    "  MIG 1g.18gb       Device  3: (UUID: MIG-d3000000-0000-0000-0000-000000000000)\n";
+	struct ag_node node;
+	memset(&node, 0, sizeof(node));
+	struct smi_mig_device devs[16];
+	assert_int_equal(smi_parse_list(l, &node, devs, 16), 4);
+	assert_string_equal(devs[0].profile, "1c.3g.71gb");
+	assert_string_equal(devs[0].gi_profile, "3g.71gb");
+	assert_int_equal(devs[0].ci_slices, 1);
+	assert_int_equal(devs[1].ci_slices, 2);
+	assert_string_equal(devs[2].gi_profile, "3g.71gb");
+	assert_int_equal(devs[2].ci_slices, 0);
+	/* GPU instances 1 (the split 3g at 0), 2 (the whole 3g at 4), 7 (1g at 3) */
+	struct smi_gi gis[3] = {
+		{ .gpu = 0,
+		    .profile = "3g.71gb",
+		    .profile_id = 9,
+		    .gi_id = 1,
+		    .start = 0,
+		    .size = 4 },
+		{ .gpu = 0,
+		    .profile = "3g.71gb",
+		    .profile_id = 9,
+		    .gi_id = 2,
+		    .start = 4,
+		    .size = 4 },
+		{ .gpu = 0,
+		    .profile = "1g.18gb",
+		    .profile_id = 19,
+		    .gi_id = 7,
+		    .start = 3,
+		    .size = 1 },
+	};
+	/* -q: MIG devices 1 and 0 in GPU instance 1 (listed second first), 2 in 2, 3 in 7 */
+	struct smi_q_mig qm[4] = {
+		{ .gpu = 0, .device = 1, .gi_id = 1 },
+		{ .gpu = 0, .device = 0, .gi_id = 1 },
+		{ .gpu = 0, .device = 2, .gi_id = 2 },
+		{ .gpu = 0, .device = 3, .gi_id = 7 },
+	};
+	node.gpus[0].mig_enabled = true;
+	smi_join(&node, gis, 3, devs, 4, qm, 4);
+	struct ag_gpu *g = &node.gpus[0];
+	assert_int_equal(g->ninst, 3);
+	assert_string_equal(g->inst[0].uuid, "MIG-d0000000-0000-0000-0000-000000000000");
+	assert_string_equal(g->inst[1].uuid, "MIG-d2000000-0000-0000-0000-000000000000");
+	assert_string_equal(g->inst[2].uuid, "MIG-d3000000-0000-0000-0000-000000000000");
+}
+
+/* The device-handle error of a lost GPU: its bus id and the message. */
+static void
+test_parse_lost(void **state)
+{
+	(void)state;
+	struct smi_lost lost[4];
+	const char *out =
+	    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"
+	    "Unable to determine the device handle for GPU0000:18:00.0: GPU is lost.  "
+	    "Reboot the system to recover this GPU\n";
+	assert_int_equal(smi_parse_lost(out, lost, 4), 1);
+	assert_string_equal(lost[0].bus_id, "GPU0000:18:00.0" + 3);
+	assert_memory_equal(lost[0].message, "Unable to determine the device handle", 37);
+	assert_non_null(strstr(lost[0].message, "Reboot the system to recover this GPU"));
+	assert_true(smi_same_bus("00000000:18:00.0", lost[0].bus_id));
+	assert_false(smi_same_bus("00000000:19:00.0", lost[0].bus_id));
+	assert_int_equal(smi_parse_lost("GPU 0: fine\n", lost, 4), 0);
+}
+
 static void
 test_q_whole_gpu_has_no_mig(void **state)
 {
@@ -171,6 +252,8 @@ main(void)
 		cmocka_unit_test(test_query_gpu_bad_header),
 		cmocka_unit_test(test_list_and_join),
 		cmocka_unit_test(test_q_whole_gpu_has_no_mig),
+		cmocka_unit_test(test_list_compute_instance_profiles),
+		cmocka_unit_test(test_parse_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

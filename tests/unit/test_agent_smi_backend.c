@@ -44,6 +44,9 @@ setup(void **state)
 	setenv("GPUPOOL_SMI_FIXTURES", FIXTURES_DIR "/nvidia-smi", 1);
 	setenv("GPUPOOL_SMI_LOG", logpath, 1);
 	unsetenv("GPUPOOL_SMI_FAIL");
+	unsetenv("GPUPOOL_SMI_FAIL_ONCE");
+	unsetenv("GPUPOOL_SMI_LOST");
+	unsetenv("GPUPOOL_SMI_OLD_DRIVER");
 	return 0;
 }
 
@@ -120,6 +123,104 @@ test_dry_run(void **state)
 	ag_backend_close(b);
 }
 
+/* nvidia-smi failing COMMAND once ("Insufficient Permissions", exit 4). */
+static void
+fail_once(const char *command)
+{
+	static char path[256];
+	snprintf(path, sizeof(path), "/tmp/gp-smi-fail-%d", (int)getpid());
+	assert_int_equal(ag_write_file(path, command, strlen(command), 0600), 0);
+	setenv("GPUPOOL_SMI_FAIL_ONCE", path, 1);
+}
+
+/* Issue 19, finding 1: `mig -lgi` answering "Insufficient Permissions" is
+ * not "no instances": the MIG GPU is unknown for this scan (before: MIG on,
+ * no instances, and every allocation there failed as disappeared). */
+static void
+test_lgi_failure_is_unknown(void **state)
+{
+	(void)state;
+	struct ag_backend *b = open_smi(false);
+	struct ag_node n;
+	char err[256];
+	fail_once("mig -lgi");
+	assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), 0);
+	assert_int_equal(n.ngpus, 1);
+	assert_int_equal(n.gpus[0].state, AG_GPU_UNKNOWN);
+	assert_int_equal(n.gpus[0].ninst, 0);
+	assert_non_null(strstr(n.gpus[0].error, "Insufficient Permissions"));
+	assert_string_equal(n.gpus[0].uuid, "GPU-00000000-0000-0000-0000-000000000000");
+	/* the next scan reads them again */
+	assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), 0);
+	assert_int_equal(n.gpus[0].state, AG_GPU_OK);
+	assert_int_equal(n.gpus[0].ninst, 4);
+	ag_backend_close(b);
+}
+
+/* A failed -L, -q or --query-gpu fails the discovery (before: an empty
+ * answer, the GPU reported without its instances). */
+static void
+test_list_or_query_failure_fails_discovery(void **state)
+{
+	(void)state;
+	const char *cmds[] = { "-L", "-q", "--query-gpu" };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct ag_backend *b = open_smi(false);
+		struct ag_node n;
+		char err[256];
+		fail_once(cmds[i]);
+		assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, cmds[i]));
+		assert_non_null(strstr(err, "Insufficient Permissions"));
+		assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), 0);
+		assert_int_equal(n.gpus[0].ninst, 4);
+		ag_backend_close(b);
+	}
+}
+
+/* A GPU nvidia-smi cannot reach is lost under the identity it had, with
+ * the tool's message. */
+static void
+test_lost_gpu(void **state)
+{
+	(void)state;
+	struct ag_backend *b = open_smi(false);
+	struct ag_node n;
+	char err[256];
+	assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), 0);
+	setenv("GPUPOOL_SMI_LOST", "1", 1);
+	assert_int_equal(b->ops->discover(b, &n, err, sizeof(err)), 0);
+	unsetenv("GPUPOOL_SMI_LOST");
+	assert_int_equal(n.ngpus, 1);
+	assert_int_equal(n.gpus[0].state, AG_GPU_LOST);
+	assert_string_equal(n.gpus[0].uuid, "GPU-00000000-0000-0000-0000-000000000000");
+	assert_int_equal(n.gpus[0].index, 0);
+	assert_non_null(strstr(n.gpus[0].error,
+	    "Unable to determine the device handle for GPU0000:00:09.0: GPU is lost"));
+	assert_int_equal(n.gpus[0].ninst, 0);
+	ag_backend_close(b);
+}
+
+/* A driver without gpu_recovery_action (older than R550): the field is
+ * not asked for and discovery works (before: the whole query failed, so
+ * the agent could not enroll). */
+static void
+test_old_driver_fields_probed(void **state)
+{
+	(void)state;
+	setenv("GPUPOOL_SMI_OLD_DRIVER", "1", 1);
+	struct ag_backend *b = open_smi(false);
+	struct ag_node n;
+	char err[256];
+	int rc = b->ops->discover(b, &n, err, sizeof(err));
+	unsetenv("GPUPOOL_SMI_OLD_DRIVER");
+	assert_int_equal(rc, 0);
+	assert_int_equal(n.ngpus, 1);
+	assert_int_equal(n.gpus[0].ninst, 4);
+	assert_string_equal(n.gpus[0].recovery_action, "none");
+	ag_backend_close(b);
+}
+
 int
 main(void)
 {
@@ -127,6 +228,11 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_discover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commands, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dry_run, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lgi_failure_is_unknown, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_or_query_failure_fails_discovery, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_lost_gpu, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_old_driver_fields_probed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
