@@ -293,6 +293,7 @@ cmd_serve(struct config *cfg)
 	memset(&app, 0, sizeof(app));
 	app.xids = xids;
 	app.agent_grace_s = cfg->agent_grace_s;
+	app.agent_callback_allow = cfg->agent_callback_allow;
 	app.cors_origins = cfg->cors_origins;
 	app.schema_version = migrate_latest_version();
 	app.session_ttl_s = cfg->session_ttl_s;
@@ -409,6 +410,9 @@ cmd_serve(struct config *cfg)
 			.retention_days = cfg->metrics_retention_days,
 			.idle_after_s = cfg->idle_after_s,
 			.idle_threshold = cfg->idle_threshold,
+			.outbox_retention_days = cfg->outbox_retention_days,
+			.alerts_retention_days = cfg->alerts_retention_days,
+			.profiles_retention_days = cfg->profiles_retention_days,
 		};
 
 		if (telemetry_start(&telemetry, &tc) < 0)
