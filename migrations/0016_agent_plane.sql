@@ -649,3 +649,316 @@ CREATE INDEX outbox_delivered_idx ON outbox (delivered_at) WHERE delivered_at IS
 CREATE INDEX alerts_resolved_idx ON alerts (resolved_at) WHERE resolved_at IS NOT NULL;
 CREATE INDEX workload_profiles_ended_idx ON workload_profiles (ended_at)
 	WHERE ended_at IS NOT NULL;
+
+-- ---- billing: credits for capacity that never existed ----
+
+-- When an allocation was failed (a status report said it could not be
+-- created, or its instance disappeared, or its GPU failed): one row per
+-- stretch, opened when it becomes failed and closed when it leaves that
+-- state (ready again, releasing, released). Kept by a trigger.
+CREATE TABLE allocation_fault_intervals (
+	id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	allocation_id bigint NOT NULL REFERENCES allocations (id),
+	started_at    timestamptz NOT NULL DEFAULT now(),
+	ended_at      timestamptz,
+	CHECK (ended_at IS NULL OR ended_at >= started_at)
+);
+CREATE UNIQUE INDEX allocation_fault_intervals_open_key ON allocation_fault_intervals
+	(allocation_id) WHERE ended_at IS NULL;
+CREATE INDEX allocation_fault_intervals_time_idx ON allocation_fault_intervals
+	(coalesce(ended_at, 'infinity'), started_at);
+
+CREATE FUNCTION allocations_fault_history() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed' THEN
+		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
+	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
+		UPDATE allocation_fault_intervals SET ended_at = now()
+		WHERE allocation_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER allocations_fault_history AFTER UPDATE OF state ON allocations
+	FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
+	EXECUTE FUNCTION allocations_fault_history();
+
+-- When a node was unknown (its agent silent past the grace): one row per
+-- stretch. Kept by a trigger.
+CREATE TABLE node_unknown_intervals (
+	id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	node_id    bigint NOT NULL REFERENCES nodes (id),
+	started_at timestamptz NOT NULL DEFAULT now(),
+	ended_at   timestamptz,
+	CHECK (ended_at IS NULL OR ended_at >= started_at)
+);
+CREATE UNIQUE INDEX node_unknown_intervals_open_key ON node_unknown_intervals (node_id)
+	WHERE ended_at IS NULL;
+CREATE INDEX node_unknown_intervals_time_idx ON node_unknown_intervals
+	(coalesce(ended_at, 'infinity'), started_at);
+
+CREATE FUNCTION nodes_unknown_history() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.status = 'unknown' AND OLD.status IS DISTINCT FROM 'unknown' THEN
+		INSERT INTO node_unknown_intervals (node_id) VALUES (NEW.id);
+	ELSIF OLD.status = 'unknown' AND NEW.status <> 'unknown' THEN
+		UPDATE node_unknown_intervals SET ended_at = now()
+		WHERE node_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER nodes_unknown_history AFTER UPDATE OF status ON nodes
+	FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+	EXECUTE FUNCTION nodes_unknown_history();
+
+-- Already failed allocations and unknown nodes: their stretches start now.
+INSERT INTO allocation_fault_intervals (allocation_id)
+SELECT id FROM allocations WHERE state = 'failed';
+INSERT INTO node_unknown_intervals (node_id) SELECT id FROM nodes WHERE status = 'unknown';
+
+-- The accrual (0012's) with the credits of issue 19: besides the time an
+-- allocation's GPU was failed, the time the allocation itself was failed
+-- and the time its node was unknown are credited, from the moment the
+-- server knew, each second at most once per allocation, never more than
+-- the charge (docs/billing.md "Credits").
+CREATE OR REPLACE FUNCTION billing_accrue(p_now timestamptz, p_settle interval, p_max_hours integer,
+	OUT acc_from timestamptz, OUT acc_until timestamptz, OUT acc_upserted bigint,
+	OUT acc_deleted bigint, OUT acc_watermark timestamptz, OUT acc_more boolean)
+LANGUAGE plpgsql
+-- The planner cannot estimate the CTEs (hours cut out of intervals by
+-- generate_series): off by 1000 times, it picks nested loops that go
+-- quadratic in the rows of a span. Hash joins keep a span linear; every
+-- read of billing_usage is bounded to the span's hours.
+SET TimeZone = 'UTC' SET enable_nestloop = off AS $$
+DECLARE
+	v_real timestamptz := date_trunc('second', p_now);
+	v_now  timestamptz := v_real; -- the end of this call's span
+	v_lo   timestamptz;
+	v_next timestamptz;
+BEGIN
+	PERFORM pg_advisory_xact_lock(7234001, 12);
+	SELECT s.watermark INTO v_lo FROM billing_accrual_state s WHERE s.id = 1 FOR UPDATE;
+	IF v_lo IS NULL THEN
+		SELECT date_trunc('hour', min(l.started_at)) INTO v_lo FROM usage_ledger l;
+	END IF;
+	acc_upserted := 0;
+	acc_deleted := 0;
+	acc_more := false;
+	-- a span of p_max_hours from the first moment held (hours where the
+	-- ledger holds nothing cost nothing)
+	SELECT date_trunc('hour', min(greatest(l.started_at, v_lo))) INTO v_next
+	FROM usage_ledger l WHERE l.ended_at IS NULL OR l.ended_at > v_lo;
+	IF v_lo IS NOT NULL AND v_next IS NOT NULL
+	   AND greatest(v_lo, v_next) + p_max_hours * interval '1 hour' < v_real THEN
+		v_now := greatest(v_lo, v_next) + p_max_hours * interval '1 hour';
+		acc_more := true;
+	END IF;
+	acc_until := v_now;
+	IF v_lo IS NULL OR v_lo >= v_now THEN
+		acc_from := v_lo;
+		acc_watermark := v_lo;
+		UPDATE billing_accrual_state SET last_run_at = now(), last_until = v_now WHERE id = 1;
+		RETURN;
+	END IF;
+	acc_from := v_lo;
+
+	WITH led AS (
+		-- an open interval of a pool past its end time ends there (the
+		-- expiry worker closes it at that time, perhaps later than now)
+		SELECT l.pool_id, l.model, l.profile, l.count,
+		       greatest(date_trunc('second', l.started_at), v_lo) AS s,
+		       least(date_trunc('second', coalesce(l.ended_at, po.ends_at, v_now)), v_now) AS e
+		FROM usage_ledger l JOIN pools po ON po.id = l.pool_id
+		WHERE (l.ended_at IS NULL OR l.ended_at >= v_lo) AND l.started_at < v_now
+	), fsrc AS (
+		-- the allocation on a failed GPU (0012)
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', a.created_at), date_trunc('second', h.started_at),
+		                v_lo) AS s,
+		       -- an instance leaves the bill at the approval that releases it,
+		       -- before the agent confirms (released_at)
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(h.ended_at, v_now)), v_now) AS e
+		FROM gpu_health_intervals h
+		JOIN allocations a ON a.gpu_id = h.gpu_id AND a.pool_id IS NOT NULL
+		JOIN gpus g ON g.id = h.gpu_id
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE h.health = 'failed' AND (h.ended_at IS NULL OR h.ended_at > v_lo)
+		  AND h.started_at < v_now
+		  AND a.created_at < coalesce(h.ended_at, v_now)
+		  AND (a.released_at IS NULL OR a.released_at > h.started_at)
+		UNION ALL
+		-- the allocation itself failed: never created, or its instance
+		-- disappeared (0016), from the status report that said so
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', f.started_at), v_lo),
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(f.ended_at, v_now)), v_now)
+		FROM allocation_fault_intervals f
+		JOIN allocations a ON a.id = f.allocation_id AND a.pool_id IS NOT NULL
+		JOIN gpus g ON g.id = a.gpu_id
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE (f.ended_at IS NULL OR f.ended_at > v_lo) AND f.started_at < v_now
+		UNION ALL
+		-- its node was unknown (no heartbeat past the grace, 0016)
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', a.created_at), date_trunc('second', u.started_at),
+		                v_lo),
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(u.ended_at, v_now)), v_now)
+		FROM node_unknown_intervals u
+		JOIN gpus g ON g.node_id = u.node_id
+		JOIN allocations a ON a.gpu_id = g.id AND a.pool_id IS NOT NULL
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE (u.ended_at IS NULL OR u.ended_at > v_lo) AND u.started_at < v_now
+		  AND a.created_at < coalesce(u.ended_at, v_now)
+		  AND (a.released_at IS NULL OR a.released_at > u.started_at)
+	), fisl AS (
+		-- one allocation's faults overlap (a failed GPU fails its allocations
+		-- too): merged into islands, so that no second is credited twice
+		SELECT x.*, CASE WHEN x.s <= max(x.e) OVER (PARTITION BY x.id ORDER BY x.s, x.e
+		                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END
+		         AS brk
+		FROM fsrc x WHERE x.e > x.s
+	), fgrp AS (
+		SELECT y.*, sum(y.brk) OVER (PARTITION BY y.id ORDER BY y.s, y.e) AS grp FROM fisl y
+	), fail AS (
+		SELECT z.pool_id, z.model, z.profile, min(z.s) AS s, max(z.e) AS e
+		FROM fgrp z GROUP BY z.id, z.pool_id, z.model, z.profile, z.grp
+	), ev AS (
+		SELECT pool_id, model, profile, s AS t, count AS dl, 0 AS df FROM led WHERE e > s
+		UNION ALL SELECT pool_id, model, profile, e, -count, 0 FROM led WHERE e > s
+		UNION ALL SELECT pool_id, model, profile, s, 0, 1 FROM fail WHERE e > s
+		UNION ALL SELECT pool_id, model, profile, e, 0, -1 FROM fail WHERE e > s
+	), pt AS (
+		SELECT pool_id, model, profile, t, sum(dl) AS dl, sum(df) AS df
+		FROM ev GROUP BY 1, 2, 3, 4
+	), seg AS (
+		SELECT pool_id, model, profile, t AS s,
+		       lead(t) OVER w AS e,
+		       sum(dl) OVER w AS lvl,
+		       sum(df) OVER w AS nf
+		FROM pt
+		WINDOW w AS (PARTITION BY pool_id, model, profile ORDER BY t)
+	), piece AS (
+		SELECT sg.pool_id, sg.model, sg.profile, sg.lvl::integer AS lvl,
+		       least(greatest(sg.nf, 0), sg.lvl)::integer AS nf, h.hour,
+		       greatest(sg.s, h.hour) AS s,
+		       least(sg.e, h.hour + interval '1 hour') AS e
+		FROM seg sg
+		CROSS JOIN LATERAL generate_series(date_trunc('hour', sg.s),
+		                                   sg.e - interval '1 microsecond',
+		                                   interval '1 hour') AS h(hour)
+		WHERE sg.e > sg.s AND sg.lvl > 0
+	), priced AS (
+		SELECT p.pool_id, p.model, p.profile, p.lvl, p.nf, p.hour, r.rate_id, r.currency,
+		       r.price_per_hour_micro AS price,
+		       extract(epoch FROM least(p.e, coalesce(r.valid_to, p.e))
+		                          - greatest(p.s, r.valid_from))::bigint AS secs
+		FROM piece p
+		JOIN billing_rate_timeline() r ON r.model = p.model AND r.profile = p.profile
+		     AND r.valid_from < p.e AND (r.valid_to IS NULL OR r.valid_to > p.s)
+	), want AS (
+		SELECT 'usage'::text AS kind, pool_id, model, profile, hour, rate_id, currency, price,
+		       lvl AS cnt, sum(secs) AS seconds
+		FROM priced GROUP BY pool_id, model, profile, hour, rate_id, currency, price, lvl
+		UNION ALL
+		SELECT 'credit', pool_id, model, profile, hour, rate_id, currency, price,
+		       nf, sum(secs)
+		FROM priced WHERE nf > 0
+		GROUP BY pool_id, model, profile, hour, rate_id, currency, price, nf
+	), acc0 AS (
+		SELECT w.kind, po.project_id, w.pool_id, w.model, w.profile, w.hour, w.rate_id,
+		       w.price, w.currency, w.seconds, w.cnt,
+		       billing_div_half_even(w.seconds::numeric * w.cnt * w.price, 3600) AS raw
+		FROM want w JOIN pools po ON po.id = w.pool_id
+		WHERE w.seconds > 0 AND NOT EXISTS (
+			SELECT 1 FROM billing_periods bp
+			WHERE bp.period = to_char(w.hour, 'YYYY-MM') AND bp.state = 'closed')
+	), acc1 AS (
+		-- credits never exceed charges: per (pool, spec, hour, rate) the
+		-- credits' roundings may add up to more than the charges' (each
+		-- half rounds on its own); the excess comes off the credits with the
+		-- most instances first
+		SELECT a.*,
+		       greatest(0, sum(CASE WHEN a.kind = 'credit' THEN a.raw ELSE 0 END) OVER g
+		                   - sum(CASE WHEN a.kind = 'usage' THEN a.raw ELSE 0 END) OVER g)
+		         AS excess,
+		       coalesce(sum(a.raw) OVER (PARTITION BY a.pool_id, a.model, a.profile, a.hour,
+		                                 a.rate_id, a.kind ORDER BY a.cnt DESC
+		                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+		         AS before
+		FROM acc0 a
+		WINDOW g AS (PARTITION BY a.pool_id, a.model, a.profile, a.hour, a.rate_id)
+	), acc AS (
+		SELECT kind, project_id, pool_id, model, profile, hour, rate_id, price, currency,
+		       seconds, cnt,
+		       (CASE WHEN kind = 'usage' THEN raw
+		             ELSE -(raw - least(raw, greatest(0, excess - before))) END)::bigint AS amount
+		FROM acc1
+	), upd AS (
+		UPDATE billing_usage b
+		SET seconds = r.seconds, amount_micro = r.amount,
+		    price_per_hour_micro = r.price, currency = r.currency,
+		    project_id = r.project_id, updated_at = now()
+		FROM acc r
+		WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
+		  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
+		  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+		  AND b.hour >= v_lo AND b.hour < v_now
+		  AND (b.seconds, b.amount_micro, b.price_per_hour_micro, b.currency, b.project_id)
+		      IS DISTINCT FROM (r.seconds, r.amount, r.price, r.currency, r.project_id)
+		RETURNING 1
+	), ins AS (
+		-- no other accrual runs (the advisory lock) and nothing else writes
+		-- these kinds: absent now means absent at commit
+		INSERT INTO billing_usage (kind, project_id, pool_id, model, profile, hour, period,
+			rate_id, price_per_hour_micro, currency, seconds, count, amount_micro)
+		SELECT kind, project_id, pool_id, model, profile, hour,
+		       to_char(hour, 'YYYY-MM'), rate_id, price, currency, seconds, cnt, amount
+		FROM acc r
+		WHERE NOT EXISTS (
+			SELECT 1 FROM billing_usage b
+			WHERE b.kind = r.kind AND b.pool_id = r.pool_id AND b.model = r.model
+			  AND b.profile = r.profile AND b.hour = r.hour AND b.rate_id = r.rate_id
+			  AND b.count = r.cnt AND b.kind IN ('usage', 'credit')
+			  AND b.hour >= v_lo AND b.hour < v_now)
+		RETURNING 1
+	), stale AS (
+		-- rows of these hours that no longer arise
+		SELECT b.id, b.seconds, b.amount_micro,
+		       EXISTS (SELECT 1 FROM billing_usage x WHERE x.adjusts = b.id) AS adjusted
+		FROM billing_usage b
+		WHERE b.kind IN ('usage', 'credit') AND b.hour >= v_lo AND b.hour < v_now
+		  AND NOT EXISTS (SELECT 1 FROM billing_periods bp
+		                  WHERE bp.period = b.period AND bp.state = 'closed')
+		  AND NOT EXISTS (
+			SELECT 1 FROM acc r
+			WHERE r.kind = b.kind AND r.pool_id = b.pool_id AND r.model = b.model
+			  AND r.profile = b.profile AND r.hour = b.hour AND r.rate_id = b.rate_id
+			  AND r.cnt = b.count)
+	), del AS (
+		DELETE FROM billing_usage b USING stale st
+		WHERE b.id = st.id AND NOT st.adjusted
+		RETURNING 1
+	), zero AS (
+		-- an adjustment refers to it: it stays, at zero
+		UPDATE billing_usage b SET seconds = 0, amount_micro = 0, updated_at = now()
+		FROM stale st
+		WHERE b.id = st.id AND st.adjusted AND (st.seconds, st.amount_micro) <> (0, 0)
+		RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM zero),
+	       (SELECT count(*) FROM del)
+	INTO acc_upserted, acc_deleted;
+
+	acc_watermark := greatest(v_lo, least(date_trunc('hour', v_real - p_settle), v_now));
+	UPDATE billing_accrual_state s
+	SET watermark = acc_watermark, last_run_at = now(), last_until = v_now
+	WHERE s.id = 1;
+END
+$$;

@@ -599,6 +599,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.allocations_fault_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed' THEN
+		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
+	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
+		UPDATE allocation_fault_intervals SET ended_at = now()
+		WHERE allocation_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.allocations_layout_sync() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -719,8 +733,9 @@ BEGIN
 		       least(date_trunc('second', coalesce(l.ended_at, po.ends_at, v_now)), v_now) AS e
 		FROM usage_ledger l JOIN pools po ON po.id = l.pool_id
 		WHERE (l.ended_at IS NULL OR l.ended_at >= v_lo) AND l.started_at < v_now
-	), fail AS (
-		SELECT a.pool_id, g.model, a.profile,
+	), fsrc AS (
+		-- the allocation on a failed GPU (0012)
+		SELECT a.id, a.pool_id, g.model, a.profile,
 		       greatest(date_trunc('second', a.created_at), date_trunc('second', h.started_at),
 		                v_lo) AS s,
 		       -- an instance leaves the bill at the approval that releases it,
@@ -736,6 +751,46 @@ BEGIN
 		  AND h.started_at < v_now
 		  AND a.created_at < coalesce(h.ended_at, v_now)
 		  AND (a.released_at IS NULL OR a.released_at > h.started_at)
+		UNION ALL
+		-- the allocation itself failed: never created, or its instance
+		-- disappeared (0016), from the status report that said so
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', f.started_at), v_lo),
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(f.ended_at, v_now)), v_now)
+		FROM allocation_fault_intervals f
+		JOIN allocations a ON a.id = f.allocation_id AND a.pool_id IS NOT NULL
+		JOIN gpus g ON g.id = a.gpu_id
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE (f.ended_at IS NULL OR f.ended_at > v_lo) AND f.started_at < v_now
+		UNION ALL
+		-- its node was unknown (no heartbeat past the grace, 0016)
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', a.created_at), date_trunc('second', u.started_at),
+		                v_lo),
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(u.ended_at, v_now)), v_now)
+		FROM node_unknown_intervals u
+		JOIN gpus g ON g.node_id = u.node_id
+		JOIN allocations a ON a.gpu_id = g.id AND a.pool_id IS NOT NULL
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE (u.ended_at IS NULL OR u.ended_at > v_lo) AND u.started_at < v_now
+		  AND a.created_at < coalesce(u.ended_at, v_now)
+		  AND (a.released_at IS NULL OR a.released_at > u.started_at)
+	), fisl AS (
+		-- one allocation's faults overlap (a failed GPU fails its allocations
+		-- too): merged into islands, so that no second is credited twice
+		SELECT x.*, CASE WHEN x.s <= max(x.e) OVER (PARTITION BY x.id ORDER BY x.s, x.e
+		                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END
+		         AS brk
+		FROM fsrc x WHERE x.e > x.s
+	), fgrp AS (
+		SELECT y.*, sum(y.brk) OVER (PARTITION BY y.id ORDER BY y.s, y.e) AS grp FROM fisl y
+	), fail AS (
+		SELECT z.pool_id, z.model, z.profile, min(z.s) AS s, max(z.e) AS e
+		FROM fgrp z GROUP BY z.id, z.pool_id, z.model, z.profile, z.grp
 	), ev AS (
 		SELECT pool_id, model, profile, s AS t, count AS dl, 0 AS df FROM led WHERE e > s
 		UNION ALL SELECT pool_id, model, profile, e, -count, 0 FROM led WHERE e > s
@@ -1401,6 +1456,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.nodes_unknown_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF NEW.status = 'unknown' AND OLD.status IS DISTINCT FROM 'unknown' THEN
+		INSERT INTO node_unknown_intervals (node_id) VALUES (NEW.id);
+	ELSIF OLD.status = 'unknown' AND NEW.status <> 'unknown' THEN
+		UPDATE node_unknown_intervals SET ended_at = now()
+		WHERE node_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.outbox_claim(p_limit integer, p_lease interval) RETURNS TABLE(node_id bigint, attempts integer, callback_url text, push_secret text)
     LANGUAGE plpgsql
     AS $$
@@ -1512,6 +1581,23 @@ CREATE TABLE public.alerts (
 
 ALTER TABLE public.alerts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.alerts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.allocation_fault_intervals (
+    id bigint NOT NULL,
+    allocation_id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT allocation_fault_intervals_check CHECK (((ended_at IS NULL) OR (ended_at >= started_at)))
+);
+
+ALTER TABLE public.allocation_fault_intervals ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.allocation_fault_intervals_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -1887,6 +1973,23 @@ ALTER TABLE public.node_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     CACHE 1
 );
 
+CREATE TABLE public.node_unknown_intervals (
+    id bigint NOT NULL,
+    node_id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT node_unknown_intervals_check CHECK (((ended_at IS NULL) OR (ended_at >= started_at)))
+);
+
+ALTER TABLE public.node_unknown_intervals ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.node_unknown_intervals_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.nodes (
     id bigint NOT NULL,
     cluster_id bigint NOT NULL,
@@ -2183,6 +2286,9 @@ ALTER TABLE public.workload_profiles ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
 ALTER TABLE ONLY public.alerts
     ADD CONSTRAINT alerts_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.allocation_fault_intervals
+    ADD CONSTRAINT allocation_fault_intervals_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_no_overlap EXCLUDE USING gist (gpu_id WITH =, int4range(start, (start + size)) WITH &&) WHERE ((state <> 'released'::text));
 
@@ -2264,6 +2370,9 @@ ALTER TABLE ONLY public.node_tokens
 ALTER TABLE ONLY public.node_tokens
     ADD CONSTRAINT node_tokens_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.node_unknown_intervals
+    ADD CONSTRAINT node_unknown_intervals_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_name_key UNIQUE (name);
 
@@ -2331,6 +2440,10 @@ CREATE INDEX alerts_raised_idx ON public.alerts USING btree (raised_at, id);
 
 CREATE INDEX alerts_resolved_idx ON public.alerts USING btree (resolved_at) WHERE (resolved_at IS NOT NULL);
 
+CREATE UNIQUE INDEX allocation_fault_intervals_open_key ON public.allocation_fault_intervals USING btree (allocation_id) WHERE (ended_at IS NULL);
+
+CREATE INDEX allocation_fault_intervals_time_idx ON public.allocation_fault_intervals USING btree (COALESCE(ended_at, 'infinity'::timestamp with time zone), started_at);
+
 CREATE INDEX allocations_device_uuid_idx ON public.allocations USING btree (device_uuid) WHERE (device_uuid IS NOT NULL);
 
 CREATE INDEX allocations_gpu_live_idx ON public.allocations USING btree (gpu_id, start) WHERE (state <> 'released'::text);
@@ -2389,6 +2502,10 @@ CREATE INDEX idempotency_keys_created_idx ON public.idempotency_keys USING btree
 
 CREATE UNIQUE INDEX node_tokens_live_key ON public.node_tokens USING btree (node_id) WHERE (revoked_at IS NULL);
 
+CREATE UNIQUE INDEX node_unknown_intervals_open_key ON public.node_unknown_intervals USING btree (node_id) WHERE (ended_at IS NULL);
+
+CREATE INDEX node_unknown_intervals_time_idx ON public.node_unknown_intervals USING btree (COALESCE(ended_at, 'infinity'::timestamp with time zone), started_at);
+
 CREATE INDEX nodes_agent_liveness_idx ON public.nodes USING btree (agent_heartbeat_at, id) WHERE (managed_by_agent AND (status = 'ready'::text));
 
 CREATE INDEX nodes_cluster_idx ON public.nodes USING btree (cluster_id, id);
@@ -2443,6 +2560,8 @@ CREATE INDEX workload_profiles_ended_idx ON public.workload_profiles USING btree
 
 CREATE TRIGGER allocations_check_placement BEFORE INSERT OR UPDATE OF gpu_id, profile, start, size ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.allocations_check_placement();
 
+CREATE TRIGGER allocations_fault_history AFTER UPDATE OF state ON public.allocations FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.allocations_fault_history();
+
 CREATE TRIGGER allocations_layout_delete AFTER DELETE ON public.allocations REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
 
 CREATE TRIGGER allocations_layout_insert AFTER INSERT ON public.allocations REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
@@ -2485,6 +2604,8 @@ CREATE TRIGGER gpus_health_history_upd AFTER UPDATE OF health ON public.gpus FOR
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 
+CREATE TRIGGER nodes_unknown_history AFTER UPDATE OF status ON public.nodes FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.nodes_unknown_history();
+
 CREATE TRIGGER outbox_wake AFTER INSERT ON public.outbox FOR EACH ROW EXECUTE FUNCTION public.outbox_wake();
 
 ALTER TABLE ONLY public.alerts
@@ -2501,6 +2622,9 @@ ALTER TABLE ONLY public.alerts
 
 ALTER TABLE ONLY public.alerts
     ADD CONSTRAINT alerts_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
+ALTER TABLE ONLY public.allocation_fault_intervals
+    ADD CONSTRAINT allocation_fault_intervals_allocation_id_fkey FOREIGN KEY (allocation_id) REFERENCES public.allocations(id);
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
@@ -2564,6 +2688,9 @@ ALTER TABLE ONLY public.mig_profiles
 
 ALTER TABLE ONLY public.node_tokens
     ADD CONSTRAINT node_tokens_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
+
+ALTER TABLE ONLY public.node_unknown_intervals
+    ADD CONSTRAINT node_unknown_intervals_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
 
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);

@@ -482,8 +482,9 @@ api_alerts_ack(struct request *req, struct response *res, struct gp_error *err)
 const char *
 alerts_metrics_text(struct arena *a)
 {
-	static const char *const types[] = { "gpu_failed", "node_unknown", "drift", "pool_degraded",
-		"push_failed", "isolation_violation", "idle" };
+	static const char *const types[] = { "gpu_failed", "gpu_degraded", "xid_unknown",
+		"node_unknown", "drift", "pool_degraded", "push_failed", "isolation_violation",
+		"idle" };
 	struct gp_error err;
 	const char *json = NULL;
 	struct json_object *o;
