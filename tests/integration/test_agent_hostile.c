@@ -406,6 +406,24 @@ test_enroll_no_steal(void **state)
 	    "{\"adopt_manual\":true}");
 	assert_problem(r, 422, "validation_failed");
 
+	/* the CLI makes bound tokens too */
+	{
+		const char *env[] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url),
+			fx_str(fx, "GPUPOOL_TOKEN=%s", op), NULL };
+		struct fx_proc *p = fx_cli(fx, env, NULL, "-o", "json", "agents", "enroll-token",
+		    "c1", "--node", "manual2", "--adopt-manual", NULL);
+		struct json_object *j;
+
+		assert_int_equal(p->status, 0);
+		j = json_tokener_parse(p->out);
+		assert_non_null(j);
+		assert_json_str(j, "node_name", "manual2");
+		assert_true(json_object_get_boolean(fx_json(j, "adopt_manual")));
+		json_object_put(j);
+		p = fx_cli(fx, env, NULL, "agents", "enroll-token", "c1", "--adopt-manual", NULL);
+		assert_int_equal(p->status, 2);
+	}
+
 	/* a node registered by hand: only a token made to adopt it */
 	r = fx_request(fx, op, "POST", "/v1/nodes",
 	    "{\"name\":\"manual1\",\"cluster\":\"c1\",\"hostname\":\"manual1.example\"}");
