@@ -949,14 +949,77 @@ status_errors(struct request *req, struct json_object *in, struct gp_error *err)
 struct status_tx {
 	struct request *req;
 	int64_t observed;
+	struct json_object *gpus; /* the checked GPUs of the report */
 	const char *version, *gpus_json, *errors_json, *result;
+	struct json_object *warnings;
 };
+
+/*
+ * The report's instances against the GPU catalog, as enrollment checks
+ * them: a MIG instance that is not a placement of its GPU's model (profile,
+ * start, size) is not recorded (a warning); "full" is a whole GPU.
+ */
+static void
+status_catalog_check(struct request *req, struct json_object *gpus, const char *models_json,
+    struct json_object *warnings)
+{
+	const struct catalog *cat = api_app(req)->catalog;
+	struct json_object *models = json_own(req->arena, json_tokener_parse(models_json));
+
+	for (size_t i = 0; i < json_object_array_length(gpus); i++) {
+		struct json_object *g = json_object_array_get_idx(gpus, i), *uuid, *insts, *info,
+				   *model, *keep;
+		const struct gpu_model *m;
+
+		if (!json_object_object_get_ex(g, "uuid", &uuid) ||
+		    !json_object_object_get_ex(g, "instances", &insts) || models == NULL ||
+		    !json_object_object_get_ex(models, json_object_get_string(uuid), &info) ||
+		    !json_object_object_get_ex(info, "model", &model))
+			continue; /* not a GPU of the node: SQL ignores it */
+		m = catalog_model(cat, json_object_get_string(model));
+		keep = json_object_new_array();
+		for (size_t k = 0; k < json_object_array_length(insts); k++) {
+			struct json_object *in = json_object_array_get_idx(insts, k), *v;
+			const char *profile;
+			int start, size;
+			const struct mig_profile *p;
+
+			json_object_object_get_ex(in, "profile", &v);
+			profile = json_object_get_string(v);
+			json_object_object_get_ex(in, "start", &v);
+			start = json_object_get_int(v);
+			json_object_object_get_ex(in, "size", &v);
+			size = json_object_get_int(v);
+			p = (m != NULL && strcmp(profile, "full") != 0)
+			    ? catalog_profile(m, profile)
+			    : NULL;
+			if (strcmp(profile, "full") == 0 ||
+			    (p != NULL && catalog_profile_allows(p, start) &&
+				p->memory_slices == size)) {
+				json_object_array_add(keep, json_object_get(in));
+				continue;
+			}
+			json_object_array_add(warnings,
+			    json_object_new_string(arena_printf(req->arena,
+				"gpus[%zu].instances[%zu]: %s@%d is not a placement of %s: not recorded",
+				i, k, profile, start, m ? m->id : json_object_get_string(model))));
+		}
+		json_object_object_add(g, "instances", keep);
+	}
+}
 
 static int
 status_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct status_tx *t = arg;
+	const char *models = NULL;
 
+	if (db_agent_node_gpus(db, t->req->arena, t->req->principal.node_id, &models, err) < 0)
+		return -1;
+	/* (again on a retried transaction: the same checks, the same warnings) */
+	t->warnings = json_own(t->req->arena, json_object_new_array());
+	status_catalog_check(t->req, t->gpus, models ? models : "{}", t->warnings);
+	t->gpus_json = json_to_arena(t->req->arena, t->gpus, NULL);
 	return db_agent_apply_status(db, t->req->arena, t->req->principal.node_id, t->observed,
 	    t->version, t->gpus_json, t->errors_json, &t->result, err);
 }
@@ -996,11 +1059,18 @@ api_agent_status(struct request *req, struct response *res, struct gp_error *err
 			    "the status report is not valid");
 		return -1;
 	}
-	t.gpus_json = json_to_arena(req->arena, clean, NULL);
+	t.gpus = clean;
 	t.errors_json = json_to_arena(req->arena, errs, NULL);
 	if (db_tx(db_thread(), status_tx, &t, err) < 0)
 		return -1;
-	response_raw(res, 200, "application/json", t.result, strlen(t.result));
+	{
+		struct json_object *o = json_tokener_parse(t.result);
+
+		if (o == NULL)
+			return gp_error_set(err, 500, "internal", "the status result is not JSON");
+		json_object_object_add(o, "warnings", json_object_get(t.warnings));
+		response_json(req, res, 200, o);
+	}
 	return 0;
 }
 

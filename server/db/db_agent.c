@@ -63,8 +63,8 @@ DB_STMT(stmt_agent_desired,
     "ORDER BY g.gpu_index) FROM gpus g WHERE g.node_id = n.id), '[]'::json))::text "
     "FROM nodes n WHERE n.id = $1");
 DB_STMT(stmt_agent_node_gpus,
-    "SELECT coalesce(json_agg(g.uuid ORDER BY g.gpu_index), '[]')::text FROM gpus g "
-    "WHERE g.node_id = $1");
+    "SELECT coalesce(json_object_agg(g.uuid, json_build_object('model', g.model, "
+    "'mig_enabled', g.mig_enabled)), '{}')::text FROM gpus g WHERE g.node_id = $1");
 DB_STMT(stmt_agent_status, "SELECT agent_apply_status($1, $2, $3, $4::jsonb, $5::jsonb)::text");
 DB_STMT(stmt_agent_heartbeat, "SELECT agent_heartbeat($1, $2)");
 DB_STMT(stmt_agent_liveness, "SELECT agent_liveness_sweep(make_interval(secs => $1::int))");

@@ -67,7 +67,7 @@ int db_agent_generation(struct db *db, struct arena *a, int64_t node_id, int64_t
 int db_agent_desired_state(struct db *db, struct arena *a, int64_t node_id, int64_t *generation,
     const char **doc, struct gp_error *err) __attribute__((warn_unused_result));
 
-/* The node's GPU UUIDs (JSON array of strings) for a status report's checks. */
+/* The node's GPUs for a status report's checks: {"<uuid>": {"model","mig_enabled"}}. */
 int db_agent_node_gpus(struct db *db, struct arena *a, int64_t node_id, const char **json,
     struct gp_error *err) __attribute__((warn_unused_result));
 

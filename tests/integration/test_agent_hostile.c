@@ -631,6 +631,27 @@ test_generations(void **state)
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT observed_generation FROM nodes WHERE name = 'gen1'"),
 	    gen);
+	/* instances are checked against the catalog like enrollment's: bad ones not recorded */
+	r = report(fx, tok, gen,
+	    fx_str(fx,
+		"[{\"uuid\":\"%s\",\"instances\":[{\"profile\":\"1g.10gb\",\"start\":7,"
+		"\"size\":1,\"uuid\":\"MIG-a\"},{\"profile\":\"7g.80gb\",\"start\":0,\"size\":3,"
+		"\"uuid\":\"MIG-b\"},{\"profile\":\"9g.99gb\",\"start\":0,\"size\":1}]},"
+		"{\"uuid\":\"%s\",\"instances\":[{\"profile\":\"1g.10gb\",\"start\":2,\"size\":1,"
+		"\"uuid\":\"MIG-c\"}]}]",
+		gpu(fx, "77777777", 0), gpu(fx, "77777777", 1)));
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "warnings"), 3);
+	assert_non_null(strstr(fx_json_str(r->json, "warnings[0]"), "gpus[0].instances[0]"));
+	assert_json_int(r->json, "drift", 1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts a JOIN nodes n ON n.id = a.node_id WHERE "
+			     "n.name = 'gen1' AND a.type = 'drift' AND a.resolved_at IS NULL"),
+	    1);
+	r = report(fx, tok, gen, gpus);
+	assert_status(r, 200);
+	assert_json_int(r->json, "drift", 0);
+
 	/* never backwards */
 	r = report(fx, tok, 0, gpus);
 	assert_status(r, 200);
