@@ -399,6 +399,7 @@ cmd_serve(struct config *cfg)
 			.timeout_ms = cfg->push_timeout_ms,
 			.max_attempts = cfg->push_max_attempts,
 			.backoff_ms = cfg->push_backoff_ms,
+			.callback_allow = cfg->agent_callback_allow,
 		};
 
 		if (pusher_start(&pusher, &pc) < 0)

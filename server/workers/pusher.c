@@ -3,6 +3,7 @@
  */
 #include "pusher.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -10,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "auth/token.h"
 #include "core/log.h"
 #include "db/db.h"
+#include "domain/callback.h"
 #include "db/db_agent.h"
 #include "periodic.h"
 
@@ -92,6 +95,32 @@ backoff_ms(int attempts)
 	return (int)(d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1)));
 }
 
+/*
+ * Connect only where a push may go: an address the callback host resolves
+ * to now (not at enrollment) that is link-local, metadata or unspecified
+ * is refused unless GPUPOOL_AGENT_CALLBACK_ALLOW lists it.
+ */
+static curl_socket_t
+push_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *sa)
+{
+	struct callback_addr addr;
+	char text[INET6_ADDRSTRLEN] = "";
+
+	(void)arg;
+	(void)purpose;
+	if (sa->family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)&sa->addr)->sin_addr,
+		    text, sizeof(text));
+	else if (sa->family == AF_INET6)
+		inet_ntop(AF_INET6,
+		    &((const struct sockaddr_in6 *)(const void *)&sa->addr)->sin6_addr, text,
+		    sizeof(text));
+	if (!callback_parse_addr(text, &addr) ||
+	    callback_check_addr(pcfg.callback_allow, &addr, NULL) == CALLBACK_RESTRICTED)
+		return CURL_SOCKET_BAD;
+	return socket(sa->family, sa->socktype, sa->protocol);
+}
+
 /* Set up one signed POST of p->doc to the agent. */
 static int
 push_prepare(struct push *p, struct arena *a)
@@ -124,6 +153,7 @@ push_prepare(struct push *p, struct arena *a)
 	curl_easy_setopt(p->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(p->easy, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(p->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(p->easy, CURLOPT_OPENSOCKETFUNCTION, push_open_socket);
 	curl_easy_setopt(p->easy, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(p->easy, CURLOPT_ERRORBUFFER, p->error);
 	curl_easy_setopt(p->easy, CURLOPT_PRIVATE, p);

@@ -505,6 +505,29 @@ test_callback_allow(void **state)
 	assert_status(r, 201);
 	assert_int_equal(fixture_server_stop(fx, c), 0);
 	fx->server = a;
+
+	/*
+	 * A callback that points at a metadata address after enrollment (a
+	 * rebinding host name, a row from before this check): the pusher does
+	 * not connect, the failure is the class "refused" (a real attempt
+	 * would time out after GPUPOOL_PUSH_TIMEOUT_MS, 5 s).
+	 */
+	fx_sql_exec(fx,
+	    "UPDATE nodes SET callback_url = 'http://169.254.169.254:9/' "
+	    "WHERE name = 'cb1'");
+	fx_sql_exec(fx,
+	    "INSERT INTO outbox (node_id, generation) SELECT id, generation FROM nodes "
+	    "WHERE name = 'cb1'");
+	{
+		int64_t t0 = time_mono_us();
+
+		while (fx_sql_int64(fx,
+			   "SELECT count(*) FROM outbox o JOIN nodes n ON n.id = o.node_id WHERE "
+			   "n.name = 'cb1' AND o.last_error = 'refused'") == 0) {
+			assert_true(time_mono_us() - t0 < 4 * 1000000);
+			usleep(100 * 1000);
+		}
+	}
 }
 
 /* Findings 6, 7: Xid catalog, contained faults, storms, unknown Xids. */
