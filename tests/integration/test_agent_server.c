@@ -274,6 +274,10 @@ test_desired_state(void **state)
 	assert_int_equal(pthread_create(&t, NULL, poll_thread, &p), 0);
 	usleep(700 * 1000);
 	fx->server = a;
+	/* GPUPOOL_AGENT_GRACE is 3 s here: starting replica B on a loaded machine can take
+	 * longer, and an unknown node takes no placement */
+	r = fx_request(fx, node_token, "POST", "/v1/agent/heartbeat", NULL);
+	assert_status(r, 200);
 	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
 	    "{\"action\":\"create\",\"pool\":\"train\",\"items\":[{\"model\":\"H100-80GB\","
 	    "\"profile\":\"3g.40gb\",\"count\":1}],\"justification\":\"test\"}");
