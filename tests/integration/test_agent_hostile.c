@@ -588,12 +588,20 @@ test_xid_health(void **state)
 	/* a storm of 500 Xid 13 coalesced, then one Xid 79: failed */
 	r = report(fx, tok, gen,
 	    fx_str(fx,
-		"[{\"uuid\":\"%s\",\"xid_events\":[{\"xid\":13,\"count\":500},{\"xid\":79}],"
+		"[{\"uuid\":\"%s\",\"xid_events\":[{\"xid\":13,\"count\":500},{\"xid\":998},"
+		"{\"xid\":79}],"
 		"\"instances\":[%s]},{\"uuid\":\"%s\",\"instances\":[]}]",
 		a.gpu, inst, other));
 	assert_status(r, 200);
 	assert_string_equal(gpu_health(fx, a.gpu), "failed");
 	assert_string_equal(alloc_state(fx, a.id), "failed");
+	/* the unknown Xid of that report is in the gpu_failed alert's details */
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT details->'unknown_xids'->0->>'xid' FROM alerts WHERE type = "
+				"'gpu_failed' AND resolved_at IS NULL AND gpu_id = (SELECT id FROM "
+				"gpus WHERE uuid = $1)",
+				a.gpu),
+	    "998");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM alerts WHERE type = 'gpu_degraded' AND "
 			     "resolved_at IS NULL"),
@@ -768,14 +776,118 @@ test_credits(void **state)
 			"SELECT sum(-b.amount_micro) FROM billing_usage b JOIN pools p ON "
 			"p.id = b.pool_id WHERE p.name = 'crp' AND b.kind = 'credit'") > 0);
 
-	/* a node that goes unknown: its stretch is recorded for the credit */
+	/* a node that is unknown for a while: its ready allocations are credited for it */
+	{
+		struct alloc b = make_pool(fx, "crq", "3g.40gb");
+
+		r = report(fx, tok, node_gen(fx, "cred1"),
+		    fx_str(fx,
+			"[{\"uuid\":\"%s\",\"instances\":[%s]},{\"uuid\":\"%s\",\"instances\":[]}]",
+			b.gpu, instance_json(fx, &b, "MIG-crq"), other_gpu(fx, "99999999", &b)));
+		assert_status(r, 200);
+		assert_string_equal(alloc_state(fx, b.id), "ready");
+	}
 	fx_sql_exec(fx, "UPDATE nodes SET status = 'unknown' WHERE name = 'cred1'");
+	sleep(2);
 	r = fx_request(fx, tok, "POST", "/v1/agent/heartbeat", "{}");
 	assert_status(r, 200);
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT count(*) || '/' || count(ended_at) FROM node_unknown_intervals "
 				"u JOIN nodes n ON n.id = u.node_id WHERE n.name = 'cred1'"),
 	    "1/1");
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   "SELECT count(*) FROM billing_usage b JOIN pools p ON p.id = b.pool_id "
+		   "WHERE p.name = 'crq' AND b.kind = 'credit' AND b.seconds >= 1") == 0) {
+		assert_true(time_mono_us() - t0 < 20 * 1000000);
+		usleep(200 * 1000);
+	}
+	/* the failed allocation of crp was on that node too: its seconds count once */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM (SELECT b.hour, sum(b.seconds) FILTER (WHERE "
+			     "b.kind = 'credit') AS c, sum(b.seconds) FILTER (WHERE b.kind = "
+			     "'usage') AS u FROM billing_usage b JOIN pools p ON p.id = b.pool_id "
+			     "WHERE p.name = 'crp' GROUP BY b.hour) x WHERE x.c > x.u"),
+	    0);
+}
+
+/*
+ * Finding 11: one instance with two faults at once (its instance gone, then
+ * its GPU failed) is credited once: the pool's other instance is healthy,
+ * so no credit row ever counts 2.
+ */
+static const char *
+inst4g(struct fixture *fx, const char *device)
+{
+	return fx_str(fx, "{\"profile\":\"4g.40gb\",\"start\":0,\"size\":4,\"uuid\":\"MIG-%s\"}",
+	    device);
+}
+
+static void
+test_credit_once(void **state)
+{
+	struct fixture *fx = *state;
+	const char *tok = enroll_node(fx, "cred2", "abababab");
+	struct gp_client_response *r =
+	    fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+		"{\"action\":\"create\",\"pool\":\"crr\",\"items\":[{\"model\":\"H100-80GB\","
+		"\"profile\":\"4g.40gb\",\"count\":2}],\"justification\":\"t\"}");
+	const char *g0 = gpu(fx, "abababab", 0), *g1 = gpu(fx, "abababab", 1);
+	int64_t a0, t0;
+
+	assert_status(r, 201);
+	r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)fx_json_int(r->json, "id")),
+	    "{}");
+	assert_status(r, 200);
+	/* one 4g.40gb per GPU, at start 0 */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(DISTINCT a.gpu_id) FROM allocations a JOIN pools p ON "
+			     "p.id = a.pool_id WHERE p.name = 'crr' AND a.start = 0"),
+	    2);
+	a0 = fx_sql_int64(fx,
+	    "SELECT a.id FROM allocations a JOIN gpus g ON g.id = a.gpu_id WHERE g.uuid = $1 "
+	    "AND a.state <> 'released'",
+	    g0);
+	r = report(fx, tok, node_gen(fx, "cred2"),
+	    fx_str(fx,
+		"[{\"uuid\":\"%s\",\"instances\":[%s]},{\"uuid\":\"%s\",\"instances\":[%s]}]", g0,
+		inst4g(fx, "r0"), g1, inst4g(fx, "r1")));
+	assert_status(r, 200);
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'crr'"),
+	    "active");
+	/* GPU 0's instance disappears: failed; a second later its GPU falls off the bus */
+	r = report(fx, tok, node_gen(fx, "cred2"),
+	    fx_str(fx, "[{\"uuid\":\"%s\",\"instances\":[]},{\"uuid\":\"%s\",\"instances\":[%s]}]",
+		g0, g1, inst4g(fx, "r1")));
+	assert_status(r, 200);
+	assert_string_equal(alloc_state(fx, a0), "failed");
+	sleep(1);
+	r = report(fx, tok, node_gen(fx, "cred2"),
+	    fx_str(fx,
+		"[{\"uuid\":\"%s\",\"state\":\"lost\",\"error\":\"gone\",\"xid\":79},"
+		"{\"uuid\":\"%s\",\"instances\":[%s]}]",
+		g0, g1, inst4g(fx, "r1")));
+	assert_status(r, 200);
+	assert_string_equal(gpu_health(fx, g0), "failed");
+	sleep(2);
+	t0 = time_mono_us();
+	while (fx_sql_int64(fx,
+		   "SELECT coalesce(sum(b.seconds), 0) FROM billing_usage b JOIN pools p ON "
+		   "p.id = b.pool_id WHERE p.name = 'crr' AND b.kind = 'credit'") < 3) {
+		assert_true(time_mono_us() - t0 < 20 * 1000000);
+		usleep(200 * 1000);
+	}
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_usage b JOIN pools p ON p.id = b.pool_id "
+			     "WHERE p.name = 'crr' AND b.kind = 'credit' AND b.count <> 1"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM billing_usage b JOIN pools p ON p.id = b.pool_id "
+			     "WHERE p.name = 'crr' AND b.kind = 'usage' AND b.count = 2"),
+	    fx_sql_int64(fx,
+		"SELECT count(DISTINCT b.hour) FROM billing_usage b JOIN pools p "
+		"ON p.id = b.pool_id WHERE p.name = 'crr'"));
 }
 
 /* Finding 13: delivered outbox rows, resolved alerts, ended profiles are pruned. */
@@ -823,6 +935,7 @@ main(void)
 		cmocka_unit_test(test_generations),
 		cmocka_unit_test(test_agent_texts),
 		cmocka_unit_test(test_credits),
+		cmocka_unit_test(test_credit_once),
 		cmocka_unit_test(test_retention),
 	};
 
