@@ -9,12 +9,15 @@
 #define _GNU_SOURCE
 #include "fixture.h"
 
+#include <fcntl.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/timeutil.h"
@@ -449,6 +452,96 @@ test_enroll_no_steal(void **state)
 			     "SELECT count(*) FROM audit_log WHERE action = 'node.adopt' "
 			     "AND object_id = 'live1'"),
 	    1);
+}
+
+/* Start a real gpupool-agent (fake backend, two H100s, long-poll only) for node name. */
+static pid_t
+agent_start(struct fixture *fx, const char *name, const char *token)
+{
+	const char *dir = fx_str(fx, "%s/agent-%s", fx->tmpdir, name);
+	const char *gpus = fx_str(fx, "%s/gpus-%s.json", fx->tmpdir, name);
+	const char *log = fx_str(fx, "%s/agent-%s.log", fx->tmpdir, name);
+	FILE *f = fopen(gpus, "w");
+	pid_t pid;
+
+	assert_non_null(f);
+	fputs("{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}", f);
+	fclose(f);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		const char *argv[] = { AGENT_PATH, "--server", fx->server->base_url, "--node-name",
+			name, "--state-dir", dir, "--backend", "fake", "--fake-gpus", gpus,
+			"--enroll-token", token, "--poll-interval", "2", "--heartbeat-interval",
+			"1", NULL };
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(AGENT_PATH, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void
+wait_sql(struct fixture *fx, int64_t want, const char *sql, const char *arg)
+{
+	int64_t t0 = time_mono_us();
+
+	while (fx_sql_int64(fx, sql, arg) != want) {
+		assert_true(time_mono_us() - t0 < 30 * 1000000);
+		usleep(200 * 1000);
+	}
+}
+
+/*
+ * Finding 4 with a real agent: enrolling a live node's name with another
+ * token is 409, and the live agent keeps working (heartbeats, a pool placed
+ * on it becomes active).
+ */
+static void
+test_live_agent_kept(void **state)
+{
+	struct fixture *fx = *state;
+	const char *ready = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(name, ' '), '') FROM nodes WHERE status = 'ready'");
+	char list[2048];
+	pid_t pid;
+	int st = 0;
+	struct gp_client_response *r;
+	const char *refused_at;
+
+	snprintf(list, sizeof(list), "%s", ready);
+	for (char *sv = NULL, *n = strtok_r(list, " ", &sv); n; n = strtok_r(NULL, " ", &sv))
+		assert_status(fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/%s/cordon", n),
+				  NULL),
+		    200);
+	pid = agent_start(fx, "realag", enroll_token(fx));
+	wait_sql(fx, 2,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE n.name = $1 "
+	    "AND n.status = 'ready'",
+	    "realag");
+	/* a thief with another token of the cluster, the node's own GPUs */
+	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
+	    "{\"enrollment_token\":\"%s\",\"node_name\":\"realag\",\"hostname\":\"x\","
+	    "\"callback_url\":\"http://127.0.0.1:9/\",\"gpus\":[]}",
+	    enroll_token(fx));
+	assert_problem(r, 409, "node_adopt_refused");
+	refused_at = fx_sql_text(fx, "SELECT now()::text");
+	/* the agent goes on: heartbeats after the refusal, and it realizes a new pool */
+	wait_sql(fx, 1,
+	    "SELECT count(*) FROM nodes WHERE name = 'realag' AND agent_heartbeat_at > $1",
+	    refused_at);
+	make_pool(fx, "realp", "3g.40gb");
+	wait_sql(fx, 1, "SELECT count(*) FROM pools WHERE name = $1 AND status = 'active'",
+	    "realp");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.adopt' AND "
+			     "object_id = 'realag'"),
+	    0);
+	kill(pid, SIGTERM);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
 }
 
 /* Finding 5: callbacks only where operators allow. */
@@ -930,6 +1023,7 @@ main(void)
 		cmocka_unit_test(test_lost_and_unknown),
 		cmocka_unit_test(test_telemetry_bound),
 		cmocka_unit_test(test_enroll_no_steal),
+		cmocka_unit_test(test_live_agent_kept),
 		cmocka_unit_test(test_callback_allow),
 		cmocka_unit_test(test_xid_health),
 		cmocka_unit_test(test_generations),
