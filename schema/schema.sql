@@ -422,7 +422,8 @@ BEGIN
 		PERFORM alert_resolve('node_unknown:' || p_node);
 	END IF;
 	UPDATE nodes SET agent_heartbeat_at = now(),
-		observed_generation = greatest(observed_generation, least(p_observed, generation)),
+		observed_generation = CASE WHEN p_observed IS NULL THEN observed_generation
+			ELSE greatest(observed_generation, least(p_observed, generation)) END,
 		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
 		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
 	WHERE id = p_node RETURNING generation INTO v_gen;

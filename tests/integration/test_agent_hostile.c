@@ -784,6 +784,13 @@ test_generations(void **state)
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT observed_generation FROM nodes WHERE name = 'gen1'"),
 	    gen);
+	/* a heartbeat that names no generation claims none */
+	fx_sql_exec(fx, "UPDATE nodes SET generation = generation + 1 WHERE name = 'gen1'");
+	r = fx_request(fx, tok, "POST", "/v1/agent/heartbeat", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT observed_generation FROM nodes WHERE name = 'gen1'"),
+	    gen);
 }
 
 /* Finding 13: agent texts users see are bounded and free of control characters. */
