@@ -1040,6 +1040,8 @@ api_agent_status(struct request *req, struct response *res, struct gp_error *err
 	jf_array(&f, "gpus", true, &gpus);
 	jf_array(&f, "errors", false, &errors);
 	jf_finish(&f);
+	if (t.version != NULL && !printable(t.version))
+		gp_error_field(err, "agent_version", "must be printable");
 	if (gpus != NULL && json_object_array_length(gpus) > AGENT_MAX_GPUS)
 		gp_error_field(err, "gpus", "at most %d GPUs", AGENT_MAX_GPUS);
 	else

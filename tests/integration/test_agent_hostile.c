@@ -825,6 +825,11 @@ test_agent_texts(void **state)
 	assert_string_equal(fx_sql_text(fx, "SELECT left(error, 10) FROM allocations WHERE id = $1",
 				fx_str(fx, "%lld", (long long)a.id)),
 	    "boom [31m ");
+	/* the agent version is printable, as at enrollment */
+	r = fx_request(fx, tok, "PUT", "/v1/agent/status",
+	    "{\"observed_generation\":0,\"agent_version\":\"1.0\\u001b[2J\",\"gpus\":[]}");
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "agent_version");
 }
 
 /* Finding 11: a failed apply and an unknown node are credited, never beyond the charge. */
