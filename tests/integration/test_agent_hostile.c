@@ -290,6 +290,37 @@ test_lost_and_unknown(void **state)
 	}
 }
 
+/* Finding 1: a release is not confirmed by a GPU whose instances could not be listed. */
+static void
+test_unknown_keeps_release(void **state)
+{
+	struct fixture *fx = *state;
+	const char *tok = enroll_node(fx, "unk2", "12121212");
+	struct alloc a = ready_pool(fx, "unk2", "12121212", tok, "up", "MIG-up");
+	const char *other = other_gpu(fx, "12121212", &a);
+	struct gp_client_response *r = fx_request(fx, alice, "POST",
+	    "/v1/projects/pa/pool-requests", "{\"action\":\"release\",\"pool\":\"up\"}");
+
+	assert_status(r, 201);
+	r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)fx_json_int(r->json, "id")),
+	    "{}");
+	assert_status(r, 200);
+	assert_string_equal(alloc_state(fx, a.id), "releasing");
+	r = report(fx, tok, node_gen(fx, "unk2"),
+	    fx_str(fx,
+		"[{\"uuid\":\"%s\",\"state\":\"unknown\"},{\"uuid\":\"%s\",\"instances\":[]}]",
+		a.gpu, other));
+	assert_status(r, 200);
+	assert_string_equal(alloc_state(fx, a.id), "releasing");
+	/* listed again, the instance is gone: now released */
+	r = report(fx, tok, node_gen(fx, "unk2"),
+	    fx_str(fx, "[{\"uuid\":\"%s\",\"instances\":[]},{\"uuid\":\"%s\",\"instances\":[]}]",
+		a.gpu, other));
+	assert_status(r, 200);
+	assert_string_equal(alloc_state(fx, a.id), "released");
+}
+
 /* Finding 3: telemetry only for the node's own GPUs and instances. */
 static void
 test_telemetry_bound(void **state)
@@ -1033,6 +1064,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lost_and_unknown),
+		cmocka_unit_test(test_unknown_keeps_release),
 		cmocka_unit_test(test_telemetry_bound),
 		cmocka_unit_test(test_enroll_no_steal),
 		cmocka_unit_test(test_live_agent_kept),
