@@ -963,3 +963,78 @@ BEGIN
 	WHERE s.id = 1;
 END
 $$;
+
+-- The FOCUS line (0013's): a credit's description names every reason a
+-- credit has since issue 19, not only a failed GPU.
+CREATE OR REPLACE FUNCTION billing_focus_line(u billing_usage, p_status text, p_micro bigint, p_qty numeric,
+	p_share numeric, p_project text, p_project_display text, p_pool text, p_cluster text,
+	p_region text, p_correction boolean, p_gpu_equiv numeric) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT array_to_string(ARRAY[
+		gp_csv(p_cluster),                                           -- AvailabilityZone
+		gp_micro_dec(p_micro),                                       -- BilledCost
+		'gpupool',                                                   -- BillingAccountId
+		'gpupool',                                                   -- BillingAccountName
+		u.currency,                                                  -- BillingCurrency
+		gp_iso((u.period || '-01 00:00:00+00')::timestamptz + interval '1 month'),
+		gp_iso((u.period || '-01 00:00:00+00')::timestamptz),       -- BillingPeriodStart
+		CASE WHEN u.pool_id IS NOT NULL THEN 'pool-' || u.pool_id END, -- CapacityReservationId
+		CASE WHEN u.kind = 'usage' AND u.pool_id IS NOT NULL THEN p_status END,
+		CASE u.kind WHEN 'usage' THEN 'Usage' WHEN 'credit' THEN 'Credit'
+		            ELSE 'Adjustment' END,                           -- ChargeCategory
+		CASE WHEN p_correction THEN 'Correction' END,                -- ChargeClass
+		gp_csv(CASE u.kind
+			WHEN 'usage' THEN format('%s x %s %s for %s s at %s %s/hour%s', u.count, u.model,
+				u.profile, u.seconds, gp_micro_dec(u.price_per_hour_micro), u.currency,
+				CASE p_status WHEN 'Unused' THEN ' (idle part)'
+				              WHEN 'Used' THEN CASE WHEN p_share > 0 THEN ' (used part)'
+				                                    ELSE '' END ELSE '' END)
+			WHEN 'credit' THEN format('Credit: not available (failed GPU or instance, unknown node) during %s s of %s x %s %s',
+				u.seconds, u.count, u.model, u.profile)
+			ELSE format('Adjustment of billing row %s: %s', u.adjusts, u.note) END),
+		CASE WHEN u.kind = 'adjustment' THEN 'One-Time' ELSE 'Usage-Based' END,
+		gp_iso(u.hour + interval '1 hour'),                          -- ChargePeriodEnd
+		gp_iso(u.hour),                                              -- ChargePeriodStart
+		CASE WHEN u.kind = 'usage' THEN trim_scale(p_qty)::text END, -- ConsumedQuantity
+		CASE WHEN u.kind = 'usage' THEN 'Hours' END,                 -- ConsumedUnit
+		gp_micro_dec(p_micro),                                       -- ContractedCost
+		CASE WHEN u.kind = 'usage' THEN gp_micro_dec(u.price_per_hour_micro) END,
+		gp_micro_dec(p_micro),                                       -- EffectiveCost
+		'gpupool',                                                   -- HostProviderName
+		'gpupool',                                                   -- InvoiceIssuerName
+		gp_micro_dec(p_micro),                                       -- ListCost
+		CASE WHEN u.kind = 'usage' THEN gp_micro_dec(u.price_per_hour_micro) END,
+		CASE WHEN u.kind = 'usage' THEN 'Standard' END,              -- PricingCategory
+		CASE WHEN u.kind = 'usage' THEN trim_scale(p_qty)::text END, -- PricingQuantity
+		CASE WHEN u.kind = 'usage' THEN 'Hours' END,                 -- PricingUnit
+		gp_csv(nullif(p_region, '')),                                -- RegionId
+		gp_csv(nullif(p_region, '')),                                -- RegionName
+		CASE WHEN u.pool_id IS NOT NULL THEN 'pool-' || u.pool_id END, -- ResourceId
+		gp_csv(p_pool),                                              -- ResourceName
+		CASE WHEN u.pool_id IS NOT NULL THEN 'GPU Pool' END,         -- ResourceType
+		'Compute',                                                   -- ServiceCategory
+		'gpupool GPU pools',                                         -- ServiceName
+		'gpupool',                                                   -- ServiceProviderName
+		'Other (Compute)',                                           -- ServiceSubcategory
+		gp_csv(u.model || '/' || u.profile),                         -- SkuId
+		CASE WHEN u.rate_id IS NOT NULL THEN gp_csv(jsonb_build_object(
+			'GpuCount', trim_scale(round(p_gpu_equiv, 6)),
+			'x_Model', u.model, 'x_Profile', u.profile,
+			'x_PricePerHour', gp_micro_dec(u.price_per_hour_micro))::text) END,
+		CASE WHEN u.rate_id IS NOT NULL
+		     THEN gp_csv('rate-' || u.rate_id || '/' || u.profile) END, -- SkuPriceId
+		gp_csv(p_project),                                           -- SubAccountId
+		gp_csv(p_project_display),                                   -- SubAccountName
+		gp_csv(jsonb_strip_nulls(jsonb_build_object('gpupool/project', p_project,
+			'gpupool/pool', p_pool, 'gpupool/cluster', p_cluster))::text), -- Tags
+		u.id::text,                                                  -- x_UsageId
+		u.kind,                                                      -- x_Kind
+		u.count::text,                                               -- x_Count
+		u.seconds::text,                                             -- x_Seconds
+		u.price_per_hour_micro::text,                                -- x_PricePerHourMicro
+		p_micro::text,                                               -- x_AmountMicro
+		u.amount_micro::text,                                        -- x_RowAmountMicro
+		CASE WHEN u.kind = 'usage' THEN trim_scale(round(p_share, 6))::text END, -- x_IdleShare
+		u.adjusts::text                                              -- x_Adjusts
+	], ',', '') || E'\n'
+$$;
