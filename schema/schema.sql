@@ -77,6 +77,8 @@ DECLARE
 	v_released integer := 0;
 	v_gpus_bad integer := 0;
 	v_keys     text[];
+	v_unknown  bigint[];
+	v_obs      bigint;
 	r          record;
 BEGIN
 	SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_pools FROM (
@@ -94,13 +96,22 @@ BEGIN
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'node % does not exist', p_node USING ERRCODE = 'no_data_found';
 	END IF;
+	v_obs := least(p_observed, v_gen);
+	-- GPUs whose instances could not be listed this scan
+	SELECT coalesce(array_agg(g.id), '{}') INTO v_unknown
+	FROM jsonb_array_elements(p_gpus) rg JOIN gpus g ON g.node_id = p_node AND g.uuid = rg->>'uuid'
+	WHERE rg->>'state' = 'unknown';
 
 	-- health: a GPU the report marks failed, or one the node no longer shows
 	FOR r IN
 		WITH f AS (
 			SELECT g.id, g.uuid,
 			       CASE WHEN rg.v IS NULL THEN 'the node agent no longer sees this GPU'
-			            ELSE rg.v->>'fail_reason' END AS reason
+			            WHEN rg.v->>'fail_reason' IS NOT NULL THEN rg.v->>'fail_reason'
+			            -- an ECC count alone fails a healthy GPU; a degraded one
+			            -- (a contained error) keeps its count and stays degraded
+			            WHEN g.health = 'ok' THEN rg.v->>'ecc_reason' END AS reason,
+			       coalesce(rg.v->'details', '{}') AS details
 			FROM gpus g
 			LEFT JOIN LATERAL (SELECT x AS v FROM jsonb_array_elements(p_gpus) x
 			                   WHERE x->>'uuid' = g.uuid LIMIT 1) rg ON true
@@ -109,12 +120,47 @@ BEGIN
 		UPDATE gpus g SET health = 'failed', health_reason = left(f.reason, 500),
 			generation = g.generation + 1, updated_at = now()
 		FROM f WHERE g.id = f.id AND f.reason IS NOT NULL AND g.health <> 'failed'
-		RETURNING g.id, g.uuid, f.reason
+		RETURNING g.id, g.uuid, f.reason, f.details
 	LOOP
 		v_gpus_bad := v_gpus_bad + 1;
 		PERFORM alert_raise('gpu_failed', 'critical', 'gpu_failed:' || r.uuid, p_node, r.id,
 			NULL, NULL, left('GPU ' || r.uuid || ' on node ' || v_name || ' failed: ' || r.reason, 2000),
-			jsonb_build_object('reason', r.reason));
+			r.details || jsonb_build_object('reason', r.reason));
+		PERFORM alert_resolve('gpu_degraded:' || r.uuid);
+	END LOOP;
+
+	-- contained faults: degraded (out of placement for new work, the
+	-- allocations on it keep running), an alert
+	FOR r IN
+		WITH f AS (
+			SELECT g.id, g.uuid, rg->>'degrade_reason' AS reason,
+			       coalesce(rg->'details', '{}') AS details
+			FROM jsonb_array_elements(p_gpus) rg
+			JOIN gpus g ON g.node_id = p_node AND g.uuid = rg->>'uuid'
+			WHERE rg->>'degrade_reason' IS NOT NULL AND rg->>'fail_reason' IS NULL
+		)
+		UPDATE gpus g SET health = 'degraded', health_reason = left(f.reason, 500),
+			generation = g.generation + 1, updated_at = now()
+		FROM f WHERE g.id = f.id AND g.health = 'ok'
+		RETURNING g.id, g.uuid, f.reason, f.details
+	LOOP
+		PERFORM alert_raise('gpu_degraded', 'warning', 'gpu_degraded:' || r.uuid, p_node, r.id,
+			NULL, NULL, left('GPU ' || r.uuid || ' on node ' || v_name || ' is degraded: '
+			|| r.reason || '; its allocations keep running, no new work is placed on it', 2000),
+			r.details || jsonb_build_object('reason', r.reason));
+	END LOOP;
+
+	-- Xids the catalog does not know: recorded, the GPU's health unchanged
+	FOR r IN
+		SELECT g.id, g.uuid, (x->>'xid')::integer AS xid, (x->>'count')::bigint AS n
+		FROM jsonb_array_elements(p_gpus) rg
+		JOIN gpus g ON g.node_id = p_node AND g.uuid = rg->>'uuid'
+		CROSS JOIN LATERAL jsonb_array_elements(coalesce(rg->'unknown_xids', '[]')) x
+	LOOP
+		PERFORM alert_raise('xid_unknown', 'warning', 'xid_unknown:' || r.uuid || ':' || r.xid,
+			p_node, r.id, NULL, NULL, 'GPU ' || r.uuid || ' on node ' || v_name
+			|| ' reported Xid ' || r.xid || ', which the Xid catalog does not know',
+			jsonb_build_object('xid', r.xid, 'count', r.n));
 	END LOOP;
 
 	-- allocations on a failed GPU fail with it
@@ -149,11 +195,12 @@ BEGIN
 	-- not there although the agent applied this generation, or gone
 	UPDATE allocations a SET state = 'failed', updated_at = now(),
 		error = CASE WHEN a.state = 'ready' THEN 'the instance disappeared from the node'
-		             ELSE 'the node agent applied generation ' || p_observed
+		             ELSE 'the node agent applied generation ' || v_obs
 		                  || ' without creating this instance' END
 	FROM gpus g
 	WHERE g.id = a.gpu_id AND g.node_id = p_node
-	  AND (a.state = 'ready' OR (a.state IN ('reserved', 'provisioning') AND p_observed >= v_gen))
+	  AND (a.state = 'ready' OR (a.state IN ('reserved', 'provisioning') AND v_obs >= v_gen))
+	  AND a.gpu_id <> ALL (v_unknown)
 	  AND NOT EXISTS (SELECT 1 FROM agent_reported(p_node, p_gpus) rep
 	                  WHERE rep.gpu_id = a.gpu_id AND rep.start = a.start
 	                    AND rep.profile = a.profile);
@@ -164,6 +211,7 @@ BEGIN
 	UPDATE allocations a SET state = 'released', released_at = now(), updated_at = now()
 	FROM gpus g
 	WHERE g.id = a.gpu_id AND g.node_id = p_node AND a.state = 'releasing'
+	  AND a.gpu_id <> ALL (v_unknown)
 	  AND NOT EXISTS (SELECT 1 FROM agent_reported(p_node, p_gpus) rep
 	                  WHERE rep.gpu_id = a.gpu_id AND rep.start = a.start);
 	GET DIAGNOSTICS v_released = ROW_COUNT;
@@ -186,7 +234,7 @@ BEGIN
 	END LOOP;
 	UPDATE alerts SET resolved_at = now()
 	WHERE type = 'drift' AND node_id = p_node AND resolved_at IS NULL
-	  AND dedup_key <> ALL (v_keys);
+	  AND dedup_key <> ALL (v_keys) AND gpu_id <> ALL (v_unknown);
 
 	-- pools: degraded when one of theirs failed, active when all are ready,
 	-- released when nothing is left
@@ -249,7 +297,7 @@ BEGIN
 	            ELSE 'the node agent confirmed the layout' END
 	FROM done;
 
-	UPDATE nodes SET observed_generation = p_observed,
+	UPDATE nodes SET observed_generation = greatest(observed_generation, v_obs),
 		agent_version = coalesce(p_version, agent_version), agent_heartbeat_at = now(),
 		agent_status_at = now(), agent_errors = coalesce(p_errors, '[]'),
 		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
@@ -258,27 +306,60 @@ BEGIN
 	PERFORM alert_resolve('node_unknown:' || p_node);
 	-- what the agent applied needs no push any more
 	UPDATE outbox SET delivered_at = now(), last_error = NULL
-	WHERE node_id = p_node AND delivered_at IS NULL AND generation <= p_observed;
+	WHERE node_id = p_node AND delivered_at IS NULL AND generation <= v_obs;
 
 	RETURN jsonb_build_object('generation', v_gen, 'ready', v_ready, 'failed', v_failed,
 		'released', v_released, 'gpus_failed', v_gpus_bad,
-		'drift', coalesce(array_length(v_keys, 1), 0));
+		'drift', coalesce(array_length(v_keys, 1), 0), 'unknown_gpus', cardinality(v_unknown));
 END
 $$;
 
-CREATE FUNCTION public.agent_enroll(p_token bigint, p_cluster bigint, p_name text, p_hostname text, p_callback text, p_version text, p_cpu bigint, p_mem bigint, p_gpus jsonb, p_digest bytea, p_secret text) RETURNS bigint
+CREATE FUNCTION public.agent_enroll(p_token bigint, p_cluster bigint, p_name text, p_hostname text, p_callback text, p_version text, p_cpu bigint, p_mem bigint, p_gpus jsonb, p_digest bytea, p_secret text, p_grace interval, OUT node_id bigint, OUT adopted jsonb) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
 	v_id      bigint;
 	v_cluster bigint;
+	v_managed boolean;
+	v_beat    timestamptz;
+	v_bound   text;
+	v_manual  boolean;
+	v_live    boolean;
 BEGIN
-	PERFORM 1 FROM gpus g WHERE g.node_id = (SELECT id FROM nodes WHERE name = p_name)
+	SELECT t.node_name, t.adopt_manual INTO v_bound, v_manual
+	FROM enrollment_tokens t WHERE t.id = p_token;
+	IF v_bound IS NOT NULL AND v_bound <> p_name THEN
+		RAISE EXCEPTION 'this enrollment token is bound to node %, not %', v_bound, p_name
+			USING ERRCODE = 'unique_violation', CONSTRAINT = 'node_adopt_refused';
+	END IF;
+	PERFORM 1 FROM gpus g WHERE g.node_id = (SELECT n.id FROM nodes n WHERE n.name = p_name)
 		ORDER BY g.id FOR NO KEY UPDATE;
-	SELECT id, cluster_id INTO v_id, v_cluster FROM nodes WHERE name = p_name FOR NO KEY UPDATE;
+	SELECT n.id, n.cluster_id, n.managed_by_agent, n.agent_heartbeat_at
+	INTO v_id, v_cluster, v_managed, v_beat
+	FROM nodes n WHERE n.name = p_name FOR NO KEY UPDATE;
 	IF FOUND AND v_cluster <> p_cluster THEN
 		RAISE EXCEPTION 'node % belongs to another cluster than the enrollment token', p_name
 			USING ERRCODE = 'unique_violation', CONSTRAINT = 'nodes_cluster_enroll';
+	END IF;
+	adopted := NULL;
+	IF v_id IS NOT NULL THEN
+		IF NOT v_managed AND NOT v_manual THEN
+			RAISE EXCEPTION 'node % was registered by hand: only an enrollment token made '
+				'with adopt_manual may adopt it', p_name
+				USING ERRCODE = 'unique_violation', CONSTRAINT = 'node_adopt_refused';
+		END IF;
+		v_live := v_managed AND v_beat IS NOT NULL AND v_beat > now() - p_grace
+			AND EXISTS (SELECT 1 FROM node_tokens t WHERE t.node_id = v_id
+			            AND t.revoked_at IS NULL);
+		IF v_live THEN
+			RAISE EXCEPTION 'node % has a live agent (last heartbeat %): revoke its agent '
+				'token first', p_name,
+				to_char(v_beat AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+				USING ERRCODE = 'unique_violation', CONSTRAINT = 'node_adopt_refused';
+		END IF;
+		adopted := jsonb_build_object('managed_by_agent', v_managed,
+			'last_heartbeat', v_beat, 'bound_token', v_bound IS NOT NULL,
+			'adopt_manual', v_manual);
 	END IF;
 	IF v_id IS NULL THEN
 		INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes,
@@ -294,7 +375,9 @@ BEGIN
 			generation = generation + 1, updated_at = now()
 		WHERE id = v_id;
 	END IF;
-	UPDATE node_tokens SET revoked_at = now() WHERE node_id = v_id AND revoked_at IS NULL;
+	node_id := v_id;
+	UPDATE node_tokens SET revoked_at = now() WHERE node_tokens.node_id = v_id
+		AND revoked_at IS NULL;
 	INSERT INTO node_tokens (node_id, digest) VALUES (v_id, p_digest);
 	UPDATE enrollment_tokens SET node_id = v_id WHERE id = p_token;
 
@@ -323,7 +406,6 @@ BEGIN
 		AS i(profile text, start integer, size integer, uuid text)
 	WHERE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = g.id AND a.state <> 'released'
 	                  AND int4range(a.start, a.start + a.size) && int4range(i.start, i.start + i.size));
-	RETURN v_id;
 END
 $$;
 
@@ -340,13 +422,15 @@ BEGIN
 		PERFORM alert_resolve('node_unknown:' || p_node);
 	END IF;
 	UPDATE nodes SET agent_heartbeat_at = now(),
-		observed_generation = coalesce(p_observed, observed_generation),
+		observed_generation = CASE WHEN p_observed IS NULL THEN observed_generation
+			ELSE greatest(observed_generation, least(p_observed, generation)) END,
 		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
 		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
 	WHERE id = p_node RETURNING generation INTO v_gen;
 	IF p_observed IS NOT NULL THEN
 		UPDATE outbox SET delivered_at = now(), last_error = NULL
-		WHERE node_id = p_node AND delivered_at IS NULL AND generation <= p_observed;
+		WHERE node_id = p_node AND delivered_at IS NULL
+		  AND generation <= least(p_observed, v_gen);
 	END IF;
 	RETURN v_gen;
 END
@@ -385,6 +469,36 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.agent_plane_prune(p_outbox interval, p_alerts interval, p_profiles interval, p_limit integer) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_n bigint := 0;
+	v_k bigint;
+BEGIN
+	IF p_outbox IS NOT NULL THEN
+		DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE delivered_at IS NOT NULL
+			AND delivered_at < now() - p_outbox ORDER BY id LIMIT p_limit);
+		GET DIAGNOSTICS v_k = ROW_COUNT;
+		v_n := v_n + v_k;
+	END IF;
+	IF p_alerts IS NOT NULL THEN
+		DELETE FROM alerts WHERE id IN (SELECT id FROM alerts WHERE resolved_at IS NOT NULL
+			AND resolved_at < now() - p_alerts ORDER BY id LIMIT p_limit);
+		GET DIAGNOSTICS v_k = ROW_COUNT;
+		v_n := v_n + v_k;
+	END IF;
+	IF p_profiles IS NOT NULL THEN
+		DELETE FROM workload_profiles WHERE id IN (SELECT id FROM workload_profiles
+			WHERE ended_at IS NOT NULL AND ended_at < now() - p_profiles ORDER BY id
+			LIMIT p_limit);
+		GET DIAGNOSTICS v_k = ROW_COUNT;
+		v_n := v_n + v_k;
+	END IF;
+	RETURN v_n;
+END
+$$;
+
 CREATE FUNCTION public.agent_reported(p_node bigint, p_gpus jsonb) RETURNS TABLE(gpu_id bigint, profile text, start integer, size integer, uuid text)
     LANGUAGE sql STABLE
     AS $$
@@ -393,6 +507,7 @@ CREATE FUNCTION public.agent_reported(p_node bigint, p_gpus jsonb) RETURNS TABLE
 	JOIN gpus g ON g.node_id = p_node AND g.uuid = rg->>'uuid'
 	CROSS JOIN LATERAL jsonb_to_recordset(coalesce(rg->'instances', '[]'))
 		AS i(profile text, start integer, size integer, uuid text)
+	WHERE coalesce(rg->>'state', 'ok') = 'ok'
 $$;
 
 CREATE FUNCTION public.alert_raise(p_type text, p_severity text, p_key text, p_node bigint, p_gpu bigint, p_pool bigint, p_project bigint, p_message text, p_details jsonb) RETURNS bigint
@@ -427,9 +542,11 @@ BEGIN
 		FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN pools p ON p.id = a.pool_id
 		WHERE a.state = 'ready' AND a.updated_at < now() - p_after
 		  AND NOT EXISTS (SELECT 1 FROM workload_profiles w WHERE w.allocation_id = a.id
+		                  AND w.node_id = g.node_id
 		                  AND (w.ended_at IS NULL OR w.ended_at > now() - p_after))
 		  AND coalesce((SELECT avg(s.sm_active) FROM gpu_metric_samples s
-		                WHERE s.device_uuid = coalesce(a.device_uuid, g.uuid)
+		                WHERE s.gpu_id = a.gpu_id
+		                  AND s.device_uuid = coalesce(a.device_uuid, g.uuid)
 		                  AND s.ts > now() - p_after), 0) < p_threshold
 	LOOP
 		v_keys := v_keys || ('idle:' || r.id);
@@ -480,6 +597,20 @@ BEGIN
 			USING ERRCODE = 'check_violation', CONSTRAINT = 'allocations_placement';
 	END IF;
 	RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.allocations_fault_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed' THEN
+		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
+	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
+		UPDATE allocation_fault_intervals SET ended_at = now()
+		WHERE allocation_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
 END
 $$;
 
@@ -603,8 +734,9 @@ BEGIN
 		       least(date_trunc('second', coalesce(l.ended_at, po.ends_at, v_now)), v_now) AS e
 		FROM usage_ledger l JOIN pools po ON po.id = l.pool_id
 		WHERE (l.ended_at IS NULL OR l.ended_at >= v_lo) AND l.started_at < v_now
-	), fail AS (
-		SELECT a.pool_id, g.model, a.profile,
+	), fsrc AS (
+		-- the allocation on a failed GPU (0012)
+		SELECT a.id, a.pool_id, g.model, a.profile,
 		       greatest(date_trunc('second', a.created_at), date_trunc('second', h.started_at),
 		                v_lo) AS s,
 		       -- an instance leaves the bill at the approval that releases it,
@@ -620,6 +752,46 @@ BEGIN
 		  AND h.started_at < v_now
 		  AND a.created_at < coalesce(h.ended_at, v_now)
 		  AND (a.released_at IS NULL OR a.released_at > h.started_at)
+		UNION ALL
+		-- the allocation itself failed: never created, or its instance
+		-- disappeared (0016), from the status report that said so
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', f.started_at), v_lo),
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(f.ended_at, v_now)), v_now)
+		FROM allocation_fault_intervals f
+		JOIN allocations a ON a.id = f.allocation_id AND a.pool_id IS NOT NULL
+		JOIN gpus g ON g.id = a.gpu_id
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE (f.ended_at IS NULL OR f.ended_at > v_lo) AND f.started_at < v_now
+		UNION ALL
+		-- its node was unknown (no heartbeat past the grace, 0016)
+		SELECT a.id, a.pool_id, g.model, a.profile,
+		       greatest(date_trunc('second', a.created_at), date_trunc('second', u.started_at),
+		                v_lo),
+		       least(date_trunc('second', coalesce(a.released_at, v_now)),
+		             date_trunc('second', coalesce(rr.decided_at, v_now)),
+		             date_trunc('second', coalesce(u.ended_at, v_now)), v_now)
+		FROM node_unknown_intervals u
+		JOIN gpus g ON g.node_id = u.node_id
+		JOIN allocations a ON a.gpu_id = g.id AND a.pool_id IS NOT NULL
+		LEFT JOIN pool_requests rr ON rr.id = a.release_request_id
+		WHERE (u.ended_at IS NULL OR u.ended_at > v_lo) AND u.started_at < v_now
+		  AND a.created_at < coalesce(u.ended_at, v_now)
+		  AND (a.released_at IS NULL OR a.released_at > u.started_at)
+	), fisl AS (
+		-- one allocation's faults overlap (a failed GPU fails its allocations
+		-- too): merged into islands, so that no second is credited twice
+		SELECT x.*, CASE WHEN x.s <= max(x.e) OVER (PARTITION BY x.id ORDER BY x.s, x.e
+		                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END
+		         AS brk
+		FROM fsrc x WHERE x.e > x.s
+	), fgrp AS (
+		SELECT y.*, sum(y.brk) OVER (PARTITION BY y.id ORDER BY y.s, y.e) AS grp FROM fisl y
+	), fail AS (
+		SELECT z.pool_id, z.model, z.profile, min(z.s) AS s, max(z.e) AS e
+		FROM fgrp z GROUP BY z.id, z.pool_id, z.model, z.profile, z.grp
 	), ev AS (
 		SELECT pool_id, model, profile, s AS t, count AS dl, 0 AS df FROM led WHERE e > s
 		UNION ALL SELECT pool_id, model, profile, e, -count, 0 FROM led WHERE e > s
@@ -890,7 +1062,7 @@ CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text,
 				CASE p_status WHEN 'Unused' THEN ' (idle part)'
 				              WHEN 'Used' THEN CASE WHEN p_share > 0 THEN ' (used part)'
 				                                    ELSE '' END ELSE '' END)
-			WHEN 'credit' THEN format('Credit: GPU failed during %s s of %s x %s %s',
+			WHEN 'credit' THEN format('Credit: not available (failed GPU or instance, unknown node) during %s s of %s x %s %s',
 				u.seconds, u.count, u.model, u.profile)
 			ELSE format('Adjustment of billing row %s: %s', u.adjusts, u.note) END),
 		CASE WHEN u.kind = 'adjustment' THEN 'One-Time' ELSE 'Usage-Based' END,
@@ -954,7 +1126,7 @@ CREATE FUNCTION public.billing_idle(p_from timestamp with time zone, p_to timest
     LANGUAGE sql STABLE
     AS $$
 	WITH a AS (
-		SELECT al.pool_id, g.model, al.profile,
+		SELECT al.pool_id, g.model, al.profile, g.id AS gpu_id, g.node_id,
 		       coalesce(al.device_uuid, CASE WHEN al.profile = 'full' THEN g.uuid END) AS device,
 		       greatest(al.created_at, p_from) AS s,
 		       least(coalesce(al.released_at, now()), p_to) AS e
@@ -962,7 +1134,7 @@ CREATE FUNCTION public.billing_idle(p_from timestamp with time zone, p_to timest
 		WHERE al.pool_id IS NOT NULL AND al.created_at < p_to
 		  AND coalesce(al.released_at, 'infinity') > p_from
 	), h AS (
-		SELECT a.pool_id, a.model, a.profile, a.device, hr AS hour,
+		SELECT a.pool_id, a.model, a.profile, a.gpu_id, a.node_id, a.device, hr AS hour,
 		       extract(epoch FROM least(a.e, hr + interval '1 hour') - greatest(a.s, hr)) AS o
 		FROM a, generate_series(date_trunc('hour', a.s AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
 		                        a.e - interval '1 microsecond', interval '1 hour') AS hr
@@ -970,9 +1142,11 @@ CREATE FUNCTION public.billing_idle(p_from timestamp with time zone, p_to timest
 	), m AS (
 		SELECT h.*, mh.samples, mh.sm_active_low, mh.sm_active_avg,
 		       EXISTS (SELECT 1 FROM workload_profiles w WHERE w.device_uuid = h.device
+		               AND w.node_id = h.node_id
 		               AND w.first_seen_at < h.hour + interval '1 hour'
 		               AND coalesce(w.ended_at, 'infinity') > h.hour) AS busy
-		FROM h LEFT JOIN gpu_metric_hourly mh ON mh.device_uuid = h.device AND mh.hour = h.hour
+		FROM h LEFT JOIN gpu_metric_hourly mh ON mh.gpu_id = h.gpu_id
+		     AND mh.device_uuid = h.device AND mh.hour = h.hour
 		WHERE h.o > 0
 	)
 	SELECT m.pool_id, m.model, m.profile, m.hour, sum(m.o),
@@ -1228,6 +1402,29 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.metric_check(p_node bigint, p_samples jsonb) RETURNS TABLE(idx integer, field text, verdict text)
+    LANGUAGE sql STABLE
+    AS $$
+	WITH x AS (
+		SELECT s.i, s.gpu_uuid, s.device_uuid, g.id AS gpu_id, g.uuid AS own_uuid
+		FROM jsonb_to_recordset(p_samples) AS s(i integer, gpu_uuid text, device_uuid text)
+		LEFT JOIN gpus g ON g.uuid = s.gpu_uuid AND g.node_id = p_node
+	)
+	SELECT x.i, 'gpu_uuid', 'foreign' FROM x WHERE x.gpu_id IS NULL
+	UNION ALL
+	SELECT x.i, 'device_uuid',
+	       CASE WHEN EXISTS (SELECT 1 FROM gpus g WHERE g.uuid = x.device_uuid
+	                         AND g.node_id <> p_node)
+	              OR EXISTS (SELECT 1 FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+	                         WHERE a.device_uuid = x.device_uuid AND g.node_id <> p_node)
+	            THEN 'foreign' ELSE 'unknown_device' END
+	FROM x
+	WHERE x.gpu_id IS NOT NULL AND x.device_uuid IS NOT NULL AND x.device_uuid <> x.own_uuid
+	  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = x.gpu_id
+	                  AND a.device_uuid = x.device_uuid)
+	ORDER BY 1
+$$;
+
 CREATE FUNCTION public.metric_ingest(p_node bigint, p_samples jsonb, p_retention_days integer) RETURNS integer
     LANGUAGE sql
     AS $$
@@ -1286,20 +1483,34 @@ BEGIN
 END
 $_$;
 
-CREATE FUNCTION public.metric_rollup(p_from timestamp with time zone, p_idle_threshold double precision) RETURNS integer
-    LANGUAGE sql
+CREATE FUNCTION public.metric_rollup_run(p_idle_threshold double precision, p_settle interval, p_max_hours integer, OUT rows integer, OUT watermark timestamp with time zone, OUT more boolean) RETURNS record
+    LANGUAGE plpgsql
     AS $$
+DECLARE
+	v_lo  timestamptz;
+	v_now timestamptz := date_trunc('hour', now());
+	v_to  timestamptz;
+BEGIN
+	PERFORM pg_advisory_xact_lock(7234001, 16);
+	SELECT s.watermark INTO v_lo FROM metric_rollup_state s WHERE s.id = 1 FOR UPDATE;
+	IF v_lo IS NULL THEN
+		SELECT date_trunc('hour', min(ts)) INTO v_lo FROM gpu_metric_samples;
+	END IF;
+	v_lo := coalesce(v_lo, v_now);
+	v_to := least(v_now, v_lo + p_max_hours * interval '1 hour');
+	more := v_to < v_now;
 	WITH up AS (
 		INSERT INTO gpu_metric_hourly AS h (hour, gpu_id, device_uuid, samples, power_w_avg,
 			power_w_max, sm_active_avg, sm_active_low, memory_used_mib_max, temperature_c_max,
 			ecc_uncorrected_max)
-		SELECT date_trunc('hour', ts), gpu_id, device_uuid, count(*), avg(power_w), max(power_w),
-		       avg(sm_active), count(*) FILTER (WHERE sm_active < p_idle_threshold),
-		       max(memory_used_mib), max(temperature_c), max(ecc_uncorrected)
-		FROM gpu_metric_samples
-		WHERE ts >= date_trunc('hour', p_from) AND ts < date_trunc('hour', now())
+		SELECT date_trunc('hour', s.ts), s.gpu_id, s.device_uuid, count(*), avg(s.power_w),
+		       max(s.power_w), avg(s.sm_active),
+		       count(*) FILTER (WHERE s.sm_active < p_idle_threshold),
+		       max(s.memory_used_mib), max(s.temperature_c), max(s.ecc_uncorrected)
+		FROM gpu_metric_samples s
+		WHERE s.ts >= v_lo - p_settle AND s.ts < v_to
 		GROUP BY 1, 2, 3
-		ON CONFLICT (device_uuid, hour) DO UPDATE SET gpu_id = EXCLUDED.gpu_id,
+		ON CONFLICT (gpu_id, device_uuid, hour) DO UPDATE SET
 			samples = EXCLUDED.samples, power_w_avg = EXCLUDED.power_w_avg,
 			power_w_max = EXCLUDED.power_w_max, sm_active_avg = EXCLUDED.sm_active_avg,
 			sm_active_low = EXCLUDED.sm_active_low,
@@ -1308,7 +1519,11 @@ CREATE FUNCTION public.metric_rollup(p_from timestamp with time zone, p_idle_thr
 			ecc_uncorrected_max = EXCLUDED.ecc_uncorrected_max
 		RETURNING 1
 	)
-	SELECT count(*)::integer FROM up
+	SELECT count(*)::integer INTO rows FROM up;
+	watermark := greatest(v_lo, v_to);
+	UPDATE metric_rollup_state s SET watermark = metric_rollup_run.watermark, last_run_at = now()
+	WHERE s.id = 1;
+END
 $$;
 
 CREATE FUNCTION public.nodes_status_to_gpus() RETURNS trigger
@@ -1317,6 +1532,20 @@ CREATE FUNCTION public.nodes_status_to_gpus() RETURNS trigger
 BEGIN
 	UPDATE gpus SET node_status = NEW.status, cluster_id = NEW.cluster_id
 	WHERE node_id = NEW.id;
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.nodes_unknown_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF NEW.status = 'unknown' AND OLD.status IS DISTINCT FROM 'unknown' THEN
+		INSERT INTO node_unknown_intervals (node_id) VALUES (NEW.id);
+	ELSIF OLD.status = 'unknown' AND NEW.status <> 'unknown' THEN
+		UPDATE node_unknown_intervals SET ended_at = now()
+		WHERE node_id = NEW.id AND ended_at IS NULL;
+	END IF;
 	RETURN NULL;
 END
 $$;
@@ -1432,6 +1661,23 @@ CREATE TABLE public.alerts (
 
 ALTER TABLE public.alerts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.alerts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.allocation_fault_intervals (
+    id bigint NOT NULL,
+    allocation_id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT allocation_fault_intervals_check CHECK (((ended_at IS NULL) OR (ended_at >= started_at)))
+);
+
+ALTER TABLE public.allocation_fault_intervals ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.allocation_fault_intervals_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -1617,7 +1863,10 @@ CREATE TABLE public.enrollment_tokens (
     used_at timestamp with time zone,
     node_id bigint,
     revoked_at timestamp with time zone,
-    CONSTRAINT enrollment_tokens_digest_check CHECK ((length(digest) = 32))
+    node_name text,
+    adopt_manual boolean DEFAULT false NOT NULL,
+    CONSTRAINT enrollment_tokens_digest_check CHECK ((length(digest) = 32)),
+    CONSTRAINT enrollment_tokens_node_name_check CHECK (((node_name IS NULL) OR ((length(node_name) >= 1) AND (length(node_name) <= 253))))
 );
 
 ALTER TABLE public.enrollment_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -1761,6 +2010,13 @@ CREATE TABLE public.login_failures (
     window_start timestamp with time zone NOT NULL
 );
 
+CREATE TABLE public.metric_rollup_state (
+    id integer NOT NULL,
+    watermark timestamp with time zone,
+    last_run_at timestamp with time zone,
+    CONSTRAINT metric_rollup_state_id_check CHECK ((id = 1))
+);
+
 CREATE TABLE public.mig_profiles (
     model text NOT NULL,
     name text NOT NULL,
@@ -1790,6 +2046,23 @@ CREATE TABLE public.node_tokens (
 
 ALTER TABLE public.node_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.node_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.node_unknown_intervals (
+    id bigint NOT NULL,
+    node_id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT node_unknown_intervals_check CHECK (((ended_at IS NULL) OR (ended_at >= started_at)))
+);
+
+ALTER TABLE public.node_unknown_intervals ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.node_unknown_intervals_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -2093,6 +2366,9 @@ ALTER TABLE public.workload_profiles ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
 ALTER TABLE ONLY public.alerts
     ADD CONSTRAINT alerts_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.allocation_fault_intervals
+    ADD CONSTRAINT allocation_fault_intervals_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_no_overlap EXCLUDE USING gist (gpu_id WITH =, int4range(start, (start + size)) WITH &&) WHERE ((state <> 'released'::text));
 
@@ -2142,7 +2418,7 @@ ALTER TABLE ONLY public.gpu_health_intervals
     ADD CONSTRAINT gpu_health_intervals_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.gpu_metric_hourly
-    ADD CONSTRAINT gpu_metric_hourly_pkey PRIMARY KEY (device_uuid, hour);
+    ADD CONSTRAINT gpu_metric_hourly_pkey PRIMARY KEY (gpu_id, device_uuid, hour);
 
 ALTER TABLE ONLY public.gpu_models
     ADD CONSTRAINT gpu_models_pkey PRIMARY KEY (id);
@@ -2162,6 +2438,9 @@ ALTER TABLE ONLY public.idempotency_keys
 ALTER TABLE ONLY public.login_failures
     ADD CONSTRAINT login_failures_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY public.metric_rollup_state
+    ADD CONSTRAINT metric_rollup_state_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.mig_profiles
     ADD CONSTRAINT mig_profiles_pkey PRIMARY KEY (model, name);
 
@@ -2170,6 +2449,9 @@ ALTER TABLE ONLY public.node_tokens
 
 ALTER TABLE ONLY public.node_tokens
     ADD CONSTRAINT node_tokens_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.node_unknown_intervals
+    ADD CONSTRAINT node_unknown_intervals_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_name_key UNIQUE (name);
@@ -2236,6 +2518,14 @@ CREATE INDEX alerts_project_idx ON public.alerts USING btree (project_id, id) WH
 
 CREATE INDEX alerts_raised_idx ON public.alerts USING btree (raised_at, id);
 
+CREATE INDEX alerts_resolved_idx ON public.alerts USING btree (resolved_at) WHERE (resolved_at IS NOT NULL);
+
+CREATE UNIQUE INDEX allocation_fault_intervals_open_key ON public.allocation_fault_intervals USING btree (allocation_id) WHERE (ended_at IS NULL);
+
+CREATE INDEX allocation_fault_intervals_time_idx ON public.allocation_fault_intervals USING btree (COALESCE(ended_at, 'infinity'::timestamp with time zone), started_at);
+
+CREATE INDEX allocations_device_uuid_idx ON public.allocations USING btree (device_uuid) WHERE (device_uuid IS NOT NULL);
+
 CREATE INDEX allocations_gpu_live_idx ON public.allocations USING btree (gpu_id, start) WHERE (state <> 'released'::text);
 
 CREATE INDEX allocations_pool_gpu_idx ON public.allocations USING btree (gpu_id) WHERE (pool_id IS NOT NULL);
@@ -2272,6 +2562,8 @@ CREATE INDEX gpu_health_intervals_gpu_idx ON public.gpu_health_intervals USING b
 
 CREATE UNIQUE INDEX gpu_health_intervals_open_key ON public.gpu_health_intervals USING btree (gpu_id) WHERE (ended_at IS NULL);
 
+CREATE INDEX gpu_metric_hourly_device_idx ON public.gpu_metric_hourly USING btree (device_uuid, hour);
+
 CREATE INDEX gpu_metric_hourly_gpu_idx ON public.gpu_metric_hourly USING btree (gpu_id, hour);
 
 CREATE INDEX gpu_metric_samples_device_idx ON ONLY public.gpu_metric_samples USING btree (device_uuid, ts);
@@ -2290,6 +2582,10 @@ CREATE INDEX idempotency_keys_created_idx ON public.idempotency_keys USING btree
 
 CREATE UNIQUE INDEX node_tokens_live_key ON public.node_tokens USING btree (node_id) WHERE (revoked_at IS NULL);
 
+CREATE UNIQUE INDEX node_unknown_intervals_open_key ON public.node_unknown_intervals USING btree (node_id) WHERE (ended_at IS NULL);
+
+CREATE INDEX node_unknown_intervals_time_idx ON public.node_unknown_intervals USING btree (COALESCE(ended_at, 'infinity'::timestamp with time zone), started_at);
+
 CREATE INDEX nodes_agent_liveness_idx ON public.nodes USING btree (agent_heartbeat_at, id) WHERE (managed_by_agent AND (status = 'ready'::text));
 
 CREATE INDEX nodes_cluster_idx ON public.nodes USING btree (cluster_id, id);
@@ -2297,6 +2593,8 @@ CREATE INDEX nodes_cluster_idx ON public.nodes USING btree (cluster_id, id);
 CREATE INDEX nodes_labels_idx ON public.nodes USING gin (labels jsonb_path_ops);
 
 CREATE INDEX nodes_status_idx ON public.nodes USING btree (status, id);
+
+CREATE INDEX outbox_delivered_idx ON public.outbox USING btree (delivered_at) WHERE (delivered_at IS NOT NULL);
 
 CREATE INDEX outbox_node_idx ON public.outbox USING btree (node_id, id);
 
@@ -2338,7 +2636,11 @@ CREATE UNIQUE INDEX workload_profiles_current_key ON public.workload_profiles US
 
 CREATE INDEX workload_profiles_device_idx ON public.workload_profiles USING btree (device_uuid, first_seen_at);
 
+CREATE INDEX workload_profiles_ended_idx ON public.workload_profiles USING btree (ended_at) WHERE (ended_at IS NOT NULL);
+
 CREATE TRIGGER allocations_check_placement BEFORE INSERT OR UPDATE OF gpu_id, profile, start, size ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.allocations_check_placement();
+
+CREATE TRIGGER allocations_fault_history AFTER UPDATE OF state ON public.allocations FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.allocations_fault_history();
 
 CREATE TRIGGER allocations_layout_delete AFTER DELETE ON public.allocations REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.allocations_layout_sync();
 
@@ -2382,6 +2684,8 @@ CREATE TRIGGER gpus_health_history_upd AFTER UPDATE OF health ON public.gpus FOR
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 
+CREATE TRIGGER nodes_unknown_history AFTER UPDATE OF status ON public.nodes FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.nodes_unknown_history();
+
 CREATE TRIGGER outbox_wake AFTER INSERT ON public.outbox FOR EACH ROW EXECUTE FUNCTION public.outbox_wake();
 
 ALTER TABLE ONLY public.alerts
@@ -2398,6 +2702,9 @@ ALTER TABLE ONLY public.alerts
 
 ALTER TABLE ONLY public.alerts
     ADD CONSTRAINT alerts_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
+ALTER TABLE ONLY public.allocation_fault_intervals
+    ADD CONSTRAINT allocation_fault_intervals_allocation_id_fkey FOREIGN KEY (allocation_id) REFERENCES public.allocations(id);
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_gpu_id_fkey FOREIGN KEY (gpu_id) REFERENCES public.gpus(id);
@@ -2461,6 +2768,9 @@ ALTER TABLE ONLY public.mig_profiles
 
 ALTER TABLE ONLY public.node_tokens
     ADD CONSTRAINT node_tokens_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
+
+ALTER TABLE ONLY public.node_unknown_intervals
+    ADD CONSTRAINT node_unknown_intervals_node_id_fkey FOREIGN KEY (node_id) REFERENCES public.nodes(id);
 
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);

@@ -3,6 +3,8 @@
  */
 #include "config.h"
 
+#include "domain/callback.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -143,6 +145,9 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 	cfg->metrics_retention_days = 7;
 	cfg->cursor_key_overlap_s = 86400;
 	cfg->telemetry_interval_s = 60;
+	cfg->outbox_retention_days = 7;
+	cfg->alerts_retention_days = 90;
+	cfg->profiles_retention_days = 90;
 	cfg->idle_after_s = 3600;
 	cfg->idle_threshold = 0.05;
 	cfg->approval_workers = 2;
@@ -198,6 +203,12 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		errlen) < 0 ||
 	    env_int("GPUPOOL_TELEMETRY_INTERVAL", 1, 3600, &cfg->telemetry_interval_s, errbuf,
 		errlen) < 0 ||
+	    env_int("GPUPOOL_OUTBOX_RETENTION_DAYS", 0, 3650, &cfg->outbox_retention_days, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_ALERTS_RETENTION_DAYS", 0, 3650, &cfg->alerts_retention_days, errbuf,
+		errlen) < 0 ||
+	    env_int("GPUPOOL_PROFILES_RETENTION_DAYS", 0, 3650, &cfg->profiles_retention_days,
+		errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_IDLE_AFTER", 1, 30 * 86400, &cfg->idle_after_s, errbuf, errlen) < 0 ||
 	    env_fraction("GPUPOOL_IDLE_THRESHOLD", &cfg->idle_threshold, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_EXPIRY_INTERVAL", 1, 3600, &cfg->expiry_interval_s, errbuf, errlen) <
@@ -229,6 +240,16 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		    "addresses or networks (a.b.c.d or a.b.c.d/n), separated by commas",
 		    HTTP_MAX_TRUSTED);
 		return -1;
+	}
+	v = getenv("GPUPOOL_AGENT_CALLBACK_ALLOW");
+	if (v != NULL && *v != '\0') {
+		if (!callback_allow_valid(v)) {
+			snprintf(errbuf, (size_t)errlen,
+			    "GPUPOOL_AGENT_CALLBACK_ALLOW must be IPv4/IPv6 addresses, networks "
+			    "(address/bits) or host names, separated by commas");
+			return -1;
+		}
+		cfg->agent_callback_allow = v;
 	}
 	v = getenv("GPUPOOL_METRICS_TOKEN");
 	if (v != NULL && *v != '\0') {

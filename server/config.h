@@ -9,34 +9,38 @@
 #include "http/server.h"
 
 struct config {
-	const char *database_url;   /* GPUPOOL_DATABASE_URL */
-	char listen_host[64];       /* GPUPOOL_LISTEN host part */
-	int listen_port;            /* GPUPOOL_LISTEN port; 0 picks one */
-	int threads;                /* GPUPOOL_THREADS */
-	int max_connections;        /* GPUPOOL_MAX_CONNECTIONS */
-	int max_connections_per_ip; /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
-	int connection_timeout_s;   /* GPUPOOL_CONNECTION_TIMEOUT */
-	int header_timeout_s;       /* GPUPOOL_HEADER_TIMEOUT */
-	int body_timeout_s;         /* GPUPOOL_BODY_TIMEOUT */
-	char probe_host[64];        /* GPUPOOL_PROBE_LISTEN host part; "" when off */
-	int probe_port;             /* GPUPOOL_PROBE_LISTEN port */
-	int statement_timeout_ms;   /* GPUPOOL_STATEMENT_TIMEOUT_MS */
-	int session_ttl_s;          /* GPUPOOL_SESSION_TTL */
-	int shutdown_grace_s;       /* GPUPOOL_SHUTDOWN_GRACE */
-	int idempotency_ttl_s;      /* GPUPOOL_IDEMPOTENCY_TTL */
-	int maintenance_interval_s; /* GPUPOOL_MAINTENANCE_INTERVAL */
-	int request_ttl_s;          /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
-	int expiry_interval_s;      /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
-	int approval_workers;       /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
-	int agent_grace_s;          /* GPUPOOL_AGENT_GRACE: silent agent -> node unknown */
-	int push_timeout_ms;        /* GPUPOOL_PUSH_TIMEOUT_MS: one push to an agent */
-	int push_max_attempts;      /* GPUPOOL_PUSH_MAX_ATTEMPTS: then give up (alert) */
-	int push_backoff_ms;        /* GPUPOOL_PUSH_BACKOFF_MS: first retry delay */
-	int metrics_retention_days; /* GPUPOOL_METRICS_RETENTION_DAYS: raw GPU samples */
-	int cursor_key_overlap_s;   /* GPUPOOL_CURSOR_KEY_OVERLAP: a rotated key's cursors */
-	int telemetry_interval_s;   /* GPUPOOL_TELEMETRY_INTERVAL: partitions, roll-ups, idle */
-	int idle_after_s;           /* GPUPOOL_IDLE_AFTER: no workload this long -> idle alert */
-	double idle_threshold;      /* GPUPOOL_IDLE_THRESHOLD: sm_active below it is idle */
+	const char *database_url;    /* GPUPOOL_DATABASE_URL */
+	char listen_host[64];        /* GPUPOOL_LISTEN host part */
+	int listen_port;             /* GPUPOOL_LISTEN port; 0 picks one */
+	int threads;                 /* GPUPOOL_THREADS */
+	int max_connections;         /* GPUPOOL_MAX_CONNECTIONS */
+	int max_connections_per_ip;  /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
+	int connection_timeout_s;    /* GPUPOOL_CONNECTION_TIMEOUT */
+	int header_timeout_s;        /* GPUPOOL_HEADER_TIMEOUT */
+	int body_timeout_s;          /* GPUPOOL_BODY_TIMEOUT */
+	char probe_host[64];         /* GPUPOOL_PROBE_LISTEN host part; "" when off */
+	int probe_port;              /* GPUPOOL_PROBE_LISTEN port */
+	int statement_timeout_ms;    /* GPUPOOL_STATEMENT_TIMEOUT_MS */
+	int session_ttl_s;           /* GPUPOOL_SESSION_TTL */
+	int shutdown_grace_s;        /* GPUPOOL_SHUTDOWN_GRACE */
+	int idempotency_ttl_s;       /* GPUPOOL_IDEMPOTENCY_TTL */
+	int maintenance_interval_s;  /* GPUPOOL_MAINTENANCE_INTERVAL */
+	int request_ttl_s;           /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
+	int expiry_interval_s;       /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
+	int approval_workers;        /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
+	int agent_grace_s;           /* GPUPOOL_AGENT_GRACE: silent agent -> node unknown */
+	int push_timeout_ms;         /* GPUPOOL_PUSH_TIMEOUT_MS: one push to an agent */
+	int push_max_attempts;       /* GPUPOOL_PUSH_MAX_ATTEMPTS: then give up (alert) */
+	int push_backoff_ms;         /* GPUPOOL_PUSH_BACKOFF_MS: first retry delay */
+	int metrics_retention_days;  /* GPUPOOL_METRICS_RETENTION_DAYS: raw GPU samples */
+	int cursor_key_overlap_s;    /* GPUPOOL_CURSOR_KEY_OVERLAP: a rotated key's cursors */
+	int telemetry_interval_s;    /* GPUPOOL_TELEMETRY_INTERVAL: partitions, roll-ups, idle */
+	int outbox_retention_days;   /* GPUPOOL_OUTBOX_RETENTION_DAYS: delivered rows (0: kept) */
+	int alerts_retention_days;   /* GPUPOOL_ALERTS_RETENTION_DAYS: resolved alerts (0: kept) */
+	int profiles_retention_days; /* GPUPOOL_PROFILES_RETENTION_DAYS: ended profiles (0: kept) */
+	const char *agent_callback_allow; /* GPUPOOL_AGENT_CALLBACK_ALLOW: CIDRs / hosts, or NULL */
+	int idle_after_s;      /* GPUPOOL_IDLE_AFTER: no workload this long -> idle alert */
+	double idle_threshold; /* GPUPOOL_IDLE_THRESHOLD: sm_active below it is idle */
 	int billing_accrual_interval_s; /* GPUPOOL_BILLING_ACCRUAL_INTERVAL: the accrual worker's period */
 	int billing_settle_s; /* GPUPOOL_BILLING_SETTLE: an hour is final this long after it ends */
 	int billing_close_grace_s; /* GPUPOOL_BILLING_CLOSE_GRACE: a month closes this long after it ends */

@@ -329,6 +329,7 @@ cmd_serve(struct config *cfg)
 	memset(&app, 0, sizeof(app));
 	app.xids = xids;
 	app.agent_grace_s = cfg->agent_grace_s;
+	app.agent_callback_allow = cfg->agent_callback_allow;
 	app.cors_origins = cfg->cors_origins;
 	app.schema_version = migrate_latest_version();
 	app.session_ttl_s = cfg->session_ttl_s;
@@ -448,6 +449,7 @@ cmd_serve(struct config *cfg)
 			.timeout_ms = cfg->push_timeout_ms,
 			.max_attempts = cfg->push_max_attempts,
 			.backoff_ms = cfg->push_backoff_ms,
+			.callback_allow = cfg->agent_callback_allow,
 		};
 
 		if (pusher_start(&pusher, &pc) < 0)
@@ -459,6 +461,9 @@ cmd_serve(struct config *cfg)
 			.retention_days = cfg->metrics_retention_days,
 			.idle_after_s = cfg->idle_after_s,
 			.idle_threshold = cfg->idle_threshold,
+			.outbox_retention_days = cfg->outbox_retention_days,
+			.alerts_retention_days = cfg->alerts_retention_days,
+			.profiles_retention_days = cfg->profiles_retention_days,
 		};
 
 		if (telemetry_start(&telemetry, &tc) < 0)

@@ -21,6 +21,8 @@ static const struct output_column enroll_columns[] = {
 	{ "NODE", "node" },
 	{ "EXPIRES", "expires_at" },
 	OUTPUT_WIDE,
+	{ "FOR NODE", "node_name" },
+	{ "ADOPT MANUAL", "adopt_manual" },
 	{ "CREATED", "created_at" },
 	{ "USED", "used_at" },
 	{ "REVOKED", "revoked_at" },
@@ -131,6 +133,16 @@ cmd_agents_enroll_create(struct cli *cli, const struct cli_command *cmd,
 		return CLI_EXIT_FAIL;
 	}
 	json_object_object_add(body, "expires_in_seconds", json_object_new_int64(secs));
+	if (cli_opt(args, "node") != NULL)
+		json_object_object_add(body, "node_name",
+		    json_object_new_string(cli_opt(args, "node")));
+	if (cli_opt(args, "adopt-manual") != NULL) {
+		if (cli_opt(args, "node") == NULL) {
+			json_object_put(body);
+			return cli_usage_error(cli, cmd, "--adopt-manual needs --node NAME");
+		}
+		json_object_object_add(body, "adopt_manual", json_object_new_boolean(1));
+	}
 	rc = cli_call(cli, "POST", path, body, &r);
 	json_object_put(body);
 	if (rc != CLI_EXIT_OK)
@@ -329,13 +341,16 @@ cmd_agents_gpu_metrics(struct cli *cli, const struct cli_command *cmd, const str
 
 const struct cli_option cmd_agents_enroll_options[] = {
 	{ "expires-in", "SECONDS", "lifetime of the token, 60 to 604800 (default 3600)", false },
+	{ "node", "NAME", "the token enrolls only this node name", false },
+	{ "adopt-manual", NULL, "it may adopt the node --node although it was registered by hand",
+	    false },
 	{ NULL, NULL, NULL, false },
 };
 
 static const struct cli_option alert_list_options[] = {
 	{ "type", "T",
-	    "only this type: gpu_failed, node_unknown, drift, pool_degraded, "
-	    "push_failed, isolation_violation, idle",
+	    "only this type: gpu_failed, gpu_degraded, xid_unknown, node_unknown, drift, "
+	    "pool_degraded, push_failed, isolation_violation, idle",
 	    false },
 	{ "state", "S", "open (default), resolved or all", false },
 	{ "project", "P", "only alerts of this project", false },
@@ -364,7 +379,7 @@ const struct cli_option cmd_agents_metrics_options[] = {
 static const struct cli_command agents_subcommands[] = {
 	{
 	    .name = "enroll-token",
-	    .usage = "CLUSTER [--expires-in SECONDS]",
+	    .usage = "CLUSTER [--expires-in SECONDS] [--node NAME [--adopt-manual]]",
 	    .summary = "create a one-time token a node agent enrolls with (operators)",
 	    .min_args = 1,
 	    .max_args = 1,

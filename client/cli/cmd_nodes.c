@@ -761,7 +761,7 @@ static const struct cli_command nodes_subcommands[] = {
 	},
 	{
 	    .name = "enroll-token",
-	    .usage = "CLUSTER [--expires-in SECONDS]",
+	    .usage = "CLUSTER [--expires-in SECONDS] [--node NAME [--adopt-manual]]",
 	    .summary = "create a one-time token a node agent enrolls with (operators)",
 	    .min_args = 1,
 	    .max_args = 1,

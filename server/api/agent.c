@@ -7,8 +7,11 @@
  */
 #include "api.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <json-c/json.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include "core/timeutil.h"
 #include "db/db_agent.h"
 #include "db/db_capacity.h"
+#include "domain/callback.h"
 #include "domain/catalog.h"
 #include "domain/health.h"
 
@@ -29,6 +33,9 @@
 #define AGENT_MAX_XIDS 64
 #define AGENT_MAX_ERRORS 64
 #define AGENT_WAIT_MAX_S 60
+#define AGENT_MESSAGE_MAX 500 /* agent texts users see: control characters stripped */
+#define AGENT_XID_COUNT_MAX 1000000000
+#define AGENT_CALLBACK_ADDRS 16 /* addresses of a callback host name checked at most */
 
 /* ---- enrollment tokens (operators) ---- */
 
@@ -39,9 +46,26 @@ struct enroll_token_tx {
 	const unsigned char *digest;
 	const char *prefix;
 	int ttl_s;
+	const char *node_name; /* NULL: any node */
+	bool adopt_manual;     /* may adopt a node registered by hand */
 	const char *json;
 	bool found;
 };
+
+/* A node name as nodes.name allows it. */
+static bool
+node_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+		return false;
+	for (; *s; s++)
+		if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-' ||
+			*s == '.'))
+			return false;
+	return true;
+}
 
 static int
 cluster_lookup(struct db *db, struct enroll_token_tx *t, struct gp_error *err)
@@ -63,7 +87,7 @@ enroll_token_create_tx(struct db *db, void *arg, struct gp_error *err)
 
 	if (cluster_lookup(db, t, err) < 0 ||
 	    db_enroll_token_create(db, t->req->arena, t->cluster_id, t->digest, t->prefix, t->ttl_s,
-		t->req->principal.user_id, &t->json, err) < 0)
+		t->req->principal.user_id, t->node_name, t->adopt_manual, &t->json, err) < 0)
 		return -1;
 	return api_audit(db, t->req, "enrollment_token.create", "cluster", t->cluster, 0, NULL,
 	    json_own(t->req->arena, json_tokener_parse(t->json)), err);
@@ -89,8 +113,16 @@ api_enroll_tokens_create(struct request *req, struct response *res, struct gp_er
 			return -1;
 		jf_init(&f, req->arena, body, "", err);
 		jf_int(&f, "expires_in_seconds", false, 60, ENROLL_TTL_MAX_S, &ttl, NULL);
+		jf_string(&f, "node_name", false, 253, &t.node_name);
+		jf_bool(&f, "adopt_manual", false, &t.adopt_manual, NULL);
 		if (jf_finish(&f) < 0)
 			return -1;
+		if (t.node_name != NULL && !node_name_valid(t.node_name))
+			return gp_error_field(err, "node_name",
+			    "must be a node name: lower-case letters, digits, '-' and '.'");
+		if (t.adopt_manual && t.node_name == NULL)
+			return gp_error_field(err, "adopt_manual",
+			    "needs node_name: a token adopts only the node it names");
 	}
 	if (token_generate("gpe", token, sizeof(token)) < 0)
 		return gp_error_set(err, 500, "internal", "could not generate a token");
@@ -176,6 +208,7 @@ struct enroll_tx {
 	struct agent_enrollment e;
 	int64_t node_id;
 	const char *node_json;
+	const char *adopted; /* what the adopted node was; NULL: a new node */
 };
 
 static int
@@ -190,7 +223,14 @@ enroll_tx(struct db *db, void *arg, struct gp_error *err)
 	if (!found)
 		return gp_error_set(err, 401, "invalid_enrollment_token",
 		    "the enrollment token is unknown, used, revoked or expired");
-	if (db_agent_enroll(db, t->req->arena, &t->e, &t->node_id, &t->node_json, err) < 0)
+	t->e.grace_s = api_app(t->req)->agent_grace_s;
+	if (db_agent_enroll(db, t->req->arena, &t->e, &t->node_id, &t->node_json, &t->adopted,
+		err) < 0)
+		return -1;
+	if (t->adopted != NULL &&
+	    api_audit(db, t->req, "node.adopt", "node", t->e.node_name, 0,
+		json_own(t->req->arena, json_tokener_parse(t->adopted)),
+		json_own(t->req->arena, json_tokener_parse(t->node_json)), err) < 0)
 		return -1;
 	return api_audit(db, t->req, "node.enroll", "node", t->e.node_name, 0, NULL,
 	    json_own(t->req->arena, json_tokener_parse(t->node_json)), err);
@@ -354,6 +394,66 @@ callback_url_valid(const char *s)
 	return true;
 }
 
+/*
+ * May the server push to this callback URL (GPUPOOL_AGENT_CALLBACK_ALLOW)?
+ * Its host must be the enrolling peer's own address or listed; a host
+ * name must resolve only to such addresses (or be listed by name).
+ * NULL when allowed, else why not.
+ */
+static const char *
+callback_refusal(struct request *req, const char *url)
+{
+	const char *allow = api_app(req)->agent_callback_allow;
+	struct callback_addr peer, addr;
+	bool have_peer = req->client_ip != NULL && callback_parse_addr(req->client_ip, &peer);
+	char host[256];
+	struct addrinfo hints, *res = NULL;
+	enum callback_verdict v = CALLBACK_ALLOWED;
+	int n = 0;
+
+	if (callback_url_host(url, host, sizeof(host)) < 0)
+		return "must name a host and no user information";
+	if (callback_parse_addr(host, &addr))
+		v = callback_check_addr(allow, &addr, have_peer ? &peer : NULL);
+	else if (callback_host_listed(allow, host))
+		return NULL;
+	else {
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+			return "its host does not resolve";
+		for (struct addrinfo *ai = res;
+		     ai != NULL && v == CALLBACK_ALLOWED && n < AGENT_CALLBACK_ADDRS;
+		     ai = ai->ai_next, n++) {
+			char text[INET6_ADDRSTRLEN] = "";
+
+			if (ai->ai_family == AF_INET)
+				inet_ntop(AF_INET,
+				    &((const struct sockaddr_in *)(const void *)ai->ai_addr)
+					 ->sin_addr,
+				    text, sizeof(text));
+			else if (ai->ai_family == AF_INET6)
+				inet_ntop(AF_INET6,
+				    &((const struct sockaddr_in6 *)(const void *)ai->ai_addr)
+					 ->sin6_addr,
+				    text, sizeof(text));
+			if (!callback_parse_addr(text, &addr))
+				v = CALLBACK_NOT_LISTED;
+			else
+				v = callback_check_addr(allow, &addr, have_peer ? &peer : NULL);
+		}
+		freeaddrinfo(res);
+	}
+	if (v == CALLBACK_RESTRICTED)
+		return "is a link-local, metadata or unspecified address: list it explicitly in "
+		       "GPUPOOL_AGENT_CALLBACK_ALLOW to allow it";
+	if (v == CALLBACK_NOT_LISTED)
+		return "is not the enrolling agent's own address nor listed in "
+		       "GPUPOOL_AGENT_CALLBACK_ALLOW";
+	return NULL;
+}
+
 int
 api_agent_enroll(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -389,6 +489,12 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 	jf_finish(&f);
 	if (t.e.callback_url != NULL && !callback_url_valid(t.e.callback_url))
 		gp_error_field(err, "callback_url", "must be an http:// or https:// URL");
+	else if (t.e.callback_url != NULL) {
+		const char *why = callback_refusal(req, t.e.callback_url);
+
+		if (why != NULL)
+			gp_error_field(err, "callback_url", "%s", why);
+	}
 	if (t.e.hostname != NULL && (t.e.hostname[0] == '\0' || !printable(t.e.hostname)))
 		gp_error_field(err, "hostname", "must be 1-253 printable characters");
 	if (t.e.agent_version != NULL && !printable(t.e.agent_version))
@@ -543,7 +649,12 @@ query_int(struct request *req, const char *name, int64_t min, int64_t max, int64
 	return 0;
 }
 
-/* Answer 200 with the document when its generation is past `after`, else 304. */
+/*
+ * Answer 200 with the document when its generation is not `after`: past
+ * it, or behind it (the database was restored from a backup: the agent
+ * must learn the current document, never wait for a generation that will
+ * not come); else 304.
+ */
 static int
 desired_answer(struct request *req, struct response *res, const struct desired_wait *w, bool *sent,
     struct gp_error *err)
@@ -554,7 +665,7 @@ desired_answer(struct request *req, struct response *res, const struct desired_w
 	*sent = false;
 	if (db_agent_generation(db_thread(), req->arena, w->node_id, &gen, err) < 0)
 		return -1;
-	if (gen > w->after) {
+	if (gen != w->after) {
 		if (db_agent_desired_state(db_thread(), req->arena, w->node_id, &gen, &doc, err) <
 		    0)
 			return -1;
@@ -603,17 +714,46 @@ api_agent_desired_state(struct request *req, struct response *res, struct gp_err
 
 /* ---- status and heartbeat ---- */
 
-/* One GPU of a status report → {"uuid","fail_reason","instances"} for SQL. */
+/*
+ * An agent's text as users see it (alerts, allocation errors): control
+ * characters become spaces, at most max bytes (cut on a UTF-8 boundary).
+ */
+static const char *
+agent_text(struct arena *a, const char *s, size_t max)
+{
+	size_t n = strlen(s);
+	char *out;
+
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	}
+	out = arena_strndup(a, s, n);
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	return out;
+}
+
+/*
+ * One GPU of a status report → {"uuid","state","fail_reason","ecc_reason",
+ * "degrade_reason","details","unknown_xids","instances"} for SQL.
+ * "state": ok (instances are the truth), unknown (they could not be
+ * listed: ignored), lost (the GPU cannot be read: failed at once).
+ */
 static struct json_object *
 status_gpu(struct request *req, struct json_object *in, const char *path, struct gp_error *err)
 {
+	const struct xid_catalog *xc = api_app(req)->xids;
 	struct jfields f;
-	const char *uuid = NULL, *action = NULL;
-	int64_t index = 0, ecc = -1;
-	bool mig = false, remap_fail = false;
-	struct json_object *insts = NULL, *xids = NULL, *out, *clean;
+	const char *uuid = NULL, *action = NULL, *state = NULL, *lost_error = NULL;
+	int64_t index = 0, ecc = -1, lost_xid = 0;
+	bool mig = false, remap_fail = false, remap_pending = false;
+	struct json_object *insts = NULL, *xids = NULL, *out, *clean, *details, *xlist, *unknown;
 	struct gpu_health_report hr;
-	int xv[AGENT_MAX_XIDS];
+	struct gpu_health_verdict hv;
+	int xv[AGENT_MAX_XIDS + 1];
 	int nx = 0, before = err->nfields;
 
 	if (!json_object_is_type(in, json_type_object)) {
@@ -623,48 +763,85 @@ status_gpu(struct request *req, struct json_object *in, const char *path, struct
 	jf_init(&f, req->arena, in, path, err);
 	jf_string(&f, "uuid", true, 64, &uuid);
 	jf_int(&f, "index", false, 0, 15, &index, NULL);
+	jf_string(&f, "state", false, 16, &state);
+	jf_string(&f, "error", false, 2000, &lost_error);
+	jf_int(&f, "xid", false, 1, 100000, &lost_xid, NULL);
 	jf_bool(&f, "mig_enabled", false, &mig, NULL);
 	jf_int(&f, "ecc_uncorrected", false, 0, INT64_MAX, &ecc, NULL);
 	jf_bool(&f, "remapped_rows_failure", false, &remap_fail, NULL);
+	jf_bool(&f, "remapped_rows_pending", false, &remap_pending, NULL);
 	jf_string(&f, "recovery_action", false, 32, &action);
 	jf_array(&f, "xid_events", false, &xids);
 	jf_array(&f, "instances", false, &insts);
 	jf_finish(&f);
 	if (err->nfields > before)
 		return NULL;
+	if (state == NULL)
+		state = "ok";
+	if (strcmp(state, "ok") != 0 && strcmp(state, "unknown") != 0 &&
+	    strcmp(state, "lost") != 0) {
+		gp_error_field(err, jf_path(&f, "state"), "must be ok, unknown or lost");
+		return NULL;
+	}
+	if (!gpu_uuid_valid(uuid)) {
+		gp_error_field(err, jf_path(&f, "uuid"), "must be GPU-<uuid> in lower-case hex");
+		return NULL;
+	}
 	if (!health_recovery_action_valid(action)) {
 		gp_error_field(err, jf_path(&f, "recovery_action"),
 		    "must be none, gpu_reset, node_reboot, drain_p2p or drain_and_reset");
 		return NULL;
 	}
 	if (xids != NULL && json_object_array_length(xids) > AGENT_MAX_XIDS) {
-		gp_error_field(err, jf_path(&f, "xid_events"), "at most %d events", AGENT_MAX_XIDS);
+		gp_error_field(err, jf_path(&f, "xid_events"),
+		    "at most %d events (coalesce repeats with \"count\")", AGENT_MAX_XIDS);
 		return NULL;
 	}
+	details = json_own(req->arena, json_object_new_object());
+	xlist = json_object_new_array();
+	unknown = json_object_new_array();
+	json_object_object_add(details, "xids", xlist);
 	for (size_t i = 0; xids != NULL && i < json_object_array_length(xids); i++) {
-		struct json_object *e = json_object_array_get_idx(xids, i);
+		struct json_object *e = json_object_array_get_idx(xids, i), *o;
 		const char *p = arena_printf(req->arena, "%s.xid_events[%zu]", path, i);
-		int64_t xid = 0, ts = 0;
+		int64_t xid = 0, ts = 0, count = 1;
 		struct jfields g;
 
 		if (!json_object_is_type(e, json_type_object)) {
 			gp_error_field(err, p, "must be an object");
+			json_object_put(unknown);
 			return NULL;
 		}
 		jf_init(&g, req->arena, e, p, err);
 		jf_int(&g, "xid", true, 1, 100000, &xid, NULL);
 		jf_epoch_or_time(&g, "ts", false, &ts, NULL);
-		if (jf_finish(&g) < 0 && err->nfields > before)
+		jf_int(&g, "count", false, 1, AGENT_XID_COUNT_MAX, &count, NULL);
+		if (jf_finish(&g) < 0 && err->nfields > before) {
+			json_object_put(unknown);
 			return NULL;
+		}
 		xv[nx++] = (int)xid;
+		o = json_object_new_object();
+		json_add_int(o, "xid", xid);
+		json_add_int(o, "count", count);
+		if (xid_lookup(xc, (int)xid, NULL) == XID_UNKNOWN)
+			json_object_array_add(unknown, json_object_get(o));
+		json_object_array_add(xlist, o);
 	}
+	if (strcmp(state, "lost") == 0 && lost_xid > 0)
+		xv[nx++] = (int)lost_xid;
+	clean = json_object_new_array();
 	if (insts != NULL && json_object_array_length(insts) > AGENT_MAX_INSTANCES) {
 		gp_error_field(err, jf_path(&f, "instances"), "at most %d instances",
 		    AGENT_MAX_INSTANCES);
+		json_object_put(unknown);
+		json_object_put(clean);
 		return NULL;
 	}
-	clean = json_object_new_array();
-	for (size_t i = 0; insts != NULL && i < json_object_array_length(insts); i++) {
+	/* an unknown GPU's instances could not be listed: whatever came is ignored */
+	for (size_t i = 0;
+	     strcmp(state, "ok") == 0 && insts != NULL && i < json_object_array_length(insts);
+	     i++) {
 		struct json_object *e = json_object_array_get_idx(insts, i), *o;
 		const char *p = arena_printf(req->arena, "%s.instances[%zu]", path, i);
 		const char *profile = NULL, *iu = NULL;
@@ -673,6 +850,7 @@ status_gpu(struct request *req, struct json_object *in, const char *path, struct
 
 		if (!json_object_is_type(e, json_type_object)) {
 			gp_error_field(err, p, "must be an object");
+			json_object_put(unknown);
 			json_object_put(clean);
 			return NULL;
 		}
@@ -682,6 +860,13 @@ status_gpu(struct request *req, struct json_object *in, const char *path, struct
 		jf_int(&g, "size", true, 1, 8, &size, NULL);
 		jf_string(&g, "uuid", false, 100, &iu);
 		if (jf_finish(&g) < 0 && err->nfields > before) {
+			json_object_put(unknown);
+			json_object_put(clean);
+			return NULL;
+		}
+		if (!printable(profile) || (iu != NULL && !printable(iu))) {
+			gp_error_field(err, p, "profile and uuid must be printable");
+			json_object_put(unknown);
 			json_object_put(clean);
 			return NULL;
 		}
@@ -694,12 +879,35 @@ status_gpu(struct request *req, struct json_object *in, const char *path, struct
 	}
 	hr.ecc_uncorrected = ecc;
 	hr.remapped_rows_failure = remap_fail;
+	hr.remapped_rows_pending = remap_pending;
 	hr.recovery_action = action;
 	hr.xids = xv;
 	hr.nxids = nx;
+	health_assess(xc, &hr, req->arena, &hv);
+	if (strcmp(state, "lost") == 0) {
+		const char *why =
+		    lost_error != NULL ? agent_text(req->arena, lost_error, 200) : "no error given";
+
+		json_add_str(details, "error", why);
+		if (lost_xid > 0)
+			json_add_int(details, "xid", lost_xid);
+		/* a lost GPU is failed whatever else the report says */
+		hv.fail = lost_xid > 0 ? arena_printf(req->arena, "the GPU is lost (Xid %lld): %s",
+					     (long long)lost_xid, why)
+				       : arena_printf(req->arena, "the GPU is lost: %s", why);
+	}
+	if (json_object_array_length(unknown) > 0)
+		json_object_object_add(details, "unknown_xids", json_object_get(unknown));
+	if (ecc >= 0)
+		json_add_int(details, "ecc_uncorrected", ecc);
 	out = json_object_new_object();
 	json_add_str(out, "uuid", uuid);
-	json_add_str(out, "fail_reason", health_fail_reason(api_app(req)->xids, &hr, req->arena));
+	json_add_str(out, "state", state);
+	json_add_str(out, "fail_reason", hv.fail);
+	json_add_str(out, "ecc_reason", hv.ecc);
+	json_add_str(out, "degrade_reason", hv.degrade);
+	json_object_object_add(out, "details", json_object_get(details));
+	json_object_object_add(out, "unknown_xids", unknown);
 	json_object_object_add(out, "instances", clean);
 	return out;
 }
@@ -729,6 +937,7 @@ status_errors(struct request *req, struct json_object *in, struct gp_error *err)
 		jf_finish(&g);
 		if (err->nfields > before)
 			continue;
+		msg = agent_text(req->arena, msg, AGENT_MESSAGE_MAX);
 		o = json_object_new_object();
 		json_add_str(o, "gpu", gpu);
 		json_add_str(o, "profile", profile);
@@ -743,14 +952,77 @@ status_errors(struct request *req, struct json_object *in, struct gp_error *err)
 struct status_tx {
 	struct request *req;
 	int64_t observed;
+	struct json_object *gpus; /* the checked GPUs of the report */
 	const char *version, *gpus_json, *errors_json, *result;
+	struct json_object *warnings;
 };
+
+/*
+ * The report's instances against the GPU catalog, as enrollment checks
+ * them: a MIG instance that is not a placement of its GPU's model (profile,
+ * start, size) is not recorded (a warning); "full" is a whole GPU.
+ */
+static void
+status_catalog_check(struct request *req, struct json_object *gpus, const char *models_json,
+    struct json_object *warnings)
+{
+	const struct catalog *cat = api_app(req)->catalog;
+	struct json_object *models = json_own(req->arena, json_tokener_parse(models_json));
+
+	for (size_t i = 0; i < json_object_array_length(gpus); i++) {
+		struct json_object *g = json_object_array_get_idx(gpus, i), *uuid, *insts, *info,
+				   *model, *keep;
+		const struct gpu_model *m;
+
+		if (!json_object_object_get_ex(g, "uuid", &uuid) ||
+		    !json_object_object_get_ex(g, "instances", &insts) || models == NULL ||
+		    !json_object_object_get_ex(models, json_object_get_string(uuid), &info) ||
+		    !json_object_object_get_ex(info, "model", &model))
+			continue; /* not a GPU of the node: SQL ignores it */
+		m = catalog_model(cat, json_object_get_string(model));
+		keep = json_object_new_array();
+		for (size_t k = 0; k < json_object_array_length(insts); k++) {
+			struct json_object *in = json_object_array_get_idx(insts, k), *v;
+			const char *profile;
+			int start, size;
+			const struct mig_profile *p;
+
+			json_object_object_get_ex(in, "profile", &v);
+			profile = json_object_get_string(v);
+			json_object_object_get_ex(in, "start", &v);
+			start = json_object_get_int(v);
+			json_object_object_get_ex(in, "size", &v);
+			size = json_object_get_int(v);
+			p = (m != NULL && strcmp(profile, "full") != 0)
+			    ? catalog_profile(m, profile)
+			    : NULL;
+			if (strcmp(profile, "full") == 0 ||
+			    (p != NULL && catalog_profile_allows(p, start) &&
+				p->memory_slices == size)) {
+				json_object_array_add(keep, json_object_get(in));
+				continue;
+			}
+			json_object_array_add(warnings,
+			    json_object_new_string(arena_printf(req->arena,
+				"gpus[%zu].instances[%zu]: %s@%d is not a placement of %s: not recorded",
+				i, k, profile, start, m ? m->id : json_object_get_string(model))));
+		}
+		json_object_object_add(g, "instances", keep);
+	}
+}
 
 static int
 status_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct status_tx *t = arg;
+	const char *models = NULL;
 
+	if (db_agent_node_gpus(db, t->req->arena, t->req->principal.node_id, &models, err) < 0)
+		return -1;
+	/* (again on a retried transaction: the same checks, the same warnings) */
+	t->warnings = json_own(t->req->arena, json_object_new_array());
+	status_catalog_check(t->req, t->gpus, models ? models : "{}", t->warnings);
+	t->gpus_json = json_to_arena(t->req->arena, t->gpus, NULL);
 	return db_agent_apply_status(db, t->req->arena, t->req->principal.node_id, t->observed,
 	    t->version, t->gpus_json, t->errors_json, &t->result, err);
 }
@@ -771,6 +1043,8 @@ api_agent_status(struct request *req, struct response *res, struct gp_error *err
 	jf_array(&f, "gpus", true, &gpus);
 	jf_array(&f, "errors", false, &errors);
 	jf_finish(&f);
+	if (t.version != NULL && !printable(t.version))
+		gp_error_field(err, "agent_version", "must be printable");
 	if (gpus != NULL && json_object_array_length(gpus) > AGENT_MAX_GPUS)
 		gp_error_field(err, "gpus", "at most %d GPUs", AGENT_MAX_GPUS);
 	else
@@ -790,11 +1064,18 @@ api_agent_status(struct request *req, struct response *res, struct gp_error *err
 			    "the status report is not valid");
 		return -1;
 	}
-	t.gpus_json = json_to_arena(req->arena, clean, NULL);
+	t.gpus = clean;
 	t.errors_json = json_to_arena(req->arena, errs, NULL);
 	if (db_tx(db_thread(), status_tx, &t, err) < 0)
 		return -1;
-	response_raw(res, 200, "application/json", t.result, strlen(t.result));
+	{
+		struct json_object *o = json_tokener_parse(t.result);
+
+		if (o == NULL)
+			return gp_error_set(err, 500, "internal", "the status result is not JSON");
+		json_object_object_add(o, "warnings", json_object_get(t.warnings));
+		response_json(req, res, 200, o);
+	}
 	return 0;
 }
 

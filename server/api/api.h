@@ -29,16 +29,17 @@ struct app {
 	const char *openapi; /* the contract, embedded */
 	size_t openapi_len;
 	const struct catalog *catalog;
-	const struct xid_catalog *xids; /* GPU health from agents' Xid events */
-	int agent_grace_s;              /* an agent silent this long: node unknown */
-	int metrics_retention_days;     /* raw GPU samples kept (partitions) */
-	const char *cors_origins;       /* browser origins allowed (comma-separated), or NULL */
-	char cursor_key[65];            /* HMAC key of list cursors (hex), shared by replicas */
-	char cursor_key_prev[65];       /* the key before the last rotation ("" when none) */
-	int64_t cursor_prev_until_s;    /* its cursors are accepted until then (epoch s) */
-	int request_ttl_s;              /* a pending pool request expires after this */
-	int approval_workers;           /* threads per group-commit queue */
-	bool metrics_protected;         /* /metrics wants the bearer whose digest follows */
+	const struct xid_catalog *xids;   /* GPU health from agents' Xid events */
+	int agent_grace_s;                /* an agent silent this long: node unknown */
+	const char *agent_callback_allow; /* GPUPOOL_AGENT_CALLBACK_ALLOW, or NULL */
+	int metrics_retention_days;       /* raw GPU samples kept (partitions) */
+	const char *cors_origins;         /* browser origins allowed (comma-separated), or NULL */
+	char cursor_key[65];              /* HMAC key of list cursors (hex), shared by replicas */
+	char cursor_key_prev[65];         /* the key before the last rotation ("" when none) */
+	int64_t cursor_prev_until_s;      /* its cursors are accepted until then (epoch s) */
+	int request_ttl_s;                /* a pending pool request expires after this */
+	int approval_workers;             /* threads per group-commit queue */
+	bool metrics_protected;           /* /metrics wants the bearer whose digest follows */
 	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
 	struct batch_queue *approvals;   /* group commit of approvals (pool_requests.c) */
 	struct batch_queue *submits;     /* group commit of pool-request submissions */

@@ -36,23 +36,84 @@ printable_id(const char *s, size_t max)
 
 /* ---- POST /v1/agent/metrics ---- */
 
+#define METRICS_MAX_FUTURE_S 300 /* a sample further ahead is refused (clock skew) */
+#define METRICS_MAX_REJECTED 100 /* rejected samples listed in the answer at most */
+
 struct metrics_tx {
 	struct request *req;
-	const char *json;
+	const char *json;  /* the samples that passed on their own */
+	const char *check; /* [{"i","gpu_uuid","device_uuid"}] of those */
 	int64_t stored;
+	struct json_object *rejected; /* [{"index","reason"}] */
+	int64_t nrejected;
 };
 
+static void
+reject(struct metrics_tx *t, size_t index, const char *reason)
+{
+	struct json_object *o;
+
+	t->nrejected++;
+	if (json_object_array_length(t->rejected) >= METRICS_MAX_REJECTED)
+		return;
+	o = json_object_new_object();
+	json_add_int(o, "index", (int64_t)index);
+	json_add_str(o, "reason", reason);
+	json_object_array_add(t->rejected, o);
+}
+
+/*
+ * The node may send samples only of its own GPUs and of the instances on
+ * them: one of another node's makes the whole batch 422, nothing stored
+ * (a hostile node); one of a device gpupool does not know on that GPU is
+ * dropped alone.
+ */
 static int
 metrics_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct metrics_tx *t = arg;
+	struct metric_verdict *v = NULL;
+	struct json_object *all, *keep;
+	int n = 0, k = 0;
 
+	if (db_metric_check(db, t->req->arena, t->req->principal.node_id, t->check, &v, &n, err) <
+	    0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (v[i].foreign) {
+			gp_error_field(err,
+			    arena_printf(t->req->arena, "samples[%d].%s", v[i].index, v[i].field),
+			    "is not a device of this node");
+			return gp_error_set(err, 422, "validation_failed",
+			    "samples[%d] is not of this node: nothing stored", v[i].index);
+		}
+	if (n > 0) {
+		all = json_own(t->req->arena, json_tokener_parse(t->json));
+		keep = json_own(t->req->arena, json_object_new_array());
+		for (size_t i = 0; all != NULL && i < json_object_array_length(all); i++) {
+			struct json_object *s = json_object_array_get_idx(all, i), *ix;
+			int idx;
+
+			json_object_object_get_ex(s, "i", &ix);
+			idx = json_object_get_int(ix);
+			if (k < n && v[k].index == idx) {
+				reject(t, (size_t)idx, "device_uuid is not a device of this GPU");
+				while (k < n && v[k].index == idx)
+					k++;
+				continue;
+			}
+			json_object_array_add(keep, json_object_get(s));
+		}
+		t->json = json_to_arena(t->req->arena, keep, NULL);
+	}
 	return db_metric_ingest(db, t->req->arena, t->req->principal.node_id, t->json,
 	    api_app(t->req)->metrics_retention_days, &t->stored, err);
 }
 
-int
-api_agent_metrics(struct request *req, struct response *res, struct gp_error *err)
+/* One sample, checked alone: its clean copy, or NULL with *why. */
+static struct json_object *
+metrics_sample(struct request *req, struct json_object *s, size_t i, int64_t now_us,
+    const char **why)
 {
 	static const struct {
 		const char *key;
@@ -69,9 +130,72 @@ api_agent_metrics(struct request *req, struct response *res, struct gp_error *er
 		{ "last_xid", -1, 100000, true },
 		{ "remapped_rows", 0, 1e12, true },
 	};
-	struct json_object *body, *samples = NULL, *clean, *o;
+	const char *path = arena_printf(req->arena, "samples[%zu]", i);
+	const char *gpu = NULL, *dev = NULL;
+	int64_t ts = 0;
+	int64_t oldest = now_us - (int64_t)api_app(req)->metrics_retention_days * 86400 * 1000000;
+	struct jfields g;
+	struct gp_error e;
+	struct json_object *c;
+
+	gp_error_clear(&e);
+	if (!json_object_is_type(s, json_type_object)) {
+		*why = "must be an object";
+		return NULL;
+	}
+	jf_init(&g, req->arena, s, path, &e);
+	jf_epoch_or_time(&g, "ts", true, &ts, NULL);
+	jf_string(&g, "gpu_uuid", true, 64, &gpu);
+	jf_string(&g, "device_uuid", false, 100, &dev);
+	c = json_object_new_object();
+	json_add_int(c, "i", (int64_t)i);
+	json_add_int(c, "ts_us", ts);
+	json_add_str(c, "gpu_uuid", gpu);
+	json_add_str(c, "device_uuid", dev);
+	for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+		double v = 0;
+		bool present = false;
+
+		jf_double(&g, nums[k].key, false, nums[k].min, nums[k].max, &v, &present);
+		if (!present || (strcmp(nums[k].key, "last_xid") == 0 && v < 0))
+			json_add_str(c, nums[k].key, NULL);
+		else if (nums[k].integer)
+			json_add_int(c, nums[k].key, (int64_t)v);
+		else
+			json_object_object_add(c, nums[k].key, json_object_new_double(v));
+	}
+	jf_finish(&g);
+	if (gpu != NULL && !printable_id(gpu, 64))
+		gp_error_field(&e, jf_path(&g, "gpu_uuid"), "must be a GPU UUID");
+	if (dev != NULL && !printable_id(dev, 100))
+		gp_error_field(&e, jf_path(&g, "device_uuid"), "must be a device UUID");
+	if (e.nfields > 0 || gp_error_isset(&e)) {
+		*why = e.nfields > 0
+		    ? arena_printf(req->arena, "%s: %s", e.fields[0].field, e.fields[0].message)
+		    : arena_strdup(req->arena, e.message);
+		json_object_put(c);
+		return NULL;
+	}
+	if (ts > now_us + (int64_t)METRICS_MAX_FUTURE_S * 1000000) {
+		*why = "ts is more than 300 s in the future";
+		json_object_put(c);
+		return NULL;
+	}
+	if (ts < oldest) {
+		*why = "ts is older than the retention window";
+		json_object_put(c);
+		return NULL;
+	}
+	return c;
+}
+
+int
+api_agent_metrics(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct json_object *body, *samples = NULL, *clean, *check, *o;
 	struct jfields f;
 	struct metrics_tx t = { .req = req };
+	int64_t now = time_now_us();
 	size_t n;
 
 	if (api_body(req, &body, err) < 0)
@@ -85,60 +209,39 @@ api_agent_metrics(struct request *req, struct response *res, struct gp_error *er
 		return gp_error_field(err, "samples", "at most %d samples per batch",
 		    METRICS_MAX_SAMPLES);
 	clean = json_own(req->arena, json_object_new_array());
+	check = json_own(req->arena, json_object_new_array());
+	t.rejected = json_own(req->arena, json_object_new_array());
 	for (size_t i = 0; i < n; i++) {
-		struct json_object *s = json_object_array_get_idx(samples, i), *c;
-		const char *path = arena_printf(req->arena, "samples[%zu]", i);
-		const char *gpu = NULL, *dev = NULL;
-		int64_t ts = 0;
-		struct jfields g;
-		int before = err->nfields;
+		const char *why = NULL;
+		struct json_object *c = metrics_sample(req, json_object_array_get_idx(samples, i),
+				       i, now, &why),
+				   *k;
 
-		if (!json_object_is_type(s, json_type_object)) {
-			gp_error_field(err, path, "must be an object");
-			continue;
-		}
-		jf_init(&g, req->arena, s, path, err);
-		jf_epoch_or_time(&g, "ts", true, &ts, NULL);
-		jf_string(&g, "gpu_uuid", true, 64, &gpu);
-		jf_string(&g, "device_uuid", false, 100, &dev);
-		c = json_object_new_object();
-		json_add_int(c, "ts_us", ts);
-		json_add_str(c, "gpu_uuid", gpu);
-		json_add_str(c, "device_uuid", dev);
-		for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
-			double v = 0;
-			bool present = false;
-
-			jf_double(&g, nums[k].key, false, nums[k].min, nums[k].max, &v, &present);
-			if (!present || (strcmp(nums[k].key, "last_xid") == 0 && v < 0))
-				json_add_str(c, nums[k].key, NULL);
-			else if (nums[k].integer)
-				json_add_int(c, nums[k].key, (int64_t)v);
-			else
-				json_object_object_add(c, nums[k].key, json_object_new_double(v));
-		}
-		jf_finish(&g);
-		if (gpu != NULL && !printable_id(gpu, 64))
-			gp_error_field(err, jf_path(&g, "gpu_uuid"), "must be a GPU UUID");
-		if (dev != NULL && !printable_id(dev, 100))
-			gp_error_field(err, jf_path(&g, "device_uuid"), "must be a device UUID");
-		if (err->nfields > before) {
-			json_object_put(c);
-			if (err->nfields >= 16)
-				break;
+		if (c == NULL) {
+			reject(&t, i, why);
 			continue;
 		}
 		json_object_array_add(clean, c);
+		k = json_object_new_object();
+		json_add_int(k, "i", (int64_t)i);
+		json_object_object_add(k, "gpu_uuid",
+		    json_object_get(json_object_object_get(c, "gpu_uuid")));
+		json_object_object_add(k, "device_uuid",
+		    json_object_get(json_object_object_get(c, "device_uuid")));
+		json_object_array_add(check, k);
 	}
-	if (gp_error_isset(err))
-		return -1;
 	t.json = json_to_arena(req->arena, clean, NULL);
+	t.check = json_to_arena(req->arena, check, NULL);
 	if (db_tx(db_thread(), metrics_tx, &t, err) < 0)
 		return -1;
 	o = json_object_new_object();
+	json_add_int(o, "stored", t.stored);
+	json_object_object_add(o, "rejected", json_object_get(t.rejected));
+	json_add_int(o, "rejected_count", t.nrejected);
+	/* the names before issue 19, kept for older agents */
 	json_add_int(o, "accepted", t.stored);
 	json_add_int(o, "dropped", (int64_t)n - t.stored);
-	response_json(req, res, 202, o);
+	response_json(req, res, 200, o);
 	return 0;
 }
 
@@ -379,8 +482,9 @@ api_alerts_ack(struct request *req, struct response *res, struct gp_error *err)
 const char *
 alerts_metrics_text(struct arena *a)
 {
-	static const char *const types[] = { "gpu_failed", "node_unknown", "drift", "pool_degraded",
-		"push_failed", "isolation_violation", "idle" };
+	static const char *const types[] = { "gpu_failed", "gpu_degraded", "xid_unknown",
+		"node_unknown", "drift", "pool_degraded", "push_failed", "isolation_violation",
+		"idle" };
 	struct gp_error err;
 	const char *json = NULL;
 	struct json_object *o;

@@ -14,16 +14,19 @@
 DB_STMT(stmt_agent_token_auth,
     "SELECT t.node_id FROM node_tokens t WHERE t.digest = $1 AND t.revoked_at IS NULL");
 DB_STMT(stmt_agent_enroll_create,
-    "WITH t AS (INSERT INTO enrollment_tokens (cluster_id, digest, prefix, created_by, expires_at) "
-    "VALUES ($1, $2, $3, nullif($5::int8, 0), now() + make_interval(secs => $4::int)) "
-    "RETURNING id, cluster_id, prefix, created_at, expires_at) "
+    "WITH t AS (INSERT INTO enrollment_tokens (cluster_id, digest, prefix, created_by, expires_at, "
+    "node_name, adopt_manual) "
+    "VALUES ($1, $2, $3, nullif($5::int8, 0), now() + make_interval(secs => $4::int), $6, $7) "
+    "RETURNING id, cluster_id, prefix, created_at, expires_at, node_name, adopt_manual) "
     "SELECT json_build_object('id', t.id, 'cluster', c.name, 'prefix', t.prefix, "
-    "'created_at', t.created_at, 'expires_at', t.expires_at)::text "
+    "'created_at', t.created_at, 'expires_at', t.expires_at, 'node_name', t.node_name, "
+    "'adopt_manual', t.adopt_manual)::text "
     "FROM t JOIN clusters c ON c.id = t.cluster_id");
 DB_STMT(stmt_agent_enroll_list,
     "SELECT coalesce(json_agg(json_build_object('id', t.id, 'cluster', c.name, "
     "'prefix', t.prefix, 'created_at', t.created_at, 'expires_at', t.expires_at, "
-    "'used_at', t.used_at, 'node', n.name, 'revoked_at', t.revoked_at, 'state', "
+    "'used_at', t.used_at, 'node', n.name, 'node_name', t.node_name, 'adopt_manual', "
+    "t.adopt_manual, 'revoked_at', t.revoked_at, 'state', "
     "CASE WHEN t.revoked_at IS NOT NULL THEN 'revoked' WHEN t.used_at IS NOT NULL THEN 'used' "
     "WHEN t.expires_at <= now() THEN 'expired' ELSE 'usable' END) ORDER BY t.id), '[]')::text "
     "FROM enrollment_tokens t JOIN clusters c ON c.id = t.cluster_id "
@@ -35,7 +38,8 @@ DB_STMT(stmt_agent_enroll_consume,
     "UPDATE enrollment_tokens SET used_at = now() WHERE digest = $1 AND used_at IS NULL "
     "AND revoked_at IS NULL AND expires_at > now() RETURNING id, cluster_id");
 DB_STMT(stmt_agent_enroll,
-    "SELECT agent_enroll($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11)");
+    "SELECT node_id, adopted::text FROM agent_enroll($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, "
+    "$10, $11, make_interval(secs => $12::int))");
 /* (a second statement: the first one's writes are not in its own snapshot) */
 DB_STMT(stmt_agent_node_json,
     "SELECT n.id, json_build_object('name', n.name, 'cluster', c.name, 'hostname', n.hostname, "
@@ -59,8 +63,8 @@ DB_STMT(stmt_agent_desired,
     "ORDER BY g.gpu_index) FROM gpus g WHERE g.node_id = n.id), '[]'::json))::text "
     "FROM nodes n WHERE n.id = $1");
 DB_STMT(stmt_agent_node_gpus,
-    "SELECT coalesce(json_agg(g.uuid ORDER BY g.gpu_index), '[]')::text FROM gpus g "
-    "WHERE g.node_id = $1");
+    "SELECT coalesce(json_object_agg(g.uuid, json_build_object('model', g.model, "
+    "'mig_enabled', g.mig_enabled)), '{}')::text FROM gpus g WHERE g.node_id = $1");
 DB_STMT(stmt_agent_status, "SELECT agent_apply_status($1, $2, $3, $4::jsonb, $5::jsonb)::text");
 DB_STMT(stmt_agent_heartbeat, "SELECT agent_heartbeat($1, $2)");
 DB_STMT(stmt_agent_liveness, "SELECT agent_liveness_sweep(make_interval(secs => $1::int))");
@@ -77,7 +81,12 @@ DB_STMT(stmt_outbox_claim,
     "outbox_claim($1, make_interval(secs => $2::int)) ORDER BY node_id");
 DB_STMT(stmt_metric_ingest, "SELECT metric_ingest($1, $2::jsonb, $3)");
 DB_STMT(stmt_metric_partitions, "SELECT metric_partitions_maintain($1, $2)");
-DB_STMT(stmt_metric_rollup, "SELECT metric_rollup(to_timestamp($1::int8 / 1000000.0), $2)");
+DB_STMT(stmt_metric_rollup,
+    "SELECT rows, more FROM metric_rollup_run($1, make_interval(secs => $2::int), $3)");
+DB_STMT(stmt_metric_check, "SELECT idx, field, verdict FROM metric_check($1, $2::jsonb)");
+DB_STMT(stmt_agent_plane_prune,
+    "SELECT agent_plane_prune(make_interval(days => nullif($1::int, 0)), "
+    "make_interval(days => nullif($2::int, 0)), make_interval(days => nullif($3::int, 0)), $4)");
 DB_STMT(stmt_alerts_idle, "SELECT alerts_idle_sweep(make_interval(secs => $1::int), $2)");
 DB_STMT(stmt_gpu_metrics_raw,
     "SELECT g.id, (SELECT coalesce(json_agg(json_build_object('device_uuid', d.device_uuid, "
@@ -199,12 +208,13 @@ one_text(struct db *db, struct arena *a, const struct db_stmt *st, int n, const 
 int
 db_enroll_token_create(struct db *db, struct arena *a, int64_t cluster_id,
     const unsigned char *digest, const char *prefix, int expires_in_s, int64_t user_id,
-    const char **json, struct gp_error *err)
+    const char *node_name, bool adopt_manual, const char **json, struct gp_error *err)
 {
-	const char *p[5] = { db_param_int(a, cluster_id), db_param_bytea(a, digest, 32), prefix,
-		db_param_int(a, expires_in_s), db_param_int(a, user_id) };
+	const char *p[7] = { db_param_int(a, cluster_id), db_param_bytea(a, digest, 32), prefix,
+		db_param_int(a, expires_in_s), db_param_int(a, user_id), node_name,
+		adopt_manual ? "true" : "false" };
 
-	return one_text(db, a, &stmt_agent_enroll_create, 5, p, json, err);
+	return one_text(db, a, &stmt_agent_enroll_create, 7, p, json, err);
 }
 
 int
@@ -248,17 +258,29 @@ db_enroll_token_consume(struct db *db, struct arena *a, const unsigned char *dig
 
 int
 db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e, int64_t *node_id,
-    const char **node_json, struct gp_error *err)
+    const char **node_json, const char **adopted, struct gp_error *err)
 {
-	const char *p[11] = { db_param_int(a, e->token_id), db_param_int(a, e->cluster_id),
+	const char *p[12] = { db_param_int(a, e->token_id), db_param_int(a, e->cluster_id),
 		e->node_name, e->hostname, e->callback_url, e->agent_version,
 		e->cpu_millicores < 0 ? NULL : db_param_int(a, e->cpu_millicores),
 		e->memory_bytes < 0 ? NULL : db_param_int(a, e->memory_bytes), e->gpus_json,
-		db_param_bytea(a, e->node_digest, 32), e->push_secret };
-	PGresult *r = db_exec(db, a, &stmt_agent_enroll, 11, p, err);
+		db_param_bytea(a, e->node_digest, 32), e->push_secret,
+		db_param_int(a, e->grace_s) };
+	PGresult *r = db_exec(db, a, &stmt_agent_enroll, 12, p, err);
 
-	if (r == NULL)
+	if (r == NULL) {
+		/* the node is not the token's to take: its own problem type */
+		if (err != NULL && err->status == 409 &&
+		    strcmp(db_last_constraint(db), "node_adopt_refused") == 0) {
+			char msg[sizeof(err->message)];
+
+			snprintf(msg, sizeof(msg), "%s", err->message);
+			gp_error_clear(err);
+			return gp_error_set(err, 409, "node_adopt_refused", "%s", msg);
+		}
 		return -1;
+	}
+	*adopted = PQgetisnull(r, 0, 1) ? NULL : db_text(a, r, 0, 1);
 	p[0] = db_text(a, r, 0, 0);
 	r = db_exec(db, a, &stmt_agent_node_json, 1, p, err);
 	if (r == NULL)
@@ -479,12 +501,49 @@ db_metric_partitions(struct db *db, int retention_days, int days_ahead, int64_t 
 }
 
 int
-db_metric_rollup(struct db *db, int64_t from_us, double idle_threshold, int64_t *rows,
-    struct gp_error *err)
+db_metric_rollup(struct db *db, double idle_threshold, int settle_s, int max_hours, int64_t *rows,
+    bool *more, struct gp_error *err)
 {
 	struct arena *a = arena_create();
-	const char *p[2] = { db_param_int(a, from_us), arena_printf(a, "%.6f", idle_threshold) };
-	int rc = one_int(db, &stmt_metric_rollup, 2, p, rows, a, err);
+	const char *p[3] = { arena_printf(a, "%.6f", idle_threshold), db_param_int(a, settle_s),
+		db_param_int(a, max_hours) };
+	PGresult *r = db_exec(db, a, &stmt_metric_rollup, 3, p, err);
+
+	if (r != NULL) {
+		*rows = db_int64(r, 0, 0);
+		*more = db_bool(r, 0, 1);
+	}
+	arena_destroy(a);
+	return r != NULL ? 0 : -1;
+}
+
+int
+db_metric_check(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
+    struct metric_verdict **out, int *n, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, node_id), samples_json };
+	PGresult *r = db_exec(db, a, &stmt_metric_check, 2, p, err);
+
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n > 0 ? *n : 1));
+	for (int i = 0; i < *n; i++) {
+		(*out)[i].index = (int)db_int64(r, i, 0);
+		(*out)[i].field = db_text(a, r, i, 1);
+		(*out)[i].foreign = strcmp(PQgetvalue(r, i, 2), "foreign") == 0;
+	}
+	return 0;
+}
+
+int
+db_agent_plane_prune(struct db *db, int outbox_days, int alerts_days, int profiles_days, int limit,
+    int64_t *deleted, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	const char *p[4] = { db_param_int(a, outbox_days), db_param_int(a, alerts_days),
+		db_param_int(a, profiles_days), db_param_int(a, limit) };
+	int rc = one_int(db, &stmt_agent_plane_prune, 4, p, deleted, a, err);
 
 	arena_destroy(a);
 	return rc;

@@ -20,7 +20,8 @@ int db_node_token_authenticate(struct db *db, struct arena *a, const unsigned ch
 /* A new enrollment token of cluster_id; *json = {"id","cluster","expires_at",...}. */
 int db_enroll_token_create(struct db *db, struct arena *a, int64_t cluster_id,
     const unsigned char *digest, const char *prefix, int expires_in_s, int64_t user_id,
-    const char **json, struct gp_error *err) __attribute__((warn_unused_result));
+    const char *node_name, bool adopt_manual, const char **json, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 /* The cluster's enrollment tokens (no secret) as a JSON array. */
 int db_enroll_tokens_list(struct db *db, struct arena *a, int64_t cluster_id, const char **json,
@@ -42,11 +43,16 @@ struct agent_enrollment {
 	const char *gpus_json;                /* checked against the catalog */
 	const unsigned char *node_digest;
 	const char *push_secret;
+	int grace_s; /* an agent heard from this recently is live: its node is not adopted */
 };
 
-/* agent_enroll(): the node's id and its JSON (nodes API shape, plus agent fields). */
+/*
+ * agent_enroll(): the node's id and its JSON (nodes API shape, plus agent
+ * fields); *adopted: JSON of what the adopted node was (NULL: a new node).
+ * 409 node_adopt_refused when the token may not take the node.
+ */
 int db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e,
-    int64_t *node_id, const char **node_json, struct gp_error *err)
+    int64_t *node_id, const char **node_json, const char **adopted, struct gp_error *err)
     __attribute__((warn_unused_result));
 
 /* Replace the node's token (rotate) or revoke every live one (revoke: token NULL). */
@@ -61,7 +67,7 @@ int db_agent_generation(struct db *db, struct arena *a, int64_t node_id, int64_t
 int db_agent_desired_state(struct db *db, struct arena *a, int64_t node_id, int64_t *generation,
     const char **doc, struct gp_error *err) __attribute__((warn_unused_result));
 
-/* The node's GPU UUIDs (JSON array of strings) for a status report's checks. */
+/* The node's GPUs for a status report's checks: {"<uuid>": {"model","mig_enabled"}}. */
 int db_agent_node_gpus(struct db *db, struct arena *a, int64_t node_id, const char **json,
     struct gp_error *err) __attribute__((warn_unused_result));
 
@@ -117,9 +123,28 @@ int db_metric_ingest(struct db *db, struct arena *a, int64_t node_id, const char
 int db_metric_partitions(struct db *db, int retention_days, int days_ahead, int64_t *dropped,
     struct gp_error *err) __attribute__((warn_unused_result));
 
-/* Recompute the hourly roll-ups since from_us; *rows. */
-int db_metric_rollup(struct db *db, int64_t from_us, double idle_threshold, int64_t *rows,
-    struct gp_error *err) __attribute__((warn_unused_result));
+/*
+ * Recompute the hourly roll-ups from the watermark less settle_s to the
+ * last complete hour, max_hours past the watermark at most; *rows, *more
+ * (call again: a backlog).
+ */
+int db_metric_rollup(struct db *db, double idle_threshold, int settle_s, int max_hours,
+    int64_t *rows, bool *more, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* A sample of a batch that is not the node's (metric_check()). */
+struct metric_verdict {
+	int index;         /* the sample's index in the batch */
+	const char *field; /* gpu_uuid or device_uuid */
+	bool foreign;      /* of another node: the whole batch is refused; else dropped alone */
+};
+
+/* The samples ([{"i","gpu_uuid","device_uuid"}]) that are not node_id's, by index. */
+int db_metric_check(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
+    struct metric_verdict **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* Retention (days, 0: kept): delivered outbox rows, resolved alerts, ended profiles. */
+int db_agent_plane_prune(struct db *db, int outbox_days, int alerts_days, int profiles_days,
+    int limit, int64_t *deleted, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Idle alerts: raise and resolve; *idle allocations now idle. */
 int db_alerts_idle(struct db *db, int after_s, double threshold, int64_t *idle,

@@ -31,6 +31,8 @@ parse_action(const char *s, enum xid_action *out)
 		{ "restart_app", XID_RESTART_APP },
 		{ "reset_gpu", XID_RESET_GPU },
 		{ "reboot", XID_REBOOT },
+		{ "contained", XID_CONTAINED },
+		{ "recovery_action", XID_RECOVERY },
 	};
 
 	for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
@@ -140,30 +142,59 @@ health_recovery_action_valid(const char *action)
 	return false;
 }
 
-const char *
-health_fail_reason(const struct xid_catalog *c, const struct gpu_health_report *r, struct arena *a)
+static bool
+action_is(const char *action, const char *v)
 {
-	for (int i = 0; i < r->nxids; i++) {
+	return action != NULL && strcmp(action, v) == 0;
+}
+
+void
+health_assess(const struct xid_catalog *c, const struct gpu_health_report *r, struct arena *a,
+    struct gpu_health_verdict *out)
+{
+	const char *action = r->recovery_action;
+	bool contained = false;
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < r->nxids && out->fail == NULL; i++) {
 		const char *name = NULL;
 		enum xid_action act = xid_lookup(c, r->xids[i], &name);
 
 		if (act == XID_RESET_GPU)
-			return arena_printf(a, "Xid %d (%s): the GPU needs a reset", r->xids[i],
-			    name);
-		if (act == XID_REBOOT)
-			return arena_printf(a, "Xid %d (%s): the node needs a reboot", r->xids[i],
-			    name);
+			out->fail =
+			    arena_printf(a, "Xid %d (%s): the GPU needs a reset", r->xids[i], name);
+		else if (act == XID_REBOOT)
+			out->fail = arena_printf(a, "Xid %d (%s): the node needs a reboot",
+			    r->xids[i], name);
+		else if (act == XID_CONTAINED) {
+			contained = true;
+			if (out->degrade == NULL)
+				out->degrade = arena_printf(a, "Xid %d (%s): a contained error",
+				    r->xids[i], name);
+		} else if (act == XID_RECOVERY && out->degrade == NULL &&
+		    !action_is(action, "gpu_reset") && !action_is(action, "node_reboot") &&
+		    !action_is(action, "drain_and_reset"))
+			out->degrade = arena_printf(a, "Xid %d (%s): recovery action %s",
+			    r->xids[i], name, action ? action : "not reported");
 	}
-	if (r->ecc_uncorrected > 0)
-		return arena_printf(a, "%lld uncorrectable ECC errors",
-		    (long long)r->ecc_uncorrected);
-	if (r->remapped_rows_failure)
-		return arena_strdup(a, "a row remapping failed");
-	if (r->recovery_action != NULL && strcmp(r->recovery_action, "gpu_reset") == 0)
-		return arena_strdup(a, "NVML recovery action GPU_RESET");
-	if (r->recovery_action != NULL && strcmp(r->recovery_action, "node_reboot") == 0)
-		return arena_strdup(a, "NVML recovery action NODE_REBOOT");
-	if (r->recovery_action != NULL && strcmp(r->recovery_action, "drain_and_reset") == 0)
-		return arena_strdup(a, "NVML recovery action DRAIN_AND_RESET");
-	return NULL;
+	if (out->fail == NULL && r->remapped_rows_failure)
+		out->fail = arena_strdup(a, "a row remapping failed");
+	if (out->fail == NULL && action_is(action, "gpu_reset"))
+		out->fail = arena_strdup(a, "NVML recovery action GPU_RESET");
+	if (out->fail == NULL && action_is(action, "node_reboot"))
+		out->fail = arena_strdup(a, "NVML recovery action NODE_REBOOT");
+	if (out->fail == NULL && action_is(action, "drain_and_reset"))
+		out->fail = arena_strdup(a, "NVML recovery action DRAIN_AND_RESET");
+	if (out->degrade == NULL && r->remapped_rows_pending)
+		out->degrade = arena_strdup(a, "a row remapping is pending (contained)");
+	if (out->degrade == NULL && action_is(action, "drain_p2p"))
+		out->degrade = arena_strdup(a, "NVML recovery action DRAIN_P2P");
+	if (r->ecc_uncorrected > 0) {
+		if (contained && out->degrade != NULL)
+			out->degrade = arena_printf(a, "%s, %lld uncorrectable ECC errors",
+			    out->degrade, (long long)r->ecc_uncorrected);
+		else if (!contained)
+			out->ecc = arena_printf(a, "%lld uncorrectable ECC errors",
+			    (long long)r->ecc_uncorrected);
+	}
 }

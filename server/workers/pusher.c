@@ -3,6 +3,7 @@
  */
 #include "pusher.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -10,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "auth/token.h"
 #include "core/log.h"
 #include "db/db.h"
+#include "domain/callback.h"
 #include "db/db_agent.h"
 #include "periodic.h"
 
@@ -30,9 +33,43 @@ struct push {
 	CURL *easy;
 	struct curl_slist *headers;
 	char url[600];
-	char error[CURL_ERROR_SIZE];
+	char error[CURL_ERROR_SIZE]; /* curl's text: logged here, never stored */
+	const char *failure;         /* the class stored and alerted: see push_class() */
 	long status;
 };
+
+/*
+ * A failed push's class: timeout, refused (no connection: refused,
+ * unreachable, no such host), tls, http_status (an answer that is not
+ * 2xx) or error. Only the class is stored and shown in the push_failed
+ * alert: never the remote's text or status, so the pusher is no port
+ * scanner for whoever enrolls a callback URL.
+ */
+static const char *
+push_class(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return "timeout";
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_GOT_NOTHING:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+		return "refused";
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_USE_SSL_FAILED:
+		return "tls";
+	default:
+		return "error";
+	}
+}
 
 static size_t
 discard(char *p, size_t size, size_t n, void *arg)
@@ -56,6 +93,32 @@ backoff_ms(int attempts)
 		r = (uint32_t)time(NULL);
 	/* full jitter between half and the whole delay */
 	return (int)(d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1)));
+}
+
+/*
+ * Connect only where a push may go: an address the callback host resolves
+ * to now (not at enrollment) that is link-local, metadata or unspecified
+ * is refused unless GPUPOOL_AGENT_CALLBACK_ALLOW lists it.
+ */
+static curl_socket_t
+push_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *sa)
+{
+	struct callback_addr addr;
+	char text[INET6_ADDRSTRLEN] = "";
+
+	(void)arg;
+	(void)purpose;
+	if (sa->family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)&sa->addr)->sin_addr,
+		    text, sizeof(text));
+	else if (sa->family == AF_INET6)
+		inet_ntop(AF_INET6,
+		    &((const struct sockaddr_in6 *)(const void *)&sa->addr)->sin6_addr, text,
+		    sizeof(text));
+	if (!callback_parse_addr(text, &addr) ||
+	    callback_check_addr(pcfg.callback_allow, &addr, NULL) == CALLBACK_RESTRICTED)
+		return CURL_SOCKET_BAD;
+	return socket(sa->family, sa->socktype, sa->protocol);
 }
 
 /* Set up one signed POST of p->doc to the agent. */
@@ -90,6 +153,7 @@ push_prepare(struct push *p, struct arena *a)
 	curl_easy_setopt(p->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(p->easy, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(p->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(p->easy, CURLOPT_OPENSOCKETFUNCTION, push_open_socket);
 	curl_easy_setopt(p->easy, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(p->easy, CURLOPT_ERRORBUFFER, p->error);
 	curl_easy_setopt(p->easy, CURLOPT_PRIVATE, p);
@@ -133,6 +197,7 @@ pusher_run_once(void *arg)
 		    push_prepare(p, a) < 0) {
 			snprintf(p->error, sizeof(p->error), "%.200s",
 			    gp_error_isset(&err) ? err.message : "could not prepare the push");
+			p->failure = "error";
 			continue;
 		}
 		curl_multi_add_handle(multi, p->easy);
@@ -160,9 +225,12 @@ pusher_run_once(void *arg)
 			if (m->data.result == CURLE_OK)
 				curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE,
 				    &p->status);
-			else if (p->error[0] == '\0')
-				snprintf(p->error, sizeof(p->error), "%s",
-				    curl_easy_strerror(m->data.result));
+			else {
+				p->failure = push_class(m->data.result);
+				if (p->error[0] == '\0')
+					snprintf(p->error, sizeof(p->error), "%s",
+					    curl_easy_strerror(m->data.result));
+			}
 		}
 	}
 	for (int i = 0; i < n; i++) {
@@ -177,9 +245,9 @@ pusher_run_once(void *arg)
 				log_warn(NULL, "could not record a push", "node", node, "error",
 				    err.message);
 		} else {
-			const char *why = p->status != 0 ? arena_printf(a, "HTTP %ld", p->status)
-			    : p->error[0]                ? p->error
-							 : "no answer";
+			const char *why = p->status != 0 ? "http_status"
+			    : p->failure != NULL         ? p->failure
+							 : "error";
 
 			if (db_outbox_retry(db_thread(), p->o.node_id, p->o.attempts,
 				pcfg.max_attempts, backoff_ms(p->o.attempts), why, &gave_up,
@@ -188,7 +256,9 @@ pusher_run_once(void *arg)
 				    "error", err.message);
 			else if (gave_up)
 				log_warn(NULL, "gave up pushing to a node agent", "node", node,
-				    "error", why);
+				    "class", why, "error",
+				    p->status != 0 ? arena_printf(a, "HTTP %ld", p->status)
+						   : p->error);
 		}
 		if (p->easy != NULL) {
 			curl_multi_remove_handle(multi, p->easy);

@@ -6,7 +6,10 @@
  * (X-Gpupool-Timestamp, X-Gpupool-Signature: v1=hex HMAC-SHA256 of
  * "<timestamp>.<body>"). Failures back off exponentially with jitter; after
  * the last attempt the rows are given up and an alert push_failed raised
- * (the agent still converges by long-poll). docs/agent.md.
+ * (the agent still converges by long-poll). Link-local, metadata and
+ * unspecified addresses are never connected to unless the allow list names
+ * them (a callback host that resolves there later: DNS rebinding).
+ * docs/agent.md.
  */
 #ifndef GP_WORKERS_PUSHER_H
 #define GP_WORKERS_PUSHER_H
@@ -18,6 +21,7 @@ struct pusher_config {
 	int timeout_ms;   /* per push (default 5000) */
 	int max_attempts; /* then give up (default 10) */
 	int backoff_ms;   /* first retry delay (default 1000), doubling, jittered, max 5 min */
+	const char *callback_allow; /* GPUPOOL_AGENT_CALLBACK_ALLOW: may reach restricted addresses */
 };
 
 int pusher_start(struct periodic **out, const struct pusher_config *cfg)

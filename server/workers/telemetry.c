@@ -3,6 +3,7 @@
  */
 #include "telemetry.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -12,7 +13,10 @@
 #include "db/db_agent.h"
 #include "periodic.h"
 
-#define ROLLUP_HOURS 3 /* recompute this many past hours each pass (late samples) */
+#define ROLLUP_SETTLE_S (3 * 3600) /* recompute this much before the watermark (late samples) */
+#define ROLLUP_MAX_HOURS 24        /* hours past the watermark per statement (a backlog) */
+#define ROLLUP_MAX_CALLS 16        /* statements per pass; the next pass goes on */
+#define PRUNE_LIMIT 5000           /* rows of each kind deleted per pass at most */
 
 static struct telemetry_config tcfg;
 
@@ -31,10 +35,28 @@ telemetry_run_once(void *arg)
 		snprintf(buf, sizeof(buf), "%lld", (long long)n);
 		log_info(NULL, "dropped metric partitions past retention", "count", buf);
 	}
+	for (int i = 0; i < ROLLUP_MAX_CALLS; i++) {
+		bool more = false;
+
+		gp_error_clear(&err);
+		if (db_metric_rollup(db_thread(), tcfg.idle_threshold, ROLLUP_SETTLE_S,
+			ROLLUP_MAX_HOURS, &n, &more, &err) < 0) {
+			log_warn(NULL, "could not roll up metrics", "error", err.message);
+			break;
+		}
+		if (!more)
+			break;
+	}
 	gp_error_clear(&err);
-	if (db_metric_rollup(db_thread(), time_now_us() - (int64_t)ROLLUP_HOURS * 3600 * 1000000,
-		tcfg.idle_threshold, &n, &err) < 0)
-		log_warn(NULL, "could not roll up metrics", "error", err.message);
+	if (db_agent_plane_prune(db_thread(), tcfg.outbox_retention_days,
+		tcfg.alerts_retention_days, tcfg.profiles_retention_days, PRUNE_LIMIT, &n,
+		&err) < 0)
+		log_warn(NULL, "could not prune delivered outbox rows, alerts and profiles",
+		    "error", err.message);
+	else if (n > 0) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)n);
+		log_info(NULL, "pruned rows past retention", "count", buf);
+	}
 	gp_error_clear(&err);
 	if (db_alerts_idle(db_thread(), tcfg.idle_after_s, tcfg.idle_threshold, &n, &err) < 0)
 		log_warn(NULL, "could not sweep idle allocations", "error", err.message);
