@@ -58,7 +58,7 @@ DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1:
 
 /*
  * The file's lines come from one cursor per job over the format's SQL
- * function (migration 0019: billing_export_csv, _jsonl, _focus; the
+ * function (migration 0017: billing_export_csv, _jsonl, _focus; the
  * benchmark's COPY baseline reads the same functions), FETCH_ROWS at a
  * time, planned for the whole result (cursor_tuple_fraction 1: scans and a
  * sort, as COPY would, rather than index order).

@@ -65,7 +65,7 @@ int db_billing_export_lock(struct db *db, struct arena *a, int64_t id, int attem
 /*
  * The next page of the file's lines, in (hour, id) order: first (the
  * first call of the job's transaction) opens the cursor over the format's
- * SQL function (migration 0019), every call fetches up to
+ * SQL function (migration 0017), every call fetches up to
  * BILLING_EXPORT_FETCH_ROWS lines from it; fewer means the end.
  */
 #define BILLING_EXPORT_FETCH_ROWS 10000

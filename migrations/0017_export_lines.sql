@@ -1,4 +1,4 @@
--- 0019_export_lines: one SQL home for the lines of each export format.
+-- 0017_export_lines: one SQL home for the lines of each export format.
 --
 -- The export worker (server/workers/billing_export.c) reads a cursor over
 -- billing_export_csv / _jsonl / _focus, and scripts/bench-billing times a
