@@ -294,6 +294,13 @@ try {
 		if (/Requests|Health/.test(nav)) fail(`billing sees: ${nav}`);
 		await go(bill, '#/usage');
 		await bill.locator('#h-exports').waitFor();
+		// one row per project and currency: hours billed later fold into the billed row
+		const perProject = bill.locator('table', { has: bill.locator('caption', { hasText: /^Per project/ }) });
+		await perProject.locator('tbody tr', { hasText: 'secret' }).first().waitFor();
+		const projects = await perProject.locator('tbody tr td:first-child').allTextContents();
+		if (new Set(projects).size !== projects.length) fail(`a project listed twice: ${projects.join(', ')}`);
+		const secret = await perProject.locator('tbody tr', { hasText: 'secret' }).locator('td').allTextContents();
+		if (!/EUR|€/.test(secret[5]) || secret[1] === '0.0') fail(`secret's usage: ${secret.join(' | ')}`);
 		const form = bill.getByRole('form', { name: 'New export' });
 		await form.getByLabel('Format').selectOption('csv');
 		await form.getByRole('button', { name: 'Export' }).click();
