@@ -329,6 +329,10 @@ try {
 		await go(adm, `#/pool/${trainPool}`);
 		await adm.getByText('Audit records of this pool').waitFor();
 		await until('a pool audit record', async () => (await adm.locator('tbody tr', { hasText: 'pool.' }).count()) >= 1);
+		// the approval that made the pool is part of its trail
+		await until('the approval in the trail', async () => (await adm.locator('tbody tr', { hasText: 'pool_request.approve' }).count()) === 1);
+		// the window title is this view's, not the previous one's
+		await until('the title of the pool page', async () => (await adm.title()) === 'Pool ml/train · gpupool');
 		await accessible(adm, 'admin pool');
 		await inert(adm, 'admin pool');
 		await signOut(adm);
