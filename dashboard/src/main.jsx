@@ -89,9 +89,18 @@ function App() {
 		window.addEventListener('hashchange', onHash);
 		return () => window.removeEventListener('hashchange', onHash);
 	}, []);
+	// the title follows the view's heading, also when it renders after its data
 	useEffect(() => {
-		const h = document.querySelector('main h1');
-		if (h) document.title = `${h.textContent} · gpupool`;
+		const set = () => {
+			const h = document.querySelector('main h1');
+			if (h && document.title !== `${h.textContent} · gpupool`) document.title = `${h.textContent} · gpupool`;
+		};
+		set();
+		const main = document.querySelector('main');
+		if (!main) return undefined;
+		const mo = new MutationObserver(set);
+		mo.observe(main, { childList: true, subtree: true, characterData: true });
+		return () => mo.disconnect();
 	});
 	if (me === undefined) return <p role="status">Loading…</p>;
 	if (me === null) return <Login onIn={loadMe} />;

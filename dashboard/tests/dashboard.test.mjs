@@ -294,6 +294,13 @@ try {
 		if (/Requests|Health/.test(nav)) fail(`billing sees: ${nav}`);
 		await go(bill, '#/usage');
 		await bill.locator('#h-exports').waitFor();
+		// one row per project and currency: hours billed later fold into the billed row
+		const perProject = bill.locator('table', { has: bill.locator('caption', { hasText: /^Per project/ }) });
+		await perProject.locator('tbody tr', { hasText: 'secret' }).first().waitFor();
+		const projects = await perProject.locator('tbody tr td:first-child').allTextContents();
+		if (new Set(projects).size !== projects.length) fail(`a project listed twice: ${projects.join(', ')}`);
+		const secret = await perProject.locator('tbody tr', { hasText: 'secret' }).locator('td').allTextContents();
+		if (!/EUR|€/.test(secret[5]) || secret[1] === '0.0') fail(`secret's usage: ${secret.join(' | ')}`);
 		const form = bill.getByRole('form', { name: 'New export' });
 		await form.getByLabel('Format').selectOption('csv');
 		await form.getByRole('button', { name: 'Export' }).click();
@@ -322,6 +329,10 @@ try {
 		await go(adm, `#/pool/${trainPool}`);
 		await adm.getByText('Audit records of this pool').waitFor();
 		await until('a pool audit record', async () => (await adm.locator('tbody tr', { hasText: 'pool.' }).count()) >= 1);
+		// the approval that made the pool is part of its trail
+		await until('the approval in the trail', async () => (await adm.locator('tbody tr', { hasText: 'pool_request.approve' }).count()) === 1);
+		// the window title is this view's, not the previous one's
+		await until('the title of the pool page', async () => (await adm.title()) === 'Pool ml/train · gpupool');
 		await accessible(adm, 'admin pool');
 		await inert(adm, 'admin pool');
 		await signOut(adm);

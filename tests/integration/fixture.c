@@ -564,6 +564,22 @@ fx_pg_create_cluster(struct fixture *fx)
 			    (long)pg->run_uid, strerror(errno));
 			return -1;
 		}
+		/* a directory above the temporary one may be private (TMPDIR in a 0700
+		 * home): say so, instead of initdb's "Permission denied" */
+		{
+			const char *probe[] = { "/usr/bin/test", "-w", pg->base, NULL };
+
+			if (fx_run(fx, probe, NULL, NULL, FX_TOOL_TIMEOUT_MS, true, &p) != 0 ||
+			    p.status != 0) {
+				fprintf(stderr,
+				    "fixture: PostgreSQL runs as uid %ld, which cannot reach %s: a "
+				    "directory above it is private (mode 0700?). Set TMPDIR (or "
+				    "GPUPOOL_TEST_TMPDIR) to a directory every user may traverse, "
+				    "such as /tmp (scripts/ctest-pg does)\n",
+				    (long)pg->run_uid, pg->base);
+				return -1;
+			}
+		}
 	}
 	if (fx_run(fx, initdb, NULL, NULL, FX_TOOL_TIMEOUT_MS, pg->drop_root, &p) != 0 ||
 	    p.status != 0) {

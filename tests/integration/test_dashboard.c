@@ -167,6 +167,24 @@ test_dashboard_in_chromium(void **state)
 	    "{}");
 	assert_status(r, 200);
 	int64_t hidden_pool = fx_sql_int64(fx, "SELECT id FROM pools WHERE name = 'hidden'");
+	/* billed seconds of the hidden pool (its first second must pass): the
+	 * usage view then has a billed row and hours billed later for secret */
+	for (int i = 0; i < 100 &&
+	     fx_sql_int64(fx,
+		 "SELECT count(*) FROM billing_usage "
+		 "WHERE amount_micro > 0") == 0;
+	     i++) {
+		assert_status(fx_request(fx, admin, "POST", "/v1/billing/accrual/run", NULL), 200);
+		usleep(100000);
+	}
+	assert_true(
+	    fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE amount_micro > 0") > 0);
+	/* and a second pool of secret, not accrued yet: hours without a currency */
+	int64_t later = submit(fx, bob, "secret",
+	    "{\"action\":\"create\",\"pool\":\"later\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	assert_status(fx_request(fx, op, "POST",
+			  fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)later), "{}"),
+	    200);
 	/* alice's requests: one fits, one cannot (8 whole GPUs on 4) */
 	int64_t train = submit(fx, alice, "ml",
 	    "{\"action\":\"create\",\"pool\":\"train\",\"items\":[\"H100-80GB/3g.40gb=2\"],"

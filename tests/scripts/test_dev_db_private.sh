@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# test_dev_db_private.sh SRC - as root, a clone in a private (0700)
+# test_dev_db_private.sh SRC [BUILD] - as root, a clone in a private (0700)
 # directory starts, reports and stops its development database: the user
 # postgres cannot reach the clone's var/, so scripts/dev-db keeps the data
 # where it can (/var/tmp/gpupool-<hash>/pg) and says so. Also: the shared
-# gp_pg_init refuses a private directory with a line that names the fix.
+# gp_pg_init refuses a private directory with a line that names the fix, and
+# so does the integration fixture (a test of BUILD run with TMPDIR there).
 # Skips (77) when not root or without PostgreSQL.
 set -euo pipefail
 SRC=$1
+BUILD=${2:-}
 [ "$(id -u)" -eq 0 ] || { echo "skip: needs root"; exit 77; }
 id postgres >/dev/null 2>&1 || { echo "skip: no postgres user"; exit 77; }
 ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || { echo "skip: no PostgreSQL"; exit 77; }
@@ -55,4 +57,11 @@ st=$("$CLONE/scripts/dev-db" status) && fail "status after stop exits 0: $st"
 out=$(bash -c 'source "$1/scripts/lib.sh"; gp_pg_init "$2/harness/pg"' _ "$CLONE" "$PRIV" 2>&1) &&
 	fail "gp_pg_init in a private directory succeeded"
 grep -q "cannot reach $PRIV/harness/pg.*chmod o+x" <<<"$out" || fail "gp_pg_init said: $out"
+if [ -n "$BUILD" ] && [ -x "$BUILD/tests/integration/test_ui" ]; then
+	mkdir -p "$PRIV/tmp"
+	chmod 1777 "$PRIV/tmp"
+	out=$(env -u GPUPOOL_TEST_PGHOST -u GPUPOOL_TEST_PGPORT TMPDIR=$PRIV/tmp \
+		timeout 120 "$BUILD/tests/integration/test_ui" 2>&1) && fail "the fixture ran in a private TMPDIR"
+	grep -q "cannot reach $PRIV/tmp/gpfx-.*Set TMPDIR" <<<"$out" || fail "the fixture said: $out"
+fi
 echo "ok"

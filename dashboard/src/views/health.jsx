@@ -5,7 +5,6 @@ import { useState } from 'preact/hooks';
 import * as api from '../api.js';
 import { Badge, Loading, Problem, Table, fmtAge, fmtInt, fmtTime, useLoad } from '../ui.jsx';
 
-const STALE_S = 180;
 
 async function loadHealth() {
 	const [unknown, down, failed, degraded, alerts] = await Promise.all([
@@ -58,7 +57,7 @@ export function Health() {
 		<section aria-labelledby="h-health">
 			<h1 id="h-health">Health</h1>
 			<Table
-				caption={`Stale nodes (no heartbeat for ${STALE_S / 60} minutes, or down)`}
+				caption="Stale nodes: unknown (no heartbeat within the server's agent grace, GPUPOOL_AGENT_GRACE, 50 s by default) or down"
 				rowKey={(n) => n.name}
 				columns={[
 					{ key: 'name', label: 'Node' },

@@ -56,10 +56,15 @@ export function PoolPage({ me, arg }) {
 		async () => (pool ? (await api.all('/v1/pool-requests', { project: pool.project }, 2000)).filter((r) => r.pool_id === id) : []),
 		[pool],
 	);
-	const [audit, auditErr] = useLoad(
-		() => (me.role === 'admin' ? api.get('/v1/audit', { object_type: 'pool', object_id: String(id), limit: 100 }) : Promise.resolve(null)),
-		[id, me.role],
-	);
+	// the pool's own records and those of its requests (the approval that made it, ...)
+	const [audit, auditErr] = useLoad(async () => {
+		if (me.role !== 'admin' || !reqs) return null;
+		const lists = await Promise.all([
+			api.get('/v1/audit', { object_type: 'pool', object_id: String(id), limit: 100 }),
+			...reqs.slice(0, 20).map((r) => api.get('/v1/audit', { object_type: 'pool_request', object_id: String(r.id), limit: 20 })),
+		]);
+		return { items: lists.flatMap((l) => l.items).sort((a, b) => b.id - a.id) };
+	}, [id, me.role, reqs]);
 	if (error) return <Problem error={error} />;
 	if (!pool) return <Loading what="the pool" />;
 	return (
@@ -116,7 +121,7 @@ export function PoolPage({ me, arg }) {
 					<Problem error={auditErr} />
 					{audit && (
 						<Table
-							caption="Audit records of this pool"
+							caption="Audit records of this pool and its requests, newest first"
 							rowKey={(a) => a.id}
 							columns={[
 								{ key: 'at', label: 'At', render: (a) => fmtTime(a.at) },

@@ -168,7 +168,8 @@ export function Requests({ me }) {
 		{ key: 'state', label: 'State', render: (r) => <Badge value={r.state} /> },
 		{ key: 'requested_by', label: 'By', render: (r) => r.requested_by || 'system' },
 		{ key: 'requested_at', label: 'Asked', render: (r) => fmtAge(r.requested_at) },
-		{ key: 'note', label: 'Note', render: (r) => r.note || r.justification || '' },
+		{ key: 'justification', label: 'Justification', render: (r) => r.justification || '' },
+		{ key: 'note', label: 'Note', render: (r) => r.note || '' },
 	];
 	if (staff && state === 'pending') columns.push({ key: 'decide', label: 'Decision', render: (r) => <Decide r={r} onDone={reload} /> });
 	if (!staff && state === 'pending')
