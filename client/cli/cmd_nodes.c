@@ -184,6 +184,25 @@ clusters_get(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 	return nodes_print_one(cli, &r, cluster_columns, false);
 }
 
+/* What the cluster must hold (docs/kubernetes.md): a List, JSON or -o yaml. */
+static int
+clusters_kubernetes(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char path[NODES_PATH_MAX];
+	int rc;
+
+	(void)cmd;
+	if (nodes_path(cli, path, sizeof(path), "/v1/clusters", args->pos[0], "/kubernetes") != 0)
+		return CLI_EXIT_FAIL;
+	rc = cli_call(cli, "GET", path, NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	output_json(stdout, r.json);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
 static int
 clusters_create(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
@@ -637,6 +656,14 @@ static const struct cli_option node_action_options[] = {
 };
 
 static const struct cli_command clusters_subcommands[] = {
+	{
+	    .name = "kubernetes",
+	    .usage = "NAME",
+	    .summary = "the Kubernetes objects the cluster must hold (a List; -o yaml for kubectl)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = clusters_kubernetes,
+	},
 	{
 	    .name = "list",
 	    .usage = "[--limit N] [--cursor C]",

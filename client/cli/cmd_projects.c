@@ -101,6 +101,25 @@ projects_get(struct cli *cli, const struct cli_command *cmd, const struct cli_ar
 	return projects_print_one(cli, &r, project_columns);
 }
 
+/* The project's Kubernetes objects (docs/kubernetes.md): a List, JSON or -o yaml. */
+static int
+projects_kubernetes(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	struct gp_client_response r;
+	char path[PROJECTS_PATH_MAX];
+	int rc;
+
+	(void)cmd;
+	if (projects_path(cli, path, sizeof(path), args->pos[0], "/kubernetes") != 0)
+		return CLI_EXIT_FAIL;
+	rc = cli_call(cli, "GET", path, NULL, &r);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	output_json(stdout, r.json);
+	gp_client_response_free(&r);
+	return CLI_EXIT_OK;
+}
+
 static int
 projects_create(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
@@ -366,6 +385,15 @@ static const struct cli_option role_options[] = {
 };
 
 static const struct cli_command projects_subcommands[] = {
+	{
+	    .name = "kubernetes",
+	    .usage = "NAME",
+	    .summary =
+		"the Kubernetes objects of the project's pools (a List; -o yaml for kubectl)",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = projects_kubernetes,
+	},
 	{
 	    .name = "list",
 	    .usage = "[--limit N] [--cursor C]",

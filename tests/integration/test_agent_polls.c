@@ -11,6 +11,7 @@
 #include "core/timeutil.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,6 +19,7 @@ static const char *op;
 
 struct poll {
 	const char *base_url, *token;
+	int64_t after; /* the node's generation: nothing new, so the poll waits */
 	long status;
 	int64_t done_us; /* time_mono_us() when it answered, 0 while waiting */
 };
@@ -28,12 +30,14 @@ poll_thread(void *arg)
 	struct poll *p = arg;
 	struct gp_client *c = gp_client_create(p->base_url, NULL);
 	struct gp_client_response r;
+	char path[96];
 
 	memset(&r, 0, sizeof(r));
 	gp_client_set_retries(c, 0);
+	snprintf(path, sizeof(path), "/v1/agent/desired-state?after=%lld&wait=20",
+	    (long long)p->after);
 	if (gp_client_set_token(c, p->token) == 0 &&
-	    gp_client_request(c, "GET", "/v1/agent/desired-state?after=1000000&wait=20", NULL, 0,
-		NULL, &r) == 0)
+	    gp_client_request(c, "GET", path, NULL, 0, NULL, &r) == 0)
 		p->status = r.status;
 	__atomic_store_n(&p->done_us, time_mono_us(), __ATOMIC_SEQ_CST);
 	gp_client_response_free(&r);
@@ -95,8 +99,11 @@ test_one_poll_per_node(void **state)
 	n1 = enroll(fx, "n1", "GPU-11111111-0000-4000-8000-000000000001");
 	n2 = enroll(fx, "n2", "GPU-22222222-0000-4000-8000-000000000002");
 	memset(p, 0, sizeof(p));
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++) {
 		p[i].base_url = fx->server->base_url;
+		p[i].after = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = $1",
+		    i == 1 ? "n2" : "n1");
+	}
 	p[0].token = n1; /* the stale poll */
 	p[1].token = n2; /* another node's */
 	p[2].token = n1; /* n1's new poll */

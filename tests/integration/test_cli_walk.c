@@ -826,6 +826,8 @@ walk_cases(struct walk *w)
 	FAIL(2, "projects", "list", "--limit", "x");
 	OKY("projects", "get", proj);
 	FAIL(4, "projects", "get", "no-such-project");
+	OKY("projects", "kubernetes", proj);
+	FAIL(4, "projects", "kubernetes", "no-such-project");
 	OK("projects", "update", proj, "--display-name", "Walk 2");
 	FAIL(2, "projects", "update", proj);
 	OK("members", "add", proj, FIXTURE_ADMIN_USER, "--role", "owner");
@@ -847,6 +849,8 @@ walk_cases(struct walk *w)
 	OK("clusters", "update", cl, "--description", "walked");
 	FAIL(5, "clusters", "update", cl, "--description", "x", "--if-match", "99");
 	OK("clusters", "delete", cl2);
+	OKY("clusters", "kubernetes", cl);
+	FAIL(4, "clusters", "kubernetes", "no-such-cluster");
 	FAIL(4, "clusters", "delete", cl2);
 	OK("nodes", "create", node, "--cluster", cl, "--label", "zone=a");
 	OK("nodes", "create", node2, "--cluster", cl);
@@ -1121,6 +1125,8 @@ static const struct {
 	{ "ackAlert", "alerts ack", NULL },
 	{ "listProfiles", "profiles list", NULL },
 	{ "getUtilizationReport", "reports utilization", NULL },
+	{ "getClusterKubernetes", "clusters kubernetes", NULL },
+	{ "getProjectKubernetes", "projects kubernetes", NULL },
 };
 
 /* Every operationId of the API description is in walk_operations, and no more. */
