@@ -519,6 +519,8 @@ DB_STMT(stmt_pools_claim_due,
     " INSERT INTO pool_request_events (request_id, at, to_state, note) "
     " SELECT id, requested_at, 'pending', 'submitted by the expiry worker' FROM rq"
     ") SELECT due.id, rq.id FROM due, rq");
+DB_STMT(stmt_pools_unmanaged, "SELECT pools_confirm_unmanaged_releases()");
+
 DB_STMT(stmt_pools_settle,
     "WITH rel AS ("
     " UPDATE pools p SET status = 'released', released_at = now(), "
@@ -1372,8 +1374,15 @@ int
 db_pools_settle(struct db *db, int64_t *n, struct gp_error *err)
 {
 	struct arena *a = arena_create();
-	PGresult *r = db_exec(db, a, &stmt_pools_settle, 0, NULL, err);
+	PGresult *r;
 	int rc = -1;
+
+	/* releases on nodes without an agent first (migration 0018), then the statuses */
+	if (db_exec(db, a, &stmt_pools_unmanaged, 0, NULL, err) == NULL) {
+		arena_destroy(a);
+		return -1;
+	}
+	r = db_exec(db, a, &stmt_pools_settle, 0, NULL, err);
 
 	if (r != NULL) {
 		*n = db_int64(r, 0, 0);

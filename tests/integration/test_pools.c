@@ -1090,6 +1090,25 @@ test_unmanaged_node(void **state)
 				"AND status <> 'released'"),
 	    "provisioning");
 	fx_sql_exec(fx, "UPDATE nodes SET status = 'ready' WHERE name = 'hand-n0'");
+	/* a release there is confirmed without an agent (the expiry worker's pass,
+	 * migration 0018): the slices free, the pool released, the request fulfilled */
+	id = submit_id(fx, bob, "pa", "release", "byhand", NULL);
+	approve(fx, id, 200);
+	wait_until(fx,
+	    fx_str(fx,
+		"SELECT (NOT EXISTS (SELECT 1 FROM allocations WHERE pool_id = %s "
+		"AND state <> 'released'))::int",
+		pid));
+	wait_until(fx,
+	    fx_str(fx, "SELECT (status = 'released')::int FROM pools WHERE id = %s", pid));
+	wait_until(fx,
+	    fx_str(fx, "SELECT (state = 'fulfilled')::int FROM pool_requests WHERE id = %lld",
+		(long long)id));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_request_events WHERE request_id = $1 "
+			     "AND to_state = 'fulfilled' AND note LIKE '%without an agent%'",
+			     fx_str(fx, "%lld", (long long)id)),
+	    1);
 	check_invariants(fx);
 }
 
