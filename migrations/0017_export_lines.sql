@@ -8,7 +8,8 @@
 -- ending with a newline, with the number of file rows it holds (a FOCUS
 -- usage row split into its Used and Unused parts is one line of two rows).
 --
--- The FOCUS line gains SkuMeter (FOCUS 1.4: "SkuMeter SHOULD NOT be null
+-- The FOCUS line (0016's, whose credit description names every reason a
+-- credit has) gains SkuMeter (FOCUS 1.4: "SkuMeter SHOULD NOT be null
 -- when SkuId is not null"; SkuId is never null here), placed after SkuId as
 -- the header in db_billing_export.c lists it.
 
@@ -35,7 +36,7 @@ LANGUAGE sql STABLE AS $$
 				CASE p_status WHEN 'Unused' THEN ' (idle part)'
 				              WHEN 'Used' THEN CASE WHEN p_share > 0 THEN ' (used part)'
 				                                    ELSE '' END ELSE '' END)
-			WHEN 'credit' THEN format('Credit: GPU failed during %s s of %s x %s %s',
+			WHEN 'credit' THEN format('Credit: not available (failed GPU or instance, unknown node) during %s s of %s x %s %s',
 				u.seconds, u.count, u.model, u.profile)
 			ELSE format('Adjustment of billing row %s: %s', u.adjusts, u.note) END),
 		CASE WHEN u.kind = 'adjustment' THEN 'One-Time' ELSE 'Usage-Based' END,

@@ -1602,6 +1602,15 @@ fixture_exit_status(int cmocka_result)
 }
 
 void
+fx_agents_manage(struct fixture *fx, const char *prefix)
+{
+	fx_sql_exec(fx,
+	    "UPDATE nodes SET managed_by_agent = true, agent_heartbeat_at = now() + interval '1 day' "
+	    "WHERE name LIKE $1",
+	    fx_str(fx, "%s-%%", prefix));
+}
+
+void
 fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus, bool mig)
 {
 	static int uuid_seq = 1;

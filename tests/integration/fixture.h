@@ -297,6 +297,15 @@ void fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nod
     bool mig);
 
 /*
+ * The nodes named prefix-* as an agent manages them (docs/pools.md): their
+ * allocations wait for the agent (reserved, the pool provisioning), which
+ * a test then plays with SQL. The heartbeat lies a day ahead so that the
+ * liveness sweep leaves them ready for the whole run. Nodes registered by
+ * hand (fx_fleet) are unmanaged: their allocations are ready at once.
+ */
+void fx_agents_manage(struct fixture *fx, const char *prefix);
+
+/*
  * The pool invariants, asserted in SQL: no two live allocations overlap
  * on a GPU; every pool's live allocations are its SpecAndCount; per pool
  * and kind the open usage-ledger intervals sum to the live allocations;

@@ -29,22 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/*
- * The nodes named prefix-* as an agent manages them (docs/pools.md): their
- * allocations wait for the agent, which these tests play with SQL
- * (realize). Nodes registered by hand are unmanaged and ready at once,
- * without device UUIDs. The heartbeat lies ahead so that the liveness
- * sweep leaves them ready for the whole run.
- */
-static void
-agents_manage(struct fixture *fx, const char *prefix)
-{
-	fx_sql_exec(fx,
-	    "UPDATE nodes SET managed_by_agent = true, agent_heartbeat_at = now() + interval '1 day' "
-	    "WHERE name LIKE $1",
-	    fx_str(fx, "%s-%%", prefix));
-}
-
 static const char *op, *ml, *cv, *billing, *owner; /* owner: of every project */
 static const char *const yaml_accept[] = { "Accept: application/yaml", NULL };
 
@@ -419,7 +403,7 @@ test_access(void **state)
 	const char *inm[2];
 
 	fx_fleet(fx, "acc", "H100-80GB", 1, 1, true);
-	agents_manage(fx, "acc");
+	fx_agents_manage(fx, "acc");
 	r = fx_request(fx, NULL, "GET", "/v1/clusters/acc/kubernetes", NULL);
 	assert_problem(r, 401, "unauthorized");
 	r = fx_request(fx, ml, "GET", "/v1/clusters/acc/kubernetes", NULL);
@@ -511,7 +495,7 @@ test_lifecycle(void **state)
 
 	cases_open(fx, &c, "lifecycle");
 	fx_fleet(fx, "life", "H100-80GB", 2, 4, true);
-	agents_manage(fx, "life");
+	fx_agents_manage(fx, "life");
 	record_all(fx, &c, "empty", "life");
 
 	assert_true(decide(fx, ml, "ml", "create", "train",
@@ -605,7 +589,7 @@ test_split(void **state)
 
 	cases_open(fx, &c, "split");
 	fx_fleet(fx, "big", "H100-80GB", 5, 8, true);
-	agents_manage(fx, "big");
+	fx_agents_manage(fx, "big");
 	/* 40 GPUs x 7 1g.10gb = 280 instances of 40-byte UUIDs: past one 10 KiB expression */
 	assert_true(decide(fx, owner, "big", "create", "wide", "[\"H100-80GB/1g.10gb=280\"]") > 0);
 	realize(fx);
@@ -650,7 +634,7 @@ test_property(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cases_open(fx, &c, "property");
 	fx_fleet(fx, "prop", "H100-80GB", 2, 4, true);
-	agents_manage(fx, "prop");
+	fx_agents_manage(fx, "prop");
 	for (int s = 0; s < steps; s++) {
 		int what = rand() % 10;
 		const char *p = projects[rand() % 3];

@@ -162,22 +162,6 @@ agent_confirms_releases(struct fixture *fx)
 	    "WHERE state = 'releasing'");
 }
 
-/*
- * The nodes named prefix-* as an agent manages them: their allocations wait
- * for the agent (reserved, the pool provisioning), which these tests play
- * with SQL. The heartbeat lies ahead so that the liveness sweep leaves them
- * ready for the whole run. Nodes registered by hand are unmanaged: see
- * test_unmanaged_node.
- */
-static void
-agents_manage(struct fixture *fx, const char *prefix)
-{
-	fx_sql_exec(fx,
-	    "UPDATE nodes SET managed_by_agent = true, agent_heartbeat_at = now() + interval '1 day' "
-	    "WHERE name LIKE $1",
-	    fx_str(fx, "%s-%%", prefix));
-}
-
 /* Wait (10 s at most) until sql returns true. */
 static void
 wait_until(struct fixture *fx, const char *sql)
@@ -251,7 +235,7 @@ test_mig_workflow(void **state)
 	const char *decided;
 
 	fx_fleet(fx, "mig", "H100-80GB", 2, 1, true);
-	agents_manage(fx, "mig");
+	fx_agents_manage(fx, "mig");
 	gen0 = fx_sql_int64(fx, "SELECT sum(generation) FROM nodes WHERE name LIKE 'mig-%'");
 	r = submit(fx, bob, "pa", "create", "train",
 	    "[\"H100-80GB/3g.40gb=2\",{\"model\":\"H100-80GB\",\"profile\":\"1g.10gb\",\"count\":1}]",
@@ -652,7 +636,7 @@ test_time_bounded(void **state)
 	int64_t id, pool_id;
 
 	fx_fleet(fx, "timed", "L4-24GB", 1, 2, false);
-	agents_manage(fx, "timed");
+	fx_agents_manage(fx, "timed");
 	ends = fx_sql_text(fx,
 	    "SELECT to_char((now() + interval '3 seconds') AT TIME ZONE 'UTC', "
 	    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
@@ -762,7 +746,7 @@ test_release_paths_agree(void **state)
 	struct gp_client_response *r;
 
 	fx_fleet(fx, "relpath", "L4-24GB", 2, 2, false);
-	agents_manage(fx, "relpath");
+	fx_agents_manage(fx, "relpath");
 	r = submit(fx, bob, "pa", "create", "rel-api", "[\"L4-24GB/full=2\"]", 201);
 	pa_id = fx_json_int(r->json, "pool_id");
 	approve(fx, fx_json_int(r->json, "id"), 200);
@@ -1078,7 +1062,7 @@ test_unmanaged_node(void **state)
 	    2);
 	/* an agent-managed node's allocations still wait for the agent */
 	fx_fleet(fx, "agentn", "T4-16GB", 1, 1, false);
-	agents_manage(fx, "agentn");
+	fx_agents_manage(fx, "agentn");
 	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name = 'hand-n0'");
 	id = submit_id(fx, bob, "pa", "create", "byagent", "[\"T4-16GB/full=1\"]");
 	r = approve(fx, id, 200);
@@ -1150,7 +1134,7 @@ test_cli(void **state)
 	const char *id;
 
 	fx_fleet(fx, "cli", "L40S-48GB", 2, 1, false);
-	agents_manage(fx, "cli");
+	fx_agents_manage(fx, "cli");
 	p = fx_cli(fx, bob_env, NULL, "request", "create", "--project", "pa", "--pool", "clip",
 	    "L40S-48GB/full=2", "--justification", "render farm", NULL);
 	assert_int_equal(p->status, 0);
