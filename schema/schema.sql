@@ -1062,7 +1062,7 @@ CREATE FUNCTION public.billing_focus_line(u public.billing_usage, p_status text,
 				CASE p_status WHEN 'Unused' THEN ' (idle part)'
 				              WHEN 'Used' THEN CASE WHEN p_share > 0 THEN ' (used part)'
 				                                    ELSE '' END ELSE '' END)
-			WHEN 'credit' THEN format('Credit: GPU failed during %s s of %s x %s %s',
+			WHEN 'credit' THEN format('Credit: not available (failed GPU or instance, unknown node) during %s s of %s x %s %s',
 				u.seconds, u.count, u.model, u.profile)
 			ELSE format('Adjustment of billing row %s: %s', u.adjusts, u.note) END),
 		CASE WHEN u.kind = 'adjustment' THEN 'One-Time' ELSE 'Usage-Based' END,
