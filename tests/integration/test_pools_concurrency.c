@@ -331,10 +331,12 @@ test_concurrent_workflow(void **state)
 
 	/* the fleet: 6 nodes x 2 MIG H100s, 2 nodes x 2 whole A100s */
 	fx_sql_exec(fx, "INSERT INTO clusters (name) VALUES ('cc')");
+	/* managed by an agent, which the stand-in below plays (docs/pools.md) */
 	fx_sql_exec(fx,
-	    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes) "
-	    "SELECT c.id, 'cn' || i, 'cn' || i, 1000, 1000 FROM clusters c, "
-	    "generate_series(1, 8) i WHERE c.name = 'cc'");
+	    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes, "
+	    "managed_by_agent, agent_heartbeat_at) "
+	    "SELECT c.id, 'cn' || i, 'cn' || i, 1000, 1000, true, now() + interval '1 day' "
+	    "FROM clusters c, generate_series(1, 8) i WHERE c.name = 'cc'");
 	fx_sql_exec(fx,
 	    "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, mig_enabled) "
 	    "SELECT n.id, k, 'GPU-' || lpad(to_hex(n.id), 8, '0') || '-0000-4000-8000-' "
