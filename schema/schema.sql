@@ -1641,12 +1641,18 @@ BEGIN
 	IF v_pools IS NULL THEN
 		RETURN 0;
 	END IF;
-	PERFORM 1 FROM pools WHERE id = ANY (v_pools) ORDER BY id FOR NO KEY UPDATE;
+	-- the global lock order (docs/architecture.md "The lock order"): the
+	-- pools' approved requests, then the pools, each in id order; then the
+	-- GPUs under the releasing allocations, in id order; the allocations of
+	-- GPUs held are then wanted by no other transaction
 	PERFORM 1 FROM pool_requests WHERE pool_id = ANY (v_pools) AND state = 'approved'
 	ORDER BY id FOR NO KEY UPDATE;
-	PERFORM 1 FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id
-	WHERE a.pool_id = ANY (v_pools) AND a.state = 'releasing' AND NOT n.managed_by_agent
-	ORDER BY a.id FOR NO KEY UPDATE OF a;
+	PERFORM 1 FROM pools WHERE id = ANY (v_pools) ORDER BY id FOR NO KEY UPDATE;
+	PERFORM 1 FROM gpus g WHERE g.id IN (
+		SELECT a.gpu_id FROM allocations a JOIN gpus h ON h.id = a.gpu_id
+		JOIN nodes n ON n.id = h.node_id
+		WHERE a.pool_id = ANY (v_pools) AND a.state = 'releasing' AND NOT n.managed_by_agent)
+	ORDER BY g.id FOR NO KEY UPDATE;
 	UPDATE allocations a SET state = 'released', released_at = now(), updated_at = now()
 	FROM gpus g JOIN nodes n ON n.id = g.node_id
 	WHERE g.id = a.gpu_id AND a.pool_id = ANY (v_pools) AND a.state = 'releasing'

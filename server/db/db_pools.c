@@ -521,15 +521,25 @@ DB_STMT(stmt_pools_claim_due,
     ") SELECT due.id, rq.id FROM due, rq");
 DB_STMT(stmt_pools_unmanaged, "SELECT pools_confirm_unmanaged_releases()");
 
+/*
+ * The pools it may change are locked first, in id order (the global lock
+ * order, docs/architecture.md): two replicas' expiry passes, and the
+ * confirmation of agentless releases beside them, take pools sorted.
+ */
 DB_STMT(stmt_pools_settle,
-    "WITH rel AS ("
+    "WITH lk AS MATERIALIZED ("
+    " SELECT id FROM pools WHERE status IN ('releasing', 'provisioning') "
+    " ORDER BY id FOR NO KEY UPDATE"
+    "), rel AS ("
     " UPDATE pools p SET status = 'released', released_at = now(), "
-    " generation = p.generation + 1, updated_at = now() WHERE p.status = 'releasing' "
+    " generation = p.generation + 1, updated_at = now() FROM lk "
+    " WHERE p.id = lk.id AND p.status = 'releasing' "
     " AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id "
     " AND a.state <> 'released') RETURNING p.id, p.project_id"
     "), act AS ("
     " UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now() "
-    " WHERE p.status = 'provisioning' AND NOT EXISTS (SELECT 1 FROM allocations a "
+    " FROM lk WHERE p.id = lk.id AND p.status = 'provisioning' AND NOT EXISTS ("
+    " SELECT 1 FROM allocations a "
     " WHERE a.pool_id = p.id AND a.state NOT IN ('ready', 'releasing', 'released')) "
     " RETURNING p.id, p.project_id"
     "), au AS ("
