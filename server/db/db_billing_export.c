@@ -59,8 +59,8 @@ DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1:
 /*
  * The file's lines come from one cursor per job over the format's SQL
  * function (migration 0017: billing_export_csv, _jsonl, _focus; the
- * benchmark's COPY baseline reads the same functions), FETCH_ROWS at a
- * time, planned for the whole result (cursor_tuple_fraction 1: scans and a
+ * benchmark's COPY baseline reads the same functions), a fetch at a
+ * time (db_billing_export.h), planned for the whole result (cursor_tuple_fraction 1: scans and a
  * sort, as COPY would, rather than index order).
  */
 #define CURSOR(fn)                                                               \
@@ -94,7 +94,10 @@ DB_STMT(stmt_exp_timeout, "SELECT set_config('statement_timeout', '600000', true
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-DB_STMT(stmt_exp_fetch, "FETCH " STR(BILLING_EXPORT_FETCH_ROWS) " FROM gp_export_cur");
+#define FETCH_ROWS 50000
+#define FETCH_ROWS_FOCUS 10000
+DB_STMT(stmt_exp_fetch, "FETCH " STR(FETCH_ROWS) " FROM gp_export_cur");
+DB_STMT(stmt_exp_fetch_focus, "FETCH " STR(FETCH_ROWS_FOCUS) " FROM gp_export_cur");
 
 DB_STMT(stmt_exp_chunk_put,
     "INSERT INTO billing_export_chunks (export_id, seq, data) VALUES ($1::int8, $2::int4, $3)");
@@ -246,11 +249,13 @@ db_billing_export_page(struct db *db, struct arena *a, const char *format, int64
 		    db_exec(db, a, st, 2, p, err) == NULL)
 			return -1;
 	}
-	r = db_exec(db, a, &stmt_exp_fetch, 0, NULL, err);
+	r = db_exec(db, a, st == &stmt_exp_open_focus ? &stmt_exp_fetch_focus : &stmt_exp_fetch, 0,
+	    NULL, err);
 	if (r == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));
 	out->n = PQntuples(r);
+	out->last = out->n < (st == &stmt_exp_open_focus ? FETCH_ROWS_FOCUS : FETCH_ROWS);
 	out->lines = arena_alloc(a, sizeof(*out->lines) * (size_t)(out->n > 0 ? out->n : 1));
 	out->lens = arena_alloc(a, sizeof(*out->lens) * (size_t)(out->n > 0 ? out->n : 1));
 	for (int i = 0; i < out->n; i++) {

@@ -126,7 +126,7 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 				goto fail;
 			sleep_ms(export_cfg.test_row_delay_ms);
 		}
-		if (pg.n < BILLING_EXPORT_FETCH_ROWS)
+		if (pg.last)
 			break;
 	}
 	if (flush(db, j, err) < 0)
