@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -89,6 +90,8 @@ agent_spawn(struct fixture *fx, struct agent *a, const char *token)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* a failed test ends the process: its agents with it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int fd = open(a->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		dup2(fd, 1);
 		dup2(fd, 2);
@@ -260,6 +263,21 @@ wait_pool_active(struct fixture *fx, const struct agent *a, const char *pool)
 {
 	wait_value(fx, a, 30, 1, "SELECT count(*) FROM pools WHERE name = $1 AND status = 'active'",
 	    pool, NULL, NULL);
+}
+
+/* Release pool: every allocation released (the node's readable GPUs by
+ * the agent destroying the instances, a lost one's by the server), the
+ * pool released: nothing stuck on a node with a lost GPU. */
+static void
+release_all(struct fixture *fx, const struct agent *a, const char *pool)
+{
+	pool_on(fx, a, "release", pool, NULL);
+	wait_value(fx, a, 30, 0,
+	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state <> 'released'",
+	    pool, NULL, NULL);
+	wait_value(fx, a, 30, 1,
+	    "SELECT count(*) FROM pools WHERE name = $1 AND status = 'released'", pool, NULL, NULL);
 }
 
 static const char *
@@ -478,6 +496,13 @@ test_fake_lost_gpu(void **state)
 	int64_t credited = wait_credit(fx, "pl");
 	/* one instance of two was failed, for at most the time since the loss */
 	assert_true(credited >= 1 && credited <= (int64_t)(mono_s() - t0) + 2);
+	release_all(fx, a, "pl");
+	/* GPU 0's instance destroyed; the lost GPU 1 was not touched */
+	struct json_object *fs = json_object_from_file(fx_str(fx, "%s/fake-state.json", a->dir));
+	assert_non_null(fs);
+	assert_int_equal(json_object_array_length(gp_client_json_get(fs, "gpus[0].instances")), 0);
+	assert_int_equal(json_object_array_length(gp_client_json_get(fs, "gpus[1].instances")), 1);
+	json_object_put(fs);
 	agent_retire(fx, a);
 }
 
@@ -533,6 +558,7 @@ test_nvml_lost_gpu(void **state)
 			     g0),
 	    2);
 	wait_credit(fx, "pn");
+	release_all(fx, a, "pn");
 	agent_retire(fx, a);
 	unsetenv("GPUPOOL_NVML_STUB_CONFIG");
 	unsetenv("GPUPOOL_NVML_STUB_STATE");
@@ -601,9 +627,13 @@ test_smi_read_fails_once(void **state)
 	setenv("GPUPOOL_SMI_FIXTURES", fixtures, 1);
 	setenv("GPUPOOL_SMI_FAIL_ONCE", flag, 1);
 	setenv("GPUPOOL_SMI_LOG", smi_log, 1);
-	/* a status every second here: the failed scan is reported at once */
+	/* a status every second here: the failed scan is reported at once;
+	 * samples (which scan too) rarely, so that the failing read is the
+	 * reporter's own scan, whose result the next status carries */
 	a->extra[0] = "--status-interval";
 	a->extra[1] = "1";
+	a->extra[2] = "--metrics-interval";
+	a->extra[3] = "600";
 	agent_spawn(fx, a, enroll_token(fx));
 	wait_enrolled(fx, a, 1);
 	/* the stand-in does not realize MIG changes: the layout is approved
