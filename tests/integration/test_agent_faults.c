@@ -425,6 +425,18 @@ wait_credit(struct fixture *fx, const char *pool)
 	return credited;
 }
 
+/* The instances the fake backend holds on GPU index gpu. */
+static int
+fake_instances(struct fixture *fx, const struct agent *a, int gpu)
+{
+	struct json_object *o = json_object_from_file(fx_str(fx, "%s/fake-state.json", a->dir));
+	assert_non_null(o);
+	struct json_object *arr = gp_client_json_get(o, fx_str(fx, "gpus[%d].instances", gpu));
+	int n = arr != NULL ? (int)json_object_array_length(arr) : -1;
+	json_object_put(o);
+	return n;
+}
+
 /* ---- setup ---- */
 
 static int
@@ -498,11 +510,8 @@ test_fake_lost_gpu(void **state)
 	assert_true(credited >= 1 && credited <= (int64_t)(mono_s() - t0) + 2);
 	release_all(fx, a, "pl");
 	/* GPU 0's instance destroyed; the lost GPU 1 was not touched */
-	struct json_object *fs = json_object_from_file(fx_str(fx, "%s/fake-state.json", a->dir));
-	assert_non_null(fs);
-	assert_int_equal(json_object_array_length(gp_client_json_get(fs, "gpus[0].instances")), 0);
-	assert_int_equal(json_object_array_length(gp_client_json_get(fs, "gpus[1].instances")), 1);
-	json_object_put(fs);
+	assert_int_equal(fake_instances(fx, a, 0), 0);
+	assert_int_equal(fake_instances(fx, a, 1), 1);
 	agent_retire(fx, a);
 }
 
@@ -519,6 +528,91 @@ test_fake_lost_gpu(void **state)
 	"{\"id\":19,\"slices\":1,\"compute\":1,\"max\":7,\"placements\":[0,1,2,3,4,5,6]}," \
 	"{\"id\":9,\"slices\":4,\"compute\":3,\"max\":2,\"placements\":[0,4]},"            \
 	"{\"id\":0,\"slices\":8,\"compute\":7,\"max\":1,\"placements\":[0]}]}]}"
+
+/*
+ * After the faults: a lost GPU that is readable again stays failed until
+ * an operator sets it ok, and then its allocations are ready again (the
+ * failed interval closed). A release while a GPU's instances cannot be
+ * listed ("unknown") releases the readable GPU's allocation and leaves
+ * the unknown one's releasing (neither released as if gone nor failed),
+ * its instance in place; once the GPU is readable the agent destroys it
+ * and only then is it released.
+ */
+static void
+test_lost_back_unknown_release(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "flt-back", B_FAKE, 2);
+	/* an operator's change reaches the allocations with the next status:
+	 * a periodic one here, 3 s */
+	a->extra[0] = "--status-interval";
+	a->extra[1] = "3";
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_enrolled(fx, a, 2);
+	pool_on(fx, a, "create", "pb", "[\"H100-80GB/7g.80gb=2\"]");
+	wait_pool_active(fx, a, "pb");
+	const char *g0 = gpu_uuid(fx, a, 0), *g1 = gpu_uuid(fx, a, 1);
+
+	/* lost, then readable again: still failed (reports never heal) */
+	write_faults(fx, a, "{\"gpus\":[{\"index\":1,\"lost\":true}]}");
+	wait_value(fx, a, STATUS_INTERVAL, 1,
+	    "SELECT count(*) FROM gpus WHERE uuid = $1 AND health = 'failed'", g1, NULL, NULL);
+	write_faults(fx, a, "{}");
+	const char *back = fx_sql_text(fx, "SELECT now()::text");
+	wait_value(fx, a, 15, 1,
+	    "SELECT count(*) FROM nodes WHERE name = $1 AND agent_status_at > $2::timestamptz",
+	    a->name, back, NULL);
+	assert_string_equal(gpu_health(fx, g1), "failed");
+	assert_string_equal(alloc_states(fx, "pb"), fx_str(fx, "ready@%s failed@%s", g0, g1));
+	/* the operator sets it ok: its allocation is ready again, the pool active */
+	assert_status(fx_request(fx, op, "PATCH", fx_str(fx, "/v1/gpus/%s", g1),
+			  "{\"health\":\"ok\"}"),
+	    200);
+	wait_value(fx, a, 15, 1, "SELECT count(*) FROM pools WHERE name = $1 AND status = 'active'",
+	    "pb", NULL, NULL);
+	assert_string_equal(alloc_states(fx, "pb"), fx_str(fx, "ready@%s ready@%s", g0, g1));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpu_health_intervals h JOIN gpus g ON g.id = "
+			     "h.gpu_id WHERE g.uuid = $1 AND h.ended_at IS NULL AND h.health = 'ok'",
+			     g1),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpu_health_intervals h JOIN gpus g ON g.id = "
+			     "h.gpu_id WHERE g.uuid = $1 AND h.health = 'failed' AND h.ended_at IS "
+			     "NOT NULL",
+			     g1),
+	    1);
+
+	/* GPU 0's instances unreadable; the pool released meanwhile */
+	write_faults(fx, a, "{\"gpus\":[{\"index\":0,\"unknown\":true}]}");
+	const char *unknown = fx_sql_text(fx, "SELECT now()::text");
+	wait_value(fx, a, 15, 1,
+	    "SELECT count(*) FROM nodes WHERE name = $1 AND agent_status_at > $2::timestamptz",
+	    a->name, unknown, NULL);
+	pool_on(fx, a, "release", "pb", NULL);
+	wait_value(fx, a, 15, 1,
+	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id JOIN gpus g ON "
+	    "g.id = a.gpu_id WHERE p.name = $1 AND g.uuid = $2 AND a.state = 'released'",
+	    "pb", g1, NULL);
+	assert_int_equal(fake_instances(fx, a, 1), 0);
+	/* the report that released GPU 1's allocation, and a later tick: GPU 0's
+	 * allocation still releasing, its instance there */
+	const char *released = fx_sql_text(fx, "SELECT now()::text");
+	wait_value(fx, a, 15, 1,
+	    "SELECT count(*) FROM nodes WHERE name = $1 AND agent_heartbeat_at > "
+	    "$2::timestamptz + interval '1 second'",
+	    a->name, released, NULL);
+	assert_string_equal(alloc_states(fx, "pb"), fx_str(fx, "releasing@%s released@%s", g0, g1));
+	assert_int_equal(fake_instances(fx, a, 0), 1);
+	assert_string_equal(gpu_health(fx, g0), "ok");
+	/* readable again: destroyed, then released, the pool with it */
+	write_faults(fx, a, "{}");
+	wait_value(fx, a, 15, 1,
+	    "SELECT count(*) FROM pools WHERE name = $1 AND status = 'released'", "pb", NULL, NULL);
+	assert_string_equal(alloc_states(fx, "pb"), fx_str(fx, "released@%s released@%s", g0, g1));
+	assert_int_equal(fake_instances(fx, a, 0), 0);
+	agent_retire(fx, a);
+}
 
 /*
  * The same through the nvml backend: the stand-in libnvidia-ml.so.1
@@ -666,12 +760,13 @@ test_smi_read_fails_once(void **state)
 			}
 			sleep_ms(50);
 		}
-		/* the failed scan's report and the next good one are applied: two
-		 * status reports received after the failure (one a second) */
+		/* the failed scan's report (sent in the tick that failed) and the
+		 * next good one (a status a second) are applied: a status received
+		 * more than a second after the failure */
 		const char *failed_at = fx_sql_text(fx, "SELECT now()::text");
 		wait_value(fx, a, 15, 1,
 		    "SELECT count(*) FROM nodes WHERE name = $1 AND agent_status_at > "
-		    "$2::timestamptz + interval '2 seconds'",
+		    "$2::timestamptz + interval '1 second'",
 		    a->name, failed_at, NULL);
 		const char *after = fx_sql_text(fx, snapshot_sql);
 		if (strcmp(after, before) != 0) {
@@ -829,7 +924,7 @@ test_xid_classes(void **state)
 	const char *now = fx_sql_text(fx, "SELECT now()::text");
 	wait_value(fx, a, 15, 1,
 	    "SELECT count(*) FROM nodes WHERE name = $1 AND agent_heartbeat_at > "
-	    "$2::timestamptz + interval '2 seconds'",
+	    "$2::timestamptz + interval '1 second'",
 	    a->name, now, NULL);
 	assert_string_equal(gpu_health(fx, g[0]), "ok");
 	assert_string_equal(gpu_health(fx, g[2]), "degraded");
@@ -876,15 +971,61 @@ test_failed_apply_credited(void **state)
 	agent_retire(fx, a);
 }
 
+/*
+ * Found by this file's timings: SIGTERM waited for the long-poll in
+ * flight to end, up to --poll-interval (30 s by default, as long as
+ * Kubernetes' default termination grace: the agent was killed instead of
+ * stopping). Now the long-poll is given up and the agent exits 0 at once.
+ */
+static void
+test_sigterm_during_long_poll(void **state)
+{
+	struct fixture *fx = *state;
+	struct agent *a = agent_new(fx, "flt-stop", B_FAKE, 1);
+	a->extra[0] = "--poll-interval";
+	a->extra[1] = "30";
+	agent_spawn(fx, a, enroll_token(fx));
+	wait_enrolled(fx, a, 1);
+	/* the first poll (after=0) is answered at once and the next one held
+	 * for 30 s; a heartbeat after the first status is a report tick (a
+	 * second) later: the long-poll is in flight */
+	wait_value(fx, a, 15, 1,
+	    "SELECT count(*) FROM nodes WHERE name = $1 AND agent_heartbeat_at > agent_status_at",
+	    a->name, NULL, NULL);
+	double t0 = mono_s();
+	kill(a->pid, SIGTERM);
+	int st = 0;
+	while (waitpid(a->pid, &st, WNOHANG) == 0 && mono_s() - t0 < 20)
+		sleep_ms(20);
+	double took = mono_s() - t0;
+	fprintf(stderr, "the agent stopped %.1f s after SIGTERM\n", took);
+	if (took >= 20) {
+		kill(a->pid, SIGKILL);
+		waitpid(a->pid, &st, 0);
+	}
+	a->pid = 0;
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(took < 5);
+	char *log = ag_read_file(a->log, NULL);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "\"msg\":\"stopped\""));
+	assert_null(strstr(log, "server unreachable"));
+	free(log);
+	agent_retire(fx, a);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fake_lost_gpu),
+		cmocka_unit_test(test_lost_back_unknown_release),
 		cmocka_unit_test(test_nvml_lost_gpu),
 		cmocka_unit_test(test_smi_read_fails_once),
 		cmocka_unit_test(test_xid_classes),
 		cmocka_unit_test(test_failed_apply_credited),
+		cmocka_unit_test(test_sigterm_during_long_poll),
 	};
 	return fixture_exit_status(
 	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
