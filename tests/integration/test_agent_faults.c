@@ -12,13 +12,16 @@
  * - Xids: 38 leaves a GPU ok, 110 fails it, an unknown one is in the alert
  *   details, a contained ECC error (Xid 94) degrades it, a storm of 500
  *   Xid 13 followed by one Xid 79 fails it;
+ * - a lost GPU readable again stays failed until an operator sets it ok;
+ *   a release completes with a lost GPU on the node, and waits (releasing,
+ *   instance kept) while a GPU's instances cannot be listed;
  * - an allocation the agent could not create is credited in
- *   GET /v1/billing/usage.
+ *   GET /v1/billing/usage;
+ * - SIGTERM stops an agent held in a long-poll within a second.
  *
  * The backlog after an outage (no 413 loop) is test_agent_e2e's
  * test_metrics_backlog_after_outage.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,10 +32,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include "fixture.h"
 #include "util.h"
