@@ -598,6 +598,9 @@ poller(void *arg)
 	if (c == NULL)
 		return NULL;
 	gp_client_set_timeouts(c, (a->cfg->poll_interval + 20) * 1000L, 5000);
+	/* a stop must not wait out the long-poll (up to --poll-interval, 30 s
+	 * by default: as long as Kubernetes' default termination grace) */
+	gp_client_set_abort_flag(c, &g_stop_b);
 	long long after = 0;
 	int seen_repoll = -1, fails = 0;
 	while (!g_stop) {
@@ -634,6 +637,9 @@ poller(void *arg)
 			fails = 0;
 		} else if (st == 401) {
 			/* the reporter re-enrolls or exits */
+		} else if (g_stop) {
+			gp_client_response_free(&r); /* the long-poll given up: stopping */
+			break;
 		} else {
 			if (st == 0)
 				log_warn(NULL, "desired-state: server unreachable", "error",

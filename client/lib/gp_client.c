@@ -32,6 +32,7 @@ struct gp_client {
 	long connect_ms;
 	size_t max_body;
 	int retries;
+	const volatile bool *abort_flag; /* true: give up the request in flight */
 	CURL *curl;
 };
 
@@ -155,6 +156,25 @@ gp_client_set_timeouts(struct gp_client *c, long total_ms, long connect_ms)
 		c->total_ms = total_ms;
 	if (connect_ms > 0)
 		c->connect_ms = connect_ms;
+}
+
+void
+gp_client_set_abort_flag(struct gp_client *c, const volatile bool *flag)
+{
+	c->abort_flag = flag;
+}
+
+/* libcurl's progress callback (at least once a second): non-zero aborts */
+static int
+client_progress_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+    curl_off_t ulnow)
+{
+	const volatile bool *flag = arg;
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return *flag ? 1 : 0;
 }
 
 void
@@ -429,6 +449,11 @@ client_perform(struct gp_client *c, const char *method, const char *path, const 
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, client_header_cb);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
+	if (c->abort_flag != NULL) {
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, client_progress_cb);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	}
 
 	if (strcmp(method, "GET") == 0 && body == NULL) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);

@@ -64,6 +64,13 @@ void gp_client_set_timeouts(struct gp_client *c, long total_ms, long connect_ms)
 void gp_client_set_max_body(struct gp_client *c, size_t max);
 
 /*
+ * A request in flight is given up (no response, error "aborted") within
+ * about a second of *flag becoming true; NULL (the default): never. For a
+ * long-poll that a process stopping must not wait out.
+ */
+void gp_client_set_abort_flag(struct gp_client *c, const volatile bool *flag);
+
+/*
  * Retry a request up to n more times (default 0) when no response
  * arrived or the server answered 429, 502, 503 or 504, waiting
  * Retry-After (capped at 10 s) or an exponential backoff with jitter.
