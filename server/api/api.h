@@ -224,6 +224,9 @@ bool api_dns_label(const char *s);
 /* Caller's global role. */
 enum role api_role(const struct request *req);
 
+/* The caller sees every project's objects (admin, operator, billing: role_sees_all_projects). */
+bool api_sees_all_projects(const struct request *req);
+
 /* Parse a decimal id from a path parameter (404 when not an id). */
 int api_param_id(struct request *req, int idx, int64_t *out, struct gp_error *err)
     __attribute__((warn_unused_result));

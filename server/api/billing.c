@@ -16,12 +16,6 @@
 
 #define MAX_PRICE_MICRO 1000000000000000LL /* 10^9 currency units an hour */
 
-static bool
-staff(const struct request *req)
-{
-	return role_sees_all_projects(api_role(req));
-}
-
 /* ---- rates ---- */
 
 static struct json_object *
@@ -175,7 +169,7 @@ api_billing_rates_list(struct request *req, struct response *res, struct gp_erro
 	if (profile != NULL && strlen(profile) > 40)
 		return gp_error_field(err, "profile", "at most 40 characters");
 	if (db_billing_rates_list(db_thread(), req->arena, model, profile,
-		staff(req) ? 0 : req->principal.user_id, at_us, &rows, &n, err) < 0)
+		api_sees_all_projects(req) ? 0 : req->principal.user_id, at_us, &rows, &n, err) < 0)
 		return -1;
 	items = json_object_new_array();
 	for (int i = 0; i < n; i++)
@@ -406,7 +400,7 @@ api_billing_usage(struct request *req, struct response *res, struct gp_error *er
 			return -1;
 		f.project_id = p.id;
 	}
-	if (!staff(req))
+	if (!api_sees_all_projects(req))
 		f.member_user_id = req->principal.user_id;
 	o = json_object_new_object();
 	json_own(req->arena, o);

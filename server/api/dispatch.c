@@ -37,6 +37,12 @@ api_role(const struct request *req)
 	return (enum role)req->principal.role;
 }
 
+bool
+api_sees_all_projects(const struct request *req)
+{
+	return role_sees_all_projects(api_role(req));
+}
+
 /* Match path against "/a/{}/b"; fills params. */
 static bool
 route_match(const char *pattern, const char *path, struct request *req, bool capture)

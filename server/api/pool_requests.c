@@ -280,7 +280,7 @@ api_pool_requests_list(struct request *req, struct response *res, struct gp_erro
 			return -1;
 		f.project_id = p.id;
 	}
-	if (!role_sees_all_projects(api_role(req)))
+	if (!api_sees_all_projects(req))
 		f.member_user_id = req->principal.user_id;
 	f.has_state = state != NULL;
 	if (f.has_state)

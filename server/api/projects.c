@@ -167,7 +167,7 @@ api_projects_list(struct request *req, struct response *res, struct gp_error *er
 	struct json_object *items;
 	int limit, n;
 	int64_t cursor;
-	int64_t member = role_sees_all_projects(api_role(req)) ? 0 : req->principal.user_id;
+	int64_t member = api_sees_all_projects(req) ? 0 : req->principal.user_id;
 
 	if (api_page(req, &limit, &cursor, err) < 0)
 		return -1;

@@ -60,7 +60,7 @@ api_reports_utilization(struct request *req, struct response *res, struct gp_err
 			return -1;
 		project_id = p.id;
 	}
-	if (!role_sees_all_projects(api_role(req)))
+	if (!api_sees_all_projects(req))
 		member = req->principal.user_id;
 	if (db_billing_utilization(db_thread(), req->arena, from_us, to_us, group_by, project_id,
 		member, &rows, &n, err) < 0)

@@ -408,14 +408,6 @@ api_gpu_metrics(struct request *req, struct response *res, struct gp_error *err)
 
 /* ---- alerts ---- */
 
-static bool
-staff(const struct request *req)
-{
-	enum role r = api_role(req);
-
-	return r == ROLE_ADMIN || r == ROLE_OPERATOR || r == ROLE_BILLING;
-}
-
 int
 api_alerts_list(struct request *req, struct response *res, struct gp_error *err)
 {
@@ -425,7 +417,7 @@ api_alerts_list(struct request *req, struct response *res, struct gp_error *err)
 
 	if (api_page(req, &f.limit, &f.after_id, err) < 0)
 		return -1;
-	f.user_id = staff(req) ? 0 : req->principal.user_id;
+	f.user_id = api_sees_all_projects(req) ? 0 : req->principal.user_id;
 	f.type = req->query(req, "type");
 	f.state = req->query(req, "state");
 	f.project = req->query(req, "project");
@@ -454,8 +446,9 @@ ack_tx(struct db *db, void *arg, struct gp_error *err)
 	bool owner = false;
 	enum role r = api_role(t->req);
 
-	if (db_alert_get(db, t->req->arena, t->id, staff(t->req) ? 0 : t->req->principal.user_id,
-		&t->json, &owner, err) < 0)
+	if (db_alert_get(db, t->req->arena, t->id,
+		api_sees_all_projects(t->req) ? 0 : t->req->principal.user_id, &t->json, &owner,
+		err) < 0)
 		return -1;
 	if (t->json == NULL)
 		return gp_error_set(err, 404, "not_found", "no such alert");
@@ -519,7 +512,7 @@ api_profiles_list(struct request *req, struct response *res, struct gp_error *er
 
 	if (api_page(req, &f.limit, &f.after_id, err) < 0)
 		return -1;
-	f.user_id = staff(req) ? 0 : req->principal.user_id;
+	f.user_id = api_sees_all_projects(req) ? 0 : req->principal.user_id;
 	f.project = req->query(req, "project");
 	f.node = req->query(req, "node");
 	f.pool = req->query(req, "pool");
