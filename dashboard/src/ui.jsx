@@ -4,6 +4,7 @@
 // markup is ever built from strings.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
+import * as api from './api.js';
 
 export const fmtInt = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString('en-US'));
 export const fmtNum = (n, d = 1) =>
@@ -50,6 +51,36 @@ export function useLoad(fn, deps) {
 	}, [...deps, tick]);
 	return [state.data, state.error, () => setTick((t) => t + 1)];
 }
+
+// A control's mutation (api.action: one Idempotency-Key per user action,
+// kept across its retries) with its busy state for the control: busy from
+// the click until the answer, during which act.running is true at once
+// (before Preact has redrawn the disabled button), so a handler that
+// returns when it is set acts once on a double click.
+export function useAction() {
+	const ref = useRef(null);
+	if (!ref.current) ref.current = api.action();
+	const [busy, setBusy] = useState(false);
+	const a = ref.current;
+	return {
+		busy,
+		get running() {
+			return a.running;
+		},
+		async post(path, body, opts) {
+			if (a.running) return undefined;
+			setBusy(true);
+			try {
+				return await a.post(path, body, opts);
+			} finally {
+				setBusy(false);
+			}
+		},
+	};
+}
+
+// The attributes of a control while its action runs.
+export const busyProps = (busy) => ({ disabled: busy, 'aria-busy': busy ? 'true' : 'false' });
 
 export function Problem({ error }) {
 	if (!error) return null;

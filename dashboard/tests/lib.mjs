@@ -35,6 +35,17 @@ export async function session(browser) {
 		d.dismiss().catch(() => {});
 	});
 	page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
+	// every change the dashboard asks of the API carries an Idempotency-Key
+	// (a simulation changes nothing and needs none); page.posts: how many
+	page.posts = 0;
+	page.on('request', (r) => {
+		if (r.method() === 'GET' || r.method() === 'HEAD' || !r.url().includes('/v1/')) return;
+		if (r.method() === 'POST' && r.url().endsWith('/v1/capacity/simulate')) return;
+		page.posts++;
+		const key = r.headers()['idempotency-key'];
+		if (!key || !/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(key))
+			page.problems.push(`${r.method()} ${new URL(r.url()).pathname} without a UUID Idempotency-Key (${key})`);
+	});
 	page.on('console', (m) => {
 		// refused loads (404 of another project's pool) are expected; CSP reports are not
 		if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) page.problems.push(`console: ${m.text()}`);

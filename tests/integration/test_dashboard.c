@@ -8,7 +8,8 @@
  * projects, hostile names wherever the API takes free text, a pending
  * request, one that cannot fit, a pool of another project), runs the
  * browser walk, then checks in SQL that what was clicked happened: the
- * approval, the acknowledged alert, the user's request, the export; that
+ * approval, the acknowledged alert, the user's requests (one for a double
+ * click), the export; that
  * the refused approval changed nothing; and the pool invariants.
  * Screenshots go to $GPUPOOL_DASHBOARD_SHOTS when it is set (docs/).
  */
@@ -233,9 +234,15 @@ test_dashboard_in_chromium(void **state)
 			     "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
 			     "WHERE p.name = 'huge'"),
 	    allocs_huge);
-	/* alice's request from the form: exactly one more request, hers, pending */
+	/* alice's requests from the form: one click, then a double click on
+	 * Submit (one Idempotency-Key, the button busy until the answer): exactly
+	 * two more requests, hers, pending, one for each pool */
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests"),
-	    requests_before + 1);
+	    requests_before + 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_requests r JOIN pools p ON p.id = r.pool_id "
+			     "WHERE p.name = 'web2'"),
+	    1);
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT p.name || ' ' || r.state || ' ' || u.username FROM pool_requests r "
 				"JOIN pools p ON p.id = r.pool_id JOIN users u ON u.id = r.requested_by "

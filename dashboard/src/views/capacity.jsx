@@ -80,7 +80,7 @@ function WhatIf({ catalog, clusters }) {
 		try {
 			const body = { items };
 			if (f.get('cluster')) body.cluster = String(f.get('cluster'));
-			const r = await api.post('/v1/capacity/simulate', body);
+			const r = await api.post('/v1/capacity/simulate', body, { key: false });
 			const uuids = [...new Set(r.placements.map((p) => p.gpu_uuid))].slice(0, 40);
 			setGpus(await Promise.all(uuids.map((u) => api.get(`/v1/gpus/${api.enc(u)}`))));
 			setResult(r);

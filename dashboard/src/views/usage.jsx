@@ -1,9 +1,9 @@
 // Usage and cost: per project and per pool, allocated versus measured
 // GPU-hours, the idle cost (the same split the FOCUS export uses), the
 // top hoarders, usage by month, and the billing export jobs with download.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Loading, Problem, Table, fmtInt, fmtMoney, fmtNum, fmtPct, fmtTime, useLoad } from '../ui.jsx';
+import { Badge, Loading, Problem, Table, busyProps, fmtInt, fmtMoney, fmtNum, fmtPct, fmtTime, useAction, useLoad } from '../ui.jsx';
 
 function monthRange(ym) {
 	const [y, m] = ym.split('-').map(Number);
@@ -69,18 +69,70 @@ const utilColumns = (first) => [
 	{ key: 'idle_cost_micro', label: 'Idle cost', num: true, render: (r) => fmtMoney(r.idle_cost_micro, r.currency) },
 ];
 
+const exportDone = (x) => x.state === 'done' || x.state === 'failed';
+export const exportText = (x) => `Export ${x.id} ${x.state}${x.state === 'failed' && x.error ? `: ${x.error}` : ''}`;
+
+// Follow an export job until it is done or failed: its state every
+// interval (1 s, growing to 5 s for a long one), onState with each answer.
+// Answers a function that stops following.
+export function followExport(id, onState, onError, { first = 1000, max = 5000 } = {}) {
+	let stopped = false;
+	let timer = null;
+	let wait = first;
+	const tick = async () => {
+		try {
+			const x = await api.get(`/v1/billing/exports/${id}`);
+			if (stopped) return;
+			onState(x);
+			if (exportDone(x)) return;
+		} catch (err) {
+			if (stopped) return;
+			onError(err);
+			if (err.status && err.status < 500) return; // gone or forbidden: stop
+		}
+		wait = Math.min(max, Math.round(wait * 1.5));
+		timer = setTimeout(tick, wait);
+	};
+	timer = setTimeout(tick, first);
+	return () => {
+		stopped = true;
+		clearTimeout(timer);
+	};
+}
+
 function Exports({ me }) {
 	const [list, error, reload] = useLoad(() => api.get('/v1/billing/exports', { limit: 50 }), []);
 	const [msg, setMsg] = useState(null);
 	const [err, setErr] = useState(null);
+	// the job just created: followed until done or failed, then the list
+	// reloads and offers its download
+	const [job, setJob] = useState(null);
+	const act = useAction();
 	const canCreate = me.role === 'admin' || me.role === 'billing';
+	useEffect(() => {
+		if (!job || exportDone(job)) return undefined;
+		return followExport(
+			job.id,
+			(x) => {
+				setErr(null);
+				setMsg(exportText(x));
+				if (exportDone(x)) {
+					setJob(x);
+					reload();
+				}
+			},
+			setErr,
+		);
+	}, [job?.id, job && exportDone(job)]);
 	const create = async (e) => {
 		e.preventDefault();
+		if (act.running) return;
 		const f = new FormData(e.currentTarget);
 		setErr(null);
 		try {
-			const x = await api.post('/v1/billing/exports', { format: String(f.get('format')), period: String(f.get('period')) });
-			setMsg(`Export ${x.id} ${x.state}`);
+			const x = await act.post('/v1/billing/exports', { format: String(f.get('format')), period: String(f.get('period')) });
+			setMsg(exportText(x));
+			setJob(x);
 			reload();
 		} catch (ex) {
 			setErr(ex);
@@ -124,8 +176,14 @@ function Exports({ me }) {
 							<option value="jsonl">JSON Lines</option>
 						</select>
 					</label>
-					<button type="submit">Export</button>
-					{msg && <span role="status">{msg}</span>}
+					<button type="submit" {...busyProps(act.busy)}>
+						Export
+					</button>
+					{msg && (
+						<span role="status" aria-busy={job && !exportDone(job) ? 'true' : 'false'}>
+							{msg}
+						</span>
+					)}
 				</form>
 			)}
 			<Problem error={error || err} />
