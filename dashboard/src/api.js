@@ -79,7 +79,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // server or database briefly away (503), both with Retry-After.
 const retryable = (res) => (res.status === 409 || res.status === 503) && res.headers.get('Retry-After') !== null;
 
-export async function request(method, path, { params, body, headers, raw, key } = {}) {
+// One API call: the parsed JSON answer (null for 204), the file as a Blob
+// with blob: true, or an ApiError. The call holds its place in the limiter
+// until its body is read, so the limit counts what is really in flight.
+export async function request(method, path, { params, body, headers, blob, key } = {}) {
 	const h = { Accept: 'application/json, application/problem+json', ...headers };
 	const t = token();
 	if (t) h.Authorization = `Bearer ${t}`;
@@ -96,17 +99,20 @@ export async function request(method, path, { params, body, headers, raw, key } 
 		credentials: 'omit',
 		cache: 'no-store',
 	};
-	let res;
+	const once = async () => {
+		const res = await fetch(path + query(params), init);
+		if (blob && res.ok) return { res, data: await res.blob() };
+		if (res.status === 204) return { res, data: null };
+		const type = res.headers.get('Content-Type') || '';
+		return { res, data: type.includes('json') ? await res.json() : await res.text() };
+	};
+	let res, data;
 	for (let attempt = 0; ; attempt++) {
-		res = await limit(() => fetch(path + query(params), init));
+		({ res, data } = await limit(once));
 		if (attempt >= 3 || !retryable(res)) break;
 		const after = Number(res.headers.get('Retry-After'));
 		await sleep(Math.min(5, Number.isFinite(after) && after > 0 ? after : 1) * 1000);
 	}
-	if (raw && res.ok) return res;
-	if (res.status === 204) return null;
-	const type = res.headers.get('Content-Type') || '';
-	const data = type.includes('json') ? await res.json() : await res.text();
 	if (!res.ok) {
 		if (res.status === 401 && t) onUnauthorized();
 		throw new ApiError(res.status, typeof data === 'object' ? data : { detail: data });

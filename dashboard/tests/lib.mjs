@@ -38,6 +38,18 @@ export async function session(browser) {
 	// every change the dashboard asks of the API carries an Idempotency-Key
 	// (a simulation changes nothing and needs none); page.posts: how many
 	page.posts = 0;
+	// API requests in flight at once: the dashboard's limiter keeps them at 6
+	page.inflight = 0;
+	page.maxInflight = 0;
+	const api = (r) => r.url().includes('/v1/');
+	page.on('request', (r) => {
+		if (api(r)) page.maxInflight = Math.max(page.maxInflight, ++page.inflight);
+	});
+	const done = (r) => {
+		if (api(r)) page.inflight--;
+	};
+	page.on('requestfinished', done);
+	page.on('requestfailed', done);
 	page.on('request', (r) => {
 		if (r.method() === 'GET' || r.method() === 'HEAD' || !r.url().includes('/v1/')) return;
 		if (r.method() === 'POST' && r.url().endsWith('/v1/capacity/simulate')) return;
@@ -102,6 +114,7 @@ export async function inert(page, view) {
 	}));
 	if (r.xss !== undefined || r.img || r.inline) fail(`${view}: hostile markup became live: ${JSON.stringify(r)}`);
 	if (page.problems.length) fail(`${view}: ${page.problems.join('; ')}`);
+	if (page.maxInflight > 6) fail(`${view}: ${page.maxInflight} API requests were in flight at once, want at most 6`);
 }
 
 export async function shot(page, name) {

@@ -141,8 +141,7 @@ function Exports({ me }) {
 	const download = async (x) => {
 		setErr(null);
 		try {
-			const res = await api.request('GET', `/v1/billing/exports/${x.id}/download`, { raw: true });
-			const blob = await res.blob();
+			const blob = await api.request('GET', `/v1/billing/exports/${x.id}/download`, { blob: true });
 			const url = URL.createObjectURL(blob);
 			const a = document.createElement('a');
 			a.href = url;
