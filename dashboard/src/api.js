@@ -23,8 +23,7 @@ export function setUnauthorizedHandler(fn) {
 
 function query(params) {
 	const q = new URLSearchParams();
-	for (const [k, v] of Object.entries(params || {}))
-		if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+	for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
 	const s = q.toString();
 	return s ? `?${s}` : '';
 }

@@ -75,10 +75,7 @@ function Login({ onIn }) {
 function App() {
 	const [me, setMe] = useState(undefined);
 	const [route, setRoute] = useState(parseHash());
-	const loadMe = () =>
-		api.token()
-			? api.get('/v1/me').then(setMe, () => setMe(null))
-			: setMe(null);
+	const loadMe = () => (api.token() ? api.get('/v1/me').then(setMe, () => setMe(null)) : setMe(null));
 	useEffect(() => {
 		api.setUnauthorizedHandler(() => {
 			sessionStorage.clear();
@@ -106,9 +103,9 @@ function App() {
 	if (me === null) return <Login onIn={loadMe} />;
 
 	const views = VIEWS.filter((v) => v.roles.includes(me.role));
-	let { view, arg } = route;
-	const known = ['gpu', 'pool'].includes(view) || views.some((v) => v.id === view);
-	if (!known) view = views[0].id;
+	const { arg } = route;
+	const known = ['gpu', 'pool'].includes(route.view) || views.some((v) => v.id === route.view);
+	const view = known ? route.view : views[0].id;
 	const signOut = async () => {
 		try {
 			await api.logout();
@@ -123,7 +120,14 @@ function App() {
 	const props = { me, arg };
 	return (
 		<>
-			<a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById('main').focus(); }}>
+			<a
+				class="skip"
+				href="#main"
+				onClick={(e) => {
+					e.preventDefault();
+					document.getElementById('main').focus();
+				}}
+			>
 				Skip to content
 			</a>
 			<header>

@@ -99,7 +99,13 @@ export async function accessible(page, view) {
 	if (bad.length)
 		fail(
 			`axe: ${view}: ${bad
-				.map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`)
+				.map(
+					(v) =>
+						`${v.id} (${v.impact}): ${v.help} at ${v.nodes
+							.map((n) => n.target.join(' '))
+							.slice(0, 3)
+							.join(', ')}`,
+				)
 				.join('; ')}`,
 		);
 	return res.violations.length;

@@ -252,7 +252,16 @@ export function Capacity() {
 			<p role="status" class="count">
 				{loading && gpus.length === 0 ? 'Loading GPUs…' : `${fmtInt(gpus.length)} GPUs shown${cursor ? ' (scroll for more)' : ''}`}
 			</p>
-			<VirtualList key={JSON.stringify(filter)} itemKey={(g) => g.uuid} label="GPUs" items={gpus} rowHeight={44} height={480} onEnd={onEnd} render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />} />
+			<VirtualList
+				key={JSON.stringify(filter)}
+				itemKey={(g) => g.uuid}
+				label="GPUs"
+				items={gpus}
+				rowHeight={44}
+				height={480}
+				onEnd={onEnd}
+				render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />}
+			/>
 			<WhatIf catalog={catalog} clusters={clusters} />
 		</section>
 	);

@@ -5,7 +5,6 @@ import { useState } from 'preact/hooks';
 import * as api from '../api.js';
 import { Badge, Loading, Problem, Table, busyProps, fmtAge, fmtInt, fmtTime, useAction, useLoad } from '../ui.jsx';
 
-
 async function loadHealth() {
 	const [unknown, down, failed, degraded, alerts] = await Promise.all([
 		api.all('/v1/nodes', { status: 'unknown' }, 1000),

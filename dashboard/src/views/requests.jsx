@@ -160,7 +160,11 @@ function Submit({ me, onDone }) {
 			<button type="submit" {...busyProps(act.busy)}>
 				Submit
 			</button>
-			{ok && <p role="status" class="ok">{ok}</p>}
+			{ok && (
+				<p role="status" class="ok">
+					{ok}
+				</p>
+			)}
 			<Problem error={error} />
 		</form>
 	);
@@ -201,7 +205,11 @@ export function Requests({ me }) {
 				</select>
 			</label>
 			<Problem error={error} />
-			{reqs === undefined && !error ? <Loading what="requests" /> : <Table caption={`Requests (${state})`} rowKey={(r) => r.id} columns={columns} rows={reqs || []} />}
+			{reqs === undefined && !error ? (
+				<Loading what="requests" />
+			) : (
+				<Table caption={`Requests (${state})`} rowKey={(r) => r.id} columns={columns} rows={reqs || []} />
+			)}
 			{!staff && <Submit me={me} onDone={reload} />}
 		</section>
 	);

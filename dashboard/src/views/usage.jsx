@@ -47,7 +47,9 @@ export function mergeUsage(rows, keyOf) {
 			}
 			const w = (m.allocated_gpu_hours || 0) + (r.allocated_gpu_hours || 0);
 			m.average_activity =
-				w > 0 ? ((m.average_activity || 0) * (m.allocated_gpu_hours || 0) + (r.average_activity || 0) * (r.allocated_gpu_hours || 0)) / w : m.average_activity;
+				w > 0
+					? ((m.average_activity || 0) * (m.allocated_gpu_hours || 0) + (r.average_activity || 0) * (r.allocated_gpu_hours || 0)) / w
+					: m.average_activity;
 			for (const f of ['allocated_gpu_hours', 'measured_gpu_hours', 'idle_gpu_hours', 'billed_micro', 'idle_cost_micro'])
 				m[f] = (m[f] || 0) + (r[f] || 0);
 		}
@@ -257,7 +259,11 @@ export function Usage({ me }) {
 			<h2>Top hoarders</h2>
 			<Table
 				caption="Pools with the most allocated but idle GPU-hours"
-				columns={utilColumns({ key: 'pool', label: 'Pool', render: (r) => (r.pool_id ? <a href={`#/pool/${r.pool_id}`}>{`${r.project}/${r.pool}`}</a> : `${r.project}/${r.pool}`) })}
+				columns={utilColumns({
+					key: 'pool',
+					label: 'Pool',
+					render: (r) => (r.pool_id ? <a href={`#/pool/${r.pool_id}`}>{`${r.project}/${r.pool}`}</a> : `${r.project}/${r.pool}`),
+				})}
 				rows={hoarders}
 				empty="No idle allocations."
 			/>
