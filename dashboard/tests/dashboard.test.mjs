@@ -283,6 +283,7 @@ try {
 
 	// ---------------- project user ----------------
 	const alice = (await session(browser)).page;
+	pages.push(alice);
 	await step('project user: own requests only, submits one, cannot see another project', async () => {
 		await signIn(alice, 'dash-alice', PW);
 		const nav = await alice.getByRole('navigation', { name: 'Main' }).textContent();
@@ -328,6 +329,7 @@ try {
 
 	// ---------------- billing ----------------
 	const bill = (await session(browser)).page;
+	pages.push(bill);
 	await step('billing: export the month as CSV and download it; SHA-256 matches', async () => {
 		await signIn(bill, 'dash-bill', PW);
 		const nav = await bill.getByRole('navigation', { name: 'Main' }).textContent();
@@ -367,6 +369,7 @@ try {
 
 	// ---------------- admin ----------------
 	const adm = (await session(browser)).page;
+	pages.push(adm);
 	await step('admin: the pool page has its audit trail', async () => {
 		await signIn(adm, env('GP_ADMIN'), env('GP_ADMIN_PASSWORD'));
 		await go(adm, `#/pool/${trainPool}`);
@@ -380,6 +383,7 @@ try {
 		await inert(adm, 'admin pool');
 		await signOut(adm);
 	});
+	console.log(`# most API requests in flight at once: ${pages.map((p) => p.maxInflight ?? 0).join(', ')} (limit 6)`);
 	console.log(`# ${steps.length} steps passed`);
 } finally {
 	await browser.close();
