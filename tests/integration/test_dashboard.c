@@ -2,7 +2,8 @@
  * test_dashboard.c - the dashboard in a real browser: PostgreSQL, a real
  * gpupoold serving /ui/, two simulated nodes (gpupool-agent processes,
  * fake backend) and Debian's Chromium driven by Playwright
- * (dashboard/tests/dashboard.test.mjs, run with node).
+ * (dashboard/tests/dashboard.test.mjs, run with node); first the
+ * dashboard's unit tests of its request layer (dashboard/tests/unit/).
  *
  * This file sets the scene through the API (users of every role, two
  * projects, hostile names wherever the API takes free text, a pending
@@ -120,6 +121,40 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 	waitpid(pid, &st, 0);
 	fail_msg("the browser walk ran past 240 s");
 	return -1;
+}
+
+/*
+ * The dashboard's request layer in Node (dashboard/tests/unit/, node --test,
+ * fetch replaced): at most 6 requests in flight, an Idempotency-Key on every
+ * change kept across a user action's retries, a double run acting once, an
+ * export followed to its end.
+ */
+static void
+test_dashboard_request_layer(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (chdir(DASHBOARD_DIR) != 0)
+			_exit(126);
+		execlp("node", "node", "--test", "--test-reporter=tap", "tests/unit/",
+		    (char *)NULL);
+		fprintf(stderr, "test_dashboard: node not found (scripts/test installs nodejs)\n");
+		_exit(127);
+	}
+	int st = 0;
+	for (int i = 0; i < 1200; i++) { /* 120 s */
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			assert_true(WIFEXITED(st));
+			assert_int_equal(WEXITSTATUS(st), 0);
+			return;
+		}
+		usleep(100000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fail_msg("the dashboard's unit tests ran past 120 s");
 }
 
 static void
@@ -300,6 +335,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dashboard_request_layer),
 		cmocka_unit_test(test_dashboard_in_chromium),
 	};
 	return fixture_exit_status(
