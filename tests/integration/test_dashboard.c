@@ -3,7 +3,8 @@
  * gpupoold serving /ui/, two simulated nodes (gpupool-agent processes,
  * fake backend) and Debian's Chromium driven by Playwright
  * (dashboard/tests/dashboard.test.mjs, run with node); first the
- * dashboard's unit tests of its request layer (dashboard/tests/unit/).
+ * dashboard's unit tests of its request layer and views' logic
+ * (dashboard/tests/unit/).
  *
  * This file sets the scene through the API (users of every role, two
  * projects, hostile names wherever the API takes free text, a pending
