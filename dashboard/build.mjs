@@ -51,11 +51,19 @@ const html = `<!doctype html>
 writeFileSync(join(dist, 'index.html'), html);
 // the bundled libraries' licences travel with them
 const licences = ['preact', 'uplot']
-	.map((p) => `== ${p} ${JSON.parse(readFileSync(join(here, 'node_modules', p, 'package.json'))).version}\n\n${readFileSync(join(here, 'node_modules', p, 'LICENSE'))}`)
+	.map(
+		(p) =>
+			`== ${p} ${JSON.parse(readFileSync(join(here, 'node_modules', p, 'package.json'))).version}\n\n${readFileSync(join(here, 'node_modules', p, 'LICENSE'))}`,
+	)
 	.join('\n');
 writeFileSync(join(dist, 'LICENSES.txt'), licences);
 
-const types = { '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.html': 'text/html; charset=utf-8', '.txt': 'text/plain; charset=utf-8' };
+const types = {
+	'.js': 'text/javascript; charset=utf-8',
+	'.css': 'text/css; charset=utf-8',
+	'.html': 'text/html; charset=utf-8',
+	'.txt': 'text/plain; charset=utf-8',
+};
 const files = [join(dist, 'index.html'), join(dist, 'LICENSES.txt'), ...outputs];
 const lines = [];
 let raw = 0;

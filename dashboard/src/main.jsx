@@ -13,28 +13,7 @@ import { Pools, PoolPage } from './views/pools.jsx';
 import { Health } from './views/health.jsx';
 import { Usage } from './views/usage.jsx';
 import { GpuPage } from './views/gpu.jsx';
-
-// Which views each global role sees (the server enforces the same; see docs/dashboard.md).
-const VIEWS = [
-	{ id: 'overview', label: 'Overview', roles: ['admin', 'operator', 'billing'] },
-	{ id: 'capacity', label: 'Capacity', roles: ['admin', 'operator', 'billing'] },
-	{ id: 'requests', label: 'Requests', roles: ['admin', 'operator', 'none'] },
-	{ id: 'pools', label: 'Pools', roles: ['admin', 'operator', 'none'] },
-	{ id: 'health', label: 'Health', roles: ['admin', 'operator'] },
-	{ id: 'usage', label: 'Usage and cost', roles: ['admin', 'operator', 'billing', 'none'] },
-];
-
-function parseHash() {
-	const [view, ...rest] = (location.hash.replace(/^#\/?/, '') || '').split('/');
-	const decode = (x) => {
-		try {
-			return decodeURIComponent(x);
-		} catch {
-			return x; // a malformed link: shown as the server's 404, not a blank page
-		}
-	};
-	return { view, arg: rest.map(decode).join('/') };
-}
+import { parseHash, route as pick } from './nav.js';
 
 function Login({ onIn }) {
 	const [error, setError] = useState(null);
@@ -75,10 +54,7 @@ function Login({ onIn }) {
 function App() {
 	const [me, setMe] = useState(undefined);
 	const [route, setRoute] = useState(parseHash());
-	const loadMe = () =>
-		api.token()
-			? api.get('/v1/me').then(setMe, () => setMe(null))
-			: setMe(null);
+	const loadMe = () => (api.token() ? api.get('/v1/me').then(setMe, () => setMe(null)) : setMe(null));
 	useEffect(() => {
 		api.setUnauthorizedHandler(() => {
 			sessionStorage.clear();
@@ -105,10 +81,7 @@ function App() {
 	if (me === undefined) return <p role="status">Loading…</p>;
 	if (me === null) return <Login onIn={loadMe} />;
 
-	const views = VIEWS.filter((v) => v.roles.includes(me.role));
-	let { view, arg } = route;
-	const known = ['gpu', 'pool'].includes(view) || views.some((v) => v.id === view);
-	if (!known) view = views[0].id;
+	const { views, view, arg } = pick(me.role, route);
 	const signOut = async () => {
 		try {
 			await api.logout();
@@ -123,7 +96,14 @@ function App() {
 	const props = { me, arg };
 	return (
 		<>
-			<a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById('main').focus(); }}>
+			<a
+				class="skip"
+				href="#main"
+				onClick={(e) => {
+					e.preventDefault();
+					document.getElementById('main').focus();
+				}}
+			>
 				Skip to content
 			</a>
 			<header>

@@ -4,6 +4,7 @@
 // markup is ever built from strings.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
+import * as api from './api.js';
 
 export const fmtInt = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString('en-US'));
 export const fmtNum = (n, d = 1) =>
@@ -50,6 +51,36 @@ export function useLoad(fn, deps) {
 	}, [...deps, tick]);
 	return [state.data, state.error, () => setTick((t) => t + 1)];
 }
+
+// A control's mutation (api.action: one Idempotency-Key per user action,
+// kept across its retries) with its busy state for the control: busy from
+// the click until the answer, during which act.running is true at once
+// (before Preact has redrawn the disabled button), so a handler that
+// returns when it is set acts once on a double click.
+export function useAction() {
+	const ref = useRef(null);
+	if (!ref.current) ref.current = api.action();
+	const [busy, setBusy] = useState(false);
+	const a = ref.current;
+	return {
+		busy,
+		get running() {
+			return a.running;
+		},
+		async post(path, body, opts) {
+			if (a.running) return undefined;
+			setBusy(true);
+			try {
+				return await a.post(path, body, opts);
+			} finally {
+				setBusy(false);
+			}
+		},
+	};
+}
+
+// The attributes of a control while its action runs.
+export const busyProps = (busy) => ({ disabled: busy, 'aria-busy': busy ? 'true' : 'false' });
 
 export function Problem({ error }) {
 	if (!error) return null;
@@ -163,7 +194,8 @@ export const gpuState = (g) => (g.health !== 'ok' ? g.health : g.placeable === f
 // and the colour of each pool on screen.
 export function SliceLegend({ gpus, pools, planned }) {
 	const ids = [];
-	for (const g of gpus || []) for (const e of g.layout || []) if (e.pool_id !== null && e.pool_id !== undefined && !ids.includes(e.pool_id)) ids.push(e.pool_id);
+	for (const g of gpus || [])
+		for (const e of g.layout || []) if (e.pool_id !== null && e.pool_id !== undefined && !ids.includes(e.pool_id)) ids.push(e.pool_id);
 	const poolName = (id) => (pools && pools[id] ? `${pools[id].project}/${pools[id].name}` : `pool ${id}`);
 	return (
 		<div class="legend" role="group" aria-label="Key to the slice bars">
@@ -209,18 +241,14 @@ export function SliceBar({ gpu, profiles, pools, plan }) {
 		<svg class="slicebar" role="img" aria-label={label} width={a.n * W + 2} height={H + 2} viewBox={`0 0 ${a.n * W + 2} ${H + 2}`}>
 			<title>{label}</title>
 			{a.used.map((u, s) =>
-				u ? null : (
-					<rect
-						x={1 + s * W}
-						y={1}
-						width={W - 2}
-						height={H}
-						class={a.stranded.includes(s) ? 'slice stranded' : 'slice free'}
-					/>
-				),
+				u ? null : <rect x={1 + s * W} y={1} width={W - 2} height={H} class={a.stranded.includes(s) ? 'slice stranded' : 'slice free'} />,
 			)}
 			{gpu.layout.map((e) => (
-				<g class={`inst st-${e.state}${e.pool_id === null || e.pool_id === undefined ? ' unmanaged' : ''}`} style={{ '--h': poolHue(e.pool_id) }} data-pool={e.pool_id ?? ''}>
+				<g
+					class={`inst st-${e.state}${e.pool_id === null || e.pool_id === undefined ? ' unmanaged' : ''}`}
+					style={{ '--h': poolHue(e.pool_id) }}
+					data-pool={e.pool_id ?? ''}
+				>
 					<rect x={1 + e.start * W} y={1} width={Math.min(e.size, a.n - e.start) * W - 2} height={H} rx={3} class="inst-r" />
 					<text x={1 + e.start * W + (Math.min(e.size, a.n - e.start) * W) / 2 - 1} y={H / 2 + 5} text-anchor="middle">
 						{e.profile === 'full' ? 'full' : e.profile.split('.')[0]}

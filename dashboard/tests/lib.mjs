@@ -35,6 +35,29 @@ export async function session(browser) {
 		d.dismiss().catch(() => {});
 	});
 	page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
+	// every change the dashboard asks of the API carries an Idempotency-Key
+	// (a simulation changes nothing and needs none); page.posts: how many
+	page.posts = 0;
+	// API requests in flight at once: the dashboard's limiter keeps them at 6
+	page.inflight = 0;
+	page.maxInflight = 0;
+	const api = (r) => r.url().includes('/v1/');
+	page.on('request', (r) => {
+		if (api(r)) page.maxInflight = Math.max(page.maxInflight, ++page.inflight);
+	});
+	const done = (r) => {
+		if (api(r)) page.inflight--;
+	};
+	page.on('requestfinished', done);
+	page.on('requestfailed', done);
+	page.on('request', (r) => {
+		if (r.method() === 'GET' || r.method() === 'HEAD' || !r.url().includes('/v1/')) return;
+		if (r.method() === 'POST' && r.url().endsWith('/v1/capacity/simulate')) return;
+		page.posts++;
+		const key = r.headers()['idempotency-key'];
+		if (!key || !/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(key))
+			page.problems.push(`${r.method()} ${new URL(r.url()).pathname} without a UUID Idempotency-Key (${key})`);
+	});
 	page.on('console', (m) => {
 		// refused loads (404 of another project's pool) are expected; CSP reports are not
 		if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) page.problems.push(`console: ${m.text()}`);
@@ -76,7 +99,13 @@ export async function accessible(page, view) {
 	if (bad.length)
 		fail(
 			`axe: ${view}: ${bad
-				.map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`)
+				.map(
+					(v) =>
+						`${v.id} (${v.impact}): ${v.help} at ${v.nodes
+							.map((n) => n.target.join(' '))
+							.slice(0, 3)
+							.join(', ')}`,
+				)
 				.join('; ')}`,
 		);
 	return res.violations.length;
@@ -91,6 +120,7 @@ export async function inert(page, view) {
 	}));
 	if (r.xss !== undefined || r.img || r.inline) fail(`${view}: hostile markup became live: ${JSON.stringify(r)}`);
 	if (page.problems.length) fail(`${view}: ${page.problems.join('; ')}`);
+	if (page.maxInflight > 6) fail(`${view}: ${page.maxInflight} API requests were in flight at once, want at most 6`);
 }
 
 export async function shot(page, name) {

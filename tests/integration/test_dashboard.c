@@ -2,13 +2,16 @@
  * test_dashboard.c - the dashboard in a real browser: PostgreSQL, a real
  * gpupoold serving /ui/, two simulated nodes (gpupool-agent processes,
  * fake backend) and Debian's Chromium driven by Playwright
- * (dashboard/tests/dashboard.test.mjs, run with node).
+ * (dashboard/tests/dashboard.test.mjs, run with node); first the
+ * dashboard's unit tests of its request layer and views' logic
+ * (dashboard/tests/unit/).
  *
  * This file sets the scene through the API (users of every role, two
  * projects, hostile names wherever the API takes free text, a pending
  * request, one that cannot fit, a pool of another project), runs the
  * browser walk, then checks in SQL that what was clicked happened: the
- * approval, the acknowledged alert, the user's request, the export; that
+ * approval, the acknowledged alert, the user's requests (one for a double
+ * click), the export; that
  * the refused approval changed nothing; and the pool invariants.
  * Screenshots go to $GPUPOOL_DASHBOARD_SHOTS when it is set (docs/).
  */
@@ -119,6 +122,40 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 	waitpid(pid, &st, 0);
 	fail_msg("the browser walk ran past 240 s");
 	return -1;
+}
+
+/*
+ * The dashboard's request layer in Node (dashboard/tests/unit/, node --test,
+ * fetch replaced): at most 6 requests in flight, an Idempotency-Key on every
+ * change kept across a user action's retries, a double run acting once, an
+ * export followed to its end.
+ */
+static void
+test_dashboard_request_layer(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (chdir(DASHBOARD_DIR) != 0)
+			_exit(126);
+		execlp("node", "node", "--test", "--test-reporter=tap", "tests/unit/",
+		    (char *)NULL);
+		fprintf(stderr, "test_dashboard: node not found (scripts/test installs nodejs)\n");
+		_exit(127);
+	}
+	int st = 0;
+	for (int i = 0; i < 1200; i++) { /* 120 s */
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			assert_true(WIFEXITED(st));
+			assert_int_equal(WEXITSTATUS(st), 0);
+			return;
+		}
+		usleep(100000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fail_msg("the dashboard's unit tests ran past 120 s");
 }
 
 static void
@@ -233,9 +270,15 @@ test_dashboard_in_chromium(void **state)
 			     "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
 			     "WHERE p.name = 'huge'"),
 	    allocs_huge);
-	/* alice's request from the form: exactly one more request, hers, pending */
+	/* alice's requests from the form: one click, then a double click on
+	 * Submit (one Idempotency-Key, the button busy until the answer): exactly
+	 * two more requests, hers, pending, one for each pool */
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pool_requests"),
-	    requests_before + 1);
+	    requests_before + 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_requests r JOIN pools p ON p.id = r.pool_id "
+			     "WHERE p.name = 'web2'"),
+	    1);
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT p.name || ' ' || r.state || ' ' || u.username FROM pool_requests r "
 				"JOIN pools p ON p.id = r.pool_id JOIN users u ON u.id = r.requested_by "
@@ -293,6 +336,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dashboard_request_layer),
 		cmocka_unit_test(test_dashboard_in_chromium),
 	};
 	return fixture_exit_status(

@@ -80,7 +80,7 @@ function WhatIf({ catalog, clusters }) {
 		try {
 			const body = { items };
 			if (f.get('cluster')) body.cluster = String(f.get('cluster'));
-			const r = await api.post('/v1/capacity/simulate', body);
+			const r = await api.post('/v1/capacity/simulate', body, { key: false });
 			const uuids = [...new Set(r.placements.map((p) => p.gpu_uuid))].slice(0, 40);
 			setGpus(await Promise.all(uuids.map((u) => api.get(`/v1/gpus/${api.enc(u)}`))));
 			setResult(r);
@@ -252,7 +252,16 @@ export function Capacity() {
 			<p role="status" class="count">
 				{loading && gpus.length === 0 ? 'Loading GPUs…' : `${fmtInt(gpus.length)} GPUs shown${cursor ? ' (scroll for more)' : ''}`}
 			</p>
-			<VirtualList key={JSON.stringify(filter)} itemKey={(g) => g.uuid} label="GPUs" items={gpus} rowHeight={44} height={480} onEnd={onEnd} render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />} />
+			<VirtualList
+				key={JSON.stringify(filter)}
+				itemKey={(g) => g.uuid}
+				label="GPUs"
+				items={gpus}
+				rowHeight={44}
+				height={480}
+				onEnd={onEnd}
+				render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />}
+			/>
 			<WhatIf catalog={catalog} clusters={clusters} />
 		</section>
 	);

@@ -92,7 +92,9 @@ export function GpuPage({ arg }) {
 							) : (
 								<span>
 									<span class="sw pool" style={{ '--h': poolHue(e.pool_id) }} aria-hidden="true" />{' '}
-									<a href={`#/pool/${e.pool_id}`}>{pools[e.pool_id] ? `${pools[e.pool_id].project}/${pools[e.pool_id].name}` : `pool ${e.pool_id}`}</a>
+									<a href={`#/pool/${e.pool_id}`}>
+										{pools[e.pool_id] ? `${pools[e.pool_id].project}/${pools[e.pool_id].name}` : `pool ${e.pool_id}`}
+									</a>
 								</span>
 							),
 					},

@@ -3,8 +3,7 @@
 // idle, GPU faults) with acknowledge.
 import { useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Loading, Problem, Table, fmtAge, fmtInt, fmtTime, useLoad } from '../ui.jsx';
-
+import { Badge, Loading, Problem, Table, busyProps, fmtAge, fmtInt, fmtTime, useAction, useLoad } from '../ui.jsx';
 
 async function loadHealth() {
 	const [unknown, down, failed, degraded, alerts] = await Promise.all([
@@ -40,17 +39,30 @@ async function loadHealth() {
 	return { stale, bad, last, alerts };
 }
 
+// Acknowledge one alert: busy (disabled) until the answer, one
+// Idempotency-Key per click however often it is retried.
+function AckButton({ a, onDone, onError }) {
+	const act = useAction();
+	const ack = async () => {
+		if (act.running) return;
+		try {
+			await act.post(`/v1/alerts/${a.id}/ack`, {});
+			onError(null);
+			onDone();
+		} catch (err) {
+			onError(err);
+		}
+	};
+	return (
+		<button type="button" class="secondary" onClick={ack} aria-label={`Acknowledge alert ${a.id}: ${a.type}`} {...busyProps(act.busy)}>
+			Acknowledge
+		</button>
+	);
+}
+
 export function Health() {
 	const [h, error, reload] = useLoad(loadHealth, []);
 	const [ackError, setAckError] = useState(null);
-	const ack = (id) =>
-		api.post(`/v1/alerts/${id}/ack`, {}).then(
-			() => {
-				setAckError(null);
-				reload();
-			},
-			setAckError,
-		);
 	if (error) return <Problem error={error} />;
 	if (!h) return <Loading what="health" />;
 	return (
@@ -102,9 +114,7 @@ export function Health() {
 							a.acknowledged_at ? (
 								`${a.acknowledged_by || ''} ${fmtAge(a.acknowledged_at)}`
 							) : (
-								<button type="button" class="secondary" onClick={() => ack(a.id)} aria-label={`Acknowledge alert ${a.id}: ${a.type}`}>
-									Acknowledge
-								</button>
+								<AckButton a={a} onDone={reload} onError={setAckError} />
 							),
 					},
 				]}

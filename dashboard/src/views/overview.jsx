@@ -32,9 +32,7 @@ export function Overview({ me }) {
 	const [trend, trendErr] = useLoad(async () => {
 		const days = daily(14);
 		const reports = await Promise.all(
-			days.map((d) =>
-				api.get('/v1/reports/utilization', { from: d.from.toISOString().slice(0, 19) + 'Z', to: d.to.toISOString().slice(0, 19) + 'Z' }),
-			),
+			days.map((d) => api.get('/v1/reports/utilization', { from: d.from.toISOString().slice(0, 19) + 'Z', to: d.to.toISOString().slice(0, 19) + 'Z' })),
 		);
 		const sum = (r, k) => r.rows.reduce((a, x) => a + (x[k] || 0), 0);
 		return {

@@ -4,7 +4,7 @@
 // their requests and a form to submit one.
 import { useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Loading, Problem, Table, fmtAge, itemText, useLoad } from '../ui.jsx';
+import { Badge, Loading, Problem, Table, busyProps, fmtAge, itemText, useAction, useLoad } from '../ui.jsx';
 
 function parseItems(text) {
 	return String(text)
@@ -20,29 +20,27 @@ function parseItems(text) {
 function Decide({ r, onDone }) {
 	const [fit, setFit] = useState(null);
 	const [error, setError] = useState(null);
-	const [busy, setBusy] = useState(false);
+	const act = useAction();
 	const check = async () => {
 		setError(null);
 		try {
-			setFit(await api.post('/v1/capacity/simulate', { items: r.items }));
+			setFit(await api.post('/v1/capacity/simulate', { items: r.items }, { key: false }));
 		} catch (err) {
 			setError(err);
 		}
 	};
-	const act = async (what, e) => {
+	const decide = async (what, e) => {
 		e.preventDefault();
+		if (act.running) return;
 		const text = new FormData(e.currentTarget).get('text');
-		setBusy(true);
 		setError(null);
 		try {
 			const body = what === 'approve' ? (text ? { note: String(text) } : {}) : { reason: String(text) };
 			// If-Match: decide the request as it was shown, not as someone changed it since
-			await api.post(`/v1/pool-requests/${r.id}/${what}`, body, { headers: { 'If-Match': `"${r.generation}"` } });
+			await act.post(`/v1/pool-requests/${r.id}/${what}`, body, { headers: { 'If-Match': `"${r.generation}"` } });
 			onDone();
 		} catch (err) {
 			setError(err);
-		} finally {
-			setBusy(false);
 		}
 	};
 	const canCheck = r.action === 'create' || r.action === 'expand';
@@ -60,19 +58,19 @@ function Decide({ r, onDone }) {
 						: `does not fit: ${fit.short.map((s) => `${s.model}/${s.profile} ${s.missing} missing`).join(', ')}`}
 				</span>
 			)}
-			<form class="inline" onSubmit={(e) => act('approve', e)} aria-label={`Approve request ${r.id}`}>
+			<form class="inline" onSubmit={(e) => decide('approve', e)} aria-label={`Approve request ${r.id}`}>
 				<label>
 					Note <input name="text" size={14} />
 				</label>
-				<button type="submit" disabled={busy}>
+				<button type="submit" {...busyProps(act.busy)}>
 					Approve
 				</button>
 			</form>
-			<form class="inline" onSubmit={(e) => act('reject', e)} aria-label={`Reject request ${r.id}`}>
+			<form class="inline" onSubmit={(e) => decide('reject', e)} aria-label={`Reject request ${r.id}`}>
 				<label>
 					Reason <input name="text" size={14} required />
 				</label>
-				<button type="submit" class="danger" disabled={busy}>
+				<button type="submit" class="danger" {...busyProps(act.busy)}>
 					Reject
 				</button>
 			</form>
@@ -83,11 +81,19 @@ function Decide({ r, onDone }) {
 
 function CancelButton({ r, onDone }) {
 	const [error, setError] = useState(null);
-	const cancel = () =>
-		api.post(`/v1/pool-requests/${r.id}/cancel`, undefined, { headers: { 'If-Match': `"${r.generation}"` } }).then(onDone, setError);
+	const act = useAction();
+	const cancel = async () => {
+		if (act.running) return;
+		try {
+			await act.post(`/v1/pool-requests/${r.id}/cancel`, undefined, { headers: { 'If-Match': `"${r.generation}"` } });
+			onDone();
+		} catch (err) {
+			setError(err);
+		}
+	};
 	return (
 		<>
-			<button type="button" class="secondary" onClick={cancel} aria-label={`Cancel request ${r.id}`}>
+			<button type="button" class="secondary" onClick={cancel} aria-label={`Cancel request ${r.id}`} {...busyProps(act.busy)}>
 				Cancel
 			</button>
 			<Problem error={error} />
@@ -98,9 +104,12 @@ function CancelButton({ r, onDone }) {
 function Submit({ me, onDone }) {
 	const [error, setError] = useState(null);
 	const [ok, setOk] = useState(null);
+	const act = useAction();
 	const projects = me.projects.filter((p) => p.role !== 'viewer');
 	const submit = async (e) => {
 		e.preventDefault();
+		// a second click while the first is under way does nothing: one request
+		if (act.running) return;
 		const f = new FormData(e.currentTarget);
 		setError(null);
 		setOk(null);
@@ -111,7 +120,7 @@ function Submit({ me, onDone }) {
 				justification: String(f.get('justification') || ''),
 			};
 			if (body.action !== 'release') body.items = parseItems(f.get('items'));
-			const r = await api.post(`/v1/projects/${api.enc(String(f.get('project')))}/pool-requests`, body);
+			const r = await act.post(`/v1/projects/${api.enc(String(f.get('project')))}/pool-requests`, body);
 			setOk(`Request ${r.id} submitted: ${r.state}`);
 			onDone();
 		} catch (err) {
@@ -148,8 +157,14 @@ function Submit({ me, onDone }) {
 			<label>
 				Justification <input name="justification" size={40} />
 			</label>
-			<button type="submit">Submit</button>
-			{ok && <p role="status" class="ok">{ok}</p>}
+			<button type="submit" {...busyProps(act.busy)}>
+				Submit
+			</button>
+			{ok && (
+				<p role="status" class="ok">
+					{ok}
+				</p>
+			)}
 			<Problem error={error} />
 		</form>
 	);
@@ -190,7 +205,11 @@ export function Requests({ me }) {
 				</select>
 			</label>
 			<Problem error={error} />
-			{reqs === undefined && !error ? <Loading what="requests" /> : <Table caption={`Requests (${state})`} rowKey={(r) => r.id} columns={columns} rows={reqs || []} />}
+			{reqs === undefined && !error ? (
+				<Loading what="requests" />
+			) : (
+				<Table caption={`Requests (${state})`} rowKey={(r) => r.id} columns={columns} rows={reqs || []} />
+			)}
 			{!staff && <Submit me={me} onDone={reload} />}
 		</section>
 	);

@@ -1,9 +1,10 @@
 // Usage and cost: per project and per pool, allocated versus measured
 // GPU-hours, the idle cost (the same split the FOCUS export uses), the
 // top hoarders, usage by month, and the billing export jobs with download.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import * as api from '../api.js';
-import { Badge, Loading, Problem, Table, fmtInt, fmtMoney, fmtNum, fmtPct, fmtTime, useLoad } from '../ui.jsx';
+import { exportDone, exportText, followExport } from '../exports.js';
+import { Badge, Loading, Problem, Table, busyProps, fmtInt, fmtMoney, fmtNum, fmtPct, fmtTime, useAction, useLoad } from '../ui.jsx';
 
 function monthRange(ym) {
 	const [y, m] = ym.split('-').map(Number);
@@ -47,7 +48,9 @@ export function mergeUsage(rows, keyOf) {
 			}
 			const w = (m.allocated_gpu_hours || 0) + (r.allocated_gpu_hours || 0);
 			m.average_activity =
-				w > 0 ? ((m.average_activity || 0) * (m.allocated_gpu_hours || 0) + (r.average_activity || 0) * (r.allocated_gpu_hours || 0)) / w : m.average_activity;
+				w > 0
+					? ((m.average_activity || 0) * (m.allocated_gpu_hours || 0) + (r.average_activity || 0) * (r.allocated_gpu_hours || 0)) / w
+					: m.average_activity;
 			for (const f of ['allocated_gpu_hours', 'measured_gpu_hours', 'idle_gpu_hours', 'billed_micro', 'idle_cost_micro'])
 				m[f] = (m[f] || 0) + (r[f] || 0);
 		}
@@ -73,14 +76,35 @@ function Exports({ me }) {
 	const [list, error, reload] = useLoad(() => api.get('/v1/billing/exports', { limit: 50 }), []);
 	const [msg, setMsg] = useState(null);
 	const [err, setErr] = useState(null);
+	// the job just created: followed until done or failed, then the list
+	// reloads and offers its download
+	const [job, setJob] = useState(null);
+	const act = useAction();
 	const canCreate = me.role === 'admin' || me.role === 'billing';
+	useEffect(() => {
+		if (!job || exportDone(job)) return undefined;
+		return followExport(
+			job.id,
+			(x) => {
+				setErr(null);
+				setMsg(exportText(x));
+				if (exportDone(x)) {
+					setJob(x);
+					reload();
+				}
+			},
+			setErr,
+		);
+	}, [job?.id, job && exportDone(job)]);
 	const create = async (e) => {
 		e.preventDefault();
+		if (act.running) return;
 		const f = new FormData(e.currentTarget);
 		setErr(null);
 		try {
-			const x = await api.post('/v1/billing/exports', { format: String(f.get('format')), period: String(f.get('period')) });
-			setMsg(`Export ${x.id} ${x.state}`);
+			const x = await act.post('/v1/billing/exports', { format: String(f.get('format')), period: String(f.get('period')) });
+			setMsg(exportText(x));
+			setJob(x);
 			reload();
 		} catch (ex) {
 			setErr(ex);
@@ -89,8 +113,7 @@ function Exports({ me }) {
 	const download = async (x) => {
 		setErr(null);
 		try {
-			const res = await api.request('GET', `/v1/billing/exports/${x.id}/download`, { raw: true });
-			const blob = await res.blob();
+			const blob = await api.request('GET', `/v1/billing/exports/${x.id}/download`, { blob: true });
 			const url = URL.createObjectURL(blob);
 			const a = document.createElement('a');
 			a.href = url;
@@ -124,8 +147,14 @@ function Exports({ me }) {
 							<option value="jsonl">JSON Lines</option>
 						</select>
 					</label>
-					<button type="submit">Export</button>
-					{msg && <span role="status">{msg}</span>}
+					<button type="submit" {...busyProps(act.busy)}>
+						Export
+					</button>
+					{msg && (
+						<span role="status" aria-busy={job && !exportDone(job) ? 'true' : 'false'}>
+							{msg}
+						</span>
+					)}
 				</form>
 			)}
 			<Problem error={error || err} />
@@ -200,7 +229,11 @@ export function Usage({ me }) {
 			<h2>Top hoarders</h2>
 			<Table
 				caption="Pools with the most allocated but idle GPU-hours"
-				columns={utilColumns({ key: 'pool', label: 'Pool', render: (r) => (r.pool_id ? <a href={`#/pool/${r.pool_id}`}>{`${r.project}/${r.pool}`}</a> : `${r.project}/${r.pool}`) })}
+				columns={utilColumns({
+					key: 'pool',
+					label: 'Pool',
+					render: (r) => (r.pool_id ? <a href={`#/pool/${r.pool_id}`}>{`${r.project}/${r.pool}`}</a> : `${r.project}/${r.pool}`),
+				})}
 				rows={hoarders}
 				empty="No idle allocations."
 			/>
