@@ -1309,34 +1309,42 @@ wait_dead(long pid)
 }
 
 /*
- * A hook that outlives its timeout is killed with its process group (its
- * own child included); the agent keeps applying while it runs, and the two
- * changes made meanwhile are coalesced into ONE more run, with the union
- * of the GPUs and the last generation. The status's errors stay empty.
+ * The hook never runs twice at once: two changes applied while it runs
+ * (the agent keeps applying meanwhile) are coalesced into ONE more run,
+ * with the union of the GPUs and the last generation. A hook that exits
+ * 3 is logged, and one that outlives its timeout is killed with its
+ * process group (its own child included); neither is an apply error.
  */
 static void
 test_after_change_hook_timeout_coalesced(void **state)
 {
 	struct ctx *c = *state;
-	char hook[400], out[400], log[400], script[2048], ans[256], got[256];
+	char hook[400], out[400], log[400], rel[400], script[4096], ans[256], got[256];
 	snprintf(hook, sizeof(hook), "%s/slow-hook.sh", c->dir);
 	snprintf(out, sizeof(out), "%s/hook.out", c->dir);
 	snprintf(log, sizeof(log), "%s/agent-hook.log", c->dir);
+	snprintf(rel, sizeof(rel), "%s/release", c->dir);
+	/* generation 5: wait for the test's release, exit 3; later: outlive the timeout */
 	snprintf(script, sizeof(script),
 	    "#!/bin/sh\n"
 	    "echo \"start $GPUPOOL_GENERATION $GPUPOOL_CHANGED_GPUS pid $$\" >> %s\n"
+	    "if [ \"$GPUPOOL_GENERATION\" = 5 ]; then\n"
+	    "  while [ ! -e %s ]; do sleep 0.05; done\n"
+	    "  echo released >> %s\n"
+	    "  exit 3\n"
+	    "fi\n"
 	    "sleep 120 &\n"
 	    "echo \"child $! end\" >> %s\n"
 	    "wait\n"
 	    "echo late >> %s\n",
-	    out, out, out);
+	    out, rel, out, out, out);
 	write_script(hook, script);
-	respawn_with_hook(c, hook, "3", "agent-hook.log");
+	respawn_with_hook(c, hook, "10", "agent-hook.log");
 	long long now = ag_now();
 	assert_int_equal(push(c, doc(c, 5, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
 			     SECRET, now, ans, sizeof(ans)),
 	    200);
-	wait_count(out, "child ", 1);
+	wait_count(out, "start 5 ", 1);
 	/* while the hook runs: two more changes, applied at once */
 	char gpu1[AG_UUID_MAX];
 	ag_derive_uuid("GPU", "proc-node/1", gpu1, sizeof(gpu1));
@@ -1350,16 +1358,25 @@ test_after_change_hook_timeout_coalesced(void **state)
 	assert_string_equal(ans, "{\"observed_generation\":7}");
 	realized(c, got, sizeof(got));
 	assert_string_equal(got, "3g.40gb@4");
-	/* both runs time out and are killed */
-	wait_count(log, "\"result\":\"timed out after 3 s: killed\"", 2);
+	/* the first run is still running (not timed out), and alone */
+	assert_int_equal(count_in(log, "\"after-change hook ran\""), 0);
+	assert_int_equal(count_in(out, "start "), 1);
+	assert_int_equal(ag_write_file(rel, "", 0, 0644), 0);
+	wait_count(log, "\"result\":\"exit 3\"", 1);
+	/* one more run for both changes; it outlives its timeout and is killed */
+	wait_count(log, "\"result\":\"timed out after 10 s: killed\"", 1);
 	assert_int_equal(count_in(out, "start "), 2);
+	assert_int_equal(count_in(out, "released"), 1);
 	assert_int_equal(count_in(out, "late"), 0);
 	char expect[256];
 	snprintf(expect, sizeof(expect), "start 5 %s pid", c->gpu0);
 	assert_int_equal(count_in(out, expect), 1);
 	snprintf(expect, sizeof(expect), "start 7 %s,%s pid", gpu1, c->gpu0);
 	assert_int_equal(count_in(out, expect), 1);
-	/* the hooks and their children are gone */
+	snprintf(expect, sizeof(expect), "\"gpus\":\"%s,%s\",\"generation\":\"7\"", gpu1, c->gpu0);
+	assert_int_equal(count_in(log, expect), 1);
+	assert_int_equal(count_in(log, "\"after-change hook ran\""), 2);
+	/* the hooks and the child are gone */
 	char *s = ag_read_file(out, NULL);
 	assert_non_null(s);
 	int pids = 0;
@@ -1368,7 +1385,7 @@ test_after_change_hook_timeout_coalesced(void **state)
 	for (const char *p = s; (p = strstr(p, "child ")) != NULL; p += 6, pids++)
 		wait_dead(strtol(p + 6, NULL, 10));
 	free(s);
-	assert_int_equal(pids, 4);
+	assert_int_equal(pids, 3);
 	/* a failing hook is no apply error */
 	assert_int_equal(count_in(log, "\"apply failed\""), 0);
 	assert_int_equal(count_in(log, "\"errors\":\"0\""), 3);
