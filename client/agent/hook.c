@@ -189,12 +189,15 @@ run_once(struct hook *h, char (*gpus)[AG_UUID_MAX], int n, long long gen)
 		if (!killed && now >= deadline) {
 			timed_out = killed = true;
 			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL); /* should it have left its group */
 		} else if (!killed && term_at == 0 && stopping(h)) {
 			term_at = now;
 			kill(-pid, SIGTERM);
+			kill(pid, SIGTERM);
 		} else if (!killed && term_at > 0 && now - term_at >= HOOK_STOP_GRACE_MS) {
 			killed = true;
 			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
 		}
 		usleep(HOOK_WAIT_STEP_US);
 	}
