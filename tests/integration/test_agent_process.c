@@ -1391,6 +1391,36 @@ test_after_change_hook_timeout_coalesced(void **state)
 	assert_int_equal(count_in(log, "\"errors\":\"0\""), 3);
 }
 
+/* With --dry-run the hook is never run (the agent says so at start). */
+static void
+test_after_change_hook_not_in_dry_run(void **state)
+{
+	struct ctx *c = *state;
+	char hook[400], out[400], log[400], script[1024], ans[256];
+	snprintf(hook, sizeof(hook), "%s/hook.sh", c->dir);
+	snprintf(out, sizeof(out), "%s/hook.out", c->dir);
+	snprintf(log, sizeof(log), "%s/agent-dry.log", c->dir);
+	snprintf(script, sizeof(script), "#!/bin/sh\necho ran >> %s\n", out);
+	write_script(hook, script);
+	kill(c->pid, SIGTERM);
+	waitpid(c->pid, NULL, 0);
+	c->more[0] = "--dry-run";
+	c->more[1] = "--after-change-hook";
+	c->more[2] = hook;
+	c->more[3] = NULL;
+	c->pid = spawn(c, NULL, "agent-dry.log");
+	c->more[0] = NULL;
+	wait_listening(c);
+	assert_int_equal(count_in(log, "dry run: the after-change hook is never run"), 1);
+	assert_int_equal(push(c, doc(c, 5, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+			     SECRET, ag_now(), ans, sizeof(ans)),
+	    200);
+	assert_string_equal(ans, "{\"observed_generation\":5}");
+	/* no hook thread exists to run it later: its absence now is final */
+	assert_int_equal(count_in(out, "ran"), 0);
+	assert_int_equal(count_in(log, "after-change hook ran"), 0);
+}
+
 /* A relative hook path, or a file that is not executable, is refused at
  * start: exit 2, with the reason. */
 static void
@@ -1449,6 +1479,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_after_change_hook_env, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_after_change_hook_timeout_coalesced, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_after_change_hook_not_in_dry_run, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_after_change_hook_path_refused, setup,
 		    teardown),
