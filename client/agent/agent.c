@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "dcgm.h"
 #include "gp_client.h"
+#include "hook.h"
 #include "push.h"
 #include "report.h"
 #include "util.h"
@@ -68,6 +69,7 @@ struct agent {
 	bool dcgm_ok;
 
 	struct push_server *push;
+	struct hook *hook; /* --after-change-hook, NULL: none (or --dry-run) */
 };
 
 static volatile sig_atomic_t g_stop;
@@ -279,12 +281,25 @@ static int
 apply_want(struct agent *a)
 {
 	struct json_object *errors = json_object_new_array();
-	int changes = apply_desired(a->b, &a->node, &a->want, &a->whole, errors);
+	bool changed[AG_MAX_GPUS] = { false };
+	int changes = apply_desired_changed(a->b, &a->node, &a->want, &a->whole, errors, changed);
+	/* the GPUs whose layout changed, named as in the scan applied to */
+	const char *uuids[AG_MAX_GPUS];
+	char names[AG_MAX_GPUS][AG_UUID_MAX];
+	int nchanged = 0;
+	for (int i = 0; i < a->node.ngpus && i < AG_MAX_GPUS; i++)
+		if (changed[i]) {
+			ag_strlcpy(names[nchanged], a->node.gpus[i].uuid, AG_UUID_MAX);
+			uuids[nchanged] = names[nchanged];
+			nchanged++;
+		}
 	(void)refresh(a);
 	json_object_put(a->errors);
 	a->errors = errors;
 	a->reapply = deferred_gpus(a, &a->want) > 0;
 	a->status_dirty = true;
+	/* never in --dry-run: a->hook is NULL there */
+	hook_notify(a->hook, uuids, nchanged, a->want.generation);
 	return changes;
 }
 
@@ -1102,6 +1117,18 @@ agent_run(const struct agent_config *cfg)
 		code = AGENT_EXIT_CONFIG;
 		goto out;
 	}
+	if (cfg->after_change_hook != NULL && cfg->dry_run)
+		log_info(NULL, "dry run: the after-change hook is never run", "hook",
+		    cfg->after_change_hook);
+	else if (cfg->after_change_hook != NULL) {
+		a->hook = hook_start(cfg->after_change_hook, cfg->after_change_hook_timeout,
+		    cfg->node_name, err, sizeof(err));
+		if (a->hook == NULL) {
+			log_error(NULL, "--after-change-hook refused", "error", err);
+			code = AGENT_EXIT_CONFIG;
+			goto out;
+		}
+	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -1225,6 +1252,7 @@ agent_run(const struct agent_config *cfg)
 	gp_client_destroy(c);
 out:
 	push_stop(a->push);
+	hook_stop(a->hook); /* after the appliers: nothing notifies it any more */
 	ag_backend_close(a->b);
 	json_object_put(a->samples);
 	json_object_put(a->errors);

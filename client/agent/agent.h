@@ -41,6 +41,8 @@ struct agent_config {
 	const char *nvml_path;
 	const char *smi_path;
 	bool dry_run;
+	const char *after_change_hook; /* absolute path of an executable, NULL: none */
+	int after_change_hook_timeout; /* seconds; 0: 60 */
 };
 
 /* Exit codes of agent_run. */

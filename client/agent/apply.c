@@ -139,6 +139,13 @@ int
 apply_desired(struct ag_backend *b, const struct ag_node *node, const struct desired *d,
     struct whole_state *whole, struct json_object *errors)
 {
+	return apply_desired_changed(b, node, d, whole, errors, NULL);
+}
+
+int
+apply_desired_changed(struct ag_backend *b, const struct ag_node *node, const struct desired *d,
+    struct whole_state *whole, struct json_object *errors, bool *changed)
+{
 	int changes = 0;
 	char err[AG_ERR_MAX];
 	for (int i = 0; i < d->ngpus; i++) {
@@ -159,6 +166,8 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 			continue;
 		}
 		int slot = (int)(g - node->gpus);
+		bool scratch = false;
+		bool *lay = changed != NULL ? &changed[slot] : &scratch;
 		bool mig = g->mig_enabled;
 		if (dg->mig_enabled != mig) {
 			if (!dg->mig_enabled) {
@@ -168,8 +177,10 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 						g->inst[k].start, err, sizeof(err)) != 0)
 						add_error(errors, g->uuid, g->inst[k].profile,
 						    g->inst[k].start, err);
-					else
+					else {
 						changes++;
+						*lay = true;
+					}
 				}
 			}
 			if (b->ops->set_mig(b, g->index, dg->mig_enabled, err, sizeof(err)) != 0) {
@@ -180,6 +191,7 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 				continue;
 			}
 			changes++;
+			*lay = true;
 			mig = dg->mig_enabled;
 			if (!mig) {
 				/* fall through to the whole-GPU bookkeeping */
@@ -197,8 +209,10 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 						uuid, sizeof(uuid), err, sizeof(err)) != 0)
 						add_error(errors, g->uuid, di->profile, di->start,
 						    err);
-					else
+					else {
 						changes++;
+						*lay = true;
+					}
 				}
 				whole->ninst[slot] = 0;
 				continue;
@@ -232,6 +246,7 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 				add_error(errors, g->uuid, in->profile, in->start, err);
 			else {
 				changes++;
+				*lay = true;
 				log_info(NULL, "destroyed instance", "gpu", g->uuid, "profile",
 				    in->profile);
 			}
@@ -244,6 +259,7 @@ apply_desired(struct ag_backend *b, const struct ag_node *node, const struct des
 				add_error(errors, g->uuid, di->profile, di->start, err);
 			else {
 				changes++;
+				*lay = true;
 				log_info(NULL, "created instance", "gpu", g->uuid, "profile",
 				    di->profile, "uuid", uuid);
 			}

@@ -66,6 +66,15 @@ struct whole_state {
 int apply_desired(struct ag_backend *b, const struct ag_node *node, const struct desired *d,
     struct whole_state *whole, struct json_object *errors);
 
+/*
+ * The same, and changed[slot] (slot: the GPU's index in node->gpus, up to
+ * AG_MAX_GPUS; NULL: not wanted) turns true for each GPU whose layout it
+ * changed: an instance created or destroyed, or MIG mode switched. The
+ * agent's own whole-GPU bookkeeping is no layout change.
+ */
+int apply_desired_changed(struct ag_backend *b, const struct ag_node *node, const struct desired *d,
+    struct whole_state *whole, struct json_object *errors, bool *changed);
+
 /* Put the whole-GPU holdings into node's non-MIG GPUs (for status). */
 void apply_whole_into(const struct whole_state *whole, struct ag_node *node);
 

@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "backend.h"
 #include "core/log.h"
+#include "hook.h"
 #include "report.h"
 
 static void
@@ -23,6 +24,7 @@ usage(FILE *f)
 	    "         [--profiles-interval S] [--metrics-interval-ms MS] [--dcgm-exporter URL]\n"
 	    "         [--fake-faults FILE] [--max-buffered-samples N]\n"
 	    "         [--nvml-lib PATH] [--nvidia-smi PATH] [--dry-run] [--log-level L]\n"
+	    "         [--after-change-hook /ABS/PATH] [--after-change-hook-timeout S]\n"
 	    "       gpupool-agent --discover --backend B [...]   read-only: print the GPUs\n"
 	    "The node token is kept in DIR/token (mode 0600). The enrollment token may\n"
 	    "also come from GPUPOOL_ENROLL_TOKEN or DIR/enroll-token.\n");
@@ -50,6 +52,7 @@ main(int argc, char **argv)
 		.status_interval = 300,
 		.profiles_interval = 30,
 		.max_buffered_samples = 20000,
+		.after_change_hook_timeout = 60,
 	};
 	bool discover = false;
 	enum {
@@ -75,6 +78,8 @@ main(int argc, char **argv)
 		O_DISCOVER,
 		O_LOG,
 		O_BUF,
+		O_HOOK,
+		O_HOOK_TIMEOUT,
 		O_HELP,
 	};
 	static const struct option opts[] = {
@@ -100,6 +105,8 @@ main(int argc, char **argv)
 		{ "discover", no_argument, NULL, O_DISCOVER },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "max-buffered-samples", required_argument, NULL, O_BUF },
+		{ "after-change-hook", required_argument, NULL, O_HOOK },
+		{ "after-change-hook-timeout", required_argument, NULL, O_HOOK_TIMEOUT },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -181,6 +188,13 @@ main(int argc, char **argv)
 			cfg.max_buffered_samples =
 			    int_arg("max-buffered-samples", optarg, 100, 10000000);
 			break;
+		case O_HOOK:
+			cfg.after_change_hook = optarg;
+			break;
+		case O_HOOK_TIMEOUT:
+			cfg.after_change_hook_timeout =
+			    int_arg("after-change-hook-timeout", optarg, 1, 3600);
+			break;
 		case O_HELP:
 			usage(stdout);
 			return 0;
@@ -192,6 +206,13 @@ main(int argc, char **argv)
 	if (optind < argc || cfg.backend == NULL) {
 		usage(stderr);
 		return AGENT_EXIT_CONFIG;
+	}
+	if (cfg.after_change_hook != NULL) {
+		char herr[4200];
+		if (hook_check_path(cfg.after_change_hook, herr, sizeof(herr)) != 0) {
+			fprintf(stderr, "gpupool-agent: --after-change-hook refused: %s\n", herr);
+			return AGENT_EXIT_CONFIG;
+		}
 	}
 	if (discover) {
 		struct ag_backend_config bc = {

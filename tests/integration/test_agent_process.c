@@ -5,7 +5,8 @@
  * at a closed port (the agent backs off there). Signed pushes apply
  * layouts; unsigned, wrongly signed or stale ones get 401 and change
  * nothing; older generations are no-ops; kill -9 and restart keeps the
- * instances; an unenrolled agent without an enrollment token exits 3.
+ * instances; an unenrolled agent without an enrollment token exits 3;
+ * the after-change hook (--after-change-hook) runs after layout changes.
  * The end-to-end tests against gpupoold are in test_agent_e2e.c.
  */
 #include <setjmp.h>
@@ -43,7 +44,8 @@ struct ctx {
 	int port;
 	pid_t pid;
 	char gpu0[AG_UUID_MAX];
-	char server[128]; /* --server; "": a closed port */
+	char server[128];    /* --server; "": a closed port */
+	const char *more[6]; /* more arguments for spawn, NULL-ended */
 };
 
 static int
@@ -94,6 +96,8 @@ spawn(struct ctx *c, const char *extra, const char *logname)
 		argv[n++] = "1";
 		if (extra != NULL)
 			argv[n++] = (char *)extra;
+		for (int i = 0; i < 6 && c->more[i] != NULL; i++)
+			argv[n++] = (char *)c->more[i];
 		argv[n] = NULL;
 		execv(AGENT_PATH, argv);
 		_exit(127);
@@ -1109,6 +1113,348 @@ test_state_dir_of_another_user_refused(void **state)
 	free(text);
 }
 
+/* ------------------------------------------------ the after-change hook */
+
+static void
+write_script(const char *path, const char *text)
+{
+	assert_int_equal(ag_write_file(path, text, strlen(text), 0755), 0);
+	assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* Occurrences of needle in the file at path (0 when unreadable). */
+static int
+count_in(const char *path, const char *needle)
+{
+	char *s = ag_read_file(path, NULL);
+	int n = 0;
+	for (const char *p = s; p != NULL && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	free(s);
+	return n;
+}
+
+/* Poll until needle occurs at least n times in path; 60 s at most. */
+static void
+wait_count(const char *path, const char *needle, int n)
+{
+	for (int i = 0; i < 1200; i++) {
+		if (count_in(path, needle) >= n)
+			return;
+		usleep(50000);
+	}
+	fail_msg("%s never held %d x \"%s\"", path, n, needle);
+}
+
+/* Restart c's agent with the hook (and timeout, NULL: default). */
+static void
+respawn_with_hook(struct ctx *c, const char *hook, const char *timeout, const char *log)
+{
+	kill(c->pid, SIGTERM);
+	waitpid(c->pid, NULL, 0);
+	int n = 0;
+	c->more[n++] = "--after-change-hook";
+	c->more[n++] = hook;
+	if (timeout != NULL) {
+		c->more[n++] = "--after-change-hook-timeout";
+		c->more[n++] = timeout;
+	}
+	c->more[n] = NULL;
+	c->pid = spawn(c, NULL, log);
+	c->more[0] = NULL;
+	wait_listening(c);
+}
+
+/* A desired state naming GPU 1 only (GPU 0 is then left as it is). */
+static char *
+doc1(struct ctx *c, long long gen, const char *instances)
+{
+	static char buf[2048];
+	char gpu1[AG_UUID_MAX];
+	(void)c;
+	ag_derive_uuid("GPU", "proc-node/1", gpu1, sizeof(gpu1));
+	snprintf(buf, sizeof(buf),
+	    "{\"generation\":%lld,\"node\":\"proc-node\",\"gpus\":[{\"uuid\":\"%s\",\"index\":1,"
+	    "\"mig_enabled\":true,\"instances\":[%s]}]}",
+	    gen, gpu1, instances);
+	return buf;
+}
+
+/* The value of NAME in the n-th (0-based) "---"-separated env dump. */
+static void
+env_of_run(const char *path, int n, const char *name, char *out, size_t len)
+{
+	char *s = ag_read_file(path, NULL);
+	assert_non_null(s);
+	out[0] = '\0';
+	char *p = s;
+	for (int i = 0; i <= n; i++) {
+		p = strstr(p, "---\n");
+		assert_non_null(p);
+		p += 4;
+	}
+	char *end = strstr(p, "---\n");
+	if (end != NULL)
+		*end = '\0';
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s=", name);
+	char *v = p[-1] == '\n' ? strstr(p - 1, key) : NULL;
+	if (v != NULL) {
+		v += strlen(key);
+		size_t l = strcspn(v, "\n");
+		snprintf(out, len, "%.*s", (int)l, v);
+	}
+	free(s);
+}
+
+/*
+ * Issue 24 part 3: --after-change-hook runs once after an apply that
+ * changed a layout, with the GPUs changed, the generation and the node in
+ * its environment, the agent's own environment passed on minus the
+ * enrollment token (no node token or push secret either); a no-op
+ * re-apply runs nothing; a later change of GPU 1 alone names GPU 1 alone.
+ */
+static void
+test_after_change_hook_env(void **state)
+{
+	struct ctx *c = *state;
+	char hook[400], out[400], log[400], script[2048], ans[256], got[256], v[512];
+	snprintf(hook, sizeof(hook), "%s/hook.sh", c->dir);
+	snprintf(out, sizeof(out), "%s/hook.out", c->dir);
+	snprintf(log, sizeof(log), "%s/agent-hook.log", c->dir);
+	snprintf(script, sizeof(script), "#!/bin/sh\n{ echo ---; env; } >> %s\n", out);
+	write_script(hook, script);
+	setenv("GPUPOOL_ENROLL_TOKEN", "gpe_must_not_leak", 1);
+	setenv("GPUPOOL_TEST_MARK", "kept", 1);
+	respawn_with_hook(c, hook, NULL, "agent-hook.log");
+	unsetenv("GPUPOOL_ENROLL_TOKEN");
+	unsetenv("GPUPOOL_TEST_MARK");
+	long long now = ag_now();
+	char body[2048];
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 5,
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
+		"{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2}"));
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4 2g.20gb@0");
+	wait_count(out, "---\n", 1);
+	wait_count(log, "\"after-change hook ran\"", 1);
+	env_of_run(out, 0, "GPUPOOL_CHANGED_GPUS", v, sizeof(v));
+	assert_string_equal(v, c->gpu0);
+	env_of_run(out, 0, "GPUPOOL_GENERATION", v, sizeof(v));
+	assert_string_equal(v, "5");
+	env_of_run(out, 0, "GPUPOOL_NODE", v, sizeof(v));
+	assert_string_equal(v, "proc-node");
+	env_of_run(out, 0, "GPUPOOL_TEST_MARK", v, sizeof(v));
+	assert_string_equal(v, "kept");
+	assert_int_equal(count_in(out, "GPUPOOL_ENROLL_TOKEN"), 0);
+	assert_int_equal(count_in(out, "gpe_must_not_leak"), 0);
+	assert_int_equal(count_in(out, "gpn_seeded"), 0);
+	assert_int_equal(count_in(out, SECRET), 0);
+	assert_int_equal(count_in(log, "\"result\":\"exit 0\""), 1);
+	/* the same layout again (a new generation): applied, no change, no run */
+	snprintf(body, sizeof(body), "%s",
+	    doc(c, 6,
+		"{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4},"
+		"{\"profile\":\"2g.20gb\",\"start\":0,\"size\":2}"));
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	assert_string_equal(ans, "{\"observed_generation\":6}");
+	assert_int_equal(count_in(log, "\"changes\":\"0\""), 1);
+	/* GPU 1 alone changes: one more run, naming GPU 1 alone, generation 7
+	 * (a run for generation 6 would have been a run of its own, or
+	 * named generation 6 before this one) */
+	snprintf(body, sizeof(body), "%s",
+	    doc1(c, 7, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"));
+	assert_int_equal(push(c, body, SECRET, now, ans, sizeof(ans)), 200);
+	wait_count(out, "---\n", 2);
+	wait_count(log, "\"after-change hook ran\"", 2);
+	char gpu1[AG_UUID_MAX];
+	ag_derive_uuid("GPU", "proc-node/1", gpu1, sizeof(gpu1));
+	env_of_run(out, 1, "GPUPOOL_CHANGED_GPUS", v, sizeof(v));
+	assert_string_equal(v, gpu1);
+	env_of_run(out, 1, "GPUPOOL_GENERATION", v, sizeof(v));
+	assert_string_equal(v, "7");
+	assert_int_equal(count_in(out, "GPUPOOL_GENERATION=6"), 0);
+	assert_int_equal(count_in(log, "\"after-change hook ran\""), 2);
+	/* GPU 0 was left as it was */
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4 2g.20gb@0");
+}
+
+/* pid is gone (or a zombie no one waits for: dead all the same). */
+static bool
+process_dead(long pid)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%ld/stat", pid);
+	char *s = ag_read_file(p, NULL);
+	if (s == NULL)
+		return true;
+	const char *r = strrchr(s, ')');
+	bool dead = r != NULL && (r[2] == 'Z' || r[2] == 'X');
+	free(s);
+	return dead;
+}
+
+static void
+wait_dead(long pid)
+{
+	for (int i = 0; i < 200; i++) {
+		if (process_dead(pid))
+			return;
+		usleep(50000);
+	}
+	fail_msg("process %ld still runs", pid);
+}
+
+/*
+ * The hook never runs twice at once: two changes applied while it runs
+ * (the agent keeps applying meanwhile) are coalesced into ONE more run,
+ * with the union of the GPUs and the last generation. A hook that exits
+ * 3 is logged, and one that outlives its timeout is killed with its
+ * process group (its own child included); neither is an apply error.
+ */
+static void
+test_after_change_hook_timeout_coalesced(void **state)
+{
+	struct ctx *c = *state;
+	char hook[400], out[400], log[400], rel[400], script[4096], ans[256], got[256];
+	snprintf(hook, sizeof(hook), "%s/slow-hook.sh", c->dir);
+	snprintf(out, sizeof(out), "%s/hook.out", c->dir);
+	snprintf(log, sizeof(log), "%s/agent-hook.log", c->dir);
+	snprintf(rel, sizeof(rel), "%s/release", c->dir);
+	/* generation 5: wait for the test's release, exit 3; later: outlive the timeout */
+	snprintf(script, sizeof(script),
+	    "#!/bin/sh\n"
+	    "echo \"start $GPUPOOL_GENERATION $GPUPOOL_CHANGED_GPUS pid $$\" >> %s\n"
+	    "if [ \"$GPUPOOL_GENERATION\" = 5 ]; then\n"
+	    "  while [ ! -e %s ]; do sleep 0.05; done\n"
+	    "  echo released >> %s\n"
+	    "  exit 3\n"
+	    "fi\n"
+	    "sleep 120 &\n"
+	    "echo \"child $! end\" >> %s\n"
+	    "wait\n"
+	    "echo late >> %s\n",
+	    out, rel, out, out, out);
+	write_script(hook, script);
+	respawn_with_hook(c, hook, "10", "agent-hook.log");
+	long long now = ag_now();
+	assert_int_equal(push(c, doc(c, 5, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+			     SECRET, now, ans, sizeof(ans)),
+	    200);
+	wait_count(out, "start 5 ", 1);
+	/* while the hook runs: two more changes, applied at once */
+	char gpu1[AG_UUID_MAX];
+	ag_derive_uuid("GPU", "proc-node/1", gpu1, sizeof(gpu1));
+	assert_int_equal(push(c, doc1(c, 6, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+			     SECRET, now, ans, sizeof(ans)),
+	    200);
+	assert_string_equal(ans, "{\"observed_generation\":6}");
+	assert_int_equal(push(c, doc(c, 7, "{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4}"),
+			     SECRET, now, ans, sizeof(ans)),
+	    200);
+	assert_string_equal(ans, "{\"observed_generation\":7}");
+	realized(c, got, sizeof(got));
+	assert_string_equal(got, "3g.40gb@4");
+	/* the first run is still running (not timed out), and alone */
+	assert_int_equal(count_in(log, "\"after-change hook ran\""), 0);
+	assert_int_equal(count_in(out, "start "), 1);
+	assert_int_equal(ag_write_file(rel, "", 0, 0644), 0);
+	wait_count(log, "\"result\":\"exit 3\"", 1);
+	/* one more run for both changes; it outlives its timeout and is killed */
+	wait_count(log, "\"result\":\"timed out after 10 s: killed\"", 1);
+	assert_int_equal(count_in(out, "start "), 2);
+	assert_int_equal(count_in(out, "released"), 1);
+	assert_int_equal(count_in(out, "late"), 0);
+	char expect[256];
+	snprintf(expect, sizeof(expect), "start 5 %s pid", c->gpu0);
+	assert_int_equal(count_in(out, expect), 1);
+	snprintf(expect, sizeof(expect), "start 7 %s,%s pid", gpu1, c->gpu0);
+	assert_int_equal(count_in(out, expect), 1);
+	snprintf(expect, sizeof(expect), "\"gpus\":\"%s,%s\",\"generation\":\"7\"", gpu1, c->gpu0);
+	assert_int_equal(count_in(log, expect), 1);
+	assert_int_equal(count_in(log, "\"after-change hook ran\""), 2);
+	/* the hooks and the child are gone */
+	char *s = ag_read_file(out, NULL);
+	assert_non_null(s);
+	int pids = 0;
+	for (const char *p = s; (p = strstr(p, " pid ")) != NULL; p += 5, pids++)
+		wait_dead(strtol(p + 5, NULL, 10));
+	for (const char *p = s; (p = strstr(p, "child ")) != NULL; p += 6, pids++)
+		wait_dead(strtol(p + 6, NULL, 10));
+	free(s);
+	assert_int_equal(pids, 3);
+	/* a failing hook is no apply error */
+	assert_int_equal(count_in(log, "\"apply failed\""), 0);
+	assert_int_equal(count_in(log, "\"errors\":\"0\""), 3);
+}
+
+/* With --dry-run the hook is never run (the agent says so at start). */
+static void
+test_after_change_hook_not_in_dry_run(void **state)
+{
+	struct ctx *c = *state;
+	char hook[400], out[400], log[400], script[1024], ans[256];
+	snprintf(hook, sizeof(hook), "%s/hook.sh", c->dir);
+	snprintf(out, sizeof(out), "%s/hook.out", c->dir);
+	snprintf(log, sizeof(log), "%s/agent-dry.log", c->dir);
+	snprintf(script, sizeof(script), "#!/bin/sh\necho ran >> %s\n", out);
+	write_script(hook, script);
+	kill(c->pid, SIGTERM);
+	waitpid(c->pid, NULL, 0);
+	c->more[0] = "--dry-run";
+	c->more[1] = "--after-change-hook";
+	c->more[2] = hook;
+	c->more[3] = NULL;
+	c->pid = spawn(c, NULL, "agent-dry.log");
+	c->more[0] = NULL;
+	wait_listening(c);
+	assert_int_equal(count_in(log, "dry run: the after-change hook is never run"), 1);
+	assert_int_equal(push(c, doc(c, 5, "{\"profile\":\"7g.80gb\",\"start\":0,\"size\":8}"),
+			     SECRET, ag_now(), ans, sizeof(ans)),
+	    200);
+	assert_string_equal(ans, "{\"observed_generation\":5}");
+	/* no hook thread exists to run it later: its absence now is final */
+	assert_int_equal(count_in(out, "ran"), 0);
+	assert_int_equal(count_in(log, "after-change hook ran"), 0);
+}
+
+/* A relative hook path, or a file that is not executable, is refused at
+ * start: exit 2, with the reason. */
+static void
+test_after_change_hook_path_refused(void **state)
+{
+	struct ctx *c = *state;
+	struct ctx d = *c;
+	d.port = free_port();
+	char log[400], plain[400];
+	snprintf(log, sizeof(log), "%s/refused.log", c->dir);
+	d.more[0] = "--after-change-hook";
+	d.more[1] = "hook.sh";
+	d.more[2] = NULL;
+	int st;
+	pid_t pid = spawn(&d, NULL, "refused.log");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	assert_int_equal(count_in(log, "hook.sh is not an absolute path"), 1);
+	snprintf(plain, sizeof(plain), "%s/plain.txt", c->dir);
+	assert_int_equal(ag_write_file(plain, "x", 1, 0644), 0);
+	d.more[1] = plain;
+	pid = spawn(&d, NULL, "refused.log");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	assert_int_equal(count_in(log, "plain.txt is not executable"), 1);
+	d.more[1] = c->dir;
+	pid = spawn(&d, NULL, "refused.log");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 2);
+	assert_int_equal(count_in(log, "is not a regular file"), 1);
+}
+
 int
 main(void)
 {
@@ -1131,6 +1477,13 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_restored_server_lower_generation_applied,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_after_change_hook_env, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_after_change_hook_timeout_coalesced, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_after_change_hook_not_in_dry_run, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_after_change_hook_path_refused, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_of_another_user_refused, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_failed_discovery_backs_off_and_reports_unknown,
