@@ -739,12 +739,15 @@ stub_stop(struct stub *s)
 	usleep(400000); /* connection threads finish (they hold no test state after) */
 }
 
-/* Wait (10 s) until cond(s) holds, under the stub's lock. */
+/*
+ * Wait (30 s: a loaded 2-core machine under ctest -j2 once took more than
+ * 10) until cond(s) holds, under the stub's lock.
+ */
 static bool
 stub_wait(struct stub *s, bool (*cond)(struct stub *))
 {
 	bool ok = false;
-	for (int i = 0; i < 100 && !ok; i++) {
+	for (int i = 0; i < 300 && !ok; i++) {
 		pthread_mutex_lock(&s->mu);
 		ok = cond(s);
 		pthread_mutex_unlock(&s->mu);
