@@ -179,13 +179,14 @@ DECLARE
 	v_obs      bigint;
 	r          record;
 BEGIN
-	SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_pools FROM (
-		SELECT p.id FROM pools p WHERE p.id IN (
-			SELECT a.pool_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
-			WHERE g.node_id = p_node AND a.state <> 'released' AND a.pool_id IS NOT NULL)
-		ORDER BY p.id FOR NO KEY UPDATE) s;
+	-- the global lock order (docs/architecture.md): the pools' approved
+	-- requests, then the pools, each in id order, as approvals take them
+	SELECT coalesce(array_agg(DISTINCT a.pool_id ORDER BY a.pool_id), '{}') INTO v_pools
+	FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+	WHERE g.node_id = p_node AND a.state <> 'released' AND a.pool_id IS NOT NULL;
 	PERFORM 1 FROM pool_requests q WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
 		ORDER BY q.id FOR NO KEY UPDATE;
+	PERFORM 1 FROM pools p WHERE p.id = ANY (v_pools) ORDER BY p.id FOR NO KEY UPDATE;
 	PERFORM 1 FROM gpus g WHERE g.node_id = p_node ORDER BY g.id FOR NO KEY UPDATE;
 	PERFORM 1 FROM allocations a JOIN gpus g ON g.id = a.gpu_id
 		WHERE g.node_id = p_node AND a.state <> 'released' ORDER BY a.id FOR NO KEY UPDATE OF a;
