@@ -186,6 +186,13 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 			bool nul = false;
 
 			for (i++; i < len && body[i] != '"'; i++) {
+				/* RFC 8259 7: control characters are escaped in strings;
+				 * json-c's strict mode lets them through */
+				if ((unsigned char)body[i] < 0x20)
+					return gp_error_set(err, 400, "malformed_json",
+					    "the body is not valid JSON: a control character "
+					    "(0x%02x) in a string at byte %zu",
+					    (unsigned)(unsigned char)body[i], i);
 				if (body[i] != '\\')
 					continue;
 				if (len - i > 5 && body[i + 1] == 'u' &&
@@ -204,6 +211,11 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 					return gp_error_field(err, dup_path(a, body, st, top, k),
 					    "appears more than once in its object");
 			}
+		} else if (c == '\'') {
+			/* RFC 8259 7: strings are double-quoted; json-c's strict mode
+			 * takes single quotes too */
+			return gp_error_set(err, 400, "malformed_json",
+			    "the body is not valid JSON: a single-quoted string at byte %zu", i);
 		} else if (c == '{' || c == '[') {
 			if (top + 1 >= (int)(sizeof(st) / sizeof(st[0])))
 				return 0; /* deeper than the parser allows: not reached */
@@ -212,7 +224,14 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 			st[top].object = c == '{';
 			st[top].want_key = c == '{';
 		} else if (c == '}' || c == ']') {
-			top--;
+			/*
+			 * never below the outermost frame: the parser accepted the
+			 * body, but this scan reads only double-quoted strings, so
+			 * brackets inside anything else it let through must not
+			 * move it out of st[] (fuzz_json found index -1)
+			 */
+			if (top >= 0)
+				top--;
 		} else if (c == ',' && top >= 0) {
 			if (st[top].object)
 				st[top].want_key = true;
