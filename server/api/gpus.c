@@ -12,6 +12,7 @@
 #include "capacity.h"
 
 #include "db/db_capacity.h"
+#include "db/db_projects.h"
 #include "domain/catalog.h"
 #include "domain/placement.h"
 #include "domain/spec.h"
@@ -323,8 +324,16 @@ read_filter(struct request *req, struct gpu_filter *f, struct gp_error *err)
 	const struct catalog *cat = api_app(req)->catalog;
 	const char *mig = req->query(req, "mig_enabled");
 	const char *node = req->query(req, "node");
+	const char *project = req->query(req, "project");
 
 	f->mig_enabled = -1;
+	f->pool_name = req->query(req, "pool");
+	if (f->pool_name != NULL && project == NULL)
+		gp_error_field(err, "pool", "needs project: a pool's name is its project's");
+	else if (f->pool_name != NULL &&
+	    (strlen(f->pool_name) > 63 || !api_dns_label(f->pool_name)))
+		gp_error_field(err, "pool",
+		    "must be a DNS label: lower-case letters, digits and '-'");
 	f->model = req->query(req, "model");
 	if (capacity_model_param(cat, f->model, "model", err) < 0)
 		f->model = NULL;
@@ -355,6 +364,13 @@ read_filter(struct request *req, struct gpu_filter *f, struct gp_error *err)
 		if (!found)
 			return gp_error_field(err, "node", "no such node: %s", node);
 		f->node_id = n.id;
+	}
+	if (project != NULL) {
+		struct project_row p;
+
+		if (api_project_access(db_thread(), req, project, PROJECT_READ, &p, NULL, err) < 0)
+			return -1;
+		f->project_id = p.id;
 	}
 	return 0;
 }

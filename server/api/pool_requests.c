@@ -259,6 +259,7 @@ api_pool_requests_list(struct request *req, struct response *res, struct gp_erro
 {
 	const char *state = req->query(req, "state");
 	const char *project = req->query(req, "project");
+	const char *pool = req->query(req, "pool");
 	struct request_filter f;
 	struct pool_request_row *rows;
 	struct json_object *items;
@@ -273,6 +274,11 @@ api_pool_requests_list(struct request *req, struct response *res, struct gp_erro
 		return gp_error_field(err, "state",
 		    "must be one of pending, approved, fulfilled, "
 		    "failed, rejected, cancelled, expired");
+	if (pool != NULL && project == NULL)
+		return gp_error_field(err, "pool", "needs project: a pool's name is its project's");
+	if (pool != NULL && (strlen(pool) > 63 || !api_dns_label(pool)))
+		return gp_error_field(err, "pool",
+		    "must be a DNS label: lower-case letters, digits and '-'");
 	if (project != NULL) {
 		struct project_row p;
 
@@ -282,6 +288,7 @@ api_pool_requests_list(struct request *req, struct response *res, struct gp_erro
 	}
 	if (!api_sees_all_projects(req))
 		f.member_user_id = req->principal.user_id;
+	f.pool_name = pool;
 	f.has_state = state != NULL;
 	if (f.has_state)
 		f.state = st;

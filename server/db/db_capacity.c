@@ -101,6 +101,9 @@ DB_STMT(stmt_cap_gpus_list,
     "AND ($4::int8 IS NULL OR g.cluster_id = $4) "
     "AND ($5::text IS NULL OR g.model = $5) AND ($6::text IS NULL OR g.health = $6) "
     "AND ($7::bool IS NULL OR g.mig_enabled = $7) "
+    "AND ($8::int8 IS NULL OR EXISTS (SELECT 1 FROM allocations al "
+    "JOIN pools q ON q.id = al.pool_id WHERE al.gpu_id = g.id AND al.state <> 'released' "
+    "AND q.project_id = $8 AND ($9::text IS NULL OR q.name = $9))) "
     "ORDER BY g.id LIMIT $2");
 DB_STMT(stmt_cap_gpu_update,
     "UPDATE gpus SET health = coalesce($2, health), "
@@ -545,13 +548,14 @@ int
 db_gpus_list(struct db *db, struct arena *a, const struct gpu_filter *f, int64_t after_id,
     int limit, struct gpu_row **out, int *n, struct gp_error *err)
 {
-	const char *p[7] = { db_param_int(a, after_id), db_param_int(a, limit),
+	const char *p[9] = { db_param_int(a, after_id), db_param_int(a, limit),
 		param_id_or_null(a, f->node_id), param_id_or_null(a, f->cluster_id), f->model,
 		f->health,
 		f->mig_enabled < 0   ? NULL
 		    : f->mig_enabled ? "true"
-				     : "false" };
-	PGresult *r = db_exec(db, a, &stmt_cap_gpus_list, 7, p, err);
+				     : "false",
+		param_id_or_null(a, f->project_id), f->pool_name };
+	PGresult *r = db_exec(db, a, &stmt_cap_gpus_list, 9, p, err);
 
 	if (r == NULL)
 		return -1;

@@ -85,6 +85,9 @@ struct gpu_filter {
 	const char *model;
 	const char *health;
 	int mig_enabled; /* -1 any, 0 off, 1 on */
+	/* > 0: only GPUs holding a live allocation of this project's pools */
+	int64_t project_id;
+	const char *pool_name; /* with project_id: of its pool of that name */
 };
 
 /* A live (not released) allocation. pool_id 0: not managed by gpupool. */

@@ -151,6 +151,8 @@ DB_STMT(stmt_pools_req_list,
     "AND ($4::int8 = 0 OR r.project_id IN "
     "(SELECT m.project_id FROM project_members m WHERE m.user_id = $4)) "
     "AND ($5::text IS NULL OR r.state = $5) AND ($6::int8 = 0 OR r.pool_id = $6) "
+    "AND ($7::text IS NULL OR r.pool_id IN "
+    "(SELECT q.id FROM pools q WHERE q.project_id = $3 AND q.name = $7)) "
     "ORDER BY r.id LIMIT $2");
 DB_STMT(stmt_pools_req_events,
     "SELECT " EPOCH_US("at") ", from_state, to_state, actor, note FROM pool_request_events "
@@ -911,11 +913,11 @@ int
 db_requests_list(struct db *db, struct arena *a, const struct request_filter *f, int64_t after_id,
     int limit, struct pool_request_row **out, int *n, struct gp_error *err)
 {
-	const char *p[6] = { db_param_int(a, after_id), db_param_int(a, limit),
+	const char *p[7] = { db_param_int(a, after_id), db_param_int(a, limit),
 		db_param_int(a, f->project_id), db_param_int(a, f->member_user_id),
 		f->has_state ? pool_request_state_name(f->state) : NULL,
-		db_param_int(a, f->pool_id) };
-	PGresult *r = db_exec(db, a, &stmt_pools_req_list, 6, p, err);
+		db_param_int(a, f->pool_id), f->pool_name };
+	PGresult *r = db_exec(db, a, &stmt_pools_req_list, 7, p, err);
 
 	if (r == NULL)
 		return -1;

@@ -87,6 +87,11 @@ struct request_filter {
 	bool has_state;         /* false: any state */
 	enum pool_request_state state;
 	int64_t pool_id; /* 0: any */
+	/*
+	 * NULL: any; else the requests of project_id's pools of that name
+	 * (a released pool's name can be taken again: all of them)
+	 */
+	const char *pool_name;
 };
 
 /* ---- quotas ---- */

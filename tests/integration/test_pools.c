@@ -996,6 +996,136 @@ test_access(void **state)
 	check_invariants(fx);
 }
 
+/* The listing's ids (or GPU uuids), comma-separated, walked page by page. */
+static const char *
+walk_ids(struct fixture *fx, const char *token, const char *path, const char *key)
+{
+	const char *out = "", *cursor = NULL;
+
+	for (;;) {
+		struct gp_client_response *r = fx_request(fx, token, "GET",
+		    cursor == NULL ? fx_str(fx, "%s&limit=1", path)
+				   : fx_str(fx, "%s&limit=1&cursor=%s", path, cursor),
+		    NULL);
+		struct json_object *next;
+
+		assert_status(r, 200);
+		for (size_t i = 0; i < fx_json_len(r->json, "items"); i++) {
+			const char *k = fx_str(fx, "items[%zu].%s", i, key);
+			const char *v = strcmp(key, "id") == 0
+			    ? fx_str(fx, "%lld", (long long)fx_json_int(r->json, k))
+			    : fx_json_str(r->json, k);
+
+			out = *out == '\0' ? v : fx_str(fx, "%s,%s", out, v);
+		}
+		next = fx_json(r->json, "next_cursor");
+		if (next == NULL)
+			return out;
+		cursor = fx_str(fx, "%s", json_object_get_string(next));
+	}
+}
+
+/*
+ * GET /v1/pool-requests?project=&pool= and GET /v1/gpus?project=&pool=:
+ * the requests of the project's pools of that name and the GPUs holding a
+ * live allocation of it, equal to the SQL truth, paged with cursors bound
+ * to the filter; another project's pool of the same name is not in them.
+ */
+static void
+test_pool_filter(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *want, *cursor;
+	int64_t fa;
+
+	fx_fleet(fx, "pfl", "L4-24GB", 1, 4, false);
+	fa = submit_id(fx, bob, "pa", "create", "fpool", "[\"L4-24GB/full=1\"]");
+	approve(fx, fa, 200);
+	approve(fx, submit_id(fx, bob, "pa", "expand", "fpool", "[\"L4-24GB/full=1\"]"), 200);
+	submit_id(fx, bob, "pa", "expand", "fpool", "[\"L4-24GB/full=1\"]");
+	submit_id(fx, bob, "pa", "create", "fother", "[\"L4-24GB/full=1\"]");
+	approve(fx, submit_id(fx, carol, "pb", "create", "fpool", "[\"L4-24GB/full=1\"]"), 200);
+	submit_id(fx, carol, "pb", "create", "fonlyb", "[\"L4-24GB/full=1\"]");
+
+	/* requests: the SQL truth, for a member and for staff */
+	want = fx_sql_text(fx,
+	    "SELECT string_agg(r.id::text, ',' ORDER BY r.id) FROM pool_requests r "
+	    "JOIN pools p ON p.id = r.pool_id JOIN projects j ON j.id = r.project_id "
+	    "WHERE j.name = 'pa' AND p.name = 'fpool'");
+	assert_string_equal(walk_ids(fx, bob, "/v1/pool-requests?project=pa&pool=fpool", "id"),
+	    want);
+	assert_string_equal(walk_ids(fx, op, "/v1/pool-requests?project=pa&pool=fpool", "id"),
+	    want);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_requests r JOIN pools p ON p.id = r.pool_id "
+			     "JOIN projects j ON j.id = r.project_id "
+			     "WHERE j.name = 'pa' AND p.name = 'fpool'"),
+	    3);
+	/* with state */
+	want = fx_sql_text(fx,
+	    "SELECT string_agg(r.id::text, ',' ORDER BY r.id) FROM pool_requests r "
+	    "JOIN pools p ON p.id = r.pool_id JOIN projects j ON j.id = r.project_id "
+	    "WHERE j.name = 'pa' AND p.name = 'fpool' AND r.state = 'pending'");
+	assert_string_equal(walk_ids(fx, bob,
+				"/v1/pool-requests?project=pa&pool=fpool&state=pending", "id"),
+	    want);
+	/* another project's pool: the project is 404 to A, its pool name is nothing in A */
+	r = fx_request(fx, bob, "GET", "/v1/pool-requests?project=pb&pool=fpool", NULL);
+	assert_problem(r, 404, "not_found");
+	r = fx_request(fx, bob, "GET", "/v1/pool-requests?project=pa&pool=fonlyb", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 0);
+	r = fx_request(fx, carol, "GET", "/v1/pool-requests?project=pb&pool=fpool", NULL);
+	assert_status(r, 200);
+	assert_int_equal(fx_json_len(r->json, "items"), 1);
+	assert_json_str(r->json, "items[0].project", "pb");
+	/* a cursor of one pool is not one of another */
+	r = fx_request(fx, bob, "GET", "/v1/pool-requests?project=pa&pool=fpool&limit=1", NULL);
+	cursor = fx_json_str(r->json, "next_cursor");
+	r = fx_request(fx, bob, "GET",
+	    fx_str(fx, "/v1/pool-requests?project=pa&pool=fother&limit=1&cursor=%s", cursor), NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "cursor");
+	/* bad values: 422 naming pool */
+	r = fx_request(fx, bob, "GET", "/v1/pool-requests?pool=fpool", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "pool");
+	r = fx_request(fx, bob, "GET", "/v1/pool-requests?project=pa&pool=Bad_Name", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "pool");
+
+	/* GPUs: those holding a live allocation of the pool, the SQL truth */
+	want = fx_sql_text(fx,
+	    "SELECT string_agg(g.uuid, ',' ORDER BY g.id) FROM gpus g WHERE EXISTS "
+	    "(SELECT 1 FROM allocations al JOIN pools p ON p.id = al.pool_id "
+	    "JOIN projects j ON j.id = p.project_id WHERE al.gpu_id = g.id "
+	    "AND al.state <> 'released' AND j.name = 'pa' AND p.name = 'fpool')");
+	assert_non_null(strchr(want, ','));
+	assert_string_equal(walk_ids(fx, op, "/v1/gpus?project=pa&pool=fpool", "uuid"), want);
+	want = fx_sql_text(fx,
+	    "SELECT string_agg(g.uuid, ',' ORDER BY g.id) FROM gpus g WHERE EXISTS "
+	    "(SELECT 1 FROM allocations al JOIN pools p ON p.id = al.pool_id "
+	    "JOIN projects j ON j.id = p.project_id WHERE al.gpu_id = g.id "
+	    "AND al.state <> 'released' AND j.name = 'pb' AND p.name = 'fpool')");
+	assert_string_equal(walk_ids(fx, op, "/v1/gpus?project=pb&pool=fpool", "uuid"), want);
+	assert_null(strstr(walk_ids(fx, op, "/v1/gpus?project=pa&pool=fpool", "uuid"), want));
+	/* a pool without allocations, and another project's pool name */
+	assert_string_equal(walk_ids(fx, op, "/v1/gpus?project=pa&pool=fother", "uuid"), "");
+	assert_string_equal(walk_ids(fx, op, "/v1/gpus?project=pa&pool=fonlyb", "uuid"), "");
+	r = fx_request(fx, op, "GET", "/v1/gpus?pool=fpool", NULL);
+	assert_problem(r, 422, "validation_failed");
+	assert_json_str(r->json, "errors[0].field", "pool");
+	r = fx_request(fx, op, "GET", "/v1/gpus?project=nope&pool=fpool", NULL);
+	assert_problem(r, 404, "not_found");
+	r = fx_request(fx, op, "GET", "/v1/gpus?project=pa&pool=fpool&limit=1", NULL);
+	cursor = fx_json_str(r->json, "next_cursor");
+	r = fx_request(fx, op, "GET",
+	    fx_str(fx, "/v1/gpus?project=pb&pool=fpool&limit=1&cursor=%s", cursor), NULL);
+	assert_json_str(r->json, "errors[0].field", "cursor");
+	check_invariants(fx);
+}
+
 /*
  * A node registered by hand has no agent: an approval's allocations on it
  * are ready at once (the operator realises them), the pool is active, the
@@ -1229,6 +1359,7 @@ main(void)
 		cmocka_unit_test(test_unmanaged_node),
 		cmocka_unit_test(test_exclusion_constraint),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_pool_filter),
 	};
 
 	return fixture_exit_status(
