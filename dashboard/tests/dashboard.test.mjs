@@ -159,11 +159,22 @@ try {
 		await page.getByRole('link', { name: 'train' }).click();
 		await page.locator('#h-pool').waitFor();
 		trainPool = await page.evaluate(() => location.hash.split('/')[2]);
+		const asked = [];
+		const onRequest = (r) => r.url().includes('/v1/pool-requests?') && asked.push(r.url());
+		page.on('request', onRequest);
 		await until('2 ready allocations', async () => {
 			await page.reload();
 			await page.locator('#h-pool').waitFor();
 			return (await page.locator('table').first().locator('tbody tr', { hasText: 'ready' }).count()) === 2;
 		});
+		// its requests come filtered by the server (?project=ml&pool=train), not from all the project's
+		await until(
+			"the pool's create request",
+			async () => (await page.locator('table', { hasText: 'Requests for this pool' }).locator('tbody tr', { hasText: 'create' }).count()) === 1,
+		);
+		page.off('request', onRequest);
+		if (!asked.some((u) => /[?&]pool=train(&|$)/.test(u) && /[?&]project=ml(&|$)/.test(u)))
+			fail(`the pool page did not ask for its pool's requests: ${asked.join(' | ')}`);
 		await check(page, 'pool');
 	});
 

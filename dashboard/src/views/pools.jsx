@@ -52,8 +52,10 @@ export function Pools({ me }) {
 export function PoolPage({ me, arg }) {
 	const id = Number(arg);
 	const [pool, error] = useLoad(() => api.get(`/v1/pools/${id}`), [id]);
+	// the server filters by the pool's name; a released pool's name can be
+	// taken again, so the id picks this pool's among them
 	const [reqs] = useLoad(
-		async () => (pool ? (await api.all('/v1/pool-requests', { project: pool.project }, 2000)).filter((r) => r.pool_id === id) : []),
+		async () => (pool ? (await api.all('/v1/pool-requests', { project: pool.project, pool: pool.name }, 2000)).filter((r) => r.pool_id === id) : []),
 		[pool],
 	);
 	// the pool's own records and those of its requests (the approval that made it, ...)
