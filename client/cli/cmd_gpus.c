@@ -125,7 +125,9 @@ gpus_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args 
 	    cli_query_add(cli, path, sizeof(path), "node", cli_opt(args, "node")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "model", cli_opt(args, "model")) != 0 ||
 	    cli_query_add(cli, path, sizeof(path), "cluster", cli_opt(args, "cluster")) != 0 ||
-	    cli_query_add(cli, path, sizeof(path), "health", cli_opt(args, "health")) != 0)
+	    cli_query_add(cli, path, sizeof(path), "health", cli_opt(args, "health")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "project", cli_opt(args, "project")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "pool", cli_opt(args, "pool")) != 0)
 		return CLI_EXIT_FAIL;
 	rc = cli_list(cli, path, args, &doc);
 	if (rc != CLI_EXIT_OK)
@@ -360,6 +362,9 @@ static const struct cli_option list_options[] = {
 	{ "cluster", "C", "only GPUs in this cluster", false },
 	{ "health", "H", "only GPUs in this health: ok, degraded, failed", false },
 	{ "mig", "on|off", "only GPUs with MIG mode on, or off", false },
+	{ "project", "P", "only GPUs holding a live allocation of this project's pools", false },
+	{ "pool", "NAME", "only GPUs holding a live allocation of this pool (with --project)",
+	    false },
 	CLI_LIST_OPTIONS,
 	{ NULL, NULL, NULL, false },
 };
@@ -378,8 +383,8 @@ static const struct cli_option create_options[] = {
 static const struct cli_command gpus_subcommands[] = {
 	{
 	    .name = "list",
-	    .usage = "[--node N] [--model M] [--cluster C] [--health H] [--mig on|off] [--limit N] "
-		     "[--cursor C]",
+	    .usage = "[--node N] [--model M] [--cluster C] [--health H] [--mig on|off] "
+		     "[--project P [--pool NAME]] [--limit N] [--cursor C]",
 	    .summary = "list GPUs with their layouts as slice bars",
 	    .help =
 		"List GPUs. LAYOUT draws each GPU's memory slices: an instance covers its\n"

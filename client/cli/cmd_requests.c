@@ -206,28 +206,13 @@ request_cancel(struct cli *cli, const struct cli_command *cmd, const struct cli_
 static int
 requests_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
 {
-	const char *state = cli_opt(args, "state");
-	const char *project = cli_opt(args, "project");
-	char path[REQUESTS_PATH_MAX], a[256], b[256];
+	char path[REQUESTS_PATH_MAX] = "/v1/pool-requests";
 
 	(void)cmd;
-	a[0] = b[0] = '\0';
-	if (state != NULL) {
-		char esc[64];
-
-		if (cli_escape(cli, state, esc, sizeof(esc)) != 0)
-			return CLI_EXIT_FAIL;
-		snprintf(a, sizeof(a), "state=%s", esc);
-	}
-	if (project != NULL) {
-		char esc[200];
-
-		if (cli_escape(cli, project, esc, sizeof(esc)) != 0)
-			return CLI_EXIT_FAIL;
-		snprintf(b, sizeof(b), "project=%s", esc);
-	}
-	snprintf(path, sizeof(path), "/v1/pool-requests%s%s%s%s", a[0] || b[0] ? "?" : "", a,
-	    a[0] && b[0] ? "&" : "", b);
+	if (cli_query_add(cli, path, sizeof(path), "state", cli_opt(args, "state")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "project", cli_opt(args, "project")) != 0 ||
+	    cli_query_add(cli, path, sizeof(path), "pool", cli_opt(args, "pool")) != 0)
+		return CLI_EXIT_FAIL;
 	return pools_cli_list(cli, path, args, request_columns);
 }
 
@@ -286,6 +271,8 @@ static const struct cli_option cancel_options[] = {
 static const struct cli_option list_options[] = {
 	{ "state", "S", "only requests in this state (pending, approved, ...)", false },
 	{ "project", "P", "only this project's requests", false },
+	{ "pool", "NAME", "only the requests of the project's pool of this name (with --project)",
+	    false },
 	CLI_LIST_OPTIONS,
 	{ NULL, NULL, NULL, false },
 };
@@ -360,7 +347,7 @@ static const struct cli_command request_subcommands[] = {
 static const struct cli_command requests_subcommands[] = {
 	{
 	    .name = "list",
-	    .usage = "[--state S] [--project P] [--limit N] [--cursor C]",
+	    .usage = "[--state S] [--project P [--pool NAME]] [--limit N] [--cursor C]",
 	    .summary = "list the pool requests you can see",
 	    .max_args = 0,
 	    .options = list_options,

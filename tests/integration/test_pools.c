@@ -1123,6 +1123,23 @@ test_pool_filter(void **state)
 	r = fx_request(fx, op, "GET",
 	    fx_str(fx, "/v1/gpus?project=pb&pool=fpool&limit=1&cursor=%s", cursor), NULL);
 	assert_json_str(r->json, "errors[0].field", "cursor");
+
+	/* the CLI passes --pool on */
+	{
+		const char *env[] = { fx_str(fx, "GPUPOOL_SERVER=%s", fx->server->base_url),
+			fx_str(fx, "GPUPOOL_TOKEN=%s", bob), NULL };
+		const char *openv[] = { env[0], fx_str(fx, "GPUPOOL_TOKEN=%s", op), NULL };
+		struct fx_proc *p = fx_cli(fx, env, NULL, "-o", "json", "requests", "list",
+		    "--project", "pa", "--pool", "fother", NULL);
+
+		assert_int_equal(p->status, 0);
+		assert_non_null(strstr(p->out, "\"fother\""));
+		assert_null(strstr(p->out, "\"fpool\""));
+		p = fx_cli(fx, openv, NULL, "-o", "json", "gpus", "list", "--project", "pb",
+		    "--pool", "fpool", NULL);
+		assert_int_equal(p->status, 0);
+		assert_non_null(strstr(p->out, want));
+	}
 	check_invariants(fx);
 }
 
