@@ -333,7 +333,8 @@ export function Chart({ title, xs, series, unit, height = 180 }) {
 					},
 					{ label: unit, size: 60 },
 				],
-				legend: { show: true, live: false },
+				// a dashed line shows dashed in the legend too (uPlot draws every marker solid)
+				legend: { show: true, live: false, markers: { dash: (u, i) => (u.series[i].dash ? 'dashed' : 'solid') } },
 			},
 			[xs, ...series.map((s) => s.values)],
 			ref.current,
