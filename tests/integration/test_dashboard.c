@@ -248,7 +248,7 @@ test_dashboard_in_chromium(void **state)
 	 * 1g.10gb instances (one of hidden, two of later) put two on one GPU;
 	 * the fake agent reports the whole GPU only (MIG devices' telemetry
 	 * comes from dcgm-exporter), so their samples go in here, two per
-	 * device, in the last minute.
+	 * device in the last minute, values apart (no line hides another).
 	 */
 	wait_sql(fx, 3,
 	    "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
@@ -266,7 +266,7 @@ test_dashboard_in_chromium(void **state)
 			     "INSERT INTO gpu_metric_samples (ts, gpu_id, device_uuid, power_w, "
 			     "sm_active, memory_used_mib, memory_total_mib, temperature_c) "
 			     "SELECT now() - make_interval(secs => k * 20), al.gpu_id, "
-			     "al.device_uuid, 40 + k, 0.5, 1024, 10240, 40 "
+			     "al.device_uuid, 40 + k + 20 * (al.id % 4), 0.5, 1024, 10240, 40 + al.id % 4 "
 			     "FROM allocations al JOIN gpus g ON g.id = al.gpu_id "
 			     "CROSS JOIN generate_series(1, 2) k "
 			     "WHERE g.uuid = $1 AND al.state = 'ready'",
