@@ -4,6 +4,7 @@
 // markup is ever built from strings.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
+import { POOL_HUES, TIME_AXIS_SPACE, poolHue, timeLabel } from './gpuseries.js';
 import * as api from './api.js';
 
 export const fmtInt = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString('en-US'));
@@ -180,9 +181,9 @@ export function analyseGpu(gpu, profiles) {
 // (hue ~125), stranded ones peach (~35) and a failed instance red (~0): a
 // pool's colour must never read as one of those, so every hue here stays
 // at least 45 degrees from each (tests/dashboard: the palette check).
-export const POOL_HUES = [210, 275, 320, 190, 240, 295, 225, 260];
+// (The hues live in gpuseries.js, which the GPU page's charts share.)
+export { POOL_HUES, poolHue };
 export const RESERVED_HUES = { free: 125, stranded: 35, failed: 0 };
-export const poolHue = (id) => POOL_HUES[Math.abs(Number(id) || 0) % POOL_HUES.length];
 const HUES = POOL_HUES;
 
 // A GPU's one state, node availability folded in: its health when not ok;
@@ -300,7 +301,8 @@ export function VirtualList({ items, rowHeight, height, render, label, onEnd, it
 	);
 }
 
-// A uPlot time-series chart. series: [{label, values}] over xs (unix s).
+// A uPlot time-series chart. series: [{label, values, stroke?, dash?}] over
+// xs (unix s), with a legend of the series.
 export function Chart({ title, xs, series, unit, height = 180 }) {
 	const ref = useRef(null);
 	useEffect(() => {
@@ -310,9 +312,29 @@ export function Chart({ title, xs, series, unit, height = 180 }) {
 			{
 				width,
 				height,
-				series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: `hsl(${HUES[i % HUES.length]} 70% 35%)`, width: 1.5 }))],
-				axes: [{}, { label: unit, size: 60 }],
-				legend: { live: false },
+				series: [
+					{},
+					...series.map((s, i) => ({
+						label: s.label,
+						stroke: s.stroke || `hsl(${HUES[i % HUES.length]} 70% 35%)`,
+						...(s.dash ? { dash: s.dash } : {}),
+						width: 1.5,
+						spanGaps: false,
+					})),
+				],
+				axes: [
+					{
+						// at least TIME_AXIS_SPACE px per label: none overlap at 1 hour
+						space: TIME_AXIS_SPACE,
+						values: (u, ticks) => {
+							const span = xs.length > 1 ? xs[xs.length - 1] - xs[0] : 0;
+							return ticks.map((t) => timeLabel(t, span));
+						},
+					},
+					{ label: unit, size: 60 },
+				],
+				// a dashed line shows dashed in the legend too (uPlot draws every marker solid)
+				legend: { show: true, live: false, markers: { dash: (u, i) => (u.series[i].dash ? 'dashed' : 'solid') } },
 			},
 			[xs, ...series.map((s) => s.values)],
 			ref.current,

@@ -227,6 +227,38 @@ try {
 		await check(page, 'gpu-instances');
 	});
 
+	await step('GPU page of a MIG GPU: one chart line per device, in the legend with its pool', async () => {
+		// secret's 1g.10gb instances, two or more on this GPU; the scene put their samples in
+		await go(page, `#/gpu/${env('GP_MIG_GPU')}`);
+		await page.locator('#h-gpu').waitFor();
+		await until('4 charts', async () => (await page.locator('.chart canvas').count()) === 4);
+		const n = Number(env('GP_MIG_DEVICES'));
+		const legends = () =>
+			page
+				.locator('.chart')
+				.evaluateAll((cs) => cs.map((c) => [...c.querySelectorAll('.u-legend .u-series')].map((r) => r.querySelector('.u-label')?.textContent ?? '')));
+		// (no row for time: the legend is not live) the whole GPU first, then each instance with its pool (the pools' names come after the first draw)
+		const good = (ls) =>
+			ls.length === n + 1 &&
+			ls[0] === 'whole GPU' &&
+			ls.slice(1).every((l) => /^1g\.10gb \(slices \d\) · secret\/(hidden|later)$/.test(l)) &&
+			new Set(ls).size === ls.length;
+		let seen;
+		await until(`every chart with its ${n + 1} devices, labelled`, async () => {
+			seen = await legends();
+			return seen.every(good);
+		}).catch((e) => fail(`${e.message}: ${JSON.stringify(seen)}`));
+		const labels = await legends();
+		if (labels.length !== 4) fail(`charts: ${labels.length}`);
+		// each line its own look in the legend: a colour of its own, or its pool's colour dashed
+		const marks = await page
+			.locator('.chart')
+			.first()
+			.evaluate((c) => [...c.querySelectorAll('.u-legend .u-series')].map((r) => r.querySelector('.u-marker')?.style.border || ''));
+		if (marks.length !== n + 1 || marks.some((m) => !m) || new Set(marks).size !== marks.length) fail(`legend markers: ${JSON.stringify(marks)}`);
+		await check(page, 'gpu-mig');
+	});
+
 	await step('agents stopped: capacity and overview count their GPUs unavailable, then back', async () => {
 		const pids = env('GP_AGENT_PIDS').split(' ').map(Number);
 		for (const p of pids) process.kill(p, 'SIGSTOP');

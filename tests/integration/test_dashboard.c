@@ -90,7 +90,7 @@ submit(struct fixture *fx, const char *token, const char *project, const char *b
 /* node dashboard/tests/dashboard.test.mjs with the scene in its environment */
 static int
 run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t huge,
-    int64_t hidden_pool, pid_t agent_a, pid_t agent_b)
+    int64_t hidden_pool, const char *mig_gpu, int64_t mig_devices, pid_t agent_a, pid_t agent_b)
 {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -106,6 +106,8 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 		setenv("GP_HUGE_REQUEST", fx_str(fx, "%lld", (long long)huge), 1);
 		setenv("GP_HIDDEN_POOL", fx_str(fx, "%lld", (long long)hidden_pool), 1);
 		setenv("GP_HOSTILE", HOSTILE, 1);
+		setenv("GP_MIG_GPU", mig_gpu, 1);
+		setenv("GP_MIG_DEVICES", fx_str(fx, "%lld", (long long)mig_devices), 1);
 		/* the browser walk stops them (SIGSTOP) to see the nodes go unavailable */
 		setenv("GP_AGENT_PIDS", fx_str(fx, "%ld %ld", (long)agent_a, (long)agent_b), 1);
 		execlp("node", "node", "tests/dashboard.test.mjs", (char *)NULL);
@@ -218,7 +220,7 @@ test_dashboard_in_chromium(void **state)
 	    fx_sql_int64(fx, "SELECT count(*) FROM billing_usage WHERE amount_micro > 0") > 0);
 	/* and a second pool of secret, not accrued yet: hours without a currency */
 	int64_t later = submit(fx, bob, "secret",
-	    "{\"action\":\"create\",\"pool\":\"later\",\"items\":[\"H100-80GB/1g.10gb=1\"]}");
+	    "{\"action\":\"create\",\"pool\":\"later\",\"items\":[\"H100-80GB/1g.10gb=2\"]}");
 	assert_status(fx_request(fx, op, "POST",
 			  fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)later), "{}"),
 	    200);
@@ -241,9 +243,51 @@ test_dashboard_in_chromium(void **state)
 	    "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
 	    "WHERE p.name = 'huge'");
 
+	/*
+	 * The GPU page of a MIG GPU charts one line per device: secret's
+	 * 1g.10gb instances (one of hidden, two of later) put two on one GPU;
+	 * the fake agent reports the whole GPU only (MIG devices' telemetry
+	 * comes from dcgm-exporter), so their samples go in here, two per
+	 * device in the last minute, values apart (no line hides another).
+	 */
+	wait_sql(fx, 3,
+	    "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
+	    "WHERE p.name IN ('hidden','later') AND al.state = 'ready' AND al.device_uuid IS NOT NULL");
+	const char *mig_gpu = fx_sql_text(fx,
+	    "SELECT g.uuid FROM allocations al JOIN pools p ON p.id = al.pool_id "
+	    "JOIN gpus g ON g.id = al.gpu_id WHERE p.name IN ('hidden','later') "
+	    "AND al.state = 'ready' GROUP BY g.uuid ORDER BY count(*) DESC, g.uuid LIMIT 1");
+	int64_t mig_devices = fx_sql_int64(fx,
+	    "SELECT count(*) FROM allocations al JOIN gpus g ON g.id = al.gpu_id "
+	    "WHERE g.uuid = $1 AND al.state = 'ready'",
+	    mig_gpu);
+	assert_true(mig_devices >= 2);
+	assert_int_equal(fx_sql_exec(fx,
+			     "INSERT INTO gpu_metric_samples (ts, gpu_id, device_uuid, power_w, "
+			     "sm_active, memory_used_mib, memory_total_mib, temperature_c) "
+			     "SELECT now() - make_interval(secs => k * 20), al.gpu_id, "
+			     "al.device_uuid, 40 + k + 20 * (al.id % 4), 0.5, 1024, 10240, 40 + al.id % 4 "
+			     "FROM allocations al JOIN gpus g ON g.id = al.gpu_id "
+			     "CROSS JOIN generate_series(1, 2) k "
+			     "WHERE g.uuid = $1 AND al.state = 'ready'",
+			     mig_gpu),
+	    2 * mig_devices);
+	/* and the whole GPU's own samples from its agent (every 2 s) */
+	for (int i = 0; i < 300 &&
+	     fx_sql_int64(fx,
+		 "SELECT count(*) FROM gpu_metric_samples s "
+		 "JOIN gpus g ON g.id = s.gpu_id "
+		 "WHERE g.uuid = $1 AND s.device_uuid = g.uuid",
+		 mig_gpu) == 0;
+	     i++)
+		usleep(100000);
+	assert_true(fx_sql_int64(fx,
+			"SELECT count(*) FROM gpu_metric_samples s JOIN gpus g ON g.id = s.gpu_id "
+			"WHERE g.uuid = $1 AND s.device_uuid = g.uuid",
+			mig_gpu) > 0);
 	const char *before = fx_sql_text(fx, "SELECT now()::text");
 	int rc = run_browser(fx, fx_str(fx, "%s/fake-faults.json", dir_a), train, huge, hidden_pool,
-	    a, b);
+	    mig_gpu, mig_devices, a, b);
 	if (rc != 0)
 		fixture_server_dump_log(fx->server, 60);
 	assert_int_equal(rc, 0);

@@ -1,8 +1,9 @@
 // One GPU: its slice layout and its power, activity, memory and
 // temperature over time (GET /v1/gpus/{gpu}/metrics), one line per device
-// (the whole GPU, or each MIG instance).
+// (the whole GPU and each MIG instance, labelled with its pool; src/gpuseries.js).
 import { useMemo, useState } from 'preact/hooks';
 import * as api from '../api.js';
+import { deviceSeries } from '../gpuseries.js';
 import { Badge, Chart, Loading, Problem, SliceBar, SliceLegend, Table, analyseGpu, fmtTime, gpuState, poolHue, useLoad } from '../ui.jsx';
 import { freeText, useCatalog, usePools } from './capacity.jsx';
 
@@ -14,19 +15,6 @@ const RANGES = [
 ];
 
 const iso = (d) => d.toISOString().slice(0, 19) + 'Z';
-
-function seriesOf(m, key) {
-	const xsSet = new Set();
-	for (const s of m.series) for (const p of s.points) xsSet.add(Date.parse(p.ts) / 1000);
-	const xs = [...xsSet].sort((a, b) => a - b);
-	const index = new Map(xs.map((x, i) => [x, i]));
-	const series = m.series.map((s) => {
-		const values = new Array(xs.length).fill(null);
-		for (const p of s.points) values[index.get(Date.parse(p.ts) / 1000)] = p[key] ?? null;
-		return { label: s.device_uuid.slice(0, 12), values };
-	});
-	return { xs, series };
-}
 
 export function GpuPage({ arg }) {
 	const [, catalog] = useCatalog();
@@ -40,8 +28,8 @@ export function GpuPage({ arg }) {
 		return api.get(`/v1/gpus/${api.enc(arg)}/metrics`, { from: iso(new Date(to.getTime() - r.s * 1000)), to: iso(to), step: r.step });
 	}, [arg, range]);
 	const data = useMemo(
-		() => (m ? Object.fromEntries(['power_w', 'sm_active', 'memory_used_mib', 'temperature_c'].map((k) => [k, seriesOf(m, k)])) : null),
-		[m],
+		() => (m ? Object.fromEntries(['power_w', 'sm_active', 'memory_used_mib', 'temperature_c'].map((k) => [k, deviceSeries(m, k, gpu, pools)])) : null),
+		[m, gpu, pools],
 	);
 	if (error) return <Problem error={error} />;
 	if (!gpu) return <Loading what="the GPU" />;
