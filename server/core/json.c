@@ -216,6 +216,14 @@ duplicate_keys(struct arena *a, const char *body, size_t len, struct gp_error *e
 			 * takes single quotes too */
 			return gp_error_set(err, 400, "malformed_json",
 			    "the body is not valid JSON: a single-quoted string at byte %zu", i);
+		} else if (c == 'N' || c == 'I') {
+			/* NaN, Infinity, -Infinity: json-c's strict mode takes them,
+			 * RFC 8259 6 does not (fuzz_json: NaN is not equal to itself
+			 * once serialized and parsed again) */
+			return gp_error_set(err, 400, "malformed_json",
+			    "the body is not valid JSON: NaN and Infinity are not numbers of JSON "
+			    "(byte %zu)",
+			    i);
 		} else if (c == '{' || c == '[') {
 			if (top + 1 >= (int)(sizeof(st) / sizeof(st[0])))
 				return 0; /* deeper than the parser allows: not reached */
