@@ -75,14 +75,21 @@ k8s_selector_len(const char *const *uuids, int n)
 const char *
 k8s_selector(struct arena *a, const char *const *uuids, int n)
 {
-	size_t len = k8s_selector_len(uuids, n);
-	char *s = arena_alloc(a, len + 1), *p = s;
+	size_t len = k8s_selector_len(uuids, n), used = 0;
+	char *s = arena_alloc(a, len + 1);
+	int w;
 
-	p += sprintf(p, "%s", SEL_PREFIX);
-	for (int i = 0; i < n; i++)
-		p += sprintf(p, "%s'%s'", i > 0 ? ", " : "", uuids[i]);
-	sprintf(p, "%s", SEL_SUFFIX);
-	return s;
+	/* every write bounded by what is left; the length was computed above */
+	w = snprintf(s, len + 1, "%s", SEL_PREFIX);
+	for (int i = 0; i < n && w >= 0 && (size_t)w <= len - used; i++) {
+		used += (size_t)w;
+		w = snprintf(s + used, len + 1 - used, "%s'%s'", i > 0 ? ", " : "", uuids[i]);
+	}
+	if (w < 0 || (size_t)w > len - used)
+		return NULL;
+	used += (size_t)w;
+	w = snprintf(s + used, len + 1 - used, "%s", SEL_SUFFIX);
+	return w < 0 || (size_t)w > len - used ? NULL : s;
 }
 
 int

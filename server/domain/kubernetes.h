@@ -59,7 +59,8 @@ bool k8s_dns_subdomain(const char *s);
  *   device.attributes['gpu.nvidia.com'].uuid in ['GPU-…', 'MIG-…']
  * Every uuid must satisfy k8s_uuid_ok.
  */
-const char *k8s_selector(struct arena *a, const char *const *uuids, int n);
+const char *k8s_selector(struct arena *a, const char *const *uuids,
+    int n); /* NULL: never (sized first) */
 
 /* strlen(k8s_selector(uuids, n)), without building it. */
 size_t k8s_selector_len(const char *const *uuids, int n);
