@@ -13,8 +13,15 @@
  * "# => TEXT" on a command names TEXT that its output contains (runs of
  * spaces compared as one). Then the database: the walkthrough's pool is
  * active with every allocation ready, and billed.
+ *
+ * Run with GP_WALK_SERVER (a base URL), GP_WALK_PASSWORD_FILE (the first
+ * admin password) and GP_WALK_DATABASE_URL set, it walks against that
+ * server instead of the fixture's: tests/scripts/test_readme_run.sh runs
+ * it so against a fresh `scripts/run`, as the README tells a newcomer.
  */
 #include "fixture.h"
+
+#include <libpq-fe.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -136,14 +143,41 @@ replace_once(const char *s, const char *from, const char *to)
 	return out;
 }
 
-static void
-test_readme_walkthrough(void **state)
+/* The one value of sql on conn as text ("" for NULL); fails the test on error. */
+static char *
+walk_sql(PGconn *conn, const char *sql)
 {
-	struct fixture *fx = *state;
-	char *readme = slurp(GP_README_PATH), *block, *out, *p;
+	PGresult *r = PQexec(conn, sql);
+	char *v;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		fail_msg("`%s`: %s", sql, PQerrorMessage(conn));
+	v = strdup(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return v;
+}
+
+static long long
+walk_sql_int(PGconn *conn, const char *sql)
+{
+	char *v = walk_sql(conn, sql);
+	long long n = strtoll(v, NULL, 10);
+
+	free(v);
+	return n;
+}
+
+/*
+ * Walk the README against base_url (the admin's password in password),
+ * in the scratch directory dir; then check the database at db_url.
+ */
+static void
+walk(const char *base_url, const char *password, const char *dir, const char *db_url)
+{
+	char *readme = slurp(GP_README_PATH), *block, *out, *p, *v;
 	struct walk_cmd cmds[WALK_MAX];
-	const char *dir = fx_str(fx, "%s/walk", fx_cli_home(fx));
-	const char *script = fx_str(fx, "%s/walk.sh", dir), *outp = fx_str(fx, "%s/walk.out", dir);
+	char script[1024], outp[1024], pwpath[1024], cmd[8192], mark[64];
+	PGconn *conn;
 	int n, rc;
 	FILE *f;
 
@@ -157,12 +191,14 @@ test_readme_walkthrough(void **state)
 	assert_non_null(strstr(cmds[0].text,
 	    "alias gpupool=\"build/run/client/cli/gpupool "
 	    "--server http://127.0.0.1:8080\""));
-	cmds[0].text = replace_once(cmds[0].text, "http://127.0.0.1:8080", fx->server->base_url);
-	assert_int_equal(system(fx_str(fx,
-			     "mkdir -p '%s/build/run/client/cli' && ln -sf '%s' "
-			     "'%s/build/run/client/cli/gpupool'",
-			     dir, GPUPOOL_CLI_PATH, dir)),
-	    0);
+	cmds[0].text = replace_once(cmds[0].text, "http://127.0.0.1:8080", base_url);
+	snprintf(script, sizeof(script), "%s/walk.sh", dir);
+	snprintf(outp, sizeof(outp), "%s/walk.out", dir);
+	snprintf(pwpath, sizeof(pwpath), "%s/password", dir);
+	snprintf(cmd, sizeof(cmd),
+	    "mkdir -p '%s/build/run/client/cli' && ln -sf '%s' '%s/build/run/client/cli/gpupool'",
+	    dir, GPUPOOL_CLI_PATH, dir);
+	assert_int_equal(system(cmd), 0);
 	f = fopen(script, "w");
 	assert_non_null(f);
 	fprintf(f, "set -eo pipefail\nshopt -s expand_aliases\ncd '%s'\n", dir);
@@ -175,14 +211,15 @@ test_readme_walkthrough(void **state)
 	}
 	fprintf(f, "printf '\\n@@walk end\\n'\n");
 	assert_int_equal(fclose(f), 0);
-	f = fopen(fx_str(fx, "%s/password", dir), "w");
+	f = fopen(pwpath, "w");
 	assert_non_null(f);
-	fprintf(f, "%s\n", FIXTURE_ADMIN_PASSWORD);
+	fprintf(f, "%s\n", password);
 	assert_int_equal(fclose(f), 0);
-	rc = system(fx_str(fx,
+	snprintf(cmd, sizeof(cmd),
 	    "cd '%s' && env -u GPUPOOL_SERVER -u GPUPOOL_TOKEN HOME='%s' XDG_CONFIG_HOME='%s/.config' "
-	    "timeout 120 bash '%s' <'%s/password' >'%s' 2>&1",
-	    dir, dir, dir, script, dir, outp));
+	    "timeout 120 bash '%s' <'%s' >'%s' 2>&1",
+	    dir, dir, dir, script, pwpath, outp);
+	rc = system(cmd);
 	out = slurp(outp);
 	assert_non_null(out);
 	if (rc != 0 || strstr(out, "@@walk end") == NULL)
@@ -191,12 +228,13 @@ test_readme_walkthrough(void **state)
 		fprintf(stderr, "%s", out);
 	/* each command's output, and what the README says it shows */
 	for (int i = n - 1; i >= 0; i--) {
-		char *m = strstr(out, fx_str(fx, "\n@@walk %d\n", i));
-		char *end;
+		char *m, *end;
 
+		snprintf(mark, sizeof(mark), "\n@@walk %d\n", i);
+		m = strstr(out, mark);
 		assert_non_null(m);
 		*m = '\0';
-		p = m + strlen(fx_str(fx, "\n@@walk %d\n", i));
+		p = m + strlen(mark);
 		end = strstr(p, "\n@@walk ");
 		cmds[i].output = strndup(p, end != NULL ? (size_t)(end - p) : strlen(p));
 		squeeze(cmds[i].output);
@@ -205,21 +243,26 @@ test_readme_walkthrough(void **state)
 			    cmds[i].expect, cmds[i].output);
 	}
 	/* the walkthrough's pool: active, every allocation ready, billed */
-	assert_string_equal(fx_sql_text(fx,
-				"SELECT p.status FROM pools p JOIN projects j ON j.id = p.project_id "
-				"WHERE j.name = 'ml' AND p.name = 'train'"),
-	    "active");
-	assert_int_equal(fx_sql_int64(fx,
+	conn = PQconnectdb(db_url);
+	if (PQstatus(conn) != CONNECTION_OK)
+		fail_msg("cannot connect to %s: %s", db_url, PQerrorMessage(conn));
+	v = walk_sql(conn,
+	    "SELECT p.status FROM pools p JOIN projects j ON j.id = p.project_id "
+	    "WHERE j.name = 'ml' AND p.name = 'train'");
+	assert_string_equal(v, "active");
+	free(v);
+	assert_int_equal(walk_sql_int(conn,
 			     "SELECT count(*) FILTER (WHERE a.state = 'ready') * 100 + count(*) "
 			     "FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = 'train'"),
 	    202);
-	assert_int_equal(fx_sql_int64(fx,
+	assert_int_equal(walk_sql_int(conn,
 			     "SELECT count(*) FROM audit_log WHERE action = 'pool.active' "
 			     "AND after->>'reason' LIKE '%operator realises%'"),
 	    1);
-	assert_true(fx_sql_int64(fx,
+	assert_true(walk_sql_int(conn,
 			"SELECT count(*) FROM billing_usage u JOIN projects j "
 			"ON j.id = u.project_id WHERE j.name = 'ml' AND u.currency = 'EUR'") > 0);
+	PQfinish(conn);
 	for (int i = 0; i < n; i++) {
 		free(cmds[i].text);
 		free(cmds[i].expect);
@@ -230,12 +273,49 @@ test_readme_walkthrough(void **state)
 	free(out);
 }
 
+static void
+test_readme_walkthrough(void **state)
+{
+	struct fixture *fx = *state;
+
+	walk(fx->server->base_url, FIXTURE_ADMIN_PASSWORD, fx_str(fx, "%s/walk", fx_cli_home(fx)),
+	    fx->db_url);
+}
+
+/* Against a server someone else started (GP_WALK_SERVER and the rest). */
+static void
+test_readme_walkthrough_external(void **state)
+{
+	const char *pwfile = getenv("GP_WALK_PASSWORD_FILE");
+	char *pw = pwfile != NULL ? slurp(pwfile) : NULL;
+	char dir[] = "/tmp/gp-walk.XXXXXX";
+	char cmd[256];
+
+	(void)state;
+	if (pw == NULL)
+		fail_msg("GP_WALK_PASSWORD_FILE is not set or unreadable");
+	pw[strcspn(pw, "\n")] = '\0';
+	if (getenv("GP_WALK_DATABASE_URL") == NULL)
+		fail_msg("GP_WALK_DATABASE_URL is not set");
+	assert_non_null(mkdtemp(dir));
+	walk(getenv("GP_WALK_SERVER"), pw, dir, getenv("GP_WALK_DATABASE_URL"));
+	explicit_bzero(pw, strlen(pw));
+	free(pw);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readme_walkthrough),
 	};
+	const struct CMUnitTest external[] = {
+		cmocka_unit_test(test_readme_walkthrough_external),
+	};
 
-	return cmocka_run_group_tests(tests, fixture_group_setup, fixture_group_teardown);
+	if (getenv("GP_WALK_SERVER") != NULL)
+		return cmocka_run_group_tests(external, NULL, NULL);
+	return fixture_run_tests(tests);
 }
