@@ -333,6 +333,28 @@ export function Chart({ title, xs, series, unit, height = 180 }) {
 					},
 					{ label: unit, size: 60 },
 				],
+				// the time labels as drawn (CSS px from the plot's left, text,
+				// width in the axis font) on the element: what the browser test
+				// checks for overlap
+				hooks: {
+					draw: [
+						(u) => {
+							const ax = u.axes[0];
+							const vals = ax._values || [];
+							u.ctx.save();
+							u.ctx.font = ax.font[0];
+							const ticks = (ax._splits || [])
+								.map((t, i) => ({
+									x: Math.round(u.valToPos(t, 'x')),
+									label: vals[i],
+									w: vals[i] === null || vals[i] === undefined ? 0 : Math.ceil(u.ctx.measureText(String(vals[i])).width / devicePixelRatio),
+								}))
+								.filter((t) => t.label !== null && t.label !== undefined);
+							u.ctx.restore();
+							u.root.dataset.xticks = JSON.stringify(ticks);
+						},
+					],
+				},
 				// a dashed line shows dashed in the legend too (uPlot draws every marker solid)
 				legend: { show: true, live: false, markers: { dash: (u, i) => (u.series[i].dash ? 'dashed' : 'solid') } },
 			},

@@ -246,7 +246,7 @@ try {
 		let seen;
 		await until(`every chart with its ${n + 1} devices, labelled`, async () => {
 			seen = await legends();
-			return seen.every(good);
+			return seen.length === 4 && seen.every(good);
 		}).catch((e) => fail(`${e.message}: ${JSON.stringify(seen)}`));
 		const labels = await legends();
 		if (labels.length !== 4) fail(`charts: ${labels.length}`);
@@ -257,6 +257,28 @@ try {
 			.evaluate((c) => [...c.querySelectorAll('.u-legend .u-series')].map((r) => r.querySelector('.u-marker')?.style.border || ''));
 		if (marks.length !== n + 1 || marks.some((m) => !m) || new Set(marks).size !== marks.length) fail(`legend markers: ${JSON.stringify(marks)}`);
 		await check(page, 'gpu-mig');
+	});
+
+	await step('GPU page at 1 hour: time labels hours and minutes, none overlapping', async () => {
+		// the scene's samples of this GPU span 55 minutes: the 1-hour range is full
+		await go(page, `#/gpu/${env('GP_MIG_GPU')}`);
+		await page.locator('#h-gpu').waitFor();
+		await page.getByRole('button', { name: '1 hour' }).click();
+		let ticks;
+		await until('the time axis drawn', async () => {
+			ticks = await page.locator('.chart .uplot').evaluateAll((cs) => cs.map((c) => JSON.parse(c.dataset.xticks || '[]')));
+			return ticks.length === 4 && ticks.every((t) => t.length >= 3);
+		}).catch((e) => fail(`${e.message}: ${JSON.stringify(ticks)}`));
+		for (const axis of ticks) {
+			// HH:MM only (the span is over 10 minutes, under a day)
+			if (!axis.every((t) => /^\d\d:\d\d$/.test(t.label))) fail(`time labels: ${JSON.stringify(axis)}`);
+			// centred labels: each pair apart by at least half of both widths plus a gap
+			for (let i = 1; i < axis.length; i++) {
+				const a = axis[i - 1];
+				const b = axis[i];
+				if (b.x - a.x < (a.w + b.w) / 2 + 8) fail(`time labels overlap: ${JSON.stringify(axis)}`);
+			}
+		}
 	});
 
 	await step('agents stopped: capacity and overview count their GPUs unavailable, then back', async () => {

@@ -248,7 +248,9 @@ test_dashboard_in_chromium(void **state)
 	 * 1g.10gb instances (one of hidden, two of later) put two on one GPU;
 	 * the fake agent reports the whole GPU only (MIG devices' telemetry
 	 * comes from dcgm-exporter), so their samples go in here, two per
-	 * device in the last minute, values apart (no line hides another).
+	 * device in the last minute, values apart (no line hides another),
+	 * and one 55 minutes ago: the 1-hour range full, its time labels
+	 * checked for overlap.
 	 */
 	wait_sql(fx, 3,
 	    "SELECT count(*) FROM allocations al JOIN pools p ON p.id = al.pool_id "
@@ -265,13 +267,13 @@ test_dashboard_in_chromium(void **state)
 	assert_int_equal(fx_sql_exec(fx,
 			     "INSERT INTO gpu_metric_samples (ts, gpu_id, device_uuid, power_w, "
 			     "sm_active, memory_used_mib, memory_total_mib, temperature_c) "
-			     "SELECT now() - make_interval(secs => k * 20), al.gpu_id, "
-			     "al.device_uuid, 40 + k + 20 * (al.id % 4), 0.5, 1024, 10240, 40 + al.id % 4 "
-			     "FROM allocations al JOIN gpus g ON g.id = al.gpu_id "
-			     "CROSS JOIN generate_series(1, 2) k "
+			     "SELECT now() - make_interval(secs => CASE k WHEN 3 THEN 3300 ELSE k * 20 END), "
+			     "al.gpu_id, al.device_uuid, 40 + k + 20 * (al.id % 4), 0.5, 1024, 10240, "
+			     "40 + al.id % 4 FROM allocations al JOIN gpus g ON g.id = al.gpu_id "
+			     "CROSS JOIN generate_series(1, 3) k "
 			     "WHERE g.uuid = $1 AND al.state = 'ready'",
 			     mig_gpu),
-	    2 * mig_devices);
+	    3 * mig_devices);
 	/* and the whole GPU's own samples from its agent (every 2 s) */
 	for (int i = 0; i < 300 &&
 	     fx_sql_int64(fx,
