@@ -71,6 +71,7 @@ DECLARE
 	v_gen      bigint;
 	v_name     text;
 	v_pools    bigint[];
+	v_reqs     bigint[];
 	v_n        integer;
 	v_ready    integer := 0;
 	v_failed   integer := 0;
@@ -86,8 +87,12 @@ BEGIN
 	SELECT coalesce(array_agg(DISTINCT a.pool_id ORDER BY a.pool_id), '{}') INTO v_pools
 	FROM allocations a JOIN gpus g ON g.id = a.gpu_id
 	WHERE g.node_id = p_node AND a.state <> 'released' AND a.pool_id IS NOT NULL;
-	PERFORM 1 FROM pool_requests q WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
-		ORDER BY q.id FOR NO KEY UPDATE;
+	-- (the requests settled below are exactly the ones locked here: one
+	-- approved after this statement is left for the next report, since
+	-- locking it later would take a request after a pool)
+	SELECT coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT q.id FROM pool_requests q
+		WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		ORDER BY q.id FOR NO KEY UPDATE) s;
 	PERFORM 1 FROM pools p WHERE p.id = ANY (v_pools) ORDER BY p.id FOR NO KEY UPDATE;
 	PERFORM 1 FROM gpus g WHERE g.node_id = p_node ORDER BY g.id FOR NO KEY UPDATE;
 	PERFORM 1 FROM allocations a JOIN gpus g ON g.id = a.gpu_id
@@ -284,7 +289,7 @@ BEGIN
 			             SELECT 1 FROM allocations a WHERE a.request_id = q.id
 			             AND a.state = 'failed') THEN 'failed' ELSE 'fulfilled' END,
 			generation = q.generation + 1
-		WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		WHERE q.id = ANY (v_reqs) AND q.state = 'approved'
 		  AND CASE WHEN q.action IN ('create', 'expand') THEN
 		           NOT EXISTS (SELECT 1 FROM allocations a WHERE a.request_id = q.id
 		                       AND a.state IN ('reserved', 'provisioning'))
@@ -1634,6 +1639,7 @@ CREATE FUNCTION public.pools_confirm_unmanaged_releases() RETURNS integer
     AS $$
 DECLARE
 	v_pools bigint[];
+	v_reqs bigint[];
 	v_n integer;
 BEGIN
 	SELECT array_agg(DISTINCT a.pool_id ORDER BY a.pool_id) INTO v_pools
@@ -1646,8 +1652,8 @@ BEGIN
 	-- pools' approved requests, then the pools, each in id order; then the
 	-- GPUs under the releasing allocations, in id order; the allocations of
 	-- GPUs held are then wanted by no other transaction
-	PERFORM 1 FROM pool_requests WHERE pool_id = ANY (v_pools) AND state = 'approved'
-	ORDER BY id FOR NO KEY UPDATE;
+	SELECT coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT id FROM pool_requests
+		WHERE pool_id = ANY (v_pools) AND state = 'approved' ORDER BY id FOR NO KEY UPDATE) s;
 	PERFORM 1 FROM pools WHERE id = ANY (v_pools) ORDER BY id FOR NO KEY UPDATE;
 	PERFORM 1 FROM gpus g WHERE g.id IN (
 		SELECT a.gpu_id FROM allocations a JOIN gpus h ON h.id = a.gpu_id
@@ -1662,7 +1668,7 @@ BEGIN
 	-- shrinks and releases whose allocations are all gone are fulfilled
 	WITH done AS (
 		UPDATE pool_requests q SET state = 'fulfilled', generation = q.generation + 1
-		WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		WHERE q.id = ANY (v_reqs) AND q.state = 'approved'
 		  AND q.action IN ('shrink', 'release')
 		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.release_request_id = q.id
 		                  AND a.state <> 'released')

@@ -69,6 +69,8 @@ struct fx_private {
 	int nseq; /* log files and unique names */
 	int unique;
 	bool keep;
+	pid_t agents[64]; /* agents started by fx_agent_spawn, 0 once stopped */
+	int nagents;
 };
 
 static bool fixture_teardown_failed;
@@ -1545,6 +1547,9 @@ fixture_destroy(struct fixture *fx)
 
 	if (fx == NULL)
 		return 0;
+	for (int i = 0; i < fx->priv->nagents; i++)
+		if (fx->priv->agents[i] > 0)
+			(void)fx_agent_stop(fx, fx->priv->agents[i]);
 	for (int i = 0; i < FIXTURE_MAX_SERVERS; i++) {
 		if (fixture_server_stop(fx, &fx->servers[i]) != 0)
 			ret = -1;
@@ -1695,4 +1700,89 @@ fixture_promtool_check(struct fixture *fx, const char *body, size_t len)
 		fprintf(stderr, "promtool check metrics failed on %s\n", path);
 	assert_int_equal(rc, 0);
 	fprintf(stderr, "promtool check metrics: clean (%zu bytes)\n", len);
+}
+
+/* ---- node agents ---- */
+
+const char *
+fx_enroll_token(struct fixture *fx, const char *cluster)
+{
+	struct gp_client_response *r = fx_request(fx, fx->admin_token, "POST",
+	    fx_str(fx, "/v1/clusters/%s/enrollment-tokens", cluster),
+	    "{\"expires_in_seconds\":600}");
+
+	assert_status(r, 201);
+	return fx_json_str(r->json, "token");
+}
+
+const char *
+fx_agent_dir(struct fixture *fx, const char *name)
+{
+	return fx_str(fx, "%s/agent-%s", fx->tmpdir, name);
+}
+
+pid_t
+fx_agent_spawn(struct fixture *fx, struct fx_server *server, const char *cluster, const char *name,
+    const char *gpus_spec, const char *const *extra)
+{
+	const char *dir = fx_agent_dir(fx, name);
+	const char *gpus = fx_str(fx, "%s/fake-gpus.json", dir);
+	const char *log = fx_str(fx, "%s/agent-%s.log", fx->tmpdir, name);
+	const char *token = fx_enroll_token(fx, cluster);
+	const char *argv[64] = { GPUPOOL_AGENT_PATH, "--server", server->base_url, "--node-name",
+		name, "--state-dir", dir, "--backend", "fake", "--fake-gpus", gpus,
+		"--enroll-token", token, "--poll-interval", "2", "--heartbeat-interval", "1",
+		"--metrics-interval", "2", "--profiles-interval", "2" };
+	int argc = 21;
+	FILE *f;
+	pid_t pid;
+
+	assert_true(fx->priv->nagents < (int)(sizeof(fx->priv->agents) / sizeof(pid_t)));
+	assert_int_equal(mkdir(dir, 0700) == 0 || errno == EEXIST, 1);
+	f = fopen(gpus, "w");
+	assert_non_null(f);
+	fputs(gpus_spec, f);
+	assert_int_equal(fclose(f), 0);
+	for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
+		assert_true(argc < 63);
+		argv[argc++] = extra[i];
+	}
+	argv[argc] = NULL;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(GPUPOOL_AGENT_PATH, (char *const *)argv);
+		_exit(127);
+	}
+	fx->priv->agents[fx->priv->nagents++] = pid;
+	return pid;
+}
+
+int
+fx_agent_stop(struct fixture *fx, pid_t pid)
+{
+	int st = 0;
+	int64_t deadline = fx_now_ms() + 10000;
+
+	kill(pid, SIGCONT); /* a test may have stopped it */
+	kill(pid, SIGTERM);
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (fx_now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			(void)waitpid(pid, &st, 0);
+			break;
+		}
+		fx_sleep_ms(20);
+	}
+	for (int i = 0; i < fx->priv->nagents; i++)
+		if (fx->priv->agents[i] == pid)
+			fx->priv->agents[i] = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -313,4 +313,30 @@ void fx_agents_manage(struct fixture *fx, const char *prefix);
  */
 void fx_assert_pool_invariants(struct fixture *fx);
 
+/* ---- node agents ---- */
+
+/* A fresh enrollment token of cluster (made by the admin; ten minutes). */
+const char *fx_enroll_token(struct fixture *fx, const char *cluster);
+
+/* The state directory of the agent of node name (its fake-faults.json lives there). */
+const char *fx_agent_dir(struct fixture *fx, const char *name);
+
+/*
+ * Start a real gpupool-agent for node name with the fake backend
+ * (gpus_spec, e.g. {"gpus":[{"model":"H100-80GB","count":2}]}), enrolling
+ * into cluster with a fresh token, talking to server; fast intervals
+ * (poll 2 s, heartbeat 1 s, metrics and profiles 2 s); extra: more
+ * arguments, NULL-terminated, or NULL. Its output goes to
+ * <tmpdir>/agent-<name>.log. The fixture kills it at teardown if the test
+ * did not stop it. Returns its pid.
+ */
+pid_t fx_agent_spawn(struct fixture *fx, struct fx_server *server, const char *cluster,
+    const char *name, const char *gpus_spec, const char *const *extra);
+
+/*
+ * SIGTERM to an agent, then wait up to 10 s (SIGKILL after); returns its
+ * exit status (128 + N when killed by signal N).
+ */
+int fx_agent_stop(struct fixture *fx, pid_t pid);
+
 #endif

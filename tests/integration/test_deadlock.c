@@ -11,12 +11,20 @@
  * for GPUPOOL_TEST_DEADLOCK_SECONDS (20 by default, what CI runs; 60
  * for the issue's acceptance run).
  *
+ * The second test runs the same load on nodes of real gpupool-agent
+ * processes (fake backend) spread over both replicas: the agents' status
+ * reports (instances created and destroyed, pools settling ready or
+ * degraded, releases confirmed) run against the approvals, a GPU fails
+ * with Xid 79 and one agent stops long enough for its node to go unknown
+ * and comes back. The same assertions hold.
+ *
  * The approval latency seen by the clients (p50, p99, max) is printed,
  * for the record; it is not asserted (the machines are shared).
  */
 #include "fixture.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +41,7 @@ static const char *alice; /* owner of every project */
 
 struct load {
 	struct fixture *fx;
+	const char *tag; /* pool name prefix: each test its own pools */
 	const char *urls[2];
 	atomic_int stop;
 	atomic_long ok;       /* approvals answered 200 */
@@ -166,7 +175,7 @@ worker_main(void *arg)
 		int shape = (int)(rand_r(&w->seed) % (sizeof(shapes) / sizeof(shapes[0])));
 		int kind = (int)(rand_r(&w->seed) % 4);
 
-		snprintf(pool, sizeof(pool), "w%d-%d", w->id, n++);
+		snprintf(pool, sizeof(pool), "%s%d-%d", w->l->tag, w->id, n++);
 		if (kind == 0) {
 			/* ends in about a second: the expiry workers release it */
 			char extra[96];
@@ -353,6 +362,7 @@ test_mixed_load_two_replicas(void **state)
 	second = fixture_server_start(fx, env);
 	assert_non_null(second);
 	l->fx = fx;
+	l->tag = "w";
 	l->urls[0] = fx->server->base_url;
 	l->urls[1] = second->base_url;
 	pthread_mutex_init(&l->lock, NULL);
@@ -411,11 +421,159 @@ test_mixed_load_two_replicas(void **state)
 	free(l);
 }
 
+/* Wait up to seconds for sql to give want; returns what it gave last. */
+static int64_t
+wait_for(struct fixture *fx, int seconds, int64_t want, const char *sql)
+{
+	int64_t got = -1;
+
+	for (int i = 0; i < seconds * 10; i++) {
+		got = fx_sql_int64(fx, sql);
+		if (got == want)
+			break;
+		usleep(100000);
+	}
+	return got;
+}
+
+#define AGENTS 4
+
+static void
+test_agents_and_approvals_two_replicas(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", "GPUPOOL_AGENT_GRACE=4",
+		NULL };
+	struct load *l = calloc(1, sizeof(*l));
+	struct worker w[NTHREADS];
+	pthread_t t[NTHREADS];
+	struct fx_server *rep[2];
+	struct gp_client_response *r;
+	pid_t agents[AGENTS];
+	int64_t d0, d1, left;
+	const char *pglog = fx_str(fx, "%s/pg/postgres.log", fx->tmpdir);
+	const char *env_seconds = getenv("GPUPOOL_TEST_DEADLOCK_SECONDS");
+	int seconds =
+	    env_seconds != NULL && atoi(env_seconds) > 0 ? atoi(env_seconds) : RUN_SECONDS;
+	long log0;
+	int logged;
+
+	assert_non_null(l);
+	/* two replicas with a short agent grace; the first test's nodes cordoned */
+	for (int i = 0; i < FIXTURE_MAX_SERVERS; i++)
+		if (&fx->servers[i] != fx->server && fx->servers[i].pid != 0)
+			assert_int_equal(fixture_server_stop(fx, &fx->servers[i]), 0);
+	assert_int_equal(fixture_server_stop(fx, fx->server), 0);
+	rep[0] = fx->server = fixture_server_start(fx, env);
+	assert_non_null(rep[0]);
+	rep[1] = fixture_server_start(fx, env);
+	assert_non_null(rep[1]);
+	for (int i = 0; i < 4; i++) {
+		r = fx_request(fx, op, "POST", fx_str(fx, "/v1/nodes/dl-n%d/cordon", i), NULL);
+		assert_status(r, 200);
+	}
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"dg\"}");
+	assert_status(r, 201);
+	for (int i = 0; i < AGENTS; i++)
+		agents[i] = fx_agent_spawn(fx, rep[i % 2], "dg", fx_str(fx, "dg-a%d", i),
+		    "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":2}]}", NULL);
+	assert_int_equal(wait_for(fx, 60, AGENTS * 100 + AGENTS * 2,
+			     "SELECT count(DISTINCT n.id) FILTER (WHERE n.status = 'ready') * 100 "
+			     "+ count(g.id) FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
+			     "LEFT JOIN gpus g ON g.node_id = n.id WHERE c.name = 'dg'"),
+	    AGENTS * 100 + AGENTS * 2);
+
+	l->fx = fx;
+	l->tag = "g";
+	l->urls[0] = rep[0]->base_url;
+	l->urls[1] = rep[1]->base_url;
+	pthread_mutex_init(&l->lock, NULL);
+	d0 = deadlocks(fx);
+	log0 = file_size(pglog);
+	for (int i = 0; i < NTHREADS; i++) {
+		w[i].l = l;
+		w[i].id = i;
+		w[i].seed = 0xa9e70000u + (unsigned)i;
+		assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (int s = 0; s < seconds; s++) {
+		/* a third in: a GPU fails (Xid 79); half-way: an agent goes quiet past the grace */
+		if (s == seconds / 3) {
+			const char *ff =
+			    fx_str(fx, "%s/fake-faults.json", fx_agent_dir(fx, "dg-a0"));
+			FILE *f = fopen(ff, "w");
+
+			assert_non_null(f);
+			fputs("{\"gpus\":[{\"index\":1,\"xids\":[79]}]}", f);
+			assert_int_equal(fclose(f), 0);
+		}
+		if (s == seconds / 2)
+			assert_int_equal(kill(agents[3], SIGSTOP), 0);
+		if (s == seconds / 2 + 7 || (s == seconds - 1 && seconds / 2 + 7 >= seconds))
+			assert_int_equal(kill(agents[3], SIGCONT), 0);
+		sleep(1);
+	}
+	atomic_store(&l->stop, 1);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(t[i], NULL);
+	kill(agents[3], SIGCONT);
+	/* the agents finish what was approved: nothing left waiting on a live, healthy GPU */
+	left = wait_for(fx, 60, 0,
+	    "SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+	    "JOIN clusters c ON c.id = g.cluster_id WHERE c.name = 'dg' "
+	    "AND a.state IN ('reserved', 'releasing') AND g.health = 'ok' "
+	    "AND g.node_status = 'ready'");
+	d1 = deadlocks(fx);
+	qsort(l->samples, (size_t)l->nsamples, sizeof(double), cmp_double);
+	printf("# with %d agents: %ld approved, %ld refused (%ld insufficient capacity), %ld failed "
+	       "(5xx or no answer); instances the agents made: %lld; GPUs failed: %lld\n",
+	    AGENTS, atomic_load(&l->ok), atomic_load(&l->refused), atomic_load(&l->short_),
+	    atomic_load(&l->failed5),
+	    (long long)fx_sql_int64(fx,
+		"SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+		"JOIN clusters c ON c.id = g.cluster_id WHERE c.name = 'dg' "
+		"AND a.device_uuid IS NOT NULL"),
+	    (long long)fx_sql_int64(fx,
+		"SELECT count(*) FROM gpus g JOIN clusters c ON c.id = g.cluster_id "
+		"WHERE c.name = 'dg' AND g.health <> 'ok'"));
+	if (l->nsamples > 0)
+		printf("# approval latency ms: p50 %.1f  p99 %.1f  max %.1f (n=%d)\n",
+		    l->samples[l->nsamples / 2], l->samples[(int)((double)l->nsamples * 0.99)],
+		    l->samples[l->nsamples - 1], l->nsamples);
+	logged = log_deadlocks(pglog, log0);
+	printf("# %d s: deadlocks detected by PostgreSQL: %lld (statistics), %d (log)\n", seconds,
+	    (long long)(d1 - d0), logged);
+	if (l->first_error[0] != '\0')
+		printf("# first failure: %s\n", l->first_error);
+
+	assert_true(atomic_load(&l->ok) > 10);
+	assert_int_equal(logged, 0);
+	assert_int_equal(d1 - d0, 0);
+	assert_int_equal(atomic_load(&l->failed5), 0);
+	assert_int_equal(left, 0);
+	/* the agents did the work: instances made, the failed GPU seen */
+	assert_true(fx_sql_int64(fx,
+			"SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+			"JOIN clusters c ON c.id = g.cluster_id WHERE c.name = 'dg' "
+			"AND a.device_uuid IS NOT NULL") > 5);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+			     "WHERE n.name = 'dg-a0' AND g.gpu_index = 1 AND g.health = 'failed'"),
+	    1);
+	check_invariants(fx);
+	for (int i = 0; i < AGENTS; i++)
+		assert_int_equal(fx_agent_stop(fx, agents[i]), 0);
+	assert_int_equal(fixture_server_stop(fx, rep[1]), 0);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mixed_load_two_replicas),
+		cmocka_unit_test(test_agents_and_approvals_two_replicas),
 	};
 
 	/* a private cluster: its log holds this test's deadlocks only */
