@@ -63,13 +63,12 @@ usage(FILE *out)
 	      "                (a new key for list cursors; the old one's cursors are accepted\n"
 	      "                for GPUPOOL_CURSOR_KEY_OVERLAP seconds by servers started after it)\n"
 	      "       gpupoold version\n"
+	      "       gpupoold config --markdown readme|operations\n"
+	      "                (the settings table of README.md or docs/operations.md)\n"
 	      "\n"
-	      "environment: GPUPOOL_DATABASE_URL (required), GPUPOOL_LISTEN (host:port, default\n"
-	      "127.0.0.1:8080, port 0 picks a free one), GPUPOOL_THREADS, GPUPOOL_LOG_LEVEL,\n"
-	      "GPUPOOL_ACCESS_LOG, GPUPOOL_MAX_CONNECTIONS, GPUPOOL_MAX_CONNECTIONS_PER_IP,\n"
-	      "GPUPOOL_CONNECTION_TIMEOUT, GPUPOOL_STATEMENT_TIMEOUT_MS, GPUPOOL_SESSION_TTL,\n"
-	      "GPUPOOL_SHUTDOWN_GRACE, GPUPOOL_IDEMPOTENCY_TTL (see docs/operations.md)\n",
+	      "environment (GPUPOOL_DATABASE_URL is required; see docs/operations.md):\n",
 	    out);
+	config_names(out);
 }
 
 static void
@@ -537,6 +536,13 @@ main(int argc, char **argv)
 		return cmd_create_user(&cfg, argc - 3, argv + 3);
 	if (strcmp(cmd, "admin") == 0 && argc == 3 && strcmp(argv[2], "rotate-cursor-key") == 0)
 		return cmd_rotate_cursor_key(&cfg);
+	if (strcmp(cmd, "config") == 0) {
+		if (argc == 4 && strcmp(argv[2], "--markdown") == 0 &&
+		    config_markdown(stdout, argv[3]) == 0)
+			return fflush(stdout) == 0 ? 0 : 1;
+		usage(stderr);
+		return 2;
+	}
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("gpupoold %s (schema %d)\n", GPUPOOLD_VERSION, migrate_latest_version());
 		return 0;
