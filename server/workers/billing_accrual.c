@@ -18,8 +18,7 @@
 /* spans of a backlog per pass: a pass stays short, so that a stop never waits long */
 #define SPANS_PER_PASS 4
 
-/* one worker per process: its configuration and handle live here */
-static struct billing_accrual_config accrual_cfg;
+/* one worker per process: its handle (for /metrics and the next pass at once) */
 static struct periodic *_Atomic accrual_self;
 
 /* /metrics */
@@ -90,14 +89,15 @@ accrual_run_once(void *arg)
 int
 billing_accrual_start(struct periodic **out, const struct billing_accrual_config *cfg)
 {
+	struct billing_accrual_config own = *cfg; /* copied by periodic_start */
 	struct periodic_config pc = {
 		.name = "billing_accrual",
 		.leader = true,
 		.run = accrual_run_once,
-		.arg = &accrual_cfg,
+		.arg = &own,
+		.arg_size = sizeof(own),
 	};
 
-	accrual_cfg = *cfg;
 	if (metrics_register("billing_accrual", collect, NULL) < 0)
 		return -1;
 	pc.interval_ms = (cfg->interval_s > 0 ? cfg->interval_s : 300) * 1000;

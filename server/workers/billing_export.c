@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static struct billing_export_config export_cfg;
+/* one worker per process: its handle, for billing_export_kick */
 static struct periodic *_Atomic export_self;
 
 struct job {
@@ -26,6 +26,7 @@ struct job {
 	size_t len;
 	int seq;
 	int64_t rows, bytes;
+	int test_row_delay_ms; /* the worker's configuration */
 	struct token_sha256 *sha;
 	char hex[65];
 };
@@ -121,10 +122,10 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 		first = false;
 		arena_destroy(pa);
 		/* tests: a chunk written, then asleep with the transaction open */
-		if (export_cfg.test_row_delay_ms > 0) {
+		if (j->test_row_delay_ms > 0) {
 			if (flush(db, j, err) < 0)
 				goto fail;
-			sleep_ms(export_cfg.test_row_delay_ms);
+			sleep_ms(j->test_row_delay_ms);
 		}
 		if (pg.last)
 			break;
@@ -144,7 +145,7 @@ fail:
 }
 
 static void
-run_job(struct db *db, struct billing_export_row *e)
+run_job(struct db *db, const struct billing_export_config *cfg, struct billing_export_row *e)
 {
 	struct job j;
 	struct gp_error err;
@@ -152,6 +153,7 @@ run_job(struct db *db, struct billing_export_row *e)
 
 	memset(&j, 0, sizeof(j));
 	j.e = *e;
+	j.test_row_delay_ms = cfg->test_row_delay_ms;
 	j.buf = malloc(BILLING_EXPORT_CHUNK_BYTES);
 	gp_error_clear(&err);
 	snprintf(id, sizeof(id), "%lld", (long long)e->id);
@@ -204,7 +206,7 @@ export_run_once(void *arg)
 			&err) < 0)
 			log_warn(NULL, "billing export claim failed", "error", err.message);
 		if (found)
-			run_job(db_thread(), &e);
+			run_job(db_thread(), cfg, &e);
 		arena_destroy(a);
 		if (!found)
 			break;
@@ -214,16 +216,17 @@ export_run_once(void *arg)
 int
 billing_export_start(struct periodic **out, const struct billing_export_config *cfg)
 {
+	struct billing_export_config own = *cfg; /* copied by periodic_start */
 	struct periodic_config pc = {
 		.name = "billing_export",
 		.leader = false,
 		.run = export_run_once,
-		.arg = &export_cfg,
+		.arg = &own,
+		.arg_size = sizeof(own),
 	};
 
-	export_cfg = *cfg;
-	if (export_cfg.lease_s <= 0)
-		export_cfg.lease_s = 60;
+	if (own.lease_s <= 0)
+		own.lease_s = 60;
 	pc.interval_ms = cfg->interval_ms > 0 ? cfg->interval_ms : 2000;
 	pc.jitter_ms = pc.interval_ms / 10;
 	if (periodic_start(out, &pc) < 0)
