@@ -7,6 +7,7 @@
 #include "db_internal.h"
 
 #include "core/log.h"
+#include "core/metrics_registry.h"
 #include "core/timeutil.h"
 
 #include <poll.h>
@@ -152,6 +153,17 @@ uint64_t
 db_stat_reconnects(void)
 {
 	return atomic_load(&stat_reconnects);
+}
+
+void
+db_metrics_collect(struct strbuf *b, struct arena *a, void *arg)
+{
+	(void)a;
+	(void)arg;
+	metrics_single(b, "gpupool_db_errors_total", "counter", "Failed database operations.",
+	    "%llu", (unsigned long long)db_stat_errors());
+	metrics_single(b, "gpupool_db_reconnects_total", "counter", "Database reconnections.",
+	    "%llu", (unsigned long long)db_stat_reconnects());
 }
 
 const char *
