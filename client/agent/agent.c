@@ -20,6 +20,7 @@
 #include "apply.h"
 #include "backend.h"
 #include "core/log.h"
+#include "core/timeutil.h"
 #include "dcgm.h"
 #include "gp_client.h"
 #include "hook.h"
@@ -380,10 +381,8 @@ agent_secret(void *ctx, char *buf, size_t len)
 static long long
 backoff_ms(int fails)
 {
-	long long d = 1000LL << (fails < 5 ? fails : 5); /* 1 s .. 32 s */
-	if (d > 30000)
-		d = 30000;
-	return d / 2 + ag_rand((unsigned)(d / 2) + 1); /* jitter: [d/2, d] */
+	/* 1 s doubling to 30 s, jittered: [d/2, d] */
+	return time_backoff(1000, fails, 30000, ag_rand(0x7fffffffu));
 }
 
 /* A 401 for the token of generation gen: true when that token is still

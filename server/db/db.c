@@ -634,8 +634,8 @@ static void
 db_backoff(struct db *db, int attempt)
 {
 	struct timespec ts;
-	int shift = attempt < 6 ? attempt : 6; /* 1-2 ms, doubling up to 64-128 ms */
-	long us = (1000L << shift) + (long)(rand_r(&db->seed) % (1000 << shift));
+	/* 1-2 ms, doubling up to 64-128 ms */
+	long us = (long)time_backoff(2000, attempt, 128000, (uint32_t)rand_r(&db->seed));
 
 	ts.tv_sec = 0;
 	ts.tv_nsec = us * 1000;

@@ -3,6 +3,7 @@
  */
 #include "billing_export.h"
 
+#include "auth/digest.h"
 #include "auth/token.h"
 #include "core/arena.h"
 #include "core/log.h"
@@ -27,7 +28,7 @@ struct job {
 	int seq;
 	int64_t rows, bytes;
 	int test_row_delay_ms; /* the worker's configuration */
-	struct token_sha256 *sha;
+	struct digest_sha256 *sha;
 	char hex[65];
 };
 
@@ -52,7 +53,7 @@ flush(struct db *db, struct job *j, struct gp_error *err)
 static int
 append(struct db *db, struct job *j, const char *s, size_t n, struct gp_error *err)
 {
-	token_sha256_update(j->sha, s, n);
+	digest_sha256_update(j->sha, s, n);
 	j->bytes += (int64_t)n;
 	while (n > 0) {
 		size_t room = BILLING_EXPORT_CHUNK_BYTES - j->len;
@@ -89,8 +90,8 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 	j->len = 0;
 	j->seq = 0;
 	j->rows = j->bytes = 0;
-	token_sha256_free(j->sha);
-	j->sha = token_sha256_new();
+	digest_sha256_free(j->sha);
+	j->sha = digest_sha256_new();
 	if (j->sha == NULL) {
 		arena_destroy(a);
 		return gp_error_set(err, 500, "internal", "out of memory");
@@ -132,7 +133,7 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 	}
 	if (flush(db, j, err) < 0)
 		goto fail;
-	token_sha256_final(j->sha, j->hex);
+	digest_sha256_final(j->sha, j->hex);
 	j->sha = NULL;
 	if (db_billing_export_finish(db, a, j->e.id, j->e.attempts, j->rows, j->bytes, j->hex,
 		j->seq, err) < 0)
@@ -183,7 +184,7 @@ run_job(struct db *db, const struct billing_export_config *cfg, struct billing_e
 		arena_destroy(a);
 	}
 out:
-	token_sha256_free(j.sha);
+	digest_sha256_free(j.sha);
 	free(j.buf);
 }
 

@@ -14,8 +14,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "auth/digest.h"
 #include "auth/token.h"
 #include "core/log.h"
+#include "core/timeutil.h"
 #include "db/db.h"
 #include "domain/callback.h"
 #include "db/db_agent.h"
@@ -81,16 +83,11 @@ static int
 backoff_ms(const struct pusher_config *cfg, int attempts)
 {
 	uint32_t r = 0;
-	int64_t d = cfg->backoff_ms;
 
-	for (int i = 1; i < attempts && d < PUSH_MAX_DELAY_MS; i++)
-		d *= 2;
-	if (d > PUSH_MAX_DELAY_MS)
-		d = PUSH_MAX_DELAY_MS;
 	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		r = (uint32_t)time(NULL);
-	/* full jitter between half and the whole delay */
-	return (int)(d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1)));
+	/* doubling from the first delay, jittered between half and the whole */
+	return (int)time_backoff(cfg->backoff_ms, attempts - 1, PUSH_MAX_DELAY_MS, r);
 }
 
 /*
@@ -133,7 +130,7 @@ push_prepare(struct push *p, const struct pusher_config *cfg, struct arena *a)
 	    (int)(bl > 0 && base[bl - 1] == '/' ? bl - 1 : bl), base);
 	snprintf(ts, sizeof(ts), "%lld", (long long)time(NULL));
 	msg = arena_printf(a, "%s.%s", ts, p->doc);
-	token_hmac_sha256_hex(p->o.push_secret, strlen(p->o.push_secret), msg, strlen(msg), sig);
+	digest_hmac_sha256_hex(p->o.push_secret, strlen(p->o.push_secret), msg, strlen(msg), sig);
 	p->headers = curl_slist_append(NULL, "Content-Type: application/json");
 	p->headers = curl_slist_append(p->headers, arena_printf(a, "X-Gpupool-Timestamp: %s", ts));
 	p->headers =
