@@ -1,10 +1,13 @@
 /*
- * config.h - gpupoold settings from GPUPOOL_* variables and flags.
+ * config.h - gpupoold settings from GPUPOOL_* variables and flags. Each
+ * setting is one row of the table in config.c (variable, field, kind,
+ * default, bounds, documentation).
  */
 #ifndef GP_CONFIG_H
 #define GP_CONFIG_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "http/server.h"
 
@@ -61,5 +64,15 @@ int config_load(struct config *cfg, char *errbuf, int errlen);
 
 /* Parse "host:port" into cfg; -1 on malformed input. */
 int config_parse_listen(struct config *cfg, const char *s);
+
+/*
+ * The settings table of README.md (which "readme") or docs/operations.md
+ * ("operations") as Markdown; -1 for another name. The documents hold
+ * exactly this text (test_settings_docs; scripts/settings-docs writes it).
+ */
+int config_markdown(FILE *out, const char *which);
+
+/* The names of the documented variables, comma-separated, for usage texts. */
+void config_names(FILE *out);
 
 #endif

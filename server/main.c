@@ -10,6 +10,7 @@
 #include "auth/roles.h"
 #include "auth/token.h"
 #include "core/json.h"
+#include "core/metrics_registry.h"
 #include "core/log.h"
 #include "db/db.h"
 #include "db/db_agent.h"
@@ -31,6 +32,7 @@
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
+#include "workers/pool_queues.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -41,12 +43,7 @@
 
 #define GPUPOOLD_VERSION "0.1.0"
 
-/*
- * The NOTIFY channel whose payloads are keys of the deferred-request
- * registry: NOTIFY gpupool_wake, 'node:42' (from any replica, or inside
- * the transaction that made the change) wakes what waits for node:42 on
- * every replica.
- */
+/* The NOTIFY channel whose payloads are keys of the deferred-request registry. */
 #define GPUPOOLD_WAKE_CHANNEL "gpupool_wake"
 
 extern const char gp_openapi_yaml[];
@@ -63,13 +60,12 @@ usage(FILE *out)
 	      "                (a new key for list cursors; the old one's cursors are accepted\n"
 	      "                for GPUPOOL_CURSOR_KEY_OVERLAP seconds by servers started after it)\n"
 	      "       gpupoold version\n"
+	      "       gpupoold config --markdown readme|operations\n"
+	      "                (the settings table of README.md or docs/operations.md)\n"
 	      "\n"
-	      "environment: GPUPOOL_DATABASE_URL (required), GPUPOOL_LISTEN (host:port, default\n"
-	      "127.0.0.1:8080, port 0 picks a free one), GPUPOOL_THREADS, GPUPOOL_LOG_LEVEL,\n"
-	      "GPUPOOL_ACCESS_LOG, GPUPOOL_MAX_CONNECTIONS, GPUPOOL_MAX_CONNECTIONS_PER_IP,\n"
-	      "GPUPOOL_CONNECTION_TIMEOUT, GPUPOOL_STATEMENT_TIMEOUT_MS, GPUPOOL_SESSION_TTL,\n"
-	      "GPUPOOL_SHUTDOWN_GRACE, GPUPOOL_IDEMPOTENCY_TTL (see docs/operations.md)\n",
+	      "environment (GPUPOOL_DATABASE_URL is required; see docs/operations.md):\n",
 	    out);
+	config_names(out);
 }
 
 static void
@@ -271,18 +267,222 @@ check_schema(struct app *app)
 	}
 }
 
+/* What cmd_serve starts and stops; the workers[] table fills it in. */
+struct serve {
+	const struct config *cfg;
+	struct app app;
+	struct http_config hc; /* the API listener's */
+	struct http_server *server, *probe;
+	struct notifier *notifier;
+	struct maintenance *maint;
+	struct periodic *expiry, *liveness, *pusher, *telemetry, *accrual, *exporter;
+	struct catalog *catalog;
+	struct xid_catalog *xids;
+	int port; /* the API listener's, once started */
+};
+
+/* The deferred-request registry: requests waiting for a key (long-polls). */
+static int
+start_registry(struct serve *s)
+{
+	return deferred_start(&s->app.waits);
+}
+
+/* Every waiting request answers now; later ones answer at once. */
+static void
+drain_registry(struct serve *s)
+{
+	deferred_stop(s->app.waits);
+}
+
+static void
+stop_registry(struct serve *s)
+{
+	deferred_free(s->app.waits);
+}
+
+/*
+ * The notifier: NOTIFY gpupool_wake, 'node:42' (from any replica, or
+ * inside the transaction that made the change) wakes what waits for
+ * node:42 in the registry of every replica.
+ */
+static int
+start_notifier(struct serve *s)
+{
+	const struct notifier_channel ch[] = {
+		{ GPUPOOLD_WAKE_CHANNEL, notifier_wake_registry, s->app.waits },
+	};
+	struct notifier_config nc = {
+		.url = s->cfg->database_url,
+		.application_name = "gpupoold notifier",
+		.channels = ch,
+		.nchannels = 1,
+	};
+
+	return notifier_start(&s->notifier, &nc);
+}
+
+static void
+drain_notifier(struct serve *s)
+{
+	notifier_stop(s->notifier);
+}
+
+/* Group commit of approvals and submissions; drained first, while their connections live. */
+static int
+start_pool_queues(struct serve *s)
+{
+	struct pool_queues_config qc = {
+		.workers = s->cfg->approval_workers,
+		.catalog = s->app.catalog,
+	};
+
+	return pool_queues_start(&s->app.pool_queues, &qc);
+}
+
+static void
+drain_pool_queues(struct serve *s)
+{
+	pool_queues_drain(s->app.pool_queues);
+}
+
+static void
+stop_pool_queues(struct serve *s)
+{
+	pool_queues_free(s->app.pool_queues);
+	s->app.pool_queues = NULL;
+}
+
+/* The /metrics collectors of the database, the process, the registry and the handlers. */
+static int
+start_collectors(struct serve *s)
+{
+	if (metrics_register("db", db_metrics_collect, NULL) < 0 ||
+	    metrics_register("process", metrics_process_collect, NULL) < 0 ||
+	    metrics_register("deferred", deferred_metrics_collect, s->app.waits) < 0)
+		return -1;
+	return api_start(&s->app);
+}
+
+static void
+stop_collectors(struct serve *s)
+{
+	api_stop(&s->app);
+}
+
+static int
+start_maintenance(struct serve *s)
+{
+	struct maintenance_config mc = {
+		.idempotency_ttl_s = s->cfg->idempotency_ttl_s,
+		.login_window_s = s->app.login_window_s,
+		.token_keep_s = 7 * 86400,
+		.interval_s = s->cfg->maintenance_interval_s,
+	};
+
+	return maintenance_start(&s->maint, &mc);
+}
+
+static void
+stop_maintenance(struct serve *s)
+{
+	maintenance_stop(s->maint);
+}
+
+static int
+start_expiry(struct serve *s)
+{
+	return expiry_start(&s->expiry, s->cfg->expiry_interval_s);
+}
+
+static int
+start_liveness(struct serve *s)
+{
+	return liveness_start(&s->liveness, s->cfg->agent_grace_s);
+}
+
+static int
+start_pusher(struct serve *s)
+{
+	struct pusher_config pc = {
+		.interval_ms = 1000,
+		.timeout_ms = s->cfg->push_timeout_ms,
+		.max_attempts = s->cfg->push_max_attempts,
+		.backoff_ms = s->cfg->push_backoff_ms,
+		.callback_allow = s->cfg->agent_callback_allow,
+	};
+
+	return pusher_start(&s->pusher, &pc);
+}
+
+static int
+start_telemetry(struct serve *s)
+{
+	struct telemetry_config tc = {
+		.interval_s = s->cfg->telemetry_interval_s,
+		.retention_days = s->cfg->metrics_retention_days,
+		.idle_after_s = s->cfg->idle_after_s,
+		.idle_threshold = s->cfg->idle_threshold,
+		.outbox_retention_days = s->cfg->outbox_retention_days,
+		.alerts_retention_days = s->cfg->alerts_retention_days,
+		.profiles_retention_days = s->cfg->profiles_retention_days,
+	};
+
+	return telemetry_start(&s->telemetry, &tc);
+}
+
+static int
+start_accrual(struct serve *s)
+{
+	struct billing_accrual_config bc = {
+		.interval_s = s->cfg->billing_accrual_interval_s,
+		.settle_s = s->cfg->billing_settle_s,
+		.hold_ms = s->cfg->billing_test_hold_ms,
+	};
+
+	return billing_accrual_start(&s->accrual, &bc);
+}
+
+static int
+start_exporter(struct serve *s)
+{
+	struct billing_export_config ec = {
+		.interval_ms = s->cfg->billing_export_interval_ms,
+		.lease_s = s->cfg->billing_export_lease_s,
+		.test_row_delay_ms = s->cfg->billing_export_test_delay_ms,
+	};
+
+	return billing_export_start(&s->exporter, &ec);
+}
+
+/* Each periodic worker stops alike: a pass under way finishes. */
+#define STOP_PERIODIC(field)                      \
+	static void stop_##field(struct serve *s) \
+	{                                         \
+		periodic_stop(s->field);          \
+	}
+STOP_PERIODIC(expiry)
+STOP_PERIODIC(liveness)
+STOP_PERIODIC(pusher)
+STOP_PERIODIC(telemetry)
+STOP_PERIODIC(accrual)
+STOP_PERIODIC(exporter)
+
 /*
  * The probe listener (GPUPOOL_PROBE_LISTEN): /healthz, /readyz and
  * /metrics on their own small daemon, reachable however many clients
- * hold the API port.
+ * hold the API port. Off unless set.
  */
-static void
-probe_start(const struct config *cfg, const struct http_config *api, struct http_server **out)
+static int
+start_probe(struct serve *s)
 {
-	struct http_config pc = *api;
+	const struct config *cfg = s->cfg;
+	struct http_config pc = s->hc;
 	char p[16];
 	int port = 0;
 
+	if (cfg->probe_host[0] == '\0')
+		return 0;
 	pc.host = cfg->probe_host;
 	pc.port = cfg->probe_port;
 	pc.threads = 2;
@@ -294,231 +494,209 @@ probe_start(const struct config *cfg, const struct http_config *api, struct http
 	pc.max_body = 4096;
 	pc.access_log = false;
 	pc.probe_only = true;
-	if (http_start(out, &pc, api_dispatch, api_dispatch_resume, &port) < 0)
+	if (http_start(&s->probe, &pc, api_dispatch, api_dispatch_resume, &port) < 0)
 		fatal("could not listen on %s:%d: %s (GPUPOOL_PROBE_LISTEN=%s:%d; set it to a free "
 		      "host:port)",
 		    cfg->probe_host, cfg->probe_port, strerror(errno), cfg->probe_host,
 		    cfg->probe_port);
 	snprintf(p, sizeof(p), "%d", port);
 	log_info(NULL, "probe listener", "host", cfg->probe_host, "port", p);
+	return 0;
+}
+
+static void
+stop_probe(struct serve *s)
+{
+	http_stop(s->probe, 1000);
+}
+
+/* The API listener, last: every worker a request may need is running. */
+static int
+start_http(struct serve *s)
+{
+	const struct config *cfg = s->cfg;
+
+	if (http_start(&s->server, &s->hc, api_dispatch, api_dispatch_resume, &s->port) < 0)
+		fatal("could not listen on %s:%d: %s (GPUPOOL_LISTEN=%s:%d; another process may be "
+		      "using it: set GPUPOOL_LISTEN to a free host:port)",
+		    cfg->listen_host, cfg->listen_port, strerror(errno), cfg->listen_host,
+		    cfg->listen_port);
+	return 0;
+}
+
+/* Stops accepting, waits up to GPUPOOL_SHUTDOWN_GRACE for requests in progress. */
+static void
+stop_http(struct serve *s)
+{
+	http_stop(s->server, s->cfg->shutdown_grace_s * 1000);
+}
+
+/*
+ * Every part of a running server, in start order (a failed start is
+ * fatal). Shutdown runs two passes over the table, each in reverse
+ * order: drain (stop taking work and answer what waits: the group-commit
+ * queues answer what is queued, the notifier stops, the registry answers
+ * every waiting request), then stop (the API listener with its grace
+ * period, the probe listener, the periodic workers, then what they all
+ * used). docs/architecture.md ("Threads", "Shutdown") describes them.
+ */
+struct worker {
+	const char *name;
+	int (*start)(struct serve *s);
+	void (*drain)(struct serve *s); /* may be NULL */
+	void (*stop)(struct serve *s);  /* may be NULL */
+};
+
+static const struct worker workers[] = {
+	{ "deferred-request registry", start_registry, drain_registry, stop_registry },
+	{ "notifier", start_notifier, drain_notifier, NULL },
+	{ "group-commit workers", start_pool_queues, drain_pool_queues, stop_pool_queues },
+	{ "metrics collectors", start_collectors, NULL, stop_collectors },
+	{ "maintenance worker", start_maintenance, NULL, stop_maintenance },
+	{ "expiry worker", start_expiry, NULL, stop_expiry },
+	{ "agent liveness worker", start_liveness, NULL, stop_liveness },
+	{ "outbox pusher", start_pusher, NULL, stop_pusher },
+	{ "telemetry worker", start_telemetry, NULL, stop_telemetry },
+	{ "billing accrual worker", start_accrual, NULL, stop_accrual },
+	{ "billing export worker", start_exporter, NULL, stop_exporter },
+	{ "probe listener", start_probe, NULL, stop_probe },
+	{ "HTTP server", start_http, NULL, stop_http },
+};
+
+#define NWORKERS ((int)(sizeof(workers) / sizeof(workers[0])))
+
+/* The cursor keys: this one (the first replica's random key becomes every replica's) and the one before. */
+static void
+load_cursor_keys(struct serve *s)
+{
+	unsigned char candidate[32];
+	int64_t rotated_at = 0;
+	bool found = false;
+	struct gp_error err;
+
+	gp_error_clear(&err);
+	if (token_random_bytes(candidate, sizeof(candidate)) < 0 ||
+	    db_server_key(db_thread(), "cursor", candidate, sizeof(candidate), s->app.cursor_key,
+		sizeof(s->app.cursor_key), &err) < 0)
+		fatal("could not read the cursor key: %s", err.message);
+	token_wipe(candidate, sizeof(candidate));
+	/* the key before the last rotation: its cursors for the overlap only */
+	if (db_cursor_key_previous(db_thread(), s->app.cursor_key_prev,
+		sizeof(s->app.cursor_key_prev), &rotated_at, &found, &err) < 0)
+		fatal("could not read the cursor key: %s", err.message);
+	if (found)
+		s->app.cursor_prev_until_s = rotated_at + s->cfg->cursor_key_overlap_s;
+	else
+		s->app.cursor_key_prev[0] = '\0';
+}
+
+/* struct app from the configuration, the catalogs and the database (read-only afterwards). */
+static void
+app_init(struct serve *s)
+{
+	const struct config *cfg = s->cfg;
+	struct app *app = &s->app;
+	struct gp_error err;
+	int64_t dropped = 0;
+
+	gp_error_clear(&err);
+	if (catalog_load(&s->catalog, gp_catalog_json, gp_catalog_json_len, &err) < 0)
+		fatal("could not load the GPU catalog: %s", err.message);
+	if (xid_catalog_load_builtin(&s->xids, &err) < 0)
+		fatal("could not load the Xid catalog: %s", err.message);
+	memset(app, 0, sizeof(*app));
+	app->xids = s->xids;
+	app->agent_grace_s = cfg->agent_grace_s;
+	app->agent_callback_allow = cfg->agent_callback_allow;
+	app->cors_origins = cfg->cors_origins;
+	app->schema_version = migrate_latest_version();
+	app->session_ttl_s = cfg->session_ttl_s;
+	app->login_max_user_failures = 10;
+	app->login_max_ip_failures = 100;
+	app->login_window_s = 900;
+	app->openapi = gp_openapi_yaml;
+	app->openapi_len = gp_openapi_yaml_len;
+	app->catalog = s->catalog;
+	app->request_ttl_s = cfg->request_ttl_s;
+	app->approval_workers = cfg->approval_workers;
+	app->billing_settle_s = cfg->billing_settle_s;
+	app->billing_close_grace_s = cfg->billing_close_grace_s;
+	app->billing_test_hold_ms = cfg->billing_test_hold_ms;
+	if (cfg->metrics_token != NULL) {
+		app->metrics_protected = true;
+		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app->metrics_digest);
+	}
+	check_schema(app);
+	app->metrics_retention_days = cfg->metrics_retention_days;
+	load_cursor_keys(s);
+	/* today's partition must exist before the first sample arrives */
+	if (db_metric_partitions(db_thread(), cfg->metrics_retention_days, 2, &dropped, &err) < 0)
+		fatal("could not create the metric partitions: %s", err.message);
+	db_thread_close();
+}
+
+/* The API listener's settings. */
+static void
+http_config_init(struct serve *s)
+{
+	const struct config *cfg = s->cfg;
+	struct http_config *hc = &s->hc;
+
+	memset(hc, 0, sizeof(*hc));
+	hc->host = cfg->listen_host;
+	hc->port = cfg->listen_port;
+	hc->threads = cfg->threads;
+	hc->connection_limit = cfg->max_connections;
+	hc->per_ip_limit = cfg->max_connections_per_ip;
+	hc->timeout_s = cfg->connection_timeout_s;
+	hc->header_timeout_s = cfg->header_timeout_s;
+	hc->body_timeout_s = cfg->body_timeout_s;
+	hc->max_body = 1024 * 1024;
+	hc->access_log = cfg->access_log;
+	memcpy(hc->trusted, cfg->trusted, sizeof(hc->trusted));
+	hc->ntrusted = cfg->ntrusted;
+	hc->ctx = &s->app;
 }
 
 static int
 cmd_serve(struct config *cfg)
 {
-	struct app app;
-	struct http_config hc;
-	struct http_server *server = NULL, *probe = NULL;
-	struct maintenance *maint = NULL;
-	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL, *telemetry = NULL;
-	struct xid_catalog *xids = NULL;
-	struct periodic *accrual = NULL;
-	struct periodic *exporter = NULL;
-	struct notifier *notifier = NULL;
-	struct catalog *catalog = NULL;
-	struct gp_error err;
+	static struct serve s; /* the threads use it until the end */
 	sigset_t set;
-	int port = 0, sig = 0;
+	int sig = 0;
 
 	setup(cfg);
-	gp_error_clear(&err);
-	if (catalog_load(&catalog, gp_catalog_json, gp_catalog_json_len, &err) < 0)
-		fatal("could not load the GPU catalog: %s", err.message);
-	if (xid_catalog_load_builtin(&xids, &err) < 0)
-		fatal("could not load the Xid catalog: %s", err.message);
-	memset(&app, 0, sizeof(app));
-	app.xids = xids;
-	app.agent_grace_s = cfg->agent_grace_s;
-	app.agent_callback_allow = cfg->agent_callback_allow;
-	app.cors_origins = cfg->cors_origins;
-	app.schema_version = migrate_latest_version();
-	app.session_ttl_s = cfg->session_ttl_s;
-	app.login_max_user_failures = 10;
-	app.login_max_ip_failures = 100;
-	app.login_window_s = 900;
-	app.openapi = gp_openapi_yaml;
-	app.openapi_len = gp_openapi_yaml_len;
-	app.catalog = catalog;
-	app.request_ttl_s = cfg->request_ttl_s;
-	app.approval_workers = cfg->approval_workers;
-	app.billing_settle_s = cfg->billing_settle_s;
-	app.billing_close_grace_s = cfg->billing_close_grace_s;
-	app.billing_test_hold_ms = cfg->billing_test_hold_ms;
-	if (cfg->metrics_token != NULL) {
-		app.metrics_protected = true;
-		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app.metrics_digest);
-	}
-	check_schema(&app);
-	app.metrics_retention_days = cfg->metrics_retention_days;
-	{
-		unsigned char candidate[32];
-
-		/* the first replica's random key becomes every replica's */
-		if (token_random_bytes(candidate, sizeof(candidate)) < 0 ||
-		    db_server_key(db_thread(), "cursor", candidate, sizeof(candidate),
-			app.cursor_key, sizeof(app.cursor_key), &err) < 0)
-			fatal("could not read the cursor key: %s", err.message);
-		token_wipe(candidate, sizeof(candidate));
-	}
-	{
-		/* the key before the last rotation: its cursors for the overlap only */
-		int64_t rotated_at = 0;
-		bool found = false;
-
-		if (db_cursor_key_previous(db_thread(), app.cursor_key_prev,
-			sizeof(app.cursor_key_prev), &rotated_at, &found, &err) < 0)
-			fatal("could not read the cursor key: %s", err.message);
-		if (found)
-			app.cursor_prev_until_s = rotated_at + cfg->cursor_key_overlap_s;
-		else
-			app.cursor_key_prev[0] = '\0';
-	}
-	{
-		int64_t dropped = 0;
-
-		/* today's partition must exist before the first sample arrives */
-		if (db_metric_partitions(db_thread(), cfg->metrics_retention_days, 2, &dropped,
-			&err) < 0)
-			fatal("could not create the metric partitions: %s", err.message);
-	}
-	db_thread_close();
-
+	s.cfg = cfg;
+	app_init(&s);
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-
-	memset(&hc, 0, sizeof(hc));
-	hc.host = cfg->listen_host;
-	hc.port = cfg->listen_port;
-	hc.threads = cfg->threads;
-	hc.connection_limit = cfg->max_connections;
-	hc.per_ip_limit = cfg->max_connections_per_ip;
-	hc.timeout_s = cfg->connection_timeout_s;
-	hc.header_timeout_s = cfg->header_timeout_s;
-	hc.body_timeout_s = cfg->body_timeout_s;
-	hc.max_body = 1024 * 1024;
-	hc.access_log = cfg->access_log;
-	memcpy(hc.trusted, cfg->trusted, sizeof(hc.trusted));
-	hc.ntrusted = cfg->ntrusted;
-	hc.ctx = &app;
-	if (deferred_start(&app.waits) < 0)
-		fatal("could not start the deferred-request registry");
-	{
-		const struct notifier_channel ch[] = {
-			{ GPUPOOLD_WAKE_CHANNEL, notifier_wake_registry, app.waits },
-		};
-		struct notifier_config nc = {
-			.url = cfg->database_url,
-			.application_name = "gpupoold notifier",
-			.channels = ch,
-			.nchannels = 1,
-		};
-
-		if (notifier_start(&notifier, &nc) < 0)
-			fatal("could not start the notifier");
-	}
-	if (api_start(&app) < 0)
-		fatal("could not start the group-commit workers");
-	if (http_start(&server, &hc, api_dispatch, api_dispatch_resume, &port) < 0)
-		fatal("could not listen on %s:%d: %s (GPUPOOL_LISTEN=%s:%d; another process may be "
-		      "using it: set GPUPOOL_LISTEN to a free host:port)",
-		    cfg->listen_host, cfg->listen_port, strerror(errno), cfg->listen_host,
-		    cfg->listen_port);
-	if (cfg->probe_host[0] != '\0')
-		probe_start(cfg, &hc, &probe);
-	{
-		struct maintenance_config mc = {
-			.idempotency_ttl_s = cfg->idempotency_ttl_s,
-			.login_window_s = app.login_window_s,
-			.token_keep_s = 7 * 86400,
-			.interval_s = cfg->maintenance_interval_s,
-		};
-
-		if (maintenance_start(&maint, &mc) < 0)
-			fatal("could not start the maintenance worker");
-	}
-	if (expiry_start(&expiry, cfg->expiry_interval_s) < 0)
-		fatal("could not start the expiry worker");
-	if (liveness_start(&liveness, cfg->agent_grace_s) < 0)
-		fatal("could not start the agent liveness worker");
-	{
-		struct pusher_config pc = {
-			.interval_ms = 1000,
-			.timeout_ms = cfg->push_timeout_ms,
-			.max_attempts = cfg->push_max_attempts,
-			.backoff_ms = cfg->push_backoff_ms,
-			.callback_allow = cfg->agent_callback_allow,
-		};
-
-		if (pusher_start(&pusher, &pc) < 0)
-			fatal("could not start the outbox pusher");
-	}
-	{
-		struct telemetry_config tc = {
-			.interval_s = cfg->telemetry_interval_s,
-			.retention_days = cfg->metrics_retention_days,
-			.idle_after_s = cfg->idle_after_s,
-			.idle_threshold = cfg->idle_threshold,
-			.outbox_retention_days = cfg->outbox_retention_days,
-			.alerts_retention_days = cfg->alerts_retention_days,
-			.profiles_retention_days = cfg->profiles_retention_days,
-		};
-
-		if (telemetry_start(&telemetry, &tc) < 0)
-			fatal("could not start the telemetry worker");
-	}
-	{
-		struct billing_accrual_config bc = {
-			.interval_s = cfg->billing_accrual_interval_s,
-			.settle_s = cfg->billing_settle_s,
-			.hold_ms = cfg->billing_test_hold_ms,
-		};
-
-		if (billing_accrual_start(&accrual, &bc) < 0)
-			fatal("could not start the billing accrual worker");
-	}
-	{
-		struct billing_export_config ec = {
-			.interval_ms = cfg->billing_export_interval_ms,
-			.lease_s = cfg->billing_export_lease_s,
-			.test_row_delay_ms = cfg->billing_export_test_delay_ms,
-		};
-
-		if (billing_export_start(&exporter, &ec) < 0)
-			fatal("could not start the billing export worker");
-	}
+	http_config_init(&s);
+	for (int i = 0; i < NWORKERS; i++)
+		if (workers[i].start(&s) < 0)
+			fatal("could not start the %s", workers[i].name);
 	{
 		char p[16], t[16];
 
-		snprintf(p, sizeof(p), "%d", port);
+		snprintf(p, sizeof(p), "%d", s.port);
 		snprintf(t, sizeof(t), "%d", cfg->threads);
 		log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads", t,
 		    "version", GPUPOOLD_VERSION);
 	}
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	/* queued approvals and submissions first, while their connections live */
-	api_drain(&app);
-	/* every waiting request answers now; later ones answer at once */
-	notifier_stop(notifier);
-	deferred_stop(app.waits);
-	http_stop(server, cfg->shutdown_grace_s * 1000);
-	http_stop(probe, 1000);
-	api_stop(&app);
-	deferred_free(app.waits);
-	periodic_stop(expiry);
-	periodic_stop(liveness);
-	periodic_stop(pusher);
-	periodic_stop(telemetry);
-	periodic_stop(accrual);
-	periodic_stop(exporter);
-	maintenance_stop(maint);
-	catalog_free(catalog);
-	xid_catalog_free(xids);
-	token_wipe(app.cursor_key, sizeof(app.cursor_key));
-	token_wipe(app.cursor_key_prev, sizeof(app.cursor_key_prev));
+	for (int i = NWORKERS - 1; i >= 0; i--)
+		if (workers[i].drain != NULL)
+			workers[i].drain(&s);
+	for (int i = NWORKERS - 1; i >= 0; i--)
+		if (workers[i].stop != NULL)
+			workers[i].stop(&s);
+	catalog_free(s.catalog);
+	xid_catalog_free(s.xids);
+	token_wipe(s.app.cursor_key, sizeof(s.app.cursor_key));
+	token_wipe(s.app.cursor_key_prev, sizeof(s.app.cursor_key_prev));
 	log_info(NULL, "stopped");
 	return 0;
 }
@@ -537,6 +715,13 @@ main(int argc, char **argv)
 		return cmd_create_user(&cfg, argc - 3, argv + 3);
 	if (strcmp(cmd, "admin") == 0 && argc == 3 && strcmp(argv[2], "rotate-cursor-key") == 0)
 		return cmd_rotate_cursor_key(&cfg);
+	if (strcmp(cmd, "config") == 0) {
+		if (argc == 4 && strcmp(argv[2], "--markdown") == 0 &&
+		    config_markdown(stdout, argv[3]) == 0)
+			return fflush(stdout) == 0 ? 0 : 1;
+		usage(stderr);
+		return 2;
+	}
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("gpupoold %s (schema %d)\n", GPUPOOLD_VERSION, migrate_latest_version());
 		return 0;

@@ -20,6 +20,7 @@
 #include "apply.h"
 #include "backend.h"
 #include "core/log.h"
+#include "core/timeutil.h"
 #include "dcgm.h"
 #include "gp_client.h"
 #include "hook.h"
@@ -380,10 +381,8 @@ agent_secret(void *ctx, char *buf, size_t len)
 static long long
 backoff_ms(int fails)
 {
-	long long d = 1000LL << (fails < 5 ? fails : 5); /* 1 s .. 32 s */
-	if (d > 30000)
-		d = 30000;
-	return d / 2 + ag_rand((unsigned)(d / 2) + 1); /* jitter: [d/2, d] */
+	/* 1 s doubling to 30 s, jittered: [d/2, d] */
+	return time_backoff(1000, fails, 30000, ag_rand(0x7fffffffu));
 }
 
 /* A 401 for the token of generation gen: true when that token is still
@@ -1088,6 +1087,155 @@ ensure_state_dir(const char *dir)
 	return 0;
 }
 
+/*
+ * The backend, the after-change hook, the signals, what the state dir
+ * holds (the node token: *have) and the push listener. AGENT_EXIT_OK, or
+ * AGENT_EXIT_CONFIG with the reason logged.
+ */
+static int
+agent_open(struct agent *a, bool *have)
+{
+	const struct agent_config *cfg = a->cfg;
+	struct ag_backend_config bc = {
+		.node_name = cfg->node_name,
+		.state_dir = cfg->state_dir,
+		.fake_gpus = cfg->fake_gpus,
+		.fake_faults = cfg->fake_faults,
+		.nvml_path = cfg->nvml_path,
+		.smi_path = cfg->smi_path,
+		.dry_run = cfg->dry_run,
+	};
+	char err[AG_ERR_MAX];
+	a->b = ag_backend_open(cfg->backend, &bc, err, sizeof(err));
+	if (a->b == NULL) {
+		log_error(NULL, "backend failed", "backend", cfg->backend, "error", err);
+		return AGENT_EXIT_CONFIG;
+	}
+	if (cfg->after_change_hook != NULL && cfg->dry_run)
+		log_info(NULL, "dry run: the after-change hook is never run", "hook",
+		    cfg->after_change_hook);
+	else if (cfg->after_change_hook != NULL) {
+		a->hook = hook_start(cfg->after_change_hook, cfg->after_change_hook_timeout,
+		    cfg->node_name, err, sizeof(err));
+		if (a->hook == NULL) {
+			log_error(NULL, "--after-change-hook refused", "error", err);
+			return AGENT_EXIT_CONFIG;
+		}
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	load_agent_json(a);
+	*have = read_secret_file(a, "token", a->token, sizeof(a->token));
+	if (*have)
+		a->token_gen = 1;
+	a->batch_max = AGENT_METRICS_MAX_BATCH_SAMPLES;
+	(void)read_secret_file(a, "push-secret", a->secret, sizeof(a->secret));
+	if (cfg->listen != NULL) {
+		a->push = push_start(cfg->listen, agent_submit, agent_secret, a, err, sizeof(err));
+		if (a->push == NULL) {
+			log_error(NULL, "push listener failed", "error", err);
+			return AGENT_EXIT_CONFIG;
+		}
+		char port[16];
+		snprintf(port, sizeof(port), "%d", push_port(a->push));
+		log_info(NULL, "push listener up", "port", port);
+	}
+	return AGENT_EXIT_OK;
+}
+
+/*
+ * Sleep until wake, a new apply (status now: *next_hb 0) or a 401; the
+ * condition variable is checked every 200 ms at most (g_stop is a flag).
+ */
+static void
+agent_wait(struct agent *a, long long wake, int hb_fails, long long *next_hb)
+{
+	pthread_mutex_lock(&a->mu);
+	while (!g_stop && !a->unauthorized && !(a->status_dirty && hb_fails == 0) &&
+	    ag_mono_ms() < wake) {
+		long long left = wake - ag_mono_ms();
+		if (left > 200)
+			left = 200;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (left > 0 ? left : 0) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+	}
+	if (a->status_dirty && hb_fails == 0)
+		*next_hb = 0;
+	pthread_mutex_unlock(&a->mu);
+}
+
+/*
+ * The main thread's ticks until stopped: heartbeat and status, metrics
+ * (sampled on schedule, sent with their own back-off), workload
+ * profiles, and the one re-enrollment after a 401. Its exit code.
+ */
+static int
+agent_loop(struct agent *a, struct gp_client *c)
+{
+	const struct agent_config *cfg = a->cfg;
+	long long metrics_ms = cfg->metrics_interval_ms > 0 ? cfg->metrics_interval_ms
+							    : cfg->metrics_interval * 1000LL;
+	long long hb_ms = cfg->heartbeat_interval * 1000LL;
+	long long now = ag_mono_ms();
+	long long next_hb = now, next_metrics = now + metrics_ms, next_send = next_metrics,
+		  next_prof = now + 2000;
+	int hb_fails = 0, m_fails = 0, p_fails = 0;
+	while (!g_stop) {
+		pthread_mutex_lock(&a->mu);
+		bool unauth = a->unauthorized;
+		pthread_mutex_unlock(&a->mu);
+		if (unauth) {
+			/* the one re-enrollment: this thread alone enrolls, the
+			 * poller waits for the new token; all resume at once */
+			int code = enroll(a, c);
+			if (code != 0)
+				return code;
+			next_hb = next_metrics = next_send = next_prof = ag_mono_ms();
+			hb_fails = m_fails = p_fails = 0;
+		}
+		now = ag_mono_ms();
+		if (now >= next_hb) {
+			bool ok = report_tick(a, c);
+			hb_fails = ok ? 0 : hb_fails + 1;
+			next_hb = ag_mono_ms() +
+			    (ok ? hb_ms
+				: (backoff_ms(hb_fails) < hb_ms ? backoff_ms(hb_fails) : hb_ms));
+		}
+		if (now >= next_metrics) {
+			/* samples on schedule; sending backs off on its own */
+			metrics_sample(a);
+			next_metrics = ag_mono_ms() + metrics_ms;
+			if (now >= next_send) {
+				bool ok = metrics_send(a, c);
+				m_fails = ok ? 0 : m_fails + 1;
+				next_send = ok ? 0 : ag_mono_ms() + backoff_ms(m_fails);
+			}
+		}
+		if (now >= next_prof) {
+			bool ok = profiles_tick(a, c);
+			p_fails = ok ? 0 : p_fails + 1;
+			next_prof = ag_mono_ms() + cfg->profiles_interval * 1000LL +
+			    (ok ? 0 : backoff_ms(p_fails));
+		}
+		/* sleep until the next tick, a new apply (status now) or a 401 */
+		long long wake = next_hb < next_metrics ? next_hb : next_metrics;
+		if (next_prof < wake)
+			wake = next_prof;
+		agent_wait(a, wake, hb_fails, &next_hb);
+	}
+	return AGENT_EXIT_OK;
+}
+
 int
 agent_run(const struct agent_config *cfg)
 {
@@ -1100,58 +1248,10 @@ agent_run(const struct agent_config *cfg)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->samples = json_object_new_array();
-	struct ag_backend_config bc = {
-		.node_name = cfg->node_name,
-		.state_dir = cfg->state_dir,
-		.fake_gpus = cfg->fake_gpus,
-		.fake_faults = cfg->fake_faults,
-		.nvml_path = cfg->nvml_path,
-		.smi_path = cfg->smi_path,
-		.dry_run = cfg->dry_run,
-	};
-	char err[AG_ERR_MAX];
-	int code = AGENT_EXIT_OK;
-	a->b = ag_backend_open(cfg->backend, &bc, err, sizeof(err));
-	if (a->b == NULL) {
-		log_error(NULL, "backend failed", "backend", cfg->backend, "error", err);
-		code = AGENT_EXIT_CONFIG;
+	bool have = false;
+	int code = agent_open(a, &have);
+	if (code != AGENT_EXIT_OK)
 		goto out;
-	}
-	if (cfg->after_change_hook != NULL && cfg->dry_run)
-		log_info(NULL, "dry run: the after-change hook is never run", "hook",
-		    cfg->after_change_hook);
-	else if (cfg->after_change_hook != NULL) {
-		a->hook = hook_start(cfg->after_change_hook, cfg->after_change_hook_timeout,
-		    cfg->node_name, err, sizeof(err));
-		if (a->hook == NULL) {
-			log_error(NULL, "--after-change-hook refused", "error", err);
-			code = AGENT_EXIT_CONFIG;
-			goto out;
-		}
-	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	load_agent_json(a);
-	bool have = read_secret_file(a, "token", a->token, sizeof(a->token));
-	if (have)
-		a->token_gen = 1;
-	a->batch_max = AGENT_METRICS_MAX_BATCH_SAMPLES;
-	(void)read_secret_file(a, "push-secret", a->secret, sizeof(a->secret));
-	if (cfg->listen != NULL) {
-		a->push = push_start(cfg->listen, agent_submit, agent_secret, a, err, sizeof(err));
-		if (a->push == NULL) {
-			log_error(NULL, "push listener failed", "error", err);
-			code = AGENT_EXIT_CONFIG;
-			goto out;
-		}
-		char port[16];
-		snprintf(port, sizeof(port), "%d", push_port(a->push));
-		log_info(NULL, "push listener up", "port", port);
-	}
 	struct gp_client *c = gp_client_create(cfg->server, NULL);
 	if (c == NULL) {
 		log_error(NULL, "bad --server URL", "server", cfg->server);
@@ -1177,75 +1277,7 @@ agent_run(const struct agent_config *cfg)
 		code = AGENT_EXIT_CONFIG;
 		goto out;
 	}
-	long long metrics_ms = cfg->metrics_interval_ms > 0 ? cfg->metrics_interval_ms
-							    : cfg->metrics_interval * 1000LL;
-	long long now = ag_mono_ms();
-	long long next_hb = now, next_metrics = now + metrics_ms, next_send = next_metrics,
-		  next_prof = now + 2000;
-	int hb_fails = 0, m_fails = 0, p_fails = 0;
-	while (!g_stop) {
-		pthread_mutex_lock(&a->mu);
-		bool unauth = a->unauthorized;
-		pthread_mutex_unlock(&a->mu);
-		if (unauth) {
-			/* the one re-enrollment: this thread alone enrolls, the
-			 * poller waits for the new token; all resume at once */
-			code = enroll(a, c);
-			if (code != 0)
-				break;
-			next_hb = next_metrics = next_send = next_prof = ag_mono_ms();
-			hb_fails = m_fails = p_fails = 0;
-		}
-		now = ag_mono_ms();
-		if (now >= next_hb) {
-			bool ok = report_tick(a, c);
-			hb_fails = ok ? 0 : hb_fails + 1;
-			next_hb = ag_mono_ms() +
-			    (ok ? cfg->heartbeat_interval * 1000LL
-				: (backoff_ms(hb_fails) < cfg->heartbeat_interval * 1000LL
-					  ? backoff_ms(hb_fails)
-					  : cfg->heartbeat_interval * 1000LL));
-		}
-		if (now >= next_metrics) {
-			/* samples on schedule; sending backs off on its own */
-			metrics_sample(a);
-			next_metrics = ag_mono_ms() + metrics_ms;
-			if (now >= next_send) {
-				bool ok = metrics_send(a, c);
-				m_fails = ok ? 0 : m_fails + 1;
-				next_send = ok ? 0 : ag_mono_ms() + backoff_ms(m_fails);
-			}
-		}
-		if (now >= next_prof) {
-			bool ok = profiles_tick(a, c);
-			p_fails = ok ? 0 : p_fails + 1;
-			next_prof = ag_mono_ms() + cfg->profiles_interval * 1000LL +
-			    (ok ? 0 : backoff_ms(p_fails));
-		}
-		/* sleep until the next tick, a new apply (status now) or a 401 */
-		long long wake = next_hb < next_metrics ? next_hb : next_metrics;
-		if (next_prof < wake)
-			wake = next_prof;
-		pthread_mutex_lock(&a->mu);
-		while (!g_stop && !a->unauthorized && !(a->status_dirty && hb_fails == 0) &&
-		    ag_mono_ms() < wake) {
-			/* until the next tick, at most 200 ms (g_stop is a flag) */
-			long long left = wake - ag_mono_ms();
-			if (left > 200)
-				left = 200;
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (left > 0 ? left : 0) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-		}
-		if (a->status_dirty && hb_fails == 0)
-			next_hb = 0;
-		pthread_mutex_unlock(&a->mu);
-	}
+	code = agent_loop(a, c);
 	g_stop = 1;
 	g_stop_b = true;
 	pthread_join(pt, NULL);

@@ -15,7 +15,7 @@
 #include "db/db.h"
 #include "workers/deferred.h"
 
-struct batch_queue;
+struct pool_queues;
 struct catalog;
 struct xid_catalog;
 
@@ -41,8 +41,7 @@ struct app {
 	int approval_workers;             /* threads per group-commit queue */
 	bool metrics_protected;           /* /metrics wants the bearer whose digest follows */
 	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
-	struct batch_queue *approvals;   /* group commit of approvals (pool_requests.c) */
-	struct batch_queue *submits;     /* group commit of pool-request submissions */
+	struct pool_queues *pool_queues; /* group commit of approvals and submissions */
 	struct deferred_registry *waits; /* requests waiting for a key (api_defer_until) */
 	int billing_settle_s;            /* GPUPOOL_BILLING_SETTLE */
 	int billing_close_grace_s;       /* GPUPOOL_BILLING_CLOSE_GRACE */
@@ -126,15 +125,11 @@ int api_defer_until_exclusive(struct request *req, struct response *res, const c
     int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err);
 
 /*
- * What the handlers need running beside the HTTP server (lifecycle.c):
- * api_start, before http_start, starts the group-commit queues and
- * registers the handlers' /metrics collectors; api_drain, before
- * http_stop, answers everything queued (from then on each handler runs
- * its own work while the HTTP server drains); api_stop after http_stop
- * (and before the catalog is freed).
+ * The handlers' /metrics collectors (lifecycle.c): api_start registers
+ * them before http_start; api_stop after http_stop (and before the
+ * catalog is freed) forgets every collector and the layout cache.
  */
 int api_start(struct app *app) __attribute__((warn_unused_result));
-void api_drain(struct app *app);
 void api_stop(struct app *app);
 
 /*

@@ -4,6 +4,7 @@
  */
 #include "api.h"
 
+#include "auth/digest.h"
 #include "auth/token.h"
 #include "core/timeutil.h"
 #include "db/db_audit.h"
@@ -134,7 +135,7 @@ cursor_key_id(const char *key, char *kid)
 {
 	char full[65];
 
-	token_hmac_sha256_hex(key, strlen(key), "key id", 6, full);
+	digest_hmac_sha256_hex(key, strlen(key), "key id", 6, full);
 	memcpy(kid, full, 8);
 	kid[8] = '\0';
 }
@@ -147,7 +148,7 @@ cursor_sign(struct request *req, const char *key, int64_t pos, char *sig)
 	    arena_printf(req->arena, "%s%llx", cursor_listing(req), (unsigned long long)pos);
 	char full[65];
 
-	token_hmac_sha256_hex(key, strlen(key), msg, strlen(msg), full);
+	digest_hmac_sha256_hex(key, strlen(key), msg, strlen(msg), full);
 	memcpy(sig, full, 16);
 	sig[16] = '\0';
 }

@@ -7,7 +7,7 @@
  * service_approvals_run, and the handler answers once woken.
  */
 #include "pools.h"
-#include "workers/batch.h"
+#include "workers/pool_queues.h"
 #include "capacity.h"
 #include "core/problem.h"
 
@@ -145,26 +145,15 @@ reply_problem_with(struct request *req, struct response *res, const struct gp_er
  */
 struct submit_job {
 	struct request *req;
-	bool inline_run; /* run by its handler: the queue was stopping */
+	struct pool_job q; /* in the submissions queue (workers/pool_queues.c) */
 	struct service_submit s;
 };
 
-/* The submissions worker's batch (batch.c): insert, then wake every handler. */
+/* A queued job's batch is done: its handler answers (submit_reply, approve_reply). */
 static void
-submit_run(struct db *db, void **items, int n, void *arg)
+wake_request(void *req)
 {
-	struct service_submit *v[SERVICE_SUBMIT_BATCH_MAX];
-
-	(void)arg;
-	for (int i = 0; i < n; i++)
-		v[i] = &((struct submit_job *)items[i])->s;
-	service_submits_run(db, v, n);
-	for (int i = 0; i < n; i++) {
-		struct submit_job *j = items[i];
-
-		if (!j->inline_run)
-			api_wake(j->req);
-	}
+	api_wake(req);
 }
 
 /* A submission's answer: 201, the request, its ETag and Location. */
@@ -243,12 +232,13 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	j->s.hooks.ctx = j;
 	if (service_submit_prepare(db, &j->s, err) < 0)
 		return -1;
-	/* the insert itself is group-committed with others (submit_run) */
-	if (batch_push(api_app(req)->submits, j))
+	/* the insert itself is group-committed with others (workers/pool_queues.c) */
+	j->q.submit = &j->s;
+	j->q.wake = wake_request;
+	j->q.waiter = req;
+	if (pool_queues_submit(api_app(req)->pool_queues, db, &j->q))
 		return api_defer(req, submit_reply, j);
-	/* shutting down: the workers are gone, insert it here */
-	j->inline_run = true;
-	submit_run(db, (void **)&j, 1, api_app(req));
+	/* shutting down: it was inserted on this thread */
 	return submit_reply(req, res, j, err);
 }
 
@@ -324,7 +314,7 @@ api_pool_requests_get(struct request *req, struct response *res, struct gp_error
 
 struct approve_job {
 	struct request *req;
-	bool inline_run; /* run by its handler: the queue was stopping */
+	struct pool_job q; /* in the approvals queue (workers/pool_queues.c) */
 	struct api_if_match if_match;
 	struct service_approval c;
 };
@@ -369,61 +359,6 @@ approve_keep(struct db *db, void *ctx, struct gp_error *err)
 	memset(&answer, 0, sizeof(answer));
 	approve_answer(j->req, &answer, &j->c);
 	return api_idem_keep(db, j->req, &answer, err);
-}
-
-/* The approvals worker's batch (batch.c): decide, then wake every handler. */
-static void
-approve_run(struct db *db, void **items, int n, void *arg)
-{
-	struct app *app = arg;
-	struct service_approval *v[SERVICE_APPROVE_BATCH_MAX];
-	void *later[SERVICE_APPROVE_BATCH_MAX];
-	int nlater = 0;
-
-	for (int i = 0; i < n; i++)
-		v[i] = &((struct approve_job *)items[i])->c;
-	service_approvals_run(db, app->catalog, v, n);
-	for (int i = 0; i < n; i++) {
-		struct approve_job *j = items[i];
-
-		if (j->c.outcome == SERVICE_APPROVAL_LATER && nlater < SERVICE_APPROVE_BATCH_MAX &&
-		    !j->inline_run)
-			later[nlater++] = j;
-		else if (!j->inline_run)
-			api_wake(j->req);
-	}
-	batch_push_front(app->approvals, (void *const *)later, nlater);
-}
-
-int
-pool_workers_start(struct app *app)
-{
-	if (batch_start(&app->approvals, "approvals", app->approval_workers,
-		SERVICE_APPROVE_BATCH_MAX, approve_run, app) < 0)
-		return -1;
-	if (batch_start(&app->submits, "submissions", app->approval_workers,
-		SERVICE_SUBMIT_BATCH_MAX, submit_run, app) < 0) {
-		batch_free(app->approvals);
-		app->approvals = NULL;
-		return -1;
-	}
-	return 0;
-}
-
-void
-pool_workers_stop(struct app *app)
-{
-	batch_stop(app->submits);
-	batch_stop(app->approvals);
-}
-
-void
-pool_workers_free(struct app *app)
-{
-	batch_free(app->submits);
-	batch_free(app->approvals);
-	app->submits = NULL;
-	app->approvals = NULL;
 }
 
 /* The answer, on an HTTP thread once the batch decided. */
@@ -489,11 +424,12 @@ api_pool_requests_approve(struct request *req, struct response *res, struct gp_e
 	c->hooks.ctx = j;
 	c->precondition = approve_precondition;
 	c->precondition_arg = j;
-	if (batch_push(api_app(req)->approvals, j))
+	j->q.approval = c;
+	j->q.wake = wake_request;
+	j->q.waiter = req;
+	if (pool_queues_approve(api_app(req)->pool_queues, db_thread(), &j->q))
 		return api_defer(req, approve_reply, j);
-	/* shutting down: the workers are gone, decide it here, alone */
-	j->inline_run = true;
-	approve_run(db_thread(), (void **)&j, 1, api_app(req));
+	/* shutting down: it was decided on this thread, alone */
 	return approve_reply(req, res, j, err);
 }
 

@@ -26,22 +26,6 @@ int pools_items_read(struct request *req, struct json_object *arr, struct spec_c
     struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
- * The approvals and submissions workers (group commit, pool_requests.c):
- * started before the HTTP server. At shutdown pool_workers_stop comes
- * first: it answers everything queued, and from then on each handler
- * runs its own approval or submission (the HTTP server still drains).
- * pool_workers_free after the HTTP server stopped.
- */
-int pool_workers_start(struct app *app) __attribute__((warn_unused_result));
-void pool_workers_stop(struct app *app);
-void pool_workers_free(struct app *app);
-
-struct strbuf;
-
-/* The group-commit workers' counters, Prometheus text. */
-void pool_approvals_metrics(struct strbuf *b);
-
-/*
  * The pool gauges in the Prometheus text format (pending requests,
  * outbox backlog), in arena memory; NULL when the database could not be
  * read (the rest of /metrics is still served).

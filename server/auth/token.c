@@ -4,8 +4,6 @@
 #include "token.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <errno.h>
 #include <stdio.h>
@@ -121,69 +119,4 @@ void
 token_wipe(void *p, size_t len)
 {
 	explicit_bzero(p, len);
-}
-
-void
-token_hmac_sha256_hex(const char *key, size_t keylen, const char *msg, size_t len, char *out)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	out[0] = '\0';
-	if (HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)msg, len, md, &mdlen) ==
-		NULL ||
-	    mdlen != 32)
-		return;
-	token_hex(md, mdlen, out);
-	OPENSSL_cleanse(md, sizeof(md));
-}
-
-/* ---- streaming SHA-256 ---- */
-
-struct token_sha256 {
-	EVP_MD_CTX *md;
-};
-
-struct token_sha256 *
-token_sha256_new(void)
-{
-	struct token_sha256 *c = calloc(1, sizeof(*c));
-
-	if (c == NULL)
-		return NULL;
-	c->md = EVP_MD_CTX_new();
-	if (c->md == NULL || EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) != 1) {
-		EVP_MD_CTX_free(c->md);
-		free(c);
-		return NULL;
-	}
-	return c;
-}
-
-void
-token_sha256_update(struct token_sha256 *c, const void *data, size_t len)
-{
-	if (len > 0)
-		(void)EVP_DigestUpdate(c->md, data, len);
-}
-
-void
-token_sha256_final(struct token_sha256 *c, char *hex)
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	if (EVP_DigestFinal_ex(c->md, d, &n) != 1 || n != 32)
-		memset(d, 0, n = 32);
-	token_hex(d, n, hex);
-	token_sha256_free(c);
-}
-
-void
-token_sha256_free(struct token_sha256 *c)
-{
-	if (c == NULL)
-		return;
-	EVP_MD_CTX_free(c->md);
-	free(c);
 }

@@ -554,3 +554,18 @@ json_add_time(struct json_object *o, const char *key, int64_t us)
 	time_format_rfc3339(us, buf, sizeof(buf));
 	json_object_object_add(o, key, json_object_new_string(buf));
 }
+
+void
+json_add_null(struct json_object *o, const char *key)
+{
+	json_object_object_add(o, key, NULL);
+}
+
+void
+json_add_time_or_null(struct json_object *o, const char *key, int64_t us)
+{
+	if (us != 0)
+		json_add_time(o, key, us);
+	else
+		json_add_null(o, key);
+}

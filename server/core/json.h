@@ -86,4 +86,8 @@ void json_add_int(struct json_object *o, const char *key, int64_t val);
 void json_add_bool(struct json_object *o, const char *key, bool val);
 void json_add_time(struct json_object *o, const char *key, int64_t us);
 
+/* Nullable members: JSON null for NULL / 0 (a time not set yet), the value otherwise. */
+void json_add_null(struct json_object *o, const char *key);
+void json_add_time_or_null(struct json_object *o, const char *key, int64_t us);
+
 #endif

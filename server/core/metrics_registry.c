@@ -5,6 +5,9 @@
 
 #include "core/log.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 struct collector {
 	const char *name;
 	metrics_collect_fn fn;
@@ -39,4 +42,24 @@ void
 metrics_unregister_all(void)
 {
 	ncollectors = 0;
+}
+
+void
+metrics_family(struct strbuf *b, const char *name, const char *type, const char *help)
+{
+	strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void
+metrics_single(struct strbuf *b, const char *name, const char *type, const char *help,
+    const char *fmt, ...)
+{
+	char value[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(value, sizeof(value), fmt, ap);
+	va_end(ap);
+	metrics_family(b, name, type, help);
+	strbuf_printf(b, "%s %s\n", name, value);
 }

@@ -33,4 +33,18 @@ void metrics_collect(struct strbuf *b, struct arena *a);
 /* Forget every collector (shutdown, tests). */
 void metrics_unregister_all(void);
 
+/* A family's head: "# HELP name help" and "# TYPE name type" (counter, gauge). */
+void metrics_family(struct strbuf *b, const char *name, const char *type, const char *help);
+
+/* A family of one unlabelled sample: its head, then "name value" (value as fmt prints it). */
+void metrics_single(struct strbuf *b, const char *name, const char *type, const char *help,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * gpupool_build_info{version,commit} and the process_* families that
+ * Prometheus client libraries export (CPU, memory, file descriptors,
+ * start time), from /proc; a collector (arg unused).
+ */
+void metrics_process_collect(struct strbuf *b, struct arena *a, void *arg);
+
 #endif

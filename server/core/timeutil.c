@@ -156,3 +156,15 @@ time_period_valid(const char *s)
 	return (s[5] == '0' && s[6] >= '1' && s[6] <= '9') ||
 	    (s[5] == '1' && s[6] >= '0' && s[6] <= '2');
 }
+
+int64_t
+time_backoff(int64_t first, int doublings, int64_t max, uint32_t random)
+{
+	int64_t d = first > 0 ? first : 1;
+
+	for (int i = 0; i < doublings && d < max; i++)
+		d *= 2;
+	if (d > max)
+		d = max;
+	return d / 2 + (int64_t)(random % (uint64_t)(d / 2 + 1));
+}

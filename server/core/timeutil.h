@@ -34,4 +34,13 @@ int time_parse_rfc3339(const char *s, int64_t *out_us);
  */
 bool time_period_valid(const char *s);
 
+/*
+ * Exponential back-off with jitter, in the caller's unit: first doubled
+ * `doublings` times (stopping at max), then a value from half of that to
+ * all of it, drawn from random (a uniform value, e.g. from rand_r or
+ * getrandom). The pusher's retries, the agent's and the database's
+ * reconnects use it.
+ */
+int64_t time_backoff(int64_t first, int doublings, int64_t max, uint32_t random);
+
 #endif

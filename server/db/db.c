@@ -7,6 +7,7 @@
 #include "db_internal.h"
 
 #include "core/log.h"
+#include "core/metrics_registry.h"
 #include "core/timeutil.h"
 
 #include <poll.h>
@@ -152,6 +153,17 @@ uint64_t
 db_stat_reconnects(void)
 {
 	return atomic_load(&stat_reconnects);
+}
+
+void
+db_metrics_collect(struct strbuf *b, struct arena *a, void *arg)
+{
+	(void)a;
+	(void)arg;
+	metrics_single(b, "gpupool_db_errors_total", "counter", "Failed database operations.",
+	    "%llu", (unsigned long long)db_stat_errors());
+	metrics_single(b, "gpupool_db_reconnects_total", "counter", "Database reconnections.",
+	    "%llu", (unsigned long long)db_stat_reconnects());
 }
 
 const char *
@@ -622,8 +634,8 @@ static void
 db_backoff(struct db *db, int attempt)
 {
 	struct timespec ts;
-	int shift = attempt < 6 ? attempt : 6; /* 1-2 ms, doubling up to 64-128 ms */
-	long us = (1000L << shift) + (long)(rand_r(&db->seed) % (1000 << shift));
+	/* 1-2 ms, doubling up to 64-128 ms */
+	long us = (long)time_backoff(2000, attempt, 128000, (uint32_t)rand_r(&db->seed));
 
 	ts.tv_sec = 0;
 	ts.tv_nsec = us * 1000;
@@ -842,124 +854,4 @@ int
 db_ping(struct db *db, struct gp_error *err)
 {
 	return db_exec_simple(db, "SELECT 1", err);
-}
-
-const char *
-db_text(struct arena *a, const PGresult *r, int row, int col)
-{
-	if (PQgetisnull(r, row, col))
-		return NULL;
-	return arena_strndup(a, PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col));
-}
-
-int64_t
-db_int64(const PGresult *r, int row, int col)
-{
-	if (PQgetisnull(r, row, col))
-		return 0;
-	return strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
-bool
-db_bool(const PGresult *r, int row, int col)
-{
-	return !PQgetisnull(r, row, col) && PQgetvalue(r, row, col)[0] == 't';
-}
-
-bool
-db_null(const PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col);
-}
-
-const char *
-db_param_int(struct arena *a, int64_t v)
-{
-	return arena_printf(a, "%lld", (long long)v);
-}
-
-const char *
-db_param_text_array(struct arena *a, const char *const *v, int n)
-{
-	size_t len = 3;
-	char *buf, *p;
-
-	for (int i = 0; i < n; i++)
-		len += v[i] != NULL ? 2 * strlen(v[i]) + 3 : 5;
-	buf = p = arena_alloc(a, len);
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		if (i > 0)
-			*p++ = ',';
-		if (v[i] == NULL) {
-			memcpy(p, "NULL", 4);
-			p += 4;
-			continue;
-		}
-		*p++ = '"';
-		for (const char *s = v[i]; *s != '\0'; s++) {
-			if (*s == '"' || *s == '\\')
-				*p++ = '\\';
-			*p++ = *s;
-		}
-		*p++ = '"';
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
-const char *
-db_param_int64_array(struct arena *a, const int64_t *v, int n)
-{
-	char *buf = arena_alloc(a, 3 + (size_t)n * 21), *p = buf;
-
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		int64_t x = v[i];
-		char tmp[24];
-		int k = 0;
-		bool neg = x < 0;
-		uint64_t u = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
-
-		if (i > 0)
-			*p++ = ',';
-		do {
-			tmp[k++] = (char)('0' + (int)(u % 10));
-			u /= 10;
-		} while (u != 0);
-		if (neg)
-			*p++ = '-';
-		while (k > 0)
-			*p++ = tmp[--k];
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
-const char *
-db_param_int_array(struct arena *a, const int *v, int n)
-{
-	int64_t *w = arena_alloc(a, sizeof(*w) * (size_t)(n + 1));
-
-	for (int i = 0; i < n; i++)
-		w[i] = v[i];
-	return db_param_int64_array(a, w, n);
-}
-
-const char *
-db_param_bool_array(struct arena *a, const bool *v, int n)
-{
-	char *buf = arena_alloc(a, 3 + (size_t)n * 2), *p = buf;
-
-	*p++ = '{';
-	for (int i = 0; i < n; i++) {
-		if (i > 0)
-			*p++ = ',';
-		*p++ = v[i] ? 't' : 'f';
-	}
-	*p++ = '}';
-	*p = '\0';
-	return buf;
 }

@@ -86,6 +86,11 @@ int db_ping(struct db *db, struct gp_error *err) __attribute__((warn_unused_resu
 uint64_t db_stat_errors(void);
 uint64_t db_stat_reconnects(void);
 
+struct strbuf;
+
+/* The two counters above for /metrics: a collector (core/metrics_registry.h; arg unused). */
+void db_metrics_collect(struct strbuf *b, struct arena *a, void *arg);
+
 /* The name of the constraint behind the last 23xxx error on db, or "". */
 const char *db_last_constraint(const struct db *db);
 

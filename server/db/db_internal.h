@@ -49,6 +49,16 @@ int db_exec_simple(struct db *db, const char *sql, struct gp_error *err);
 /* The raw connection, connecting first if needed; NULL with err on failure. */
 PGconn *db_conn(struct db *db, struct gp_error *err);
 
+/*
+ * A statement whose answer is one value (a count, an id, a flag): run st
+ * and read column 0 of its first row into *out (0 or false for no row or
+ * NULL). -1 with err as db_exec when it failed.
+ */
+int db_exec_int64(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, int64_t *out, struct gp_error *err);
+int db_exec_bool(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, bool *out, struct gp_error *err);
+
 /* Column accessors: copies live in arena a. */
 const char *db_text(struct arena *a, const PGresult *r, int row, int col);
 int64_t db_int64(const PGresult *r, int row, int col);

@@ -28,14 +28,10 @@ db_leader_try(struct db *db, const char *name, bool *leader, struct gp_error *er
 {
 	struct arena *a = arena_create();
 	const char *p[1] = { name };
-	PGresult *r;
+	int rc = db_exec_bool(db, a, &stmt_leader_try, 1, p, leader, err);
 
-	*leader = false;
-	r = db_exec(db, a, &stmt_leader_try, 1, p, err);
-	if (r != NULL)
-		*leader = db_bool(r, 0, 0);
 	arena_destroy(a);
-	return r != NULL ? 0 : -1;
+	return rc;
 }
 
 int

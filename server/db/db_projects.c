@@ -237,13 +237,10 @@ db_project_owner_count(struct db *db, int64_t project_id, int *out, struct gp_er
 {
 	struct arena *a = arena_create();
 	const char *p[1] = { db_param_int(a, project_id) };
-	PGresult *r = db_exec(db, a, &stmt_owner_count, 1, p, err);
-	int rc = -1;
+	int64_t n = 0;
+	int rc = db_exec_int64(db, a, &stmt_owner_count, 1, p, &n, err);
 
-	if (r != NULL) {
-		*out = (int)db_int64(r, 0, 0);
-		rc = 0;
-	}
+	*out = (int)n;
 	arena_destroy(a);
 	return rc;
 }
@@ -254,13 +251,8 @@ db_users_share_project(struct db *db, int64_t user_a, int64_t user_b, bool *out,
 {
 	struct arena *a = arena_create();
 	const char *p[2] = { db_param_int(a, user_a), db_param_int(a, user_b) };
-	PGresult *r = db_exec(db, a, &stmt_users_share_project, 2, p, err);
-	int rc = -1;
+	int rc = db_exec_bool(db, a, &stmt_users_share_project, 2, p, out, err);
 
-	if (r != NULL) {
-		*out = db_bool(r, 0, 0);
-		rc = 0;
-	}
 	arena_destroy(a);
 	return rc;
 }

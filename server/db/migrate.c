@@ -55,23 +55,14 @@ int
 migrate_current_version(struct db *db, int *out, struct gp_error *err)
 {
 	struct arena *a = arena_create();
-	PGresult *r;
-	int rc = -1;
+	bool has = false;
+	int64_t v = 0;
+	int rc = db_exec_bool(db, a, &stmt_has_table, 0, NULL, &has, err);
 
-	r = db_exec(db, a, &stmt_has_table, 0, NULL, err);
-	if (r == NULL)
-		goto fail;
-	if (!db_bool(r, 0, 0)) {
-		*out = 0;
-		rc = 0;
-		goto fail;
-	}
-	r = db_exec(db, a, &stmt_current_version, 0, NULL, err);
-	if (r == NULL)
-		goto fail;
-	*out = (int)db_int64(r, 0, 0);
-	rc = 0;
-fail:
+	if (rc == 0 && has)
+		rc = db_exec_int64(db, a, &stmt_current_version, 0, NULL, &v, err);
+	if (rc == 0)
+		*out = (int)v;
 	arena_destroy(a);
 	return rc;
 }

@@ -829,22 +829,17 @@ undo_all(struct placement_gpu *gpus, const struct placement *out, int n)
 		gpu_unapply(&gpus[out[i].gpu], out[i].profile, out[i].start, out[i].mode_switch);
 }
 
-int
-placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
-    const struct spec_count *items, int nitems, unsigned flags, struct placement_result *res,
+/*
+ * Validate items (errors name "items[i]") into models and profs, and sort
+ * their indexes into order: placement_find's order (item_before).
+ */
+static int
+items_prepare(const struct catalog *c, const struct spec_count *items, int nitems,
+    const struct gpu_model **models, const struct mig_profile **profs, int *order,
     struct gp_error *err)
 {
-	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
-	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
-	int order[PLACEMENT_MAX_ITEMS];
-	struct placement *out = res->placements;
-	int total = 0, n = 0, short_total = 0;
 	bool bad = false;
 
-	res->nplacements = 0;
-	res->searched = false;
-	res->search_exhausted = false;
-	memset(res->missing, 0, sizeof(res->missing));
 	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
 		return gp_error_field(err, "items", "must hold at most %d items",
 		    PLACEMENT_MAX_ITEMS);
@@ -854,14 +849,9 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 		snprintf(path, sizeof(path), "items[%d]", i);
 		if (spec_validate(&items[i], c, path, &models[i], &profs[i], err) < 0)
 			bad = true;
-		else
-			total += items[i].count;
 	}
 	if (bad)
 		return -1;
-	if (total > res->cap || (total > 0 && out == NULL))
-		return gp_error_set(err, 500, "internal",
-		    "the placement buffer holds %d entries but %d are needed", res->cap, total);
 	for (int i = 0; i < nitems; i++) {
 		int j = i;
 
@@ -871,71 +861,156 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 		}
 		order[j] = i;
 	}
-	/* greedy pass */
-	for (int oi = 0; oi < nitems; oi++) {
-		int it = order[oi];
+	return 0;
+}
 
-		for (int k = 0; k < items[it].count; k++) {
+/* What placement_find works on, validated and ordered. */
+struct find_items {
+	const struct spec_count *items;
+	int nitems;
+	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
+	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
+	int order[PLACEMENT_MAX_ITEMS];
+};
+
+/* The greedy pass: each instance on its best GPU, in order; how many placed. */
+static int
+find_greedy(struct placement_gpu *gpus, int ngpus, const struct find_items *fi,
+    struct placement_result *res)
+{
+	struct placement *out = res->placements;
+	int n = 0;
+
+	for (int oi = 0; oi < fi->nitems; oi++) {
+		int it = fi->order[oi];
+		const struct mig_profile *prof = fi->profs[it];
+
+		for (int k = 0; k < fi->items[it].count; k++) {
 			struct cand best;
 
-			if (!place_best(gpus, ngpus, models[it], profs[it], &best)) {
-				res->missing[it] = items[it].count - k;
+			if (!place_best(gpus, ngpus, fi->models[it], prof, &best)) {
+				res->missing[it] = fi->items[it].count - k;
 				break;
 			}
-			gpu_apply(&gpus[best.gpu], profs[it], best.start, best.sw);
+			gpu_apply(&gpus[best.gpu], prof, best.start, best.sw);
 			out[n].item = it;
 			out[n].gpu = best.gpu;
-			out[n].profile = profs[it];
+			out[n].profile = prof;
 			out[n].start = best.start;
 			out[n].size =
-			    profs[it] != NULL ? profs[it]->memory_slices : models[it]->full_slices;
+			    prof != NULL ? prof->memory_slices : fi->models[it]->full_slices;
 			out[n].mode_switch = best.sw;
 			n++;
 		}
 	}
+	return n;
+}
+
+/*
+ * The exact search for each model the greedy pass left short: its greedy
+ * placements are taken back and searched anew. 1: all placed (*n grows),
+ * 0: a model does not fit, -1: out of memory.
+ */
+static int
+find_search_short(struct placement_gpu *gpus, int ngpus, struct find_items *fi, int *n,
+    struct placement_result *res)
+{
+	struct placement *out = res->placements;
+
+	for (int oi = 0; oi < fi->nitems; oi++) {
+		const struct gpu_model *m = fi->models[fi->order[oi]];
+		bool short_m = false;
+		int keep = 0, rc;
+
+		for (int i = 0; i < fi->nitems; i++)
+			short_m = short_m || (fi->models[i] == m && res->missing[i] > 0);
+		if (!short_m)
+			continue;
+		/* take back this model's greedy placements, newest first */
+		for (int i = *n - 1; i >= 0; i--) {
+			if (fi->models[out[i].item] == m)
+				gpu_unapply(&gpus[out[i].gpu], out[i].profile, out[i].start,
+				    out[i].mode_switch);
+		}
+		for (int i = 0; i < *n; i++) {
+			if (fi->models[out[i].item] != m)
+				out[keep++] = out[i];
+		}
+		*n = keep;
+		rc = search_model(gpus, ngpus, m, fi->items, fi->models, fi->profs, fi->order,
+		    fi->nitems, out + *n, res);
+		if (rc <= 0)
+			return rc;
+		for (int i = 0; i < fi->nitems; i++) {
+			if (fi->models[i] == m) {
+				*n += fi->items[i].count;
+				res->missing[i] = 0;
+			}
+		}
+	}
+	return 1;
+}
+
+/* 409 insufficient_capacity naming what each item misses. */
+static int
+find_short_error(const struct find_items *fi, const struct placement_result *res, int total,
+    struct gp_error *err)
+{
+	int short_total = 0;
+
+	for (int i = 0; i < fi->nitems; i++)
+		short_total += res->missing[i];
+	gp_error_set(err, 409, "insufficient_capacity",
+	    "%d of %d requested instances could not be placed", short_total, total);
+	for (int i = 0; i < fi->nitems; i++) {
+		char path[32];
+
+		if (res->missing[i] == 0)
+			continue;
+		snprintf(path, sizeof(path), "items[%d]", i);
+		gp_error_field(err, path, "%d of %d %s/%s could not be placed", res->missing[i],
+		    fi->items[i].count, fi->items[i].model, fi->items[i].profile);
+	}
+	return -1;
+}
+
+int
+placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
+    const struct spec_count *items, int nitems, unsigned flags, struct placement_result *res,
+    struct gp_error *err)
+{
+	struct find_items fi;
+	struct placement *out = res->placements;
+	int total = 0, n = 0, rc;
+
+	res->nplacements = 0;
+	res->searched = false;
+	res->search_exhausted = false;
+	memset(res->missing, 0, sizeof(res->missing));
+	fi.items = items;
+	fi.nitems = nitems;
+	if (items_prepare(c, items, nitems, fi.models, fi.profs, fi.order, err) < 0)
+		return -1;
+	for (int i = 0; i < nitems; i++)
+		total += items[i].count;
+	if (total > res->cap || (total > 0 && out == NULL))
+		return gp_error_set(err, 500, "internal",
+		    "the placement buffer holds %d entries but %d are needed", res->cap, total);
+	n = find_greedy(gpus, ngpus, &fi, res);
 	if (flags & PLACEMENT_NO_SEARCH) {
 		for (int i = 0; i < nitems; i++) {
 			if (res->missing[i] > 0)
 				goto fail;
 		}
 	}
-	/* exact search for each model that fell short */
-	for (int oi = 0; oi < nitems; oi++) {
-		const struct gpu_model *m = models[order[oi]];
-		bool short_m = false;
-		int keep = 0, rc;
-
-		for (int i = 0; i < nitems; i++)
-			short_m = short_m || (models[i] == m && res->missing[i] > 0);
-		if (!short_m)
-			continue;
-		/* take back this model's greedy placements, newest first */
-		for (int i = n - 1; i >= 0; i--) {
-			if (models[out[i].item] == m)
-				gpu_unapply(&gpus[out[i].gpu], out[i].profile, out[i].start,
-				    out[i].mode_switch);
-		}
-		for (int i = 0; i < n; i++) {
-			if (models[out[i].item] != m)
-				out[keep++] = out[i];
-		}
-		n = keep;
-		rc =
-		    search_model(gpus, ngpus, m, items, models, profs, order, nitems, out + n, res);
-		if (rc < 0) {
-			undo_all(gpus, out, n);
-			return gp_error_set(err, 500, "internal",
-			    "could not allocate memory for the placement search");
-		}
-		if (rc == 0)
-			goto fail;
-		for (int i = 0; i < nitems; i++) {
-			if (models[i] == m) {
-				n += items[i].count;
-				res->missing[i] = 0;
-			}
-		}
+	rc = find_search_short(gpus, ngpus, &fi, &n, res);
+	if (rc < 0) {
+		undo_all(gpus, out, n);
+		return gp_error_set(err, 500, "internal",
+		    "could not allocate memory for the placement search");
 	}
+	if (rc == 0)
+		goto fail;
 	if (!(flags & PLACEMENT_APPLY))
 		undo_all(gpus, out, n);
 	qsort(out, (size_t)n, sizeof(*out), placement_cmp);
@@ -943,20 +1018,7 @@ placement_find(const struct catalog *c, struct placement_gpu *gpus, int ngpus,
 	return 0;
 fail:
 	undo_all(gpus, out, n);
-	for (int i = 0; i < nitems; i++)
-		short_total += res->missing[i];
-	gp_error_set(err, 409, "insufficient_capacity",
-	    "%d of %d requested instances could not be placed", short_total, total);
-	for (int i = 0; i < nitems; i++) {
-		char path[32];
-
-		if (res->missing[i] == 0)
-			continue;
-		snprintf(path, sizeof(path), "items[%d]", i);
-		gp_error_field(err, path, "%d of %d %s/%s could not be placed", res->missing[i],
-		    items[i].count, items[i].model, items[i].profile);
-	}
-	return -1;
+	return find_short_error(&fi, res, total, err);
 }
 
 /* ---- choosing the GPUs to read (placement_select) ---- */
@@ -998,174 +1060,205 @@ class_ref_cmp(const void *a, const void *b)
  * the pass may choose for p. The exact search may place any instance
  * anywhere: N, all of m's instances, bounds what it uses of a class.
  */
+/* What placement_select works on: the items, and the classes by model. */
+struct select_state {
+	const struct spec_count *items;
+	int nitems;
+	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
+	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
+	int pos[PLACEMENT_MAX_ITEMS]; /* each item's place in placement_find's order */
+	const struct gpu_model *distinct[PLACEMENT_MAX_ITEMS];
+	int ndistinct;
+	int first[PLACEMENT_MAX_ITEMS + 1]; /* model d's classes: by_model[first[d]..first[d+1]) */
+	int *by_model;
+	struct class_ref *refs;
+	struct placement_class *cls;
+	int ncls;
+	bool wide;
+	struct placement_pick *picks;
+	int maxpicks;
+	int *npicks;
+	int group;
+};
+
+/* The models asked for, and the classes (with GPUs) of each, in class order. */
+static void
+select_index_classes(struct select_state *st)
+{
+	int fill[PLACEMENT_MAX_ITEMS];
+
+	for (int i = 0; i < st->nitems; i++) {
+		int d = 0;
+
+		while (d < st->ndistinct && st->distinct[d] != st->models[i])
+			d++;
+		if (d == st->ndistinct)
+			st->distinct[st->ndistinct++] = st->models[i];
+	}
+	memset(st->first, 0, sizeof(st->first));
+	for (int k = 0; k < st->ncls; k++) {
+		st->cls[k].take = 0;
+		for (int d = 0; d < st->ndistinct; d++) {
+			if (st->cls[k].g.model == st->distinct[d] && st->cls[k].gpus > 0) {
+				st->first[d + 1]++;
+				break;
+			}
+		}
+	}
+	for (int d = 0; d < st->ndistinct; d++)
+		st->first[d + 1] += st->first[d];
+	memcpy(fill, st->first, sizeof(fill));
+	for (int k = 0; k < st->ncls; k++) {
+		for (int d = 0; d < st->ndistinct; d++) {
+			if (st->cls[k].g.model == st->distinct[d] && st->cls[k].gpus > 0) {
+				st->by_model[fill[d]++] = k;
+				break;
+			}
+		}
+	}
+}
+
+/*
+ * Narrow: the instances on a GPU lead its preference, so the classes below
+ * the level (instances term) where need is reached are never taken and
+ * need no sorting. The lowest level still needed.
+ */
+static int
+select_narrow_floor(const struct select_state *st, int d, int bit, int64_t need)
+{
+	int64_t level_gpus[CATALOG_MAX_SLICES + 1], held = 0;
+	int low;
+
+	memset(level_gpus, 0, sizeof(level_gpus));
+	for (int x = st->first[d]; x < st->first[d + 1]; x++) {
+		const struct placement_class *cl = &st->cls[st->by_model[x]];
+
+		if (cl->admits & (1u << bit))
+			level_gpus[pref_instances(cl->pref[bit])] += cl->gpus;
+	}
+	for (low = CATALOG_MAX_SLICES; low > 0; low--) {
+		held += level_gpus[low];
+		if (held >= need)
+			break;
+	}
+	return low;
+}
+
+/* Record a pick (narrow only); *npicks -1 once they do not fit. */
+static void
+select_pick(struct select_state *st, int cls, int64_t take)
+{
+	if (*st->npicks < 0)
+		return;
+	if (st->picks == NULL || *st->npicks == st->maxpicks) {
+		*st->npicks = -1;
+		return;
+	}
+	st->picks[*st->npicks].cls = cls;
+	st->picks[*st->npicks].group = st->group;
+	st->picks[*st->npicks].take = (int)take;
+	(*st->npicks)++;
+}
+
+/* The classes item i's (model, profile) may take from, and how many GPUs of each. */
+static void
+select_profile(struct select_state *st, int i)
+{
+	const struct gpu_model *m = st->models[i];
+	const struct mig_profile *prof = st->profs[i];
+	int bit = prof != NULL ? 1 + prof->index : 0;
+	int64_t need = 0, held = 0, better = 0;
+	int nrefs = 0, last = st->pos[i], low = 0, d = 0;
+
+	for (int j = 0; j < st->nitems; j++) {
+		if (st->models[j] == m && st->profs[j] == prof && st->pos[j] > last)
+			last = st->pos[j];
+	}
+	for (int j = 0; j < st->nitems; j++) {
+		if (st->models[j] == m && (st->wide || st->pos[j] <= last))
+			need += st->items[j].count;
+	}
+	while (st->distinct[d] != m)
+		d++;
+	if (!st->wide)
+		low = select_narrow_floor(st, d, bit, need);
+	for (int x = st->first[d]; x < st->first[d + 1]; x++) {
+		int k = st->by_model[x];
+
+		if (!(st->cls[k].admits & (1u << bit)) ||
+		    (!st->wide && pref_instances(st->cls[k].pref[bit]) < low))
+			continue;
+		st->refs[nrefs].key = st->cls[k].pref[bit];
+		st->refs[nrefs].idx = k;
+		nrefs++;
+	}
+	if (!st->wide)
+		qsort(st->refs, (size_t)nrefs, sizeof(*st->refs), class_ref_cmp);
+	for (int r = 0; r < nrefs; r++) {
+		struct placement_class *cl = &st->cls[st->refs[r].idx];
+		int64_t t;
+
+		if (!st->wide && (r == 0 || st->refs[r].key != st->refs[r - 1].key)) {
+			/* a new group: stop when the better ones hold enough */
+			if (held >= need)
+				break;
+			better = held;
+			st->group++;
+		}
+		t = st->wide ? need : need - better;
+		if (!st->wide)
+			select_pick(st, st->refs[r].idx, t);
+		if (t > cl->gpus)
+			t = cl->gpus;
+		if (cl->take < t)
+			cl->take = (int)t;
+		held += cl->gpus;
+	}
+}
+
 int
 placement_select(const struct catalog *c, const struct spec_count *items, int nitems,
     struct placement_class *cls, int ncls, bool wide, struct placement_pick *picks, int maxpicks,
     int *npicks, struct gp_error *err)
 {
-	const struct gpu_model *models[PLACEMENT_MAX_ITEMS];
-	const struct mig_profile *profs[PLACEMENT_MAX_ITEMS];
-	int order[PLACEMENT_MAX_ITEMS], pos[PLACEMENT_MAX_ITEMS];
-	const struct gpu_model *distinct[PLACEMENT_MAX_ITEMS];
-	int first[PLACEMENT_MAX_ITEMS + 1], ndistinct = 0, *by_model;
-	struct class_ref *refs;
-	bool bad = false;
-	int group = -1;
+	struct select_state st;
+	int order[PLACEMENT_MAX_ITEMS];
 
 	*npicks = 0;
-	if (nitems < 0 || nitems > PLACEMENT_MAX_ITEMS)
-		return gp_error_field(err, "items", "must hold at most %d items",
-		    PLACEMENT_MAX_ITEMS);
-	for (int i = 0; i < nitems; i++) {
-		char path[32];
-
-		snprintf(path, sizeof(path), "items[%d]", i);
-		if (spec_validate(&items[i], c, path, &models[i], &profs[i], err) < 0)
-			bad = true;
-	}
-	if (bad)
+	memset(&st, 0, sizeof(st));
+	st.items = items;
+	st.nitems = nitems;
+	st.cls = cls;
+	st.ncls = ncls;
+	st.wide = wide;
+	st.picks = picks;
+	st.maxpicks = maxpicks;
+	st.npicks = npicks;
+	st.group = -1;
+	if (items_prepare(c, items, nitems, st.models, st.profs, order, err) < 0)
 		return -1;
-	/* placement_find's order */
-	for (int i = 0; i < nitems; i++) {
-		int j = i;
-
-		while (j > 0 && item_before(models, profs, i, order[j - 1])) {
-			order[j] = order[j - 1];
-			j--;
-		}
-		order[j] = i;
-	}
 	for (int i = 0; i < nitems; i++)
-		pos[order[i]] = i;
-	refs = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*refs));
-	by_model = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*by_model));
-	if (refs == NULL || by_model == NULL) {
-		free(refs);
-		free(by_model);
+		st.pos[order[i]] = i;
+	st.refs = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*st.refs));
+	st.by_model = malloc((size_t)(ncls > 0 ? ncls : 1) * sizeof(*st.by_model));
+	if (st.refs == NULL || st.by_model == NULL) {
+		free(st.refs);
+		free(st.by_model);
 		return gp_error_set(err, 500, "internal",
 		    "could not allocate memory to rank layout classes");
 	}
-	/* the classes of each model asked for, by_model[first[d]..first[d + 1]) */
+	select_index_classes(&st);
 	for (int i = 0; i < nitems; i++) {
-		int d = 0;
-
-		while (d < ndistinct && distinct[d] != models[i])
-			d++;
-		if (d == ndistinct)
-			distinct[ndistinct++] = models[i];
-	}
-	memset(first, 0, sizeof(first));
-	for (int k = 0; k < ncls; k++) {
-		cls[k].take = 0;
-		for (int d = 0; d < ndistinct; d++) {
-			if (cls[k].g.model == distinct[d] && cls[k].gpus > 0) {
-				first[d + 1]++;
-				break;
-			}
-		}
-	}
-	for (int d = 0; d < ndistinct; d++)
-		first[d + 1] += first[d];
-	{
-		int fill[PLACEMENT_MAX_ITEMS];
-
-		memcpy(fill, first, sizeof(fill));
-		for (int k = 0; k < ncls; k++) {
-			for (int d = 0; d < ndistinct; d++) {
-				if (cls[k].g.model == distinct[d] && cls[k].gpus > 0) {
-					by_model[fill[d]++] = k;
-					break;
-				}
-			}
-		}
-	}
-	for (int i = 0; i < nitems; i++) {
-		const struct gpu_model *m = models[i];
-		int bit = profs[i] != NULL ? 1 + profs[i]->index : 0;
-		int64_t need = 0, held = 0, better = 0;
-		int nrefs = 0, last = pos[i], low = 0, d = 0;
 		bool seen = false;
 
 		/* once per (model, profile) */
 		for (int j = 0; j < i && !seen; j++)
-			seen = models[j] == m && profs[j] == profs[i];
-		if (seen)
-			continue;
-		for (int j = 0; j < nitems; j++) {
-			if (models[j] == m && profs[j] == profs[i] && pos[j] > last)
-				last = pos[j];
-		}
-		for (int j = 0; j < nitems; j++) {
-			if (models[j] == m && (wide || pos[j] <= last))
-				need += items[j].count;
-		}
-		/*
-		 * Narrow: the instances on a GPU lead its preference, so the
-		 * classes below the level where U is reached are never taken and
-		 * need no sorting.
-		 */
-		while (distinct[d] != m)
-			d++;
-		if (!wide) {
-			int64_t level_gpus[CATALOG_MAX_SLICES + 1];
-
-			memset(level_gpus, 0, sizeof(level_gpus));
-			for (int x = first[d]; x < first[d + 1]; x++) {
-				const struct placement_class *cl = &cls[by_model[x]];
-
-				if (cl->admits & (1u << bit))
-					level_gpus[pref_instances(cl->pref[bit])] += cl->gpus;
-			}
-			for (low = CATALOG_MAX_SLICES; low > 0; low--) {
-				held += level_gpus[low];
-				if (held >= need)
-					break;
-			}
-			held = 0;
-		}
-		for (int x = first[d]; x < first[d + 1]; x++) {
-			int k = by_model[x];
-
-			if (!(cls[k].admits & (1u << bit)) ||
-			    (!wide && pref_instances(cls[k].pref[bit]) < low))
-				continue;
-			refs[nrefs].key = cls[k].pref[bit];
-			refs[nrefs].idx = k;
-			nrefs++;
-		}
-		if (!wide)
-			qsort(refs, (size_t)nrefs, sizeof(*refs), class_ref_cmp);
-		for (int r = 0; r < nrefs; r++) {
-			struct placement_class *cl = &cls[refs[r].idx];
-			int64_t t;
-
-			if (!wide && (r == 0 || refs[r].key != refs[r - 1].key)) {
-				/* a new group: stop when the better ones hold enough */
-				if (held >= need)
-					break;
-				better = held;
-				group++;
-			}
-			t = wide ? need : need - better;
-			if (!wide && *npicks >= 0) {
-				if (picks == NULL || *npicks == maxpicks) {
-					*npicks = -1;
-				} else {
-					picks[*npicks].cls = refs[r].idx;
-					picks[*npicks].group = group;
-					picks[*npicks].take = (int)t;
-					(*npicks)++;
-				}
-			}
-			if (t > cl->gpus)
-				t = cl->gpus;
-			if (cl->take < t)
-				cl->take = (int)t;
-			held += cl->gpus;
-		}
+			seen = st.models[j] == st.models[i] && st.profs[j] == st.profs[i];
+		if (!seen)
+			select_profile(&st, i);
 	}
-	free(refs);
-	free(by_model);
+	free(st.refs);
+	free(st.by_model);
 	return 0;
 }
 

@@ -265,31 +265,28 @@ shrink_sort(const struct shrink_alloc *allocs, int *idx, int n)
 	}
 }
 
-int
-pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, int nitems,
-    bool *chosen, struct gp_error *err)
+/* What pool_shrink_choose works on: the allocations sorted and grouped by GPU. */
+struct shrink_ctx {
+	const struct shrink_alloc *allocs;
+	int nitems;
+	int *idx;  /* allocations in shrink_sort's order */
+	int *need; /* per kind, still to choose */
+	int *per;  /* scratch: per kind on one GPU */
+	struct shrink_gpu *g;
+	int ng;
+	bool *chosen;
+};
+
+/* 409 conflict naming each kind the pool holds fewer of than want; 0 when it holds them all. */
+static int
+shrink_check_holds(const struct shrink_alloc *allocs, int n, const int *want, int nitems,
+    struct gp_error *err)
 {
-	int *idx = NULL, *need = NULL, *per = NULL;
-	struct shrink_gpu *g = NULL;
-	int ng = 0, rc = -1;
 	bool short_ = false;
 
-	idx = malloc(sizeof(*idx) * (size_t)(n + 1));
-	need = malloc(sizeof(*need) * (size_t)(nitems + 1));
-	per = malloc(sizeof(*per) * (size_t)(nitems + 1));
-	g = malloc(sizeof(*g) * (size_t)(n + 1));
-	if (idx == NULL || need == NULL || per == NULL || g == NULL) {
-		gp_error_set(err, 500, "internal", "out of memory");
-		goto fail;
-	}
-	for (int i = 0; i < n; i++) {
-		idx[i] = i;
-		chosen[i] = false;
-	}
 	for (int i = 0; i < nitems; i++) {
 		int have = 0;
 
-		need[i] = want[i];
 		for (int j = 0; j < n; j++)
 			if (allocs[j].kind == i)
 				have++;
@@ -301,108 +298,169 @@ pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, in
 			short_ = true;
 		}
 	}
-	if (short_) {
-		err->status = 409;
-		snprintf(err->code, sizeof(err->code), "conflict");
-		snprintf(err->message, sizeof(err->message),
-		    "the pool does not hold what the request removes");
-		goto fail;
-	}
-	shrink_sort(allocs, idx, n);
+	if (!short_)
+		return 0;
+	err->status = 409;
+	snprintf(err->code, sizeof(err->code), "conflict");
+	snprintf(err->message, sizeof(err->message),
+	    "the pool does not hold what the request removes");
+	return -1;
+}
+
+/* The sorted allocations into runs of one GPU each. */
+static void
+shrink_group(struct shrink_ctx *x, int n)
+{
 	for (int i = 0; i < n; i++) {
-		const struct shrink_alloc *a = &allocs[idx[i]];
+		const struct shrink_alloc *a = &x->allocs[x->idx[i]];
+		struct shrink_gpu *g;
 
-		if (ng == 0 || g[ng - 1].gpu_id != a->gpu_id) {
-			memset(&g[ng], 0, sizeof(g[ng]));
-			g[ng].gpu_id = a->gpu_id;
-			g[ng].first = i;
-			ng++;
+		if (x->ng == 0 || x->g[x->ng - 1].gpu_id != a->gpu_id) {
+			memset(&x->g[x->ng], 0, sizeof(x->g[x->ng]));
+			x->g[x->ng].gpu_id = a->gpu_id;
+			x->g[x->ng].first = i;
+			x->ng++;
 		}
-		g[ng - 1].n++;
-		g[ng - 1].left++;
-		if (a->kind < 0 || a->kind >= nitems)
-			g[ng - 1].others++;
+		g = &x->g[x->ng - 1];
+		g->n++;
+		g->left++;
+		if (a->kind < 0 || a->kind >= x->nitems)
+			g->others++;
 	}
-	for (;;) {
-		int best = -1, best_key = 0;
-		bool any = false;
+}
 
-		for (int i = 0; i < nitems; i++)
-			if (need[i] > 0)
+/* Whether allocation i (sorted) is wanted and not chosen yet. */
+static bool
+shrink_wanted(const struct shrink_ctx *x, int i)
+{
+	const struct shrink_alloc *a = &x->allocs[x->idx[i]];
+
+	return !x->chosen[x->idx[i]] && a->kind >= 0 && a->kind < x->nitems && x->need[a->kind] > 0;
+}
+
+static void
+shrink_take(struct shrink_ctx *x, int k, int i)
+{
+	x->chosen[x->idx[i]] = true;
+	x->need[x->allocs[x->idx[i]].kind]--;
+	x->g[k].left--;
+}
+
+/* 1. A GPU whose allocations left are all wanted (it empties), fewest first; -1 if none. */
+static int
+shrink_emptiable(struct shrink_ctx *x)
+{
+	int best = -1, best_key = 0;
+
+	for (int k = 0; k < x->ng; k++) {
+		const struct shrink_gpu *g = &x->g[k];
+		bool ok = g->others == 0 && g->left > 0;
+
+		if (!ok)
+			continue;
+		memset(x->per, 0, sizeof(*x->per) * (size_t)x->nitems);
+		for (int i = g->first; i < g->first + g->n; i++) {
+			const struct shrink_alloc *a = &x->allocs[x->idx[i]];
+
+			if (!x->chosen[x->idx[i]] && a->kind >= 0 && a->kind < x->nitems)
+				x->per[a->kind]++;
+		}
+		for (int i = 0; i < x->nitems && ok; i++)
+			if (x->per[i] > x->need[i])
+				ok = false;
+		if (ok && (best < 0 || g->left < best_key)) {
+			best = k;
+			best_key = g->left;
+		}
+	}
+	return best;
+}
+
+/* 2. The GPU closest to empty that holds a wanted allocation; -1 if none. */
+static int
+shrink_closest(const struct shrink_ctx *x)
+{
+	int best = -1, best_key = 0;
+
+	for (int k = 0; k < x->ng; k++) {
+		const struct shrink_gpu *g = &x->g[k];
+		bool has = false;
+
+		for (int i = g->first; i < g->first + g->n && !has; i++)
+			has = shrink_wanted(x, i);
+		if (has && (best < 0 || g->left < best_key)) {
+			best = k;
+			best_key = g->left;
+		}
+	}
+	return best;
+}
+
+/* Choose until nothing is needed; -1 (err set) when the candidates run out. */
+static int
+shrink_choose_all(struct shrink_ctx *x, struct gp_error *err)
+{
+	for (;;) {
+		bool any = false;
+		int best;
+
+		for (int i = 0; i < x->nitems; i++)
+			if (x->need[i] > 0)
 				any = true;
 		if (!any)
-			break;
-		/* 1. a GPU that can be emptied completely, fewest allocations first */
-		for (int k = 0; k < ng; k++) {
-			bool ok = g[k].others == 0 && g[k].left > 0;
-
-			if (!ok)
-				continue;
-			memset(per, 0, sizeof(*per) * (size_t)nitems);
-			for (int i = g[k].first; i < g[k].first + g[k].n; i++) {
-				const struct shrink_alloc *a = &allocs[idx[i]];
-
-				if (!chosen[idx[i]] && a->kind >= 0 && a->kind < nitems)
-					per[a->kind]++;
-			}
-			for (int i = 0; i < nitems && ok; i++)
-				if (per[i] > need[i])
-					ok = false;
-			if (ok && (best < 0 || g[k].left < best_key)) {
-				best = k;
-				best_key = g[k].left;
-			}
-		}
+			return 0;
+		best = shrink_emptiable(x);
 		if (best >= 0) {
-			for (int i = g[best].first; i < g[best].first + g[best].n; i++) {
-				const struct shrink_alloc *a = &allocs[idx[i]];
+			const struct shrink_gpu *g = &x->g[best];
 
-				if (chosen[idx[i]])
-					continue;
-				chosen[idx[i]] = true;
-				need[a->kind]--;
-				g[best].left--;
-			}
+			for (int i = g->first; i < g->first + g->n; i++)
+				if (!x->chosen[x->idx[i]])
+					shrink_take(x, best, i);
 			continue;
 		}
-		/* 2. one wanted allocation on the GPU then closest to empty */
-		best = -1;
-		for (int k = 0; k < ng; k++) {
-			bool has = false;
-
-			for (int i = g[k].first; i < g[k].first + g[k].n && !has; i++) {
-				const struct shrink_alloc *a = &allocs[idx[i]];
-
-				has = !chosen[idx[i]] && a->kind >= 0 && a->kind < nitems &&
-				    need[a->kind] > 0;
-			}
-			if (has && (best < 0 || g[k].left < best_key)) {
-				best = k;
-				best_key = g[k].left;
-			}
-		}
-		if (best < 0) {
-			gp_error_set(err, 500, "internal",
+		best = shrink_closest(x);
+		if (best < 0)
+			return gp_error_set(err, 500, "internal",
 			    "shrink selection ran out of candidates");
-			goto fail;
-		}
-		for (int i = g[best].first; i < g[best].first + g[best].n; i++) {
-			const struct shrink_alloc *a = &allocs[idx[i]];
-
-			if (!chosen[idx[i]] && a->kind >= 0 && a->kind < nitems &&
-			    need[a->kind] > 0) {
-				chosen[idx[i]] = true;
-				need[a->kind]--;
-				g[best].left--;
+		for (int i = x->g[best].first; i < x->g[best].first + x->g[best].n; i++) {
+			if (shrink_wanted(x, i)) {
+				shrink_take(x, best, i);
 				break;
 			}
 		}
 	}
-	rc = 0;
-fail:
-	free(idx);
-	free(need);
-	free(per);
-	free(g);
+}
+
+int
+pool_shrink_choose(const struct shrink_alloc *allocs, int n, const int *want, int nitems,
+    bool *chosen, struct gp_error *err)
+{
+	struct shrink_ctx x = { .allocs = allocs, .nitems = nitems, .chosen = chosen };
+	int rc = -1;
+
+	x.idx = malloc(sizeof(*x.idx) * (size_t)(n + 1));
+	x.need = malloc(sizeof(*x.need) * (size_t)(nitems + 1));
+	x.per = malloc(sizeof(*x.per) * (size_t)(nitems + 1));
+	x.g = malloc(sizeof(*x.g) * (size_t)(n + 1));
+	if (x.idx == NULL || x.need == NULL || x.per == NULL || x.g == NULL) {
+		gp_error_set(err, 500, "internal", "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		x.idx[i] = i;
+		chosen[i] = false;
+	}
+	for (int i = 0; i < nitems; i++)
+		x.need[i] = want[i];
+	if (shrink_check_holds(allocs, n, want, nitems, err) < 0)
+		goto out;
+	shrink_sort(allocs, x.idx, n);
+	shrink_group(&x, n);
+	rc = shrink_choose_all(&x, err);
+out:
+	free(x.idx);
+	free(x.need);
+	free(x.per);
+	free(x.g);
 	return rc;
 }

@@ -136,15 +136,6 @@ pools_pool_json(const struct pool_row *p, const struct pool_alloc_row *a, int na
 	return o;
 }
 
-static void
-add_time_or_null(struct json_object *o, const char *key, int64_t us)
-{
-	if (us != 0)
-		json_add_time(o, key, us);
-	else
-		json_add_str(o, key, NULL);
-}
-
 struct json_object *
 pools_request_json(const struct pool_request_row *r, const struct pool_request_event *history,
     int nhistory)
@@ -159,12 +150,12 @@ pools_request_json(const struct pool_request_row *r, const struct pool_request_e
 	json_add_str(o, "state", pool_request_state_name(r->state));
 	json_object_object_add(o, "items", pools_stored_items_json(r->items_json));
 	json_add_str(o, "justification", r->justification);
-	add_time_or_null(o, "ends_at", r->ends_us);
+	json_add_time_or_null(o, "ends_at", r->ends_us);
 	json_add_str(o, "requested_by", r->requested_by);
-	add_time_or_null(o, "requested_at", r->requested_us);
-	add_time_or_null(o, "expires_at", r->expires_us);
+	json_add_time_or_null(o, "requested_at", r->requested_us);
+	json_add_time_or_null(o, "expires_at", r->expires_us);
 	json_add_str(o, "decided_by", r->decided_by);
-	add_time_or_null(o, "decided_at", r->decided_us);
+	json_add_time_or_null(o, "decided_at", r->decided_us);
 	json_add_str(o, "note", r->note);
 	json_add_str(o, "reason", r->state == POOL_REQUEST_REJECTED ? r->note : NULL);
 	json_add_int(o, "generation", r->generation);

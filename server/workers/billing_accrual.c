@@ -18,8 +18,7 @@
 /* spans of a backlog per pass: a pass stays short, so that a stop never waits long */
 #define SPANS_PER_PASS 4
 
-/* one worker per process: its configuration and handle live here */
-static struct billing_accrual_config accrual_cfg;
+/* one worker per process: its handle (for /metrics and the next pass at once) */
 static struct periodic *_Atomic accrual_self;
 
 /* /metrics */
@@ -34,26 +33,20 @@ collect(struct strbuf *b, struct arena *a, void *arg)
 
 	(void)a;
 	(void)arg;
+	metrics_family(b, "gpupool_billing_accrual_passes_total", "counter",
+	    "Billing accrual passes of this replica's worker.");
 	strbuf_printf(b,
-	    "# HELP gpupool_billing_accrual_passes_total Billing accrual passes of this replica's "
-	    "worker.\n"
-	    "# TYPE gpupool_billing_accrual_passes_total counter\n"
 	    "gpupool_billing_accrual_passes_total{result=\"ok\"} %" PRIuFAST64 "\n"
-	    "gpupool_billing_accrual_passes_total{result=\"error\"} %" PRIuFAST64 "\n"
-	    "# HELP gpupool_billing_accrual_rows_total Billing rows inserted, changed or deleted "
-	    "by this replica's worker.\n"
-	    "# TYPE gpupool_billing_accrual_rows_total counter\n"
-	    "gpupool_billing_accrual_rows_total %" PRIuFAST64 "\n"
-	    "# HELP gpupool_billing_accrual_last_success_timestamp_seconds When this replica's "
-	    "worker last accrued (0: never).\n"
-	    "# TYPE gpupool_billing_accrual_last_success_timestamp_seconds gauge\n"
-	    "gpupool_billing_accrual_last_success_timestamp_seconds %" PRId64 "\n"
-	    "# HELP gpupool_billing_accrual_leader Whether this replica holds the accrual "
-	    "leadership.\n"
-	    "# TYPE gpupool_billing_accrual_leader gauge\n"
-	    "gpupool_billing_accrual_leader %d\n",
-	    atomic_load(&passes_ok), atomic_load(&passes_failed), atomic_load(&rows_changed),
-	    last / 1000000, self != NULL && periodic_is_leader(self) ? 1 : 0);
+	    "gpupool_billing_accrual_passes_total{result=\"error\"} %" PRIuFAST64 "\n",
+	    atomic_load(&passes_ok), atomic_load(&passes_failed));
+	metrics_single(b, "gpupool_billing_accrual_rows_total", "counter",
+	    "Billing rows inserted, changed or deleted by this replica's worker.", "%" PRIuFAST64,
+	    atomic_load(&rows_changed));
+	metrics_single(b, "gpupool_billing_accrual_last_success_timestamp_seconds", "gauge",
+	    "When this replica's worker last accrued (0: never).", "%" PRId64, last / 1000000);
+	metrics_single(b, "gpupool_billing_accrual_leader", "gauge",
+	    "Whether this replica holds the accrual leadership.", "%d",
+	    self != NULL && periodic_is_leader(self) ? 1 : 0);
 }
 
 static void
@@ -90,14 +83,15 @@ accrual_run_once(void *arg)
 int
 billing_accrual_start(struct periodic **out, const struct billing_accrual_config *cfg)
 {
+	struct billing_accrual_config own = *cfg; /* copied by periodic_start */
 	struct periodic_config pc = {
 		.name = "billing_accrual",
 		.leader = true,
 		.run = accrual_run_once,
-		.arg = &accrual_cfg,
+		.arg = &own,
+		.arg_size = sizeof(own),
 	};
 
-	accrual_cfg = *cfg;
 	if (metrics_register("billing_accrual", collect, NULL) < 0)
 		return -1;
 	pc.interval_ms = (cfg->interval_s > 0 ? cfg->interval_s : 300) * 1000;

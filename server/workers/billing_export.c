@@ -3,6 +3,7 @@
  */
 #include "billing_export.h"
 
+#include "auth/digest.h"
 #include "auth/token.h"
 #include "core/arena.h"
 #include "core/log.h"
@@ -17,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static struct billing_export_config export_cfg;
+/* one worker per process: its handle, for billing_export_kick */
 static struct periodic *_Atomic export_self;
 
 struct job {
@@ -26,7 +27,8 @@ struct job {
 	size_t len;
 	int seq;
 	int64_t rows, bytes;
-	struct token_sha256 *sha;
+	int test_row_delay_ms; /* the worker's configuration */
+	struct digest_sha256 *sha;
 	char hex[65];
 };
 
@@ -51,7 +53,7 @@ flush(struct db *db, struct job *j, struct gp_error *err)
 static int
 append(struct db *db, struct job *j, const char *s, size_t n, struct gp_error *err)
 {
-	token_sha256_update(j->sha, s, n);
+	digest_sha256_update(j->sha, s, n);
 	j->bytes += (int64_t)n;
 	while (n > 0) {
 		size_t room = BILLING_EXPORT_CHUNK_BYTES - j->len;
@@ -88,8 +90,8 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 	j->len = 0;
 	j->seq = 0;
 	j->rows = j->bytes = 0;
-	token_sha256_free(j->sha);
-	j->sha = token_sha256_new();
+	digest_sha256_free(j->sha);
+	j->sha = digest_sha256_new();
 	if (j->sha == NULL) {
 		arena_destroy(a);
 		return gp_error_set(err, 500, "internal", "out of memory");
@@ -121,17 +123,17 @@ job_tx(struct db *db, void *arg, struct gp_error *err)
 		first = false;
 		arena_destroy(pa);
 		/* tests: a chunk written, then asleep with the transaction open */
-		if (export_cfg.test_row_delay_ms > 0) {
+		if (j->test_row_delay_ms > 0) {
 			if (flush(db, j, err) < 0)
 				goto fail;
-			sleep_ms(export_cfg.test_row_delay_ms);
+			sleep_ms(j->test_row_delay_ms);
 		}
 		if (pg.last)
 			break;
 	}
 	if (flush(db, j, err) < 0)
 		goto fail;
-	token_sha256_final(j->sha, j->hex);
+	digest_sha256_final(j->sha, j->hex);
 	j->sha = NULL;
 	if (db_billing_export_finish(db, a, j->e.id, j->e.attempts, j->rows, j->bytes, j->hex,
 		j->seq, err) < 0)
@@ -144,7 +146,7 @@ fail:
 }
 
 static void
-run_job(struct db *db, struct billing_export_row *e)
+run_job(struct db *db, const struct billing_export_config *cfg, struct billing_export_row *e)
 {
 	struct job j;
 	struct gp_error err;
@@ -152,6 +154,7 @@ run_job(struct db *db, struct billing_export_row *e)
 
 	memset(&j, 0, sizeof(j));
 	j.e = *e;
+	j.test_row_delay_ms = cfg->test_row_delay_ms;
 	j.buf = malloc(BILLING_EXPORT_CHUNK_BYTES);
 	gp_error_clear(&err);
 	snprintf(id, sizeof(id), "%lld", (long long)e->id);
@@ -181,7 +184,7 @@ run_job(struct db *db, struct billing_export_row *e)
 		arena_destroy(a);
 	}
 out:
-	token_sha256_free(j.sha);
+	digest_sha256_free(j.sha);
 	free(j.buf);
 }
 
@@ -204,7 +207,7 @@ export_run_once(void *arg)
 			&err) < 0)
 			log_warn(NULL, "billing export claim failed", "error", err.message);
 		if (found)
-			run_job(db_thread(), &e);
+			run_job(db_thread(), cfg, &e);
 		arena_destroy(a);
 		if (!found)
 			break;
@@ -214,16 +217,17 @@ export_run_once(void *arg)
 int
 billing_export_start(struct periodic **out, const struct billing_export_config *cfg)
 {
+	struct billing_export_config own = *cfg; /* copied by periodic_start */
 	struct periodic_config pc = {
 		.name = "billing_export",
 		.leader = false,
 		.run = export_run_once,
-		.arg = &export_cfg,
+		.arg = &own,
+		.arg_size = sizeof(own),
 	};
 
-	export_cfg = *cfg;
-	if (export_cfg.lease_s <= 0)
-		export_cfg.lease_s = 60;
+	if (own.lease_s <= 0)
+		own.lease_s = 60;
 	pc.interval_ms = cfg->interval_ms > 0 ? cfg->interval_ms : 2000;
 	pc.jitter_ms = pc.interval_ms / 10;
 	if (periodic_start(out, &pc) < 0)

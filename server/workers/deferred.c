@@ -12,6 +12,7 @@
 #include "deferred.h"
 
 #include "core/log.h"
+#include "core/metrics_registry.h"
 #include "core/timeutil.h"
 
 #include <errno.h>
@@ -350,6 +351,14 @@ deferred_count(struct deferred_registry *r)
 	n = r->count;
 	pthread_mutex_unlock(&r->lock);
 	return n;
+}
+
+void
+deferred_metrics_collect(struct strbuf *b, struct arena *a, void *arg)
+{
+	(void)a;
+	metrics_single(b, "gpupool_deferred_waiting", "gauge",
+	    "Requests waiting in the registry (agent long-polls).", "%d", deferred_count(arg));
 }
 
 void

@@ -59,6 +59,12 @@ int deferred_wake_all(struct deferred_registry *r);
 /* Entries waiting now. */
 int deferred_count(struct deferred_registry *r);
 
+struct arena;
+struct strbuf;
+
+/* gpupool_deferred_waiting for /metrics: a collector whose arg is the registry. */
+void deferred_metrics_collect(struct strbuf *b, struct arena *a, void *arg);
+
 /*
  * Refuse new entries, fire every waiting one (DEFERRED_SHUTDOWN), stop
  * the timer. deferred_add keeps answering -1 until deferred_free.

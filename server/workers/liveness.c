@@ -11,18 +11,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
-static int liveness_grace_s = 50;
-
 static void
 liveness_run_once(void *arg)
 {
+	const int *grace_s = arg;
 	struct gp_error err;
 	int64_t n = 0;
 	char buf[24];
 
-	(void)arg;
 	gp_error_clear(&err);
-	if (db_agent_liveness(db_thread(), liveness_grace_s, &n, &err) < 0) {
+	if (db_agent_liveness(db_thread(), *grace_s, &n, &err) < 0) {
 		log_warn(NULL, "could not sweep agent liveness", "error", err.message);
 		return;
 	}
@@ -39,10 +37,13 @@ liveness_start(struct periodic **out, int grace_s)
 		.name = "agent-liveness",
 		.leader = true,
 		.run = liveness_run_once,
+		.arg = &grace_s,
+		.arg_size = sizeof(grace_s),
 	};
 
-	liveness_grace_s = grace_s > 0 ? grace_s : 50;
-	pc.interval_ms = liveness_grace_s * 1000 / 5;
+	if (grace_s <= 0)
+		grace_s = 50;
+	pc.interval_ms = grace_s * 1000 / 5;
 	if (pc.interval_ms < 1000)
 		pc.interval_ms = 1000;
 	pc.jitter_ms = pc.interval_ms / 10;

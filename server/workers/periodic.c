@@ -98,6 +98,8 @@ periodic_main(void *arg)
 static void
 periodic_free(struct periodic *p)
 {
+	if (p->cfg.arg_size > 0)
+		free(p->cfg.arg);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
 	free(p);
@@ -112,6 +114,14 @@ periodic_start(struct periodic **out, const struct periodic_config *cfg)
 	if (p == NULL)
 		return -1;
 	p->cfg = *cfg;
+	if (cfg->arg_size > 0) {
+		p->cfg.arg = malloc(cfg->arg_size);
+		if (p->cfg.arg == NULL) {
+			free(p);
+			return -1;
+		}
+		memcpy(p->cfg.arg, cfg->arg, cfg->arg_size);
+	}
 	if (p->cfg.interval_ms <= 0)
 		p->cfg.interval_ms = 1000;
 	if (p->cfg.jitter_ms < 0)

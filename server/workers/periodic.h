@@ -13,6 +13,7 @@
 #define GP_WORKERS_PERIODIC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct periodic;
@@ -27,6 +28,12 @@ struct periodic_config {
 	bool leader;      /* run only while holding the leadership lock `name` */
 	periodic_fn run;
 	void *arg;
+	/*
+	 * > 0: arg points to that many bytes (the worker's configuration)
+	 * that periodic_start copies into memory of the worker's own, passed
+	 * to run and freed at stop; the caller's copy may go at once.
+	 */
+	size_t arg_size;
 };
 
 /*

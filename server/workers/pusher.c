@@ -14,8 +14,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "auth/digest.h"
 #include "auth/token.h"
 #include "core/log.h"
+#include "core/timeutil.h"
 #include "db/db.h"
 #include "domain/callback.h"
 #include "db/db_agent.h"
@@ -23,8 +25,6 @@
 
 #define PUSH_BATCH 64            /* nodes pushed per pass at most */
 #define PUSH_MAX_DELAY_MS 300000 /* backoff cap: 5 minutes */
-
-static struct pusher_config pcfg;
 
 struct push {
 	struct outbox_push o;
@@ -80,19 +80,14 @@ discard(char *p, size_t size, size_t n, void *arg)
 }
 
 static int
-backoff_ms(int attempts)
+backoff_ms(const struct pusher_config *cfg, int attempts)
 {
 	uint32_t r = 0;
-	int64_t d = pcfg.backoff_ms;
 
-	for (int i = 1; i < attempts && d < PUSH_MAX_DELAY_MS; i++)
-		d *= 2;
-	if (d > PUSH_MAX_DELAY_MS)
-		d = PUSH_MAX_DELAY_MS;
 	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		r = (uint32_t)time(NULL);
-	/* full jitter between half and the whole delay */
-	return (int)(d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1)));
+	/* doubling from the first delay, jittered between half and the whole */
+	return (int)time_backoff(cfg->backoff_ms, attempts - 1, PUSH_MAX_DELAY_MS, r);
 }
 
 /*
@@ -103,10 +98,10 @@ backoff_ms(int attempts)
 static curl_socket_t
 push_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *sa)
 {
+	const struct pusher_config *cfg = arg;
 	struct callback_addr addr;
 	char text[INET6_ADDRSTRLEN] = "";
 
-	(void)arg;
 	(void)purpose;
 	if (sa->family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)&sa->addr)->sin_addr,
@@ -116,14 +111,14 @@ push_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *sa)
 		    &((const struct sockaddr_in6 *)(const void *)&sa->addr)->sin6_addr, text,
 		    sizeof(text));
 	if (!callback_parse_addr(text, &addr) ||
-	    callback_check_addr(pcfg.callback_allow, &addr, NULL) == CALLBACK_RESTRICTED)
+	    callback_check_addr(cfg->callback_allow, &addr, NULL) == CALLBACK_RESTRICTED)
 		return CURL_SOCKET_BAD;
 	return socket(sa->family, sa->socktype, sa->protocol);
 }
 
 /* Set up one signed POST of p->doc to the agent. */
 static int
-push_prepare(struct push *p, struct arena *a)
+push_prepare(struct push *p, const struct pusher_config *cfg, struct arena *a)
 {
 	char ts[24], sig[65];
 	size_t len = strlen(p->doc);
@@ -135,7 +130,7 @@ push_prepare(struct push *p, struct arena *a)
 	    (int)(bl > 0 && base[bl - 1] == '/' ? bl - 1 : bl), base);
 	snprintf(ts, sizeof(ts), "%lld", (long long)time(NULL));
 	msg = arena_printf(a, "%s.%s", ts, p->doc);
-	token_hmac_sha256_hex(p->o.push_secret, strlen(p->o.push_secret), msg, strlen(msg), sig);
+	digest_hmac_sha256_hex(p->o.push_secret, strlen(p->o.push_secret), msg, strlen(msg), sig);
 	p->headers = curl_slist_append(NULL, "Content-Type: application/json");
 	p->headers = curl_slist_append(p->headers, arena_printf(a, "X-Gpupool-Timestamp: %s", ts));
 	p->headers =
@@ -148,12 +143,13 @@ push_prepare(struct push *p, struct arena *a)
 	curl_easy_setopt(p->easy, CURLOPT_POSTFIELDS, p->doc);
 	curl_easy_setopt(p->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	curl_easy_setopt(p->easy, CURLOPT_HTTPHEADER, p->headers);
-	curl_easy_setopt(p->easy, CURLOPT_TIMEOUT_MS, (long)pcfg.timeout_ms);
-	curl_easy_setopt(p->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)pcfg.timeout_ms);
+	curl_easy_setopt(p->easy, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
+	curl_easy_setopt(p->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->timeout_ms);
 	curl_easy_setopt(p->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(p->easy, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(p->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(p->easy, CURLOPT_OPENSOCKETFUNCTION, push_open_socket);
+	curl_easy_setopt(p->easy, CURLOPT_OPENSOCKETDATA, (void *)cfg);
 	curl_easy_setopt(p->easy, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(p->easy, CURLOPT_ERRORBUFFER, p->error);
 	curl_easy_setopt(p->easy, CURLOPT_PRIVATE, p);
@@ -164,6 +160,7 @@ push_prepare(struct push *p, struct arena *a)
 static void
 pusher_run_once(void *arg)
 {
+	const struct pusher_config *cfg = arg;
 	struct arena *a = arena_create();
 	struct gp_error err;
 	struct outbox_push *rows = NULL;
@@ -171,11 +168,10 @@ pusher_run_once(void *arg)
 	CURLM *multi = NULL;
 	int n = 0, running = 0, added = 0;
 
-	(void)arg;
 	arena_set_sensitive(a); /* push secrets */
 	gp_error_clear(&err);
 	/* lease: longer than a whole pass can take */
-	if (db_outbox_claim(db_thread(), a, PUSH_BATCH * 4, pcfg.timeout_ms / 1000 + 30, &rows, &n,
+	if (db_outbox_claim(db_thread(), a, PUSH_BATCH * 4, cfg->timeout_ms / 1000 + 30, &rows, &n,
 		&err) < 0) {
 		log_warn(NULL, "could not claim outbox rows", "error", err.message);
 		goto out;
@@ -194,7 +190,7 @@ pusher_run_once(void *arg)
 		gp_error_clear(&err);
 		if (db_agent_desired_state(db_thread(), a, p->o.node_id, &p->generation, &p->doc,
 			&err) < 0 ||
-		    push_prepare(p, a) < 0) {
+		    push_prepare(p, cfg, a) < 0) {
 			snprintf(p->error, sizeof(p->error), "%.200s",
 			    gp_error_isset(&err) ? err.message : "could not prepare the push");
 			p->failure = "error";
@@ -250,7 +246,7 @@ pusher_run_once(void *arg)
 							 : "error";
 
 			if (db_outbox_retry(db_thread(), p->o.node_id, p->o.attempts,
-				pcfg.max_attempts, backoff_ms(p->o.attempts), why, &gave_up,
+				cfg->max_attempts, backoff_ms(cfg, p->o.attempts), why, &gave_up,
 				&err) < 0)
 				log_warn(NULL, "could not record a failed push", "node", node,
 				    "error", err.message);
@@ -275,25 +271,27 @@ out:
 int
 pusher_start(struct periodic **out, const struct pusher_config *cfg)
 {
+	struct pusher_config own = *cfg; /* copied by periodic_start */
 	struct periodic_config pc = {
 		.name = "outbox-pusher",
 		.leader = false, /* rows are claimed with SKIP LOCKED and a lease */
 		.run = pusher_run_once,
+		.arg = &own,
+		.arg_size = sizeof(own),
 	};
 
 	/* once, at start-up, before the pusher's thread exists */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return -1;
-	pcfg = *cfg;
-	if (pcfg.interval_ms <= 0)
-		pcfg.interval_ms = 1000;
-	if (pcfg.timeout_ms <= 0)
-		pcfg.timeout_ms = 5000;
-	if (pcfg.max_attempts <= 0)
-		pcfg.max_attempts = 10;
-	if (pcfg.backoff_ms <= 0)
-		pcfg.backoff_ms = 1000;
-	pc.interval_ms = pcfg.interval_ms;
-	pc.jitter_ms = pcfg.interval_ms / 10;
+	if (own.interval_ms <= 0)
+		own.interval_ms = 1000;
+	if (own.timeout_ms <= 0)
+		own.timeout_ms = 5000;
+	if (own.max_attempts <= 0)
+		own.max_attempts = 10;
+	if (own.backoff_ms <= 0)
+		own.backoff_ms = 1000;
+	pc.interval_ms = own.interval_ms;
+	pc.jitter_ms = own.interval_ms / 10;
 	return periodic_start(out, &pc);
 }

@@ -18,18 +18,16 @@
 #define ROLLUP_MAX_CALLS 16        /* statements per pass; the next pass goes on */
 #define PRUNE_LIMIT 5000           /* rows of each kind deleted per pass at most */
 
-static struct telemetry_config tcfg;
-
 static void
 telemetry_run_once(void *arg)
 {
+	const struct telemetry_config *tcfg = arg;
 	struct gp_error err;
 	int64_t n = 0;
 	char buf[24];
 
-	(void)arg;
 	gp_error_clear(&err);
-	if (db_metric_partitions(db_thread(), tcfg.retention_days, 2, &n, &err) < 0)
+	if (db_metric_partitions(db_thread(), tcfg->retention_days, 2, &n, &err) < 0)
 		log_warn(NULL, "could not keep the metric partitions", "error", err.message);
 	else if (n > 0) {
 		snprintf(buf, sizeof(buf), "%lld", (long long)n);
@@ -39,7 +37,7 @@ telemetry_run_once(void *arg)
 		bool more = false;
 
 		gp_error_clear(&err);
-		if (db_metric_rollup(db_thread(), tcfg.idle_threshold, ROLLUP_SETTLE_S,
+		if (db_metric_rollup(db_thread(), tcfg->idle_threshold, ROLLUP_SETTLE_S,
 			ROLLUP_MAX_HOURS, &n, &more, &err) < 0) {
 			log_warn(NULL, "could not roll up metrics", "error", err.message);
 			break;
@@ -48,8 +46,8 @@ telemetry_run_once(void *arg)
 			break;
 	}
 	gp_error_clear(&err);
-	if (db_agent_plane_prune(db_thread(), tcfg.outbox_retention_days,
-		tcfg.alerts_retention_days, tcfg.profiles_retention_days, PRUNE_LIMIT, &n,
+	if (db_agent_plane_prune(db_thread(), tcfg->outbox_retention_days,
+		tcfg->alerts_retention_days, tcfg->profiles_retention_days, PRUNE_LIMIT, &n,
 		&err) < 0)
 		log_warn(NULL, "could not prune delivered outbox rows, alerts and profiles",
 		    "error", err.message);
@@ -58,21 +56,23 @@ telemetry_run_once(void *arg)
 		log_info(NULL, "pruned rows past retention", "count", buf);
 	}
 	gp_error_clear(&err);
-	if (db_alerts_idle(db_thread(), tcfg.idle_after_s, tcfg.idle_threshold, &n, &err) < 0)
+	if (db_alerts_idle(db_thread(), tcfg->idle_after_s, tcfg->idle_threshold, &n, &err) < 0)
 		log_warn(NULL, "could not sweep idle allocations", "error", err.message);
 }
 
 int
 telemetry_start(struct periodic **out, const struct telemetry_config *cfg)
 {
+	struct telemetry_config own = *cfg; /* copied by periodic_start */
 	struct periodic_config pc = {
 		.name = "telemetry",
 		.leader = true,
 		.run = telemetry_run_once,
+		.arg = &own,
+		.arg_size = sizeof(own),
 	};
 
-	tcfg = *cfg;
-	pc.interval_ms = (tcfg.interval_s > 0 ? tcfg.interval_s : 60) * 1000;
+	pc.interval_ms = (cfg->interval_s > 0 ? cfg->interval_s : 60) * 1000;
 	pc.jitter_ms = pc.interval_ms / 10;
 	return periodic_start(out, &pc);
 }

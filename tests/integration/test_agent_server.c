@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth/digest.h"
 #include "auth/token.h"
 #include "core/timeutil.h"
 
@@ -758,7 +759,7 @@ test_push(void **state)
 	assert_non_null(strstr(rc.body, "\"pushy\""));
 	assert_non_null(strstr(rc.body, "\"pushed\""));
 	snprintf(msg, sizeof(msg), "%s.%s", rc.ts, rc.body);
-	token_hmac_sha256_hex(secret, strlen(secret), msg, strlen(msg), expect);
+	digest_hmac_sha256_hex(secret, strlen(secret), msg, strlen(msg), expect);
 	assert_string_equal(rc.sig, fx_str(fx, "v1=%s", expect));
 	assert_true(llabs(atoll(rc.ts) - (long long)time(NULL)) < 30);
 	pthread_mutex_unlock(&rc.mu);
