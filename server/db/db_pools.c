@@ -524,33 +524,11 @@ DB_STMT(stmt_pools_claim_due,
 DB_STMT(stmt_pools_unmanaged, "SELECT pools_confirm_unmanaged_releases()");
 
 /*
- * The pools it may change are locked first, in id order (the global lock
- * order, docs/architecture.md): two replicas' expiry passes, and the
- * confirmation of agentless releases beside them, take pools sorted.
+ * The pool statuses' one settle path is pools_settle (migration 0019):
+ * pools_settle_due hands it the releasing and provisioning pools, which
+ * it locks in id order (the global lock order, docs/architecture.md).
  */
-DB_STMT(stmt_pools_settle,
-    "WITH lk AS MATERIALIZED ("
-    " SELECT id FROM pools WHERE status IN ('releasing', 'provisioning') "
-    " ORDER BY id FOR NO KEY UPDATE"
-    "), rel AS ("
-    " UPDATE pools p SET status = 'released', released_at = now(), "
-    " generation = p.generation + 1, updated_at = now() FROM lk "
-    " WHERE p.id = lk.id AND p.status = 'releasing' "
-    " AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id "
-    " AND a.state <> 'released') RETURNING p.id, p.project_id"
-    "), act AS ("
-    " UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now() "
-    " FROM lk WHERE p.id = lk.id AND p.status = 'provisioning' AND NOT EXISTS ("
-    " SELECT 1 FROM allocations a "
-    " WHERE a.pool_id = p.id AND a.state NOT IN ('ready', 'releasing', 'released')) "
-    " RETURNING p.id, p.project_id"
-    "), au AS ("
-    " INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
-    " SELECT 'pool.released', 'pool', id::text, project_id, "
-    " '{\"status\":\"releasing\"}'::jsonb, '{\"status\":\"released\"}'::jsonb FROM rel "
-    " UNION ALL SELECT 'pool.active', 'pool', id::text, project_id, "
-    " '{\"status\":\"provisioning\"}'::jsonb, '{\"status\":\"active\"}'::jsonb FROM act"
-    ") SELECT (SELECT count(*) FROM rel) + (SELECT count(*) FROM act)");
+DB_STMT(stmt_pools_settle, "SELECT pools_settle_due()");
 
 /* ---- quotas ---- */
 

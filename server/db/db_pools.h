@@ -428,9 +428,10 @@ int db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out, int6
     bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
 /*
- * Settle pool statuses: releasing pools with no allocation left become
- * released, provisioning pools whose allocations are all ready become
- * active (audited). *n gets how many changed.
+ * Confirm releases on nodes without an agent (migration 0018), then
+ * settle the releasing and provisioning pools through pools_settle, the
+ * one settle path (migration 0019; service/pool_status.h says what it
+ * does). *n gets how many pools changed status.
  */
 int db_pools_settle(struct db *db, int64_t *n, struct gp_error *err)
     __attribute__((warn_unused_result));
