@@ -200,17 +200,6 @@ DB_STMT(stmt_pools_req_close,
 
 /* ---- candidates ---- */
 
-/* distinct (mig_enabled, layout) of a model's placeable GPUs: a skip scan */
-DB_STMT(stmt_pools_classes,
-    "WITH RECURSIVE c AS ("
-    " (SELECT mig_enabled, layout FROM gpus WHERE model = $1 AND health = 'ok' "
-    " AND node_status = 'ready' ORDER BY mig_enabled, layout LIMIT 1) "
-    " UNION ALL SELECT x.mig_enabled, x.layout FROM c CROSS JOIN LATERAL "
-    " (SELECT g.mig_enabled, g.layout FROM gpus g WHERE g.model = $1 AND g.health = 'ok' "
-    " AND g.node_status = 'ready' AND (g.mig_enabled, g.layout) > (c.mig_enabled, c.layout) "
-    " ORDER BY g.mig_enabled, g.layout LIMIT 1) x"
-    ") SELECT mig_enabled, layout FROM c");
-
 /*
  * The advisory lock (class 0x67707031, "gpp1"; key: the node id) marks a
  * node an approval is placing on; pg_try_advisory_xact_lock is
@@ -1005,24 +994,6 @@ db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_request_s
 }
 
 /* ---- candidates ---- */
-
-int
-db_layout_classes(struct db *db, struct arena *a, const char *model, struct layout_key **out,
-    int *n, struct gp_error *err)
-{
-	const char *p[1] = { model };
-	PGresult *r = db_exec(db, a, &stmt_pools_classes, 1, p, err);
-
-	if (r == NULL)
-		return -1;
-	*n = PQntuples(r);
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
-	for (int i = 0; i < *n; i++) {
-		(*out)[i].mig_enabled = db_bool(r, i, 0);
-		(*out)[i].layout = db_text(a, r, i, 1);
-	}
-	return 0;
-}
 
 int
 db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,

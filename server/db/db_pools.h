@@ -234,19 +234,6 @@ int db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_reque
 
 /* ---- placement candidates ---- */
 
-struct layout_key {
-	bool mig_enabled;
-	const char *layout;
-};
-
-/*
- * The distinct (MIG mode, layout) classes of the placeable GPUs (ready
- * node, health ok) of model, by a skip scan of gpus_placeable_idx: the
- * cost follows the number of classes, not of GPUs.
- */
-int db_layout_classes(struct db *db, struct arena *a, const char *model, struct layout_key **out,
-    int *n, struct gp_error *err) __attribute__((warn_unused_result));
-
 struct candidate_want {
 	const char *model;
 	bool mig_enabled;

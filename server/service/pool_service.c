@@ -5,10 +5,10 @@
  * model, MIG mode and layout (a layout class) are interchangeable for the
  * engine, which breaks ties by (node, index), so it is enough to lock,
  * per useful class, the first few GPUs in that order (approval_wants
- * chooses the classes). The classes of a model come from a skip scan of
- * gpus_placeable_idx, cached per process for CLASS_CACHE_MAX_AGE_US (a
- * hint only: every candidate is locked and its layout re-read before the
- * engine sees it). The fast path takes the classes that pack best plus
+ * chooses the classes). The classes of a model come from the fleet
+ * reading simulation uses too (fleet.c), cached per process for a second
+ * (a hint only: every candidate is locked and its layout re-read before
+ * the engine sees it). The fast path takes the classes that pack best plus
  * the empty GPUs, skipping GPUs and nodes other approvals hold (SKIP
  * LOCKED and a per-node advisory lock), so concurrent approvals spread
  * out instead of queueing. When that finds no placement, the slow path
@@ -26,6 +26,7 @@
  * batch of one whose request the same transaction inserts first.
  */
 #include "pool_service.h"
+#include "fleet.h"
 #include "core/problem.h"
 #include "pool_json.h"
 #include "layout_cache.h"
@@ -42,124 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLASS_CACHE_MAX_AGE_US 1000000 /* layout classes of a model, per process */
-#define CLASS_SLOW_MAX_AGE_US 50000    /* the slow path's: just re-read */
-#define CLASS_CACHE_MODELS 32
 #define SLOW_PASSES 4 /* slow-path reads while they find more GPUs */
-
-/* ---- layout classes ---- */
-
-/*
- * Process-wide cache of the layout classes per model. Shared by the
- * request threads under a mutex; entries are replaced whole (malloc'd
- * copies), readers get arena copies.
- */
-static struct {
-	pthread_mutex_t lock;
-	struct {
-		char model[CATALOG_NAME_MAX];
-		int64_t fetched_us;
-		struct approval_class *v; /* malloc: entries, then the layout strings */
-		int n;
-	} m[CLASS_CACHE_MODELS];
-	int n;
-} class_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static struct approval_class *
-class_copy(struct arena *a, const struct approval_class *v, int n)
-{
-	struct approval_class *out = arena_alloc(a, sizeof(*out) * (size_t)(n + 1));
-
-	for (int i = 0; i < n; i++) {
-		out[i] = v[i];
-		out[i].layout = arena_strdup(a, v[i].layout);
-	}
-	return out;
-}
-
-static void
-class_cache_store(const char *model, const struct approval_class *v, int n, int64_t now)
-{
-	size_t bytes = sizeof(*v) * (size_t)(n + 1);
-	struct approval_class *copy;
-	char *s;
-	int slot;
-
-	for (int i = 0; i < n; i++)
-		bytes += strlen(v[i].layout) + 1;
-	copy = malloc(bytes);
-	if (copy == NULL)
-		return;
-	s = (char *)(copy + n + 1);
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(v[i].layout) + 1;
-
-		copy[i] = v[i];
-		memcpy(s, v[i].layout, len);
-		copy[i].layout = s;
-		s += len;
-	}
-	pthread_mutex_lock(&class_cache.lock);
-	for (slot = 0; slot < class_cache.n; slot++)
-		if (strcmp(class_cache.m[slot].model, model) == 0)
-			break;
-	if (slot == class_cache.n) {
-		if (class_cache.n == CLASS_CACHE_MODELS) {
-			pthread_mutex_unlock(&class_cache.lock);
-			free(copy);
-			return;
-		}
-		class_cache.n++;
-		snprintf(class_cache.m[slot].model, sizeof(class_cache.m[slot].model), "%s", model);
-		class_cache.m[slot].v = NULL;
-	}
-	free(class_cache.m[slot].v);
-	class_cache.m[slot].v = copy;
-	class_cache.m[slot].n = n;
-	class_cache.m[slot].fetched_us = now;
-	pthread_mutex_unlock(&class_cache.lock);
-}
-
-/* The layout classes of model m, at most max_age_us old (0: read them now). */
-static int
-classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t max_age_us,
-    struct approval_class **out, int *n, struct gp_error *err)
-{
-	int64_t now = time_mono_us();
-	struct layout_key *keys;
-	struct approval_class *v;
-	int nk;
-
-	if (max_age_us > 0) {
-		pthread_mutex_lock(&class_cache.lock);
-		for (int i = 0; i < class_cache.n; i++) {
-			if (strcmp(class_cache.m[i].model, m->id) != 0 ||
-			    now - class_cache.m[i].fetched_us > max_age_us)
-				continue;
-			*out = class_copy(a, class_cache.m[i].v, class_cache.m[i].n);
-			*n = class_cache.m[i].n;
-			pthread_mutex_unlock(&class_cache.lock);
-			return 0;
-		}
-		pthread_mutex_unlock(&class_cache.lock);
-	}
-	if (db_layout_classes(db, a, m->id, &keys, &nk, err) < 0)
-		return -1;
-	v = arena_alloc(a, sizeof(*v) * (size_t)(nk + 1));
-	for (int i = 0; i < nk; i++) {
-		struct layout_figures f;
-
-		layout_cache_get(m, keys[i].mig_enabled, keys[i].layout, &f);
-		v[i].mig_enabled = keys[i].mig_enabled;
-		v[i].layout = keys[i].layout;
-		v[i].g = f.cls.g;
-		v[i].valid = f.valid;
-	}
-	class_cache_store(m->id, v, nk, now);
-	*out = v;
-	*n = nk;
-	return 0;
-}
 
 /* ---- candidates and placement ---- */
 
@@ -171,84 +55,6 @@ struct service_placed {
 	int size;
 	bool mode_switch;
 };
-
-/*
- * Append to w the classes to lock for the items of model m (indexes
- * idx[0..nidx) into items): approval_wants over the model's classes,
- * read from the cache (fast) or again (slow).
- */
-static int
-wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
-    const struct spec_count *items, const int *idx, int nidx, bool fast, int held,
-    struct approval_want *w, int *nw, int cap, struct gp_error *err)
-{
-	struct approval_class *cls;
-	int ncls;
-
-	if (classes_get(db, a, m, fast ? CLASS_CACHE_MAX_AGE_US : CLASS_SLOW_MAX_AGE_US, &cls,
-		&ncls, err) < 0)
-		return -1;
-	approval_wants(a, m, items, idx, nidx, cls, ncls, fast, held, w, nw, cap);
-	return 0;
-}
-
-/*
- * Lock the candidates of one pass for items[0..nitems) (fast: the
- * busiest classes and the empty GPUs, skipping what others hold; slow:
- * every useful class, waiting for locks, each class held GPUs further)
- * into rows[0..*n).
- */
-static int
-candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
-    const struct spec_count *items, int nitems, bool fast, int held, struct locked_gpu **rows,
-    int *n, struct gp_error *err)
-{
-	struct approval_want *w;
-	struct candidate_want *cw;
-	int nw = 0, wcap = nitems * (APPROVAL_FAST_PARTIAL_CLASSES + 2) + 8;
-	bool done[POOL_MAX_ITEMS];
-
-	memset(done, 0, sizeof(done));
-	if (!fast)
-		wcap = 0;
-	/* the slow path re-reads the classes first (they size its wants) */
-	for (int i = 0; i < nitems && !fast; i++) {
-		struct approval_class *cls;
-		int ncls;
-		bool seen = false;
-
-		for (int j = 0; j < i; j++)
-			seen = seen || strcmp(items[j].model, items[i].model) == 0;
-		if (classes_get(db, a, catalog_model(c, items[i].model),
-			seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
-			return -1;
-		wcap += ncls + 2;
-	}
-	w = arena_alloc(a, sizeof(*w) * (size_t)(wcap + 1));
-	for (int i = 0; i < nitems; i++) {
-		const struct gpu_model *m = catalog_model(c, items[i].model);
-		int idx[POOL_MAX_ITEMS], nidx = 0;
-
-		if (done[i])
-			continue;
-		for (int j = i; j < nitems; j++) {
-			if (strcmp(items[j].model, items[i].model) == 0) {
-				idx[nidx++] = j;
-				done[j] = true;
-			}
-		}
-		if (wants_for_model(db, a, m, items, idx, nidx, fast, held, w, &nw, wcap, err) < 0)
-			return -1;
-	}
-	cw = arena_alloc(a, sizeof(*cw) * (size_t)(nw + 1));
-	for (int i = 0; i < nw; i++) {
-		cw[i].model = w[i].model;
-		cw[i].mig_enabled = w[i].mig_enabled;
-		cw[i].layout = w[i].layout;
-		cw[i].limit = w[i].limit;
-	}
-	return db_candidates_lock(db, a, cw, nw, fast, rows, n, err);
-}
 
 /*
  * The GPUs one batch places on: the engine's view of every candidate
@@ -840,7 +646,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 	}
 	if (nsum == 0)
 		return 0;
-	if (candidates_fetch(db, b->a, cat, sum, nsum, true, 0, &rows, &nrows, err) < 0)
+	if (fleet_candidates_lock(db, b->a, cat, sum, nsum, true, 0, &rows, &nrows, err) < 0)
 		return -1;
 	place_set_add(b->a, cat, &set, rows, nrows);
 	for (int i = 0; i < b->n; i++) {
@@ -865,7 +671,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 		for (int pass = 0; rc == 0 && pass < SLOW_PASSES; pass++) {
 			if (pass == 0)
 				atomic_fetch_add(&stat_slow_paths, 1);
-			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, set.n,
+			if (fleet_candidates_lock(db, b->a, cat, c->items, c->nitems, false, set.n,
 				&rows, &nrows, err) < 0)
 				return -1;
 			if (place_set_add(b->a, cat, &set, rows, nrows) == 0 && pass > 0)
