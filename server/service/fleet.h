@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "db/db.h"
 #include "db/db_capacity.h"
+#include "db/db_approvals.h"
 #include "db/db_pools.h"
 #include "domain/approval.h"
 #include "domain/catalog.h"
