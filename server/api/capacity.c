@@ -332,6 +332,24 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 
 /* ---- /metrics ---- */
 
+/* One gauge per model and profile: mc[i].allocated, or .placeable. */
+static void
+profile_gauges(struct strbuf *b, const struct model_capacity *mc, int nm, const char *name,
+    const char *help, bool placeable)
+{
+	strbuf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	for (int i = 0; i < nm; i++) {
+		const struct gpu_model *m = mc[i].model;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		for (int j = 0; j <= m->nprofiles; j++)
+			strbuf_printf(b, "%s{model=\"%s\",profile=\"%s\"} %lld\n", name, m->id,
+			    j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
+			    (long long)(placeable ? mc[i].placeable[j] : mc[i].allocated[j]));
+	}
+}
+
 const char *
 capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 {
@@ -423,34 +441,10 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		    id, (long long)mc[i].memory_used, id,
 		    (long long)(mc[i].memory_total - mc[i].memory_used));
 	}
-	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
-	    "# TYPE gpupool_capacity_profile_allocated gauge\n");
-	for (int i = 0; i < nm; i++) {
-		const struct gpu_model *m = mc[i].model;
-
-		if (mc[i].gpus_total == 0)
-			continue;
-		for (int j = 0; j <= m->nprofiles; j++)
-			strbuf_printf(&b,
-			    "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
-			    m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
-			    (long long)mc[i].allocated[j]);
-	}
-	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
-	    "# TYPE gpupool_capacity_profile_placeable gauge\n");
-	for (int i = 0; i < nm; i++) {
-		const struct gpu_model *m = mc[i].model;
-
-		if (mc[i].gpus_total == 0)
-			continue;
-		for (int j = 0; j <= m->nprofiles; j++)
-			strbuf_printf(&b,
-			    "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
-			    m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
-			    (long long)mc[i].placeable[j]);
-	}
+	profile_gauges(&b, mc, nm, "gpupool_capacity_profile_allocated",
+	    "Live instances by model and profile (full: whole GPUs).", false);
+	profile_gauges(&b, mc, nm, "gpupool_capacity_profile_placeable",
+	    "Further instances placeable now, each profile alone.", true);
 	strbuf_printf(&b,
 	    "# HELP gpupool_capacity_layout_cache_entries Layouts whose figures this process remembers (at most %d).\n"
 	    "# TYPE gpupool_capacity_layout_cache_entries gauge\n"

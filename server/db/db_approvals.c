@@ -392,50 +392,22 @@ db_approval_free_apply(struct db *db, struct arena *a, const struct approval_app
 	return r == NULL ? -1 : 0;
 }
 
-int
-db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
-    int n, const struct outbox_row *more, int nmore, struct gp_error *err)
+/* The per-approval parameters of stmt_pools_approve_many (AM_REQ .. AM_HTTP_ID, AM_STATUS). */
+static void
+am_approval_params(struct arena *a, const struct approval_apply *const *v, int n, const char **p)
 {
 	int64_t *req = arena_alloc(a, sizeof(*req) * (size_t)(n + 1));
 	int64_t *pool = arena_alloc(a, sizeof(*pool) * (size_t)(n + 1));
 	int64_t *proj = arena_alloc(a, sizeof(*proj) * (size_t)(n + 1));
 	int64_t *ends = arena_alloc(a, sizeof(*ends) * (size_t)(n + 1));
 	int64_t *actor_id = arena_alloc(a, sizeof(*actor_id) * (size_t)(n + 1));
+	const char **pstatus = arena_alloc(a, sizeof(*pstatus) * (size_t)(n + 1));
 	const char **text[7];
-	int64_t *an[3], *ln[3], *on[3], *sw, *nodes;
-	const char **aprof, **astate, **lmodel, **lprof, **pstatus;
-	int *astart, *asize, *lcount;
-	int na = 0, nl = 0, no = 0, nsw = 0, nnodes = 0;
-	const char *p[AM_NPARAMS];
-	PGresult *r;
 
 	for (int k = 0; k < 7; k++)
 		text[k] = arena_alloc(a, sizeof(**text) * (size_t)(n + 1));
 	for (int i = 0; i < n; i++) {
-		na += v[i]->nallocs;
-		nl += v[i]->nitems;
-		nsw += v[i]->nswitch;
-	}
-	for (int k = 0; k < 3; k++) {
-		an[k] = arena_alloc(a, sizeof(*an[k]) * (size_t)(na + 1));
-		ln[k] = arena_alloc(a, sizeof(*ln[k]) * (size_t)(nl + 1));
-		on[k] = arena_alloc(a, sizeof(*on[k]) * (size_t)(na + nmore + 1));
-	}
-	aprof = arena_alloc(a, sizeof(*aprof) * (size_t)(na + 1));
-	astate = arena_alloc(a, sizeof(*astate) * (size_t)(na + 1));
-	pstatus = arena_alloc(a, sizeof(*pstatus) * (size_t)(n + 1));
-	astart = arena_alloc(a, sizeof(*astart) * (size_t)(na + 1));
-	asize = arena_alloc(a, sizeof(*asize) * (size_t)(na + 1));
-	lmodel = arena_alloc(a, sizeof(*lmodel) * (size_t)(nl + 1));
-	lprof = arena_alloc(a, sizeof(*lprof) * (size_t)(nl + 1));
-	lcount = arena_alloc(a, sizeof(*lcount) * (size_t)(nl + 1));
-	sw = arena_alloc(a, sizeof(*sw) * (size_t)(nsw + 1));
-	na = nl = nsw = 0;
-	for (int i = 0; i < n; i++) {
 		const struct approval_apply *ap = v[i];
-		int64_t *mine = arena_alloc(a, sizeof(*mine) * (size_t)(ap->nallocs + 1));
-		int64_t *own;
-		int nown;
 
 		req[i] = ap->request_id;
 		pool[i] = ap->pool_id;
@@ -450,6 +422,60 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		text[5][i] = ap->actor;
 		text[6][i] = ap->http_request_id;
 		pstatus[i] = pool_status_name(ap->new_status);
+	}
+	p[AM_REQ] = db_param_int64_array(a, req, n);
+	p[AM_POOL] = db_param_int64_array(a, pool, n);
+	p[AM_PROJECT] = db_param_int64_array(a, proj, n);
+	p[AM_ITEMS] = db_param_text_array(a, text[0], n);
+	p[AM_ACTION] = db_param_text_array(a, text[1], n);
+	p[AM_ENDS] = db_param_int64_array(a, ends, n);
+	p[AM_NOTE] = db_param_text_array(a, text[2], n);
+	p[AM_BEFORE] = db_param_text_array(a, text[3], n);
+	p[AM_AFTER] = db_param_text_array(a, text[4], n);
+	p[AM_ACTOR_ID] = db_param_int64_array(a, actor_id, n);
+	p[AM_ACTOR] = db_param_text_array(a, text[5], n);
+	p[AM_HTTP_ID] = db_param_text_array(a, text[6], n);
+	p[AM_STATUS] = db_param_text_array(a, pstatus, n);
+	p[AM_NREQUESTS] = db_param_int(a, n);
+}
+
+int
+db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_apply *const *v,
+    int n, const struct outbox_row *more, int nmore, struct gp_error *err)
+{
+	int64_t *an[3], *ln[3], *on[3], *sw, *nodes;
+	const char **aprof, **astate, **lmodel, **lprof;
+	int *astart, *asize, *lcount;
+	int na = 0, nl = 0, no = 0, nsw = 0, nnodes = 0;
+	const char *p[AM_NPARAMS];
+	PGresult *r;
+
+	am_approval_params(a, v, n, p);
+	for (int i = 0; i < n; i++) {
+		na += v[i]->nallocs;
+		nl += v[i]->nitems;
+		nsw += v[i]->nswitch;
+	}
+	for (int k = 0; k < 3; k++) {
+		an[k] = arena_alloc(a, sizeof(*an[k]) * (size_t)(na + 1));
+		ln[k] = arena_alloc(a, sizeof(*ln[k]) * (size_t)(nl + 1));
+		on[k] = arena_alloc(a, sizeof(*on[k]) * (size_t)(na + nmore + 1));
+	}
+	aprof = arena_alloc(a, sizeof(*aprof) * (size_t)(na + 1));
+	astate = arena_alloc(a, sizeof(*astate) * (size_t)(na + 1));
+	astart = arena_alloc(a, sizeof(*astart) * (size_t)(na + 1));
+	asize = arena_alloc(a, sizeof(*asize) * (size_t)(na + 1));
+	lmodel = arena_alloc(a, sizeof(*lmodel) * (size_t)(nl + 1));
+	lprof = arena_alloc(a, sizeof(*lprof) * (size_t)(nl + 1));
+	lcount = arena_alloc(a, sizeof(*lcount) * (size_t)(nl + 1));
+	sw = arena_alloc(a, sizeof(*sw) * (size_t)(nsw + 1));
+	na = nl = nsw = 0;
+	for (int i = 0; i < n; i++) {
+		const struct approval_apply *ap = v[i];
+		int64_t *mine = arena_alloc(a, sizeof(*mine) * (size_t)(ap->nallocs + 1));
+		int64_t *own;
+		int nown;
+
 		for (int j = 0; j < ap->nallocs; j++) {
 			an[0][na] = ap->allocs[j].gpu_id;
 			an[1][na] = ap->pool_id;
@@ -488,18 +514,6 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 		no++;
 	}
 	nodes = distinct_ids(a, on[0], no, &nnodes);
-	p[AM_REQ] = db_param_int64_array(a, req, n);
-	p[AM_POOL] = db_param_int64_array(a, pool, n);
-	p[AM_PROJECT] = db_param_int64_array(a, proj, n);
-	p[AM_ITEMS] = db_param_text_array(a, text[0], n);
-	p[AM_ACTION] = db_param_text_array(a, text[1], n);
-	p[AM_ENDS] = db_param_int64_array(a, ends, n);
-	p[AM_NOTE] = db_param_text_array(a, text[2], n);
-	p[AM_BEFORE] = db_param_text_array(a, text[3], n);
-	p[AM_AFTER] = db_param_text_array(a, text[4], n);
-	p[AM_ACTOR_ID] = db_param_int64_array(a, actor_id, n);
-	p[AM_ACTOR] = db_param_text_array(a, text[5], n);
-	p[AM_HTTP_ID] = db_param_text_array(a, text[6], n);
 	p[AM_ALLOC_GPU] = db_param_int64_array(a, an[0], na);
 	p[AM_ALLOC_PROFILE] = db_param_text_array(a, aprof, na);
 	p[AM_ALLOC_START] = db_param_int_array(a, astart, na);
@@ -517,10 +531,8 @@ db_approvals_apply_many(struct db *db, struct arena *a, const struct approval_ap
 	p[AM_OUTBOX_REQ] = db_param_int64_array(a, on[1], no);
 	p[AM_OUTBOX_POOL] = db_param_int64_array(a, on[2], no);
 	p[AM_SWITCH] = db_param_int64_array(a, sw, nsw);
-	p[AM_NREQUESTS] = db_param_int(a, n);
 	p[AM_NALLOCS] = db_param_int(a, na);
 	p[AM_ALLOC_STATE] = db_param_text_array(a, astate, na);
-	p[AM_STATUS] = db_param_text_array(a, pstatus, n);
 	r = db_exec_commit(db, a,
 	    nsw > 0 ? &stmt_pools_approve_many_switch : &stmt_pools_approve_many, AM_NPARAMS, p,
 	    err);
