@@ -1,8 +1,11 @@
 /*
- * db_approvals.h - what an approval writes (db_approvals.c): lock the
- * candidate GPUs, apply a shrink or release, apply a batch of creates and
- * expands in one statement, and the live allocations a shrink chooses
- * from. Write side: only service/ includes it.
+ * db_approvals.h - the pool workflow's writes, each several tables in
+ * one statement: submit requests (history, pool), lock requests for a
+ * decision, close one (reject, cancel), and what an approval writes (lock
+ * the candidate GPUs, apply a shrink or release, apply a batch of creates
+ * and expands, db_approvals.c); the expiry worker's claims and the pool
+ * statuses' settle (db_pools.c). Write side: service/ includes it, api/
+ * may not (scripts/check-boundaries); db_pools.h holds the reads.
  */
 #ifndef GP_DB_APPROVALS_H
 #define GP_DB_APPROVALS_H
@@ -11,6 +14,7 @@
 #include <stdint.h>
 
 #include "db.h"
+#include "core/states.h"
 #include "db_pools.h"
 
 /* ---- placement candidates ---- */
@@ -169,5 +173,112 @@ struct live_alloc {
  */
 int db_pool_live_allocations(struct db *db, struct arena *a, int64_t pool_id, bool neighbours,
     struct live_alloc **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* ---- requests ---- */
+
+struct request_submit {
+	int64_t project_id;
+	int64_t pool_id;       /* 0 for create: a new pending pool */
+	const char *pool_name; /* create: the new pool's name */
+	enum pool_action action;
+	const char *items_json; /* canonical; "[]" for release */
+	const char *justification;
+	int64_t ends_us; /* 0: none */
+	int ttl_s;       /* pending lifetime */
+	int64_t actor_id;
+	const char *actor;
+	const char *http_request_id;  /* for the audit row */
+	const char *audit_after_json; /* the request as submitted (id added here) */
+	bool quota_checked;           /* the caller checked the project's quota */
+};
+
+/*
+ * Insert the request (and for create its pending pool), its first
+ * history row and the audit row, in one statement. 409 "conflict" when
+ * create names a pool the project already has. Unless quota_checked,
+ * nothing is inserted when the project has a quota: *needs_quota is set
+ * and the caller checks the quota and calls again with quota_checked.
+ */
+int db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
+    struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* What became of one submission of db_requests_submit_many. */
+struct submit_result {
+	bool needs_quota;            /* nothing inserted: check the quota, submit alone */
+	bool conflict;               /* nothing inserted: create of a pool name taken */
+	struct pool_request_row out; /* otherwise the request inserted */
+};
+
+/*
+ * Group commit: insert the submissions v[0..n) in one statement, each as
+ * db_request_submit would, except that a create whose pool name is taken
+ * does not fail the statement (res[i].conflict). commit: send COMMIT in
+ * the same round trip (nothing else may follow in the transaction; the
+ * statement's rows are read whatever the COMMIT's fate).
+ */
+int db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
+    int n, bool commit, struct submit_result *res, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* What an approval starts from: the request and its pool, both locked. */
+struct approval_ctx {
+	struct pool_request_row req;
+	enum pool_status pool_status;
+	const char *pool_items_json;
+	int64_t pool_ends_us;
+	bool has_quota; /* the project has a quota (not locked) */
+	int64_t now_us; /* the transaction's timestamp */
+};
+
+/* Lock request id and its pool (FOR NO KEY UPDATE) and read them. */
+int db_request_lock(struct db *db, struct arena *a, int64_t id, struct approval_ctx *out,
+    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Lock requests ids[0..n) and their pools (in id order) and read them:
+ * out[i] and found[i] for ids[i], out[i]'s text in arenas[i].
+ */
+int db_requests_lock_many(struct db *db, struct arena *a, const int64_t *ids, int n,
+    struct arena *const *arenas, struct approval_ctx *out, bool *found, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * A decision that allocates nothing: pending -> rejected | cancelled
+ * (to_state), with history and audit; a create request's pending pool
+ * becomes released. The request must be locked and pending.
+ */
+int db_request_close(struct db *db, struct arena *a, int64_t id, enum pool_request_state to_state,
+    int64_t actor_id, const char *actor, const char *note, const char *http_request_id,
+    const char *audit_action, const char *audit_before_json, struct pool_request_row *out,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* ---- the expiry worker ---- */
+
+/*
+ * Inside a transaction: lock one pending request past its lifetime
+ * (SKIP LOCKED), the oldest first; *found false when there is none. The
+ * caller closes it with db_request_close.
+ */
+int db_request_expire_due(struct db *db, struct arena *a, int64_t *id, bool *found,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Claim one pool whose end time has passed and that still holds
+ * resources (FOR NO KEY UPDATE SKIP LOCKED). *found false when none.
+ * Inserts the system's release request for it (approved at once) and
+ * returns its id in *request_id.
+ */
+int db_pool_claim_due(struct db *db, struct arena *a, struct pool_row *out, int64_t *request_id,
+    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Confirm releases on nodes without an agent (migration 0018), then
+ * settle the releasing and provisioning pools through pools_settle, the
+ * one settle path (migration 0019; service/pool_status.h says what it
+ * does). *n gets how many pools changed status.
+ */
+int db_pools_settle(struct db *db, int64_t *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 #endif

@@ -2,6 +2,7 @@
  * db_pools.c - quotas, pools, pool requests and the expiry worker's
  * claims (see db_pools.h); the approval statements are in db_approvals.c.
  */
+#include "db_approvals.h"
 #include "db_pools.h"
 #include "core/problem.h"
 #include "db_internal.h"
@@ -203,26 +204,14 @@ DB_STMT(stmt_pools_gauges,
 
 /* ---- expiry ---- */
 
-DB_STMT(stmt_pools_expire,
-    "WITH due AS ("
-    " SELECT id FROM pool_requests WHERE state = 'pending' AND expires_at <= now() "
-    " ORDER BY expires_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
-    "), rq AS ("
-    " UPDATE pool_requests r SET state = 'expired', decided_at = now(), "
-    " generation = r.generation + 1 FROM due WHERE r.id = due.id "
-    " RETURNING r.id, r.project_id, r.pool_id, r.action"
-    "), pl AS ("
-    " UPDATE pools p SET status = 'released', released_at = now(), "
-    " generation = p.generation + 1, updated_at = now() FROM rq "
-    " WHERE p.id = rq.pool_id AND rq.action = 'create' AND p.status = 'pending' RETURNING p.id"
-    "), ev AS ("
-    " INSERT INTO pool_request_events (request_id, from_state, to_state, note) "
-    " SELECT id, 'pending', 'expired', 'pending longer than the request lifetime' FROM rq"
-    "), au AS ("
-    " INSERT INTO audit_log (action, object_type, object_id, project_id, before, after) "
-    " SELECT 'pool_request.expire', 'pool_request', id::text, project_id, "
-    " '{\"state\":\"pending\"}', '{\"state\":\"expired\"}' FROM rq"
-    ") SELECT count(*) FROM rq");
+/*
+ * One pending request past its lifetime, locked (SKIP LOCKED: two
+ * replicas' passes take different ones); it is then closed as a reject
+ * is (stmt_pools_req_close), with the same audit document.
+ */
+DB_STMT(stmt_pools_expire_due,
+    "SELECT id FROM pool_requests WHERE state = 'pending' AND expires_at <= now() "
+    "ORDER BY expires_at, id LIMIT 1 FOR UPDATE SKIP LOCKED");
 DB_STMT(stmt_pools_claim_due,
     "WITH due AS ("
     " SELECT id, project_id FROM pools WHERE ends_at <= now() "
@@ -741,19 +730,16 @@ db_pools_gauges(struct db *db, int64_t *pending_requests, int64_t *outbox_backlo
 /* ---- expiry ---- */
 
 int
-db_requests_expire(struct db *db, int limit, int64_t *n, struct gp_error *err)
+db_request_expire_due(struct db *db, struct arena *a, int64_t *id, bool *found,
+    struct gp_error *err)
 {
-	struct arena *a = arena_create();
-	const char *p[1] = { db_param_int(a, limit) };
-	PGresult *r = db_exec(db, a, &stmt_pools_expire, 1, p, err);
-	int rc = -1;
+	PGresult *r = db_exec(db, a, &stmt_pools_expire_due, 0, NULL, err);
 
-	if (r != NULL) {
-		*n = db_int64(r, 0, 0);
-		rc = 0;
-	}
-	arena_destroy(a);
-	return rc;
+	if (r == NULL)
+		return -1;
+	*found = PQntuples(r) == 1;
+	*id = *found ? db_int64(r, 0, 0) : 0;
+	return 0;
 }
 
 int

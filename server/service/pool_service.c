@@ -246,24 +246,6 @@ service_submit_finish(struct db *db, struct service_submit *s, struct pool_reque
 	return 0;
 }
 
-/* ---- expiry ---- */
-
-#define EXPIRE_BATCH 100 /* requests per statement */
-
-int
-service_requests_expire(struct db *db, int64_t *n, struct gp_error *err)
-{
-	int64_t k = 0;
-
-	*n = 0;
-	do {
-		if (db_requests_expire(db, EXPIRE_BATCH, &k, err) < 0)
-			return -1;
-		*n += k;
-	} while (k == EXPIRE_BATCH);
-	return 0;
-}
-
 /* ---- /metrics ---- */
 
 /* The submissions' counters (pool_internal.h). */
@@ -287,21 +269,43 @@ struct close {
 	struct arena *a;
 	const struct service_actor *actor;
 	int64_t id;
-	bool cancel;
+	enum pool_request_state to;
 	const char *note;
 	service_close_check_fn check;
 	void *check_arg;
 	struct pool_request_row *out;
+	bool expire; /* the expiry worker's: the next due request, if any */
+	bool found;
 };
 
+/* The audit action of a close into state to. */
+static const char *
+close_action(enum pool_request_state to)
+{
+	return to == POOL_REQUEST_CANCELLED ? "pool_request.cancel"
+	    : to == POOL_REQUEST_EXPIRED    ? "pool_request.expire"
+					    : "pool_request.reject";
+}
+
+/*
+ * One close: reject, cancel, or (expire) the expiry worker's of the next
+ * pending request past its lifetime. One statement and one audit
+ * document for all three: the request before, and after with its state
+ * and note.
+ */
 static int
 close_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct close *c = arg;
-	enum pool_request_state to = c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED;
 	struct approval_ctx ax;
 	bool found;
 
+	if (c->expire) {
+		if (db_request_expire_due(db, c->a, &c->id, &c->found, err) < 0)
+			return -1;
+		if (!c->found)
+			return 0;
+	}
 	if (db_request_lock(db, c->a, c->id, &ax, &found, err) < 0)
 		return -1;
 	if (!found)
@@ -309,10 +313,10 @@ close_tx(struct db *db, void *arg, struct gp_error *err)
 		    (long long)c->id);
 	if (c->check != NULL && c->check(db, c->check_arg, &ax.req, err) < 0)
 		return -1;
-	if (pool_request_transition(ax.req.state, to, err) < 0)
+	if (pool_request_transition(ax.req.state, c->to, err) < 0)
 		return -1;
-	return db_request_close(db, c->a, c->id, to, c->actor->user_id, c->actor->username, c->note,
-	    c->actor->http_request_id, c->cancel ? "pool_request.cancel" : "pool_request.reject",
+	return db_request_close(db, c->a, c->id, c->to, c->actor->user_id, c->actor->username,
+	    c->note, c->actor->http_request_id, close_action(c->to),
 	    json_to_arena(c->a, json_own(c->a, pools_request_json(&ax.req, NULL, 0)), NULL), c->out,
 	    err);
 }
@@ -322,7 +326,32 @@ service_request_close(struct db *db, struct arena *a, const struct service_actor
     bool cancel, const char *note, service_close_check_fn check, void *check_arg,
     struct pool_request_row *out, struct gp_error *err)
 {
-	struct close c = { a, actor, id, cancel, note, check, check_arg, out };
+	struct close c = { a, actor, id, cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED,
+		note, check, check_arg, out, false, false };
 
 	return db_tx(db, close_tx, &c, err);
+}
+
+/* ---- expiry ---- */
+
+int
+service_requests_expire(struct db *db, int64_t *n, struct gp_error *err)
+{
+	static const struct service_actor system = { 0, NULL, NULL };
+
+	*n = 0;
+	for (;;) {
+		struct arena *a = arena_create();
+		struct pool_request_row out;
+		struct close c = { a, &system, 0, POOL_REQUEST_EXPIRED,
+			"pending longer than the request lifetime", NULL, NULL, &out, true, false };
+		int rc = db_tx(db, close_tx, &c, err);
+
+		arena_destroy(a);
+		if (rc < 0)
+			return -1;
+		if (!c.found)
+			return 0;
+		(*n)++;
+	}
 }

@@ -3,7 +3,7 @@
  */
 #include "pool_status.h"
 
-#include "db/db_pools.h"
+#include "db/db_approvals.h"
 
 int
 pool_status_settle_due(struct db *db, int64_t *n, struct gp_error *err)

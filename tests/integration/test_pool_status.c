@@ -4,7 +4,9 @@
  * status report and the expiry worker move pools through the same rule,
  * with the same pool_degraded alert handling and the same audit document
  * ({"status": before} -> {"status": after}, no actor). Driven over HTTP as
- * an agent would, against a real gpupoold and PostgreSQL.
+ * an agent would, against a real gpupoold and PostgreSQL. And a request
+ * the expiry worker expires is closed as a reject is: one statement, one
+ * audit document.
  */
 #define _GNU_SOURCE
 #include "fixture.h"
@@ -231,12 +233,86 @@ test_expiry(void **state)
 	fx_assert_pool_invariants(fx);
 }
 
+/* The keys of a request's audit document (before or after), sorted. */
+static const char *
+audit_keys(struct fixture *fx, const char *action, const char *side)
+{
+	return fx_sql_text(fx,
+	    fx_str(fx,
+		"SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys((SELECT %s "
+		"FROM audit_log WHERE action = $1 ORDER BY id DESC LIMIT 1)) k",
+		side),
+	    action);
+}
+
+/*
+ * Close and expiry: a rejected request and an expired one get the same
+ * audit document (the request before; after, with its state and note).
+ * Before, the expiry's own statement wrote {"state": "pending"} ->
+ * {"state": "expired"}.
+ */
+static void
+test_close_and_expire(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_REQUEST_TTL=1", "GPUPOOL_EXPIRY_INTERVAL=1",
+		NULL };
+	struct fixture *fx = *state;
+	struct fx_server *main_server = fx->server, *short_ttl;
+	struct gp_client_response *r;
+	int64_t rejected, expired;
+
+	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+	    "{\"action\":\"create\",\"pool\":\"pr\",\"items\":[{\"model\":\"H100-80GB\","
+	    "\"profile\":\"1g.10gb\",\"count\":1}],\"justification\":\"t\"}");
+	assert_status(r, 201);
+	rejected = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST",
+	    fx_str(fx, "/v1/pool-requests/%lld/reject", (long long)rejected),
+	    "{\"reason\":\"not now\"}");
+	assert_status(r, 200);
+	short_ttl = fixture_server_start(fx, env);
+	assert_non_null(short_ttl);
+	fx->server = short_ttl;
+	r = fx_request(fx, alice, "POST", "/v1/projects/pa/pool-requests",
+	    "{\"action\":\"create\",\"pool\":\"pe\",\"items\":[{\"model\":\"H100-80GB\","
+	    "\"profile\":\"1g.10gb\",\"count\":1}],\"justification\":\"t\"}");
+	assert_status(r, 201);
+	fx->server = main_server;
+	expired = fx_json_int(r->json, "id");
+	wait_status(fx, "pe", "released");
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1",
+				fx_str(fx, "%lld", (long long)expired)),
+	    "expired");
+	assert_int_equal(fixture_server_stop(fx, short_ttl), 0);
+	/* one shape: the same keys before and after, the request's own */
+	assert_string_equal(audit_keys(fx, "pool_request.expire", "before"),
+	    audit_keys(fx, "pool_request.reject", "before"));
+	assert_string_equal(audit_keys(fx, "pool_request.expire", "after"),
+	    audit_keys(fx, "pool_request.reject", "after"));
+	assert_non_null(strstr(audit_keys(fx, "pool_request.expire", "before"), "justification"));
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT concat(before->>'state', '->', after->>'state', ': ', "
+				"after->>'note', ' ', coalesce(actor, '-'), '|', "
+				"coalesce(actor_id::text, '-'), '|', coalesce(request_id, '-')) "
+				"FROM audit_log WHERE action = 'pool_request.expire' AND "
+				"object_id = $1",
+				fx_str(fx, "%lld", (long long)expired)),
+	    "pending->expired: pending longer than the request lifetime -|-|-");
+	/* the history as before: the system expired it */
+	r = fx_request(fx, alice, "GET", fx_str(fx, "/v1/pool-requests/%lld", (long long)expired),
+	    NULL);
+	assert_json_str(r->json, "history[1].to", "expired");
+	assert_json_null(r->json, "history[1].actor");
+	fx_assert_pool_invariants(fx);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_report),
 		cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_close_and_expire),
 	};
 
 	return fixture_exit_status(
