@@ -132,11 +132,11 @@ DB_STMT(stmt_cap_classes,
 DB_STMT(stmt_cap_placeable_classes,
     "SELECT model, mig_enabled, layout, sum(gpus) FROM gpu_classes "
     "WHERE model = ANY ($1::text[]) AND healthy AND node_ready AND gpus > 0 "
-    "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3");
+    "GROUP BY 1, 2, 3");
 DB_STMT(stmt_cap_placeable_classes_cluster,
     "SELECT model, mig_enabled, layout, gpus FROM gpu_classes "
     "WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
-    "AND gpus > 0 ORDER BY 1, 2, 3");
+    "AND gpus > 0");
 /*
  * The first lim placeable GPUs of each wanted class in (node, index, id)
  * order: one short range of gpus_placeable_idx (of

@@ -253,8 +253,8 @@ int db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, cons
 /*
  * The placeable layout classes (ready node, health ok) of models[0..
  * nmodels): in cluster_id, or summed over every cluster when it is 0.
- * healthy and node_ready are true, count > 0; ordered by model, MIG mode
- * and layout. The one fleet reading of simulation and approvals
+ * healthy and node_ready are true, count > 0; in no particular order
+ * (simulation ranks them, approval_wants sorts them). The one fleet reading of simulation and approvals
  * (service/fleet.c).
  */
 int db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id,

@@ -37,8 +37,8 @@
  * every cluster, summed), ranked: rows[i] describes cls[i] (the class as
  * the engine sees one of its GPUs, gpus its size), valid[i] whether its
  * layout obeys the hardware rules (it cannot break them through gpupool;
- * such a class is never placed on). Arrays in arena a, ordered by model,
- * MIG mode and layout.
+ * such a class is never placed on). Arrays in arena a, in no particular
+ * order (placement_select ranks them, approval_wants sorts them).
  */
 struct fleet_classes {
 	struct layout_class *rows;
