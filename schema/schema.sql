@@ -242,44 +242,8 @@ BEGIN
 	WHERE type = 'drift' AND node_id = p_node AND resolved_at IS NULL
 	  AND dedup_key <> ALL (v_keys) AND gpu_id <> ALL (v_unknown);
 
-	-- pools: degraded when one of theirs failed, active when all are ready,
-	-- released when nothing is left
-	FOR r IN
-		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
-		WHERE p.id = ANY (v_pools) AND p.status IN ('provisioning', 'active')
-		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed')
-		RETURNING p.id, p.project_id, p.name
-	LOOP
-		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
-		VALUES ('pool.degraded', 'pool', r.id::text, r.project_id, NULL,
-			'{"status":"degraded"}'::jsonb);
-		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, p_node, NULL,
-			r.id, r.project_id, 'pool ' || r.name || ' has a failed allocation', '{}');
-	END LOOP;
-	FOR r IN
-		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
-		WHERE p.id = ANY (v_pools) AND p.status IN ('provisioning', 'degraded')
-		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
-		                  AND a.state NOT IN ('ready', 'releasing', 'released'))
-		RETURNING p.id, p.project_id
-	LOOP
-		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
-		VALUES ('pool.active', 'pool', r.id::text, r.project_id, NULL, '{"status":"active"}'::jsonb);
-		PERFORM alert_resolve('pool_degraded:' || r.id);
-	END LOOP;
-	FOR r IN
-		UPDATE pools p SET status = 'released', released_at = now(),
-			generation = p.generation + 1, updated_at = now()
-		WHERE p.id = ANY (v_pools) AND p.status = 'releasing'
-		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
-		                  AND a.state <> 'released')
-		RETURNING p.id, p.project_id
-	LOOP
-		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
-		VALUES ('pool.released', 'pool', r.id::text, r.project_id,
-			'{"status":"releasing"}'::jsonb, '{"status":"released"}'::jsonb);
-		PERFORM alert_resolve('pool_degraded:' || r.id);
-	END LOOP;
+	-- pools: their statuses, alerts and audit, by the one settle path
+	PERFORM pools_settle(v_pools);
 
 	-- approved requests: fulfilled once their allocations are there (or
 	-- gone, for shrink and release), failed when one of theirs failed
@@ -1680,6 +1644,75 @@ BEGIN
 	FROM done;
 	RETURN v_n;
 END
+$$;
+
+CREATE FUNCTION public.pools_settle(p_pools bigint[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_n integer := 0;
+	r   record;
+BEGIN
+	IF p_pools IS NULL OR cardinality(p_pools) = 0 THEN
+		RETURN 0;
+	END IF;
+	PERFORM 1 FROM pools WHERE id = ANY (p_pools) ORDER BY id FOR NO KEY UPDATE;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'active')
+		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed')
+		RETURNING p.id, p.project_id, p.name, was.status AS before,
+		          (SELECT g.node_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+		           WHERE a.pool_id = p.id AND a.state = 'failed' ORDER BY a.id LIMIT 1) AS node
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'degraded');
+		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, r.node, NULL,
+			r.id, r.project_id, 'pool ' || r.name || ' has a failed allocation', '{}');
+		v_n := v_n + 1;
+	END LOOP;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'degraded')
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state NOT IN ('ready', 'releasing', 'released'))
+		RETURNING p.id, p.project_id, was.status AS before
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'active');
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+		v_n := v_n + 1;
+	END LOOP;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'released', released_at = now(),
+			generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status = 'releasing'
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state <> 'released')
+		RETURNING p.id, p.project_id, was.status AS before
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'released');
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+		v_n := v_n + 1;
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+
+CREATE FUNCTION public.pools_settle_audit(p_pool bigint, p_project bigint, p_before text, p_after text) RETURNS void
+    LANGUAGE sql
+    AS $$
+	INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
+	VALUES ('pool.' || p_after, 'pool', p_pool::text, p_project,
+		jsonb_build_object('status', p_before), jsonb_build_object('status', p_after))
+$$;
+
+CREATE FUNCTION public.pools_settle_due() RETURNS integer
+    LANGUAGE sql
+    AS $$
+	SELECT pools_settle(ARRAY(SELECT id FROM pools
+		WHERE status IN ('releasing', 'provisioning') ORDER BY id))
 $$;
 
 CREATE FUNCTION public.profiles_in(p jsonb) RETURNS TABLE(device_uuid text, namespace text, pod text, container text)

@@ -8,6 +8,7 @@
 #include "core/problem.h"
 #include "core/timeutil.h"
 #include "db/db_billing.h"
+#include "service/billing.h"
 #include "db/db_projects.h"
 
 #include <ctype.h>
@@ -57,67 +58,17 @@ currency_ok(const char *s)
 	return true;
 }
 
-struct rate_create {
-	struct request *req;
-	const char *model, *profile, *currency;
-	int64_t price, from_us;
-	struct billing_rate_row row;
-};
-
+/* The audit row of a rate version (service_billing_audit_fn; after: the row). */
 static int
-rate_create_tx(struct db *db, void *arg, struct gp_error *err)
+rate_audit(struct db *db, void *ctx, const void *before, const void *after, struct gp_error *err)
 {
-	struct rate_create *c = arg;
-	struct arena *a = c->req->arena;
-	bool model_ok, profile_ok;
-	int64_t watermark;
+	struct request *req = ctx;
+	const struct billing_rate_row *row = after;
 
-	if (db_billing_spec_known(db, a, c->model, c->profile, &model_ok, &profile_ok, err) < 0)
-		return -1;
-	if (!model_ok)
-		return gp_error_field(err, "model", "no such GPU model in the catalog: %s",
-		    c->model);
-	if (!profile_ok)
-		return gp_error_field(err, "profile", "must be \"full\" or a MIG profile of %s",
-		    c->model);
-	/* no accrual moves the watermark while the version goes in */
-	if (db_billing_accrual_lock(db, a, err) < 0 ||
-	    db_billing_watermark(db, a, &watermark, err) < 0)
-		return -1;
-	if (watermark != 0 && c->from_us < watermark) {
-		/*
-		 * Into final hours only to fill a gap: hours where the key had no
-		 * price at all (its usage went unbilled); they are accrued again.
-		 */
-		bool priced, closed;
-		char buf[40];
-
-		if (db_billing_rate_gap(db, a, c->model, c->profile, c->from_us, watermark, &priced,
-			&closed, err) < 0)
-			return -1;
-		time_format_rfc3339(watermark, buf, sizeof(buf));
-		if (priced)
-			return gp_problem_set(err, GP_PROBLEM_RATE_IN_EFFECT,
-			    "hours before %s are billed and final: a new version must start at "
-			    "or after it",
-			    buf);
-		if (closed)
-			return gp_problem_set(err, GP_PROBLEM_PERIOD_CLOSED,
-			    "a closed billing period lies after the version's start: its usage "
-			    "cannot be priced again");
-		if (db_billing_rewind(db, a, c->from_us, err) < 0)
-			return -1;
-	}
-	if (db_billing_rate_insert(db, a, c->model, c->profile, c->currency, c->price, c->from_us,
-		c->req->principal.user_id, &c->row, err) < 0) {
-		if (err->status == 409)
-			return gp_error_set(err, 409, "conflict",
-			    "a version of %s %s already starts at that time", c->model, c->profile);
-		return -1;
-	}
-	return api_audit(db, c->req, "billing.rate.create", "billing_rate",
-	    arena_printf(a, "%lld", (long long)c->row.id), 0, NULL, json_own(a, rate_json(&c->row)),
-	    err);
+	(void)before;
+	return api_audit(db, req, "billing.rate.create", "billing_rate",
+	    arena_printf(req->arena, "%lld", (long long)row->id), 0, NULL,
+	    json_own(req->arena, rate_json(row)), err);
 }
 
 int
@@ -125,7 +76,8 @@ api_billing_rates_create(struct request *req, struct response *res, struct gp_er
 {
 	struct json_object *body;
 	struct jfields f;
-	struct rate_create c;
+	struct billing_rate_new c;
+	struct billing_rate_row row;
 	bool has_from = false;
 
 	memset(&c, 0, sizeof(c));
@@ -143,10 +95,11 @@ api_billing_rates_create(struct request *req, struct response *res, struct gp_er
 		gp_error_field(err, "effective_from", "must be a whole second");
 	if (jf_finish(&f) < 0)
 		return -1;
-	c.req = req;
-	if (db_tx(db_thread(), rate_create_tx, &c, err) < 0)
+	c.user_id = req->principal.user_id;
+	if (service_billing_rate_create(db_thread(), req->arena, &c, rate_audit, req, &row, err) <
+	    0)
 		return -1;
-	response_json(req, res, 201, rate_json(&c.row));
+	response_json(req, res, 201, rate_json(&row));
 	response_header(res, "Location",
 	    arena_printf(req->arena, "/v1/billing/rates?model=%s&profile=%s", c.model, c.profile));
 	return 0;
@@ -205,24 +158,21 @@ accrual_json(const struct billing_accrual_result *r)
 	return o;
 }
 
-struct accrual_run {
-	struct request *req;
-	struct billing_accrual_result res;
-};
-
+/* The audit row of an accrual run (service_billing_audit_fn; after: the result). */
 static int
-accrual_run_tx(struct db *db, void *arg, struct gp_error *err)
+accrual_audit(struct db *db, void *ctx, const void *before, const void *after, struct gp_error *err)
 {
-	struct accrual_run *r = arg;
+	struct request *req = ctx;
 
-	return api_audit(db, r->req, "billing.accrue", "billing_accrual", "run", 0, NULL,
-	    json_own(r->req->arena, accrual_json(&r->res)), err);
+	(void)before;
+	return api_audit(db, req, "billing.accrue", "billing_accrual", "run", 0, NULL,
+	    json_own(req->arena, accrual_json(after)), err);
 }
 
 int
 api_billing_accrual_run(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct accrual_run r;
+	struct billing_accrual_result r;
 
 	memset(&r, 0, sizeof(r));
 	if (req->body_len > 0) {
@@ -235,13 +185,10 @@ api_billing_accrual_run(struct request *req, struct response *res, struct gp_err
 		if (jf_finish(&f) < 0)
 			return -1;
 	}
-	r.req = req;
-	/* a transaction per span of the backlog, then the audit row */
-	if (db_billing_accrue(db_thread(), req->arena, api_app(req)->billing_settle_s,
-		api_app(req)->billing_test_hold_ms, 0, &r.res, err) < 0 ||
-	    db_tx(db_thread(), accrual_run_tx, &r, err) < 0)
+	if (service_billing_accrue(db_thread(), req->arena, api_app(req)->billing_settle_s,
+		api_app(req)->billing_test_hold_ms, 0, accrual_audit, req, &r, err) < 0)
 		return -1;
-	response_json(req, res, 200, accrual_json(&r.res));
+	response_json(req, res, 200, accrual_json(&r));
 	return 0;
 }
 
@@ -473,57 +420,24 @@ api_billing_periods_list(struct request *req, struct response *res, struct gp_er
 	return 0;
 }
 
-struct period_close {
-	struct request *req;
-	const char *period;
-	struct billing_period_row row;
-};
-
+/* The audit row of a closed period (service_billing_audit_fn; after: the period). */
 static int
-period_close_tx(struct db *db, void *arg, struct gp_error *err)
+period_audit(struct db *db, void *ctx, const void *before, const void *after, struct gp_error *err)
 {
-	struct period_close *c = arg;
-	struct app *app = api_app(c->req);
-	struct arena *a = c->req->arena;
-	struct billing_accrual_result acc;
-	bool closed, ended;
-	int64_t end_us;
-	char buf[40];
+	struct request *req = ctx;
+	const struct billing_period_row *row = after;
 
-	if (db_billing_period_lock(db, a, c->period, true, app->billing_close_grace_s, &closed,
-		&ended, &end_us, err) < 0)
-		return -1;
-	if (closed)
-		return gp_problem_set(err, GP_PROBLEM_PERIOD_CLOSED, "billing period %s is closed",
-		    c->period);
-	time_format_rfc3339(end_us + (int64_t)app->billing_close_grace_s * 1000000, buf,
-	    sizeof(buf));
-	if (!ended)
-		return gp_problem_set(err, GP_PROBLEM_PERIOD_NOT_ENDED,
-		    "billing period %s can be closed from %s (its end plus the grace time)",
-		    c->period, buf);
-	/* the period's hours are accrued and final before it closes */
-	do {
-		if (db_billing_accrue_in_tx(db, a, app->billing_settle_s, &acc, err) < 0)
-			return -1;
-	} while (acc.more);
-	if (acc.watermark_us != 0 && acc.watermark_us < end_us)
-		return gp_problem_set(err, GP_PROBLEM_PERIOD_NOT_ENDED,
-		    "billing period %s is not final yet: its last hours settle %d s after they "
-		    "end",
-		    c->period, app->billing_settle_s);
-	if (db_billing_period_close(db, a, c->period, c->req->principal.user_id, &c->row, err) < 0)
-		return -1;
-	return api_audit(db, c->req, "billing.period.close", "billing_period", c->period, 0, NULL,
-	    json_own(a, period_json(&c->row)), err);
+	(void)before;
+	return api_audit(db, req, "billing.period.close", "billing_period", row->period, 0, NULL,
+	    json_own(req->arena, period_json(row)), err);
 }
 
 int
 api_billing_periods_close(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct period_close c;
+	struct app *app = api_app(req);
+	struct billing_period_row row;
 
-	memset(&c, 0, sizeof(c));
 	if (!time_period_valid(req->params[0]))
 		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND,
 		    "no such billing period: a period is a UTC month YYYY-MM");
@@ -537,61 +451,37 @@ api_billing_periods_close(struct request *req, struct response *res, struct gp_e
 		if (jf_finish(&f) < 0)
 			return -1;
 	}
-	c.req = req;
-	c.period = req->params[0];
-	if (db_tx(db_thread(), period_close_tx, &c, err) < 0)
+	if (service_billing_period_close(db_thread(), req->arena, req->params[0],
+		app->billing_settle_s, app->billing_close_grace_s, req->principal.user_id,
+		period_audit, req, &row, err) < 0)
 		return -1;
-	response_json(req, res, 200, period_json(&c.row));
+	response_json(req, res, 200, period_json(&row));
 	return 0;
 }
 
 /* ---- adjustments ---- */
 
+/*
+ * The audit row of an adjustment (service_billing_audit_fn; before: the
+ * adjusted row, after: the adjustment).
+ */
+static int
+adjust_audit(struct db *db, void *ctx, const void *before, const void *after, struct gp_error *err)
+{
+	struct request *req = ctx;
+	const struct billing_usage_row *row = after;
+
+	return api_audit(db, req, "billing.adjust", "billing_usage",
+	    arena_printf(req->arena, "%lld", (long long)row->id), row->project_id,
+	    json_own(req->arena, usage_json(before)), json_own(req->arena, usage_json(row)), err);
+}
+
+/* What an adjustment asks for. */
 struct adjust {
-	struct request *req;
 	int64_t adjusts, amount;
 	const char *note;
 	struct billing_usage_row row;
 };
-
-static int
-adjust_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct adjust *c = arg;
-	struct arena *a = c->req->arena;
-	struct billing_usage_row orig;
-	const char *period;
-	bool closed, ended, found;
-	int64_t end_us;
-
-	if (db_billing_current_period(db, a, &period, err) < 0 ||
-	    db_billing_period_lock(db, a, period, false, 0, &closed, &ended, &end_us, err) < 0)
-		return -1;
-	if (closed)
-		return gp_problem_set(err, GP_PROBLEM_PERIOD_CLOSED,
-		    "billing period %s is closed: no adjustment can go in", period);
-	if (db_billing_usage_get(db, a, c->adjusts, &orig, &found, err) < 0)
-		return -1;
-	if (!found)
-		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such billing row: %lld",
-		    (long long)c->adjusts);
-	/* a row still accrued may change or vanish: correct it once final */
-	if (strcmp(orig.kind, "adjustment") != 0) {
-		int64_t watermark;
-
-		if (db_billing_watermark(db, a, &watermark, err) < 0)
-			return -1;
-		if (watermark == 0 || orig.hour_us >= watermark)
-			return gp_problem_set(err, GP_PROBLEM_CONFLICT,
-			    "billing row %lld is not final yet: its hour is still being accrued",
-			    (long long)c->adjusts);
-	}
-	if (db_billing_adjustment_insert(db, a, c->adjusts, c->amount, c->note, &c->row, err) < 0)
-		return -1;
-	return api_audit(db, c->req, "billing.adjust", "billing_usage",
-	    arena_printf(a, "%lld", (long long)c->row.id), c->row.project_id,
-	    json_own(a, usage_json(&orig)), json_own(a, usage_json(&c->row)), err);
-}
 
 int
 api_billing_adjustments_create(struct request *req, struct response *res, struct gp_error *err)
@@ -621,8 +511,8 @@ api_billing_adjustments_create(struct request *req, struct response *res, struct
 	}
 	if (jf_finish(&f) < 0)
 		return -1;
-	c.req = req;
-	if (db_tx(db_thread(), adjust_tx, &c, err) < 0)
+	if (service_billing_adjust(db_thread(), req->arena, c.adjusts, c.amount, c.note,
+		adjust_audit, req, &c.row, err) < 0)
 		return -1;
 	response_json(req, res, 201, usage_json(&c.row));
 	return 0;

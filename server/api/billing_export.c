@@ -9,6 +9,7 @@
 #include "core/problem.h"
 #include "core/timeutil.h"
 #include "db/db_billing_export.h"
+#include "service/billing.h"
 #include "workers/billing_export.h"
 
 #include <ctype.h>
@@ -53,26 +54,25 @@ export_json(const struct billing_export_row *e)
 	return o;
 }
 
+/* The audit row of a new export job (service_billing_audit_fn; after: the job). */
+static int
+export_audit(struct db *db, void *ctx, const void *before, const void *after, struct gp_error *err)
+{
+	struct request *req = ctx;
+	const struct billing_export_row *row = after;
+
+	(void)before;
+	return api_audit(db, req, "billing.export.create", "billing_export",
+	    arena_printf(req->arena, "%lld", (long long)row->id), 0, NULL,
+	    json_own(req->arena, export_json(row)), err);
+}
+
+/* What an export job asks for. */
 struct export_create {
-	struct request *req;
 	const char *format, *period;
 	int64_t from_us, to_us;
 	struct billing_export_row row;
 };
-
-static int
-export_create_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct export_create *c = arg;
-	struct arena *a = c->req->arena;
-
-	if (db_billing_export_insert(db, a, c->format, c->period, c->from_us, c->to_us,
-		c->req->principal.user_id, &c->row, err) < 0)
-		return -1;
-	return api_audit(db, c->req, "billing.export.create", "billing_export",
-	    arena_printf(a, "%lld", (long long)c->row.id), 0, NULL,
-	    json_own(a, export_json(&c->row)), err);
-}
 
 int
 api_billing_exports_create(struct request *req, struct response *res, struct gp_error *err)
@@ -116,8 +116,8 @@ api_billing_exports_create(struct request *req, struct response *res, struct gp_
 		if (gp_error_isset(err))
 			return -1;
 	}
-	c.req = req;
-	if (db_tx(db_thread(), export_create_tx, &c, err) < 0)
+	if (service_billing_export_create(db_thread(), req->arena, c.format, c.period, c.from_us,
+		c.to_us, req->principal.user_id, export_audit, req, &c.row, err) < 0)
 		return -1;
 	billing_export_kick();
 	response_header(res, "Location",

@@ -2,15 +2,14 @@
  * capacity.c - capacity views: GET /v1/capacity (per model: GPUs, memory
  * and compute slices, stranded slices, per-profile allocated and
  * placeable), POST /v1/capacity/simulate (would these items fit now, and
- * where; changes nothing), the /metrics gauges, and the engine view of
- * the fleet that simulation and approvals place on.
+ * where; changes nothing), the /metrics gauges.
  *
  * Figures are computed per layout class (GPUs alike in model, MIG mode,
  * health, node readiness and layout) and multiplied by the class size,
  * so the cost follows the number of distinct layouts, not of GPUs; what
  * a layout means is worked out once per process (layout_cache.c). A
- * placement reads the classes, then only the first GPUs of the classes
- * the engine would choose from (placement_select).
+ * simulation places through service/fleet.c, the fleet reading approvals
+ * use too.
  */
 #include "api.h"
 #include "core/problem.h"
@@ -19,183 +18,12 @@
 #include "core/strbuf.h"
 #include "core/log.h"
 #include "db/db_capacity.h"
+#include "service/fleet.h"
 #include "service/layout_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the engine's view of the fleet ---- */
-
-/*
- * Reading the fleet for a placement. GPUs alike in model, MIG mode and
- * layout (a layout class) are alike to the engine, which breaks their
- * ties by (node, index, id); so the classes are read first (gpu_classes,
- * one row per class), ranked in C from the layout cache, and only the
- * first GPUs of the classes placement_select names are read.
- */
-struct fleet_classes {
-	const struct layout_class *rows; /* rows[i] describes cls[i] */
-	struct placement_class *cls;
-	int n;
-};
-
-/* The distinct models of items[0..nitems), in arena memory. */
-static const char **
-item_models(struct arena *a, const struct spec_count *items, int nitems, int *n)
-{
-	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nitems + 1));
-
-	*n = 0;
-	for (int i = 0; i < nitems; i++) {
-		int j;
-
-		for (j = 0; j < *n; j++)
-			if (strcmp(models[j], items[i].model) == 0)
-				break;
-		if (j == *n)
-			models[(*n)++] = items[i].model;
-	}
-	return models;
-}
-
-/* The placeable classes of the items' models, ranked. */
-static int
-fleet_classes_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct fleet_classes *out, struct gp_error *err)
-{
-	struct layout_class *rows;
-	const char **models;
-	int nmodels, n;
-
-	memset(out, 0, sizeof(*out));
-	models = item_models(a, items, nitems, &nmodels);
-	if (nmodels == 0)
-		return 0;
-	if (db_capacity_placeable_classes(db, a, cluster_id, models, nmodels, &rows, &n, err) < 0)
-		return -1;
-	out->rows = rows;
-	out->cls = arena_alloc(a, sizeof(*out->cls) * (size_t)(n + 1));
-	for (int i = 0; i < n; i++) {
-		const struct gpu_model *m = catalog_model(c, rows[i].model);
-		struct layout_figures f;
-
-		if (m == NULL)
-			continue;
-		layout_cache_get(m, rows[i].mig_enabled, rows[i].layout, &f);
-		if (!f.valid) {
-			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-			    "model", rows[i].model, "layout", rows[i].layout);
-			continue;
-		}
-		rows[out->n] = rows[i];
-		out->cls[out->n] = f.cls;
-		out->cls[out->n].gpus = rows[i].count;
-		out->n++;
-	}
-	return 0;
-}
-
-/*
- * The fleet placement_select chose in fc (the classes' take; the groups'
- * picks[0..npicks) when npicks > 0), read into *fleet in (node_id,
- * index, id) order.
- */
-static int
-fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct fleet_classes *fc, const struct placement_pick *picks, int npicks,
-    struct capacity_fleet *fleet, struct gp_error *err)
-{
-	struct class_want *w = arena_alloc(a, sizeof(*w) * (size_t)(fc->n + 1));
-	int *want_of = arena_alloc(a, sizeof(*want_of) * (size_t)(fc->n + 1));
-	struct class_pick *pk = arena_alloc(a, sizeof(*pk) * (size_t)(npicks > 0 ? npicks : 1));
-	struct candidate_row *rows;
-	int nw = 0, n, k = 0;
-
-	for (int i = 0; i < fc->n; i++) {
-		want_of[i] = -1;
-		if (fc->cls[i].take <= 0)
-			continue;
-		want_of[i] = nw;
-		w[nw].model = fc->rows[i].model;
-		w[nw].mig_enabled = fc->rows[i].mig_enabled;
-		w[nw].layout = fc->rows[i].layout;
-		w[nw].limit = fc->cls[i].take;
-		nw++;
-	}
-	for (int i = 0; i < npicks; i++) {
-		pk[i].want = want_of[picks[i].cls];
-		pk[i].group = picks[i].group;
-		pk[i].limit = picks[i].take;
-	}
-	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, pk, npicks > 0 ? npicks : 0, &rows, &n,
-		err) < 0)
-		return -1;
-	memset(fleet, 0, sizeof(*fleet));
-	fleet->gpus = arena_alloc(a, sizeof(*fleet->gpus) * (size_t)(n + 1));
-	for (int i = 0; i < n; i++) {
-		const struct gpu_model *m = catalog_model(c, rows[i].model);
-		struct placement_gpu *g = &fleet->gpus[k];
-
-		if (m == NULL ||
-		    layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
-			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
-			continue;
-		rows[k++] = rows[i];
-	}
-	fleet->rows = rows;
-	fleet->ngpus = k;
-	return 0;
-}
-
-int
-capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct capacity_fleet *out, struct gp_error *err)
-{
-	struct fleet_classes fc;
-	int npicks;
-
-	memset(out, 0, sizeof(*out));
-	if (fleet_classes_load(db, a, c, cluster_id, items, nitems, &fc, err) < 0 ||
-	    placement_select(c, items, nitems, fc.cls, fc.n, true, NULL, 0, &npicks, err) < 0)
-		return -1;
-	return fleet_read(db, a, c, cluster_id, &fc, NULL, 0, out, err);
-}
-
-int
-capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
-    struct placement_result *res, struct gp_error *err)
-{
-	struct fleet_classes fc;
-	struct placement_pick *picks;
-	struct gp_error perr;
-	int maxpicks, npicks;
-
-	memset(fleet, 0, sizeof(*fleet));
-	if (fleet_classes_load(db, a, c, cluster_id, items, nitems, &fc, err) < 0)
-		return -1;
-	/* narrow: the best classes; exact when the greedy pass places everything */
-	maxpicks = 4 * fc.n + 64;
-	picks = arena_alloc(a, sizeof(*picks) * (size_t)maxpicks);
-	if (placement_select(c, items, nitems, fc.cls, fc.n, false, picks, maxpicks, &npicks, err) <
-		0 ||
-	    fleet_read(db, a, c, cluster_id, &fc, picks, npicks, fleet, err) < 0)
-		return -1;
-	gp_error_clear(&perr);
-	if (placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, PLACEMENT_NO_SEARCH, res,
-		&perr) == 0)
-		return 0;
-	if (perr.status != 409) {
-		*err = perr;
-		return -1;
-	}
-	/* wide: every class that could take an item, then the exact search */
-	if (placement_select(c, items, nitems, fc.cls, fc.n, true, NULL, 0, &npicks, err) < 0 ||
-	    fleet_read(db, a, c, cluster_id, &fc, NULL, 0, fleet, err) < 0)
-		return -1;
-	return placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, 0, res, err);
-}
 
 /* ---- figures ---- */
 
@@ -431,7 +259,7 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	struct jfields f;
 	const char *cluster = NULL;
 	struct spec_count *items = NULL;
-	struct capacity_fleet fleet;
+	struct fleet_gpus fleet;
 	struct placement_result pr;
 	struct gp_error perr;
 	int nitems = 0, total = 0;
@@ -454,7 +282,7 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	pr.cap = total;
 	pr.placements = arena_alloc(req->arena, sizeof(*pr.placements) * (size_t)(total + 1));
 	gp_error_clear(&perr);
-	if (capacity_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
+	if (fleet_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
 		&perr) == 0) {
 		fits = true;
 	} else if (gp_error_is(&perr, GP_PROBLEM_INSUFFICIENT_CAPACITY)) {
@@ -503,6 +331,24 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 }
 
 /* ---- /metrics ---- */
+
+/* One gauge per model and profile: mc[i].allocated, or .placeable. */
+static void
+profile_gauges(struct strbuf *b, const struct model_capacity *mc, int nm, const char *name,
+    const char *help, bool placeable)
+{
+	strbuf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	for (int i = 0; i < nm; i++) {
+		const struct gpu_model *m = mc[i].model;
+
+		if (mc[i].gpus_total == 0)
+			continue;
+		for (int j = 0; j <= m->nprofiles; j++)
+			strbuf_printf(b, "%s{model=\"%s\",profile=\"%s\"} %lld\n", name, m->id,
+			    j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
+			    (long long)(placeable ? mc[i].placeable[j] : mc[i].allocated[j]));
+	}
+}
 
 const char *
 capacity_metrics_text(struct arena *a, const struct catalog *catalog)
@@ -595,34 +441,10 @@ capacity_metrics_text(struct arena *a, const struct catalog *catalog)
 		    id, (long long)mc[i].memory_used, id,
 		    (long long)(mc[i].memory_total - mc[i].memory_used));
 	}
-	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_profile_allocated Live instances by model and profile (full: whole GPUs).\n"
-	    "# TYPE gpupool_capacity_profile_allocated gauge\n");
-	for (int i = 0; i < nm; i++) {
-		const struct gpu_model *m = mc[i].model;
-
-		if (mc[i].gpus_total == 0)
-			continue;
-		for (int j = 0; j <= m->nprofiles; j++)
-			strbuf_printf(&b,
-			    "gpupool_capacity_profile_allocated{model=\"%s\",profile=\"%s\"} %lld\n",
-			    m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
-			    (long long)mc[i].allocated[j]);
-	}
-	strbuf_printf(&b,
-	    "# HELP gpupool_capacity_profile_placeable Further instances placeable now, each profile alone.\n"
-	    "# TYPE gpupool_capacity_profile_placeable gauge\n");
-	for (int i = 0; i < nm; i++) {
-		const struct gpu_model *m = mc[i].model;
-
-		if (mc[i].gpus_total == 0)
-			continue;
-		for (int j = 0; j <= m->nprofiles; j++)
-			strbuf_printf(&b,
-			    "gpupool_capacity_profile_placeable{model=\"%s\",profile=\"%s\"} %lld\n",
-			    m->id, j == 0 ? SPEC_FULL : m->profiles[j - 1].name,
-			    (long long)mc[i].placeable[j]);
-	}
+	profile_gauges(&b, mc, nm, "gpupool_capacity_profile_allocated",
+	    "Live instances by model and profile (full: whole GPUs).", false);
+	profile_gauges(&b, mc, nm, "gpupool_capacity_profile_placeable",
+	    "Further instances placeable now, each profile alone.", true);
 	strbuf_printf(&b,
 	    "# HELP gpupool_capacity_layout_cache_entries Layouts whose figures this process remembers (at most %d).\n"
 	    "# TYPE gpupool_capacity_layout_cache_entries gauge\n"

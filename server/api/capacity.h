@@ -1,8 +1,6 @@
 /*
  * capacity.h - what the capacity module offers the rest of the server:
- * an engine view of the fleet (placement_gpu arrays built from the
- * database, for simulation and for approvals), per-model capacity
- * figures, the /metrics gauges, and the filter lookups the inventory
+ * per-model capacity figures, the /metrics gauges, and the filter lookups the inventory
  * handlers (clusters, nodes, gpus, capacity) share.
  */
 #ifndef GP_API_CAPACITY_H
@@ -18,52 +16,10 @@
 #include "domain/placement.h"
 #include "domain/spec.h"
 
-struct candidate_row;
 struct request;
 
 /* Most instances one simulation may ask for, all items together. */
 #define CAPACITY_SIMULATE_MAX 4096
-
-/*
- * Candidate GPUs for placing items: gpus[i] is the engine's view of the
- * GPU rows[i] describes (id, node, uuid, index), in (node_id, index, id)
- * order. See placement_select for why such a subset places exactly as
- * the whole fleet would.
- */
-struct capacity_fleet {
-	struct placement_gpu *gpus;
-	const struct candidate_row *rows;
-	int ngpus;
-};
-
-/*
- * Load the candidate GPUs for items[0..nitems) (already validated with
- * spec_validate) from the ready nodes of cluster_id (0: every cluster):
- * the first GPUs of every layout class that could take one of the items
- * (placement_select, wide), so that placement_find on them answers as on
- * the whole fleet, whatever the outcome. Arrays live in arena a. A GPU
- * whose stored layout the engine rejects (it cannot happen through
- * gpupool) is left out and logged.
- */
-int capacity_fleet_load(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct capacity_fleet *out, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-/*
- * placement_find for items[0..nitems) (validated, res set up as
- * placement_find wants it, flags 0) over the ready nodes of cluster_id
- * (0: every cluster), reading as few GPUs as it can: first the best
- * classes only (placement_select, narrow), which settles every request
- * the greedy pass places; when that falls short, every class that could
- * help, for the exact search. The answer is placement_find's over the
- * whole fleet: 0 with res filled and *fleet the GPUs res->placements[i].gpu
- * indexes; -1 with err 409 insufficient_capacity and res->missing, or
- * another error (database, 500). Reads are separate statements: GPUs that
- * change between them are placed as the second read found them.
- */
-int capacity_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct capacity_fleet *fleet,
-    struct placement_result *res, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Capacity of one model, summed over GPUs (see docs/capacity.md). */
 struct model_capacity {

@@ -3,6 +3,7 @@
  * reads (see db_billing.h; the SQL functions are in migration 0012).
  */
 #include "db_billing.h"
+#include "db_billing_write.h"
 #include "db_internal.h"
 #include "db_sql.h"
 

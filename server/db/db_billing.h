@@ -1,8 +1,10 @@
 /*
- * db_billing.h - billing (docs/billing.md): rate versions and the rate
- * timeline with derived MIG rates, the accrual of the usage ledger into
- * hourly rows (one set-based SQL function, billing_accrue, migration
- * 0012), periods, adjustments and the usage read.
+ * db_billing.h - billing's reads (docs/billing.md): the rate timeline
+ * with derived MIG rates, the usage rows and groups, periods, the
+ * accrual's watermark. Its writes (the accrual, one set-based SQL
+ * function, billing_accrue, migration 0012; rate versions, period close,
+ * adjustments) are declared in db_billing_write.h, which only service/
+ * includes.
  */
 #ifndef GP_DB_BILLING_H
 #define GP_DB_BILLING_H
@@ -27,29 +29,6 @@ struct billing_accrual_result {
 /* The statement timeout of an accrual transaction (ms). */
 #define BILLING_ACCRUE_TIMEOUT_MS 600000
 
-/*
- * Accrue the usage ledger up to now (one accrual at a time across
- * replicas: a transaction-level advisory lock), a transaction per span of
- * BILLING_ACCRUE_MAX_HOURS until caught up, or max_spans of them (> 0;
- * out->more then says whether more is left); out sums them. Hours ending
- * settle_s or more ago become final. hold_ms > 0 (tests) keeps each
- * transaction open that long after the work, before COMMIT.
- */
-int db_billing_accrue(struct db *db, struct arena *a, int settle_s, int hold_ms, int max_spans,
-    struct billing_accrual_result *out, struct gp_error *err) __attribute__((warn_unused_result));
-
-/* Inside a transaction: take the accrual's lock (waits for one under way). */
-int db_billing_accrual_lock(struct db *db, struct arena *a, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-/* Inside a transaction: sleep ms (the tests' hold before COMMIT). */
-int db_billing_hold(struct db *db, struct arena *a, int ms, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-/* One span inside a running transaction; out->more when there is more to do. */
-int db_billing_accrue_in_tx(struct db *db, struct arena *a, int settle_s,
-    struct billing_accrual_result *out, struct gp_error *err) __attribute__((warn_unused_result));
-
 /* A rate as the API shows it: a stored version or a derived one. */
 struct billing_rate_row {
 	int64_t id; /* the stored version (for a derived rate: the 'full' one) */
@@ -64,11 +43,6 @@ struct billing_rate_row {
 	const char *created_by;  /* NULL when unknown or derived */
 };
 
-/* Insert a version; *id gets its id. */
-int db_billing_rate_insert(struct db *db, struct arena *a, const char *model, const char *profile,
-    const char *currency, int64_t price, int64_t from_us, int64_t created_by,
-    struct billing_rate_row *out, struct gp_error *err) __attribute__((warn_unused_result));
-
 /*
  * Whether (model, profile) may be priced: *model_ok when the model is in
  * the catalog, *profile_ok when profile is "full" or one of its MIG
@@ -76,21 +50,6 @@ int db_billing_rate_insert(struct db *db, struct arena *a, const char *model, co
  */
 int db_billing_spec_known(struct db *db, struct arena *a, const char *model, const char *profile,
     bool *model_ok, bool *profile_ok, struct gp_error *err) __attribute__((warn_unused_result));
-
-/*
- * For a version of (model, profile) starting at from_us, before the
- * accrual's watermark: *priced when the key already had a price (its own
- * version, or for a MIG profile a 'full' one to derive from) starting
- * before the watermark; *closed when a closed period lies at or after
- * from_us.
- */
-int db_billing_rate_gap(struct db *db, struct arena *a, const char *model, const char *profile,
-    int64_t from_us, int64_t watermark_us, bool *priced, bool *closed, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-/* Move the watermark back to the hour of at_us (those hours are accrued again). */
-int db_billing_rewind(struct db *db, struct arena *a, int64_t at_us, struct gp_error *err)
-    __attribute__((warn_unused_result));
 
 /* The accrual watermark (0 when nothing was accrued yet). */
 int db_billing_watermark(struct db *db, struct arena *a, int64_t *watermark_us,
@@ -174,29 +133,8 @@ struct billing_period_row {
 int db_billing_periods_list(struct db *db, struct arena *a, struct billing_period_row **out, int *n,
     struct gp_error *err) __attribute__((warn_unused_result));
 
-/*
- * Inside a transaction: make sure period has a row and lock it (exclusive
- * for a close, shared for writing into it). *closed is its state;
- * *ended when now >= the period's end + grace_s.
- */
-int db_billing_period_lock(struct db *db, struct arena *a, const char *period, bool exclusive,
-    int grace_s, bool *closed, bool *ended, int64_t *end_us, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-/* Mark a period closed (inside the transaction that locked it). */
-int db_billing_period_close(struct db *db, struct arena *a, const char *period, int64_t user_id,
-    struct billing_period_row *out, struct gp_error *err) __attribute__((warn_unused_result));
-
 /* The period ("YYYY-MM") of the current hour. */
 int db_billing_current_period(struct db *db, struct arena *a, const char **period,
     struct gp_error *err) __attribute__((warn_unused_result));
-
-/*
- * Insert an adjustment of amount_micro in the current hour referencing
- * row adjusts (copying its project, pool, spec, rate and currency).
- */
-int db_billing_adjustment_insert(struct db *db, struct arena *a, int64_t adjusts,
-    int64_t amount_micro, const char *note, struct billing_usage_row *out, struct gp_error *err)
-    __attribute__((warn_unused_result));
 
 #endif

@@ -125,7 +125,10 @@ DB_STMT(stmt_cap_classes,
     "WHERE gpus > 0 AND ($1::int8 IS NULL OR cluster_id = $1) "
     "AND ($2::text IS NULL OR model = $2) "
     "GROUP BY 1, 2, 3, 4, 5");
-/* The placeable classes of some models, summed over clusters or in one. */
+/*
+ * The placeable classes of some models, summed over clusters or in one:
+ * the fleet reading of simulation and approvals alike (service/fleet.c).
+ */
 DB_STMT(stmt_cap_placeable_classes,
     "SELECT model, mig_enabled, layout, sum(gpus) FROM gpu_classes "
     "WHERE model = ANY ($1::text[]) AND healthy AND node_ready AND gpus > 0 "
@@ -134,24 +137,6 @@ DB_STMT(stmt_cap_placeable_classes_cluster,
     "SELECT model, mig_enabled, layout, gpus FROM gpu_classes "
     "WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
     "AND gpus > 0");
-/*
- * Per class (and cluster), the first lim GPUs in (node, index, id)
- * order through gpus_placeable_cluster_idx: a few index probes per
- * class. The union over clusters holds each class's first lim overall.
- */
-DB_STMT(stmt_cap_candidates,
-    "SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name "
-    "FROM gpu_classes c "
-    "JOIN unnest($1::text[], $2::int4[]) AS w (model, lim) ON w.model = c.model "
-    "CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, "
-    "x.layout, x.uuid FROM gpus x WHERE x.model = c.model AND x.cluster_id = c.cluster_id "
-    "AND x.mig_enabled = c.mig_enabled AND x.layout = c.layout AND x.health = 'ok' "
-    "AND x.node_status = 'ready' ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g "
-    "JOIN nodes n ON n.id = g.node_id "
-    "WHERE c.healthy AND c.node_ready AND c.gpus > 0 "
-    "AND ($3::int8 IS NULL OR c.cluster_id = $3) "
-    "ORDER BY g.node_id, g.gpu_index, g.id");
-
 /*
  * The first lim placeable GPUs of each wanted class in (node, index, id)
  * order: one short range of gpus_placeable_idx (of
@@ -745,30 +730,6 @@ db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
 	p[7] = param_id_or_null(a, cluster_id);
 	r = cluster_id != 0 ? db_exec(db, a, &stmt_cap_class_gpus_cluster, 8, p, err)
 			    : db_exec(db, a, &stmt_cap_class_gpus, 7, p, err);
-	if (r == NULL)
-		return -1;
-	*n = PQntuples(r);
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
-	for (int i = 0; i < *n; i++)
-		candidate_from_row(a, r, i, &(*out)[i]);
-	return 0;
-}
-
-int
-db_capacity_candidates(struct db *db, struct arena *a, int64_t cluster_id,
-    const char *const *models, const int *per_class, int nmodels, struct candidate_row **out,
-    int *n, struct gp_error *err)
-{
-	int64_t *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nmodels + 1));
-	const char *p[3];
-	PGresult *r;
-
-	for (int i = 0; i < nmodels; i++)
-		lims[i] = per_class[i];
-	p[0] = db_param_text_array(a, models, nmodels);
-	p[1] = db_param_int64_array(a, lims, nmodels);
-	p[2] = param_id_or_null(a, cluster_id);
-	r = db_exec(db, a, &stmt_cap_candidates, 3, p, err);
 	if (r == NULL)
 		return -1;
 	*n = PQntuples(r);

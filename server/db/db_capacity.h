@@ -253,7 +253,9 @@ int db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, cons
 /*
  * The placeable layout classes (ready node, health ok) of models[0..
  * nmodels): in cluster_id, or summed over every cluster when it is 0.
- * healthy and node_ready are true, count > 0; in no particular order.
+ * healthy and node_ready are true, count > 0; in no particular order
+ * (simulation ranks them, approval_wants sorts them). The one fleet reading of simulation and approvals
+ * (service/fleet.c).
  */
 int db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id,
     const char *const *models, int nmodels, struct layout_class **out, int *n, struct gp_error *err)
@@ -271,18 +273,5 @@ int db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluste
 int db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
     const struct class_want *w, int nw, const struct class_pick *p, int np,
     struct candidate_row **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
-
-/*
- * Placement candidates: for each of models[0..nmodels) the placeable GPUs
- * (ready node, health ok, cluster_id unless 0), at most per_class[i] of
- * each layout class (model, MIG mode, layout), the lowest (node_id,
- * index, id) of the class. The placement engine ranks GPUs of one class
- * alike and breaks ties by that order, so for a request of at most
- * per_class[i] instances of models[i] it places exactly as it would on
- * the whole fleet. Ordered by (node_id, index, id).
- */
-int db_capacity_candidates(struct db *db, struct arena *a, int64_t cluster_id,
-    const char *const *models, const int *per_class, int nmodels, struct candidate_row **out,
-    int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

@@ -1,14 +1,16 @@
 /*
- * pool_service.c - the pool-request workflow (see pool_service.h).
+ * pool_service.c - the pool-request workflow (see pool_service.h):
+ * quotas, submit, expiry of pending requests, reject and cancel here;
+ * approvals in pool_approve.c, the fleet reading in fleet.c.
  *
  * Candidate GPUs. An approval never scans the fleet: GPUs alike in
  * model, MIG mode and layout (a layout class) are interchangeable for the
  * engine, which breaks ties by (node, index), so it is enough to lock,
  * per useful class, the first few GPUs in that order (approval_wants
- * chooses the classes). The classes of a model come from a skip scan of
- * gpus_placeable_idx, cached per process for CLASS_CACHE_MAX_AGE_US (a
- * hint only: every candidate is locked and its layout re-read before the
- * engine sees it). The fast path takes the classes that pack best plus
+ * chooses the classes). The classes of a model come from the fleet
+ * reading simulation uses too (fleet.c), cached per process for a second
+ * (a hint only: every candidate is locked and its layout re-read before
+ * the engine sees it). The fast path takes the classes that pack best plus
  * the empty GPUs, skipping GPUs and nodes other approvals hold (SKIP
  * LOCKED and a per-node advisory lock), so concurrent approvals spread
  * out instead of queueing. When that finds no placement, the slow path
@@ -26,326 +28,18 @@
  * batch of one whose request the same transaction inserts first.
  */
 #include "pool_service.h"
+#include "pool_internal.h"
 #include "core/problem.h"
 #include "pool_json.h"
-#include "layout_cache.h"
 
 #include "core/log.h"
 #include "core/strbuf.h"
-#include "core/timeutil.h"
 #include "db/db_projects.h"
-#include "domain/placement.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CLASS_CACHE_MAX_AGE_US 1000000 /* layout classes of a model, per process */
-#define CLASS_SLOW_MAX_AGE_US 50000    /* the slow path's: just re-read */
-#define CLASS_CACHE_MODELS 32
-#define SLOW_PASSES 4 /* slow-path reads while they find more GPUs */
-
-/* ---- layout classes ---- */
-
-/*
- * Process-wide cache of the layout classes per model. Shared by the
- * request threads under a mutex; entries are replaced whole (malloc'd
- * copies), readers get arena copies.
- */
-static struct {
-	pthread_mutex_t lock;
-	struct {
-		char model[CATALOG_NAME_MAX];
-		int64_t fetched_us;
-		struct approval_class *v; /* malloc: entries, then the layout strings */
-		int n;
-	} m[CLASS_CACHE_MODELS];
-	int n;
-} class_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static struct approval_class *
-class_copy(struct arena *a, const struct approval_class *v, int n)
-{
-	struct approval_class *out = arena_alloc(a, sizeof(*out) * (size_t)(n + 1));
-
-	for (int i = 0; i < n; i++) {
-		out[i] = v[i];
-		out[i].layout = arena_strdup(a, v[i].layout);
-	}
-	return out;
-}
-
-static void
-class_cache_store(const char *model, const struct approval_class *v, int n, int64_t now)
-{
-	size_t bytes = sizeof(*v) * (size_t)(n + 1);
-	struct approval_class *copy;
-	char *s;
-	int slot;
-
-	for (int i = 0; i < n; i++)
-		bytes += strlen(v[i].layout) + 1;
-	copy = malloc(bytes);
-	if (copy == NULL)
-		return;
-	s = (char *)(copy + n + 1);
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(v[i].layout) + 1;
-
-		copy[i] = v[i];
-		memcpy(s, v[i].layout, len);
-		copy[i].layout = s;
-		s += len;
-	}
-	pthread_mutex_lock(&class_cache.lock);
-	for (slot = 0; slot < class_cache.n; slot++)
-		if (strcmp(class_cache.m[slot].model, model) == 0)
-			break;
-	if (slot == class_cache.n) {
-		if (class_cache.n == CLASS_CACHE_MODELS) {
-			pthread_mutex_unlock(&class_cache.lock);
-			free(copy);
-			return;
-		}
-		class_cache.n++;
-		snprintf(class_cache.m[slot].model, sizeof(class_cache.m[slot].model), "%s", model);
-		class_cache.m[slot].v = NULL;
-	}
-	free(class_cache.m[slot].v);
-	class_cache.m[slot].v = copy;
-	class_cache.m[slot].n = n;
-	class_cache.m[slot].fetched_us = now;
-	pthread_mutex_unlock(&class_cache.lock);
-}
-
-/* The layout classes of model m, at most max_age_us old (0: read them now). */
-static int
-classes_get(struct db *db, struct arena *a, const struct gpu_model *m, int64_t max_age_us,
-    struct approval_class **out, int *n, struct gp_error *err)
-{
-	int64_t now = time_mono_us();
-	struct layout_key *keys;
-	struct approval_class *v;
-	int nk;
-
-	if (max_age_us > 0) {
-		pthread_mutex_lock(&class_cache.lock);
-		for (int i = 0; i < class_cache.n; i++) {
-			if (strcmp(class_cache.m[i].model, m->id) != 0 ||
-			    now - class_cache.m[i].fetched_us > max_age_us)
-				continue;
-			*out = class_copy(a, class_cache.m[i].v, class_cache.m[i].n);
-			*n = class_cache.m[i].n;
-			pthread_mutex_unlock(&class_cache.lock);
-			return 0;
-		}
-		pthread_mutex_unlock(&class_cache.lock);
-	}
-	if (db_layout_classes(db, a, m->id, &keys, &nk, err) < 0)
-		return -1;
-	v = arena_alloc(a, sizeof(*v) * (size_t)(nk + 1));
-	for (int i = 0; i < nk; i++) {
-		struct layout_figures f;
-
-		layout_cache_get(m, keys[i].mig_enabled, keys[i].layout, &f);
-		v[i].mig_enabled = keys[i].mig_enabled;
-		v[i].layout = keys[i].layout;
-		v[i].g = f.cls.g;
-		v[i].valid = f.valid;
-	}
-	class_cache_store(m->id, v, nk, now);
-	*out = v;
-	*n = nk;
-	return 0;
-}
-
-/* ---- candidates and placement ---- */
-
-struct service_placed {
-	const struct locked_gpu *gpu;
-	int item;
-	const char *profile; /* "full" or a MIG profile name */
-	int start;
-	int size;
-	bool mode_switch;
-};
-
-/*
- * Append to w the classes to lock for the items of model m (indexes
- * idx[0..nidx) into items): approval_wants over the model's classes,
- * read from the cache (fast) or again (slow).
- */
-static int
-wants_for_model(struct db *db, struct arena *a, const struct gpu_model *m,
-    const struct spec_count *items, const int *idx, int nidx, bool fast, int held,
-    struct approval_want *w, int *nw, int cap, struct gp_error *err)
-{
-	struct approval_class *cls;
-	int ncls;
-
-	if (classes_get(db, a, m, fast ? CLASS_CACHE_MAX_AGE_US : CLASS_SLOW_MAX_AGE_US, &cls,
-		&ncls, err) < 0)
-		return -1;
-	approval_wants(a, m, items, idx, nidx, cls, ncls, fast, held, w, nw, cap);
-	return 0;
-}
-
-/*
- * Lock the candidates of one pass for items[0..nitems) (fast: the
- * busiest classes and the empty GPUs, skipping what others hold; slow:
- * every useful class, waiting for locks, each class held GPUs further)
- * into rows[0..*n).
- */
-static int
-candidates_fetch(struct db *db, struct arena *a, const struct catalog *c,
-    const struct spec_count *items, int nitems, bool fast, int held, struct locked_gpu **rows,
-    int *n, struct gp_error *err)
-{
-	struct approval_want *w;
-	struct candidate_want *cw;
-	int nw = 0, wcap = nitems * (APPROVAL_FAST_PARTIAL_CLASSES + 2) + 8;
-	bool done[POOL_MAX_ITEMS];
-
-	memset(done, 0, sizeof(done));
-	if (!fast)
-		wcap = 0;
-	/* the slow path re-reads the classes first (they size its wants) */
-	for (int i = 0; i < nitems && !fast; i++) {
-		struct approval_class *cls;
-		int ncls;
-		bool seen = false;
-
-		for (int j = 0; j < i; j++)
-			seen = seen || strcmp(items[j].model, items[i].model) == 0;
-		if (classes_get(db, a, catalog_model(c, items[i].model),
-			seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
-			return -1;
-		wcap += ncls + 2;
-	}
-	w = arena_alloc(a, sizeof(*w) * (size_t)(wcap + 1));
-	for (int i = 0; i < nitems; i++) {
-		const struct gpu_model *m = catalog_model(c, items[i].model);
-		int idx[POOL_MAX_ITEMS], nidx = 0;
-
-		if (done[i])
-			continue;
-		for (int j = i; j < nitems; j++) {
-			if (strcmp(items[j].model, items[i].model) == 0) {
-				idx[nidx++] = j;
-				done[j] = true;
-			}
-		}
-		if (wants_for_model(db, a, m, items, idx, nidx, fast, held, w, &nw, wcap, err) < 0)
-			return -1;
-	}
-	cw = arena_alloc(a, sizeof(*cw) * (size_t)(nw + 1));
-	for (int i = 0; i < nw; i++) {
-		cw[i].model = w[i].model;
-		cw[i].mig_enabled = w[i].mig_enabled;
-		cw[i].layout = w[i].layout;
-		cw[i].limit = w[i].limit;
-	}
-	return db_candidates_lock(db, a, cw, nw, fast, rows, n, err);
-}
-
-/*
- * The GPUs one batch places on: the engine's view of every candidate
- * locked so far, with this batch's placements applied as they are made.
- */
-struct place_set {
-	struct placement_gpu *gpus;
-	const struct locked_gpu **rows; /* rows[i]: what gpus[i] was read as */
-	int n;
-	int cap;
-};
-
-/* Add the locked rows[0..n) that set does not hold yet; returns how many. */
-static int
-place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
-    const struct locked_gpu *rows, int n)
-{
-	int added = 0;
-
-	for (int i = 0; i < n; i++) {
-		const struct gpu_model *m = catalog_model(c, rows[i].model);
-		struct placement_gpu *g;
-		int j;
-
-		if (m == NULL)
-			continue;
-		for (j = 0; j < set->n; j++)
-			if (set->gpus[j].id == rows[i].id)
-				break;
-		if (j < set->n)
-			continue; /* ours already, with this batch's placements */
-		if (set->n == set->cap) {
-			int ncap = set->cap * 2 + 64;
-			struct placement_gpu *ng = arena_alloc(a, sizeof(*ng) * (size_t)ncap);
-			const struct locked_gpu **nr = arena_alloc(a, sizeof(*nr) * (size_t)ncap);
-
-			if (set->n > 0) {
-				memcpy(ng, set->gpus, sizeof(*ng) * (size_t)set->n);
-				memcpy(nr, set->rows, sizeof(*nr) * (size_t)set->n);
-			}
-			set->gpus = ng;
-			set->rows = nr;
-			set->cap = ncap;
-		}
-		g = &set->gpus[set->n];
-		if (layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
-			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
-			continue;
-		set->rows[set->n++] = &rows[i];
-		added++;
-	}
-	return added;
-}
-
-/*
- * Place items on set and apply them there. 1: placed (*out[0..*nout) in
- * arena a), 0: insufficient (missing[] per item), -1: error.
- */
-static int
-place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
-    const struct spec_count *items, int nitems, struct service_placed **out, int *nout,
-    int *missing, struct gp_error *err)
-{
-	struct placement_result res;
-	struct gp_error perr;
-	int total = 0;
-
-	for (int i = 0; i < nitems; i++)
-		total += items[i].count;
-	memset(&res, 0, sizeof(res));
-	res.cap = total;
-	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
-	gp_error_clear(&perr);
-	if (placement_find(c, set->gpus, set->n, items, nitems, PLACEMENT_APPLY, &res, &perr) < 0) {
-		if (perr.status != 409) {
-			*err = perr;
-			return -1;
-		}
-		for (int i = 0; i < nitems; i++)
-			missing[i] = res.missing[i];
-		return 0;
-	}
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(res.nplacements + 1));
-	for (int i = 0; i < res.nplacements; i++) {
-		const struct placement *p = &res.placements[i];
-		struct service_placed *o = &(*out)[i];
-
-		o->gpu = set->rows[p->gpu];
-		o->item = p->item;
-		o->profile = p->profile != NULL ? arena_strdup(a, p->profile->name) : SPEC_FULL;
-		o->start = p->start;
-		o->size = p->size;
-		o->mode_switch = p->mode_switch;
-	}
-	*nout = res.nplacements;
-	return 1;
-}
 
 int
 service_quota_check(struct db *db, struct arena *a, int64_t project_id, bool lock,
@@ -552,670 +246,12 @@ service_submit_finish(struct db *db, struct service_submit *s, struct pool_reque
 	return 0;
 }
 
-/* ---- approve: group commit ---- */
-
-/* for /metrics */
-static atomic_uint_fast64_t stat_batches;     /* transactions that committed a batch */
-static atomic_uint_fast64_t stat_batch_items; /* approvals they decided */
-static atomic_uint_fast64_t stat_slow_paths;  /* placements that needed the slow path */
-static atomic_uint_fast64_t stat_split;       /* failed batches decided one by one */
-
-struct approve_batch {
-	struct service_approval **v;
-	int n;
-	struct arena *a; /* the batch's own scratch */
-	const struct catalog *catalog;
-	bool claim_due; /* first claim a pool past its end time: v[0] releases it */
-	bool found;     /* claim_due: a pool was due */
-	struct pool_row due;
-};
-
-static bool
-approve_is_grow(const struct service_approval *c)
-{
-	return c->action == POOL_ACTION_CREATE || c->action == POOL_ACTION_EXPAND;
-}
-
-static void
-approve_refuse(struct service_approval *c, const struct gp_error *e)
-{
-	c->outcome = SERVICE_APPROVAL_REFUSED;
-	c->err = *e;
-}
-
-/*
- * A placement on a node an agent manages waits for the agent (reserved);
- * on a node registered by hand, without an agent, it is ready at once: the
- * operator realises the instance (docs/pools.md).
- */
-static const char *
-approve_alloc_state(const struct service_placed *p)
-{
-	return p->gpu->managed ? "reserved" : "ready";
-}
-
-static struct json_object *
-approve_allocs_json(const struct service_approval *c)
-{
-	struct json_object *arr = json_object_new_array();
-
-	for (int i = 0; i < c->nplaced; i++) {
-		const struct service_placed *p = &c->placed[i];
-
-		struct json_object *o = pools_alloc_json(p->gpu->node, p->gpu->uuid, p->gpu->index,
-		    p->gpu->model, p->profile, p->start, p->size, approve_alloc_state(p), NULL);
-
-		/* who makes the instance real: the node's agent, or the operator on
-		 * a node registered by hand (docs/pools.md, "Nodes without an agent") */
-		json_object_object_add(o, "realised_by",
-		    json_object_new_string(p->gpu->managed ? "agent" : "operator"));
-		json_object_array_add(arr, o);
-	}
-	for (int i = 0; i < c->nfreed; i++) {
-		const struct live_alloc *f = &c->freed[i];
-
-		json_object_array_add(arr,
-		    pools_alloc_json(f->node, f->gpu_uuid, f->gpu_index, f->model, f->profile,
-			f->start, f->size, "releasing", NULL));
-	}
-	return arr;
-}
-
-/* The request as the reply and the audit row show it once approved. */
-static struct json_object *
-approve_after_json(const struct service_approval *c)
-{
-	struct pool_request_row r = c->ax.req;
-	struct json_object *o;
-
-	r.state = POOL_REQUEST_APPROVED;
-	r.decided_by = c->actor.username;
-	r.decided_us = c->ax.now_us;
-	r.note = c->note;
-	r.generation++;
-	o = pools_request_json(&r, NULL, 0);
-	json_object_object_add(o, "allocations", approve_allocs_json(c));
-	return o;
-}
-
-/* Re-validate a locked request; err (4xx) when it cannot be approved now. */
-static int
-approve_check(struct service_approval *c, struct gp_error *err)
-{
-	struct spec_count next[POOL_MAX_ITEMS];
-	int nnext = 0;
-
-	if (pool_request_transition(c->ax.req.state, POOL_REQUEST_APPROVED, err) < 0)
-		return -1;
-	/* the system's release of a pool past its end time expires as it is made */
-	if (!c->due && c->ax.req.expires_us <= c->ax.now_us)
-		return gp_problem_set(err, GP_PROBLEM_CONFLICT, "the request expired");
-	c->action = c->ax.req.action;
-	if (pool_status_accepts(c->ax.pool_status, c->action, c->ax.req.pool, err) < 0)
-		return -1;
-	if (pools_items_parse(c->ax.req.items_json, c->items, &c->nitems, err) < 0 ||
-	    pools_items_parse(c->ax.pool_items_json, c->pool_items, &c->npool, err) < 0)
-		return -1;
-	if (!approve_is_grow(c))
-		return 0;
-	if (pool_items_add(c->pool_items, c->npool, c->items, c->nitems, next, &nnext, err) < 0)
-		return -1;
-	if (c->ax.req.ends_us != 0 && c->ax.req.ends_us <= c->ax.now_us &&
-	    c->action == POOL_ACTION_CREATE)
-		return gp_problem_set(err, GP_PROBLEM_CONFLICT,
-		    "the pool's requested end time has passed; reject the request");
-	c->ap.new_items_json = pools_items_text(c->arena, next, nnext);
-	return 0;
-}
-
-/* create / expand, once placed: what the apply statement needs. */
-static void
-approve_grow_fill(struct service_approval *c)
-{
-	struct arena *a = c->arena;
-	struct approval_apply *ap = &c->ap;
-	struct new_alloc *na = arena_alloc(a, sizeof(*na) * (size_t)(c->nplaced + 1));
-	struct approval_placed *pl = arena_alloc(a, sizeof(*pl) * (size_t)(c->nplaced + 1));
-	struct approval_grow g;
-	bool wait = false; /* some allocation waits for an agent */
-
-	for (int i = 0; i < c->nplaced; i++) {
-		const struct service_placed *p = &c->placed[i];
-
-		na[i].gpu_id = pl[i].gpu_id = p->gpu->id;
-		na[i].node_id = pl[i].node_id = p->gpu->node_id;
-		na[i].profile = pl[i].profile = p->profile;
-		na[i].start = pl[i].start = p->start;
-		na[i].size = pl[i].size = p->size;
-		na[i].state = approve_alloc_state(p);
-		wait = wait || p->gpu->managed;
-		pl[i].mode_switch = p->mode_switch;
-	}
-	approval_grow_arrays(a, pl, c->nplaced, c->items, c->nitems, &g);
-	/* only unmanaged nodes: nothing to wait for (a new pool, or an active
-	 * one that grows); else provisioning until the agents report ready */
-	ap->new_status =
-	    !wait && (c->action == POOL_ACTION_CREATE || c->ax.pool_status == POOL_STATUS_ACTIVE)
-	    ? POOL_STATUS_ACTIVE
-	    : POOL_STATUS_PROVISIONING;
-	ap->ends_us = c->ax.req.ends_us;
-	ap->allocs = na;
-	ap->nallocs = c->nplaced;
-	ap->switch_gpu_ids = g.switch_gpu_ids;
-	ap->nswitch = g.nswitch;
-	ap->item_models = g.models;
-	ap->item_profiles = g.profiles;
-	ap->item_counts = g.counts;
-	ap->nitems = g.nitems;
-}
-
-/* shrink / release: choose what to free (approval_free_choose). */
-static int
-approve_free(struct db *db, struct service_approval *c, bool release, struct gp_error *err)
-{
-	struct arena *a = c->arena;
-	struct approval_apply *ap = &c->ap;
-	struct spec_count *next = arena_alloc(a, sizeof(*next) * POOL_MAX_ITEMS);
-	struct live_alloc *live;
-	struct approval_live *al;
-	bool *chosen;
-	int64_t *ids, *nodes;
-	const char **models, **profiles;
-	int *counts, nnext = 0, nlive, k = 0;
-
-	if (db_pool_live_allocations(db, a, c->ax.req.pool_id, !release, &live, &nlive, err) < 0)
-		return -1;
-	al = arena_alloc(a, sizeof(*al) * (size_t)(nlive + 1));
-	chosen = arena_alloc(a, sizeof(*chosen) * (size_t)(nlive + 1));
-	counts = arena_alloc(a, sizeof(*counts) * (size_t)(c->nitems + 1));
-	for (int i = 0; i < nlive; i++) {
-		al[i].id = live[i].id;
-		al[i].gpu_id = live[i].gpu_id;
-		al[i].pool_id = live[i].pool_id;
-		al[i].model = live[i].model;
-		al[i].profile = live[i].profile;
-		al[i].start = live[i].start;
-	}
-	if (approval_free_choose(al, nlive, c->ax.req.pool_id, release, c->pool_items, c->npool,
-		c->items, c->nitems, chosen, next, &nnext, counts, err) < 0)
-		return -1;
-	ids = arena_alloc(a, sizeof(*ids) * (size_t)(nlive + 1));
-	nodes = arena_alloc(a, sizeof(*nodes) * (size_t)(nlive + 1));
-	c->freed = arena_alloc(a, sizeof(*c->freed) * (size_t)(nlive + 1));
-	for (int i = 0; i < nlive; i++) {
-		if (!chosen[i])
-			continue;
-		ids[k] = live[i].id;
-		nodes[k] = live[i].node_id;
-		c->freed[k++] = live[i];
-	}
-	c->nfreed = k;
-	models = arena_alloc(a, sizeof(*models) * (size_t)(c->nitems + 1));
-	profiles = arena_alloc(a, sizeof(*profiles) * (size_t)(c->nitems + 1));
-	for (int i = 0; i < c->nitems; i++) {
-		models[i] = c->items[i].model;
-		profiles[i] = c->items[i].profile;
-	}
-	ap->new_items_json = pools_items_text(a, next, nnext);
-	ap->new_status = release ? POOL_STATUS_RELEASING : c->ax.pool_status;
-	ap->at_us = c->at_us;
-	ap->free_ids = ids;
-	ap->nfree = k;
-	ap->free_node_ids = nodes;
-	ap->nfree_nodes = k;
-	ap->keep_models = models;
-	ap->keep_profiles = profiles;
-	ap->keep_counts = counts;
-	ap->nkeep = release ? 0 : c->nitems;
-	return 0;
-}
-
-/* Who, why and the audit documents: the same for every action. */
-static void
-approve_fill_common(struct service_approval *c)
-{
-	struct arena *a = c->arena;
-	struct approval_apply *ap = &c->ap;
-
-	ap->request_id = c->id;
-	ap->pool_id = c->ax.req.pool_id;
-	ap->project_id = c->ax.req.project_id;
-	ap->action = c->ax.req.action;
-	ap->actor_id = c->actor.user_id;
-	ap->actor = c->actor.username;
-	ap->note = c->note;
-	ap->http_request_id = c->actor.http_request_id;
-	ap->audit_before_json =
-	    json_to_arena(a, json_own(a, pools_request_json(&c->ax.req, NULL, 0)), NULL);
-	c->after = json_to_arena(a, json_own(a, approve_after_json(c)), &c->after_len);
-	ap->audit_after_json = c->after;
-}
-
-/*
- * A step of approval c failed with e: when a statement failed, the
- * transaction is lost and the whole batch fails (db_tx retries it);
- * otherwise c alone is refused.
- */
-static int
-approve_step_failed(struct db *db, struct service_approval *c, const struct gp_error *e,
-    struct gp_error *err)
-{
-	if (db_tx_aborted(db) || e->status >= 500) {
-		*err = *e;
-		return -1;
-	}
-	approve_refuse(c, e);
-	return 0;
-}
-
-/* Place every open create / expand of the batch, in batch order. */
-static int
-approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
-{
-	const struct catalog *cat = b->catalog;
-	struct spec_count *sum = arena_alloc(b->a, sizeof(*sum) * POOL_MAX_ITEMS);
-	struct place_set set;
-	struct locked_gpu *rows;
-	int nsum = 0, nrows;
-
-	memset(&set, 0, sizeof(set));
-	/* one candidate read for what the whole batch asks for */
-	for (int i = 0; i < b->n; i++) {
-		const struct service_approval *c = b->v[i];
-
-		if (c->outcome != SERVICE_APPROVAL_OPEN || !approve_is_grow(c))
-			continue;
-		for (int j = 0; j < c->nitems; j++) {
-			int k;
-
-			for (k = 0; k < nsum; k++)
-				if (strcmp(sum[k].model, c->items[j].model) == 0 &&
-				    strcmp(sum[k].profile, c->items[j].profile) == 0)
-					break;
-			if (k < nsum)
-				sum[k].count += c->items[j].count;
-			else if (nsum < POOL_MAX_ITEMS)
-				sum[nsum++] = c->items[j];
-		}
-	}
-	if (nsum == 0)
-		return 0;
-	if (candidates_fetch(db, b->a, cat, sum, nsum, true, 0, &rows, &nrows, err) < 0)
-		return -1;
-	place_set_add(b->a, cat, &set, rows, nrows);
-	for (int i = 0; i < b->n; i++) {
-		struct service_approval *c = b->v[i];
-		struct gp_error e;
-		int rc;
-
-		if (c->outcome != SERVICE_APPROVAL_OPEN || !approve_is_grow(c))
-			continue;
-		gp_error_clear(&e);
-		rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed, &c->nplaced,
-		    c->missing, &e);
-		/*
-		 * The slow path: every useful class, waiting for locks, past the
-		 * GPUs the set holds (earlier approvals of this batch may have
-		 * filled them). A GPU whose lock it waited for may have changed
-		 * class meanwhile (another transaction placed on it and
-		 * committed) and drop out of the answer; the classes read again
-		 * then show where it went. So it goes on while it finds GPUs the
-		 * set lacks: only then is the answer insufficient capacity.
-		 */
-		for (int pass = 0; rc == 0 && pass < SLOW_PASSES; pass++) {
-			if (pass == 0)
-				atomic_fetch_add(&stat_slow_paths, 1);
-			if (candidates_fetch(db, b->a, cat, c->items, c->nitems, false, set.n,
-				&rows, &nrows, err) < 0)
-				return -1;
-			if (place_set_add(b->a, cat, &set, rows, nrows) == 0 && pass > 0)
-				break;
-			rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed,
-			    &c->nplaced, c->missing, &e);
-		}
-		if (rc < 0) {
-			if (approve_step_failed(db, c, &e, err) < 0)
-				return -1;
-			continue;
-		}
-		if (rc == 0) {
-			gp_problem_set(&e, GP_PROBLEM_INSUFFICIENT_CAPACITY,
-			    "the free capacity cannot hold every item of the request");
-			approve_refuse(c, &e);
-		}
-	}
-	return 0;
-}
-
-static int
-approve_cmp_project(const void *pa, const void *pb)
-{
-	const struct service_approval *a = *(struct service_approval *const *)pa,
-				      *b = *(struct service_approval *const *)pb;
-
-	return (a->ax.req.project_id > b->ax.req.project_id) -
-	    (a->ax.req.project_id < b->ax.req.project_id);
-}
-
-static int
-cmp_int64(const void *pa, const void *pb)
-{
-	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-
-	return (a > b) - (a < b);
-}
-
-/*
- * Append to *rows (arena a, grown as needed) one outbox row per distinct
- * node that shrink or release c frees allocations on; returns how many.
- */
-static int
-outbox_rows_add(struct arena *a, struct outbox_row **rows, int nrows,
-    const struct service_approval *c)
-{
-	int n = c->ap.nfree_nodes, k = 0;
-	int64_t *ids = arena_alloc(a, sizeof(*ids) * (size_t)(n + 1));
-	struct outbox_row *grown = arena_alloc(a, sizeof(*grown) * (size_t)(nrows + n + 1));
-
-	if (nrows > 0)
-		memcpy(grown, *rows, sizeof(*grown) * (size_t)nrows);
-	if (n > 0)
-		memcpy(ids, c->ap.free_node_ids, sizeof(*ids) * (size_t)n);
-	qsort(ids, (size_t)n, sizeof(*ids), cmp_int64);
-	for (int i = 0; i < n; i++) {
-		if (i > 0 && ids[i] == ids[i - 1])
-			continue;
-		grown[nrows + k].node_id = ids[i];
-		grown[nrows + k].request_id = c->ap.request_id;
-		grown[nrows + k].pool_id = c->ap.pool_id;
-		k++;
-	}
-	*rows = grown;
-	return k;
-}
-
-static int
-approve_batch_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct approve_batch *b = arg;
-	int64_t *ids = arena_alloc(b->a, sizeof(*ids) * (size_t)b->n);
-	struct arena **arenas = arena_alloc(b->a, sizeof(*arenas) * (size_t)b->n);
-	struct approval_ctx *ctx = arena_alloc(b->a, sizeof(*ctx) * (size_t)b->n);
-	bool *found = arena_alloc(b->a, sizeof(*found) * (size_t)b->n);
-	struct approval_key *keys = arena_alloc(b->a, sizeof(*keys) * (size_t)b->n);
-	struct service_approval **quota = arena_alloc(b->a, sizeof(*quota) * (size_t)b->n);
-	const struct approval_apply **grow = arena_alloc(b->a, sizeof(*grow) * (size_t)b->n);
-	int64_t *pools = arena_alloc(b->a, sizeof(*pools) * (size_t)b->n);
-	struct outbox_row *more = NULL;
-	int nquota = 0, ngrow = 0, npools = 0, nmore = 0;
-
-	if (b->claim_due) {
-		/* the system's release request for a pool past its end time */
-		if (db_pool_claim_due(db, b->v[0]->arena, &b->due, &b->v[0]->id, &b->found, err) <
-		    0)
-			return -1;
-		if (!b->found)
-			return 0;
-		b->v[0]->at_us = b->due.ends_us;
-	}
-	for (int i = 0; i < b->n; i++) {
-		struct service_approval *c = b->v[i];
-
-		c->outcome = SERVICE_APPROVAL_OPEN;
-		gp_error_clear(&c->err);
-		memset(&c->ap, 0, sizeof(c->ap));
-		c->placed = NULL;
-		c->nplaced = 0;
-		c->freed = NULL;
-		c->nfreed = 0;
-		c->quota_item = NULL;
-		c->after = NULL;
-		ids[i] = c->id;
-		arenas[i] = c->arena;
-		/* the caller's claim (Idempotency-Key): a duplicate changes nothing */
-		c->dup = false;
-		if (c->hooks.claim != NULL && c->hooks.claim(db, c->hooks.ctx, &c->dup, err) < 0)
-			return -1;
-		if (c->dup)
-			c->outcome = SERVICE_APPROVAL_REFUSED;
-	}
-	if (db_requests_lock_many(db, b->a, ids, b->n, arenas, ctx, found, err) < 0)
-		return -1;
-	for (int i = 0; i < b->n; i++) {
-		struct service_approval *c = b->v[i];
-		struct gp_error e;
-
-		memset(&keys[i], 0, sizeof(keys[i]));
-		if (c->outcome != SERVICE_APPROVAL_OPEN)
-			continue;
-		gp_error_clear(&e);
-		if (!found[i]) {
-			gp_problem_set(&e, GP_PROBLEM_NOT_FOUND, "no such pool request: %lld",
-			    (long long)c->id);
-			approve_refuse(c, &e);
-			continue;
-		}
-		c->ax = ctx[i];
-		if (c->precondition != NULL &&
-		    c->precondition(c->precondition_arg, &c->ax.req, &e) < 0) {
-			approve_refuse(c, &e);
-			continue;
-		}
-		if (approve_check(c, &e) < 0) {
-			approve_refuse(c, &e);
-			continue;
-		}
-		keys[i].pool_id = c->ax.req.pool_id;
-		keys[i].project_id = c->ax.req.project_id;
-		keys[i].has_quota = c->ax.has_quota;
-		if (approval_batch_later(keys, i))
-			c->outcome = SERVICE_APPROVAL_LATER;
-		keys[i].open = c->outcome == SERVICE_APPROVAL_OPEN;
-		if (c->outcome == SERVICE_APPROVAL_OPEN && c->ax.has_quota && approve_is_grow(c))
-			quota[nquota++] = c;
-	}
-	/*
-	 * The lock order (docs/architecture.md): requests and pools above, then
-	 * GPUs, then quota rows, then nodes, last and in one statement. A quota
-	 * is read here without its lock, so that an approval over it is refused
-	 * before it takes capacity in the batch's set, and checked again under
-	 * the lock once everything is placed.
-	 */
-	for (int i = 0; i < nquota; i++) {
-		struct service_approval *c = quota[i];
-		struct gp_error e;
-
-		gp_error_clear(&e);
-		if (service_quota_check(db, c->arena, c->ax.req.project_id, false, c->items,
-			c->nitems, &c->quota_item, &e) < 0 &&
-		    approve_step_failed(db, c, &e, err) < 0)
-			return -1;
-	}
-	/* shrinks and releases: their GPUs in one statement, then one statement each */
-	for (int i = 0; i < b->n; i++)
-		if (b->v[i]->outcome == SERVICE_APPROVAL_OPEN && !approve_is_grow(b->v[i]))
-			pools[npools++] = b->v[i]->ax.req.pool_id;
-	if (npools > 0 && db_pools_lock_gpus(db, b->a, pools, npools, err) < 0)
-		return -1;
-	for (int i = 0; i < b->n; i++) {
-		struct service_approval *c = b->v[i];
-		struct gp_error e;
-
-		if (c->outcome != SERVICE_APPROVAL_OPEN || approve_is_grow(c))
-			continue;
-		gp_error_clear(&e);
-		if (approve_free(db, c, c->action == POOL_ACTION_RELEASE, &e) < 0) {
-			if (approve_step_failed(db, c, &e, err) < 0)
-				return -1;
-			continue;
-		}
-		approve_fill_common(c);
-		/* its nodes are bumped with the batch's, last */
-		nmore += outbox_rows_add(b->a, &more, nmore, c);
-		c->ap.nfree_nodes = 0;
-		if (db_approval_free_apply(db, c->arena, &c->ap, false, err) < 0)
-			return -1;
-		c->outcome = SERVICE_APPROVAL_DONE;
-	}
-	/* the system's release is all or nothing: no pending request is left behind */
-	if (b->claim_due && b->v[0]->outcome != SERVICE_APPROVAL_DONE) {
-		*err = b->v[0]->err;
-		if (!gp_error_isset(err))
-			gp_problem_set(err, GP_PROBLEM_INTERNAL, "the release was not decided");
-		return -1;
-	}
-	/* creates and expands: placed together, applied in one statement */
-	if (approve_place_all(db, b, err) < 0)
-		return -1;
-	/* quotas again, each project's row locked, in project order */
-	qsort(quota, (size_t)nquota, sizeof(*quota), approve_cmp_project);
-	for (int i = 0; i < nquota; i++) {
-		struct service_approval *c = quota[i];
-		struct gp_error e;
-
-		if (c->outcome != SERVICE_APPROVAL_OPEN)
-			continue;
-		gp_error_clear(&e);
-		if (service_quota_check(db, c->arena, c->ax.req.project_id, true, c->items,
-			c->nitems, &c->quota_item, &e) < 0 &&
-		    approve_step_failed(db, c, &e, err) < 0)
-			return -1;
-	}
-	for (int i = 0; i < b->n; i++) {
-		struct service_approval *c = b->v[i];
-
-		if (c->outcome != SERVICE_APPROVAL_OPEN || !approve_is_grow(c))
-			continue;
-		approve_grow_fill(c);
-		approve_fill_common(c);
-		grow[ngrow++] = &c->ap;
-		c->outcome = SERVICE_APPROVAL_DONE;
-	}
-	/* each caller's answer commits with its approval */
-	for (int i = 0; i < b->n; i++) {
-		struct service_approval *c = b->v[i];
-
-		if (c->outcome == SERVICE_APPROVAL_DONE && c->hooks.keep != NULL &&
-		    c->hooks.keep(db, c->hooks.ctx, err) < 0)
-			return -1;
-	}
-	if (ngrow == 0 && nmore == 0)
-		return 0;
-	return db_approvals_apply_many(db, b->a, grow, ngrow, more, nmore, err);
-}
-
-/* Decide batch b in one transaction (see service_approvals_run); -1: it failed (err). */
-static int
-approve_batch_run(struct db *db, struct approve_batch *b, struct gp_error *err)
-{
-	int rc;
-
-	b->a = arena_create();
-	rc = db_tx_ex(db, DB_TX_RETRY_EXCLUSION | DB_TX_GENERIC_PLANS, approve_batch_tx, b, err);
-	arena_destroy(b->a);
-	b->a = NULL;
-	return rc;
-}
-
-void
-service_approvals_run(struct db *db, const struct catalog *c, struct service_approval **v, int n)
-{
-	struct approve_batch b;
-	struct gp_error err;
-
-	memset(&b, 0, sizeof(b));
-	b.v = v;
-	b.n = n;
-	b.catalog = c;
-	gp_error_clear(&err);
-	if (approve_batch_run(db, &b, &err) < 0) {
-		if (n > 1 && err.status != 503) {
-			atomic_fetch_add(&stat_split, 1);
-			log_warn(NULL,
-			    "an approval batch failed; deciding its approvals one by one", "error",
-			    err.message);
-			for (int i = 0; i < n; i++)
-				service_approvals_run(db, c, &v[i], 1);
-			return;
-		}
-		for (int i = 0; i < n; i++) {
-			v[i]->outcome = SERVICE_APPROVAL_REFUSED;
-			v[i]->err = err;
-		}
-		return;
-	}
-	atomic_fetch_add(&stat_batches, 1);
-	atomic_fetch_add(&stat_batch_items, (uint_fast64_t)n);
-}
-
-/* ---- expiry ---- */
-
-#define EXPIRE_BATCH 100 /* requests per statement */
-
-int
-service_requests_expire(struct db *db, int64_t *n, struct gp_error *err)
-{
-	int64_t k = 0;
-
-	*n = 0;
-	do {
-		if (db_requests_expire(db, EXPIRE_BATCH, &k, err) < 0)
-			return -1;
-		*n += k;
-	} while (k == EXPIRE_BATCH);
-	return 0;
-}
-
-int
-service_release_due(struct db *db, struct arena *a, bool *found, struct pool_row *pool,
-    struct gp_error *err)
-{
-	struct service_approval *c = arena_alloc(a, sizeof(*c));
-	struct approve_batch b;
-
-	memset(c, 0, sizeof(*c));
-	memset(&b, 0, sizeof(b));
-	c->arena = a;
-	c->due = true;
-	c->note = "the pool reached its end time";
-	b.v = &c;
-	b.n = 1;
-	b.claim_due = true;
-	*found = false;
-	if (approve_batch_run(db, &b, err) < 0)
-		return -1;
-	if (!b.found)
-		return 0;
-	*found = true;
-	*pool = b.due;
-	return 0;
-}
-
 /* ---- /metrics ---- */
 
+/* The submissions' counters (pool_internal.h). */
 void
-pool_approvals_metrics(struct strbuf *b)
+pool_submit_metrics(struct strbuf *b)
 {
-	strbuf_printf(b,
-	    "# HELP gpupool_approval_batches_total Approval transactions committed "
-	    "(group commit).\n# TYPE gpupool_approval_batches_total counter\n"
-	    "gpupool_approval_batches_total %llu\n"
-	    "# HELP gpupool_approval_batch_items_total Approvals decided by those "
-	    "transactions (over batches: the mean batch size).\n"
-	    "# TYPE gpupool_approval_batch_items_total counter\n"
-	    "gpupool_approval_batch_items_total %llu\n"
-	    "# HELP gpupool_approval_slow_paths_total Placements that read every useful "
-	    "layout class after the fast candidates fell short.\n"
-	    "# TYPE gpupool_approval_slow_paths_total counter\n"
-	    "gpupool_approval_slow_paths_total %llu\n"
-	    "# HELP gpupool_approval_batch_splits_total Failed batches whose approvals "
-	    "were then decided one by one.\n"
-	    "# TYPE gpupool_approval_batch_splits_total counter\n"
-	    "gpupool_approval_batch_splits_total %llu\n",
-	    (unsigned long long)atomic_load(&stat_batches),
-	    (unsigned long long)atomic_load(&stat_batch_items),
-	    (unsigned long long)atomic_load(&stat_slow_paths),
-	    (unsigned long long)atomic_load(&stat_split));
 	strbuf_printf(b,
 	    "# HELP gpupool_submit_batches_total Pool-request submission transactions "
 	    "committed (group commit).\n# TYPE gpupool_submit_batches_total counter\n"
@@ -1233,21 +269,43 @@ struct close {
 	struct arena *a;
 	const struct service_actor *actor;
 	int64_t id;
-	bool cancel;
+	enum pool_request_state to;
 	const char *note;
 	service_close_check_fn check;
 	void *check_arg;
 	struct pool_request_row *out;
+	bool expire; /* the expiry worker's: the next due request, if any */
+	bool found;
 };
 
+/* The audit action of a close into state to. */
+static const char *
+close_action(enum pool_request_state to)
+{
+	return to == POOL_REQUEST_CANCELLED ? "pool_request.cancel"
+	    : to == POOL_REQUEST_EXPIRED    ? "pool_request.expire"
+					    : "pool_request.reject";
+}
+
+/*
+ * One close: reject, cancel, or (expire) the expiry worker's of the next
+ * pending request past its lifetime. One statement and one audit
+ * document for all three: the request before, and after with its state
+ * and note.
+ */
 static int
 close_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct close *c = arg;
-	enum pool_request_state to = c->cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED;
 	struct approval_ctx ax;
 	bool found;
 
+	if (c->expire) {
+		if (db_request_expire_due(db, c->a, &c->id, &c->found, err) < 0)
+			return -1;
+		if (!c->found)
+			return 0;
+	}
 	if (db_request_lock(db, c->a, c->id, &ax, &found, err) < 0)
 		return -1;
 	if (!found)
@@ -1255,10 +313,10 @@ close_tx(struct db *db, void *arg, struct gp_error *err)
 		    (long long)c->id);
 	if (c->check != NULL && c->check(db, c->check_arg, &ax.req, err) < 0)
 		return -1;
-	if (pool_request_transition(ax.req.state, to, err) < 0)
+	if (pool_request_transition(ax.req.state, c->to, err) < 0)
 		return -1;
-	return db_request_close(db, c->a, c->id, to, c->actor->user_id, c->actor->username, c->note,
-	    c->actor->http_request_id, c->cancel ? "pool_request.cancel" : "pool_request.reject",
+	return db_request_close(db, c->a, c->id, c->to, c->actor->user_id, c->actor->username,
+	    c->note, c->actor->http_request_id, close_action(c->to),
 	    json_to_arena(c->a, json_own(c->a, pools_request_json(&ax.req, NULL, 0)), NULL), c->out,
 	    err);
 }
@@ -1268,7 +326,32 @@ service_request_close(struct db *db, struct arena *a, const struct service_actor
     bool cancel, const char *note, service_close_check_fn check, void *check_arg,
     struct pool_request_row *out, struct gp_error *err)
 {
-	struct close c = { a, actor, id, cancel, note, check, check_arg, out };
+	struct close c = { a, actor, id, cancel ? POOL_REQUEST_CANCELLED : POOL_REQUEST_REJECTED,
+		note, check, check_arg, out, false, false };
 
 	return db_tx(db, close_tx, &c, err);
+}
+
+/* ---- expiry ---- */
+
+int
+service_requests_expire(struct db *db, int64_t *n, struct gp_error *err)
+{
+	static const struct service_actor system = { 0, NULL, NULL };
+
+	*n = 0;
+	for (;;) {
+		struct arena *a = arena_create();
+		struct pool_request_row out;
+		struct close c = { a, &system, 0, POOL_REQUEST_EXPIRED,
+			"pending longer than the request lifetime", NULL, NULL, &out, true, false };
+		int rc = db_tx(db, close_tx, &c, err);
+
+		arena_destroy(a);
+		if (rc < 0)
+			return -1;
+		if (!c.found)
+			return 0;
+		(*n)++;
+	}
 }

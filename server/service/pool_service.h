@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "db/db.h"
+#include "db/db_approvals.h"
 #include "db/db_pools.h"
 #include "domain/approval.h"
 #include "domain/catalog.h"

@@ -10,6 +10,7 @@
 #include "core/timeutil.h"
 #include "db/db.h"
 #include "db/db_billing.h"
+#include "service/billing.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -58,8 +59,8 @@ accrual_run_once(void *arg)
 	struct gp_error err;
 
 	gp_error_clear(&err);
-	if (db_billing_accrue(db_thread(), a, cfg->settle_s, cfg->hold_ms, SPANS_PER_PASS, &res,
-		&err) < 0) {
+	if (service_billing_accrue(db_thread(), a, cfg->settle_s, cfg->hold_ms, SPANS_PER_PASS,
+		NULL, NULL, &res, &err) < 0) {
 		log_warn(NULL, "billing accrual failed", "error", err.message);
 		atomic_fetch_add(&passes_failed, 1);
 	} else {

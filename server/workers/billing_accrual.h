@@ -1,7 +1,7 @@
 /*
  * billing_accrual.h - the billing accrual worker: a periodic worker
  * (periodic.h) with leadership, so that one replica accrues the usage
- * ledger into hourly billing rows (db_billing_accrue) and the others
+ * ledger into hourly billing rows (service_billing_accrue) and the others
  * stand by. The pass is idempotent, and the SQL function takes a
  * transaction-level advisory lock, so an accrual started on demand
  * (POST /v1/billing/accrual/run) or by a replica that just lost

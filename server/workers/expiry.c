@@ -10,6 +10,7 @@
 #include "db/db_pools.h"
 #include "periodic.h"
 #include "service/pool_service.h"
+#include "service/pool_status.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@ expiry_run_once(void *arg)
 			break;
 	}
 	gp_error_clear(&err);
-	if (db_pools_settle(db_thread(), &n, &err) < 0)
+	if (pool_status_settle_due(db_thread(), &n, &err) < 0)
 		log_warn(NULL, "could not settle pool statuses", "error", err.message);
 }
 

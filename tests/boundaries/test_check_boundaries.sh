@@ -82,6 +82,10 @@ server/api/pools.c|static const char *q = "UPDATE pools SET state = 'x'";|SQL in
 client/cli/main.c|static const char *q = "DELETE FROM users";|SQL in a string literal
 server/workers/expiry.c|static const char *q = "INSERT INTO audit_log VALUES (1)";|SQL in a string literal
 server/api/users.c|static const char *q = "SELECT pg_notify('x', 'y')";|SQL in a string literal
+server/api/pools.c|#include "db/db_approvals.h"|a write-side db/ header in api/
+server/api/users.c|#include "server/db//db_approvals.h"|a write-side db/ header in api/
+server/api/pool_requests.c|#include "db/db_new_workflow.h"|a write-side db/ header in api/
+server/api/billing.c|#include "db/db_billing_write.h"|a write-side db/ header in api/
 CASES
 
 # SQL in server/db/ is where it belongs, and prose is not SQL

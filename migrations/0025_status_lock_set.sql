@@ -1,18 +1,18 @@
--- 0019_status_lock_set: settle only the requests locked first.
+-- 0025_status_lock_set: settle only the requests locked first.
 --
--- An agent's status report (agent_apply_status) and the expiry worker's
--- confirmation of releases on nodes without an agent
--- (pools_confirm_unmanaged_releases) lock their pools' approved requests,
--- then the pools (the global lock order, docs/architecture.md), and at the
--- end settle the approved requests of those pools. A request approved
--- between the first lock and that final UPDATE (its approval committed
--- meanwhile) was taken there for the first time: a request locked after a
--- pool. Two agents whose nodes share a pool deadlocked so (one held the new
--- request from its own first lock and waited for the pool, the other held
--- the pool and waited for the request; test_deadlock's agents test, run
--- with real agents on two replicas, saw it in every run). Now the final
--- UPDATE settles exactly the requests locked first; one approved later is
--- settled by the next report or pass.
+-- An agent's status report (agent_apply_status, as 0019 left it) and the
+-- expiry worker's confirmation of releases on nodes without an agent
+-- (pools_confirm_unmanaged_releases, 0018) lock their pools' approved
+-- requests, then the pools (the global lock order, docs/architecture.md),
+-- and at the end settle the approved requests of those pools. A request
+-- approved between the first lock and that final UPDATE (its approval
+-- committed meanwhile) was taken there for the first time: a request
+-- locked after a pool. Two agents whose nodes share a pool deadlocked so
+-- (one held the new request from its own first lock and waited for the
+-- pool, the other held the pool and waited for the request;
+-- test_deadlock's agents test, real agents on two replicas, saw it in
+-- every run). Now the final UPDATE settles exactly the requests locked
+-- first; one approved later is settled by the next report or pass.
 CREATE OR REPLACE FUNCTION agent_apply_status(p_node bigint, p_observed bigint, p_version text,
 	p_gpus jsonb, p_errors jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -191,44 +191,8 @@ BEGIN
 	WHERE type = 'drift' AND node_id = p_node AND resolved_at IS NULL
 	  AND dedup_key <> ALL (v_keys) AND gpu_id <> ALL (v_unknown);
 
-	-- pools: degraded when one of theirs failed, active when all are ready,
-	-- released when nothing is left
-	FOR r IN
-		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
-		WHERE p.id = ANY (v_pools) AND p.status IN ('provisioning', 'active')
-		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed')
-		RETURNING p.id, p.project_id, p.name
-	LOOP
-		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
-		VALUES ('pool.degraded', 'pool', r.id::text, r.project_id, NULL,
-			'{"status":"degraded"}'::jsonb);
-		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, p_node, NULL,
-			r.id, r.project_id, 'pool ' || r.name || ' has a failed allocation', '{}');
-	END LOOP;
-	FOR r IN
-		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
-		WHERE p.id = ANY (v_pools) AND p.status IN ('provisioning', 'degraded')
-		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
-		                  AND a.state NOT IN ('ready', 'releasing', 'released'))
-		RETURNING p.id, p.project_id
-	LOOP
-		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
-		VALUES ('pool.active', 'pool', r.id::text, r.project_id, NULL, '{"status":"active"}'::jsonb);
-		PERFORM alert_resolve('pool_degraded:' || r.id);
-	END LOOP;
-	FOR r IN
-		UPDATE pools p SET status = 'released', released_at = now(),
-			generation = p.generation + 1, updated_at = now()
-		WHERE p.id = ANY (v_pools) AND p.status = 'releasing'
-		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
-		                  AND a.state <> 'released')
-		RETURNING p.id, p.project_id
-	LOOP
-		INSERT INTO audit_log (action, object_type, object_id, project_id, before, after)
-		VALUES ('pool.released', 'pool', r.id::text, r.project_id,
-			'{"status":"releasing"}'::jsonb, '{"status":"released"}'::jsonb);
-		PERFORM alert_resolve('pool_degraded:' || r.id);
-	END LOOP;
+	-- pools: their statuses, alerts and audit, by the one settle path
+	PERFORM pools_settle(v_pools);
 
 	-- approved requests: fulfilled once their allocations are there (or
 	-- gone, for shrink and release), failed when one of theirs failed
