@@ -1240,6 +1240,18 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.clusters_keep_bound() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM pools WHERE cluster_id = OLD.id AND status <> 'released') THEN
+		RAISE EXCEPTION 'cluster % has live pools bound to it', OLD.name
+			USING ERRCODE = 'foreign_key_violation';
+	END IF;
+	RETURN OLD;
+END
+$$;
+
 CREATE FUNCTION public.device_allocation(p_node bigint, p_device text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$
@@ -2280,6 +2292,7 @@ CREATE TABLE public.pools (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     released_at timestamp with time zone,
+    cluster_id bigint,
     CONSTRAINT pools_items_check CHECK ((jsonb_typeof(items) = 'array'::text)),
     CONSTRAINT pools_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'::text)),
     CONSTRAINT pools_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'provisioning'::text, 'active'::text, 'degraded'::text, 'releasing'::text, 'released'::text])))
@@ -2691,6 +2704,8 @@ CREATE INDEX pool_requests_pool_idx ON public.pool_requests USING btree (pool_id
 
 CREATE INDEX pool_requests_project_idx ON public.pool_requests USING btree (project_id, id);
 
+CREATE INDEX pools_cluster_idx ON public.pools USING btree (cluster_id) WHERE (cluster_id IS NOT NULL);
+
 CREATE INDEX pools_ends_at_idx ON public.pools USING btree (ends_at) WHERE ((ends_at IS NOT NULL) AND (status = ANY (ARRAY['provisioning'::text, 'active'::text, 'degraded'::text])));
 
 CREATE INDEX pools_project_idx ON public.pools USING btree (project_id, id);
@@ -2750,6 +2765,8 @@ CREATE TRIGGER billing_usage_guard BEFORE DELETE OR UPDATE ON public.billing_usa
 CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON public.billing_usage REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_insert();
 
 CREATE TRIGGER billing_usage_guard_truncate BEFORE TRUNCATE ON public.billing_usage FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
+
+CREATE TRIGGER clusters_keep_bound BEFORE DELETE ON public.clusters FOR EACH ROW EXECUTE FUNCTION public.clusters_keep_bound();
 
 CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 
@@ -2867,6 +2884,9 @@ ALTER TABLE ONLY public.pool_requests
 
 ALTER TABLE ONLY public.pool_requests
     ADD CONSTRAINT pool_requests_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
+ALTER TABLE ONLY public.pools
+    ADD CONSTRAINT pools_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.pools
     ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);

@@ -296,7 +296,8 @@ db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale, st
 	} else {
 		if (err->status == 409)
 			gp_problem_set(err, GP_PROBLEM_CONFLICT,
-			    "the cluster still has nodes; move or remove them first");
+			    "the cluster still has nodes or a live pool bound to it; "
+			    "move or remove them, or release the pool, first");
 		rc = -1;
 	}
 	arena_destroy(a);

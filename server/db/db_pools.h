@@ -32,6 +32,7 @@ struct pool_row {
 	int64_t created_us;
 	int64_t updated_us;
 	int64_t released_us; /* 0 until released */
+	const char *cluster; /* the cluster it is bound to; NULL: the whole fleet */
 };
 
 /* An allocation of a pool as its views show it. */
@@ -71,6 +72,8 @@ struct pool_request_row {
 	int64_t decided_us;     /* 0 until decided */
 	const char *note;       /* approval note or rejection reason */
 	int64_t generation;
+	int64_t cluster_id;  /* the pool's cluster; 0: unbound (the whole fleet) */
+	const char *cluster; /* its name, NULL when unbound */
 };
 
 struct pool_request_event {
@@ -157,6 +160,7 @@ struct request_submit {
 	const char *http_request_id;  /* for the audit row */
 	const char *audit_after_json; /* the request as submitted (id added here) */
 	bool quota_checked;           /* the caller checked the project's quota */
+	int64_t cluster_id;           /* create: the cluster the pool is bound to; 0: none */
 };
 
 /*
