@@ -5,19 +5,11 @@
 -- (docs/pools.md). A pool without one places across the fleet, as
 -- before. Where the work runs in Kubernetes, the pool's devices are all in
 -- the cluster whose DeviceClasses name them.
-ALTER TABLE pools ADD COLUMN cluster_id bigint REFERENCES clusters (id) ON DELETE SET NULL;
+--
+-- A cluster that a live pool is bound to cannot be deleted: the foreign
+-- key refuses it (checked at the end of the delete with the latest rows,
+-- so a pool bound by a submission that commits while the delete waits for
+-- it is seen too); the delete statement first lets go of the released
+-- pools bound to it (db_cluster_delete).
+ALTER TABLE pools ADD COLUMN cluster_id bigint REFERENCES clusters (id);
 CREATE INDEX pools_cluster_idx ON pools (cluster_id) WHERE cluster_id IS NOT NULL;
-
--- A cluster that a live pool is bound to cannot be deleted (it would
--- unbind the pool); released pools let go of it (ON DELETE SET NULL).
-CREATE FUNCTION clusters_keep_bound() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF EXISTS (SELECT 1 FROM pools WHERE cluster_id = OLD.id AND status <> 'released') THEN
-		RAISE EXCEPTION 'cluster % has live pools bound to it', OLD.name
-			USING ERRCODE = 'foreign_key_violation';
-	END IF;
-	RETURN OLD;
-END
-$$;
-CREATE TRIGGER clusters_keep_bound BEFORE DELETE ON clusters
-	FOR EACH ROW EXECUTE FUNCTION clusters_keep_bound();

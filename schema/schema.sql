@@ -1240,18 +1240,6 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION public.clusters_keep_bound() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-	IF EXISTS (SELECT 1 FROM pools WHERE cluster_id = OLD.id AND status <> 'released') THEN
-		RAISE EXCEPTION 'cluster % has live pools bound to it', OLD.name
-			USING ERRCODE = 'foreign_key_violation';
-	END IF;
-	RETURN OLD;
-END
-$$;
-
 CREATE FUNCTION public.device_allocation(p_node bigint, p_device text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$
@@ -2766,8 +2754,6 @@ CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON public.billing_usage R
 
 CREATE TRIGGER billing_usage_guard_truncate BEFORE TRUNCATE ON public.billing_usage FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
 
-CREATE TRIGGER clusters_keep_bound BEFORE DELETE ON public.clusters FOR EACH ROW EXECUTE FUNCTION public.clusters_keep_bound();
-
 CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 
 CREATE TRIGGER gpu_classes_insert AFTER INSERT ON public.gpus REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
@@ -2886,7 +2872,7 @@ ALTER TABLE ONLY public.pool_requests
     ADD CONSTRAINT pool_requests_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
 
 ALTER TABLE ONLY public.pools
-    ADD CONSTRAINT pools_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id) ON DELETE SET NULL;
+    ADD CONSTRAINT pools_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
 
 ALTER TABLE ONLY public.pools
     ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);

@@ -54,7 +54,11 @@ DB_STMT(stmt_cap_cluster_update,
     "description = coalesce($3, description), generation = generation + 1, "
     "updated_at = now() WHERE id = $1 AND ($4::int8 = 0 OR generation = $4::int8) "
     "RETURNING id");
+/* released pools let go of the cluster; a live one bound to it refuses the delete (23503) */
 DB_STMT(stmt_cap_cluster_delete,
+    "WITH un AS (UPDATE pools SET cluster_id = NULL WHERE cluster_id = $1 "
+    "AND status = 'released' AND EXISTS (SELECT 1 FROM clusters WHERE id = $1 "
+    "AND generation = $2)) "
     "DELETE FROM clusters WHERE id = $1 AND generation = $2 RETURNING id");
 
 DB_STMT(stmt_cap_node_insert,
