@@ -2286,6 +2286,7 @@ CREATE TABLE public.pools (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     released_at timestamp with time zone,
+    cluster_id bigint,
     CONSTRAINT pools_items_check CHECK ((jsonb_typeof(items) = 'array'::text)),
     CONSTRAINT pools_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'::text)),
     CONSTRAINT pools_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'provisioning'::text, 'active'::text, 'degraded'::text, 'releasing'::text, 'released'::text])))
@@ -2697,6 +2698,8 @@ CREATE INDEX pool_requests_pool_idx ON public.pool_requests USING btree (pool_id
 
 CREATE INDEX pool_requests_project_idx ON public.pool_requests USING btree (project_id, id);
 
+CREATE INDEX pools_cluster_idx ON public.pools USING btree (cluster_id) WHERE (cluster_id IS NOT NULL);
+
 CREATE INDEX pools_ends_at_idx ON public.pools USING btree (ends_at) WHERE ((ends_at IS NOT NULL) AND (status = ANY (ARRAY['provisioning'::text, 'active'::text, 'degraded'::text])));
 
 CREATE INDEX pools_project_idx ON public.pools USING btree (project_id, id);
@@ -2873,6 +2876,9 @@ ALTER TABLE ONLY public.pool_requests
 
 ALTER TABLE ONLY public.pool_requests
     ADD CONSTRAINT pool_requests_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);
+
+ALTER TABLE ONLY public.pools
+    ADD CONSTRAINT pools_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
 
 ALTER TABLE ONLY public.pools
     ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id);

@@ -18,6 +18,7 @@ static const struct output_column pool_columns[] = {
 	{ "PROJECT", "project" },
 	{ "NAME", "name" },
 	{ "STATUS", "status" },
+	{ "CLUSTER", "cluster" },
 	{ "ITEMS", "items_text" },
 	{ "ENDS", "ends_at" },
 	{ "CREATED", "created_at" },

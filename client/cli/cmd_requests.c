@@ -72,6 +72,7 @@ request_submit(struct cli *cli, const struct cli_command *cmd, const struct cli_
 	const char *pool = cli_opt(args, "pool");
 	const char *just = cli_opt(args, "justification");
 	const char *ends = cli_opt(args, "ends-at");
+	const char *cluster = cli_opt(args, "cluster");
 	struct json_object *body, *items = NULL;
 	struct gp_client_response r;
 	char esc[512], path[REQUESTS_PATH_MAX];
@@ -104,6 +105,8 @@ request_submit(struct cli *cli, const struct cli_command *cmd, const struct cli_
 		json_object_object_add(body, "justification", json_object_new_string(just));
 	if (ends != NULL)
 		json_object_object_add(body, "ends_at", json_object_new_string(ends));
+	if (cluster != NULL)
+		json_object_object_add(body, "cluster", json_object_new_string(cluster));
 	rc = cli_call(cli, "POST", path, body, &r);
 	json_object_put(body);
 	if (rc != CLI_EXIT_OK)
@@ -240,6 +243,7 @@ static const struct cli_option create_options[] = {
 	{ "pool", "NAME", "a new pool's name (required)", false },
 	{ "justification", "TEXT", "why, for the approver", false },
 	{ "ends-at", "TIME", "release the pool at this RFC 3339 time", false },
+	{ "cluster", "C", "bind the pool to this cluster (all its GPUs there)", false },
 	{ NULL, NULL, NULL, false },
 };
 
@@ -281,11 +285,14 @@ static const struct cli_command request_subcommands[] = {
 	{
 	    .name = "create",
 	    .usage = "--project P --pool NAME MODEL/PROFILE=COUNT ... [--justification TEXT] "
-		     "[--ends-at TIME]",
+		     "[--ends-at TIME] [--cluster C]",
 	    .summary = "ask for a new pool",
 	    .help = "Ask for a new pool holding the items, such as H100-80GB/3g.40gb=2\n"
 		    "H100-80GB/1g.10gb=1 (profile 'full' for whole GPUs). The request waits\n"
-		    "for an operator's approval; with --ends-at the pool is released then.",
+		    "for an operator's approval; with --ends-at the pool is released then.\n"
+		    "With --cluster the pool is bound to that cluster: its approval and\n"
+		    "every expand place only there (capacity simulate --cluster C shows\n"
+		    "whether it fits); without it the pool may span clusters.",
 	    .max_args = CLI_MAX_POSITIONAL,
 	    .options = create_options,
 	    .run = request_create,

@@ -64,6 +64,7 @@ struct submit {
 	const char *action_name;
 	const char *pool;
 	const char *justification;
+	const char *cluster;
 	int64_t ends_us;
 	bool has_ends;
 	struct spec_count items[POOL_MAX_ITEMS];
@@ -89,6 +90,10 @@ submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 	jf_array(&f, "items", false, &arr);
 	jf_string(&f, "justification", false, JUSTIFICATION_MAX, &s->justification);
 	jf_time(&f, "ends_at", false, &s->ends_us, &s->has_ends);
+	if (jf_string(&f, "cluster", false, 63, &s->cluster) == 0 && s->cluster != NULL &&
+	    !api_dns_label(s->cluster))
+		gp_error_field(err, "cluster",
+		    "must be a DNS label: lower-case letters, digits and '-'");
 	if (gp_error_isset(err)) {
 		(void)jf_finish(&f);
 		return -1;
@@ -102,6 +107,9 @@ submit_parse(struct request *req, struct submit *s, struct gp_error *err)
 	} else if (pools_items_read(req, arr, s->items, &s->nitems, err) < 0) {
 		s->nitems = 0;
 	}
+	if (s->cluster != NULL && s->action != POOL_ACTION_CREATE)
+		gp_error_field(err, "cluster",
+		    "only a create request binds the pool to a cluster (its expands follow it)");
 	if (s->has_ends && s->action != POOL_ACTION_CREATE)
 		gp_error_field(err, "ends_at", "only a create request sets the pool's end time");
 	else if (s->has_ends && s->ends_us <= time_now_us())
@@ -223,6 +231,7 @@ api_pool_requests_submit(struct request *req, struct response *res, struct gp_er
 	j->s.action = s.action;
 	j->s.pool = s.pool;
 	j->s.justification = s.justification;
+	j->s.cluster = s.cluster;
 	j->s.ends_us = s.has_ends ? s.ends_us : 0;
 	j->s.ttl_s = api_app(req)->request_ttl_s > 0 ? api_app(req)->request_ttl_s : 7 * 86400;
 	memcpy(j->s.items, s.items, sizeof(s.items));

@@ -21,12 +21,13 @@
  */
 #define CAND_SELECT                                                                               \
 	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name, " \
-	"n.managed_by_agent "                                                                     \
+	"n.managed_by_agent, g.cluster_id "                                                       \
 	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY "            \
 	"AS w (model, mig, layout, lim, ord) CROSS JOIN LATERAL ("                                \
-	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid "          \
-	"FROM gpus x WHERE x.model = w.model AND x.mig_enabled = w.mig AND x.layout = w.layout "  \
-	"AND x.health = 'ok' AND x.node_status = 'ready' "
+	"SELECT x.id, x.node_id, x.gpu_index, x.model, x.mig_enabled, x.layout, x.uuid, "         \
+	"x.cluster_id FROM gpus x WHERE x.model = w.model AND x.mig_enabled = w.mig "             \
+	"AND x.layout = w.layout AND x.health = 'ok' AND x.node_status = 'ready' "                \
+	"AND ($5::int8 = 0 OR x.cluster_id = $5) "
 DB_STMT(stmt_pools_cand_skip,
     CAND_SELECT
     "AND pg_try_advisory_xact_lock(1735421233, (x.node_id % 2147483647)::int4) "
@@ -286,13 +287,13 @@ DB_STMT(stmt_pools_live_allocs_gpus,
 
 int
 db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
-    bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+    int64_t cluster_id, bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
 {
 	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
 	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
 	bool *migs = arena_alloc(a, sizeof(*migs) * (size_t)(nw + 1));
 	int *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nw + 1));
-	const char *p[4];
+	const char *p[5];
 	PGresult *r;
 
 	*n = 0;
@@ -309,7 +310,8 @@ db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *
 	p[1] = db_param_bool_array(a, migs, nw);
 	p[2] = db_param_text_array(a, layouts, nw);
 	p[3] = db_param_int_array(a, lims, nw);
-	r = db_exec(db, a, skip ? &stmt_pools_cand_skip : &stmt_pools_cand_wait, 4, p, err);
+	p[4] = db_param_int(a, cluster_id);
+	r = db_exec(db, a, skip ? &stmt_pools_cand_skip : &stmt_pools_cand_wait, 5, p, err);
 	if (r == NULL)
 		return -1;
 	*n = PQntuples(r);
@@ -326,6 +328,7 @@ db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *
 		g->uuid = db_text(a, r, i, 6);
 		g->node = db_text(a, r, i, 7);
 		g->managed = db_bool(r, i, 8);
+		g->cluster_id = db_int64(r, i, 9);
 	}
 	return 0;
 }

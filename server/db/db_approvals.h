@@ -37,6 +37,7 @@ struct locked_gpu {
 	const char *uuid;
 	const char *node;
 	bool managed; /* the node has an agent; else the operator realises its instances */
+	int64_t cluster_id;
 };
 
 /*
@@ -48,9 +49,10 @@ struct locked_gpu {
  * placing on (a transaction-scoped advisory lock per node, taken here):
  * concurrent approvals spread over nodes instead of queueing. Without
  * skip, locks are waited for. Duplicates are possible across wants.
+ * cluster_id: only that cluster's GPUs (0: every cluster).
  */
 int db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
-    bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+    int64_t cluster_id, bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
     __attribute__((warn_unused_result));
 
 /* ---- applying an approval ---- */
@@ -190,6 +192,7 @@ struct request_submit {
 	const char *http_request_id;  /* for the audit row */
 	const char *audit_after_json; /* the request as submitted (id added here) */
 	bool quota_checked;           /* the caller checked the project's quota */
+	int64_t cluster_id;           /* create: the cluster the pool is bound to; 0: none */
 };
 
 /*

@@ -54,7 +54,11 @@ DB_STMT(stmt_cap_cluster_update,
     "description = coalesce($3, description), generation = generation + 1, "
     "updated_at = now() WHERE id = $1 AND ($4::int8 = 0 OR generation = $4::int8) "
     "RETURNING id");
+/* released pools let go of the cluster; a live one bound to it refuses the delete (23503) */
 DB_STMT(stmt_cap_cluster_delete,
+    "WITH un AS (UPDATE pools SET cluster_id = NULL WHERE cluster_id = $1 "
+    "AND status = 'released' AND EXISTS (SELECT 1 FROM clusters WHERE id = $1 "
+    "AND generation = $2)) "
     "DELETE FROM clusters WHERE id = $1 AND generation = $2 RETURNING id");
 
 DB_STMT(stmt_cap_node_insert,
@@ -296,7 +300,8 @@ db_cluster_delete(struct db *db, int64_t id, int64_t generation, bool *stale, st
 	} else {
 		if (err->status == 409)
 			gp_problem_set(err, GP_PROBLEM_CONFLICT,
-			    "the cluster still has nodes; move or remove them first");
+			    "the cluster still has nodes or a live pool bound to it; "
+			    "move or remove them, or release the pool, first");
 		rc = -1;
 	}
 	arena_destroy(a);

@@ -12,17 +12,20 @@
 
 #define POOL_COLS                                                                                                           \
 	"p.id, p.project_id, pr.name, p.name, p.status, p.items::text, " EPOCH_US("p.ends_at") ", p.generation, " EPOCH_US( \
-	    "p.created_at") ", " EPOCH_US("p.updated_at") ", " EPOCH_US("p.released_at")
+	    "p.created_at") ", " EPOCH_US("p.updated_at") ", " EPOCH_US("p.released_at") ", "                               \
+											 "(SELECT c.name FROM clusters c WHERE c.id = p.cluster_id)"
 #define POOL_FROM "FROM pools p JOIN projects pr ON pr.id = p.project_id "
 
-#define REQ_COLS                                                                    \
-	"r.id, r.project_id, pr.name, r.pool_id, p.name, r.action, r.items::text, " \
-	"r.justification, " EPOCH_US(                                               \
-	    "r.ends_at") ", r.state, coalesce(r.requested_by, 0), "                 \
-			 "ru.username, " EPOCH_US("r.requested_at") ", " EPOCH_US(  \
-			     "r.expires_at") ", "                                   \
-					     "du.username, " EPOCH_US(              \
-						 "r.decided_at") ", r.note, r.generation"
+#define REQ_COLS                                                                                                              \
+	"r.id, r.project_id, pr.name, r.pool_id, p.name, r.action, r.items::text, "                                           \
+	"r.justification, " EPOCH_US(                                                                                         \
+	    "r.ends_at") ", r.state, coalesce(r.requested_by, 0), "                                                           \
+			 "ru.username, " EPOCH_US("r.requested_at") ", " EPOCH_US(                                            \
+			     "r.expires_at") ", "                                                                             \
+					     "du.username, " EPOCH_US(                                                        \
+						 "r.decided_at") ", r.note, r.generation, "                                   \
+								 "coalesce(p.cluster_id, 0), (SELECT c.name FROM clusters c " \
+								 "WHERE c.id = p.cluster_id)"
 #define REQ_FROM                                                                         \
 	"FROM pool_requests r JOIN projects pr ON pr.id = r.project_id "                 \
 	"JOIN pools p ON p.id = r.pool_id LEFT JOIN users ru ON ru.id = r.requested_by " \
@@ -83,7 +86,8 @@ DB_STMT(stmt_pools_submit,
     " SELECT $13::bool OR NOT EXISTS (SELECT 1 FROM project_quotas q WHERE q.project_id = $1) "
     " AS ok"
     "), pool AS ("
-    " INSERT INTO pools (project_id, name) SELECT $1, $3 FROM g WHERE g.ok AND $2::int8 = 0 "
+    " INSERT INTO pools (project_id, name, cluster_id) SELECT $1, $3, nullif($14::int8, 0) "
+    " FROM g WHERE g.ok AND $2::int8 = 0 "
     " RETURNING id"
     "), req AS ("
     " INSERT INTO pool_requests (project_id, pool_id, action, items, justification, ends_at, "
@@ -116,12 +120,13 @@ DB_STMT(stmt_pools_submit_many,
     " CASE WHEN u.pool = 0 THEN nextval('pools_id_seq') END AS new_pool, "
     " nextval('pool_requests_id_seq') AS req_id "
     " FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], "
-    " $7::int8[], $8::int8[], $9::int4[], $10::text[], $11::text[], $12::text[], $13::bool[]) "
-    " WITH ORDINALITY AS u (project, pool, pool_name, action, items, justification, ends, "
-    " actor_id, ttl, actor, http_id, after, quota_checked, ord)"
+    " $7::int8[], $8::int8[], $9::int4[], $10::text[], $11::text[], $12::text[], $13::bool[], "
+    " $14::int8[]) WITH ORDINALITY AS u (project, pool, pool_name, action, items, justification, "
+    " ends, actor_id, ttl, actor, http_id, after, quota_checked, cluster, ord)"
     "), pool AS ("
-    " INSERT INTO pools (id, project_id, name) OVERRIDING SYSTEM VALUE "
-    " SELECT new_pool, project, pool_name FROM g WHERE ok AND new_pool IS NOT NULL ORDER BY ord "
+    " INSERT INTO pools (id, project_id, name, cluster_id) OVERRIDING SYSTEM VALUE "
+    " SELECT new_pool, project, pool_name, nullif(cluster, 0) FROM g "
+    " WHERE ok AND new_pool IS NOT NULL ORDER BY ord "
     " ON CONFLICT (project_id, name) WHERE status <> 'released' DO NOTHING RETURNING id"
     "), req AS ("
     " INSERT INTO pool_requests (id, project_id, pool_id, action, items, justification, ends_at, "
@@ -335,6 +340,7 @@ pool_from_row(struct arena *a, const PGresult *r, int row, int c, struct pool_ro
 	o->created_us = db_int64(r, row, c + 8);
 	o->updated_us = db_int64(r, row, c + 9);
 	o->released_us = db_int64(r, row, c + 10);
+	o->cluster = db_text(a, r, row, c + 11);
 }
 
 int
@@ -447,9 +453,11 @@ request_from_row(struct arena *a, const PGresult *r, int row, struct pool_reques
 	o->decided_us = db_int64(r, row, 15);
 	o->note = db_text(a, r, row, 16);
 	o->generation = db_int64(r, row, 17);
+	o->cluster_id = db_int64(r, row, 18);
+	o->cluster = db_text(a, r, row, 19);
 }
 
-#define REQ_NCOLS 18
+#define REQ_NCOLS 20
 
 /* The submitted request as row `row` (id, pool, times) and s describe it. */
 static void
@@ -471,13 +479,14 @@ submitted_row(const PGresult *r, int row, const struct request_submit *s,
 	out->requested_by_id = s->actor_id;
 	out->requested_by = s->actor;
 	out->generation = 1;
+	out->cluster_id = s->cluster_id;
 }
 
 int
 db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
     struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
 {
-	const char *p[13];
+	const char *p[14];
 	PGresult *r;
 
 	p[0] = db_param_int(a, s->project_id);
@@ -493,8 +502,9 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 	p[10] = s->http_request_id;
 	p[11] = s->audit_after_json;
 	p[12] = s->quota_checked ? "true" : "false";
+	p[13] = db_param_int(a, s->cluster_id);
 	*needs_quota = false;
-	r = db_exec(db, a, &stmt_pools_submit, 13, p, err);
+	r = db_exec(db, a, &stmt_pools_submit, 14, p, err);
 	if (r == NULL) {
 		if (err->status == 409 &&
 		    strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
@@ -516,14 +526,14 @@ int
 db_requests_submit_many(struct db *db, struct arena *a, const struct request_submit *const *v,
     int n, bool commit, struct submit_result *res, struct gp_error *err)
 {
-	int64_t *i64[4];
+	int64_t *i64[5];
 	const char **txt[8];
 	int *ttl = arena_alloc(a, sizeof(*ttl) * (size_t)(n + 1));
 	bool *checked = arena_alloc(a, sizeof(*checked) * (size_t)(n + 1));
-	const char *p[13];
+	const char *p[14];
 	PGresult *r;
 
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 		i64[k] = arena_alloc(a, sizeof(**i64) * (size_t)(n + 1));
 	for (int k = 0; k < 8; k++)
 		txt[k] = arena_alloc(a, sizeof(**txt) * (size_t)(n + 1));
@@ -532,6 +542,7 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 		i64[1][i] = v[i]->pool_id;
 		i64[2][i] = v[i]->ends_us;
 		i64[3][i] = v[i]->actor_id;
+		i64[4][i] = v[i]->cluster_id;
 		txt[0][i] = v[i]->pool_name;
 		txt[1][i] = pool_action_name(v[i]->action);
 		txt[2][i] = v[i]->items_json;
@@ -555,10 +566,11 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 	p[10] = db_param_text_array(a, txt[5], n);
 	p[11] = db_param_text_array(a, txt[6], n);
 	p[12] = db_param_bool_array(a, checked, n);
+	p[13] = db_param_int64_array(a, i64[4], n);
 	if (commit)
-		r = db_exec_commit(db, a, &stmt_pools_submit_many, 13, p, err);
+		r = db_exec_commit(db, a, &stmt_pools_submit_many, 14, p, err);
 	else
-		r = db_exec(db, a, &stmt_pools_submit_many, 13, p, err);
+		r = db_exec(db, a, &stmt_pools_submit_many, 14, p, err);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != n)

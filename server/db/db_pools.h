@@ -31,6 +31,7 @@ struct pool_row {
 	int64_t created_us;
 	int64_t updated_us;
 	int64_t released_us; /* 0 until released */
+	const char *cluster; /* the cluster it is bound to; NULL: the whole fleet */
 };
 
 /* An allocation of a pool as its views show it. */
@@ -70,6 +71,8 @@ struct pool_request_row {
 	int64_t decided_us;     /* 0 until decided */
 	const char *note;       /* approval note or rejection reason */
 	int64_t generation;
+	int64_t cluster_id;  /* the pool's cluster; 0: unbound (the whole fleet) */
+	const char *cluster; /* its name, NULL when unbound */
 };
 
 struct pool_request_event {

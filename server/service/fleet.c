@@ -325,7 +325,7 @@ wants_for_model(struct db *db, struct arena *a, const struct catalog *c, const s
 
 /* See fleet.h. */
 int
-fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c,
+fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
     const struct spec_count *items, int nitems, bool fast, int held, struct locked_gpu **rows,
     int *n, struct gp_error *err)
 {
@@ -374,5 +374,5 @@ fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c,
 		cw[i].layout = w[i].layout;
 		cw[i].limit = w[i].limit;
 	}
-	return db_candidates_lock(db, a, cw, nw, fast, rows, n, err);
+	return db_candidates_lock(db, a, cw, nw, cluster_id, fast, rows, n, err);
 }

@@ -87,10 +87,11 @@ int fleet_place(struct db *db, struct arena *a, const struct catalog *c, int64_t
  * GPUs further) into rows[0..*n). The classes come from
  * fleet_classes_read over every cluster, cached per process for a second
  * on the fast path (a hint only: every candidate is locked and its layout
- * re-read), re-read on the slow path.
+ * re-read), re-read on the slow path. cluster_id: only that cluster's GPUs
+ * (0: every cluster).
  */
 int fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c,
-    const struct spec_count *items, int nitems, bool fast, int held, struct locked_gpu **rows,
-    int *n, struct gp_error *err) __attribute__((warn_unused_result));
+    int64_t cluster_id, const struct spec_count *items, int nitems, bool fast, int held,
+    struct locked_gpu **rows, int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

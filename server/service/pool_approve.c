@@ -91,39 +91,58 @@ place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
 }
 
 /*
- * Place items on set and apply them there. 1: placed (*out[0..*nout) in
- * arena a), 0: insufficient (missing[] per item), -1: error.
+ * Place items on set (only its GPUs of cluster_id, unless 0) and apply
+ * them there. 1: placed (*out[0..*nout) in arena a), 0: insufficient
+ * (missing[] per item), -1: error.
  */
 static int
-place_set_take(struct arena *a, const struct catalog *c, struct place_set *set,
+place_set_take(struct arena *a, const struct catalog *c, struct place_set *set, int64_t cluster_id,
     const struct spec_count *items, int nitems, struct service_placed **out, int *nout,
     int *missing, struct gp_error *err)
 {
 	struct placement_result res;
 	struct gp_error perr;
-	int total = 0;
+	struct placement_gpu *gpus = set->gpus;
+	int *idx = NULL; /* gpus[k] is set->gpus[idx[k]] when bound to a cluster */
+	int total = 0, ngpus = set->n, rc = 1;
 
+	if (cluster_id != 0) {
+		gpus = arena_alloc(a, sizeof(*gpus) * (size_t)(set->n + 1));
+		idx = arena_alloc(a, sizeof(*idx) * (size_t)(set->n + 1));
+		ngpus = 0;
+		for (int i = 0; i < set->n; i++) {
+			if (set->rows[i]->cluster_id != cluster_id)
+				continue;
+			idx[ngpus] = i;
+			gpus[ngpus++] = set->gpus[i];
+		}
+	}
 	for (int i = 0; i < nitems; i++)
 		total += items[i].count;
 	memset(&res, 0, sizeof(res));
 	res.cap = total;
 	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
 	gp_error_clear(&perr);
-	if (placement_find(c, set->gpus, set->n, items, nitems, PLACEMENT_APPLY, &res, &perr) < 0) {
+	if (placement_find(c, gpus, ngpus, items, nitems, PLACEMENT_APPLY, &res, &perr) < 0) {
 		if (perr.status != 409) {
 			*err = perr;
 			return -1;
 		}
 		for (int i = 0; i < nitems; i++)
 			missing[i] = res.missing[i];
-		return 0;
+		rc = 0;
 	}
+	/* the cluster's GPUs back into the set, as placed */
+	for (int k = 0; idx != NULL && k < ngpus; k++)
+		set->gpus[idx[k]] = gpus[k];
+	if (rc == 0)
+		return 0;
 	*out = arena_alloc(a, sizeof(**out) * (size_t)(res.nplacements + 1));
 	for (int i = 0; i < res.nplacements; i++) {
 		const struct placement *p = &res.placements[i];
 		struct service_placed *o = &(*out)[i];
 
-		o->gpu = set->rows[p->gpu];
+		o->gpu = set->rows[idx != NULL ? idx[p->gpu] : p->gpu];
 		o->item = p->item;
 		o->profile = p->profile != NULL ? arena_strdup(a, p->profile->name) : SPEC_FULL;
 		o->start = p->start;
@@ -422,7 +441,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 	}
 	if (nsum == 0)
 		return 0;
-	if (fleet_candidates_lock(db, b->a, cat, sum, nsum, true, 0, &rows, &nrows, err) < 0)
+	if (fleet_candidates_lock(db, b->a, cat, 0, sum, nsum, true, 0, &rows, &nrows, err) < 0)
 		return -1;
 	place_set_add(b->a, cat, &set, rows, nrows);
 	for (int i = 0; i < b->n; i++) {
@@ -433,8 +452,8 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 		if (c->outcome != SERVICE_APPROVAL_OPEN || !approve_is_grow(c))
 			continue;
 		gp_error_clear(&e);
-		rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed, &c->nplaced,
-		    c->missing, &e);
+		rc = place_set_take(b->a, cat, &set, c->ax.req.cluster_id, c->items, c->nitems,
+		    &c->placed, &c->nplaced, c->missing, &e);
 		/*
 		 * The slow path: every useful class, waiting for locks, past the
 		 * GPUs the set holds (earlier approvals of this batch may have
@@ -447,13 +466,13 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 		for (int pass = 0; rc == 0 && pass < SLOW_PASSES; pass++) {
 			if (pass == 0)
 				atomic_fetch_add(&stat_slow_paths, 1);
-			if (fleet_candidates_lock(db, b->a, cat, c->items, c->nitems, false, set.n,
-				&rows, &nrows, err) < 0)
+			if (fleet_candidates_lock(db, b->a, cat, c->ax.req.cluster_id, c->items,
+				c->nitems, false, set.n, &rows, &nrows, err) < 0)
 				return -1;
 			if (place_set_add(b->a, cat, &set, rows, nrows) == 0 && pass > 0)
 				break;
-			rc = place_set_take(b->a, cat, &set, c->items, c->nitems, &c->placed,
-			    &c->nplaced, c->missing, &e);
+			rc = place_set_take(b->a, cat, &set, c->ax.req.cluster_id, c->items,
+			    c->nitems, &c->placed, &c->nplaced, c->missing, &e);
 		}
 		if (rc < 0) {
 			if (approve_step_failed(db, c, &e, err) < 0)

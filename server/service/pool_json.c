@@ -112,6 +112,7 @@ pools_pool_json(const struct pool_row *p, const struct pool_alloc_row *a, int na
 	json_add_str(o, "project", p->project);
 	json_add_str(o, "name", p->name);
 	json_add_str(o, "status", pool_status_name(p->status));
+	json_add_str(o, "cluster", p->cluster);
 	json_object_object_add(o, "items", pools_stored_items_json(p->items_json));
 	if (p->ends_us != 0)
 		json_add_time(o, "ends_at", p->ends_us);

@@ -34,6 +34,7 @@
 
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "db/db_capacity.h"
 #include "db/db_projects.h"
 
 #include <stdatomic.h>
@@ -118,6 +119,12 @@ service_submit_prepare(struct db *db, struct service_submit *s, struct gp_error 
 		}
 		rs->pool_id = pool.id;
 	}
+	if (s->cluster != NULL) {
+		if (db_cluster_id(db, s->arena, s->cluster, &rs->cluster_id, err) < 0)
+			return -1;
+		if (rs->cluster_id == 0)
+			return gp_error_field(err, "cluster", "no cluster is named %s", s->cluster);
+	}
 	after = json_own(s->arena, json_object_new_object());
 	json_add_str(after, "project", s->project);
 	json_add_str(after, "pool", s->pool);
@@ -125,6 +132,8 @@ service_submit_prepare(struct db *db, struct service_submit *s, struct gp_error 
 	json_add_str(after, "state", "pending");
 	json_object_object_add(after, "items", pools_items_json(s->items, s->nitems));
 	json_add_str(after, "justification", s->justification);
+	if (s->cluster != NULL)
+		json_add_str(after, "cluster", s->cluster);
 	rs->project_id = s->project_id;
 	rs->pool_name = s->pool;
 	rs->action = s->action;

@@ -72,8 +72,9 @@ struct service_submit {
 	enum pool_action action;
 	const char *pool;
 	const char *justification;
-	int64_t ends_us; /* 0: none */
-	int ttl_s;       /* pending lifetime */
+	const char *cluster; /* create: the cluster the pool is bound to; NULL: the whole fleet */
+	int64_t ends_us;     /* 0: none */
+	int ttl_s;           /* pending lifetime */
 	struct spec_count items[POOL_MAX_ITEMS];
 	int nitems;
 	struct service_tx_hooks hooks;
