@@ -1403,6 +1403,69 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.k8s_wake_allocation() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF TG_OP <> 'INSERT' THEN
+		PERFORM k8s_wake_gpu(OLD.gpu_id);
+	END IF;
+	IF TG_OP <> 'DELETE' AND (TG_OP = 'INSERT' OR NEW.gpu_id <> OLD.gpu_id) THEN
+		PERFORM k8s_wake_gpu(NEW.gpu_id);
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_gpu(p_gpu bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'k8s:' || g.cluster_id) FROM gpus g WHERE g.id = p_gpu;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_gpu_health() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'k8s:' || NEW.cluster_id);
+	IF OLD.cluster_id <> NEW.cluster_id THEN
+		PERFORM pg_notify('gpupool_wake', 'k8s:' || OLD.cluster_id);
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_namespaces() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM k8s_wake_pool(p.id) FROM pools p
+	WHERE p.project_id = (CASE WHEN TG_OP = 'DELETE' THEN OLD.project_id ELSE NEW.project_id END);
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_pool(p_pool bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'k8s:' || c.cluster_id)
+	FROM (SELECT DISTINCT g.cluster_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+	      WHERE a.pool_id = p_pool) c;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_pool_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM k8s_wake_pool(NEW.id);
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.metric_check(p_node bigint, p_samples jsonb) RETURNS TABLE(idx integer, field text, verdict text)
     LANGUAGE sql STABLE
     AS $$
@@ -2729,6 +2792,16 @@ CREATE TRIGGER gpus_from_node BEFORE INSERT OR UPDATE OF node_id ON public.gpus 
 CREATE TRIGGER gpus_health_history_ins AFTER INSERT ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_health_history();
 
 CREATE TRIGGER gpus_health_history_upd AFTER UPDATE OF health ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_health_history();
+
+CREATE TRIGGER k8s_wake_allocation_insert_delete AFTER INSERT OR DELETE ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.k8s_wake_allocation();
+
+CREATE TRIGGER k8s_wake_allocation_update AFTER UPDATE ON public.allocations FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.device_uuid IS DISTINCT FROM new.device_uuid) OR (old.pool_id IS DISTINCT FROM new.pool_id) OR (old.gpu_id IS DISTINCT FROM new.gpu_id))) EXECUTE FUNCTION public.k8s_wake_allocation();
+
+CREATE TRIGGER k8s_wake_gpu_health AFTER UPDATE ON public.gpus FOR EACH ROW WHEN (((old.health IS DISTINCT FROM new.health) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.k8s_wake_gpu_health();
+
+CREATE TRIGGER k8s_wake_namespaces AFTER INSERT OR DELETE ON public.project_namespaces FOR EACH ROW EXECUTE FUNCTION public.k8s_wake_namespaces();
+
+CREATE TRIGGER k8s_wake_pool_status AFTER UPDATE ON public.pools FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.k8s_wake_pool_status();
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 

@@ -9,12 +9,15 @@
 #include "kubernetes.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "core/timeutil.h"
 #include "db/db_capacity.h"
 #include "db/db_kubernetes.h"
 #include "db/db_projects.h"
 #include "domain/kubernetes.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MANAGED_BY "app.kubernetes.io/managed-by"
 #define LABEL_PROJECT "gpupool.io/project"
@@ -365,23 +368,90 @@ reply_list(struct request *req, struct response *res, const struct k8s_device_ro
 	response_header(res, "Vary", "Accept");
 }
 
-int
-api_cluster_kubernetes(struct request *req, struct response *res, struct gp_error *err)
+/* The longest a cluster's List is held (?wait=N seconds), as an agent's desired state. */
+#define K8S_WAIT_MAX_S 60
+
+struct cluster_wait {
+	int64_t cluster_id;
+};
+
+static int
+cluster_answer(struct request *req, struct response *res, int64_t cluster_id, struct gp_error *err)
 {
 	struct k8s_device_row *rows;
-	int64_t cluster_id = 0;
 	int n;
 
-	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
-		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
-	if (db_cluster_id(db_thread(), req->arena, req->params[0], &cluster_id, err) < 0)
-		return -1;
-	if (cluster_id == 0)
-		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
 	if (db_k8s_devices(db_thread(), req->arena, cluster_id, 0, &rows, &n, err) < 0)
 		return -1;
 	reply_list(req, res, rows, n, NULL, NULL);
 	return 0;
+}
+
+/* Woken (the List may have changed), timed out or stopping: answer what is there now. */
+static int
+cluster_woken(struct request *req, struct response *res, void *arg, enum deferred_outcome outcome,
+    struct gp_error *err)
+{
+	const struct cluster_wait *w = arg;
+
+	(void)outcome;
+	memset(res, 0, sizeof(*res));
+	/* the dispatcher turns an unchanged List into 304 (If-None-Match) */
+	return cluster_answer(req, res, w->cluster_id, err);
+}
+
+/* True when If-None-Match names the ETag res carries. */
+static bool
+etag_unchanged(struct request *req, const struct response *res)
+{
+	const char *inm = req->header(req, "If-None-Match");
+
+	if (inm == NULL)
+		return false;
+	for (int i = 0; i < res->nheaders; i++)
+		/* our tags are "<16 hex digits>": a substring match is exact */
+		if (strcasecmp(res->headers[i].name, "ETag") == 0)
+			return strstr(inm, res->headers[i].value) != NULL;
+	return false;
+}
+
+int
+api_cluster_kubernetes(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct cluster_wait *w = arena_alloc(req->arena, sizeof(*w));
+	const char *wait = req->query(req, "wait");
+	long long wait_s = 0;
+
+	if (wait != NULL) {
+		char *end = NULL;
+
+		wait_s = strtoll(wait, &end, 10);
+		if (wait[0] < '0' || wait[0] > '9' || *end != '\0' || wait_s > K8S_WAIT_MAX_S) {
+			gp_error_field(err, "wait", "must be an integer from 0 to %d (seconds)",
+			    K8S_WAIT_MAX_S);
+			return gp_error_set(err, 422, "validation_failed",
+			    "bad query parameter wait");
+		}
+	}
+	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (db_cluster_id(db_thread(), req->arena, req->params[0], &w->cluster_id, err) < 0)
+		return -1;
+	if (w->cluster_id == 0)
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (cluster_answer(req, res, w->cluster_id, err) < 0)
+		return -1;
+	if (wait_s == 0 || !etag_unchanged(req, res))
+		return 0;
+	/*
+	 * The client holds this List: wait until something it is made of
+	 * changes (migration 0021 notifies k8s:<cluster id> from any replica)
+	 * or the deadline, then answer again (304 when still the same).
+	 */
+	memset(res, 0, sizeof(*res));
+	return api_defer_until(req, res,
+	    arena_printf(req->arena, "k8s:%lld", (long long)w->cluster_id),
+	    time_mono_us() + wait_s * 1000000, cluster_woken, w, err);
 }
 
 int

@@ -412,7 +412,11 @@ test_access(void **state)
 	assert_problem(r, 403, "forbidden");
 	r = fx_request(fx, op, "GET", "/v1/clusters/nosuch/kubernetes", NULL);
 	assert_problem(r, 404, "not_found");
-	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=1", NULL);
+	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=61", NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=-1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?after=1", NULL);
 	assert_problem(r, 422, "validation_failed");
 	/* another project's member: 404, as if it did not exist; unknown: 404 too */
 	r = fx_request(fx, ml, "GET", "/v1/projects/cv/kubernetes", NULL);
@@ -461,6 +465,22 @@ test_access(void **state)
 
 		r2 = fx_request_h(fx, op, "GET", "/v1/clusters/acc/kubernetes", h, NULL);
 		assert_status(r2, 304);
+	}
+	/* a long-poll on an unchanged List: held to its deadline, then 304 */
+	{
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r2 = fx_request_h(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=1", inm, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		assert_status(r2, 304);
+		assert_true(
+		    (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 900);
+		/* a tag it does not hold: answered at once */
+		r2 = fx_request_h(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=60",
+		    (const char *const[]){ "If-None-Match: \"0000000000000000\"", NULL }, NULL);
+		assert_status(r2, 200);
+		assert_string_equal(r2->etag, etag);
 	}
 	/* JSON asked first wins */
 	{
