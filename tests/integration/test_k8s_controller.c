@@ -320,8 +320,9 @@ group_setup(void **state)
 	pf = fx_str(fx, "%s/port", dir);
 	hpf = fx_str(fx, "%s/hooks-port", dir);
 	{
-		char *argv[] = { (char *)GP_SOURCE_DIR "/tests/k8s/run-apiserver", "--tls",
-			"--cert", (char *)fx_str(fx, "%s/srv.crt", dir), "--key",
+		char *argv[] = { (char *)GP_SOURCE_DIR "/tests/k8s/run-node",
+			(char *)GP_SOURCE_DIR "/tests/k8s/apiserver.mjs", "--tls", "--cert",
+			(char *)fx_str(fx, "%s/srv.crt", dir), "--key",
 			(char *)fx_str(fx, "%s/srv.key", dir), "--client-ca",
 			(char *)fx_str(fx, "%s/ca.crt", dir), "--token-file",
 			(char *)fx_str(fx, "%s/api-token", dir), "--port-file", (char *)pf,

@@ -1,5 +1,5 @@
 # tests/k8s/npm-deps.sh - sourced by tests/k8s/run-check and
-# tests/k8s/run-apiserver: make sure node and the npm packages that
+# tests/k8s/run-node: make sure node and the npm packages that
 # tools/package-lock.json pins are there (npm ci --prefix tools when they
 # are missing). Without node or npm it fails (exit 2): it never skips.
 # Needs $root (the source tree).
