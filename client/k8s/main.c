@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "claims.h"
 #include "core/log.h"
 #include "gp_client.h"
 #include "kube.h"
@@ -38,7 +39,8 @@ usage(FILE *f)
 	fprintf(f,
 	    "usage: gpupool-k8s --server URL --cluster NAME [--token-file PATH]\n"
 	    "         [--kubeconfig PATH [--context NAME] | --in-cluster [--sa-dir DIR]]\n"
-	    "         [--wait S] [--resync S] [--backoff-max S] [--once] [--dry-run]\n"
+	    "         [--wait S] [--resync S] [--backoff-max S] [--claims-interval S]\n"
+	    "         [--no-claims] [--once] [--dry-run]\n"
 	    "         [--log-level debug|info|warn|error]\n"
 	    "The gpupool API token (an operator's) comes from --token-file or GPUPOOL_TOKEN.\n"
 	    "Without --kubeconfig or --in-cluster: $KUBECONFIG, else in-cluster when\n"
@@ -102,6 +104,39 @@ backoff_ms(int failures, int cap_s)
 	return d / 2 + (long long)(rand_r(&seed) % (unsigned)(d / 2 + 1));
 }
 
+/*
+ * Read back what the scheduler allocated from gpupool's classes and
+ * report it to gpupool as the cluster's workloads (pod <-> device).
+ */
+static void
+report_claims(struct kube *kube, struct gp_client *gp, const char *list_path)
+{
+	struct claims_result cr;
+	struct json_object *profiles = claims_profiles(kube, &cr), *body;
+	struct gp_client_response r;
+	char path[700], n[32], u[32];
+
+	if (profiles == NULL) {
+		log_warn(NULL, "cannot read the ResourceClaims back", "error", cr.error);
+		return;
+	}
+	body = json_object_new_object();
+	json_object_object_add(body, "profiles", profiles);
+	snprintf(path, sizeof(path), "%s/workloads", list_path);
+	if (gp_client_send_json(gp, "PUT", path, body, NULL, &r) < 0 || !gp_client_ok(&r)) {
+		struct gp_error err;
+
+		gp_client_error_from_response(&r, &err);
+		log_warn(NULL, "gpupool refused the cluster's workloads", "error", err.message);
+	} else {
+		snprintf(n, sizeof(n), "%d", cr.profiles);
+		snprintf(u, sizeof(u), "%d", cr.unmapped);
+		log_info(NULL, "workloads reported", "profiles", n, "unmapped", u);
+	}
+	gp_client_response_free(&r);
+	json_object_put(body);
+}
+
 static char *
 read_token(const char *path)
 {
@@ -124,8 +159,8 @@ main(int argc, char **argv)
 {
 	const char *server = NULL, *cluster = NULL, *token_file = NULL, *kubeconfig = NULL,
 		   *context = NULL, *sa_dir = NULL;
-	bool in_cluster = false, once = false, dry_run = false;
-	int wait_s = 30, resync_s = 300, backoff_cap = 60;
+	bool in_cluster = false, once = false, dry_run = false, claims = true;
+	int wait_s = 30, resync_s = 300, backoff_cap = 60, claims_s = 30;
 	enum {
 		O_SERVER = 1000,
 		O_CLUSTER,
@@ -139,6 +174,8 @@ main(int argc, char **argv)
 		O_BACKOFF,
 		O_ONCE,
 		O_DRY,
+		O_CLAIMS_INTERVAL,
+		O_NO_CLAIMS,
 		O_LOG,
 		O_HELP,
 	};
@@ -154,6 +191,8 @@ main(int argc, char **argv)
 		{ "resync", required_argument, NULL, O_RESYNC },
 		{ "backoff-max", required_argument, NULL, O_BACKOFF },
 		{ "once", no_argument, NULL, O_ONCE },
+		{ "claims-interval", required_argument, NULL, O_CLAIMS_INTERVAL },
+		{ "no-claims", no_argument, NULL, O_NO_CLAIMS },
 		{ "dry-run", no_argument, NULL, O_DRY },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "help", no_argument, NULL, O_HELP },
@@ -167,7 +206,7 @@ main(int argc, char **argv)
 	char *token = NULL;
 	bool synced = false;
 	int failures = 0, c, rc = 0;
-	long long last_sync = 0;
+	long long last_sync = 0, last_claims = 0;
 	struct sigaction sa;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -204,6 +243,12 @@ main(int argc, char **argv)
 			break;
 		case O_ONCE:
 			once = true;
+			break;
+		case O_CLAIMS_INTERVAL:
+			claims_s = int_arg("claims-interval", optarg, 1, 86400);
+			break;
+		case O_NO_CLAIMS:
+			claims = false;
 			break;
 		case O_DRY:
 			dry_run = true;
@@ -304,6 +349,10 @@ main(int argc, char **argv)
 		/* hold the poll only while the cluster holds the List (else fetch and retry now) */
 		int w = synced && !once ? wait_s : 0;
 
+		/* the claims are read back at least every --claims-interval */
+		if (claims && w > claims_s)
+			w = claims_s;
+
 		snprintf(full, sizeof(full), "%s?wait=%d", path, w);
 		if (etag[0] != '\0') {
 			snprintf(inm, sizeof(inm), "If-None-Match: %s", etag);
@@ -335,8 +384,14 @@ main(int argc, char **argv)
 			need_sync = true;
 		}
 		gp_client_response_free(&r);
-		if (!need_sync || list == NULL)
+		if (!need_sync || list == NULL) {
+			if (claims && kube != NULL && synced &&
+			    mono_ms() - last_claims >= (long long)claims_s * 1000) {
+				report_claims(kube, gp, path);
+				last_claims = mono_ms();
+			}
 			continue;
+		}
 		{
 			struct sync_result res;
 			char a[32], d[32];
@@ -362,6 +417,10 @@ main(int argc, char **argv)
 			snprintf(a, sizeof(a), "%d", res.applied);
 			snprintf(d, sizeof(d), "%d", res.deleted);
 			log_info(NULL, "synced", "etag", etag, "applied", a, "deleted", d);
+			if (claims && kube != NULL && !dry_run) {
+				report_claims(kube, gp, path);
+				last_claims = mono_ms();
+			}
 			if (once)
 				break;
 		}

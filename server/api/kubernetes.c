@@ -468,3 +468,98 @@ api_project_kubernetes(struct request *req, struct response *res, struct gp_erro
 	reply_list(req, res, rows, n, p.name, p.namespaces_json);
 	return 0;
 }
+
+/* ---- PUT /v1/clusters/{cluster}/kubernetes/workloads ---- */
+
+#define K8S_WORKLOADS_MAX 2000 /* as an agent's report (ProfilesReport) */
+
+/* Printable, no blanks, 1..max bytes (a UUID, a pod or container name). */
+static bool
+token_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return false;
+	for (; *s; s++)
+		if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+int
+api_cluster_k8s_workloads(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct json_object *body, *profiles = NULL, *clean, *o;
+	struct jfields f;
+	int64_t cluster_id = 0, violations = 0;
+	int bad = -1;
+	size_t n;
+
+	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (db_cluster_id(db_thread(), req->arena, req->params[0], &cluster_id, err) < 0)
+		return -1;
+	if (cluster_id == 0)
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (api_body(req, &body, err) < 0)
+		return -1;
+	jf_init(&f, req->arena, body, "", err);
+	jf_array(&f, "profiles", true, &profiles);
+	if (jf_finish(&f) < 0)
+		return -1;
+	n = json_object_array_length(profiles);
+	if (n > K8S_WORKLOADS_MAX)
+		return gp_error_field(err, "profiles", "at most %d workloads", K8S_WORKLOADS_MAX);
+	clean = json_own(req->arena, json_object_new_array());
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *p = json_object_array_get_idx(profiles, i), *c;
+		const char *path = arena_printf(req->arena, "profiles[%zu]", i);
+		const char *dev = NULL, *ns = NULL, *pod = NULL, *ctr = NULL;
+		struct jfields g;
+		int before = err->nfields;
+
+		if (!json_object_is_type(p, json_type_object)) {
+			gp_error_field(err, path, "must be an object");
+			continue;
+		}
+		jf_init(&g, req->arena, p, path, err);
+		jf_string(&g, "device_uuid", true, 100, &dev);
+		jf_string(&g, "namespace", true, 63, &ns);
+		jf_string(&g, "pod", true, 253, &pod);
+		jf_string(&g, "container", false, 253, &ctr);
+		jf_finish(&g);
+		if (dev != NULL && !token_ok(dev, 100))
+			gp_error_field(err, jf_path(&g, "device_uuid"), "must be a device UUID");
+		if (ns != NULL && !api_dns_label(ns))
+			gp_error_field(err, jf_path(&g, "namespace"),
+			    "must be a Kubernetes namespace");
+		if (pod != NULL && !token_ok(pod, 253))
+			gp_error_field(err, jf_path(&g, "pod"), "must be a pod name");
+		if (ctr != NULL && ctr[0] != '\0' && !token_ok(ctr, 253))
+			gp_error_field(err, jf_path(&g, "container"), "must be a container name");
+		if (err->nfields > before)
+			continue;
+		c = json_object_new_object();
+		json_add_str(c, "device_uuid", dev);
+		json_add_str(c, "namespace", ns);
+		json_add_str(c, "pod", pod);
+		json_add_str(c, "container", ctr ? ctr : "");
+		json_object_array_add(clean, c);
+	}
+	if (gp_error_isset(err))
+		return -1;
+	if (db_k8s_workloads(db_thread(), req->arena, cluster_id,
+		json_to_arena(req->arena, clean, NULL), &bad, &violations, err) < 0)
+		return -1;
+	if (bad >= 0)
+		/* another cluster's device, or none at all: nothing was stored */
+		return gp_error_field(err,
+		    arena_printf(req->arena, "profiles[%d].device_uuid", bad),
+		    "is not a device of cluster %s", req->params[0]);
+	o = json_object_new_object();
+	json_add_int(o, "workloads", (int64_t)n);
+	json_add_int(o, "isolation_violations", violations);
+	response_json(req, res, 200, o);
+	return 0;
+}

@@ -122,6 +122,8 @@ const struct route api_routes[] = {
 
 	/* Kubernetes objects (docs/kubernetes.md): operators a cluster's, members their project's */
 	{ "GET", "/v1/clusters/{}/kubernetes", api_cluster_kubernetes, CAP_WRITE, "wait" },
+	{ "PUT", "/v1/clusters/{}/kubernetes/workloads", api_cluster_k8s_workloads, CAP_WRITE,
+	    Q_NONE },
 	{ "GET", "/v1/projects/{}/kubernetes", api_project_kubernetes, ALLOW_USER, Q_NONE },
 };
 

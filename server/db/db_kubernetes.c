@@ -47,3 +47,19 @@ db_k8s_devices(struct db *db, struct arena *a, int64_t cluster_id, int64_t proje
 	}
 	return 0;
 }
+
+DB_STMT(stmt_k8s_workloads, "SELECT bad_index, violations FROM k8s_apply_workloads($1, $2::jsonb)");
+
+int
+db_k8s_workloads(struct db *db, struct arena *a, int64_t cluster_id, const char *json, int *bad,
+    int64_t *violations, struct gp_error *err)
+{
+	const char *params[] = { db_param_int(a, cluster_id), json };
+	PGresult *r = db_exec(db, a, &stmt_k8s_workloads, 2, params, err);
+
+	if (r == NULL)
+		return -1;
+	*bad = (int)db_int64(r, 0, 0);
+	*violations = db_int64(r, 0, 1);
+	return 0;
+}

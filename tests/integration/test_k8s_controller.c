@@ -397,6 +397,11 @@ check_conventions(struct fixture *fx, const char *auth)
 			if (strncmp(p, "/api/v1/namespaces/", 19) == 0 &&
 			    strchr(p + 19, '/') != NULL)
 				assert_non_null(strstr(p, "/resourcequotas/gpupool-devices"));
+		} else if (strcmp(m, "GET") == 0 &&
+		    (strcmp(p, "/apis/resource.k8s.io/v1/resourceslices") == 0 ||
+			strcmp(p, "/apis/resource.k8s.io/v1/resourceclaims") == 0)) {
+			/* the read-back of allocations: every claim and slice */
+			assert_false(fx_json_has(q, "query.labelSelector"));
 		} else if (strcmp(m, "GET") == 0) {
 			/* only the managed objects are listed */
 			assert_string_equal(fx_json_str(q, "query.labelSelector"),
@@ -566,6 +571,127 @@ test_backoff(void **state)
 	print_message("25 failures, longest wait between two %lld ms\n", longest);
 }
 
+/*
+ * What the scheduler allocated comes back as workloads: ResourceClaims of
+ * gpupool classes (status.allocation + reservedFor) mapped to device UUIDs
+ * through the ResourceSlices. A claim that got another project's device
+ * (what the admission policy refuses on a real cluster; the stand-in does
+ * not evaluate it) raises an isolation alert; a claim of another class is
+ * not gpupool's to report. The agent's own report does not end them.
+ */
+static void
+test_claims_read_back(void **state)
+{
+	struct fixture *fx = *state;
+	const char *u, *v, *node, *slices, *claims;
+	struct gp_client_response *r;
+
+	approve(fx, "ml", "create", "infer", "[\"H100-80GB/3g.40gb=1\"]");
+	wait_count(fx, 1, LIVE_OF, "ml/infer");
+	u = fx_sql_text(fx,
+	    "SELECT a.device_uuid FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state = 'ready'",
+	    "infer");
+	v = fx_sql_text(fx,
+	    "SELECT a.device_uuid FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = $1 AND a.state = 'ready'",
+	    "vision");
+	node = fx_sql_text(fx,
+	    "SELECT n.name FROM allocations a JOIN pools p ON p.id = a.pool_id JOIN gpus g "
+	    "ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id WHERE p.name = $1 "
+	    "AND a.state = 'ready'",
+	    "infer");
+	/* one slice per node as NVIDIA's driver publishes them (both devices on one here) */
+	slices = fx_str(fx,
+	    "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceSlice\",\"metadata\":"
+	    "{\"name\":\"%s-gpu.nvidia.com-x\"},\"spec\":{\"driver\":\"gpu.nvidia.com\","
+	    "\"nodeName\":\"%s\",\"pool\":{\"name\":\"%s\",\"generation\":1,"
+	    "\"resourceSliceCount\":1},\"devices\":["
+	    "{\"name\":\"gpu-0-mig-1-0-4\",\"attributes\":{\"type\":{\"string\":\"mig\"},"
+	    "\"uuid\":{\"string\":\"%s\"}}},"
+	    "{\"name\":\"gpu-1-mig-9-0-2\",\"attributes\":{\"type\":{\"string\":\"mig\"},"
+	    "\"uuid\":{\"string\":\"%s\"}}}]}}",
+	    node, node, node, u, v);
+#define CLAIM(name, cls, dev, pod)                                                            \
+	"{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":"     \
+	"{\"name\":\"" name "\",\"namespace\":\"ml-train\"},\"spec\":{\"devices\":"           \
+	"{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"" cls "\"}}]}}," \
+	"\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"gpu\","         \
+	"\"driver\":\"gpu.nvidia.com\",\"pool\":\"%s\",\"device\":\"" dev "\"}]}},"           \
+	"\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"" pod "\","                       \
+	"\"uid\":\"6d4c1a52-3c9b-4b8e-9a39-000000000001\"}]}}"
+	claims = fx_str(fx,
+	    "[" CLAIM("trainer", "gpupool.ml.infer", "gpu-0-mig-1-0-4",
+		"trainer-0") "," CLAIM("intruder", "gpupool.cv.vision", "gpu-1-mig-9-0-2",
+		"intruder-0") "," CLAIM("generic", "mig.nvidia.com", "gpu-0-mig-1-0-4",
+		"other-0") "]",
+	    node, node, node);
+	hook(fx, "POST", "/_standin/objects", fx_str(fx, "[%s]", slices));
+	hook(fx, "POST", "/_standin/objects", claims);
+	/* any change of the List makes the controller sync, then read the claims back */
+	approve(fx, "cv", "create", "nudge", "[\"H100-80GB/1g.10gb=1\"]");
+	wait_count(fx, 2,
+	    "SELECT count(*) FROM workload_profiles WHERE source = $1 AND ended_at IS NULL",
+	    "kubernetes");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM workload_profiles w JOIN allocations a ON "
+			     "a.id = w.allocation_id WHERE w.source = 'kubernetes' AND "
+			     "w.ended_at IS NULL AND w.namespace = 'ml-train' AND "
+			     "((w.pod = 'trainer-0' AND w.device_uuid = $1) OR "
+			     "(w.pod = 'intruder-0' AND w.device_uuid = $2))",
+			     u, v),
+	    2);
+	/* cv's device in ml's namespace: the scheduler's view raises the alert */
+	wait_count(fx, 1,
+	    "SELECT count(*) FROM alerts WHERE type = 'isolation_violation' AND resolved_at IS NULL "
+	    "AND details->>'pod' = $1",
+	    "intruder-0");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = 'isolation_violation' AND "
+			     "resolved_at IS NULL AND details->>'pod' = $1",
+			     "trainer-0"),
+	    0);
+	r = fx_request(fx, op, "GET", "/v1/profiles?project=ml&pool=infer", NULL);
+	assert_status(r, 200);
+
+	/* the node's agent reports nothing on its devices: the scheduler's rows stay */
+	fx_sql_exec(fx, "SELECT agent_apply_profiles((SELECT id FROM nodes WHERE name = $1), '[]')",
+	    node);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM workload_profiles WHERE source = $1 AND "
+			     "ended_at IS NULL",
+			     "kubernetes"),
+	    2);
+
+	/* the route: operators only; another cluster's device refused, nothing stored */
+	assert_status(fx_request(fx, op, "POST", "/v1/clusters", "{\"name\":\"elsewhere\"}"), 201);
+	r = fx_request(fx, op, "PUT", "/v1/clusters/elsewhere/kubernetes/workloads",
+	    "{\"profiles\":[{\"device_uuid\":\"%s\",\"namespace\":\"ml-train\","
+	    "\"pod\":\"x\"}]}",
+	    u);
+	assert_problem(r, 422, "validation_failed");
+	assert_non_null(strstr(r->body, "profiles[0].device_uuid"));
+	r = fx_request(fx, op, "PUT", "/v1/clusters/" CLUSTER "/kubernetes/workloads",
+	    "{\"profiles\":[{\"device_uuid\":\"%s\",\"namespace\":\"ml-train\",\"pod\":\"a\"},"
+	    "{\"device_uuid\":\"MIG-00000000-0000-0000-0000-000000000000\",\"namespace\":"
+	    "\"ml-train\",\"pod\":\"b\"}]}",
+	    u);
+	assert_problem(r, 422, "validation_failed");
+	assert_non_null(strstr(r->body, "profiles[1].device_uuid"));
+	r = fx_request(fx, ml, "PUT", "/v1/clusters/" CLUSTER "/kubernetes/workloads",
+	    "{\"profiles\":[]}");
+	assert_status(r, 403);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM workload_profiles WHERE source = 'kubernetes' "
+			     "AND pod IN ('x', 'a', 'b')"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM workload_profiles WHERE source = $1 AND "
+			     "ended_at IS NULL",
+			     "kubernetes"),
+	    2);
+}
+
 /* In a pod: the ServiceAccount's token file is read again, so a rotated token works. */
 static void
 test_in_cluster_token_rotation(void **state)
@@ -615,6 +741,7 @@ main(void)
 		cmocka_unit_test(test_approval_and_release),
 		cmocka_unit_test(test_project_access),
 		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_claims_read_back),
 		cmocka_unit_test(test_in_cluster_token_rotation),
 	};
 

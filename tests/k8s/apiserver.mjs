@@ -289,6 +289,9 @@ function hooks(req, body, url) {
 		for (const o of JSON.parse(body.toString('utf8'))) {
 			const r = RESOURCES.find((x) => x[0] === o.apiVersion && x[2] === o.kind);
 			if (!r) return [400, { error: `no resource for ${o.apiVersion} ${o.kind}` }];
+			// fixtures are held to the real schemas too
+			const bad = invalid(r, o);
+			if (bad) return [400, bad];
 			const e = { owners: new Map([['test', leaves(o)]]), ops: new Map([['test', 'Update']]) };
 			e.obj = rebuild(e, o);
 			finish(e);
