@@ -364,6 +364,31 @@ group_teardown(void **state)
 	return fixture_group_teardown(state);
 }
 
+/* curl to the stand-in's API as the test CA's client certificate; the HTTP status. */
+static int
+kubectl_apply(struct fixture *fx, const char *path, const char *manager, bool force,
+    const char *body)
+{
+	const char *out = fx_str(fx, "%s/curl.out", dir);
+	const char *bodyf = fx_str(fx, "%s/curl.body", dir);
+	FILE *f;
+	int code = 0;
+
+	write_file(bodyf, body);
+	sh(fx,
+	    fx_str(fx,
+		"curl -sS -o curl.resp -w '%%{http_code}' --cacert ca.crt --cert cli.crt "
+		"--key cli.key -X PATCH -H 'Content-Type: application/apply-patch+yaml' "
+		"--data-binary @curl.body 'https://127.0.0.1:%d%s?fieldManager=%s%s' > curl.out",
+		api_port, path, manager, force ? "&force=true" : ""));
+	f = fopen(out, "r");
+	assert_non_null(f);
+	if (fscanf(f, "%d", &code) != 1)
+		code = 0;
+	fclose(f);
+	return code;
+}
+
 /* Every request gpupool-k8s sent: the Kubernetes API conventions. */
 static void
 check_conventions(struct fixture *fx, const char *auth)
@@ -375,6 +400,9 @@ check_conventions(struct fixture *fx, const char *auth)
 		struct json_object *q = json_object_array_get_idx(rq, i);
 		const char *m = fx_json_str(q, "method"), *p = fx_json_str(q, "path");
 
+		if (fx_json_has(q, "query.fieldManager") &&
+		    strcmp(fx_json_str(q, "query.fieldManager"), "kubectl") == 0)
+			continue; /* the test's own "kubectl" */
 		if (auth != NULL && fx_json_has(q, "auth") && fx_json(q, "auth") != NULL)
 			assert_true(strcmp(fx_json_str(q, "auth"), auth) == 0 ||
 			    fx_json_int(q, "status") >= 500);
@@ -473,8 +501,26 @@ test_approval_and_release(void **state)
 	const char *uuid;
 	long long ms;
 
-	long long t0 = now_ms(), ready = 0, applied = 0;
+	long long t0, ready = 0, applied = 0;
+	const char *vap_path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
+			       "gpupool-device-classes";
+	const char *vap_change =
+	    "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+	    "\"ValidatingAdmissionPolicy\",\"metadata\":{\"name\":\"gpupool-device-classes\"},"
+	    "\"spec\":{\"failurePolicy\":\"Ignore\"}}";
 
+	/*
+	 * Someone weakens the policy with kubectl: without force, the stand-in
+	 * refuses (gpupool owns the field); with force it takes the field over.
+	 * gpupool's next apply (force) takes it back.
+	 */
+	assert_int_equal(kubectl_apply(fx, vap_path, "kubectl", false, vap_change), 409);
+	assert_int_equal(kubectl_apply(fx, vap_path, "kubectl", true, vap_change), 200);
+	assert_string_equal(fx_json_str(object(fx, "ValidatingAdmissionPolicy",
+					    "gpupool-device-classes"),
+				"spec.failurePolicy"),
+	    "Ignore");
+	t0 = now_ms();
 	approve(fx, "ml", "create", "train", "[\"H100-80GB/3g.40gb=2\"]");
 	/*
 	 * The class appears at once (no device yet); the agents realize the
@@ -500,6 +546,11 @@ test_approval_and_release(void **state)
 		      "applied %lld ms later\n",
 	    ready - t0, applied - ready);
 	assert_true(applied - ready < 5000);
+	/* the sync of the approval applied the policy too: failurePolicy is gpupool's again */
+	assert_string_equal(fx_json_str(object(fx, "ValidatingAdmissionPolicy",
+					    "gpupool-device-classes"),
+				"spec.failurePolicy"),
+	    "Fail");
 	dc = object(fx, "DeviceClass", "gpupool.ml.train");
 	uuid = fx_sql_text(fx,
 	    "SELECT min(a.device_uuid) FROM allocations a JOIN pools p ON p.id = a.pool_id "
