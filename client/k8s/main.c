@@ -40,7 +40,7 @@ usage(FILE *f)
 	    "usage: gpupool-k8s --server URL --cluster NAME [--token-file PATH]\n"
 	    "         [--kubeconfig PATH [--context NAME] | --in-cluster [--sa-dir DIR]]\n"
 	    "         [--wait S] [--resync S] [--backoff-max S] [--claims-interval S]\n"
-	    "         [--no-claims] [--once] [--dry-run]\n"
+	    "         [--no-claims] [--device-taint-rules auto|on|off] [--once] [--dry-run]\n"
 	    "         [--log-level debug|info|warn|error]\n"
 	    "The gpupool API token (an operator's) comes from --token-file or GPUPOOL_TOKEN.\n"
 	    "Without --kubeconfig or --in-cluster: $KUBECONFIG, else in-cluster when\n"
@@ -137,6 +137,29 @@ report_claims(struct kube *kube, struct gp_client *gp, const char *list_path)
 	json_object_put(body);
 }
 
+/* True when the API server lists devicetaintrules in resource.k8s.io/v1alpha3. */
+static bool
+serves_taint_rules(struct kube *kube)
+{
+	struct kube_response r;
+	struct json_object *res;
+	bool found = false;
+
+	if (kube_request(kube, "GET", "/apis/resource.k8s.io/v1alpha3", NULL, NULL, &r) == 0 &&
+	    r.status == 200 && r.json != NULL &&
+	    json_object_object_get_ex(r.json, "resources", &res))
+		for (size_t i = 0; i < json_object_array_length(res); i++) {
+			struct json_object *n;
+
+			if (json_object_object_get_ex(json_object_array_get_idx(res, i), "name",
+				&n) &&
+			    strcmp(json_object_get_string(n), "devicetaintrules") == 0)
+				found = true;
+		}
+	kube_response_free(&r);
+	return found;
+}
+
 static char *
 read_token(const char *path)
 {
@@ -160,6 +183,8 @@ main(int argc, char **argv)
 	const char *server = NULL, *cluster = NULL, *token_file = NULL, *kubeconfig = NULL,
 		   *context = NULL, *sa_dir = NULL;
 	bool in_cluster = false, once = false, dry_run = false, claims = true;
+	const char *taint_mode = "auto";
+	bool taints = false;
 	int wait_s = 30, resync_s = 300, backoff_cap = 60, claims_s = 30;
 	enum {
 		O_SERVER = 1000,
@@ -176,6 +201,7 @@ main(int argc, char **argv)
 		O_DRY,
 		O_CLAIMS_INTERVAL,
 		O_NO_CLAIMS,
+		O_TAINTS,
 		O_LOG,
 		O_HELP,
 	};
@@ -193,6 +219,7 @@ main(int argc, char **argv)
 		{ "once", no_argument, NULL, O_ONCE },
 		{ "claims-interval", required_argument, NULL, O_CLAIMS_INTERVAL },
 		{ "no-claims", no_argument, NULL, O_NO_CLAIMS },
+		{ "device-taint-rules", required_argument, NULL, O_TAINTS },
 		{ "dry-run", no_argument, NULL, O_DRY },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "help", no_argument, NULL, O_HELP },
@@ -202,7 +229,7 @@ main(int argc, char **argv)
 	struct kube *kube = NULL;
 	struct gp_client *gp;
 	struct json_object *list = NULL;
-	char why[512], path[600], etag[128] = "", inm[160];
+	char why[512], path[600], path_query[64] = "", etag[128] = "", inm[160];
 	char *token = NULL;
 	bool synced = false;
 	int failures = 0, c, rc = 0;
@@ -249,6 +276,15 @@ main(int argc, char **argv)
 			break;
 		case O_NO_CLAIMS:
 			claims = false;
+			break;
+		case O_TAINTS:
+			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 &&
+			    strcmp(optarg, "off") != 0) {
+				fprintf(stderr,
+				    "gpupool-k8s: --device-taint-rules auto, on or off\n");
+				return EXIT_CONFIG;
+			}
+			taint_mode = optarg;
 			break;
 		case O_DRY:
 			dry_run = true;
@@ -332,6 +368,17 @@ main(int argc, char **argv)
 		}
 		snprintf(path, sizeof(path), "/v1/clusters/%s/kubernetes", esc);
 	}
+	/*
+	 * DeviceTaintRules (resource.k8s.io/v1alpha3, Kubernetes 1.34 with the
+	 * DRADeviceTaints gate): asked for when the API serves them (auto, by
+	 * discovery), always (on) or never (off).
+	 */
+	taints = strcmp(taint_mode, "on") == 0 ||
+	    (strcmp(taint_mode, "auto") == 0 && kube != NULL && serves_taint_rules(kube));
+	log_info(NULL, "DeviceTaintRules", "mode", taint_mode, "asked", taints ? "yes" : "no");
+	if (taints)
+		strncat(path_query, "&device_taints=v1alpha3",
+		    sizeof(path_query) - strlen(path_query) - 1);
 	gp_client_set_timeouts(gp, (long)(wait_s + 15) * 1000, 5000);
 	gp_client_set_abort_flag(gp, &stopping);
 	memset(&sa, 0, sizeof(sa));
@@ -353,7 +400,7 @@ main(int argc, char **argv)
 		if (claims && w > claims_s)
 			w = claims_s;
 
-		snprintf(full, sizeof(full), "%s?wait=%d", path, w);
+		snprintf(full, sizeof(full), "%s?wait=%d%s", path, w, path_query);
 		if (etag[0] != '\0') {
 			snprintf(inm, sizeof(inm), "If-None-Match: %s", etag);
 			hdr[0] = inm;

@@ -294,9 +294,70 @@ wants_yaml(struct request *req)
  * The List for rows (one project's or a cluster's); project_only names
  * the project whose namespaces are listed even when it has no pool.
  */
+/*
+ * Per failed GPU a DeviceTaintRule (resource.k8s.io/v1alpha3, Kubernetes
+ * 1.34 with the DRADeviceTaints feature gate): NoExecute on the devices
+ * whose uuid is the GPU's (the whole GPU, its vfio twin) or one of its MIG
+ * devices' (gpupool is the only MIG writer: its allocations name them all),
+ * so that pods still holding them are evicted and none is scheduled there.
+ */
+static void
+taint_rules(struct request *req, struct json_object *items, const struct k8s_failed_gpu *gpus,
+    int n)
+{
+	struct arena *a = req->arena;
+
+	for (int i = 0; i < n; i++) {
+		const char *u = gpus[i].uuid;
+		struct json_object *devs = json_own(a, json_tokener_parse(gpus[i].devices_json));
+		struct json_object *lab, *ann, *o, *spec, *dsel, *sels, *sel, *cel, *taint;
+		struct strbuf e;
+		char *name;
+
+		if (!k8s_uuid_ok(u))
+			continue; /* never in CEL */
+		strbuf_init(&e, a, 256);
+		strbuf_printf(&e, "device.attributes['" K8S_DRIVER "'].uuid in ['%s'", u);
+		for (size_t k = 0; devs != NULL && k < json_object_array_length(devs); k++) {
+			const char *d = json_object_get_string(json_object_array_get_idx(devs, k));
+
+			if (d != NULL && k8s_uuid_ok(d))
+				strbuf_printf(&e, ", '%s'", d);
+		}
+		strbuf_printf(&e, "]");
+		name = arena_printf(a, "gpupool-failed-%s", u);
+		for (char *p = name; *p != '\0'; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p = (char)(*p - 'A' + 'a');
+		lab = labels(NULL);
+		ann = json_object_new_object();
+		json_add_str(ann, "gpupool.io/gpu", u);
+		o = object("resource.k8s.io/v1alpha3", "DeviceTaintRule", name, NULL, lab, ann);
+		spec = json_object_new_object();
+		dsel = json_object_new_object();
+		json_add_str(dsel, "driver", K8S_DRIVER);
+		sels = json_object_new_array();
+		sel = json_object_new_object();
+		cel = json_object_new_object();
+		json_add_str(cel, "expression", e.p);
+		json_object_object_add(sel, "cel", cel);
+		json_object_array_add(sels, sel);
+		json_object_object_add(dsel, "selectors", sels);
+		json_object_object_add(spec, "deviceSelector", dsel);
+		taint = json_object_new_object();
+		json_add_str(taint, "key", "gpupool.io/gpu-failed");
+		json_add_str(taint, "value", "true");
+		json_add_str(taint, "effect", "NoExecute");
+		json_object_object_add(spec, "taint", taint);
+		json_object_object_add(o, "spec", spec);
+		json_object_array_add(items, o);
+	}
+}
+
 static void
 reply_list(struct request *req, struct response *res, const struct k8s_device_row *rows, int n,
-    const char *project_only, const char *project_namespaces_json)
+    const char *project_only, const char *project_namespaces_json,
+    const struct k8s_failed_gpu *failed, int nfailed)
 {
 	struct arena *a = req->arena;
 	struct json_object *list = json_object_new_object(), *items = json_object_new_array();
@@ -344,6 +405,7 @@ reply_list(struct request *req, struct response *res, const struct k8s_device_ro
 	json_object_put(classes_json);
 	json_object_put(quotas);
 	policy(req, items);
+	taint_rules(req, items, failed, nfailed);
 
 	json_add_str(list, "apiVersion", "v1");
 	json_add_str(list, "kind", "List");
@@ -373,17 +435,23 @@ reply_list(struct request *req, struct response *res, const struct k8s_device_ro
 
 struct cluster_wait {
 	int64_t cluster_id;
+	bool taints; /* ?device_taints=v1alpha3: the cluster serves DeviceTaintRules */
 };
 
 static int
-cluster_answer(struct request *req, struct response *res, int64_t cluster_id, struct gp_error *err)
+cluster_answer(struct request *req, struct response *res, const struct cluster_wait *w,
+    struct gp_error *err)
 {
 	struct k8s_device_row *rows;
-	int n;
+	struct k8s_failed_gpu *failed = NULL;
+	int n, nfailed = 0;
 
-	if (db_k8s_devices(db_thread(), req->arena, cluster_id, 0, &rows, &n, err) < 0)
+	if (db_k8s_devices(db_thread(), req->arena, w->cluster_id, 0, &rows, &n, err) < 0)
 		return -1;
-	reply_list(req, res, rows, n, NULL, NULL);
+	if (w->taints &&
+	    db_k8s_failed_gpus(db_thread(), req->arena, w->cluster_id, &failed, &nfailed, err) < 0)
+		return -1;
+	reply_list(req, res, rows, n, NULL, NULL, failed, nfailed);
 	return 0;
 }
 
@@ -397,7 +465,7 @@ cluster_woken(struct request *req, struct response *res, void *arg, enum deferre
 	(void)outcome;
 	memset(res, 0, sizeof(*res));
 	/* the dispatcher turns an unchanged List into 304 (If-None-Match) */
-	return cluster_answer(req, res, w->cluster_id, err);
+	return cluster_answer(req, res, w, err);
 }
 
 /* True when If-None-Match names the ETag res carries. */
@@ -419,7 +487,7 @@ int
 api_cluster_kubernetes(struct request *req, struct response *res, struct gp_error *err)
 {
 	struct cluster_wait *w = arena_alloc(req->arena, sizeof(*w));
-	const char *wait = req->query(req, "wait");
+	const char *wait = req->query(req, "wait"), *taints = req->query(req, "device_taints");
 	long long wait_s = 0;
 
 	if (wait != NULL) {
@@ -433,13 +501,20 @@ api_cluster_kubernetes(struct request *req, struct response *res, struct gp_erro
 			    "bad query parameter wait");
 		}
 	}
+	/* only the version 1.34 serves; a later one's shape differs (docs/kubernetes.md) */
+	if (taints != NULL && strcmp(taints, "v1alpha3") != 0) {
+		gp_error_field(err, "device_taints", "must be v1alpha3 (Kubernetes 1.34)");
+		return gp_error_set(err, 422, "validation_failed",
+		    "bad query parameter device_taints");
+	}
+	w->taints = taints != NULL;
 	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
 		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
 	if (db_cluster_id(db_thread(), req->arena, req->params[0], &w->cluster_id, err) < 0)
 		return -1;
 	if (w->cluster_id == 0)
 		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
-	if (cluster_answer(req, res, w->cluster_id, err) < 0)
+	if (cluster_answer(req, res, w, err) < 0)
 		return -1;
 	if (wait_s == 0 || !etag_unchanged(req, res))
 		return 0;
@@ -465,7 +540,7 @@ api_project_kubernetes(struct request *req, struct response *res, struct gp_erro
 		return -1;
 	if (db_k8s_devices(db_thread(), req->arena, 0, p.id, &rows, &n, err) < 0)
 		return -1;
-	reply_list(req, res, rows, n, p.name, p.namespaces_json);
+	reply_list(req, res, rows, n, p.name, p.namespaces_json, NULL, 0);
 	return 0;
 }
 

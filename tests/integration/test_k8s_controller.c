@@ -416,6 +416,9 @@ check_conventions(struct fixture *fx, const char *auth)
 			assert_true(strncmp(p, "/apis/resource.k8s.io/v1/deviceclasses/gpupool.",
 					47) == 0 ||
 			    strncmp(p, "/api/v1/namespaces/", 19) == 0 ||
+			    strncmp(p,
+				"/apis/resource.k8s.io/v1alpha3/devicetaintrules/gpupool-failed-gpu-",
+				67) == 0 ||
 			    strcmp(p,
 				"/apis/admissionregistration.k8s.io/v1/"
 				"validatingadmissionpolicies/gpupool-device-classes") == 0 ||
@@ -425,6 +428,10 @@ check_conventions(struct fixture *fx, const char *auth)
 			if (strncmp(p, "/api/v1/namespaces/", 19) == 0 &&
 			    strchr(p + 19, '/') != NULL)
 				assert_non_null(strstr(p, "/resourcequotas/gpupool-devices"));
+		} else if (strcmp(m, "GET") == 0 &&
+		    strcmp(p, "/apis/resource.k8s.io/v1alpha3") == 0) {
+			/* discovery: does the cluster serve DeviceTaintRules? */
+			assert_false(fx_json_has(q, "query.labelSelector"));
 		} else if (strcmp(m, "GET") == 0 &&
 		    (strcmp(p, "/apis/resource.k8s.io/v1/resourceslices") == 0 ||
 			strcmp(p, "/apis/resource.k8s.io/v1/resourceclaims") == 0)) {
@@ -743,6 +750,49 @@ test_claims_read_back(void **state)
 	    2);
 }
 
+/*
+ * A GPU fails: the cluster serves DeviceTaintRules (the stand-in lists
+ * them in its discovery), so the controller asked for them and the failed
+ * GPU's NoExecute rule reaches the cluster through the long-poll (the GPU's
+ * health change wakes it); back to ok, the rule is deleted.
+ */
+static void
+test_failed_gpu_taint(void **state)
+{
+	struct fixture *fx = *state;
+	const char *gpu = fx_sql_text(fx,
+	    "SELECT min(g.uuid) FROM gpus g JOIN clusters c ON c.id = g.cluster_id WHERE c.name = $1 "
+	    "AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = g.id "
+	    "AND a.state <> 'released')",
+	    CLUSTER);
+	char name[128];
+	struct json_object *rule;
+	long long ms;
+
+	assert_non_null(gpu);
+	snprintf(name, sizeof(name), "gpupool-failed-%s", gpu);
+	for (char *p = name; *p != '\0'; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	assert_status(fx_request(fx, op, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
+			  "{\"health\":\"failed\",\"health_reason\":\"Xid 79\"}"),
+	    200);
+	ms = wait_object(fx, "DeviceTaintRule", name, true, 30);
+	print_message("DeviceTaintRule applied %lld ms after the GPU failed\n", ms);
+	assert_true(ms < 5000);
+	rule = object(fx, "DeviceTaintRule", name);
+	assert_string_equal(fx_json_str(rule, "apiVersion"), "resource.k8s.io/v1alpha3");
+	assert_string_equal(fx_json_str(rule, "spec.taint.effect"), "NoExecute");
+	assert_string_equal(fx_json_str(rule, "spec.deviceSelector.driver"), "gpu.nvidia.com");
+	assert_non_null(
+	    strstr(fx_json_str(rule, "spec.deviceSelector.selectors[0].cel.expression"), gpu));
+	assert_status(fx_request(fx, op, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
+			  "{\"health\":\"ok\",\"health_reason\":\"replaced\"}"),
+	    200);
+	wait_object(fx, "DeviceTaintRule", name, false, 30);
+	check_conventions(fx, "cert:gpupool-k8s");
+}
+
 /* In a pod: the ServiceAccount's token file is read again, so a rotated token works. */
 static void
 test_in_cluster_token_rotation(void **state)
@@ -793,6 +843,7 @@ main(void)
 		cmocka_unit_test(test_project_access),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_claims_read_back),
+		cmocka_unit_test(test_failed_gpu_taint),
 		cmocka_unit_test(test_in_cluster_token_rotation),
 	};
 

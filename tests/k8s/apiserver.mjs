@@ -175,7 +175,23 @@ function authenticate(req) {
 	return null;
 }
 
+// API discovery of a group version: GET /api/v1, /apis/G/V (an APIResourceList)
+function discovery(p) {
+	const m = /^\/(?:api\/(v1)|apis\/([^/]+\/[^/]+))\/?$/.exec(p);
+	if (!m) return null;
+	const gv = m[1] ?? m[2];
+	const rs = RESOURCES.filter((r) => r[0] === gv);
+	if (rs.length === 0) return [404, status(404, 'NotFound', 'the server could not find the requested resource')];
+	return [200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: gv, resources: rs.map((r) => ({
+		name: r[1], singularName: '', namespaced: r[3], kind: r[2],
+		verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] })) }];
+}
+
 function api(req, body, url) {
+	if (req.method === 'GET') {
+		const d = discovery(url.pathname);
+		if (d) return d;
+	}
 	const rt = route(url.pathname);
 	if (!rt) return [404, status(404, 'NotFound', 'the server could not find the requested resource')];
 	const { r, ns, name } = rt;
