@@ -432,7 +432,7 @@ main(int argc, char **argv)
 		}
 		gp_client_response_free(&r);
 		if (!need_sync || list == NULL) {
-			if (claims && kube != NULL && synced &&
+			if (claims && kube != NULL && !dry_run && synced &&
 			    mono_ms() - last_claims >= (long long)claims_s * 1000) {
 				report_claims(kube, gp, path);
 				last_claims = mono_ms();

@@ -213,8 +213,12 @@ sync_list(struct kube *k, struct json_object *list, bool dry_run, struct sync_re
 			continue;
 		}
 		snprintf(full, sizeof(full), "%s" APPLY_QUERY, path);
-		/* JSON is YAML: the apply patch is the object as gpupool listed it */
-		body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+		/*
+		 * JSON is YAML: the apply patch is the object as gpupool listed it
+		 * (no "\/" escapes, which a YAML 1.1 reader need not know)
+		 */
+		body = json_object_to_json_string_ext(o,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 		if (dry_run) {
 			printf("PATCH %s\n%s\n", full, body);
 			res->applied++;
@@ -222,7 +226,6 @@ sync_list(struct kube *k, struct json_object *list, bool dry_run, struct sync_re
 		}
 		if (kube_request(k, "PATCH", full, "application/apply-patch+yaml", body, &r) < 0 ||
 		    (r.status != 200 && r.status != 201)) {
-			/* a DeviceTaintRule on a cluster that does not serve it: said once per sync */
 			note_error(res, "apply", path, kube_error_text(&r));
 		} else {
 			res->applied++;
@@ -231,6 +234,8 @@ sync_list(struct kube *k, struct json_object *list, bool dry_run, struct sync_re
 	}
 	if (res->failed > 0)
 		return -1;
+	if (k == NULL) /* --dry-run without an API: nothing to list */
+		return 0;
 	for (size_t i = 0; i < NKINDS; i++)
 		if (kinds[i].prune)
 			prune_kind(k, &kinds[i], items, dry_run, res);
