@@ -759,9 +759,9 @@ test_claims_read_back(void **state)
  * health change wakes it); back to ok, the rule is deleted.
  */
 static void
-test_failed_gpu_taint(void **state)
+fail_and_heal(struct fixture *fx, struct fx_server *via)
 {
-	struct fixture *fx = *state;
+	struct fx_server *home = fx->server;
 	const char *gpu = fx_sql_text(fx,
 	    "SELECT min(g.uuid) FROM gpus g JOIN clusters c ON c.id = g.cluster_id WHERE c.name = $1 "
 	    "AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.gpu_id = g.id "
@@ -776,9 +776,11 @@ test_failed_gpu_taint(void **state)
 	for (char *p = name; *p != '\0'; p++)
 		if (*p >= 'A' && *p <= 'Z')
 			*p = (char)(*p - 'A' + 'a');
+	fx->server = via; /* the change is made on this replica */
 	assert_status(fx_request(fx, op, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
 			  "{\"health\":\"failed\",\"health_reason\":\"Xid 79\"}"),
 	    200);
+	fx->server = home;
 	ms = wait_object(fx, "DeviceTaintRule", name, true, 30);
 	print_message("DeviceTaintRule applied %lld ms after the GPU failed\n", ms);
 	assert_true(ms < 5000);
@@ -788,11 +790,37 @@ test_failed_gpu_taint(void **state)
 	assert_string_equal(fx_json_str(rule, "spec.deviceSelector.driver"), "gpu.nvidia.com");
 	assert_non_null(
 	    strstr(fx_json_str(rule, "spec.deviceSelector.selectors[0].cel.expression"), gpu));
+	fx->server = via;
 	assert_status(fx_request(fx, op, "PATCH", fx_str(fx, "/v1/gpus/%s", gpu),
 			  "{\"health\":\"ok\",\"health_reason\":\"replaced\"}"),
 	    200);
-	wait_object(fx, "DeviceTaintRule", name, false, 30);
+	fx->server = home;
+	ms = wait_object(fx, "DeviceTaintRule", name, false, 30);
+	assert_true(ms < 5000);
 	check_conventions(fx, "cert:gpupool-k8s");
+}
+
+static void
+test_failed_gpu_taint(void **state)
+{
+	struct fixture *fx = *state;
+
+	fail_and_heal(fx, fx->server);
+}
+
+/*
+ * The controller's poll waits on one replica, the change is made on
+ * another: the NOTIFY of migration 0021 wakes it all the same.
+ */
+static void
+test_cross_replica_wake(void **state)
+{
+	struct fixture *fx = *state;
+	struct fx_server *other = fixture_server_start(fx, NULL);
+
+	assert_non_null(other);
+	fail_and_heal(fx, other);
+	assert_int_equal(fixture_server_stop(fx, other), 0);
 }
 
 /* In a pod: the ServiceAccount's token file is read again, so a rotated token works. */
@@ -846,6 +874,7 @@ main(void)
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_claims_read_back),
 		cmocka_unit_test(test_failed_gpu_taint),
+		cmocka_unit_test(test_cross_replica_wake),
 		cmocka_unit_test(test_in_cluster_token_rotation),
 	};
 
