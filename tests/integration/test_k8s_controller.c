@@ -366,27 +366,35 @@ group_teardown(void **state)
 
 /* curl to the stand-in's API as the test CA's client certificate; the HTTP status. */
 static int
-kubectl_apply(struct fixture *fx, const char *path, const char *manager, bool force,
+kube_call(struct fixture *fx, const char *method, const char *path_query, const char *ctype,
     const char *body)
 {
 	const char *out = fx_str(fx, "%s/curl.out", dir);
-	const char *bodyf = fx_str(fx, "%s/curl.body", dir);
 	FILE *f;
 	int code = 0;
 
-	write_file(bodyf, body);
+	write_file(fx_str(fx, "%s/curl.body", dir), body);
 	sh(fx,
 	    fx_str(fx,
 		"curl -sS -o curl.resp -w '%%{http_code}' --cacert ca.crt --cert cli.crt "
-		"--key cli.key -X PATCH -H 'Content-Type: application/apply-patch+yaml' "
-		"--data-binary @curl.body 'https://127.0.0.1:%d%s?fieldManager=%s%s' > curl.out",
-		api_port, path, manager, force ? "&force=true" : ""));
+		"--key cli.key -X %s -H 'Content-Type: %s' --data-binary @curl.body "
+		"'https://127.0.0.1:%d%s' > curl.out",
+		method, ctype, api_port, path_query));
 	f = fopen(out, "r");
 	assert_non_null(f);
 	if (fscanf(f, "%d", &code) != 1)
 		code = 0;
 	fclose(f);
 	return code;
+}
+
+static int
+kubectl_apply(struct fixture *fx, const char *path, const char *manager, bool force,
+    const char *body)
+{
+	return kube_call(fx, "PATCH",
+	    fx_str(fx, "%s?fieldManager=%s%s", path, manager, force ? "&force=true" : ""),
+	    "application/apply-patch+yaml", body);
 }
 
 /* Every request gpupool-k8s sent: the Kubernetes API conventions. */
@@ -524,6 +532,17 @@ test_approval_and_release(void **state)
 	 * gpupool's next apply (force) takes it back.
 	 */
 	assert_int_equal(kubectl_apply(fx, vap_path, "kubectl", false, vap_change), 409);
+	/* an update from a stale read: resourceVersion conflict, as the real server answers */
+	assert_int_equal(kube_call(fx, "PUT", fx_str(fx, "%s?fieldManager=kubectl", vap_path),
+			     "application/json",
+			     "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+			     "\"ValidatingAdmissionPolicy\",\"metadata\":{\"name\":"
+			     "\"gpupool-device-classes\",\"resourceVersion\":\"1\"},\"spec\":{}}"),
+	    409);
+	/* a body of no patch type: 415 */
+	assert_int_equal(kube_call(fx, "PATCH", fx_str(fx, "%s?fieldManager=kubectl", vap_path),
+			     "text/plain", "{}"),
+	    415);
 	assert_int_equal(kubectl_apply(fx, vap_path, "kubectl", true, vap_change), 200);
 	assert_string_equal(fx_json_str(object(fx, "ValidatingAdmissionPolicy",
 					    "gpupool-device-classes"),

@@ -18,8 +18,9 @@
 //     per request) and/or a client certificate signed by --client-ca
 //     (TLS with --cert/--key); anything else is 401.
 // What it is not: no admission (CEL policies are not evaluated here,
-// check.mjs does that), no watch, no defaulting, no strategic merge, lists
-// (arrays) are atomic for field ownership.
+// check.mjs does that), no watch, no defaulting, no JSON, merge or
+// strategic-merge patches (501; a body of no patch type is 415 as on the
+// real server), lists (arrays) are atomic for field ownership.
 //
 // Test hooks under /_standin/ (no authentication): GET requests (every
 // request recorded: method, path, query, content type, authenticated as),
@@ -219,6 +220,15 @@ function api(req, body, url) {
 		rv++;
 		return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: groupOf(r[0]), kind: r[1], uid: e.obj.metadata.uid } }];
 	}
+	if (req.method === 'PATCH') {
+		const ct = (req.headers['content-type'] ?? '').split(';')[0].trim();
+		if (!['application/apply-patch+yaml', 'application/json-patch+json', 'application/merge-patch+json',
+			'application/strategic-merge-patch+json'].includes(ct))
+			return [415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`)];
+		// the stand-in implements server-side apply only
+		if (ct !== 'application/apply-patch+yaml')
+			return [501, status(501, 'NotImplemented', `the stand-in does not implement ${ct}`)];
+	}
 	let obj;
 	try { obj = yaml.load(body.toString('utf8')); } catch (e) {
 		return [400, status(400, 'BadRequest', `error decoding YAML: ${e.message}`)];
@@ -262,9 +272,6 @@ function api(req, body, url) {
 		return [200, e.obj];
 	}
 	if (req.method === 'PATCH') {
-		const ct = (req.headers['content-type'] ?? '').split(';')[0].trim();
-		if (ct !== 'application/apply-patch+yaml')
-			return [415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`)];
 		const manager = url.searchParams.get('fieldManager');
 		if (!manager) return [422, status(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')];
 		const force = url.searchParams.get('force') === 'true';
