@@ -108,8 +108,10 @@ static void
 note_error(struct sync_result *res, const char *what, const char *path, const char *why)
 {
 	res->failed++;
-	if (res->first_error[0] == '\0')
-		snprintf(res->first_error, sizeof(res->first_error), "%s %s: %s", what, path, why);
+	/* a long path or message is cut: its start says enough for a log line */
+	if (res->first_error[0] == '\0' &&
+	    snprintf(res->first_error, sizeof(res->first_error), "%s %s: %s", what, path, why) < 0)
+		res->first_error[0] = '\0';
 }
 
 /* True when list holds an object of kind k named name (in ns). */
