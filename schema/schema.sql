@@ -5,62 +5,9 @@ COMMENT ON EXTENSION btree_gist IS 'support for indexing common datatypes in GiS
 CREATE FUNCTION public.agent_apply_profiles(p_node bigint, p_profiles jsonb) RETURNS integer
     LANGUAGE plpgsql
     AS $$
-DECLARE
-	v_keys text[] := '{}';
-	v_name text;
-	r      record;
 BEGIN
-	SELECT name INTO v_name FROM nodes WHERE id = p_node;
-	UPDATE workload_profiles w SET ended_at = now()
-	WHERE w.node_id = p_node AND w.ended_at IS NULL
-	  AND NOT EXISTS (SELECT 1 FROM profiles_in(p_profiles) i WHERE i.device_uuid = w.device_uuid
-	                  AND i.namespace = w.namespace AND i.pod = w.pod
-	                  AND i.container = w.container);
-	UPDATE workload_profiles w SET last_seen_at = now(),
-		allocation_id = coalesce(device_allocation(p_node, w.device_uuid), w.allocation_id)
-	WHERE w.node_id = p_node AND w.ended_at IS NULL;
-	INSERT INTO workload_profiles (node_id, device_uuid, gpu_id, allocation_id, namespace, pod,
-		container)
-	SELECT p_node, i.device_uuid,
-	       (SELECT g.id FROM gpus g LEFT JOIN allocations a ON a.gpu_id = g.id
-	        AND a.device_uuid = i.device_uuid
-	        WHERE g.node_id = p_node AND (g.uuid = i.device_uuid OR a.id IS NOT NULL) LIMIT 1),
-	       device_allocation(p_node, i.device_uuid), i.namespace, i.pod, i.container
-	FROM profiles_in(p_profiles) i
-	WHERE NOT EXISTS (SELECT 1 FROM workload_profiles w WHERE w.node_id = p_node
-	                  AND w.ended_at IS NULL AND w.device_uuid = i.device_uuid
-	                  AND w.namespace = i.namespace AND w.pod = i.pod
-	                  AND w.container = i.container);
-
-	FOR r IN
-		SELECT w.device_uuid, w.namespace, w.pod, w.gpu_id, p.id AS pool_id,
-		       p.project_id, p.name AS pool, pr.name AS project
-		FROM workload_profiles w
-		LEFT JOIN allocations a ON a.id = w.allocation_id AND a.state <> 'released'
-		LEFT JOIN pools p ON p.id = a.pool_id
-		LEFT JOIN projects pr ON pr.id = p.project_id
-		WHERE w.node_id = p_node AND w.ended_at IS NULL
-		  AND (p.id IS NULL OR NOT EXISTS (SELECT 1 FROM project_namespaces n
-		                                   WHERE n.project_id = p.project_id
-		                                     AND n.namespace = w.namespace))
-	LOOP
-		v_keys := v_keys || ('isolation:' || r.device_uuid || ':' || r.namespace || '/' || r.pod);
-		PERFORM alert_raise('isolation_violation', 'critical',
-			'isolation:' || r.device_uuid || ':' || r.namespace || '/' || r.pod, p_node, r.gpu_id,
-			r.pool_id, r.project_id,
-			left(CASE WHEN r.pool_id IS NULL THEN
-			          'pod ' || r.namespace || '/' || r.pod || ' uses device ' || r.device_uuid
-			          || ' on node ' || v_name || ', which no pool holds'
-			     ELSE 'pod ' || r.namespace || '/' || r.pod || ' uses device ' || r.device_uuid
-			          || ' of pool ' || r.pool || ', but namespace ' || r.namespace
-			          || ' is not of project ' || r.project END, 2000),
-			jsonb_build_object('namespace', r.namespace, 'pod', r.pod,
-			                   'device_uuid', r.device_uuid));
-	END LOOP;
-	UPDATE alerts SET resolved_at = now()
-	WHERE type = 'isolation_violation' AND node_id = p_node AND resolved_at IS NULL
-	  AND dedup_key <> ALL (v_keys);
-	RETURN coalesce(array_length(v_keys, 1), 0);
+	PERFORM profiles_replace(p_node, 'agent', p_profiles);
+	RETURN profiles_isolation(p_node);
 END
 $$;
 
@@ -1372,6 +1319,103 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.k8s_apply_workloads(p_cluster bigint, p_profiles jsonb, OUT bad_index integer, OUT violations integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_node bigint;
+BEGIN
+	bad_index := -1;
+	violations := 0;
+	SELECT min(x.i - 1)::integer INTO bad_index
+	FROM jsonb_array_elements(p_profiles) WITH ORDINALITY AS x(p, i)
+	WHERE NOT EXISTS (SELECT 1 FROM gpus g WHERE g.cluster_id = p_cluster
+	                  AND g.uuid = x.p->>'device_uuid')
+	  AND NOT EXISTS (SELECT 1 FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+	                  WHERE g.cluster_id = p_cluster AND a.state <> 'released'
+	                    AND a.device_uuid = x.p->>'device_uuid');
+	IF bad_index IS NOT NULL THEN
+		RETURN;
+	END IF;
+	bad_index := -1;
+	-- the nodes in id order (the global lock order), each with its devices' rows
+	FOR v_node IN
+		SELECT n.id FROM nodes n WHERE n.cluster_id = p_cluster ORDER BY n.id
+	LOOP
+		PERFORM profiles_replace(v_node, 'kubernetes', coalesce((
+			SELECT jsonb_agg(x.p) FROM jsonb_array_elements(p_profiles) AS x(p)
+			WHERE EXISTS (SELECT 1 FROM gpus g LEFT JOIN allocations a ON a.gpu_id = g.id
+			              AND a.state <> 'released' AND a.device_uuid = x.p->>'device_uuid'
+			              WHERE g.node_id = v_node AND (g.uuid = x.p->>'device_uuid'
+			                                            OR a.id IS NOT NULL))), '[]'));
+		violations := violations + profiles_isolation(v_node);
+	END LOOP;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_allocation() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	IF TG_OP <> 'INSERT' THEN
+		PERFORM k8s_wake_gpu(OLD.gpu_id);
+	END IF;
+	IF TG_OP <> 'DELETE' AND (TG_OP = 'INSERT' OR NEW.gpu_id <> OLD.gpu_id) THEN
+		PERFORM k8s_wake_gpu(NEW.gpu_id);
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_gpu(p_gpu bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'k8s:' || g.cluster_id) FROM gpus g WHERE g.id = p_gpu;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_gpu_health() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'k8s:' || NEW.cluster_id);
+	IF OLD.cluster_id <> NEW.cluster_id THEN
+		PERFORM pg_notify('gpupool_wake', 'k8s:' || OLD.cluster_id);
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_namespaces() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM k8s_wake_pool(p.id) FROM pools p
+	WHERE p.project_id = (CASE WHEN TG_OP = 'DELETE' THEN OLD.project_id ELSE NEW.project_id END);
+	RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_pool(p_pool bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_wake', 'k8s:' || c.cluster_id)
+	FROM (SELECT DISTINCT g.cluster_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+	      WHERE a.pool_id = p_pool) c;
+END
+$$;
+
+CREATE FUNCTION public.k8s_wake_pool_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM k8s_wake_pool(NEW.id);
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.metric_check(p_node bigint, p_samples jsonb) RETURNS TABLE(idx integer, field text, verdict text)
     LANGUAGE sql STABLE
     AS $$
@@ -1720,6 +1764,74 @@ CREATE FUNCTION public.profiles_in(p jsonb) RETURNS TABLE(device_uuid text, name
     AS $$
 	SELECT DISTINCT x.device_uuid, x.namespace, x.pod, coalesce(x.container, '')
 	FROM jsonb_to_recordset(p) AS x(device_uuid text, namespace text, pod text, container text)
+$$;
+
+CREATE FUNCTION public.profiles_isolation(p_node bigint) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_keys text[] := '{}';
+	v_name text;
+	r      record;
+BEGIN
+	SELECT name INTO v_name FROM nodes WHERE id = p_node;
+	FOR r IN
+		SELECT DISTINCT w.device_uuid, w.namespace, w.pod, w.gpu_id, p.id AS pool_id,
+		       p.project_id, p.name AS pool, pr.name AS project
+		FROM workload_profiles w
+		LEFT JOIN allocations a ON a.id = w.allocation_id AND a.state <> 'released'
+		LEFT JOIN pools p ON p.id = a.pool_id
+		LEFT JOIN projects pr ON pr.id = p.project_id
+		WHERE w.node_id = p_node AND w.ended_at IS NULL
+		  AND (p.id IS NULL OR NOT EXISTS (SELECT 1 FROM project_namespaces n
+		                                   WHERE n.project_id = p.project_id
+		                                     AND n.namespace = w.namespace))
+	LOOP
+		v_keys := v_keys || ('isolation:' || r.device_uuid || ':' || r.namespace || '/' || r.pod);
+		PERFORM alert_raise('isolation_violation', 'critical',
+			'isolation:' || r.device_uuid || ':' || r.namespace || '/' || r.pod, p_node, r.gpu_id,
+			r.pool_id, r.project_id,
+			left(CASE WHEN r.pool_id IS NULL THEN
+			          'pod ' || r.namespace || '/' || r.pod || ' uses device ' || r.device_uuid
+			          || ' on node ' || v_name || ', which no pool holds'
+			     ELSE 'pod ' || r.namespace || '/' || r.pod || ' uses device ' || r.device_uuid
+			          || ' of pool ' || r.pool || ', but namespace ' || r.namespace
+			          || ' is not of project ' || r.project END, 2000),
+			jsonb_build_object('namespace', r.namespace, 'pod', r.pod,
+			                   'device_uuid', r.device_uuid));
+	END LOOP;
+	UPDATE alerts SET resolved_at = now()
+	WHERE type = 'isolation_violation' AND node_id = p_node AND resolved_at IS NULL
+	  AND dedup_key <> ALL (v_keys);
+	RETURN coalesce(array_length(v_keys, 1), 0);
+END
+$$;
+
+CREATE FUNCTION public.profiles_replace(p_node bigint, p_source text, p_profiles jsonb) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	UPDATE workload_profiles w SET ended_at = now()
+	WHERE w.node_id = p_node AND w.source = p_source AND w.ended_at IS NULL
+	  AND NOT EXISTS (SELECT 1 FROM profiles_in(p_profiles) i WHERE i.device_uuid = w.device_uuid
+	                  AND i.namespace = w.namespace AND i.pod = w.pod
+	                  AND i.container = w.container);
+	UPDATE workload_profiles w SET last_seen_at = now(),
+		allocation_id = coalesce(device_allocation(p_node, w.device_uuid), w.allocation_id)
+	WHERE w.node_id = p_node AND w.source = p_source AND w.ended_at IS NULL;
+	INSERT INTO workload_profiles (node_id, device_uuid, gpu_id, allocation_id, namespace, pod,
+		container, source)
+	SELECT p_node, i.device_uuid,
+	       (SELECT g.id FROM gpus g LEFT JOIN allocations a ON a.gpu_id = g.id
+	        AND a.device_uuid = i.device_uuid
+	        WHERE g.node_id = p_node AND (g.uuid = i.device_uuid OR a.id IS NOT NULL) LIMIT 1),
+	       device_allocation(p_node, i.device_uuid), i.namespace, i.pod, i.container, p_source
+	FROM profiles_in(p_profiles) i
+	WHERE NOT EXISTS (SELECT 1 FROM workload_profiles w WHERE w.node_id = p_node
+	                  AND w.source = p_source AND w.ended_at IS NULL
+	                  AND w.device_uuid = i.device_uuid AND w.namespace = i.namespace
+	                  AND w.pod = i.pod AND w.container = i.container);
+END
 $$;
 
 CREATE TABLE public.alerts (
@@ -2439,7 +2551,9 @@ CREATE TABLE public.workload_profiles (
     container text DEFAULT ''::text NOT NULL,
     first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
     last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
-    ended_at timestamp with time zone
+    ended_at timestamp with time zone,
+    source text DEFAULT 'agent'::text NOT NULL,
+    CONSTRAINT workload_profiles_source_check CHECK ((source = ANY (ARRAY['agent'::text, 'kubernetes'::text])))
 );
 
 ALTER TABLE public.workload_profiles ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -2722,7 +2836,7 @@ CREATE INDEX usage_ledger_project_idx ON public.usage_ledger USING btree (projec
 
 CREATE INDEX workload_profiles_allocation_idx ON public.workload_profiles USING btree (allocation_id, first_seen_at);
 
-CREATE UNIQUE INDEX workload_profiles_current_key ON public.workload_profiles USING btree (node_id, device_uuid, namespace, pod, container) WHERE (ended_at IS NULL);
+CREATE UNIQUE INDEX workload_profiles_current_key ON public.workload_profiles USING btree (node_id, device_uuid, namespace, pod, container, source) WHERE (ended_at IS NULL);
 
 CREATE INDEX workload_profiles_device_idx ON public.workload_profiles USING btree (device_uuid, first_seen_at);
 
@@ -2771,6 +2885,16 @@ CREATE TRIGGER gpus_from_node BEFORE INSERT OR UPDATE OF node_id ON public.gpus 
 CREATE TRIGGER gpus_health_history_ins AFTER INSERT ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_health_history();
 
 CREATE TRIGGER gpus_health_history_upd AFTER UPDATE OF health ON public.gpus FOR EACH ROW EXECUTE FUNCTION public.gpus_health_history();
+
+CREATE TRIGGER k8s_wake_allocation_insert_delete AFTER INSERT OR DELETE ON public.allocations FOR EACH ROW EXECUTE FUNCTION public.k8s_wake_allocation();
+
+CREATE TRIGGER k8s_wake_allocation_update AFTER UPDATE ON public.allocations FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.device_uuid IS DISTINCT FROM new.device_uuid) OR (old.pool_id IS DISTINCT FROM new.pool_id) OR (old.gpu_id IS DISTINCT FROM new.gpu_id))) EXECUTE FUNCTION public.k8s_wake_allocation();
+
+CREATE TRIGGER k8s_wake_gpu_health AFTER UPDATE ON public.gpus FOR EACH ROW WHEN (((old.health IS DISTINCT FROM new.health) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.k8s_wake_gpu_health();
+
+CREATE TRIGGER k8s_wake_namespaces AFTER INSERT OR DELETE ON public.project_namespaces FOR EACH ROW EXECUTE FUNCTION public.k8s_wake_namespaces();
+
+CREATE TRIGGER k8s_wake_pool_status AFTER UPDATE ON public.pools FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.k8s_wake_pool_status();
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 

@@ -5,7 +5,7 @@ GP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GP_PGBIN=${GP_PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 GP_PACKAGES="build-essential cmake pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev
 libcurl4-openssl-dev libargon2-dev libssl-dev libcmocka-dev postgresql postgresql-contrib
-curl python3 clang-format nodejs chromium fonts-dejavu-core"
+curl openssl python3 clang-format nodejs chromium fonts-dejavu-core"
 
 gp_log() { printf '==> %s\n' "$*" >&2; }
 

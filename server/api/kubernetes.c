@@ -9,12 +9,15 @@
 #include "kubernetes.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "core/timeutil.h"
 #include "db/db_capacity.h"
 #include "db/db_kubernetes.h"
 #include "db/db_projects.h"
 #include "domain/kubernetes.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MANAGED_BY "app.kubernetes.io/managed-by"
 #define LABEL_PROJECT "gpupool.io/project"
@@ -291,9 +294,70 @@ wants_yaml(struct request *req)
  * The List for rows (one project's or a cluster's); project_only names
  * the project whose namespaces are listed even when it has no pool.
  */
+/*
+ * Per failed GPU a DeviceTaintRule (resource.k8s.io/v1alpha3, Kubernetes
+ * 1.34 with the DRADeviceTaints feature gate): NoExecute on the devices
+ * whose uuid is the GPU's (the whole GPU, its vfio twin) or one of its MIG
+ * devices' (gpupool is the only MIG writer: its allocations name them all),
+ * so that pods still holding them are evicted and none is scheduled there.
+ */
+static void
+taint_rules(struct request *req, struct json_object *items, const struct k8s_failed_gpu *gpus,
+    int n)
+{
+	struct arena *a = req->arena;
+
+	for (int i = 0; i < n; i++) {
+		const char *u = gpus[i].uuid;
+		struct json_object *devs = json_own(a, json_tokener_parse(gpus[i].devices_json));
+		struct json_object *lab, *ann, *o, *spec, *dsel, *sels, *sel, *cel, *taint;
+		struct strbuf e;
+		char *name;
+
+		if (!k8s_uuid_ok(u))
+			continue; /* never in CEL */
+		strbuf_init(&e, a, 256);
+		strbuf_printf(&e, "device.attributes['" K8S_DRIVER "'].uuid in ['%s'", u);
+		for (size_t k = 0; devs != NULL && k < json_object_array_length(devs); k++) {
+			const char *d = json_object_get_string(json_object_array_get_idx(devs, k));
+
+			if (d != NULL && k8s_uuid_ok(d))
+				strbuf_printf(&e, ", '%s'", d);
+		}
+		strbuf_printf(&e, "]");
+		name = arena_printf(a, "gpupool-failed-%s", u);
+		for (char *p = name; *p != '\0'; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p = (char)(*p - 'A' + 'a');
+		lab = labels(NULL);
+		ann = json_object_new_object();
+		json_add_str(ann, "gpupool.io/gpu", u);
+		o = object("resource.k8s.io/v1alpha3", "DeviceTaintRule", name, NULL, lab, ann);
+		spec = json_object_new_object();
+		dsel = json_object_new_object();
+		json_add_str(dsel, "driver", K8S_DRIVER);
+		sels = json_object_new_array();
+		sel = json_object_new_object();
+		cel = json_object_new_object();
+		json_add_str(cel, "expression", e.p);
+		json_object_object_add(sel, "cel", cel);
+		json_object_array_add(sels, sel);
+		json_object_object_add(dsel, "selectors", sels);
+		json_object_object_add(spec, "deviceSelector", dsel);
+		taint = json_object_new_object();
+		json_add_str(taint, "key", "gpupool.io/gpu-failed");
+		json_add_str(taint, "value", "true");
+		json_add_str(taint, "effect", "NoExecute");
+		json_object_object_add(spec, "taint", taint);
+		json_object_object_add(o, "spec", spec);
+		json_object_array_add(items, o);
+	}
+}
+
 static void
 reply_list(struct request *req, struct response *res, const struct k8s_device_row *rows, int n,
-    const char *project_only, const char *project_namespaces_json)
+    const char *project_only, const char *project_namespaces_json,
+    const struct k8s_failed_gpu *failed, int nfailed)
 {
 	struct arena *a = req->arena;
 	struct json_object *list = json_object_new_object(), *items = json_object_new_array();
@@ -341,6 +405,7 @@ reply_list(struct request *req, struct response *res, const struct k8s_device_ro
 	json_object_put(classes_json);
 	json_object_put(quotas);
 	policy(req, items);
+	taint_rules(req, items, failed, nfailed);
 
 	json_add_str(list, "apiVersion", "v1");
 	json_add_str(list, "kind", "List");
@@ -365,23 +430,103 @@ reply_list(struct request *req, struct response *res, const struct k8s_device_ro
 	response_header(res, "Vary", "Accept");
 }
 
+/* The longest a cluster's List is held (?wait=N seconds), as an agent's desired state. */
+#define K8S_WAIT_MAX_S 60
+
+struct cluster_wait {
+	int64_t cluster_id;
+	bool taints; /* ?device_taints=v1alpha3: the cluster serves DeviceTaintRules */
+};
+
+static int
+cluster_answer(struct request *req, struct response *res, const struct cluster_wait *w,
+    struct gp_error *err)
+{
+	struct k8s_device_row *rows;
+	struct k8s_failed_gpu *failed = NULL;
+	int n, nfailed = 0;
+
+	if (db_k8s_devices(db_thread(), req->arena, w->cluster_id, 0, &rows, &n, err) < 0)
+		return -1;
+	if (w->taints &&
+	    db_k8s_failed_gpus(db_thread(), req->arena, w->cluster_id, &failed, &nfailed, err) < 0)
+		return -1;
+	reply_list(req, res, rows, n, NULL, NULL, failed, nfailed);
+	return 0;
+}
+
+/* Woken (the List may have changed), timed out or stopping: answer what is there now. */
+static int
+cluster_woken(struct request *req, struct response *res, void *arg, enum deferred_outcome outcome,
+    struct gp_error *err)
+{
+	const struct cluster_wait *w = arg;
+
+	(void)outcome;
+	memset(res, 0, sizeof(*res));
+	/* the dispatcher turns an unchanged List into 304 (If-None-Match) */
+	return cluster_answer(req, res, w, err);
+}
+
+/* True when If-None-Match names the ETag res carries. */
+static bool
+etag_unchanged(struct request *req, const struct response *res)
+{
+	const char *inm = req->header(req, "If-None-Match");
+
+	if (inm == NULL)
+		return false;
+	for (int i = 0; i < res->nheaders; i++)
+		/* our tags are "<16 hex digits>": a substring match is exact */
+		if (strcasecmp(res->headers[i].name, "ETag") == 0)
+			return strstr(inm, res->headers[i].value) != NULL;
+	return false;
+}
+
 int
 api_cluster_kubernetes(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct k8s_device_row *rows;
-	int64_t cluster_id = 0;
-	int n;
+	struct cluster_wait *w = arena_alloc(req->arena, sizeof(*w));
+	const char *wait = req->query(req, "wait"), *taints = req->query(req, "device_taints");
+	long long wait_s = 0;
 
+	if (wait != NULL) {
+		char *end = NULL;
+
+		wait_s = strtoll(wait, &end, 10);
+		if (wait[0] < '0' || wait[0] > '9' || *end != '\0' || wait_s > K8S_WAIT_MAX_S) {
+			gp_error_field(err, "wait", "must be an integer from 0 to %d (seconds)",
+			    K8S_WAIT_MAX_S);
+			return gp_error_set(err, 422, "validation_failed",
+			    "bad query parameter wait");
+		}
+	}
+	/* only the version 1.34 serves; a later one's shape differs (docs/kubernetes.md) */
+	if (taints != NULL && strcmp(taints, "v1alpha3") != 0) {
+		gp_error_field(err, "device_taints", "must be v1alpha3 (Kubernetes 1.34)");
+		return gp_error_set(err, 422, "validation_failed",
+		    "bad query parameter device_taints");
+	}
+	w->taints = taints != NULL;
 	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
 		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
-	if (db_cluster_id(db_thread(), req->arena, req->params[0], &cluster_id, err) < 0)
+	if (db_cluster_id(db_thread(), req->arena, req->params[0], &w->cluster_id, err) < 0)
 		return -1;
-	if (cluster_id == 0)
+	if (w->cluster_id == 0)
 		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
-	if (db_k8s_devices(db_thread(), req->arena, cluster_id, 0, &rows, &n, err) < 0)
+	if (cluster_answer(req, res, w, err) < 0)
 		return -1;
-	reply_list(req, res, rows, n, NULL, NULL);
-	return 0;
+	if (wait_s == 0 || !etag_unchanged(req, res))
+		return 0;
+	/*
+	 * The client holds this List: wait until something it is made of
+	 * changes (migration 0021 notifies k8s:<cluster id> from any replica)
+	 * or the deadline, then answer again (304 when still the same).
+	 */
+	memset(res, 0, sizeof(*res));
+	return api_defer_until(req, res,
+	    arena_printf(req->arena, "k8s:%lld", (long long)w->cluster_id),
+	    time_mono_us() + wait_s * 1000000, cluster_woken, w, err);
 }
 
 int
@@ -395,6 +540,101 @@ api_project_kubernetes(struct request *req, struct response *res, struct gp_erro
 		return -1;
 	if (db_k8s_devices(db_thread(), req->arena, 0, p.id, &rows, &n, err) < 0)
 		return -1;
-	reply_list(req, res, rows, n, p.name, p.namespaces_json);
+	reply_list(req, res, rows, n, p.name, p.namespaces_json, NULL, 0);
+	return 0;
+}
+
+/* ---- PUT /v1/clusters/{cluster}/kubernetes/workloads ---- */
+
+#define K8S_WORKLOADS_MAX 2000 /* as an agent's report (ProfilesReport) */
+
+/* Printable, no blanks, 1..max bytes (a UUID, a pod or container name). */
+static bool
+token_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return false;
+	for (; *s; s++)
+		if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+int
+api_cluster_k8s_workloads(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct json_object *body, *profiles = NULL, *clean, *o;
+	struct jfields f;
+	int64_t cluster_id = 0, violations = 0;
+	int bad = -1;
+	size_t n;
+
+	if (strlen(req->params[0]) > 63 || !api_dns_label(req->params[0]))
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (db_cluster_id(db_thread(), req->arena, req->params[0], &cluster_id, err) < 0)
+		return -1;
+	if (cluster_id == 0)
+		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	if (api_body(req, &body, err) < 0)
+		return -1;
+	jf_init(&f, req->arena, body, "", err);
+	jf_array(&f, "profiles", true, &profiles);
+	if (jf_finish(&f) < 0)
+		return -1;
+	n = json_object_array_length(profiles);
+	if (n > K8S_WORKLOADS_MAX)
+		return gp_error_field(err, "profiles", "at most %d workloads", K8S_WORKLOADS_MAX);
+	clean = json_own(req->arena, json_object_new_array());
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *p = json_object_array_get_idx(profiles, i), *c;
+		const char *path = arena_printf(req->arena, "profiles[%zu]", i);
+		const char *dev = NULL, *ns = NULL, *pod = NULL, *ctr = NULL;
+		struct jfields g;
+		int before = err->nfields;
+
+		if (!json_object_is_type(p, json_type_object)) {
+			gp_error_field(err, path, "must be an object");
+			continue;
+		}
+		jf_init(&g, req->arena, p, path, err);
+		jf_string(&g, "device_uuid", true, 100, &dev);
+		jf_string(&g, "namespace", true, 63, &ns);
+		jf_string(&g, "pod", true, 253, &pod);
+		jf_string(&g, "container", false, 253, &ctr);
+		jf_finish(&g);
+		if (dev != NULL && !token_ok(dev, 100))
+			gp_error_field(err, jf_path(&g, "device_uuid"), "must be a device UUID");
+		if (ns != NULL && !api_dns_label(ns))
+			gp_error_field(err, jf_path(&g, "namespace"),
+			    "must be a Kubernetes namespace");
+		if (pod != NULL && !token_ok(pod, 253))
+			gp_error_field(err, jf_path(&g, "pod"), "must be a pod name");
+		if (ctr != NULL && ctr[0] != '\0' && !token_ok(ctr, 253))
+			gp_error_field(err, jf_path(&g, "container"), "must be a container name");
+		if (err->nfields > before)
+			continue;
+		c = json_object_new_object();
+		json_add_str(c, "device_uuid", dev);
+		json_add_str(c, "namespace", ns);
+		json_add_str(c, "pod", pod);
+		json_add_str(c, "container", ctr ? ctr : "");
+		json_object_array_add(clean, c);
+	}
+	if (gp_error_isset(err))
+		return -1;
+	if (db_k8s_workloads(db_thread(), req->arena, cluster_id,
+		json_to_arena(req->arena, clean, NULL), &bad, &violations, err) < 0)
+		return -1;
+	if (bad >= 0)
+		/* another cluster's device, or none at all: nothing was stored */
+		return gp_error_field(err,
+		    arena_printf(req->arena, "profiles[%d].device_uuid", bad),
+		    "is not a device of cluster %s", req->params[0]);
+	o = json_object_new_object();
+	json_add_int(o, "workloads", (int64_t)n);
+	json_add_int(o, "isolation_violations", violations);
+	response_json(req, res, 200, o);
 	return 0;
 }

@@ -11,5 +11,7 @@
 
 int api_cluster_kubernetes(struct request *req, struct response *res, struct gp_error *err);
 int api_project_kubernetes(struct request *req, struct response *res, struct gp_error *err);
+/* PUT /v1/clusters/{cluster}/kubernetes/workloads: gpupool-k8s' ResourceClaim read-back. */
+int api_cluster_k8s_workloads(struct request *req, struct response *res, struct gp_error *err);
 
 #endif

@@ -121,7 +121,10 @@ const struct route api_routes[] = {
 	    "from to group_by project" },
 
 	/* Kubernetes objects (docs/kubernetes.md): operators a cluster's, members their project's */
-	{ "GET", "/v1/clusters/{}/kubernetes", api_cluster_kubernetes, CAP_WRITE, Q_NONE },
+	{ "GET", "/v1/clusters/{}/kubernetes", api_cluster_kubernetes, CAP_WRITE,
+	    "wait device_taints" },
+	{ "PUT", "/v1/clusters/{}/kubernetes/workloads", api_cluster_k8s_workloads, CAP_WRITE,
+	    Q_NONE },
 	{ "GET", "/v1/projects/{}/kubernetes", api_project_kubernetes, ALLOW_USER, Q_NONE },
 };
 

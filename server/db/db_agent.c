@@ -161,6 +161,7 @@ DB_STMT(stmt_profiles_list,
     "SELECT w.id, json_build_object('id', w.id, 'node', n.name, 'device_uuid', w.device_uuid, "
     "'gpu', g.uuid, 'allocation', w.allocation_id, 'profile', al.profile, 'pool', p.name, "
     "'project', pr.name, 'namespace', w.namespace, 'pod', w.pod, 'container', w.container, "
+    "'source', w.source, "
     "'first_seen_at', w.first_seen_at, 'last_seen_at', w.last_seen_at, 'ended_at', w.ended_at) "
     "AS j FROM workload_profiles w JOIN nodes n ON n.id = w.node_id "
     "LEFT JOIN gpus g ON g.id = w.gpu_id LEFT JOIN allocations al ON al.id = w.allocation_id "

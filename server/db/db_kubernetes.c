@@ -47,3 +47,46 @@ db_k8s_devices(struct db *db, struct arena *a, int64_t cluster_id, int64_t proje
 	}
 	return 0;
 }
+
+DB_STMT(stmt_k8s_workloads, "SELECT bad_index, violations FROM k8s_apply_workloads($1, $2::jsonb)");
+
+int
+db_k8s_workloads(struct db *db, struct arena *a, int64_t cluster_id, const char *json, int *bad,
+    int64_t *violations, struct gp_error *err)
+{
+	const char *params[] = { db_param_int(a, cluster_id), json };
+	PGresult *r = db_exec(db, a, &stmt_k8s_workloads, 2, params, err);
+
+	if (r == NULL)
+		return -1;
+	*bad = (int)db_int64(r, 0, 0);
+	*violations = db_int64(r, 0, 1);
+	return 0;
+}
+
+DB_STMT(stmt_k8s_failed_gpus,
+    "SELECT g.uuid, coalesce(json_agg(a.device_uuid ORDER BY a.device_uuid COLLATE \"C\") "
+    "FILTER (WHERE a.device_uuid IS NOT NULL AND a.device_uuid <> g.uuid), '[]')::text "
+    "FROM gpus g LEFT JOIN allocations a ON a.gpu_id = g.id AND a.state <> 'released' "
+    "WHERE g.cluster_id = $1 AND g.health = 'failed' GROUP BY g.uuid "
+    "ORDER BY g.uuid COLLATE \"C\"");
+
+int
+db_k8s_failed_gpus(struct db *db, struct arena *a, int64_t cluster_id, struct k8s_failed_gpu **out,
+    int *n, struct gp_error *err)
+{
+	const char *params[] = { db_param_int(a, cluster_id) };
+	PGresult *r = db_exec(db, a, &stmt_k8s_failed_gpus, 1, params, err);
+
+	*out = NULL;
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n > 0 ? *n : 1));
+	for (int i = 0; i < *n; i++) {
+		(*out)[i].uuid = db_text(a, r, i, 0);
+		(*out)[i].devices_json = db_text(a, r, i, 1);
+	}
+	return 0;
+}

@@ -36,4 +36,25 @@ struct k8s_device_row {
 int db_k8s_devices(struct db *db, struct arena *a, int64_t cluster_id, int64_t project_id,
     struct k8s_device_row **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
+/* A failed GPU: its UUID and its allocations' device UUIDs (not released). */
+struct k8s_failed_gpu {
+	const char *uuid;
+	const char *devices_json; /* a JSON array of MIG device UUIDs, bytewise order */
+};
+
+/* cluster_id's failed GPUs, by UUID bytewise (*n of them). */
+int db_k8s_failed_gpus(struct db *db, struct arena *a, int64_t cluster_id,
+    struct k8s_failed_gpu **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * gpupool-k8s' report of the workloads Kubernetes allocated devices to in
+ * cluster_id (json: [{"device_uuid","namespace","pod","container"}]): each
+ * node of the cluster gets its share as source "kubernetes" rows of
+ * workload_profiles, then its isolation check. *bad is the index of the
+ * first device that is not of the cluster (then nothing is stored), else
+ * -1; *violations the isolation violations now on the cluster's nodes.
+ */
+int db_k8s_workloads(struct db *db, struct arena *a, int64_t cluster_id, const char *json, int *bad,
+    int64_t *violations, struct gp_error *err) __attribute__((warn_unused_result));
+
 #endif

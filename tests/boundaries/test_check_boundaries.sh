@@ -57,7 +57,7 @@ server/api/users.c|#include "http/server.h"|server/api/ may not use http/
 server/api/users.c|#include <libpq-fe.h>|may not use libpq; it belongs to server/db/
 server/db/db.c|#include <argon2.h>|may not use argon2; it belongs to server/auth/
 server/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to client/agent/ client/cli/ server/auth/
-server/api/users.c|#include <curl/curl.h>|server/api/ may not use curl; it belongs to client/lib/ server/workers/
+server/api/users.c|#include <curl/curl.h>|server/api/ may not use curl; it belongs to client/k8s/ client/lib/ server/workers/
 client/cli/main.c|#include <curl/curl.h>|client/cli/ may not use curl
 client/cli/main.c|#include "db/db.h"|client/cli/ may not use db/
 client/agent/push.c|#include <libpq-fe.h>|client/agent/ may not use libpq

@@ -1126,6 +1126,7 @@ static const struct {
 	{ "listProfiles", "profiles list", NULL },
 	{ "getUtilizationReport", "reports utilization", NULL },
 	{ "getClusterKubernetes", "clusters kubernetes", NULL },
+	{ "putClusterKubernetesWorkloads", NULL, "gpupool-k8s's, the claims it read back" },
 	{ "getProjectKubernetes", "projects kubernetes", NULL },
 };
 

@@ -168,7 +168,7 @@ truth(struct fixture *fx, const char *cluster)
 	    "  END, 'parent', g.uuid, 'profile', a.profile, 'start', a.start, 'size', a.size, "
 	    "  'index', g.gpu_index, 'node', n.name, "
 	    "  'pool_id', CASE WHEN live THEN a.pool_id END, "
-	    "  'project', CASE WHEN live THEN pr.name END) AS x "
+	    "  'project', CASE WHEN live THEN pr.name END, 'failed', g.health = 'failed') AS x "
 	    " FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
 	    " JOIN clusters c ON c.id = g.cluster_id JOIN pools p ON p.id = a.pool_id "
 	    " JOIN projects pr ON pr.id = p.project_id, "
@@ -179,7 +179,7 @@ truth(struct fixture *fx, const char *cluster)
 	    " UNION ALL "
 	    " SELECT json_build_object('uuid', g.uuid, 'type', 'gpu', 'parent', g.uuid, 'profile', "
 	    "  'full', 'start', 0, 'size', 8, 'index', g.gpu_index, 'node', n.name, 'pool_id', "
-	    "  NULL, 'project', NULL) "
+	    "  NULL, 'project', NULL, 'failed', g.health = 'failed') "
 	    " FROM gpus g JOIN nodes n ON n.id = g.node_id JOIN clusters c ON c.id = g.cluster_id "
 	    " WHERE ($1 = '' OR c.name = $1) AND NOT g.mig_enabled AND NOT EXISTS (SELECT 1 FROM allocations a "
 	    "  WHERE a.gpu_id = g.id AND a.state <> 'released' AND a.device_uuid IS NOT NULL)) s",
@@ -245,6 +245,9 @@ record(struct fixture *fx, struct cases *c, const char *label, const char *token
 	json_object_object_add(o, "list", json_object_get(r->json));
 	json_object_object_add(o, "yaml", ry ? json_object_new_string(ry->body) : NULL);
 	json_object_object_add(o, "devices", truth(fx, cluster));
+	/* asked with ?device_taints=: every failed GPU's devices must be tainted */
+	json_object_object_add(o, "taints",
+	    json_object_new_boolean(strstr(path, "device_taints=") != NULL));
 	fprintf(c->f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	c->n++;
@@ -256,7 +259,8 @@ static void
 record_all(struct fixture *fx, struct cases *c, const char *label, const char *cluster)
 {
 	record(fx, c, fx_str(fx, "%s: cluster", label), op,
-	    fx_str(fx, "/v1/clusters/%s/kubernetes", cluster), NULL, cluster, true);
+	    fx_str(fx, "/v1/clusters/%s/kubernetes?device_taints=v1alpha3", cluster), NULL, cluster,
+	    true);
 	/* a project's List spans every cluster: all devices are its truth */
 	record(fx, c, fx_str(fx, "%s: project ml", label), ml, "/v1/projects/ml/kubernetes", "ml",
 	    "", true);
@@ -286,15 +290,16 @@ cases_check(struct fixture *fx, struct cases *c)
  * (its exit status): 0 ml's class also admits cv's device cv_dev; 1 the
  * policy's project prefix loses its dot (ml's namespaces could name
  * ml-x's classes); 2 an unknown field in a class; 3 the YAML form
- * differs from the JSON; -1 nothing broken.
+ * differs from the JSON; 4 the failed GPU's DeviceTaintRule also taints a
+ * healthy device of cv; -1 nothing broken.
  */
 static int
 tampered(struct fixture *fx, int what, const char *cv_dev)
 {
 	struct gp_client_response *r =
-	    fx_request(fx, op, "GET", "/v1/clusters/life/kubernetes", NULL);
-	struct gp_client_response *ry =
-	    fx_request_h(fx, op, "GET", "/v1/clusters/life/kubernetes", yaml_accept, NULL);
+	    fx_request(fx, op, "GET", "/v1/clusters/life/kubernetes?device_taints=v1alpha3", NULL);
+	struct gp_client_response *ry = fx_request_h(fx, op, "GET",
+	    "/v1/clusters/life/kubernetes?device_taints=v1alpha3", yaml_accept, NULL);
 	struct json_object *items = fx_json(r->json, "items"), *cs = json_object_new_object();
 	const char *path = fx_str(fx, "%s/tampered-%d.jsonl", fx->tmpdir, what), *yaml = ry->body;
 	FILE *f;
@@ -320,6 +325,15 @@ tampered(struct fixture *fx, int what, const char *cv_dev)
 			json_object_object_add(fx_json(o, "spec.validations[0]"), "expression",
 			    json_object_new_string(t));
 			free(t);
+		} else if (what == 4 && strcmp(kind, "DeviceTaintRule") == 0) {
+			/* the failed GPU's rule also taints a healthy GPU's device of cv */
+			const char *e =
+			    fx_json_str(o, "spec.deviceSelector.selectors[0].cel.expression");
+
+			json_object_object_add(fx_json(o, "spec.deviceSelector.selectors[0].cel"),
+			    "expression",
+			    json_object_new_string(
+				fx_str(fx, "%.*s, '%s']", (int)strlen(e) - 1, e, cv_dev)));
 		} else if (what == 2 && strcmp(name, "gpupool.ml.train") == 0) {
 			json_object_object_add(fx_json(o, "spec"), "selector",
 			    json_object_new_array());
@@ -335,6 +349,7 @@ tampered(struct fixture *fx, int what, const char *cv_dev)
 	json_object_object_add(cs, "yaml",
 	    what < 0 || what == 3 ? json_object_new_string(yaml) : NULL);
 	json_object_object_add(cs, "devices", truth(fx, "life"));
+	json_object_object_add(cs, "taints", json_object_new_boolean(1));
 	f = fopen(path, "w");
 	assert_non_null(f);
 	fprintf(f, "%s\n", json_object_to_json_string_ext(cs, JSON_C_TO_STRING_PLAIN));
@@ -412,7 +427,11 @@ test_access(void **state)
 	assert_problem(r, 403, "forbidden");
 	r = fx_request(fx, op, "GET", "/v1/clusters/nosuch/kubernetes", NULL);
 	assert_problem(r, 404, "not_found");
-	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=1", NULL);
+	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=61", NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=-1", NULL);
+	assert_problem(r, 422, "validation_failed");
+	r = fx_request(fx, op, "GET", "/v1/clusters/acc/kubernetes?after=1", NULL);
 	assert_problem(r, 422, "validation_failed");
 	/* another project's member: 404, as if it did not exist; unknown: 404 too */
 	r = fx_request(fx, ml, "GET", "/v1/projects/cv/kubernetes", NULL);
@@ -461,6 +480,22 @@ test_access(void **state)
 
 		r2 = fx_request_h(fx, op, "GET", "/v1/clusters/acc/kubernetes", h, NULL);
 		assert_status(r2, 304);
+	}
+	/* a long-poll on an unchanged List: held to its deadline, then 304 */
+	{
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r2 = fx_request_h(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=1", inm, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		assert_status(r2, 304);
+		assert_true(
+		    (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 900);
+		/* a tag it does not hold: answered at once */
+		r2 = fx_request_h(fx, op, "GET", "/v1/clusters/acc/kubernetes?wait=60",
+		    (const char *const[]){ "If-None-Match: \"0000000000000000\"", NULL }, NULL);
+		assert_status(r2, 200);
+		assert_string_equal(r2->etag, etag);
 	}
 	/* JSON asked first wins */
 	{
@@ -548,6 +583,27 @@ test_lifecycle(void **state)
 	    true);
 	expr = fx_json_str(find_class(l, "gpupool.ml.train"), "spec.selectors[0].cel.expression");
 	assert_null(strstr(expr, failed_dev));
+	/* a cluster that serves DeviceTaintRules (asked for): the failed GPU's rule, NoExecute */
+	assert_int_equal(count_kind(l, "DeviceTaintRule"), 0);
+	l = record(fx, &c, "gpu failed: cluster with taints", op,
+	    "/v1/clusters/life/kubernetes?device_taints=v1alpha3", NULL, "life", true);
+	assert_int_equal(count_kind(l, "DeviceTaintRule"), 1);
+	{
+		struct json_object *items = fx_json(l, "items"), *rule = NULL;
+
+		for (size_t i = 0; i < json_object_array_length(items); i++)
+			if (strcmp(fx_json_str(json_object_array_get_idx(items, i), "kind"),
+				"DeviceTaintRule") == 0)
+				rule = json_object_array_get_idx(items, i);
+		assert_non_null(rule);
+		assert_string_equal(fx_json_str(rule, "apiVersion"), "resource.k8s.io/v1alpha3");
+		assert_string_equal(fx_json_str(rule, "spec.taint.effect"), "NoExecute");
+		assert_string_equal(meta(rule, "metadata.annotations", "gpupool.io/gpu"),
+		    failed_uuid);
+	}
+	assert_problem(fx_request(fx, op, "GET", "/v1/clusters/life/kubernetes?device_taints=v1",
+			   NULL),
+	    422, "validation_failed");
 	record_all(fx, &c, "gpu failed", "life");
 
 	/* release: the class and its quota line go */
@@ -571,7 +627,7 @@ test_lifecycle(void **state)
 		cv_dev = fx_sql_text(fx,
 		    "SELECT a.device_uuid FROM allocations a JOIN pools p ON p.id = a.pool_id "
 		    "WHERE p.name = 'det2' AND a.state = 'ready'");
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 5; k++)
 			assert_int_equal(tampered(fx, k, cv_dev), 1);
 		assert_int_equal(tampered(fx, -1, cv_dev), 0); /* untouched: no finding */
 	}
@@ -676,7 +732,8 @@ test_property(void **state)
 		if (rand() % 3 != 0)
 			realize(fx);
 		record(fx, &c, fx_str(fx, "step %d (seed %u)", s, seed), op,
-		    "/v1/clusters/prop/kubernetes", NULL, "prop", s % 100 == 0);
+		    "/v1/clusters/prop/kubernetes?device_taints=v1alpha3", NULL, "prop",
+		    s % 100 == 0);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	print_message("property run: %d steps in %.1f s\n", steps,

@@ -140,7 +140,42 @@ function bufRun(expr, bindings) {
 	return buf.isCelError(r) ? { error: String(r.message) } : r;
 }
 
+// resource.k8s.io/v1alpha3 DeviceTaintRule as Kubernetes 1.34 defines it
+// (k8s.io/api/resource/v1alpha3: DeviceTaintRuleSpec{deviceSelector,
+// taint}, DeviceTaintSelector{deviceClassName, driver, pool, device,
+// selectors}, DeviceTaint{key, value, effect, timeAdded}); kubernetes-models
+// 5.1.0 carries no model of it, so its shape is checked here field by field.
+const TAINT_EFFECTS = ['NoSchedule', 'NoExecute'];
+function validateTaintRule(c, o) {
+	const n = `DeviceTaintRule ${o.metadata?.name}`;
+	const only = (v, keys, at) => {
+		if (v === null || typeof v !== 'object' || Array.isArray(v)) return fail(c, `${n}: ${at} is not an object`);
+		for (const k of Object.keys(v)) if (!keys.includes(k)) fail(c, `${n}: ${at}: unknown field "${k}"`);
+	};
+	only(o, ['apiVersion', 'kind', 'metadata', 'spec'], 'the object');
+	only(o.metadata, ['name', 'labels', 'annotations'], 'metadata');
+	only(o.spec, ['deviceSelector', 'taint'], 'spec');
+	const ds = o.spec?.deviceSelector, t = o.spec?.taint;
+	if (ds === undefined) return fail(c, `${n}: no deviceSelector (it would select no device)`);
+	only(ds, ['deviceClassName', 'driver', 'pool', 'device', 'selectors'], 'spec.deviceSelector');
+	for (const k of ['deviceClassName', 'driver', 'pool', 'device'])
+		if (ds[k] !== undefined && (typeof ds[k] !== 'string' || !SUBDOMAIN.test(ds[k]))) fail(c, `${n}: deviceSelector.${k} ${ds[k]}`);
+	for (const [i, sel] of (ds.selectors ?? []).entries()) {
+		only(sel, ['cel'], `spec.deviceSelector.selectors[${i}]`);
+		only(sel.cel, ['expression'], `spec.deviceSelector.selectors[${i}].cel`);
+		if (typeof sel.cel?.expression !== 'string' || Buffer.byteLength(sel.cel.expression) > CEL_MAX)
+			fail(c, `${n}: selectors[${i}] is not an expression of at most ${CEL_MAX} bytes`);
+	}
+	only(t, ['key', 'value', 'effect', 'timeAdded'], 'spec.taint');
+	if (typeof t?.key !== 'string' || !qualified(t.key)) fail(c, `${n}: taint key ${t?.key} is not a qualified name`);
+	if (t?.value !== undefined && (!LABEL_VALUE.test(t.value) || t.value.length > 63)) fail(c, `${n}: taint value ${t.value}`);
+	if (!TAINT_EFFECTS.includes(t?.effect)) fail(c, `${n}: taint effect ${t?.effect}`);
+	if (t?.effect !== 'NoExecute') fail(c, `${n}: a failed GPU's taint must be NoExecute`);
+	stats.objects++;
+}
+
 function validate(c, obj, what) {
+	if (obj.apiVersion === 'resource.k8s.io/v1alpha3' && obj.kind === 'DeviceTaintRule') return validateTaintRule(c, obj);
 	const M = models[`${obj.apiVersion}/${obj.kind}`];
 	if (M === undefined) return fail(c, `${what}: no schema for ${obj.apiVersion} ${obj.kind}`);
 	strictFields(c, obj, { ref: path.join(tools, modelFiles[`${obj.apiVersion}/${obj.kind}`] + '.d.ts') },
@@ -286,6 +321,37 @@ function checkCase(c) {
 		if (!admittedBy.has(i)) fail(c, `${d.truth.uuid} of pool ${d.truth.pool_id} (project ${d.truth.project}) is in no class`);
 	});
 
+	// DeviceTaintRules: each selects exactly failed GPUs' devices of the driver, and
+	// (when the List was asked with device_taints) every such device is tainted
+	const taintRules = byKind.DeviceTaintRule ?? [];
+	if (taintRules.length > 0 && !c.taints) fail(c, 'DeviceTaintRules in a List not asked for them');
+	const tainted = new Set();
+	for (const r of taintRules) {
+		const ds = r.spec?.deviceSelector ?? {};
+		devs.forEach((d, i) => {
+			if (ds.driver !== undefined && d.cel.driver !== ds.driver) return;
+			let ok = true;
+			for (const s of ds.selectors ?? []) {
+				const e = s.cel.expression;
+				stats.selectorEvals++;
+				let x;
+				try { x = cel(e)({ device: d.cel }); } catch (err) { fail(c, `DeviceTaintRule ${r.metadata.name}: CEL error ${err.message}`); x = false; }
+				const x2 = bufRun(e, d.buf);
+				if (x2 !== x) fail(c, `DeviceTaintRule ${r.metadata.name}: cel-js says ${x}, Buf's CEL ${JSON.stringify(x2)} for ${d.truth.uuid}`);
+				ok = ok && x === true;
+			}
+			if (!ok) return;
+			if (!d.truth.failed) fail(c, `DeviceTaintRule ${r.metadata.name} taints ${d.cel.driver} ${d.truth.uuid}, whose GPU has not failed`);
+			if (r.metadata.annotations?.['gpupool.io/gpu'] !== d.truth.parent) fail(c, `DeviceTaintRule ${r.metadata.name} taints ${d.truth.uuid} of GPU ${d.truth.parent}`);
+			tainted.add(i);
+		});
+	}
+	if (c.taints)
+		devs.forEach((d, i) => {
+			if (d.truth.failed && d.cel.driver === DRIVER && !tainted.has(i)) fail(c, `${d.truth.uuid} of a failed GPU is not tainted`);
+		});
+	stats.taintRules = (stats.taintRules ?? 0) + taintRules.length;
+
 	// Namespaces and quotas
 	const nsProject = new Map();
 	for (const ns of byKind.Namespace ?? []) nsProject.set(ns.metadata.name, ns.metadata.labels?.['gpupool.io/project']);
@@ -386,4 +452,4 @@ if (findings.length > 0) {
 	console.error(`${findings.length} findings in ${stats.cases} cases`);
 	process.exit(1);
 }
-console.log(`ok: ${stats.cases} cases, ${stats.objects} objects valid, ${stats.selectorEvals} selector and ${stats.policyEvals} policy evaluations (cel-js), ${stats.bufEvals} by Buf's CEL in agreement`);
+console.log(`ok: ${stats.cases} cases, ${stats.objects} objects valid, ${stats.selectorEvals} selector and ${stats.policyEvals} policy evaluations (cel-js), ${stats.bufEvals} by Buf's CEL in agreement, ${stats.taintRules ?? 0} DeviceTaintRules`);
