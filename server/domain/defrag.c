@@ -512,36 +512,54 @@ phantom_push(struct state *s, int gi, const struct mig_profile *p, int start, bo
 	return true;
 }
 
-/* Make room for one instance of p (model m) by moving idle instances. */
+/* The candidates of one item, built once and consumed in order. */
+struct cands {
+	struct cand *v;
+	int n, next;
+	bool built;
+};
+
+/*
+ * Make room for one instance of p (model m) by moving idle instances:
+ * the cheapest candidate still valid (each is checked again when its
+ * turn comes: earlier moves change the layout).
+ */
 static int
-make_room(struct state *s, const struct gpu_model *m, const struct mig_profile *p, struct cand *cs,
+make_room(struct state *s, const struct gpu_model *m, const struct mig_profile *p, struct cands *cs,
     bool *placed)
 {
-	int nc = 0;
-
 	*placed = false;
-	for (int gi = 0; gi < s->f->ngpus; gi++)
-		if (best_place(s, gi, m, p, &cs[nc]))
-			nc++;
-	qsort(cs, (size_t)nc, sizeof(*cs), cand_cmp);
-	for (int k = 0; k < nc && !s->oom; k++) {
+	if (!cs->built) {
+		cs->n = 0;
+		for (int gi = 0; gi < s->f->ngpus; gi++)
+			if (best_place(s, gi, m, p, &cs->v[cs->n]))
+				cs->n++;
+		qsort(cs->v, (size_t)cs->n, sizeof(*cs->v), cand_cmp);
+		cs->next = 0;
+		cs->built = true;
+	}
+	while (cs->next < cs->n && !s->oom) {
 		struct cand c;
 		int ev[CATALOG_MAX_SLICES + 1], nev, slices;
 		struct phantom hold;
+		int gi = cs->v[cs->next].gpu;
 
-		if (!best_place(s, cs[k].gpu, m, p, &c))
+		if (!best_place(s, gi, m, p, &c) ||
+		    !overlapping(s, c.gpu, c.start, p != NULL ? p->memory_slices : m->full_slices,
+			ev, &nev, &slices)) {
+			cs->next++;
 			continue;
-		if (!overlapping(s, c.gpu, c.start, p != NULL ? p->memory_slices : m->full_slices,
-			ev, &nev, &slices))
-			continue;
+		}
 		if (s->nmoves + nev > s->max_moves) {
 			s->exhausted = true;
+			cs->next++;
 			continue;
 		}
 		hold = (struct phantom){ .gpu = c.gpu,
 			.p = p,
 			.start = c.start,
 			.mig_was = s->g[c.gpu].mig_enabled };
+		cs->next++;
 		if (evict_all(s, c.gpu, ev, nev, &hold)) {
 			if (!phantom_push(s, c.gpu, p, c.start, hold.mig_was))
 				return -1;
@@ -566,39 +584,89 @@ item_size(const struct catalog *c, const struct spec_count *sc)
 	return p->memory_slices * 10 + p->compute_slices;
 }
 
-/* Place one instance of item sc where the engine would; a reservation. */
-static int
-hold_where_fits(struct state *s, const struct catalog *c, const struct spec_count *sc,
-    const struct mig_profile *p, bool *placed, struct gp_error *err)
+/* A start for p on g, the best future-usable space left; false when none. */
+static bool
+best_start(const struct placement_gpu *g, const struct mig_profile *p, int *start)
 {
-	struct spec_count one = *sc;
-	struct placement pl;
-	struct placement_result res = { .placements = &pl, .cap = 1 };
-	struct gp_error perr;
+	uint32_t best = 0;
+	bool have = false;
+
+	if (p == NULL) {
+		*start = 0;
+		return placement_gpu_fits(g, NULL, 0);
+	}
+	for (int j = 0; j < p->nplacements; j++) {
+		uint32_t f;
+
+		if (!placement_gpu_fits(g, p, p->placements[j]))
+			continue;
+		f = future_of(g->model,
+		    (uint8_t)(g->used_mask | mask_of(p->placements[j], p->memory_slices)));
+		if (!have || f > best) {
+			best = f;
+			*start = p->placements[j];
+			have = true;
+		}
+	}
+	return have;
+}
+
+/*
+ * Hold one instance of p (model m) where it fits now: best fit on a GPU
+ * already in use, else an empty GPU (from *cursor on, in fleet order).
+ * Like the engine, which packs before it takes an empty GPU.
+ */
+static bool
+hold_where_fits(struct state *s, const struct gpu_model *m, const struct mig_profile *p,
+    int *cursor)
+{
+	struct gp_error err;
+	int gi = -1, start = 0;
 	bool mig_was;
 
-	*placed = false;
-	one.count = 1;
-	gp_error_clear(&perr);
-	if (placement_find(c, s->g, s->f->ngpus, &one, 1, PLACEMENT_NO_SEARCH, &res, &perr) < 0) {
-		if (perr.status != 409)
-			return gp_error_set(err, perr.status, perr.code, "%s", perr.message);
-		return 0;
+	if (p != NULL) {
+		struct model_fits *mf = model_fits_get(s, m);
+
+		for (int k = 0; mf != NULL && k < mf->nfits[p->index] && gi < 0; k++) {
+			const struct fit *ft = &mf->fits[p->index][k];
+
+			for (int set = 0; set < s->nsets && gi < 0; set++) {
+				const struct vec *v = &s->sets[set].b[ft->mask];
+				int tries = v->n < DEFRAG_BUCKET_TRIES ? v->n : DEFRAG_BUCKET_TRIES;
+
+				if (v->n == 0 || s->g[v->v[0]].model != m)
+					continue;
+				for (int j = 0; j < tries; j++) {
+					if (placement_gpu_fits(&s->g[v->v[j]], p, ft->start)) {
+						gi = v->v[j];
+						start = ft->start;
+						break;
+					}
+				}
+			}
+		}
 	}
-	mig_was = s->g[pl.gpu].mig_enabled;
-	if (placement_find(c, s->g, s->f->ngpus, &one, 1, PLACEMENT_NO_SEARCH | PLACEMENT_APPLY,
-		&res, &perr) < 0)
-		return gp_error_set(err, 500, "internal", "placement changed: %s", perr.message);
-	if (!phantom_push(s, pl.gpu, p, pl.start, mig_was))
-		return gp_error_set(err, 500, "internal", "out of memory");
-	bucket_sync(s, pl.gpu);
-	*placed = true;
-	return 0;
+	for (; gi < 0 && *cursor < s->f->ngpus; (*cursor)++) {
+		const struct placement_gpu *g = &s->g[*cursor];
+
+		if (g->model == m && gpu_is_empty(g) && best_start(g, p, &start))
+			gi = *cursor;
+	}
+	if (gi < 0)
+		return false;
+	mig_was = s->g[gi].mig_enabled;
+	if (placement_gpu_add(&s->g[gi], p, start, &err) < 0 ||
+	    !phantom_push(s, gi, p, start, mig_was)) {
+		s->oom = true; /* placement_gpu_fits said yes: an internal error */
+		return false;
+	}
+	bucket_sync(s, gi);
+	return true;
 }
 
 static int
 goal_items(struct state *s, const struct catalog *c, const struct defrag_goal *goal,
-    struct cand *cs, struct gp_error *err)
+    struct cand *cbuf, struct gp_error *err)
 {
 	int order[PLACEMENT_MAX_ITEMS];
 
@@ -619,19 +687,21 @@ goal_items(struct state *s, const struct catalog *c, const struct defrag_goal *g
 		const struct gpu_model *m = catalog_model(c, sc->model);
 		const struct mig_profile *p =
 		    strcmp(sc->profile, "full") == 0 ? NULL : catalog_profile(m, sc->profile);
+		struct cands cs = { .v = cbuf };
+		int cursor = 0;
 
 		for (int n = 0; n < sc->count; n++) {
 			bool placed;
 
-			if (hold_where_fits(s, c, sc, p, &placed, err) < 0)
-				return -1;
-			if (placed)
+			if (hold_where_fits(s, m, p, &cursor))
 				continue;
-			if (make_room(s, m, p, cs, &placed) < 0)
-				return gp_error_set(err, 500, "internal", "out of memory");
-			if (!placed)
+			if (s->oom)
+				break;
+			if (make_room(s, m, p, &cs, &placed) < 0 || !placed)
 				break; /* the rest of this item cannot be helped either */
 		}
+		if (s->oom)
+			return gp_error_set(err, 500, "internal", "out of memory");
 	}
 	return 0;
 }
@@ -710,18 +780,46 @@ count_empty(const struct placement_gpu *g, int n)
 	return k;
 }
 
-/* Whole request, and each item alone, placeable on g? */
+/*
+ * Whole request, and each item alone, placeable on g (the engine's
+ * verdict)? Only GPUs with room for one of the items are shown to the
+ * engine: a GPU that could take none of them takes no part in any
+ * placement of the request, so the verdict is the same, and a request of
+ * thousands of instances is not placed against every GPU of the fleet.
+ * scratch holds n GPUs.
+ */
 static void
-placeable(const struct catalog *c, struct placement_gpu *g, int n, const struct defrag_goal *goal,
-    struct placement *buf, int cap, bool *all, bool *each)
+placeable(const struct catalog *c, const struct placement_gpu *g, int n,
+    const struct defrag_goal *goal, struct placement_gpu *scratch, struct placement *buf, int cap,
+    bool *all, bool *each)
 {
 	struct placement_result res = { .placements = buf, .cap = cap };
+	const struct mig_profile *ps[PLACEMENT_MAX_ITEMS];
+	const struct gpu_model *ms[PLACEMENT_MAX_ITEMS];
 	struct gp_error e;
+	int k = 0;
 
-	*all = placement_find(c, g, n, goal->items, goal->nitems, 0, &res, &e) == 0;
+	for (int i = 0; i < goal->nitems; i++) {
+		ms[i] = catalog_model(c, goal->items[i].model);
+		ps[i] = strcmp(goal->items[i].profile, "full") == 0
+		    ? NULL
+		    : catalog_profile(ms[i], goal->items[i].profile);
+	}
+	for (int gi = 0; gi < n; gi++)
+		for (int i = 0; i < goal->nitems; i++)
+			if (g[gi].model == ms[i] && placement_gpu_headroom(&g[gi], ps[i]) > 0) {
+				scratch[k++] = g[gi];
+				break;
+			}
+	*all = placement_find(c, scratch, k, goal->items, goal->nitems, 0, &res, &e) == 0;
+	if (goal->nitems == 1) {
+		each[0] = *all;
+		return;
+	}
 	for (int i = 0; i < goal->nitems; i++) {
 		res = (struct placement_result){ .placements = buf, .cap = cap };
-		each[i] = *all || placement_find(c, g, n, &goal->items[i], 1, 0, &res, &e) == 0;
+		each[i] =
+		    *all || placement_find(c, scratch, k, &goal->items[i], 1, 0, &res, &e) == 0;
 	}
 }
 
@@ -847,6 +945,7 @@ defrag_plan(const struct catalog *c, const struct defrag_fleet *fleet,
 	struct state s;
 	struct cand *cs = NULL;
 	struct placement *buf = NULL;
+	struct placement_gpu *scratch = NULL;
 	int cap = 0, rc = -1;
 
 	memset(plan, 0, sizeof(*plan));
@@ -861,13 +960,14 @@ defrag_plan(const struct catalog *c, const struct defrag_fleet *fleet,
 	s.max_moves = goal->max_moves;
 	cs = malloc(sizeof(*cs) * (size_t)(fleet->ngpus + 1));
 	buf = malloc(sizeof(*buf) * (size_t)(cap + 1));
-	if (cs == NULL || buf == NULL) {
+	scratch = malloc(sizeof(*scratch) * (size_t)(fleet->ngpus + 1));
+	if (cs == NULL || buf == NULL || scratch == NULL) {
 		gp_error_set(err, 500, "internal", "out of memory");
 		goto out;
 	}
 	plan->free_gpus_before = count_empty(s.g, fleet->ngpus);
 	if (goal->kind == DEFRAG_GOAL_ITEMS) {
-		placeable(c, s.g, fleet->ngpus, goal, buf, cap, &plan->placeable_before,
+		placeable(c, s.g, fleet->ngpus, goal, scratch, buf, cap, &plan->placeable_before,
 		    plan->item_before);
 		if (!plan->placeable_before && goal_items(&s, c, goal, cs, err) < 0)
 			goto out;
@@ -887,8 +987,8 @@ defrag_plan(const struct catalog *c, const struct defrag_fleet *fleet,
 			plan->placeable_after = true;
 			memcpy(plan->item_after, plan->item_before, sizeof(plan->item_after));
 		} else {
-			placeable(c, s.g, fleet->ngpus, goal, buf, cap, &plan->placeable_after,
-			    plan->item_after);
+			placeable(c, s.g, fleet->ngpus, goal, scratch, buf, cap,
+			    &plan->placeable_after, plan->item_after);
 		}
 	} else if (goal_free_gpus(&s, cs) < 0) {
 		gp_error_set(err, 500, "internal", "out of memory");
@@ -933,6 +1033,7 @@ out:
 	state_free(&s);
 	free(cs);
 	free(buf);
+	free(scratch);
 	if (rc < 0)
 		defrag_plan_free(plan);
 	return rc;

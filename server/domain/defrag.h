@@ -17,14 +17,16 @@
  *
  * Goals:
  *  - items (a request "H100-80GB/7g.80gb=4", ...): for each instance of
- *    the items, largest profile first, the engine places it where it
- *    fits now (held as a reservation while planning); when it fits
- *    nowhere the planner frees a place: of every (GPU, start) of the
- *    profile whose overlapping instances may all move, the one needing
- *    fewest moves (then fewest slices, then the lowest GPU position),
- *    provided every evicted instance finds a new home (see below). The
- *    reservations are dropped at the end; placeable_after tells whether
- *    the whole request then fits (placement_find, as an approval would).
+ *    the items, largest profile first, a place where it fits now is held
+ *    while planning (best fit on a GPU in use, else an empty GPU, as the
+ *    engine packs before it takes an empty GPU); when it fits nowhere the
+ *    planner frees a place: of every (GPU, start) of the profile whose
+ *    overlapping instances may all move, the one needing fewest moves
+ *    (then fewest slices, then the lowest GPU position), provided every
+ *    evicted instance finds a new home (see below). The holds are
+ *    dropped at the end; placeable_before and placeable_after are the
+ *    placement engine's verdict on the whole request (placement_find,
+ *    exact search included, as an approval would decide).
  *  - free GPUs: empty GPUs holding fewest instances first, each emptied
  *    only when all its instances are movable and find a new home, until
  *    the moves run out.
