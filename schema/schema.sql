@@ -1900,6 +1900,30 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.defrag_plans (
+    id bigint NOT NULL,
+    created_by bigint,
+    cluster_id bigint,
+    goal text NOT NULL,
+    state text DEFAULT 'planned'::text NOT NULL,
+    moves integer NOT NULL,
+    body jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT defrag_plans_goal_check CHECK ((goal = ANY (ARRAY['items'::text, 'free_gpus'::text]))),
+    CONSTRAINT defrag_plans_moves_check CHECK ((moves >= 0)),
+    CONSTRAINT defrag_plans_state_check CHECK ((state = ANY (ARRAY['planned'::text, 'applying'::text, 'applied'::text, 'failed'::text, 'expired'::text])))
+);
+
+ALTER TABLE public.defrag_plans ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.defrag_plans_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.enrollment_tokens (
     id bigint NOT NULL,
     cluster_id bigint NOT NULL,
@@ -2453,6 +2477,9 @@ ALTER TABLE ONLY public.clusters
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.enrollment_tokens
     ADD CONSTRAINT enrollment_tokens_digest_key UNIQUE (digest);
 
@@ -2601,6 +2628,8 @@ CREATE INDEX billing_usage_period_idx ON public.billing_usage USING btree (perio
 CREATE INDEX billing_usage_pool_hour_idx ON public.billing_usage USING btree (pool_id, hour);
 
 CREATE INDEX billing_usage_project_hour_idx ON public.billing_usage USING btree (project_id, hour);
+
+CREATE INDEX defrag_plans_created_idx ON public.defrag_plans USING btree (created_at);
 
 CREATE INDEX enrollment_tokens_cluster_idx ON public.enrollment_tokens USING btree (cluster_id, id);
 
@@ -2786,6 +2815,12 @@ ALTER TABLE ONLY public.billing_usage
 
 ALTER TABLE ONLY public.billing_usage
     ADD CONSTRAINT billing_usage_rate_id_fkey FOREIGN KEY (rate_id) REFERENCES public.billing_rates(id);
+
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.enrollment_tokens
     ADD CONSTRAINT enrollment_tokens_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);
