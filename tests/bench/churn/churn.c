@@ -11,7 +11,9 @@
  *  gpupool    the placement engine as an approval runs it (placement_find,
  *             greedy pass; see "limits" below);
  *  +planner   gpupool, plus once a simulated day the defragmentation
- *             planner (domain/defrag.c, goal: free GPUs) with moves limited
+ *             planner (domain/defrag.c, goal: free GPUs, or with
+ *             --planner-goal items the instances refused since the last
+ *             plan, per profile) with moves limited
  *             to 1 % of the live instances, idle pools' instances only; its
  *             moves are applied to the layout.
  *
@@ -38,6 +40,7 @@
  *
  *   bench_churn [--nodes N] [--days D] [--rate R | --load L] [--life H]
  *               [--idle P] [--seed S] [--csv FILE] [--svg FILE]
+ *               [--planner-goal free_gpus|items]
  *
  * Defaults: 1,000 nodes, 30 days, mean life 72 h, 30 % idle pools, RATE
  * such that the offered compute is LOAD (1.3) x the fleet's.
@@ -97,6 +100,8 @@ struct sim {
 	long arrived, accepted, day_arrived, day_accepted;
 	long moves;
 	long refused_with_room; /* refused while the fleet's free slices, summed, sufficed */
+	bool goal_items;        /* the planner's goal: the day's refusals, not free GPUs */
+	int refused[CATALOG_MAX_PROFILES]; /* instances refused since the last plan */
 	double plan_s;
 };
 
@@ -294,6 +299,7 @@ run_planner(struct sim *s, const struct req *rq, int nreq)
 	struct defrag_plan plan;
 	struct gp_error err;
 	struct timespec t0, t1;
+	struct spec_count items[CATALOG_MAX_PROFILES];
 
 	for (int i = 0; i < nreq; i++)
 		if (s->pools[i].live)
@@ -322,6 +328,32 @@ run_planner(struct sim *s, const struct req *rq, int nreq)
 		.insts = in,
 		.ninsts = ni };
 	goal = (struct defrag_goal){ .kind = DEFRAG_GOAL_FREE_GPUS, .max_moves = ni / 100 };
+	if (s->goal_items) {
+		int nit = 0;
+
+		for (int j = 0; j < s->m->nprofiles; j++) {
+			if (s->refused[j] == 0)
+				continue;
+			memset(&items[nit], 0, sizeof(items[nit]));
+			snprintf(items[nit].model, sizeof(items[nit].model), "%s", s->m->id);
+			snprintf(items[nit].profile, sizeof(items[nit].profile), "%s",
+			    s->m->profiles[j].name);
+			items[nit].count =
+			    s->refused[j] < SPEC_COUNT_MAX ? s->refused[j] : SPEC_COUNT_MAX;
+			nit++;
+		}
+		memset(s->refused, 0, sizeof(s->refused));
+		if (nit == 0) {
+			free(in);
+			free(who_pool);
+			free(who_k);
+			return;
+		}
+		goal = (struct defrag_goal){ .kind = DEFRAG_GOAL_ITEMS,
+			.items = items,
+			.nitems = nit,
+			.max_moves = ni / 100 };
+	}
 	gp_error_clear(&err);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (defrag_plan(s->cat, &f, &goal, &plan, &err) < 0) {
@@ -413,6 +445,7 @@ simulate(struct sim *s, int policy, const struct req *rq, int nreq, const struct
 				s->day_accepted++;
 			} else {
 				s->refused_with_room += room_summed(s, p, r->count);
+				s->refused[r->profile] += r->count;
 			}
 			break;
 		case EV_SHRINK:
@@ -514,6 +547,7 @@ main(int argc, char **argv)
 	static const char *names[NPOL] = { "first-fit", "gpupool", "+planner" };
 	int nodes = 1000, days = 30;
 	double rate = 0, life = 72, idle = 0.3, load = 1.3;
+	bool goal_items = false;
 	const char *csv = NULL, *svg = NULL;
 	struct catalog *cat;
 	struct gp_error err;
@@ -547,6 +581,9 @@ main(int argc, char **argv)
 			idle = atof(v);
 		else if (strcmp(a, "--seed") == 0)
 			rng = strtoull(v, NULL, 0);
+		else if (strcmp(a, "--planner-goal") == 0 &&
+		    (strcmp(v, "items") == 0 || strcmp(v, "free_gpus") == 0))
+			goal_items = strcmp(v, "items") == 0;
 		else if (strcmp(a, "--csv") == 0)
 			csv = v;
 		else if (strcmp(a, "--svg") == 0)
@@ -599,6 +636,7 @@ main(int argc, char **argv)
 		s->ng = nodes * 8;
 		s->g = calloc((size_t)s->ng, sizeof(*s->g));
 		s->pools = calloc((size_t)nreq + 1, sizeof(*s->pools));
+		s->goal_items = goal_items;
 		smp[pi] = calloc((size_t)nsamples + 1, sizeof(**smp));
 		for (int i = 0; i < s->ng; i++)
 			placement_gpu_init(&s->g[i], m, i + 1, 1 + i / 8, i % 8, true);
