@@ -8,6 +8,7 @@
 #include "capacity.h"
 #include "core/problem.h"
 
+#include "db/db_capacity.h"
 #include "db/db_defrag.h"
 #include "service/defrag_service.h"
 
@@ -240,6 +241,21 @@ api_defrag_plans_create(struct request *req, struct response *res, struct gp_err
 	memset(&dr, 0, sizeof(dr));
 	if (capacity_cluster_id(db_thread(), req->arena, cluster, "cluster", &dr.cluster_id, err) <
 	    0)
+		return -1;
+	for (int i = 0; i < nnodes; i++) {
+		struct node_row nr;
+		bool found;
+
+		if (db_node_get(db_thread(), req->arena, nodes[i], false, &nr, &found, err) < 0)
+			return -1;
+		if (!found)
+			gp_error_field(err, arena_printf(req->arena, "nodes[%d]", i),
+			    "no such node: %s", nodes[i]);
+		else if (dr.cluster_id != 0 && nr.cluster_id != dr.cluster_id)
+			gp_error_field(err, arena_printf(req->arena, "nodes[%d]", i),
+			    "node %s is not in cluster %s", nodes[i], cluster);
+	}
+	if (gp_error_isset(err))
 		return -1;
 	dr.nodes = nodes;
 	dr.nnodes = nnodes;

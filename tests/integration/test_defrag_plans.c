@@ -250,6 +250,14 @@ test_bad_input_and_access(void **state)
 	assert_problem(r, 422, "validation_failed");
 	r = plan(fx, op, "{\"nodes\":[7]}");
 	assert_problem(r, 422, "validation_failed");
+	r = plan(fx, op, "{\"nodes\":[\"frag-n0\",\"nowhere\"]}");
+	assert_problem(r, 422, "validation_failed");
+	assert_true(strstr(r->body, "nodes[1]") != NULL);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"other\"}");
+	assert_status(r, 201);
+	r = plan(fx, op, "{\"cluster\":\"other\",\"nodes\":[\"frag-n0\"]}");
+	assert_problem(r, 422, "validation_failed");
+	assert_true(strstr(r->body, "not in cluster other") != NULL);
 	r = plan(fx, op, "{\"surprise\":1}");
 	assert_problem(r, 422, "validation_failed");
 	r = plan(fx, op, "{");
