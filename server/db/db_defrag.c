@@ -11,7 +11,9 @@
 /*
  * The GPUs in scope and their live allocations in one statement (one
  * snapshot): rows of kind 'g' (GPUs) then 'a' (allocations). The idle
- * rule is alerts_idle_sweep's (migration 0016), over $3 seconds.
+ * rule is alerts_idle_sweep's (migration 0016), over $3 seconds; the
+ * samples are averaged (a range scan of the window) only for allocations
+ * that pass the cheaper tests first (CASE: evaluated in order).
  */
 DB_STMT(stmt_defrag_fleet,
     "WITH g AS (SELECT g.id, g.node_id, g.cluster_id, g.gpu_index, g.model, g.uuid, "
@@ -23,14 +25,15 @@ DB_STMT(stmt_defrag_fleet,
     "NULL::text, g.mig_enabled, 0::int8, 0::int8 FROM g "
     "UNION ALL "
     "SELECT 'a', a.id, a.gpu_id, 0::int8, a.start, a.profile, a.state, p.name, pr.name, "
-    "(a.state = 'ready' AND a.pool_id IS NOT NULL AND a.profile <> 'full' "
+    "CASE WHEN a.state = 'ready' AND a.pool_id IS NOT NULL AND a.profile <> 'full' "
     " AND a.updated_at <= now() - make_interval(secs => $3::int) "
     " AND NOT EXISTS (SELECT 1 FROM workload_profiles w WHERE w.allocation_id = a.id "
     "   AND w.node_id = g.node_id "
     "   AND (w.ended_at IS NULL OR w.ended_at > now() - make_interval(secs => $3::int))) "
-    " AND coalesce((SELECT avg(s.sm_active) FROM gpu_metric_samples s "
+    "THEN coalesce((SELECT avg(s.sm_active) FROM gpu_metric_samples s "
     "   WHERE s.gpu_id = a.gpu_id AND s.device_uuid = coalesce(a.device_uuid, g.uuid) "
-    "   AND s.ts > now() - make_interval(secs => $3::int)), 0) < $4::float8), "
+    "   AND s.ts > now() - make_interval(secs => $3::int)), 0) < $4::float8 "
+    "ELSE false END, "
     "coalesce(a.pool_id, 0), coalesce(p.project_id, 0) "
     "FROM allocations a JOIN g ON g.id = a.gpu_id "
     "LEFT JOIN pools p ON p.id = a.pool_id LEFT JOIN projects pr ON pr.id = p.project_id "

@@ -222,6 +222,26 @@ test_fragmented_fleet(void **state)
 	assert_int_equal(fx_json_len(r->json, "moves"), 0);
 	fx_assert_json_null(r->json, "placeable_after", __FILE__, __LINE__);
 
+	/* activity above the threshold in the window: not idle either */
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET updated_at = now() - interval '10 minutes' "
+	    "WHERE state = 'ready'");
+	fx_sql_exec(fx,
+	    "INSERT INTO gpu_metric_samples (ts, gpu_id, device_uuid, sm_active) "
+	    "SELECT now() - interval '1 minute', g.id, g.uuid, 0.9 FROM gpus g WHERE g.id = $1",
+	    fx_str(fx, "%lld", (long long)busy_gpu));
+	r = plan(fx, op, "{\"goal\":\"free_gpus\",\"cluster\":\"frag\",\"idle_minutes\":5}");
+	assert_status(r, 201);
+	assert_int_equal(fx_json_int(r->json, "idle_instances"), 4 - nbusy);
+	moves = fx_json(r->json, "moves");
+	for (size_t i = 0; i < json_object_array_length(moves); i++)
+		assert_int_equal(fx_sql_int64(fx, "SELECT gpu_id FROM allocations WHERE id = $1",
+				     fx_str(fx, "%lld",
+					 (long long)fx_json_int(json_object_array_get_idx(moves, i),
+					     "allocation"))) == busy_gpu,
+		    0);
+	fx_sql_exec(fx, "DELETE FROM gpu_metric_samples");
+
 	/* free GPUs: the idle small instances pack onto one GPU */
 	r = plan(fx, op, "{\"goal\":\"free_gpus\",\"cluster\":\"frag\",\"idle_minutes\":0}");
 	assert_status(r, 201);
