@@ -167,12 +167,22 @@ defrag_create_tx(struct db *db, void *arg, struct gp_error *err)
 	struct defrag_create *c = arg;
 	size_t len;
 	const char *text = json_to_arena(c->req->arena, c->body, &len);
+	struct json_object *summary;
 
 	if (db_defrag_plan_insert(db, c->req->arena, c->req->principal.user_id, c->cluster_id,
 		c->goal, c->moves, text, &c->id, &c->created_us, err) < 0)
 		return -1;
+	/* the audit row names the plan and its size; the plan itself is its row */
+	summary = json_own(c->req->arena, json_object_new_object());
+	json_add_int(summary, "id", c->id);
+	json_add_str(summary, "goal", c->goal);
+	json_add_int(summary, "moves", c->moves);
+	json_object_object_add(summary, "items",
+	    json_object_get(json_object_object_get(c->body, "items")));
+	json_object_object_add(summary, "cluster",
+	    json_object_get(json_object_object_get(c->body, "cluster")));
 	return api_audit(db, c->req, "defrag_plan.create", "defrag_plan",
-	    arena_printf(c->req->arena, "%lld", (long long)c->id), 0, NULL, c->body, err);
+	    arena_printf(c->req->arena, "%lld", (long long)c->id), 0, NULL, summary, err);
 }
 
 static int

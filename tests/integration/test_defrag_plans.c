@@ -167,8 +167,9 @@ test_fragmented_fleet(void **state)
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans"), plans0 + 1);
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.create' "
-			     "AND object_id = $1",
-			     fx_str(fx, "%lld", (long long)fx_json_int(r->json, "id"))),
+			     "AND object_id = $1 AND (after->>'moves')::int = $2",
+			     fx_str(fx, "%lld", (long long)fx_json_int(r->json, "id")),
+			     fx_str(fx, "%zu", json_object_array_length(moves))),
 	    1);
 	fx_assert_pool_invariants(fx);
 
