@@ -6,6 +6,7 @@
  */
 #include "api.h"
 #include "capacity.h"
+#include "core/log.h"
 #include "core/problem.h"
 
 #include "db/db_capacity.h"
@@ -287,6 +288,14 @@ api_defrag_plans_create(struct request *req, struct response *res, struct gp_err
 	    plan_json(req, goal, cluster, nodes, nnodes, (int)idle_min, items, nitems, &out));
 	if (db_tx(db_thread(), defrag_create_tx, &c, err) < 0)
 		return -1;
+	log_info(req->request_id, "defrag plan", "plan",
+	    arena_printf(req->arena, "%lld", (long long)c.id), "gpus",
+	    arena_printf(req->arena, "%d", out.ngpus), "instances",
+	    arena_printf(req->arena, "%d", out.nallocs), "moves",
+	    arena_printf(req->arena, "%d", out.nmoves), "read_ms",
+	    arena_printf(req->arena, "%.1f", out.read_ms), "plan_ms",
+	    arena_printf(req->arena, "%.1f", out.plan_ms), "capacity_ms",
+	    arena_printf(req->arena, "%.1f", out.capacity_ms));
 	doc = plan_doc(c.body, c.id, "planned", req->principal.username, c.created_us);
 	response_header(res, "Location",
 	    arena_printf(req->arena, "/v1/capacity/defrag-plans/%lld", (long long)c.id));

@@ -4,6 +4,8 @@
  */
 #include "service/defrag_service.h"
 
+#include "core/timeutil.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +53,7 @@ defrag_service_plan(struct db *db, struct arena *a, const struct catalog *c,
 	struct defrag_goal goal;
 	struct defrag_plan plan;
 	int ng, na;
+	int64_t t0 = time_mono_us(), t1, t2;
 
 	memset(out, 0, sizeof(*out));
 	if (db_defrag_fleet(db, a, req->cluster_id, req->nodes, req->nnodes, req->idle_s,
@@ -58,6 +61,8 @@ defrag_service_plan(struct db *db, struct arena *a, const struct catalog *c,
 		return -1;
 	ng = out->ngpus;
 	na = out->nallocs;
+	t1 = time_mono_us();
+	out->read_ms = (double)(t1 - t0) / 1000.0;
 	g = arena_alloc(a, sizeof(*g) * (size_t)(ng + 1));
 	group = arena_alloc(a, sizeof(*group) * (size_t)(ng + 1));
 	refs = arena_alloc(a, sizeof(*refs) * (size_t)(ng + 1));
@@ -113,6 +118,8 @@ defrag_service_plan(struct db *db, struct arena *a, const struct catalog *c,
 		.max_moves = out->max_moves };
 	if (defrag_plan(c, &fleet, &goal, &plan, err) < 0)
 		return -1;
+	t2 = time_mono_us();
+	out->plan_ms = (double)(t2 - t1) / 1000.0;
 
 	/* copy what the answer needs into the arena; the plan is freed */
 	out->nmoves = plan.nmoves;
@@ -146,5 +153,6 @@ defrag_service_plan(struct db *db, struct arena *a, const struct catalog *c,
 		out->nmodels++;
 	}
 	defrag_plan_free(&plan);
+	out->capacity_ms = (double)(time_mono_us() - t2) / 1000.0;
 	return 0;
 }

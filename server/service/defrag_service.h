@@ -54,6 +54,8 @@ struct defrag_outcome {
 	int ntenants;
 	struct defrag_model_capacity *models;
 	int nmodels;
+	/* where the time went, ms: the database read, the planner, the capacity figures */
+	double read_ms, plan_ms, capacity_ms;
 };
 
 int defrag_service_plan(struct db *db, struct arena *a, const struct catalog *c,
