@@ -34,7 +34,10 @@
  *    already holds instances (never an empty one: that would use the
  *    capacity the plan tries to make), best fit: the fewest free memory
  *    slices left, then the best future-usable space (the engine's rule
- *    3), then the lowest GPU position; its own GPU counts (outside the
+ *    3); of GPUs with that layout, the first of its bucket that admits
+ *    it (deterministic for one input, not the lowest position: the
+ *    buckets reorder as GPUs change layout; at most 64 are tried per
+ *    layout); its own GPU counts (outside the
  *    reserved slices). Each instance moves at most once per plan.
  * Limits: at most max_moves moves; a candidate whose evictions would
  * exceed what is left is skipped. The result is a good plan, not an
