@@ -618,6 +618,8 @@ app_init(struct serve *s)
 	app->openapi_len = gp_openapi_yaml_len;
 	app->catalog = s->catalog;
 	app->request_ttl_s = cfg->request_ttl_s;
+	app->idle_after_s = cfg->idle_after_s;
+	app->idle_threshold = cfg->idle_threshold;
 	app->approval_workers = cfg->approval_workers;
 	app->billing_settle_s = cfg->billing_settle_s;
 	app->billing_close_grace_s = cfg->billing_close_grace_s;

@@ -46,6 +46,8 @@ struct app {
 	int billing_settle_s;            /* GPUPOOL_BILLING_SETTLE */
 	int billing_close_grace_s;       /* GPUPOOL_BILLING_CLOSE_GRACE */
 	int billing_test_hold_ms;        /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (tests) */
+	int idle_after_s;                /* GPUPOOL_IDLE_AFTER: the defrag planner's idle window */
+	double idle_threshold;           /* GPUPOOL_IDLE_THRESHOLD */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res, struct gp_error *err);
@@ -317,6 +319,9 @@ int api_gpus_get(struct request *req, struct response *res, struct gp_error *err
 int api_gpus_patch(struct request *req, struct response *res, struct gp_error *err);
 int api_capacity_get(struct request *req, struct response *res, struct gp_error *err);
 int api_capacity_simulate(struct request *req, struct response *res, struct gp_error *err);
+/* defragmentation plans (defrag.c) */
+int api_defrag_plans_create(struct request *req, struct response *res, struct gp_error *err);
+int api_defrag_plans_get(struct request *req, struct response *res, struct gp_error *err);
 
 /* pools.c, pool_requests.c: quotas, pools, the pool-request workflow */
 int api_quota_get(struct request *req, struct response *res, struct gp_error *err);

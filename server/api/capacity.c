@@ -189,8 +189,8 @@ api_capacity_get(struct request *req, struct response *res, struct gp_error *err
 
 /* ---- POST /v1/capacity/simulate ---- */
 
-static int
-read_items(struct request *req, struct json_object *arr, const struct catalog *c,
+int
+capacity_read_items(struct request *req, struct json_object *arr, const struct catalog *c,
     struct spec_count **out, int *nout, struct gp_error *err)
 {
 	size_t n = json_object_array_length(arr);
@@ -270,7 +270,7 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 		return -1;
 	jf_init(&f, req->arena, body, "", err);
 	if (jf_array(&f, "items", true, &arr) == 0 && arr != NULL)
-		(void)read_items(req, arr, c, &items, &nitems, err);
+		(void)capacity_read_items(req, arr, c, &items, &nitems, err);
 	jf_string(&f, "cluster", false, 63, &cluster);
 	if (jf_finish(&f) < 0)
 		return -1;

@@ -63,6 +63,15 @@ int capacity_cluster_id(struct db *db, struct arena *a, const char *name, const 
     int64_t *id, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* A model query parameter: NULL when absent, 422 on field when unknown. */
+/*
+ * The items array of a request body (SpecAndCount objects or their text
+ * form), validated against c: 1 to PLACEMENT_MAX_ITEMS items, at most
+ * CAPACITY_SIMULATE_MAX instances in all; field errors named "items[i]...".
+ */
+struct json_object;
+int capacity_read_items(struct request *req, struct json_object *arr, const struct catalog *c,
+    struct spec_count **out, int *nout, struct gp_error *err);
+
 int capacity_model_param(const struct catalog *c, const char *model, const char *field,
     struct gp_error *err) __attribute__((warn_unused_result));
 

@@ -62,6 +62,8 @@ const struct route api_routes[] = {
 	{ "PATCH", "/v1/gpus/{}", api_gpus_patch, CAP_WRITE, Q_NONE },
 	{ "GET", "/v1/capacity", api_capacity_get, CAP_READ, "cluster model" },
 	{ "POST", "/v1/capacity/simulate", api_capacity_simulate, CAP_READ, Q_NONE },
+	{ "POST", "/v1/capacity/defrag-plans", api_defrag_plans_create, CAP_WRITE, Q_NONE },
+	{ "GET", "/v1/capacity/defrag-plans/{}", api_defrag_plans_get, CAP_WRITE, Q_NONE },
 
 	/* pools and the pool-request workflow (docs/pools.md) */
 	{ "GET", "/v1/projects/{}/quota", api_quota_get, ALLOW_USER, Q_NONE },

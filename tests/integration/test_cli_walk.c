@@ -1086,6 +1086,8 @@ static const struct {
 	{ "updateGpu", "gpus update", NULL },
 	{ "getCapacity", "capacity", NULL },
 	{ "simulateCapacity", "capacity simulate", NULL },
+	{ "createDefragPlan", NULL, "not in the CLI yet (issue 25: with applying plans)" },
+	{ "getDefragPlan", NULL, "not in the CLI yet (issue 25: with applying plans)" },
 	{ "getQuota", "quota get", NULL },
 	{ "putQuota", "quota set", NULL },
 	{ "deleteQuota", "quota delete", NULL },
