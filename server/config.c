@@ -115,6 +115,34 @@ config_parse_listen(struct config *cfg, const char *s)
 	return parse_host_port(s, cfg->listen_host, sizeof(cfg->listen_host), &cfg->listen_port);
 }
 
+/*
+ * The agent listener (GPUPOOL_AGENT_LISTEN and its limits): the node
+ * agents' connections and long-polls on their own daemon, with their
+ * own caps and a small buffer each (docs/operations.md, sizing).
+ */
+static int
+config_load_agent_listener(struct config *cfg, char *errbuf, int errlen)
+{
+	const char *v = getenv("GPUPOOL_AGENT_LISTEN");
+
+	cfg->agent_max_connections = 65536;
+	cfg->agent_max_connections_per_ip = 256;
+	cfg->agent_connection_memory = 8192;
+	if (v != NULL && *v != '\0' &&
+	    parse_host_port(v, cfg->agent_host, sizeof(cfg->agent_host), &cfg->agent_port) < 0) {
+		snprintf(errbuf, (size_t)errlen, "GPUPOOL_AGENT_LISTEN must be host:port");
+		return -1;
+	}
+	if (env_int("GPUPOOL_AGENT_MAX_CONNECTIONS", 1, 1000000, &cfg->agent_max_connections,
+		errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP", 1, 1000000,
+		&cfg->agent_max_connections_per_ip, errbuf, errlen) < 0 ||
+	    env_int("GPUPOOL_AGENT_CONNECTION_MEMORY", 4096, 1024 * 1024,
+		&cfg->agent_connection_memory, errbuf, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 int
 config_load(struct config *cfg, char *errbuf, int errlen)
 {
@@ -169,6 +197,8 @@ config_load(struct config *cfg, char *errbuf, int errlen)
 		snprintf(errbuf, (size_t)errlen, "GPUPOOL_PROBE_LISTEN must be host:port");
 		return -1;
 	}
+	if (config_load_agent_listener(cfg, errbuf, errlen) < 0)
+		return -1;
 	if (env_int("GPUPOOL_THREADS", 1, 256, &cfg->threads, errbuf, errlen) < 0 ||
 	    env_int("GPUPOOL_MAX_CONNECTIONS", 1, 100000, &cfg->max_connections, errbuf, errlen) <
 		0 ||

@@ -303,12 +303,38 @@ probe_start(const struct config *cfg, const struct http_config *api, struct http
 	log_info(NULL, "probe listener", "host", cfg->probe_host, "port", p);
 }
 
+/*
+ * The agent listener (GPUPOOL_AGENT_LISTEN): the node agents' routes on
+ * their own daemon, so that thousands of held long-polls take neither
+ * the API's connections nor its 64 KiB per connection. A held poll
+ * needs no time limit of its own here: a suspended connection is out of
+ * libmicrohttpd's idle timeout, which covers the gaps between requests.
+ */
+static void
+agent_listener_start(const struct config *cfg, const struct http_config *api,
+    struct http_server **out, int *port)
+{
+	struct http_config ac = *api;
+
+	ac.host = cfg->agent_host;
+	ac.port = cfg->agent_port;
+	ac.connection_limit = cfg->agent_max_connections;
+	ac.per_ip_limit = cfg->agent_max_connections_per_ip;
+	ac.conn_memory = (size_t)cfg->agent_connection_memory;
+	ac.agent_only = true;
+	if (http_start(out, &ac, api_dispatch, api_dispatch_resume, port) < 0)
+		fatal("could not listen on %s:%d: %s (GPUPOOL_AGENT_LISTEN=%s:%d; set it to a free "
+		      "host:port)",
+		    cfg->agent_host, cfg->agent_port, strerror(errno), cfg->agent_host,
+		    cfg->agent_port);
+}
+
 static int
 cmd_serve(struct config *cfg)
 {
 	struct app app;
 	struct http_config hc;
-	struct http_server *server = NULL, *probe = NULL;
+	struct http_server *server = NULL, *probe = NULL, *agents = NULL;
 	struct maintenance *maint = NULL;
 	struct periodic *expiry = NULL, *liveness = NULL, *pusher = NULL, *telemetry = NULL;
 	struct xid_catalog *xids = NULL;
@@ -318,7 +344,7 @@ cmd_serve(struct config *cfg)
 	struct catalog *catalog = NULL;
 	struct gp_error err;
 	sigset_t set;
-	int port = 0, sig = 0;
+	int port = 0, agent_port = 0, sig = 0;
 
 	setup(cfg);
 	gp_error_clear(&err);
@@ -428,6 +454,8 @@ cmd_serve(struct config *cfg)
 		    cfg->listen_port);
 	if (cfg->probe_host[0] != '\0')
 		probe_start(cfg, &hc, &probe);
+	if (cfg->agent_host[0] != '\0')
+		agent_listener_start(cfg, &hc, &agents, &agent_port);
 	{
 		struct maintenance_config mc = {
 			.idempotency_ttl_s = cfg->idempotency_ttl_s,
@@ -490,12 +518,18 @@ cmd_serve(struct config *cfg)
 			fatal("could not start the billing export worker");
 	}
 	{
-		char p[16], t[16];
+		char p[16], t[16], ap[16];
 
 		snprintf(p, sizeof(p), "%d", port);
 		snprintf(t, sizeof(t), "%d", cfg->threads);
-		log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads", t,
-		    "version", GPUPOOLD_VERSION);
+		snprintf(ap, sizeof(ap), "%d", agent_port);
+		if (agents != NULL)
+			log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads",
+			    t, "version", GPUPOOLD_VERSION, "agent_host", cfg->agent_host,
+			    "agent_port", ap);
+		else
+			log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads",
+			    t, "version", GPUPOOLD_VERSION);
 	}
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -505,6 +539,7 @@ cmd_serve(struct config *cfg)
 	notifier_stop(notifier);
 	deferred_stop(app.waits);
 	http_stop(server, cfg->shutdown_grace_s * 1000);
+	http_stop(agents, cfg->shutdown_grace_s * 1000);
 	http_stop(probe, 1000);
 	api_stop(&app);
 	deferred_free(app.waits);
