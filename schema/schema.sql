@@ -1317,37 +1317,58 @@ CREATE FUNCTION public.gp_micro_dec(v bigint) RETURNS text
 	SELECT trim_scale(round(v::numeric / 1000000, 6))::text
 $$;
 
+CREATE FUNCTION public.gpu_class_pending_apply() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	WITH d AS (DELETE FROM gpu_class_pending RETURNING *)
+	INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready, layout,
+	                              gpus)
+	SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, count(*)
+	FROM d GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+	ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+	DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
-		                              layout, gpus)
-		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
-		       count(*)
-		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
-		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
-		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		INSERT INTO gpu_class_pending (gpu_id, cluster_id, model, mig_enabled, healthy,
+		                               node_ready, layout)
+		SELECT id, cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout
+		FROM new_rows;
 	ELSIF TG_OP = 'DELETE' THEN
 		UPDATE gpu_classes c SET gpus = c.gpus - d.n
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
 		             node_status = 'ready' AS node_ready, layout, count(*) AS n
-		      FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6) d
+		      FROM old_rows o
+		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = o.id)
+		      GROUP BY 1, 2, 3, 4, 5, 6) d
 		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
 		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
+		DELETE FROM gpu_class_pending p USING old_rows o WHERE p.gpu_id = o.id;
 	ELSE
 		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
 		                              layout, gpus)
 		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
-		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows
+		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows o
+		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = o.id)
 		      UNION ALL
 		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
-		             layout, 1 FROM new_rows) d
+		             layout, 1 FROM new_rows n
+		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = n.id)) d
 		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
 		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
 		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		UPDATE gpu_class_pending p
+		SET cluster_id = n.cluster_id, model = n.model, mig_enabled = n.mig_enabled,
+		    healthy = n.health = 'ok', node_ready = n.node_status = 'ready', layout = n.layout
+		FROM new_rows n WHERE p.gpu_id = n.id;
 	END IF;
 	RETURN NULL;
 END
@@ -1926,6 +1947,16 @@ ALTER TABLE public.enrollment_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
     CACHE 1
 );
 
+CREATE UNLOGGED TABLE public.gpu_class_pending (
+    gpu_id bigint NOT NULL,
+    cluster_id bigint NOT NULL,
+    model text NOT NULL,
+    mig_enabled boolean NOT NULL,
+    healthy boolean NOT NULL,
+    node_ready boolean NOT NULL,
+    layout text NOT NULL
+);
+
 CREATE TABLE public.gpu_classes (
     cluster_id bigint NOT NULL,
     model text NOT NULL,
@@ -2459,6 +2490,9 @@ ALTER TABLE ONLY public.enrollment_tokens
 ALTER TABLE ONLY public.enrollment_tokens
     ADD CONSTRAINT enrollment_tokens_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.gpu_class_pending
+    ADD CONSTRAINT gpu_class_pending_pkey PRIMARY KEY (gpu_id);
+
 ALTER TABLE ONLY public.gpu_classes
     ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
 
@@ -2717,6 +2751,8 @@ CREATE TRIGGER billing_usage_guard BEFORE DELETE OR UPDATE ON public.billing_usa
 CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON public.billing_usage REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_insert();
 
 CREATE TRIGGER billing_usage_guard_truncate BEFORE TRUNCATE ON public.billing_usage FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
+
+CREATE CONSTRAINT TRIGGER gpu_class_pending_apply AFTER INSERT ON public.gpu_class_pending DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.gpu_class_pending_apply();
 
 CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 
