@@ -317,6 +317,9 @@ $$;
 
 CREATE FUNCTION public.agent_enroll(p_token bigint, p_cluster bigint, p_name text, p_hostname text, p_callback text, p_version text, p_cpu bigint, p_mem bigint, p_gpus jsonb, p_digest bytea, p_secret text, p_grace interval, OUT node_id bigint, OUT adopted jsonb) RETURNS record
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
 	v_id      bigint;

@@ -127,7 +127,7 @@ config_load_agent_listener(struct config *cfg, char *errbuf, int errlen)
 
 	cfg->agent_max_connections = 65536;
 	cfg->agent_max_connections_per_ip = 256;
-	cfg->agent_connection_memory = 8192;
+	cfg->agent_connection_memory = 4096;
 	if (v != NULL && *v != '\0' &&
 	    parse_host_port(v, cfg->agent_host, sizeof(cfg->agent_host), &cfg->agent_port) < 0) {
 		snprintf(errbuf, (size_t)errlen, "GPUPOOL_AGENT_LISTEN must be host:port");

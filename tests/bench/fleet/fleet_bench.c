@@ -4,7 +4,8 @@
  * desired state, approval-to-agent latency, and metric ingestion.
  * scripts/bench-fleet starts the database and the server and runs this.
  *
- *   bench_fleet URL AGENT_URL ADMIN_TOKEN AGENTS HELD APPROVALS METRICS_SECONDS SERVER_PID
+ *   bench_fleet URL AGENT_URL ADMIN_TOKEN AGENTS HELD APPROVALS METRICS_SECONDS SERVER_PID \
+ *       POSTMASTER_PID
  *
  * Prints "key value" lines: enroll_s, idle_rss_kib, idle_cpu_pct,
  * me_p50_ms, me_p99_ms, approvals, latency_p50_ms, latency_p99_ms,
@@ -22,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -358,6 +361,58 @@ proc_sample(int pid, long *rss_kib, double *cpu_s)
 		fclose(f);
 }
 
+/* CPU seconds of pid's process (utime + stime), 0 when gone. */
+static double
+proc_cpu(int pid)
+{
+	long rss;
+	double cpu;
+
+	proc_sample(pid, &rss, &cpu);
+	return cpu > 0 ? cpu : 0;
+}
+
+/* CPU seconds of the PostgreSQL server: the postmaster and its children. */
+static double
+pg_cpu(int postmaster)
+{
+	double sum = proc_cpu(postmaster);
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char p[64], line[512];
+		FILE *f;
+		int pid = atoi(e->d_name), ppid = 0;
+
+		if (pid <= 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/stat", pid);
+		f = fopen(p, "r");
+		if (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			char *q = strrchr(line, ')');
+
+			if (q != NULL && sscanf(q + 2, "%*c %d", &ppid) == 1 && ppid == postmaster)
+				sum += proc_cpu(pid);
+		}
+		if (f != NULL)
+			fclose(f);
+	}
+	if (d != NULL)
+		closedir(d);
+	return sum;
+}
+
+static double
+self_cpu(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
 static int
 cmp(const void *a, const void *b)
 {
@@ -368,10 +423,10 @@ cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
-	if (argc != 9) {
+	if (argc != 10) {
 		fprintf(stderr,
 		    "usage: bench_fleet URL AGENT_URL ADMIN_TOKEN AGENTS HELD APPROVALS "
-		    "METRICS_SECONDS SERVER_PID\n");
+		    "METRICS_SECONDS SERVER_PID POSTMASTER_PID\n");
 		return 2;
 	}
 	base = argv[1];
@@ -379,7 +434,7 @@ main(int argc, char **argv)
 	agent_port = atoi(strrchr(agent_base, ':') + 1);
 	admin = argv[3];
 	int n = atoi(argv[4]), approvals = atoi(argv[6]), msecs = atoi(argv[7]);
-	int pid = atoi(argv[8]);
+	int pid = atoi(argv[8]), pgpid = atoi(argv[9]);
 	held_max = atoi(argv[5]) < n ? atoi(argv[5]) : n;
 	curl_global_init(CURL_GLOBAL_ALL);
 	multi = curl_multi_init();
@@ -394,6 +449,7 @@ main(int argc, char **argv)
 	simple("PUT", "/v1/projects/fleet/members/bench", "{\"role\":\"owner\"}", NULL);
 	struct agent *ag = calloc((size_t)n, sizeof(*ag));
 	double t0 = now_s();
+	double cpu_gp0 = proc_cpu(pid), cpu_pg0 = pg_cpu(pgpid), cpu_me0 = self_cpu();
 	/* enroll, 64 at a time */
 	int next = 0;
 	while ((enrolled + failures < n) && now_s() - t0 < 600) {
@@ -411,6 +467,11 @@ main(int argc, char **argv)
 	}
 	printf("agents %d\nenrolled %d\nenroll_s %.1f\nheld %d\n", n, enrolled, now_s() - t0,
 	    held_max);
+	/* CPU per enrollment, each side: what a 2-core machine of our own would allow */
+	printf("enroll_cpu_gpupoold_ms %.3f\nenroll_cpu_pg_ms %.3f\nenroll_cpu_bench_ms %.3f\n",
+	    (proc_cpu(pid) - cpu_gp0) * 1000 / (enrolled > 0 ? enrolled : 1),
+	    (pg_cpu(pgpid) - cpu_pg0) * 1000 / (enrolled > 0 ? enrolled : 1),
+	    (self_cpu() - cpu_me0) * 1000 / (enrolled > 0 ? enrolled : 1));
 	fflush(stdout);
 	/* every agent long-polls; let the first answers (generation 0 -> g) settle */
 	pump(5);
