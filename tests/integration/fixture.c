@@ -959,8 +959,15 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 	    !fx_env_sets(extra_env, "GPUPOOL_LISTEN="))
 		env[nenv++] = "GPUPOOL_LISTEN=127.0.0.1:0";
 	for (const char *const *e = fx->priv->server_env;
-	     e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
+	     e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++) {
+		const char *eq = strchr(*e, '=');
+
+		/* extra_env overrides the fixture's setting of the same name */
+		if (eq != NULL &&
+		    fx_env_sets(extra_env, fx_str(fx, "%.*s", (int)(eq - *e + 1), *e)))
+			continue;
 		env[nenv++] = *e;
+	}
 	for (const char *const *e = extra_env; e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
 		env[nenv++] = *e;
 	env[nenv] = NULL;
