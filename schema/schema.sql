@@ -233,6 +233,9 @@ $$;
 
 CREATE FUNCTION public.agent_enroll(p_token bigint, p_cluster bigint, p_name text, p_hostname text, p_callback text, p_version text, p_cpu bigint, p_mem bigint, p_gpus jsonb, p_digest bytea, p_secret text, p_grace interval, OUT node_id bigint, OUT adopted jsonb) RETURNS record
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
 	v_id      bigint;
@@ -1233,37 +1236,58 @@ CREATE FUNCTION public.gp_micro_dec(v bigint) RETURNS text
 	SELECT trim_scale(round(v::numeric / 1000000, 6))::text
 $$;
 
+CREATE FUNCTION public.gpu_class_pending_apply() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	WITH d AS (DELETE FROM gpu_class_pending RETURNING *)
+	INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready, layout,
+	                              gpus)
+	SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, count(*)
+	FROM d GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+	ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
+	DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.gpu_classes_sync() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
-		                              layout, gpus)
-		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
-		       count(*)
-		FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
-		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
-		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		INSERT INTO gpu_class_pending (gpu_id, cluster_id, model, mig_enabled, healthy,
+		                               node_ready, layout)
+		SELECT id, cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout
+		FROM new_rows;
 	ELSIF TG_OP = 'DELETE' THEN
 		UPDATE gpu_classes c SET gpus = c.gpus - d.n
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
 		             node_status = 'ready' AS node_ready, layout, count(*) AS n
-		      FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6) d
+		      FROM old_rows o
+		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = o.id)
+		      GROUP BY 1, 2, 3, 4, 5, 6) d
 		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
 		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
+		DELETE FROM gpu_class_pending p USING old_rows o WHERE p.gpu_id = o.id;
 	ELSE
 		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
 		                              layout, gpus)
 		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
-		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows
+		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows o
+		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = o.id)
 		      UNION ALL
 		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
-		             layout, 1 FROM new_rows) d
+		             layout, 1 FROM new_rows n
+		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = n.id)) d
 		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
 		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
 		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		UPDATE gpu_class_pending p
+		SET cluster_id = n.cluster_id, model = n.model, mig_enabled = n.mig_enabled,
+		    healthy = n.health = 'ok', node_ready = n.node_status = 'ready', layout = n.layout
+		FROM new_rows n WHERE p.gpu_id = n.id;
 	END IF;
 	RETURN NULL;
 END
@@ -2051,6 +2075,30 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.defrag_plans (
+    id bigint NOT NULL,
+    created_by bigint,
+    cluster_id bigint,
+    goal text NOT NULL,
+    state text DEFAULT 'planned'::text NOT NULL,
+    moves integer NOT NULL,
+    body jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT defrag_plans_goal_check CHECK ((goal = ANY (ARRAY['items'::text, 'free_gpus'::text]))),
+    CONSTRAINT defrag_plans_moves_check CHECK ((moves >= 0)),
+    CONSTRAINT defrag_plans_state_check CHECK ((state = ANY (ARRAY['planned'::text, 'applying'::text, 'applied'::text, 'failed'::text, 'expired'::text])))
+);
+
+ALTER TABLE public.defrag_plans ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.defrag_plans_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.enrollment_tokens (
     id bigint NOT NULL,
     cluster_id bigint NOT NULL,
@@ -2075,6 +2123,16 @@ ALTER TABLE public.enrollment_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+CREATE UNLOGGED TABLE public.gpu_class_pending (
+    gpu_id bigint NOT NULL,
+    cluster_id bigint NOT NULL,
+    model text NOT NULL,
+    mig_enabled boolean NOT NULL,
+    healthy boolean NOT NULL,
+    node_ready boolean NOT NULL,
+    layout text NOT NULL
 );
 
 CREATE TABLE public.gpu_classes (
@@ -2607,11 +2665,17 @@ ALTER TABLE ONLY public.clusters
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.enrollment_tokens
     ADD CONSTRAINT enrollment_tokens_digest_key UNIQUE (digest);
 
 ALTER TABLE ONLY public.enrollment_tokens
     ADD CONSTRAINT enrollment_tokens_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.gpu_class_pending
+    ADD CONSTRAINT gpu_class_pending_pkey PRIMARY KEY (gpu_id);
 
 ALTER TABLE ONLY public.gpu_classes
     ADD CONSTRAINT gpu_classes_pkey PRIMARY KEY (cluster_id, model, mig_enabled, healthy, node_ready, layout);
@@ -2756,6 +2820,8 @@ CREATE INDEX billing_usage_pool_hour_idx ON public.billing_usage USING btree (po
 
 CREATE INDEX billing_usage_project_hour_idx ON public.billing_usage USING btree (project_id, hour);
 
+CREATE INDEX defrag_plans_created_idx ON public.defrag_plans USING btree (created_at);
+
 CREATE INDEX enrollment_tokens_cluster_idx ON public.enrollment_tokens USING btree (cluster_id, id);
 
 CREATE INDEX gpu_health_intervals_failed_idx ON public.gpu_health_intervals USING btree (started_at) WHERE (health = 'failed'::text);
@@ -2874,6 +2940,8 @@ CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON public.billing_usage R
 
 CREATE TRIGGER billing_usage_guard_truncate BEFORE TRUNCATE ON public.billing_usage FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
 
+CREATE CONSTRAINT TRIGGER gpu_class_pending_apply AFTER INSERT ON public.gpu_class_pending DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.gpu_class_pending_apply();
+
 CREATE TRIGGER gpu_classes_delete AFTER DELETE ON public.gpus REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
 
 CREATE TRIGGER gpu_classes_insert AFTER INSERT ON public.gpus REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.gpu_classes_sync();
@@ -2952,6 +3020,12 @@ ALTER TABLE ONLY public.billing_usage
 
 ALTER TABLE ONLY public.billing_usage
     ADD CONSTRAINT billing_usage_rate_id_fkey FOREIGN KEY (rate_id) REFERENCES public.billing_rates(id);
+
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.enrollment_tokens
     ADD CONSTRAINT enrollment_tokens_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id);

@@ -151,6 +151,41 @@ static const struct setting settings[] = {
 		"the scraper at it",
 	},
 	{
+	    .env = "GPUPOOL_AGENT_LISTEN",
+	    .kind = SET_HOSTPORT,
+	    .offset = offsetof(struct config, agent_host),
+	    .error = "host:port",
+	    .doc_default = "unset (off)",
+	    .accepted = "`host:port`, like `GPUPOOL_LISTEN`",
+	    .summary = "`host:port` of the node agents' own listener (their `--server`; e.g. "
+		       "`0.0.0.0:8082`): their long-polls take none of the API's connections",
+	    .detail = "the agent listener (`0.0.0.0:8082`, say): the agents' routes and the probes "
+		      "only, with its own limits below; the `listening` log line gives its port as "
+		      "`agent_port` (see \"Sizing a replica for a fleet of agents\")",
+	},
+	{
+	    INT_SETTING("GPUPOOL_AGENT_MAX_CONNECTIONS", agent_max_connections, 65536, 1, 1000000),
+	    .summary = "agent connections served on the agent listener (held polls included)",
+	    .detail = "agent connections served (held polls included); past it an eighth more are "
+		      "answered 503 `overloaded` with `Retry-After: 1`, the rest closed",
+	},
+	{
+	    INT_SETTING("GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP", agent_max_connections_per_ip, 256, 1,
+		1000000),
+	    .summary = "agent connections per peer address on the agent listener (429 beyond)",
+	    .detail = "agent connections per peer address (429 beyond): raise it to the number of "
+		      "agents behind one NAT address",
+	},
+	{
+	    INT_SETTING("GPUPOOL_AGENT_CONNECTION_MEMORY", agent_connection_memory, 4096, 4096,
+		1048576),
+	    .unit = " bytes",
+	    .summary = "libmicrohttpd's memory per agent connection",
+	    .detail = "libmicrohttpd's memory per agent connection: an agent's request line and "
+		      "headers (under 1 KiB) must fit in about half of it; raise it when a proxy in "
+		      "front of the agents adds long headers (431 otherwise)",
+	},
+	{
 	    INT_SETTING("GPUPOOL_STATEMENT_TIMEOUT_MS", statement_timeout_ms, 5000, 100, 600000),
 	    .unit = " ms",
 	    .summary = "PostgreSQL `statement_timeout`",
@@ -524,7 +559,7 @@ config_parse_listen(struct config *cfg, const char *s)
 	return parse_host_port(s, cfg->listen_host, sizeof(cfg->listen_host), &cfg->listen_port);
 }
 
-/* The host buffer and port of a SET_HOSTPORT setting (listen or probe). */
+/* The host buffer and port of a SET_HOSTPORT setting (listen, agent or probe). */
 static void
 host_port_fields(struct config *cfg, const struct setting *s, char **host, size_t *hostlen,
     int **port)
@@ -533,6 +568,10 @@ host_port_fields(struct config *cfg, const struct setting *s, char **host, size_
 		*host = cfg->listen_host;
 		*hostlen = sizeof(cfg->listen_host);
 		*port = &cfg->listen_port;
+	} else if (s->offset == offsetof(struct config, agent_host)) {
+		*host = cfg->agent_host;
+		*hostlen = sizeof(cfg->agent_host);
+		*port = &cfg->agent_port;
 	} else {
 		*host = cfg->probe_host;
 		*hostlen = sizeof(cfg->probe_host);

@@ -12,17 +12,22 @@
 #include "http/server.h"
 
 struct config {
-	const char *database_url;    /* GPUPOOL_DATABASE_URL */
-	char listen_host[64];        /* GPUPOOL_LISTEN host part */
-	int listen_port;             /* GPUPOOL_LISTEN port; 0 picks one */
-	int threads;                 /* GPUPOOL_THREADS */
-	int max_connections;         /* GPUPOOL_MAX_CONNECTIONS */
-	int max_connections_per_ip;  /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
-	int connection_timeout_s;    /* GPUPOOL_CONNECTION_TIMEOUT */
-	int header_timeout_s;        /* GPUPOOL_HEADER_TIMEOUT */
-	int body_timeout_s;          /* GPUPOOL_BODY_TIMEOUT */
-	char probe_host[64];         /* GPUPOOL_PROBE_LISTEN host part; "" when off */
-	int probe_port;              /* GPUPOOL_PROBE_LISTEN port */
+	const char *database_url;         /* GPUPOOL_DATABASE_URL */
+	char listen_host[64];             /* GPUPOOL_LISTEN host part */
+	int listen_port;                  /* GPUPOOL_LISTEN port; 0 picks one */
+	int threads;                      /* GPUPOOL_THREADS */
+	int max_connections;              /* GPUPOOL_MAX_CONNECTIONS */
+	int max_connections_per_ip;       /* GPUPOOL_MAX_CONNECTIONS_PER_IP */
+	int connection_timeout_s;         /* GPUPOOL_CONNECTION_TIMEOUT */
+	int header_timeout_s;             /* GPUPOOL_HEADER_TIMEOUT */
+	int body_timeout_s;               /* GPUPOOL_BODY_TIMEOUT */
+	char probe_host[64];              /* GPUPOOL_PROBE_LISTEN host part; "" when off */
+	int probe_port;                   /* GPUPOOL_PROBE_LISTEN port */
+	char agent_host[64];              /* GPUPOOL_AGENT_LISTEN host part; "" when off */
+	int agent_port;                   /* GPUPOOL_AGENT_LISTEN port; 0 picks one */
+	int agent_max_connections;        /* GPUPOOL_AGENT_MAX_CONNECTIONS */
+	int agent_max_connections_per_ip; /* GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP */
+	int agent_connection_memory; /* GPUPOOL_AGENT_CONNECTION_MEMORY: bytes per connection */
 	int statement_timeout_ms;    /* GPUPOOL_STATEMENT_TIMEOUT_MS */
 	int session_ttl_s;           /* GPUPOOL_SESSION_TTL */
 	int shutdown_grace_s;        /* GPUPOOL_SHUTDOWN_GRACE */

@@ -272,13 +272,14 @@ struct serve {
 	const struct config *cfg;
 	struct app app;
 	struct http_config hc; /* the API listener's */
-	struct http_server *server, *probe;
+	struct http_server *server, *probe, *agents;
 	struct notifier *notifier;
 	struct maintenance *maint;
 	struct periodic *expiry, *liveness, *pusher, *telemetry, *accrual, *exporter;
 	struct catalog *catalog;
 	struct xid_catalog *xids;
-	int port; /* the API listener's, once started */
+	int port;       /* the API listener's, once started */
+	int agent_port; /* the agent listener's, once started (0: none) */
 };
 
 /* The deferred-request registry: requests waiting for a key (long-polls). */
@@ -510,6 +511,42 @@ stop_probe(struct serve *s)
 	http_stop(s->probe, 1000);
 }
 
+/*
+ * The agent listener (GPUPOOL_AGENT_LISTEN): the node agents' routes on
+ * their own daemon, so that thousands of held long-polls take neither
+ * the API's connections nor its 64 KiB per connection. A held poll
+ * needs no time limit of its own here: a suspended connection is out of
+ * libmicrohttpd's idle timeout, which covers the gaps between requests.
+ * Off unless set.
+ */
+static int
+start_agents(struct serve *s)
+{
+	const struct config *cfg = s->cfg;
+	struct http_config ac = s->hc;
+
+	if (cfg->agent_host[0] == '\0')
+		return 0;
+	ac.host = cfg->agent_host;
+	ac.port = cfg->agent_port;
+	ac.connection_limit = cfg->agent_max_connections;
+	ac.per_ip_limit = cfg->agent_max_connections_per_ip;
+	ac.conn_memory = (size_t)cfg->agent_connection_memory;
+	ac.agent_only = true;
+	if (http_start(&s->agents, &ac, api_dispatch, api_dispatch_resume, &s->agent_port) < 0)
+		fatal("could not listen on %s:%d: %s (GPUPOOL_AGENT_LISTEN=%s:%d; set it to a free "
+		      "host:port)",
+		    cfg->agent_host, cfg->agent_port, strerror(errno), cfg->agent_host,
+		    cfg->agent_port);
+	return 0;
+}
+
+static void
+stop_agents(struct serve *s)
+{
+	http_stop(s->agents, s->cfg->shutdown_grace_s * 1000);
+}
+
 /* The API listener, last: every worker a request may need is running. */
 static int
 start_http(struct serve *s)
@@ -560,6 +597,7 @@ static const struct worker workers[] = {
 	{ "billing accrual worker", start_accrual, NULL, stop_accrual },
 	{ "billing export worker", start_exporter, NULL, stop_exporter },
 	{ "probe listener", start_probe, NULL, stop_probe },
+	{ "agent listener", start_agents, NULL, stop_agents },
 	{ "HTTP server", start_http, NULL, stop_http },
 };
 
@@ -680,12 +718,18 @@ cmd_serve(struct config *cfg)
 		if (workers[i].start(&s) < 0)
 			fatal("could not start the %s", workers[i].name);
 	{
-		char p[16], t[16];
+		char p[16], t[16], ap[16];
 
 		snprintf(p, sizeof(p), "%d", s.port);
 		snprintf(t, sizeof(t), "%d", cfg->threads);
-		log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads", t,
-		    "version", GPUPOOLD_VERSION);
+		snprintf(ap, sizeof(ap), "%d", s.agent_port);
+		if (s.agents != NULL)
+			log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads",
+			    t, "version", GPUPOOLD_VERSION, "agent_host", cfg->agent_host,
+			    "agent_port", ap);
+		else
+			log_info(NULL, "listening", "host", cfg->listen_host, "port", p, "threads",
+			    t, "version", GPUPOOLD_VERSION);
 	}
 	sigwait(&set, &sig);
 	log_info(NULL, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -8,13 +8,18 @@
 #include <string.h>
 
 #define ARENA_BLOCK 8192
+/*
+ * The first block is small: a long-poll waits with its arena (about 400
+ * bytes used), and ten thousands of them held 8 KiB each (issue 23).
+ */
+#define ARENA_FIRST_BLOCK 1024
 #define ARENA_ALIGN 16
 
 struct arena_block {
 	struct arena_block *next;
 	size_t size;
 	size_t used;
-	unsigned char data[];
+	_Alignas(ARENA_ALIGN) unsigned char data[]; /* ARENA_ALIGN-aligned, as promised */
 };
 
 struct arena_cleanup {
@@ -85,7 +90,8 @@ arena_alloc(struct arena *a, size_t size)
 	if (need == 0)
 		need = ARENA_ALIGN;
 	if (b == NULL || b->size - b->used < need) {
-		size_t bsize = need > ARENA_BLOCK / 2 ? need : ARENA_BLOCK;
+		size_t base = a->head == NULL ? ARENA_FIRST_BLOCK : ARENA_BLOCK;
+		size_t bsize = need > ARENA_BLOCK / 2 ? need : need > base ? ARENA_BLOCK : base;
 
 		b = xmalloc(sizeof(*b) + bsize);
 		b->size = bsize;

@@ -18,9 +18,11 @@
  * that libmicrohttpd, reading end-of-file, closes it: bytes trickling
  * in reset the idle timeout but not the deadline. Connections per peer
  * address, and requests in flight per client behind a trusted proxy,
- * are counted here (libmicrohttpd's per-IP limit would count the proxy).
+ * are counted (libmicrohttpd's per-IP limit would count the proxy).
+ * That registry is conns.c; what a handler reads of a request is
+ * request_view.c.
  */
-#include "server.h"
+#include "http_internal.h"
 
 #include "core/log.h"
 #include "core/timeutil.h"
@@ -36,460 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Open connections per address, or requests in flight per client. */
-struct addr_count {
-	struct addr_count *next;
-	int n;
-	char key[INET6_ADDRSTRLEN];
-};
-
-#define HTTP_COUNT_BUCKETS 1024
-
-struct count_table {
-	struct addr_count *bucket[HTTP_COUNT_BUCKETS];
-};
-
-/* Per TCP connection (MHD's socket context). */
-struct conn_state {
-	struct conn_state *prev, *next; /* the registry, under http_server.lock */
-	int fd;
-	atomic_llong deadline_us; /* monotonic; 0: none (a request is being served) */
-	atomic_bool reading_head; /* nothing sent yet: a 408 may go out */
-	bool begun;               /* has it begun a request yet? */
-	bool killed;              /* shut down by the sweeper (under lock) */
-	bool trusted_peer;        /* the peer is a trusted proxy */
-	bool counted;             /* counted in peers (under lock) */
-	int refuse;               /* 0, or 429 / 503: answer that to its first request */
-	char peer[INET6_ADDRSTRLEN];
-};
-
-struct http_server {
-	struct MHD_Daemon *daemon;
-	struct http_config cfg;
-	http_dispatch_fn dispatch;
-	http_resume_fn resume;
-	atomic_int in_flight; /* requests between first callback and completion */
-	atomic_int fresh;     /* connections accepted that have not begun a request */
-	atomic_int handed;    /* handed to MHD while stopping, not yet started by it */
-	atomic_bool stopping;
-	/* slow-client defence */
-	pthread_mutex_t lock;
-	pthread_cond_t sweep_cond;
-	pthread_t sweeper;
-	bool sweeper_started;
-	bool sweep_stop;            /* under lock */
-	struct conn_state *conns;   /* under lock */
-	int open;                   /* connections, under lock */
-	struct count_table peers;   /* open connections per peer address, under lock */
-	struct count_table clients; /* requests in flight per proxied client, under lock */
-};
-
-/* An oversized body is drained up to this many times the limit. */
-#define HTTP_DRAIN_FACTOR 8
-
-struct exchange {
-	struct arena *arena;
-	struct http_server *server;
-	char *body;
-	size_t len;
-	size_t cap;
-	bool too_large;
-	bool dispatched;
-	size_t expected;      /* Content-Length, 0 when unknown */
-	size_t dropped;       /* body bytes read past the limit */
-	size_t expected_over; /* > 0: too large to drain */
-	int64_t started_us;
-	struct conn_state *cs;  /* NULL when MHD gave no socket context */
-	const char *client_key; /* counted in clients until completion, or NULL */
-	int refuse;             /* 0, or the status to answer instead of dispatching */
-	/* kept here, not on the stack, so that a deferred answer can use them */
-	struct request req;
-	struct response res;
-	bool deferred; /* suspended, waiting for http_resume */
-	atomic_bool resumed;
-};
-
-static const char *
-lookup_header(const struct request *req, const char *name)
-{
-	return MHD_lookup_connection_value(req->transport, MHD_HEADER_KIND, name);
-}
-
-struct header_join {
-	struct arena *arena;
-	const char *name;
-	char *out; /* NULL until a line is found */
-};
-
-static enum MHD_Result
-header_join_line(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-	struct header_join *j = cls;
-
-	(void)kind;
-	if (key == NULL || value == NULL || strcasecmp(key, j->name) != 0)
-		return MHD_YES;
-	j->out = j->out == NULL ? arena_strdup(j->arena, value)
-				: arena_printf(j->arena, "%s, %s", j->out, value);
-	return MHD_YES;
-}
-
-/* A header sent on several lines is one comma-separated list (RFC 9110 5.3). */
-static const char *
-lookup_header_list(const struct request *req, const char *name)
-{
-	struct header_join j = { req->arena, name, NULL };
-
-	MHD_get_connection_values(req->transport, MHD_HEADER_KIND, header_join_line, &j);
-	return j.out;
-}
-
-struct query_names {
-	struct arena *arena;
-	const char **names;
-	int n, cap;
-};
-
-static enum MHD_Result
-query_name(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-	struct query_names *q = cls;
-
-	(void)kind;
-	(void)value;
-	if (q->n == q->cap) {
-		int cap = q->cap ? q->cap * 2 : 8;
-		const char **names = arena_alloc(q->arena, sizeof(*names) * (size_t)cap);
-
-		if (q->n > 0)
-			memcpy(names, q->names, sizeof(*names) * (size_t)q->n);
-		q->names = names;
-		q->cap = cap;
-	}
-	q->names[q->n++] = key != NULL ? key : "";
-	return MHD_YES;
-}
-
-static const char *const *
-lookup_query_names(const struct request *req, int *n)
-{
-	struct query_names q = { req->arena, NULL, 0, 0 };
-
-	MHD_get_connection_values(req->transport, MHD_GET_ARGUMENT_KIND, query_name, &q);
-	*n = q.n;
-	return q.names;
-}
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/*
- * Percent-decoding done by libmicrohttpd for the path and the query
- * arguments, except "%2F" ('/'), "%00" (NUL) and "%25" ('%'), which stay
- * encoded: a decoded '/' inside a path segment would route
- * "/v1/projects/a%2Fmembers" to another endpoint than a proxy in front
- * of us sees, and a NUL would cut a name short. Query values get those
- * three decoded by lookup_query (a NUL makes the value absent).
- */
-static size_t
-unescape_safe(void *cls, struct MHD_Connection *conn, char *s)
-{
-	char *r = s, *w = s;
-
-	(void)cls;
-	(void)conn;
-	while (*r != '\0') {
-		int hi, lo;
-
-		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
-			int c = hi * 16 + lo;
-
-			if (c != '/' && c != 0 && c != '%') {
-				*w++ = (char)c;
-				r += 3;
-				continue;
-			}
-		}
-		*w++ = *r++;
-	}
-	*w = '\0';
-	return (size_t)(w - s);
-}
-
-static const char *
-lookup_query(const struct request *req, const char *name)
-{
-	const char *v = MHD_lookup_connection_value(req->transport, MHD_GET_ARGUMENT_KIND, name);
-	char *out, *w;
-
-	if (v == NULL || strchr(v, '%') == NULL)
-		return v;
-	/* finish what unescape_safe left: %2F, %25 and %00 */
-	out = arena_alloc(req->arena, strlen(v) + 1);
-	w = out;
-	while (*v != '\0') {
-		int hi, lo;
-
-		if (v[0] == '%' && (hi = hexval(v[1])) >= 0 && (lo = hexval(v[2])) >= 0) {
-			if (hi == 0 && lo == 0)
-				return NULL;
-			*w++ = (char)(hi * 16 + lo);
-			v += 3;
-			continue;
-		}
-		*w++ = *v++;
-	}
-	*w = '\0';
-	return out;
-}
-
-static bool
-request_id_valid(const char *s)
-{
-	size_t n = 0;
-
-	if (s == NULL)
-		return false;
-	for (; s[n] != '\0'; n++) {
-		char c = s[n];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-			c == '-' || c == '_' || c == '.'))
-			return false;
-		if (n >= 64)
-			return false;
-	}
-	return n > 0;
-}
-
-static const char *
-request_id_new(struct arena *a)
-{
-	static const char alphabet[] = "0123456789abcdefghijklmnopqrstuv";
-	unsigned char raw[16];
-	char *id = arena_alloc(a, sizeof(raw) + 1);
-
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-		int64_t t = time_mono_us();
-
-		memcpy(raw, &t, sizeof(t));
-		memcpy(raw + 8, &t, sizeof(t));
-	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		id[i] = alphabet[raw[i] & 31];
-	return id;
-}
-
-static bool
-cidr_match(const struct http_config *cfg, uint32_t addr)
-{
-	for (int i = 0; i < cfg->ntrusted; i++)
-		if ((addr & cfg->trusted[i].mask) == cfg->trusted[i].net)
-			return true;
-	return false;
-}
-
-/* One address of a header list, trimmed; false when it is not IPv4. */
-static bool
-parse_v4(const char *s, size_t len, uint32_t *out)
-{
-	char buf[INET_ADDRSTRLEN];
-	struct in_addr in;
-
-	while (len > 0 && (*s == ' ' || *s == '\t')) {
-		s++;
-		len--;
-	}
-	while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
-		len--;
-	if (len == 0 || len >= sizeof(buf))
-		return false;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	if (inet_pton(AF_INET, buf, &in) != 1)
-		return false;
-	*out = ntohl(in.s_addr);
-	return true;
-}
-
-/*
- * The client's address: the peer's, or behind trusted proxies the
- * rightmost X-Forwarded-For entry that is not a trusted proxy (entries
- * left of it are the client's own claims). An entry that is not an
- * IPv4 address ends the walk at the last address believed.
- */
-static const char *
-client_ip(struct arena *a, const struct http_config *cfg, struct MHD_Connection *conn)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	char buf[INET6_ADDRSTRLEN] = "unknown";
-	const char *xff, *end;
-	uint32_t addr;
-	struct in_addr in;
-
-	if (ci == NULL || ci->client_addr == NULL)
-		return arena_strdup(a, buf);
-	if (ci->client_addr->sa_family == AF_INET6) {
-		inet_ntop(AF_INET6,
-		    &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr, buf,
-		    sizeof(buf));
-		return arena_strdup(a, buf);
-	}
-	if (ci->client_addr->sa_family != AF_INET)
-		return arena_strdup(a, buf);
-	addr = ntohl(((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr.s_addr);
-	xff = cfg->ntrusted > 0
-	    ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-For")
-	    : NULL;
-	if (xff != NULL && cidr_match(cfg, addr)) {
-		end = xff + strlen(xff);
-		while (end > xff && cidr_match(cfg, addr)) {
-			const char *start = end;
-			uint32_t hop;
-
-			while (start > xff && start[-1] != ',')
-				start--;
-			if (!parse_v4(start, (size_t)(end - start), &hop))
-				break;
-			addr = hop;
-			end = start > xff ? start - 1 : xff;
-		}
-	}
-	in.s_addr = htonl(addr);
-	inet_ntop(AF_INET, &in, buf, sizeof(buf));
-	return arena_strdup(a, buf);
-}
-
-int
-http_parse_cidrs(const char *s, struct http_cidr *out, int max, int *n)
-{
-	*n = 0;
-	for (;;) {
-		const char *comma = strchr(s, ',');
-		const char *b = s, *e = comma ? comma : s + strlen(s), *slash;
-		uint32_t addr, mask = 0xffffffffu;
-
-		while (b < e && (*b == ' ' || *b == '\t'))
-			b++;
-		while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
-			e--;
-		if (*n == max || b == e)
-			return -1;
-		slash = memchr(b, '/', (size_t)(e - b));
-		if (slash != NULL) {
-			int bits = 0;
-
-			if (slash + 1 == e || e - slash > 3)
-				return -1;
-			for (const char *d = slash + 1; d < e; d++) {
-				if (*d < '0' || *d > '9')
-					return -1;
-				bits = bits * 10 + (*d - '0');
-			}
-			if (bits > 32)
-				return -1;
-			mask = bits == 0 ? 0 : 0xffffffffu << (32 - bits);
-			e = slash;
-		}
-		if (!parse_v4(b, (size_t)(e - b), &addr))
-			return -1;
-		out[*n].net = addr & mask;
-		out[*n].mask = mask;
-		(*n)++;
-		if (comma == NULL)
-			return 0;
-		s = comma + 1;
-	}
-}
-
-static unsigned int
-count_hash(const char *key)
-{
-	unsigned int h = 2166136261u;
-
-	for (; *key != '\0'; key++)
-		h = (h ^ (unsigned char)*key) * 16777619u;
-	return h % HTTP_COUNT_BUCKETS;
-}
-
-/*
- * Add delta to key's count and return the new count; an entry that
- * drops to 0 goes. Out of memory counts as 0 (the client is let in).
- */
-static int
-count_add(struct count_table *t, const char *key, int delta)
-{
-	struct addr_count **pp = &t->bucket[count_hash(key)], *e;
-	int n;
-
-	while ((e = *pp) != NULL && strcmp(e->key, key) != 0)
-		pp = &e->next;
-	if (e == NULL) {
-		if (delta <= 0)
-			return 0;
-		e = calloc(1, sizeof(*e));
-		if (e == NULL)
-			return 0;
-		snprintf(e->key, sizeof(e->key), "%s", key);
-		*pp = e;
-	}
-	e->n += delta;
-	n = e->n;
-	if (n <= 0) {
-		*pp = e->next;
-		free(e);
-	}
-	return n;
-}
-
-static void
-count_free(struct count_table *t)
-{
-	for (int i = 0; i < HTTP_COUNT_BUCKETS; i++) {
-		while (t->bucket[i] != NULL) {
-			struct addr_count *e = t->bucket[i];
-
-			t->bucket[i] = e->next;
-			free(e);
-		}
-	}
-}
-
-static struct conn_state *
-conn_state_of(struct MHD_Connection *conn)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-	return ci != NULL ? ci->socket_context : NULL;
-}
-
-/* Move cs to a new deadline (0: none), seconds from now. */
-static void
-conn_deadline(struct conn_state *cs, int seconds)
-{
-	if (cs != NULL)
-		atomic_store(&cs->deadline_us,
-		    seconds > 0 ? time_mono_us() + (int64_t)seconds * 1000000 : 0);
-}
 
 /* a streamed body (response_stream): what the MHD callbacks need */
 struct stream_body {
@@ -571,31 +123,6 @@ send_response(struct http_server *s, struct MHD_Connection *conn, const struct r
 	return ret;
 }
 
-static void
-fill_request(struct exchange *x, struct MHD_Connection *conn, const char *url, const char *method,
-    struct request *req)
-{
-	const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
-
-	memset(req, 0, sizeof(*req));
-	req->arena = x->arena;
-	req->method = method;
-	req->path = url;
-	req->request_id =
-	    request_id_valid(rid) ? arena_strdup(x->arena, rid) : request_id_new(x->arena);
-	req->client_ip = client_ip(x->arena, &x->server->cfg, conn);
-	req->body = x->body;
-	req->body_len = x->len;
-	req->started_us = x->started_us;
-	req->header = lookup_header;
-	req->header_list = lookup_header_list;
-	req->query = lookup_query;
-	req->query_names = lookup_query_names;
-	req->wake = http_resume;
-	req->transport = conn;
-	req->ctx = x->server->cfg.ctx;
-}
-
 /* 429 (this address has too many) or 503 (the server is full), Retry-After: 1. */
 static void
 refused(struct request *req, struct response *res, int status)
@@ -614,11 +141,14 @@ refused(struct request *req, struct response *res, int status)
 	response_header(res, "Connection", "close");
 }
 
+/* Does a probe or agent listener serve this path? */
 static bool
-probe_path(const char *path)
+listener_serves(const struct http_config *cfg, const char *path)
 {
-	return strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
-	    strcmp(path, "/metrics") == 0;
+	if (strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
+	    strcmp(path, "/metrics") == 0)
+		return true;
+	return cfg->agent_only && strncmp(path, "/v1/agent/", 10) == 0;
 }
 
 static void
@@ -654,19 +184,21 @@ finish_exchange(struct http_server *s, struct exchange *x, struct MHD_Connection
     const char *url, const char *method)
 {
 	x->dispatched = true;
-	conn_deadline(x->cs, 0);
-	fill_request(x, conn, url, method, &x->req);
+	http_conn_deadline(x->cs, 0);
+	http_fill_request(x, conn, url, method, &x->req);
 	memset(&x->res, 0, sizeof(x->res));
 	if (x->refuse != 0) {
 		refused(&x->req, &x->res, x->refuse);
 	} else if (x->too_large) {
 		too_large(&x->req, &x->res, s->cfg.max_body);
-	} else if (s->cfg.probe_only && !probe_path(url)) {
+	} else if ((s->cfg.probe_only || s->cfg.agent_only) && !listener_serves(&s->cfg, url)) {
 		struct gp_error err;
 
 		gp_error_clear(&err);
 		gp_error_set(&err, 404, "not_found",
-		    "this listener serves only /healthz, /readyz and /metrics");
+		    s->cfg.agent_only
+			? "this listener serves only the agent routes (/v1/agent/...) and the probes"
+			: "this listener serves only /healthz, /readyz and /metrics");
 		response_problem(&x->req, &x->res, &err);
 	} else if (s->dispatch(&x->req, &x->res) == HTTP_DEFERRED) {
 		x->deferred = true;
@@ -685,7 +217,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 	(void)version;
 	if (x == NULL) {
-		struct conn_state *cs = conn_state_of(conn);
+		struct conn_state *cs = http_conn_state_of(conn);
 		const char *cl;
 
 		if (cs != NULL && !cs->begun) {
@@ -702,14 +234,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		if (cs != NULL) {
 			/* the headers are in: now the body's deadline */
 			atomic_store(&cs->reading_head, false);
-			conn_deadline(cs, s->cfg.body_timeout_s);
+			http_conn_deadline(cs, s->cfg.body_timeout_s);
 			x->refuse = cs->refuse;
 			if (x->refuse == 0 && cs->trusted_peer && s->cfg.ntrusted > 0) {
-				const char *key = client_ip(x->arena, &s->cfg, conn);
+				const char *key = http_client_ip(x->arena, &s->cfg, conn);
 				int n;
 
 				pthread_mutex_lock(&s->lock);
-				n = count_add(&s->clients, key, 1);
+				n = http_count_add(&s->clients, key, 1);
 				pthread_mutex_unlock(&s->lock);
 				if (n > 0)
 					x->client_key = key;
@@ -810,233 +342,18 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	if (x->client_key != NULL) {
 		pthread_mutex_lock(&s->lock);
-		(void)count_add(&s->clients, x->client_key, -1);
+		(void)http_count_add(&s->clients, x->client_key, -1);
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (x->cs != NULL) {
 		/* kept alive: idle, then the next request's headers */
 		atomic_store(&x->cs->reading_head, true);
-		conn_deadline(x->cs, s->cfg.timeout_s + s->cfg.header_timeout_s);
+		http_conn_deadline(x->cs, s->cfg.timeout_s + s->cfg.header_timeout_s);
 	}
 	arena_destroy(x->arena);
 	free(x);
 	*con_cls = NULL;
 	atomic_fetch_sub(&s->in_flight, 1);
-}
-
-/* The peer's address as text, and whether it is a trusted proxy. */
-static void
-peer_of(const struct http_config *cfg, struct MHD_Connection *conn, struct conn_state *cs)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
-
-	snprintf(cs->peer, sizeof(cs->peer), "unknown");
-	if (sa != NULL && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, cs->peer, sizeof(cs->peer));
-		cs->trusted_peer = cidr_match(cfg, ntohl(in->sin_addr.s_addr));
-	} else if (sa != NULL && sa->sa_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
-		    cs->peer, sizeof(cs->peer));
-	}
-}
-
-/*
- * A connection starts: into the registry with its headers' deadline,
- * counted against its peer's limit and the server's (over either, its
- * first request is refused). Also count connections that were accepted
- * but have not begun a request, so that a graceful stop waits for
- * requests still on their way in.
- */
-static void
-connection_started(struct http_server *s, struct MHD_Connection *conn, struct conn_state *cs)
-{
-	const union MHD_ConnectionInfo *fi =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-
-	cs->fd = fi != NULL ? fi->connect_fd : -1;
-	atomic_store(&cs->reading_head, true);
-	conn_deadline(cs, s->cfg.header_timeout_s);
-	peer_of(&s->cfg, conn, cs);
-	pthread_mutex_lock(&s->lock);
-	cs->next = s->conns;
-	if (s->conns != NULL)
-		s->conns->prev = cs;
-	s->conns = cs;
-	if (++s->open > s->cfg.connection_limit)
-		cs->refuse = 503;
-	if (!cs->trusted_peer) {
-		cs->counted = true;
-		if (count_add(&s->peers, cs->peer, 1) > s->cfg.per_ip_limit)
-			cs->refuse = 429;
-	}
-	pthread_mutex_unlock(&s->lock);
-	atomic_fetch_add(&s->fresh, 1);
-}
-
-/*
- * Out of the registry before libmicrohttpd closes the descriptor
- * (it notifies MHD_CONNECTION_NOTIFY_CLOSED first), so the sweeper
- * never shuts down a descriptor number reused by another connection.
- */
-static void
-connection_closed(struct http_server *s, struct conn_state *cs)
-{
-	pthread_mutex_lock(&s->lock);
-	if (cs->prev != NULL)
-		cs->prev->next = cs->next;
-	else
-		s->conns = cs->next;
-	if (cs->next != NULL)
-		cs->next->prev = cs->prev;
-	s->open--;
-	if (cs->counted)
-		(void)count_add(&s->peers, cs->peer, -1);
-	pthread_mutex_unlock(&s->lock);
-	if (!cs->begun)
-		atomic_fetch_sub(&s->fresh, 1);
-	free(cs);
-}
-
-static void
-on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-    enum MHD_ConnectionNotificationCode toe)
-{
-	struct http_server *s = cls;
-	struct conn_state *cs = *socket_context;
-
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		/*
-		 * While stopping, MHD accepts nothing itself: this is one of the
-		 * connections drain_backlog() handed over, now counted as fresh.
-		 */
-		if (atomic_load(&s->stopping)) {
-			int h = atomic_load(&s->handed);
-
-			while (h > 0 && !atomic_compare_exchange_weak(&s->handed, &h, h - 1))
-				;
-		}
-		cs = calloc(1, sizeof(*cs));
-		*socket_context = cs;
-		if (cs != NULL)
-			connection_started(s, conn, cs);
-		return;
-	}
-	if (cs == NULL)
-		return;
-	connection_closed(s, cs);
-	*socket_context = NULL;
-}
-
-/*
- * The request line is in: its headers have header_timeout_s from now
- * (on a kept-alive connection the deadline was the idle timeout and
- * this together; on a new one it runs from the connection's start).
- */
-static void *
-on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
-{
-	struct http_server *s = cls;
-	struct conn_state *cs = conn_state_of(conn);
-
-	(void)uri;
-	if (cs != NULL) {
-		int64_t d = time_mono_us() + (int64_t)s->cfg.header_timeout_s * 1000000;
-		long long cur = atomic_load(&cs->deadline_us);
-
-		if (cur == 0 || d < cur)
-			atomic_store(&cs->deadline_us, d);
-	}
-	return NULL;
-}
-
-static const char timeout_reply[] = "HTTP/1.1 408 Request Timeout\r\n"
-				    "Content-Length: 0\r\n"
-				    "Connection: close\r\n\r\n";
-
-/*
- * Every 200 ms: shut down the sockets of connections past their
- * deadline (a 408 first when nothing has been sent on them yet);
- * libmicrohttpd then reads end-of-file and closes them itself. A
- * connection whose pool thread has not read what arrived is spared.
- */
-static void *
-sweep_main(void *arg)
-{
-	struct http_server *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	while (!s->sweep_stop) {
-		struct timespec ts;
-		int64_t now;
-		int late = 0;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += 200 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		(void)pthread_cond_timedwait(&s->sweep_cond, &s->lock, &ts);
-		now = time_mono_us();
-		for (struct conn_state *cs = s->conns; cs != NULL; cs = cs->next) {
-			long long d = atomic_load(&cs->deadline_us);
-			int unread = 0;
-
-			if (d == 0 || now <= d || cs->killed || cs->fd < 0)
-				continue;
-			/*
-			 * Bytes waiting unread: the client sent them, its pool
-			 * thread is what is behind (a handler blocked on the
-			 * database). Not the client's fault; look again later.
-			 */
-			if (ioctl(cs->fd, FIONREAD, &unread) == 0 && unread > 0)
-				continue;
-			cs->killed = true;
-			if (atomic_load(&cs->reading_head))
-				(void)send(cs->fd, timeout_reply, sizeof(timeout_reply) - 1,
-				    MSG_NOSIGNAL | MSG_DONTWAIT);
-			(void)shutdown(cs->fd, SHUT_RDWR);
-			late++;
-		}
-		if (late > 0) {
-			char n[16];
-
-			snprintf(n, sizeof(n), "%d", late);
-			log_warn(NULL, "closed connections past their header or body deadline",
-			    "connections", n);
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-/*
- * Make room for the connections in the open-file limit (soft up to
- * hard): every server adds its share to what the process needs.
- */
-static void
-reserve_files(unsigned int connections)
-{
-	static atomic_uint need = 256; /* database connections, logs, the rest */
-	unsigned int total = atomic_fetch_add(&need, connections) + connections;
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur >= total)
-		return;
-	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > total ? total : rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < total) {
-		char have[24], want[24];
-
-		snprintf(have, sizeof(have), "%llu", (unsigned long long)rl.rlim_cur);
-		snprintf(want, sizeof(want), "%u", total);
-		log_warn(NULL, "the open-file limit is below what the connection limits need",
-		    "limit", have, "needed", want);
-	}
 }
 
 static void
@@ -1105,7 +422,7 @@ http_start(struct http_server **out, const struct http_config *cfg, http_dispatc
 	/* the overflow answered 503 rather than refused at once */
 	mhd_limit =
 	    (unsigned int)cfg->connection_limit + (unsigned int)cfg->connection_limit / 8 + 8;
-	reserve_files(mhd_limit);
+	http_reserve_files(mhd_limit);
 	pthread_mutex_init(&s->lock, NULL);
 	{
 		pthread_condattr_t ca;
@@ -1129,19 +446,21 @@ http_start(struct http_server **out, const struct http_config *cfg, http_dispatc
 	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 		MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
 	    0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape_safe, NULL, MHD_OPTION_LISTEN_SOCKET,
+	    MHD_OPTION_UNESCAPE_CALLBACK, http_unescape_safe, NULL, MHD_OPTION_LISTEN_SOCKET,
 	    (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
 	    MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned int)cfg->timeout_s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
+	    (unsigned int)cfg->timeout_s, MHD_OPTION_URI_LOG_CALLBACK, http_on_uri, s,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    cfg->conn_memory > 0 ? cfg->conn_memory : (size_t)(64 * 1024),
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+	    http_on_connection, s, MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		e = errno;
 		close(fd);
 		errno = e;
 		goto fail;
 	}
-	if (pthread_create(&s->sweeper, NULL, sweep_main, s) != 0) {
+	if (pthread_create(&s->sweeper, NULL, http_sweep_main, s) != 0) {
 		MHD_stop_daemon(s->daemon); /* closes fd: it was not quiesced */
 		errno = EAGAIN;
 		goto fail;
@@ -1232,8 +551,8 @@ http_stop(struct http_server *s, int grace_ms)
 	MHD_stop_daemon(s->daemon);
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
-	count_free(&s->peers);
-	count_free(&s->clients);
+	http_count_free(&s->peers);
+	http_count_free(&s->clients);
 	pthread_cond_destroy(&s->sweep_cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -56,7 +56,20 @@ struct http_config {
 	int header_timeout_s; /* a request's line and headers must arrive within this */
 	int body_timeout_s;   /* and its body within this after the headers */
 	size_t max_body;
+	/*
+	 * libmicrohttpd's memory per connection (request line, headers, the
+	 * read buffer and the response headers; bodies are read in chunks
+	 * into the request arena). 0: 64 KiB. It is what a held long-poll
+	 * costs, most of it touched: keep it small where waits are many.
+	 */
+	size_t conn_memory;
 	bool probe_only; /* serve only /healthz, /readyz and /metrics (404 otherwise) */
+	/*
+	 * Serve only the node agents' routes (/v1/agent/...) and the
+	 * probes, 404 otherwise: the agent listener, whose connections and
+	 * long-polls have their own limits and do not take the API's.
+	 */
+	bool agent_only;
 	bool access_log;
 	/*
 	 * Proxies whose X-Forwarded-For is believed: for a connection from

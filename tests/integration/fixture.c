@@ -870,9 +870,12 @@ fx_port_of(struct json_object *o)
 	return 0;
 }
 
-/* Find the port in a {"msg":"listening","port":"NNNN"} log line; 0 when none yet. */
+/*
+ * Find the port in a {"msg":"listening","port":"NNNN"} log line; 0 when
+ * none yet. *agent_port gets its "agent_port" (0 when absent).
+ */
 static int
-fx_log_port(const char *log)
+fx_log_port(const char *log, int *agent_port)
 {
 	const char *line = log;
 	int port = 0;
@@ -892,8 +895,13 @@ fx_log_port(const char *log)
 			if (o != NULL && json_object_is_type(o, json_type_object) &&
 			    json_object_object_get_ex(o, "msg", &msg) && msg != NULL &&
 			    json_object_is_type(msg, json_type_string) &&
-			    strcmp(json_object_get_string(msg), "listening") == 0)
+			    strcmp(json_object_get_string(msg), "listening") == 0) {
+				struct json_object *ap;
+
 				port = fx_port_of(o);
+				if (json_object_object_get_ex(o, "agent_port", &ap) && ap != NULL)
+					*agent_port = atoi(json_object_get_string(ap));
+			}
 			json_object_put(o);
 			json_tokener_free(tok);
 		}
@@ -920,6 +928,8 @@ fx_server_reset(struct fx_server *srv)
 	srv->pid = 0;
 	srv->port = 0;
 	srv->base_url[0] = '\0';
+	srv->agent_port = 0;
+	srv->agent_url[0] = '\0';
 }
 
 /* True when env (NULL-terminated, may be NULL) has an entry starting with prefix. */
@@ -951,8 +961,15 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 	    !fx_env_sets(extra_env, "GPUPOOL_LISTEN="))
 		env[nenv++] = "GPUPOOL_LISTEN=127.0.0.1:0";
 	for (const char *const *e = fx->priv->server_env;
-	     e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
+	     e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++) {
+		const char *eq = strchr(*e, '=');
+
+		/* extra_env overrides the fixture's setting of the same name */
+		if (eq != NULL &&
+		    fx_env_sets(extra_env, fx_str(fx, "%.*s", (int)(eq - *e + 1), *e)))
+			continue;
 		env[nenv++] = *e;
+	}
 	for (const char *const *e = extra_env; e != NULL && *e != NULL && nenv < FX_MAX_ENV; e++)
 		env[nenv++] = *e;
 	env[nenv] = NULL;
@@ -969,7 +986,7 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 	for (;;) {
 		struct arena *a = arena_create();
 
-		srv->port = fx_log_port(fx_read_file(a, srv->log_path, NULL));
+		srv->port = fx_log_port(fx_read_file(a, srv->log_path, NULL), &srv->agent_port);
 		arena_destroy(a);
 		if (srv->port > 0)
 			break;
@@ -993,6 +1010,9 @@ fixture_server_start(struct fixture *fx, const char *const *extra_env)
 		fx_sleep_ms(10);
 	}
 	snprintf(srv->base_url, sizeof(srv->base_url), "http://127.0.0.1:%d", srv->port);
+	if (srv->agent_port > 0)
+		snprintf(srv->agent_url, sizeof(srv->agent_url), "http://127.0.0.1:%d",
+		    srv->agent_port);
 	srv->client = gp_client_create(srv->base_url, NULL);
 	if (srv->client == NULL) {
 		fprintf(stderr, "fixture: could not create a client for %s\n", srv->base_url);

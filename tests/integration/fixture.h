@@ -68,6 +68,8 @@ struct fx_server {
 	pid_t pid; /* 0 when not running */
 	int port;
 	char base_url[64];        /* "http://127.0.0.1:NNNN" */
+	int agent_port;           /* GPUPOOL_AGENT_LISTEN's port; 0 when off */
+	char agent_url[64];       /* "http://127.0.0.1:NNNN" of it; "" when off */
 	char log_path[512];       /* its stderr and stdout */
 	struct gp_client *client; /* used by fx_request; token set per call */
 };

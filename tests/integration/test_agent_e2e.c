@@ -75,7 +75,9 @@ agent_spawn(struct fixture *fx, struct agent *a, const char *token)
 	char log[600], listen[64], server[128];
 	snprintf(log, sizeof(log), "%s/%s.log", fx->tmpdir, a->name);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", a->port);
-	snprintf(server, sizeof(server), "%s", fx->server->base_url);
+	/* the agents use the server's agent listener, as a deployment's do */
+	snprintf(server, sizeof(server), "%s",
+	    fx->server->agent_url[0] != '\0' ? fx->server->agent_url : fx->server->base_url);
 	if (a->server_port > 0)
 		snprintf(server, sizeof(server), "http://127.0.0.1:%d", a->server_port);
 	a->starts++;
@@ -287,12 +289,16 @@ group_setup(void **state)
 {
 	/* a short liveness grace: silent nodes turn unknown within seconds */
 	static const char *const env[] = { "GPUPOOL_EXPIRY_INTERVAL=1", "GPUPOOL_AGENT_GRACE=5",
-		NULL };
+		"GPUPOOL_AGENT_LISTEN=127.0.0.1:0", NULL };
 	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
 	if (fixture_create(&opts, &fx) < 0)
 		return -1;
 	*state = fx;
+	if (fx->server->agent_port <= 0) {
+		fprintf(stderr, "test_agent_e2e: the server has no agent listener\n");
+		return -1;
+	}
 	op = fixture_create_user(fx, "op", "operator");
 	alice = fixture_create_user(fx, "alice", "none");
 	struct gp_client_response *r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
@@ -666,7 +672,7 @@ test_metrics_backlog_after_outage(void **state)
 	struct agent *a =
 	    agent_new(fx, "e2e-mb", false, "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":8}]}");
 	a->server_port = free_port();
-	pid_t proxy = proxy_start(a->server_port, fx->server->port);
+	pid_t proxy = proxy_start(a->server_port, fx->server->agent_port);
 	a->extra[0] = "--metrics-interval-ms";
 	a->extra[1] = "5";
 	a->extra[2] = "--max-buffered-samples";
@@ -690,7 +696,7 @@ test_metrics_backlog_after_outage(void **state)
 		fail_msg("the agent never reported a backlog of 3500 samples (%lld)", held);
 	}
 	const char *up = fx_sql_text(fx, "SELECT now()::text");
-	proxy = proxy_start(a->server_port, fx->server->port);
+	proxy = proxy_start(a->server_port, fx->server->agent_port);
 	/* delivered: at least what it held, taken during the outage */
 	const char *in_outage =
 	    "SELECT count(*) FROM gpu_metric_samples s JOIN gpus g ON g.id = s.gpu_id "
@@ -900,7 +906,7 @@ test_replicas_crash_isolation(void **state)
 {
 	struct fixture *fx = *state;
 	struct fx_server *a = fx->server, *b;
-	int port_a = a->port;
+	int port_a = a->port, agent_port_a = a->agent_port;
 
 	struct agent *ag = agent_new(fx, "e2e-r", false, NULL);
 	agent_spawn(fx, ag, enroll_token(fx)); /* --server: replica A */
@@ -938,7 +944,8 @@ test_replicas_crash_isolation(void **state)
 	/* A dies under the agent's long-poll and comes back on its port; B stops */
 	fixture_server_kill(fx, a);
 	assert_int_equal(fixture_server_stop(fx, b), 0);
-	const char *env[] = { fx_str(fx, "GPUPOOL_LISTEN=127.0.0.1:%d", port_a), NULL };
+	const char *env[] = { fx_str(fx, "GPUPOOL_LISTEN=127.0.0.1:%d", port_a),
+		fx_str(fx, "GPUPOOL_AGENT_LISTEN=127.0.0.1:%d", agent_port_a), NULL };
 	a = fixture_server_start(fx, env);
 	assert_non_null(a);
 	fx->server = a;

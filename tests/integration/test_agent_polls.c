@@ -5,6 +5,12 @@
  * confused agent cannot use to pile up held connections; polls of other
  * nodes are not touched. The registry's own behaviour (a deadline heap,
  * exclusive entries) is in test_workers.
+ *
+ * The agent listener (GPUPOOL_AGENT_LISTEN): agents' long-polls there
+ * take none of the API's connections (operators are served with more
+ * polls held than the API's whole connection limit), it has its own cap
+ * (503 overloaded beyond it), serves only the agent routes, and takes a
+ * metrics batch many times its per-connection memory.
  */
 #include "fixture.h"
 
@@ -142,11 +148,132 @@ test_one_poll_per_node(void **state)
 	assert_true(p[1].done_us != 0 && p[3].done_us != 0);
 }
 
+/* One request on its own connection to base (token may be NULL); the status. */
+static long
+one_request(const char *base, const char *token, const char *method, const char *path,
+    const char *body, char *code, size_t codelen)
+{
+	struct gp_client *c = gp_client_create(base, NULL);
+	struct gp_client_response r;
+	long st = -1;
+
+	memset(&r, 0, sizeof(r));
+	gp_client_set_retries(c, 0);
+	if ((token == NULL || gp_client_set_token(c, token) == 0) &&
+	    gp_client_request(c, method, path, body, body != NULL ? strlen(body) : 0, NULL, &r) ==
+		0) {
+		struct json_object *v;
+
+		st = r.status;
+		if (code != NULL && r.json != NULL && json_object_object_get_ex(r.json, "code", &v))
+			snprintf(code, codelen, "%s", json_object_get_string(v));
+	}
+	gp_client_response_free(&r);
+	gp_client_destroy(c);
+	return st;
+}
+
+#define HELD 6
+
+/* A metrics batch of n samples of gpu (about 200 bytes each). */
+static const char *
+metrics_batch(struct fixture *fx, const char *gpu, int n)
+{
+	char *p = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&p, &len);
+	const char *out;
+
+	assert_non_null(f);
+	fprintf(f, "{\"samples\":[");
+	for (int i = 0; i < n; i++)
+		fprintf(f,
+		    "%s{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"device_uuid\":\"%s\",\"power_w\":%d,"
+		    "\"sm_active\":0.5,\"memory_used_mib\":100,\"memory_total_mib\":81559,"
+		    "\"temperature_c\":40}",
+		    i ? "," : "", (long long)time(NULL) - i, gpu, gpu, 100 + i);
+	fprintf(f, "]}");
+	fclose(f);
+	out = fx_str(fx, "%s", p);
+	free(p);
+	return out;
+}
+
+static void
+test_agent_listener(void **state)
+{
+	struct fixture *fx = *state;
+	const char *env[] = { "GPUPOOL_MAX_CONNECTIONS=4", "GPUPOOL_AGENT_LISTEN=127.0.0.1:0",
+		"GPUPOOL_AGENT_MAX_CONNECTIONS=6", "GPUPOOL_AGENT_CONNECTION_MEMORY=4096", NULL };
+	const char *gpu0 = "GPU-33333333-0000-4000-8000-000000000000";
+	struct fx_server *srv;
+	struct poll p[HELD];
+	pthread_t t[HELD];
+	char code[64] = "";
+
+	if (fx->server != NULL)
+		assert_int_equal(fixture_server_stop(fx, fx->server), 0);
+	srv = fixture_server_start(fx, env);
+	assert_non_null(srv);
+	assert_true(srv->agent_port > 0 && srv->agent_port != srv->port);
+	fx->server = srv;
+	fx->admin_token = fixture_login(fx, FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+	op = op == NULL ? fixture_create_user(fx, "op", "operator")
+			: fixture_login(fx, "op", FIXTURE_PASSWORD);
+	(void)fx_request(fx, op, "POST", "/v1/clusters", "{\"name\":\"c1\",\"region\":\"r\"}");
+	memset(p, 0, sizeof(p));
+	for (int i = 0; i < HELD; i++) {
+		const char *name = fx_str(fx, "l%d", i);
+
+		p[i].token = enroll(fx, name, fx_str(fx, "GPU-33333333-0000-4000-8000-%012d", i));
+		p[i].base_url = srv->agent_url;
+		p[i].after = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = $1", name);
+	}
+	/* only the agent routes and the probes */
+	assert_int_equal(one_request(srv->agent_url, op, "GET", "/v1/me", NULL, code, sizeof(code)),
+	    404);
+	assert_string_equal(code, "not_found");
+	assert_int_equal(one_request(srv->agent_url, NULL, "GET", "/readyz", NULL, NULL, 0), 200);
+	/* a batch of 400 samples (about 80 KB) through 4 KiB of connection memory */
+	assert_int_equal(one_request(srv->agent_url, p[0].token, "POST", "/v1/agent/metrics",
+			     metrics_batch(fx, gpu0, 400), NULL, 0),
+	    200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM gpu_metric_samples s JOIN gpus g ON g.id = s.gpu_id "
+			     "WHERE g.uuid = $1",
+			     gpu0),
+	    400);
+	for (int i = 0; i < HELD; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, poll_thread, &p[i]), 0);
+	for (int i = 0; i < 1000 && waiting(fx) < HELD; i++)
+		sleep_ms(10);
+	assert_int_equal(waiting(fx), HELD);
+	/* more polls held than the API's limit of 4: operators are still served */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(one_request(srv->base_url, op, "GET", "/v1/me", NULL, NULL, 0),
+		    200);
+	/* the agent listener's own cap: one more connection is refused */
+	assert_int_equal(one_request(srv->agent_url, p[1].token, "POST", "/v1/agent/heartbeat",
+			     "{}", code, sizeof(code)),
+	    503);
+	assert_string_equal(code, "overloaded");
+	for (int i = 0; i < HELD; i++)
+		assert_int_equal(__atomic_load_n(&p[i].done_us, __ATOMIC_SEQ_CST), 0);
+	/* the held polls answer at the server's stop */
+	assert_int_equal(fixture_server_stop(fx, srv), 0);
+	fx->server = NULL;
+	for (int i = 0; i < HELD; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(p[i].status, 304);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_one_poll_per_node),
+		cmocka_unit_test(test_agent_listener),
 	};
 
 	return fixture_run_tests(tests);

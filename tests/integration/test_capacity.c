@@ -14,6 +14,8 @@
  */
 #include "fixture.h"
 
+#include <libpq-fe.h>
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +171,103 @@ assert_classes_consistent(struct fixture *fx)
 			     " FROM gpu_classes WHERE gpus <> 0)) d"),
 	    0);
 	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpu_classes WHERE gpus < 0"), 0);
+}
+
+/* One statement on c; its status, and the first row's first value in *out. */
+static ExecStatusType
+pq_run(PGconn *c, const char *sql, char *out, size_t outlen)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+
+	if (out != NULL)
+		snprintf(out, outlen, "%s",
+		    st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		print_message("pq_run: %s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	return st;
+}
+
+/*
+ * A GPU's class is counted at commit (migration 0020): a transaction that
+ * has inserted GPUs holds no lock on their class's row until it commits,
+ * so another node of the same class enrolls beside it (it waited for the
+ * first transaction's end before: enrollments ran one at a time); an
+ * update and a delete of GPUs inserted in the same transaction change
+ * only its pending rows; after both commits gpu_classes equals the
+ * grouping of gpus again.
+ */
+static void
+test_classes_counted_at_commit(void **state)
+{
+	struct fixture *fx = *state;
+	PGconn *a = PQconnectdb(fx->db_url), *b = PQconnectdb(fx->db_url);
+	char before[32], during[32];
+	static const char count_sql[] =
+	    "SELECT coalesce(sum(k.gpus), 0) FROM gpu_classes k JOIN clusters c ON c.id = k.cluster_id "
+	    "WHERE c.name = 'pend'";
+
+	assert_int_equal(PQstatus(a), CONNECTION_OK);
+	assert_int_equal(PQstatus(b), CONNECTION_OK);
+	fx_sql_exec(fx, "INSERT INTO clusters (name) VALUES ('pend')");
+	fx_sql_exec(fx,
+	    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes) "
+	    "SELECT c.id, 'pend' || i, 'pend' || i, 1000, 1000 "
+	    "FROM clusters c, generate_series(0, 2) i WHERE c.name = 'pend'");
+	/* one GPU of the class before, so that its row exists and is shared */
+	fx_sql_exec(fx,
+	    "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, mig_enabled) "
+	    "SELECT id, 0, 'GPU-9e9d0000-0000-4000-8000-000000000000', 'H100-80GB', 81559, "
+	    "false FROM nodes WHERE name = 'pend0'");
+	assert_int_equal(pq_run(a, count_sql, before, sizeof(before)), PGRES_TUPLES_OK);
+	assert_string_equal(before, "1");
+	assert_int_equal(pq_run(a, "BEGIN", NULL, 0), PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, "
+			     "mig_enabled) SELECT n.id, i, 'GPU-9e9d0000-0000-4000-8000-00000000010' || i, "
+			     "'H100-80GB', 81559, false FROM nodes n, generate_series(0, 2) i "
+			     "WHERE n.name = 'pend1'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "UPDATE gpus SET mig_enabled = true "
+			     "WHERE uuid = 'GPU-9e9d0000-0000-4000-8000-000000000101'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "DELETE FROM gpu_health_intervals WHERE gpu_id = (SELECT id FROM gpus "
+			     "WHERE uuid = 'GPU-9e9d0000-0000-4000-8000-000000000102')",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "DELETE FROM gpus WHERE uuid = 'GPU-9e9d0000-0000-4000-8000-000000000102'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	/* not counted yet, inside or outside */
+	assert_int_equal(pq_run(a, count_sql, during, sizeof(during)), PGRES_TUPLES_OK);
+	assert_string_equal(during, "1");
+	assert_int_equal(fx_sql_int64(fx, count_sql), 1);
+	/* another node of the same class goes on while the first is open */
+	assert_int_equal(pq_run(b, "SET lock_timeout = '3s'", NULL, 0), PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(b,
+			     "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, "
+			     "mig_enabled) SELECT id, 0, 'GPU-9e9d0000-0000-4000-8000-000000000200', "
+			     "'H100-80GB', 81559, false FROM nodes WHERE name = 'pend2'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(fx_sql_int64(fx, count_sql), 2);
+	assert_int_equal(pq_run(a, "COMMIT", NULL, 0), PGRES_COMMAND_OK);
+	/* pend0, pend2, and of pend1 one GPU without MIG and one with */
+	assert_int_equal(fx_sql_int64(fx, count_sql), 4);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT k.gpus FROM gpu_classes k JOIN clusters c ON c.id = k.cluster_id "
+			     "WHERE c.name = 'pend' AND k.mig_enabled"),
+	    1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpu_class_pending"), 0);
+	assert_classes_consistent(fx);
+	PQfinish(a);
+	PQfinish(b);
 }
 
 /* A request with an optional body. */
@@ -1551,6 +1650,7 @@ main(void)
 		cmocka_unit_test(test_database_guards),
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_layout_cache),
+		cmocka_unit_test(test_classes_counted_at_commit),
 	};
 
 	return fixture_run_tests(tests);

@@ -4,19 +4,28 @@
  * desired state, approval-to-agent latency, and metric ingestion.
  * scripts/bench-fleet starts the database and the server and runs this.
  *
- *   bench_fleet URL ADMIN_TOKEN AGENTS APPROVALS METRICS_SECONDS SERVER_PID
+ *   bench_fleet URL AGENT_URL ADMIN_TOKEN AGENTS HELD APPROVALS METRICS_SECONDS SERVER_PID \
+ *       POSTMASTER_PID
  *
  * Prints "key value" lines: enroll_s, idle_rss_kib, idle_cpu_pct,
- * approvals, latency_p50_ms, latency_p99_ms, latency_max_ms, missed,
- * samples_per_s. The agents are simulated (no backend): each enrolls one
- * H100-80GB in MIG mode and long-polls with wait=60; receiving a higher
- * generation is what "the owning agent received it" means.
+ * me_p50_ms, me_p99_ms, approvals, latency_p50_ms, latency_p99_ms,
+ * latency_max_ms, missed, samples_per_s. The agents are simulated (no
+ * backend): each enrolls one H100-80GB in MIG mode (operators' requests
+ * to URL, the agents' to AGENT_URL, the agent listener); the first HELD
+ * of them then long-poll with wait=60 (HELD < AGENTS where the open-file
+ * limit of one process cannot hold them all). Receiving a higher
+ * generation is what "the owning agent received it" means. The agents
+ * connect from 127.0.1.1 to 127.0.1.64 (source addresses on loopback),
+ * as a fleet comes from many hosts.
  */
 #include <curl/curl.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,9 +40,13 @@ struct agent {
 	int phase; /* 0 enroll-token, 1 enroll, 2 polling, 3 metrics */
 	char url[256];
 	char *body;
+	char src[32]; /* "host!127.0.1.N": the source address, "" for the operators */
 };
 
-static const char *base, *admin;
+static const char *base, *agent_base, *admin;
+static int agent_port;
+#define NGROUPS 1024
+static struct curl_slist *resolve[NGROUPS];
 static CURLM *multi;
 static int running;
 static double t_approve; /* when the current approval was sent, 0 when none */
@@ -76,7 +89,25 @@ start(struct agent *a, const char *method, const char *path, const char *token, 
 	a->len = 0;
 	free(a->body);
 	a->body = body ? strdup(body) : NULL;
-	snprintf(a->url, sizeof(a->url), "%s%s", base, path);
+	if (a->src[0] != '\0' && strncmp(path, "/v1/agent/", 10) == 0) {
+		/*
+		 * libcurl looks for a reusable connection among all those to
+		 * the same host name, a walk over every held poll: a name per
+		 * group of agents (resolved to the listener) keeps it short.
+		 */
+		int g = a->i % NGROUPS;
+
+		if (resolve[g] == NULL) {
+			char r[96];
+
+			snprintf(r, sizeof(r), "g%d.fleet:%d:127.0.0.1", g, agent_port);
+			resolve[g] = curl_slist_append(NULL, r);
+		}
+		snprintf(a->url, sizeof(a->url), "http://g%d.fleet:%d%s", g, agent_port, path);
+	} else {
+		snprintf(a->url, sizeof(a->url), "%s%s",
+		    strncmp(path, "/v1/agent/", 10) == 0 ? agent_base : base, path);
+	}
 	char auth[200];
 	if (token != NULL) {
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
@@ -93,6 +124,10 @@ start(struct agent *a, const char *method, const char *path, const char *token, 
 	curl_easy_setopt(a->h, CURLOPT_PRIVATE, a);
 	curl_easy_setopt(a->h, CURLOPT_TIMEOUT, 90L);
 	curl_easy_setopt(a->h, CURLOPT_NOSIGNAL, 1L);
+	if (a->src[0] != '\0')
+		curl_easy_setopt(a->h, CURLOPT_INTERFACE, a->src);
+	if (a->src[0] != '\0' && strncmp(path, "/v1/agent/", 10) == 0)
+		curl_easy_setopt(a->h, CURLOPT_RESOLVE, resolve[a->i % NGROUPS]);
 	curl_multi_add_handle(multi, a->h);
 	running++;
 }
@@ -105,7 +140,7 @@ poll_again(struct agent *a)
 	start(a, "GET", path, a->token, NULL);
 }
 
-static int enrolled, failures;
+static int enrolled, failures, held_max;
 static int enrolling; /* enrollments in flight (long-polls are not counted) */
 static long long accepted;
 
@@ -139,9 +174,16 @@ done(struct agent *a, long status)
 		} else {
 			snprintf(a->token, sizeof(a->token), "%s", json_object_get_string(v));
 			enrolled++;
-			a->phase = 2;
-			a->gen = 0;
-			poll_again(a);
+			if (a->i < held_max) {
+				a->phase = 2;
+				a->gen = 0;
+				poll_again(a);
+			} else {
+				/* enrolled only: its handle goes (the connection stays cached) */
+				a->phase = 4;
+				curl_easy_cleanup(a->h);
+				a->h = NULL;
+			}
 		}
 	} else if (a->phase == 2) {
 		if (status == 200 && json_object_object_get_ex(o, "generation", &v)) {
@@ -169,29 +211,93 @@ done(struct agent *a, long status)
 	json_object_put(o);
 }
 
+/*
+ * The multi handle is driven by its sockets (epoll and
+ * curl_multi_socket_action): with tens of thousands of held polls,
+ * curl_multi_perform and curl_multi_poll would walk every connection on
+ * each turn and the benchmark, not the server, would set the pace.
+ */
+static int ep = -1;
+static long timeout_ms = -1; /* curl's timer; -1: none */
+
+static int
+on_socket(CURL *h, curl_socket_t fd, int what, void *ud, void *sockp)
+{
+	struct epoll_event ev = { 0 };
+
+	(void)h;
+	(void)ud;
+	ev.data.fd = fd;
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+		return 0;
+	}
+	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	if (sockp == NULL) {
+		curl_multi_assign(multi, fd, (void *)1);
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+			epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+	} else if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) < 0) {
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	}
+	return 0;
+}
+
+static int
+on_timer(CURLM *m, long ms, void *ud)
+{
+	(void)m;
+	(void)ud;
+	timeout_ms = ms;
+	return 0;
+}
+
+static void
+finished(void)
+{
+	CURLMsg *m;
+	int left;
+
+	while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+		struct agent *a;
+		long status = 0;
+
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&a);
+		curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+		curl_multi_remove_handle(multi, m->easy_handle);
+		running--;
+		done(a, m->data.result == CURLE_OK ? status : 0);
+	}
+}
+
 static void
 pump(double seconds)
 {
 	double end = now_s() + seconds;
-	while (now_s() < end) {
-		int still;
-		curl_multi_perform(multi, &still);
-		CURLMsg *m;
-		int left;
-		while ((m = curl_multi_info_read(multi, &left)) != NULL) {
-			if (m->msg != CURLMSG_DONE)
-				continue;
-			struct agent *a;
-			long status = 0;
-			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&a);
-			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
-			curl_multi_remove_handle(multi, m->easy_handle);
-			running--;
-			done(a, m->data.result == CURLE_OK ? status : 0);
+	struct epoll_event ev[512];
+
+	do {
+		int still, n, wait = (int)((end - now_s()) * 1000);
+
+		if (wait < 0)
+			wait = 0;
+		if (timeout_ms >= 0 && timeout_ms < wait)
+			wait = (int)timeout_ms;
+		n = epoll_wait(ep, ev, 512, wait);
+		for (int i = 0; i < n; i++)
+			curl_multi_socket_action(multi, ev[i].data.fd,
+			    (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+				(ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+				(ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0),
+			    &still);
+		if (n <= 0 || timeout_ms == 0) {
+			timeout_ms = -1;
+			curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &still);
 		}
-		int n;
-		curl_multi_poll(multi, NULL, 0, 10, &n);
-	}
+		finished();
+	} while (now_s() < end);
 }
 
 /* One blocking request with its own handle; returns the status, body in *out. */
@@ -255,6 +361,58 @@ proc_sample(int pid, long *rss_kib, double *cpu_s)
 		fclose(f);
 }
 
+/* CPU seconds of pid's process (utime + stime), 0 when gone. */
+static double
+proc_cpu(int pid)
+{
+	long rss;
+	double cpu;
+
+	proc_sample(pid, &rss, &cpu);
+	return cpu > 0 ? cpu : 0;
+}
+
+/* CPU seconds of the PostgreSQL server: the postmaster and its children. */
+static double
+pg_cpu(int postmaster)
+{
+	double sum = proc_cpu(postmaster);
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char p[64], line[512];
+		FILE *f;
+		int pid = atoi(e->d_name), ppid = 0;
+
+		if (pid <= 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/stat", pid);
+		f = fopen(p, "r");
+		if (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			char *q = strrchr(line, ')');
+
+			if (q != NULL && sscanf(q + 2, "%*c %d", &ppid) == 1 && ppid == postmaster)
+				sum += proc_cpu(pid);
+		}
+		if (f != NULL)
+			fclose(f);
+	}
+	if (d != NULL)
+		closedir(d);
+	return sum;
+}
+
+static double
+self_cpu(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
 static int
 cmp(const void *a, const void *b)
 {
@@ -265,32 +423,41 @@ cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
-	if (argc != 7) {
+	if (argc != 10) {
 		fprintf(stderr,
-		    "usage: bench_fleet URL ADMIN_TOKEN AGENTS APPROVALS METRICS_SECONDS "
-		    "SERVER_PID\n");
+		    "usage: bench_fleet URL AGENT_URL ADMIN_TOKEN AGENTS HELD APPROVALS "
+		    "METRICS_SECONDS SERVER_PID POSTMASTER_PID\n");
 		return 2;
 	}
 	base = argv[1];
-	admin = argv[2];
-	int n = atoi(argv[3]), approvals = atoi(argv[4]), msecs = atoi(argv[5]);
-	int pid = atoi(argv[6]);
+	agent_base = argv[2];
+	agent_port = atoi(strrchr(agent_base, ':') + 1);
+	admin = argv[3];
+	int n = atoi(argv[4]), approvals = atoi(argv[6]), msecs = atoi(argv[7]);
+	int pid = atoi(argv[8]), pgpid = atoi(argv[9]);
+	held_max = atoi(argv[5]) < n ? atoi(argv[5]) : n;
 	curl_global_init(CURL_GLOBAL_ALL);
 	multi = curl_multi_init();
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, on_timer);
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)n + 64);
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)held_max + 64);
 	simple("POST", "/v1/clusters", "{\"name\":\"fleet\",\"region\":\"bench\"}", NULL);
 	simple("POST", "/v1/projects", "{\"name\":\"fleet\",\"display_name\":\"fleet\"}", NULL);
 	/* the admin submits the pool requests too: it must be a member of the project */
 	simple("PUT", "/v1/projects/fleet/members/bench", "{\"role\":\"owner\"}", NULL);
 	struct agent *ag = calloc((size_t)n, sizeof(*ag));
 	double t0 = now_s();
+	double cpu_gp0 = proc_cpu(pid), cpu_pg0 = pg_cpu(pgpid), cpu_me0 = self_cpu();
 	/* enroll, 64 at a time */
 	int next = 0;
 	while ((enrolled + failures < n) && now_s() - t0 < 600) {
 		while (next < n && enrolling < 64) {
 			enrolling++;
 			ag[next].i = next;
+			snprintf(ag[next].src, sizeof(ag[next].src), "host!127.0.1.%d",
+			    next % 64 + 1);
 			ag[next].phase = 0;
 			start(&ag[next], "POST", "/v1/clusters/fleet/enrollment-tokens", admin,
 			    "{\"expires_in_seconds\":3600}");
@@ -298,7 +465,13 @@ main(int argc, char **argv)
 		}
 		pump(0.01);
 	}
-	printf("agents %d\nenrolled %d\nenroll_s %.1f\n", n, enrolled, now_s() - t0);
+	printf("agents %d\nenrolled %d\nenroll_s %.1f\nheld %d\n", n, enrolled, now_s() - t0,
+	    held_max);
+	/* CPU per enrollment, each side: what a 2-core machine of our own would allow */
+	printf("enroll_cpu_gpupoold_ms %.3f\nenroll_cpu_pg_ms %.3f\nenroll_cpu_bench_ms %.3f\n",
+	    (proc_cpu(pid) - cpu_gp0) * 1000 / (enrolled > 0 ? enrolled : 1),
+	    (pg_cpu(pgpid) - cpu_pg0) * 1000 / (enrolled > 0 ? enrolled : 1),
+	    (self_cpu() - cpu_me0) * 1000 / (enrolled > 0 ? enrolled : 1));
 	fflush(stdout);
 	/* every agent long-polls; let the first answers (generation 0 -> g) settle */
 	pump(5);
@@ -309,6 +482,26 @@ main(int argc, char **argv)
 	proc_sample(pid, &rss1, &c1);
 	printf("idle_rss_kib %ld\nidle_cpu_pct %.1f\n", rss1, (c1 - c0) / 10 * 100);
 	fflush(stdout);
+	/* an operator while the fleet is held: GET /v1/me, one at a time */
+	{
+		static double me[200];
+		int nme = 0;
+
+		for (int k = 0; k < 200; k++) {
+			double t = now_s();
+
+			if (simple("GET", "/v1/me", NULL, NULL) == 200)
+				me[nme++] = now_s() - t;
+			else
+				failures++;
+			pump(0.005);
+		}
+		qsort(me, (size_t)nme, sizeof(double), cmp);
+		if (nme > 0)
+			printf("me_ok %d\nme_p50_ms %.1f\nme_p99_ms %.1f\n", nme,
+			    me[nme / 2] * 1000, me[(int)(nme * 0.99)] * 1000);
+		fflush(stdout);
+	}
 	/* approvals: one at a time, latency to the owning agent's long-poll */
 	int missed = 0;
 	for (int k = 0; k < approvals; k++) {
@@ -375,6 +568,7 @@ main(int argc, char **argv)
 			sprintf(batch + off, "]}");
 			mx[k].phase = 3;
 			mx[k].i = k;
+			snprintf(mx[k].src, sizeof(mx[k].src), "host!127.0.1.%d", k % 64 + 1);
 			start(&mx[k], "POST", "/v1/agent/metrics", ag[who].token, batch);
 			sent += 500;
 		}

@@ -1,4 +1,4 @@
--- 0025_status_lock_set: settle only the requests locked first.
+-- 0024_status_lock_set: settle only the requests locked first.
 --
 -- An agent's status report (agent_apply_status, as 0019 left it) and the
 -- expiry worker's confirmation of releases on nodes without an agent
