@@ -170,8 +170,8 @@ static const struct setting settings[] = {
 		      "answered 503 `overloaded` with `Retry-After: 1`, the rest closed",
 	},
 	{
-	    INT_SETTING("GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP", agent_max_connections_per_ip, 256, 1,
-		1000000),
+	    INT_SETTING("GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP", agent_max_connections_per_ip, 256,
+		1, 1000000),
 	    .summary = "agent connections per peer address on the agent listener (429 beyond)",
 	    .detail = "agent connections per peer address (429 beyond): raise it to the number of "
 		      "agents behind one NAT address",
@@ -181,9 +181,10 @@ static const struct setting settings[] = {
 		1048576),
 	    .unit = " bytes",
 	    .summary = "libmicrohttpd's memory per agent connection",
-	    .detail = "libmicrohttpd's memory per agent connection: an agent's request line and "
-		      "headers (under 1 KiB) must fit in about half of it; raise it when a proxy in "
-		      "front of the agents adds long headers (431 otherwise)",
+	    .detail =
+		"libmicrohttpd's memory per agent connection: an agent's request line and "
+		"headers (under 1 KiB) must fit in about half of it; raise it when a proxy in "
+		"front of the agents adds long headers (431 otherwise)",
 	},
 	{
 	    INT_SETTING("GPUPOOL_STATEMENT_TIMEOUT_MS", statement_timeout_ms, 5000, 100, 600000),
