@@ -8,309 +8,15 @@
  * found by walking, per profile, the (mask, start) pairs in best-fit order
  * (computed once per model) and taking the first GPU of a non-empty
  * bucket that admits the instance: the cost of a move follows the number
- * of distinct masks (at most 255), not of GPUs.
+ * of distinct masks (at most 255), not of GPUs. That state and its
+ * bookkeeping are defrag_state.c's (defrag_internal.h); the planning
+ * steps (evictions, goals, the plan) are here.
  */
-#include "domain/defrag.h"
+#include "domain/defrag_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFRAG_MASKS 256
-#define DEFRAG_BUCKET_TRIES 64 /* GPUs tried per bucket before the next mask */
-#define DEFRAG_MAX_MODELS 64
-
-/* A (mask, start) pair: a GPU with layout mask could take the profile at start. */
-struct fit {
-	uint8_t mask;
-	int8_t start;
-	uint8_t left;    /* free slices left after */
-	uint32_t future; /* future-usable space after */
-};
-
-struct model_fits {
-	const struct gpu_model *m;
-	struct fit *fits[CATALOG_MAX_PROFILES];
-	int nfits[CATALOG_MAX_PROFILES];
-};
-
-struct vec {
-	int *v;
-	int n, cap;
-};
-
-/* The GPUs of one (model, group) that may take evicted instances. */
-struct gset {
-	struct vec b[DEFRAG_MASKS];
-};
-
-/* A reservation held while planning: an item's instance. */
-struct phantom {
-	int gpu;
-	const struct mig_profile *p;
-	int start;
-	bool mig_was; /* the GPU's MIG mode before */
-};
-
-struct cand {
-	int cost;
-	int slices;
-	int gpu;
-	int start;
-};
-
-struct state {
-	const struct defrag_fleet *f;
-	struct placement_gpu *g;
-	int *head, *next; /* per GPU: first instance; per instance: next on the GPU */
-	int *cur_gpu, *cur_start;
-	bool *moved;
-	bool *locked; /* kept out of the buckets (being emptied) */
-	int *set_of;  /* per GPU: its gset */
-	struct gset *sets;
-	int nsets;
-	int *bucket_mask; /* per GPU: the bucket it is in, -1 none */
-	int *bucket_pos;
-	struct model_fits models[DEFRAG_MAX_MODELS];
-	int nmodels;
-	struct defrag_move *moves;
-	int nmoves, moves_cap, max_moves;
-	struct phantom *ph;
-	int nph, ph_cap;
-	bool exhausted;
-	bool oom;
-};
-
-static uint8_t
-mask_of(int start, int size)
-{
-	return (uint8_t)(((1u << size) - 1u) << start);
-}
-
-static int
-popcount8(unsigned v)
-{
-	int n = 0;
-
-	for (; v != 0; v &= v - 1)
-		n++;
-	return n;
-}
-
-static bool
-gpu_is_empty(const struct placement_gpu *g)
-{
-	return g->used_mask == 0 && g->instances == 0 && !g->full_used;
-}
-
-/* The engine's future-usable space of a mask (placement.c's rule 3). */
-static uint32_t
-future_of(const struct gpu_model *m, uint8_t mask)
-{
-	uint32_t k = 0;
-
-	for (int i = 0; i < m->nruns; i++) {
-		if ((mask & m->run_mask[i]) == 0)
-			k += 1u << (4 * (m->run_size[i] - 1));
-	}
-	return k;
-}
-
-static int
-fit_cmp(const void *a, const void *b)
-{
-	const struct fit *x = a, *y = b;
-
-	if (x->left != y->left)
-		return x->left < y->left ? -1 : 1;
-	if (x->future != y->future)
-		return x->future > y->future ? -1 : 1;
-	if (x->mask != y->mask)
-		return x->mask < y->mask ? -1 : 1;
-	return x->start - y->start;
-}
-
-static struct model_fits *
-model_fits_get(struct state *s, const struct gpu_model *m)
-{
-	struct model_fits *mf;
-	uint8_t all = (uint8_t)((1u << m->memory_slices) - 1u);
-
-	for (int i = 0; i < s->nmodels; i++)
-		if (s->models[i].m == m)
-			return &s->models[i];
-	if (s->nmodels == DEFRAG_MAX_MODELS)
-		return NULL;
-	mf = &s->models[s->nmodels++];
-	memset(mf, 0, sizeof(*mf));
-	mf->m = m;
-	for (int pi = 0; pi < m->nprofiles; pi++) {
-		const struct mig_profile *p = &m->profiles[pi];
-		struct fit *v = malloc(sizeof(*v) * DEFRAG_MASKS * CATALOG_MAX_SLICES);
-		int n = 0;
-
-		if (v == NULL) {
-			s->oom = true;
-			return NULL;
-		}
-		for (int mask = 1; mask < DEFRAG_MASKS; mask++) {
-			if ((mask & ~all) != 0)
-				continue;
-			for (int j = 0; j < p->nplacements; j++) {
-				uint8_t r = mask_of(p->placements[j], p->memory_slices);
-				uint8_t after = (uint8_t)(mask | r);
-
-				if ((mask & r) != 0)
-					continue;
-				v[n].mask = (uint8_t)mask;
-				v[n].start = (int8_t)p->placements[j];
-				v[n].left = (uint8_t)(m->memory_slices - popcount8(after));
-				v[n].future = future_of(m, after);
-				n++;
-			}
-		}
-		qsort(v, (size_t)n, sizeof(*v), fit_cmp);
-		mf->fits[pi] = v;
-		mf->nfits[pi] = n;
-	}
-	return mf;
-}
-
-/* ---- buckets ---- */
-
-static void
-bucket_out(struct state *s, int gi)
-{
-	struct vec *v;
-	int pos, last;
-
-	if (s->bucket_mask[gi] < 0)
-		return;
-	v = &s->sets[s->set_of[gi]].b[s->bucket_mask[gi]];
-	pos = s->bucket_pos[gi];
-	last = v->v[--v->n];
-	v->v[pos] = last;
-	s->bucket_pos[last] = pos;
-	s->bucket_mask[gi] = -1;
-}
-
-static void
-bucket_in(struct state *s, int gi, int mask)
-{
-	struct vec *v = &s->sets[s->set_of[gi]].b[mask];
-
-	if (v->n == v->cap) {
-		int cap = v->cap == 0 ? 16 : v->cap * 2;
-		int *nv = realloc(v->v, sizeof(*nv) * (size_t)cap);
-
-		if (nv == NULL) {
-			s->oom = true;
-			return;
-		}
-		v->v = nv;
-		v->cap = cap;
-	}
-	s->bucket_pos[gi] = v->n;
-	v->v[v->n++] = gi;
-	s->bucket_mask[gi] = mask;
-}
-
-/* Put GPU gi in the bucket its layout says (or none). */
-static void
-bucket_sync(struct state *s, int gi)
-{
-	const struct placement_gpu *g = &s->g[gi];
-	int want = -1;
-
-	if (!s->locked[gi] && g->mig_enabled && !g->full_used && g->used_mask != 0 &&
-	    g->model->mig_capable)
-		want = g->used_mask;
-	if (want == s->bucket_mask[gi])
-		return;
-	bucket_out(s, gi);
-	if (want >= 0)
-		bucket_in(s, gi, want);
-}
-
-/* ---- instances on a GPU ---- */
-
-static void
-link_inst(struct state *s, int ii, int gi, int start)
-{
-	s->cur_gpu[ii] = gi;
-	s->cur_start[ii] = start;
-	s->next[ii] = s->head[gi];
-	s->head[gi] = ii;
-}
-
-static void
-unlink_inst(struct state *s, int ii)
-{
-	int *pp = &s->head[s->cur_gpu[ii]];
-
-	while (*pp != ii)
-		pp = &s->next[*pp];
-	*pp = s->next[ii];
-	s->next[ii] = -1;
-}
-
-static int
-inst_size(const struct state *s, int ii)
-{
-	const struct mig_profile *p = s->f->insts[ii].profile;
-
-	return p != NULL ? p->memory_slices : s->g[s->cur_gpu[ii]].model->full_slices;
-}
-
-/* Where instance ii could live now (the first admitting GPU in best-fit order). */
-static bool
-find_home(struct state *s, int ii, int set, int *gpu, int *start)
-{
-	const struct mig_profile *p = s->f->insts[ii].profile;
-	struct model_fits *mf = model_fits_get(s, s->g[s->cur_gpu[ii]].model);
-
-	if (mf == NULL || p == NULL)
-		return false;
-	for (int k = 0; k < mf->nfits[p->index]; k++) {
-		const struct fit *ft = &mf->fits[p->index][k];
-		const struct vec *v = &s->sets[set].b[ft->mask];
-		int tries = v->n < DEFRAG_BUCKET_TRIES ? v->n : DEFRAG_BUCKET_TRIES;
-
-		for (int j = 0; j < tries; j++) {
-			int gi = v->v[j];
-
-			if (placement_gpu_fits(&s->g[gi], p, ft->start)) {
-				*gpu = gi;
-				*start = ft->start;
-				return true;
-			}
-		}
-	}
-	return false;
-}
-
-static bool
-moves_reserve(struct state *s, int more)
-{
-	if (s->nmoves + more <= s->moves_cap)
-		return true;
-	int cap = s->moves_cap == 0 ? 64 : s->moves_cap;
-	while (cap < s->nmoves + more)
-		cap *= 2;
-	struct defrag_move *nm = realloc(s->moves, sizeof(*nm) * (size_t)cap);
-	if (nm == NULL) {
-		s->oom = true;
-		return false;
-	}
-	s->moves = nm;
-	s->moves_cap = cap;
-	return true;
-}
-
-/*
- * Evict the instances ev[0..nev) (all on GPU d), then run hold (a
- * reservation on d, may be NULL), then find each a home; all or nothing.
- * block: slices of d none of them may land on (what they leave).
- */
 static bool
 evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *hold)
 {
@@ -321,13 +27,14 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 	int placed = 0;
 	bool ok = true, held = false;
 
-	if (nev > CATALOG_MAX_SLICES + 1 || !moves_reserve(s, nev))
+	if (nev > CATALOG_MAX_SLICES + 1 || !dg_moves_reserve(s, nev))
 		return false;
 	/* largest first */
 	for (int i = 0; i < nev; i++)
 		order[i] = ev[i];
 	for (int i = 1; i < nev; i++)
-		for (int j = i; j > 0 && inst_size(s, order[j]) > inst_size(s, order[j - 1]); j--) {
+		for (int j = i; j > 0 && dg_inst_size(s, order[j]) > dg_inst_size(s, order[j - 1]);
+		     j--) {
 			int t = order[j];
 			order[j] = order[j - 1];
 			order[j - 1] = t;
@@ -336,10 +43,10 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 		int ii = order[i];
 		const struct defrag_instance *in = &s->f->insts[ii];
 
-		block |= mask_of(s->cur_start[ii], inst_size(s, ii));
+		block |= dg_mask_of(s->cur_start[ii], dg_inst_size(s, ii));
 		if (placement_gpu_remove(&s->g[d], in->profile, s->cur_start[ii], &err) < 0)
 			return false; /* cannot happen: the layout was built from them */
-		unlink_inst(s, ii);
+		dg_unlink_inst(s, ii);
 	}
 	if (hold != NULL) {
 		if (placement_gpu_add(&s->g[d], hold->p, hold->start, &err) < 0) {
@@ -351,17 +58,18 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 	}
 	if (ok) {
 		s->g[d].used_mask |= block;
-		bucket_sync(s, d);
+		dg_bucket_sync(s, d);
 		for (placed = 0; placed < nev; placed++) {
 			int ii = order[placed];
 
-			if (!find_home(s, ii, s->set_of[d], &to_gpu[placed], &to_start[placed]) ||
+			if (!dg_find_home(s, ii, s->set_of[d], &to_gpu[placed],
+				&to_start[placed]) ||
 			    placement_gpu_add(&s->g[to_gpu[placed]], s->f->insts[ii].profile,
 				to_start[placed], &err) < 0) {
 				ok = false;
 				break;
 			}
-			bucket_sync(s, to_gpu[placed]);
+			dg_bucket_sync(s, to_gpu[placed]);
 		}
 		s->g[d].used_mask &= (uint8_t)~block;
 	}
@@ -373,7 +81,7 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 			if (placement_gpu_remove(&s->g[to_gpu[i]], s->f->insts[ii].profile,
 				to_start[i], &err) < 0)
 				s->oom = true; /* broken invariant: report as internal */
-			bucket_sync(s, to_gpu[i]);
+			dg_bucket_sync(s, to_gpu[i]);
 		}
 		if (held) {
 			if (placement_gpu_remove(&s->g[d], hold->p, hold->start, &err) < 0)
@@ -386,9 +94,9 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 			if (placement_gpu_add(&s->g[d], s->f->insts[ii].profile, s->cur_start[ii],
 				&err) < 0)
 				s->oom = true;
-			link_inst(s, ii, d, s->cur_start[ii]);
+			dg_link_inst(s, ii, d, s->cur_start[ii]);
 		}
-		bucket_sync(s, d);
+		dg_bucket_sync(s, d);
 		return false;
 	}
 	for (int i = 0; i < nev; i++) {
@@ -401,10 +109,10 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 		mv->to_gpu = to_gpu[i];
 		mv->to_start = to_start[i];
 		mv->make_before_break = to_gpu[i] != d;
-		link_inst(s, ii, to_gpu[i], to_start[i]);
+		dg_link_inst(s, ii, to_gpu[i], to_start[i]);
 		s->moved[ii] = true;
 	}
-	bucket_sync(s, d);
+	dg_bucket_sync(s, d);
 	return true;
 }
 
@@ -415,15 +123,15 @@ evict_all(struct state *s, int d, const int *ev, int nev, const struct phantom *
 static bool
 overlapping(const struct state *s, int gi, int start, int size, int *ev, int *nev, int *slices)
 {
-	uint8_t r = mask_of(start, size);
+	uint8_t r = dg_mask_of(start, size);
 
 	*nev = 0;
 	*slices = 0;
 	for (int ii = s->head[gi]; ii >= 0; ii = s->next[ii]) {
 		const struct defrag_instance *in = &s->f->insts[ii];
-		int sz = inst_size(s, ii);
+		int sz = dg_inst_size(s, ii);
 
-		if ((mask_of(s->cur_start[ii], sz) & r) == 0)
+		if ((dg_mask_of(s->cur_start[ii], sz) & r) == 0)
 			continue;
 		if (!in->movable || in->profile == NULL || s->moved[ii] ||
 		    *nev > CATALOG_MAX_SLICES)
@@ -461,7 +169,7 @@ best_place(const struct state *s, int gi, const struct gpu_model *m, const struc
 
 	if (g->model != m || g->full_used || s->locked[gi])
 		return false;
-	if (p != NULL && !g->mig_enabled && !gpu_is_empty(g))
+	if (p != NULL && !g->mig_enabled && !dg_gpu_is_empty(g))
 		return false;
 	for (int j = 0; j < nstarts; j++) {
 		int start = p != NULL ? p->placements[j] : 0;
@@ -563,7 +271,7 @@ make_room(struct state *s, const struct gpu_model *m, const struct mig_profile *
 		if (evict_all(s, c.gpu, ev, nev, &hold)) {
 			if (!phantom_push(s, c.gpu, p, c.start, hold.mig_was))
 				return -1;
-			bucket_sync(s, c.gpu);
+			dg_bucket_sync(s, c.gpu);
 			*placed = true;
 			return 0;
 		}
@@ -600,8 +308,8 @@ best_start(const struct placement_gpu *g, const struct mig_profile *p, int *star
 
 		if (!placement_gpu_fits(g, p, p->placements[j]))
 			continue;
-		f = future_of(g->model,
-		    (uint8_t)(g->used_mask | mask_of(p->placements[j], p->memory_slices)));
+		f = dg_future_of(g->model,
+		    (uint8_t)(g->used_mask | dg_mask_of(p->placements[j], p->memory_slices)));
 		if (!have || f > best) {
 			best = f;
 			*start = p->placements[j];
@@ -625,7 +333,7 @@ hold_where_fits(struct state *s, const struct gpu_model *m, const struct mig_pro
 	bool mig_was;
 
 	if (p != NULL) {
-		struct model_fits *mf = model_fits_get(s, m);
+		struct model_fits *mf = dg_model_fits_get(s, m);
 
 		for (int k = 0; mf != NULL && k < mf->nfits[p->index] && gi < 0; k++) {
 			const struct fit *ft = &mf->fits[p->index][k];
@@ -649,7 +357,7 @@ hold_where_fits(struct state *s, const struct gpu_model *m, const struct mig_pro
 	for (; gi < 0 && *cursor < s->f->ngpus; (*cursor)++) {
 		const struct placement_gpu *g = &s->g[*cursor];
 
-		if (g->model == m && gpu_is_empty(g) && best_start(g, p, &start))
+		if (g->model == m && dg_gpu_is_empty(g) && best_start(g, p, &start))
 			gi = *cursor;
 	}
 	if (gi < 0)
@@ -660,7 +368,7 @@ hold_where_fits(struct state *s, const struct gpu_model *m, const struct mig_pro
 		s->oom = true; /* placement_gpu_fits said yes: an internal error */
 		return false;
 	}
-	bucket_sync(s, gi);
+	dg_bucket_sync(s, gi);
 	return true;
 }
 
@@ -715,7 +423,7 @@ goal_free_gpus(struct state *s, struct cand *cs)
 		const struct placement_gpu *g = &s->g[gi];
 		int ev[CATALOG_MAX_SLICES + 1], nev, slices;
 
-		if (gpu_is_empty(g) || g->full_used || !g->mig_enabled)
+		if (dg_gpu_is_empty(g) || g->full_used || !g->mig_enabled)
 			continue;
 		if (!overlapping(s, gi, 0, g->model->memory_slices, ev, &nev, &slices))
 			continue;
@@ -736,10 +444,10 @@ goal_free_gpus(struct state *s, struct cand *cs)
 			continue;
 		}
 		s->locked[gi] = true;
-		bucket_sync(s, gi);
+		dg_bucket_sync(s, gi);
 		(void)evict_all(s, gi, ev, nev, NULL);
 		s->locked[gi] = false;
-		bucket_sync(s, gi);
+		dg_bucket_sync(s, gi);
 	}
 	return s->oom ? -1 : 0;
 }
@@ -752,31 +460,13 @@ i64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-struct grp_key {
-	uintptr_t model;
-	int64_t group;
-	int gpu;
-};
-
-static int
-grp_cmp(const void *a, const void *b)
-{
-	const struct grp_key *x = a, *y = b;
-
-	if (x->model != y->model)
-		return x->model < y->model ? -1 : 1;
-	if (x->group != y->group)
-		return x->group < y->group ? -1 : 1;
-	return x->gpu - y->gpu;
-}
-
 static int
 count_empty(const struct placement_gpu *g, int n)
 {
 	int k = 0;
 
 	for (int i = 0; i < n; i++)
-		k += gpu_is_empty(&g[i]);
+		k += dg_gpu_is_empty(&g[i]);
 	return k;
 }
 
@@ -823,96 +513,6 @@ placeable(const struct catalog *c, const struct placement_gpu *g, int n,
 	}
 }
 
-static void
-state_free(struct state *s)
-{
-	free(s->head);
-	free(s->next);
-	free(s->cur_gpu);
-	free(s->cur_start);
-	free(s->moved);
-	free(s->locked);
-	free(s->set_of);
-	free(s->bucket_mask);
-	free(s->bucket_pos);
-	if (s->sets != NULL)
-		for (int i = 0; i < s->nsets; i++)
-			for (int k = 0; k < DEFRAG_MASKS; k++)
-				free(s->sets[i].b[k].v);
-	free(s->sets);
-	for (int i = 0; i < s->nmodels; i++)
-		for (int k = 0; k < CATALOG_MAX_PROFILES; k++)
-			free(s->models[i].fits[k]);
-	free(s->ph);
-}
-
-/* Rebuild the layout from the instances; group GPUs into sets. */
-static int
-state_init(struct state *s, const struct defrag_fleet *f, struct gp_error *err)
-{
-	int ng = f->ngpus, ni = f->ninsts;
-	struct grp_key *keys;
-
-	s->f = f;
-	s->g = malloc(sizeof(*s->g) * (size_t)(ng + 1));
-	s->head = malloc(sizeof(int) * (size_t)(ng + 1));
-	s->next = malloc(sizeof(int) * (size_t)(ni + 1));
-	s->cur_gpu = malloc(sizeof(int) * (size_t)(ni + 1));
-	s->cur_start = malloc(sizeof(int) * (size_t)(ni + 1));
-	s->moved = calloc((size_t)ni + 1, sizeof(bool));
-	s->locked = calloc((size_t)ng + 1, sizeof(bool));
-	s->set_of = malloc(sizeof(int) * (size_t)(ng + 1));
-	s->bucket_mask = malloc(sizeof(int) * (size_t)(ng + 1));
-	s->bucket_pos = malloc(sizeof(int) * (size_t)(ng + 1));
-	keys = malloc(sizeof(*keys) * (size_t)(ng + 1));
-	if (s->g == NULL || s->head == NULL || s->next == NULL || s->cur_gpu == NULL ||
-	    s->cur_start == NULL || s->moved == NULL || s->locked == NULL || s->set_of == NULL ||
-	    s->bucket_mask == NULL || s->bucket_pos == NULL || keys == NULL) {
-		free(keys);
-		return gp_error_set(err, 500, "internal", "out of memory");
-	}
-	for (int i = 0; i < ng; i++) {
-		const struct placement_gpu *src = &f->gpus[i];
-
-		placement_gpu_init(&s->g[i], src->model, src->id, src->node_id, src->index,
-		    src->mig_enabled);
-		s->head[i] = -1;
-		s->bucket_mask[i] = -1;
-		keys[i] = (struct grp_key){ .model = (uintptr_t)src->model,
-			.group = f->group != NULL ? f->group[i] : 0,
-			.gpu = i };
-	}
-	for (int i = 0; i < ni; i++) {
-		const struct defrag_instance *in = &f->insts[i];
-
-		if (in->gpu < 0 || in->gpu >= ng) {
-			free(keys);
-			return gp_error_set(err, 409, "conflict", "instance %lld names no gpu",
-			    (long long)in->id);
-		}
-		if (placement_gpu_add(&s->g[in->gpu], in->profile, in->start, err) < 0) {
-			free(keys);
-			return -1;
-		}
-		link_inst(s, i, in->gpu, in->start);
-	}
-	qsort(keys, (size_t)ng, sizeof(*keys), grp_cmp);
-	s->nsets = 0;
-	for (int i = 0; i < ng; i++) {
-		if (i == 0 || keys[i].model != keys[i - 1].model ||
-		    keys[i].group != keys[i - 1].group)
-			s->nsets++;
-		s->set_of[keys[i].gpu] = s->nsets - 1;
-	}
-	free(keys);
-	s->sets = calloc((size_t)s->nsets + 1, sizeof(*s->sets));
-	if (s->sets == NULL)
-		return gp_error_set(err, 500, "internal", "out of memory");
-	for (int i = 0; i < ng; i++)
-		bucket_sync(s, i);
-	return s->oom ? gp_error_set(err, 500, "internal", "out of memory") : 0;
-}
-
 static int
 validate_items(const struct catalog *c, const struct defrag_goal *goal, struct gp_error *err)
 {
@@ -955,7 +555,7 @@ defrag_plan(const struct catalog *c, const struct defrag_fleet *fleet,
 	if (goal->kind == DEFRAG_GOAL_ITEMS)
 		for (int i = 0; i < goal->nitems; i++)
 			cap += goal->items[i].count;
-	if (state_init(&s, fleet, err) < 0)
+	if (dg_state_init(&s, fleet, err) < 0)
 		goto out;
 	s.max_moves = goal->max_moves;
 	cs = malloc(sizeof(*cs) * (size_t)(fleet->ngpus + 1));
@@ -1030,7 +630,7 @@ defrag_plan(const struct catalog *c, const struct defrag_fleet *fleet,
 out:
 	free(s.moves);
 	free(s.g);
-	state_free(&s);
+	dg_state_free(&s);
 	free(cs);
 	free(buf);
 	free(scratch);
