@@ -742,6 +742,88 @@ agent_text(struct arena *a, const char *s, size_t max)
  * "state": ok (instances are the truth), unknown (they could not be
  * listed: ignored), lost (the GPU cannot be read: failed at once).
  */
+/*
+ * A GPU's xid_events (at path): each appended to xlist as {xid, count},
+ * those the catalog does not know to unknown as well, their codes to
+ * xv[*nx..]. -1 after a field error (from before on).
+ */
+static int
+status_xids(struct request *req, const struct xid_catalog *xc, struct json_object *xids,
+    const char *path, int before, struct json_object *xlist, struct json_object *unknown, int *xv,
+    int *nx, struct gp_error *err)
+{
+	for (size_t i = 0; xids != NULL && i < json_object_array_length(xids); i++) {
+		struct json_object *e = json_object_array_get_idx(xids, i), *o;
+		const char *p = arena_printf(req->arena, "%s.xid_events[%zu]", path, i);
+		int64_t xid = 0, ts = 0, count = 1;
+		struct jfields g;
+
+		if (!json_object_is_type(e, json_type_object)) {
+			gp_error_field(err, p, "must be an object");
+			return -1;
+		}
+		jf_init(&g, req->arena, e, p, err);
+		jf_int(&g, "xid", true, 1, 100000, &xid, NULL);
+		jf_epoch_or_time(&g, "ts", false, &ts, NULL);
+		jf_int(&g, "count", false, 1, AGENT_XID_COUNT_MAX, &count, NULL);
+		if (jf_finish(&g) < 0 && err->nfields > before)
+			return -1;
+		xv[(*nx)++] = (int)xid;
+		o = json_object_new_object();
+		json_add_int(o, "xid", xid);
+		json_add_int(o, "count", count);
+		if (xid_lookup(xc, (int)xid, NULL) == XID_UNKNOWN)
+			json_object_array_add(unknown, json_object_get(o));
+		json_object_array_add(xlist, o);
+	}
+	return 0;
+}
+
+/*
+ * A GPU's instances (at path; at most AGENT_MAX_INSTANCES, checked by the
+ * caller) as a new array of {profile, start, size, uuid}; NULL after a
+ * field error (from before on).
+ */
+static struct json_object *
+status_instances(struct request *req, struct json_object *insts, const char *path, int before,
+    struct gp_error *err)
+{
+	struct json_object *clean = json_object_new_array();
+
+	for (size_t i = 0; insts != NULL && i < json_object_array_length(insts); i++) {
+		struct json_object *e = json_object_array_get_idx(insts, i), *o;
+		const char *p = arena_printf(req->arena, "%s.instances[%zu]", path, i);
+		const char *profile = NULL, *iu = NULL;
+		int64_t start = 0, size = 0;
+		struct jfields g;
+
+		if (!json_object_is_type(e, json_type_object)) {
+			gp_error_field(err, p, "must be an object");
+			json_object_put(clean);
+			return NULL;
+		}
+		jf_init(&g, req->arena, e, p, err);
+		jf_string(&g, "profile", true, 32, &profile);
+		jf_int(&g, "start", true, 0, 7, &start, NULL);
+		jf_int(&g, "size", true, 1, 8, &size, NULL);
+		jf_string(&g, "uuid", false, 100, &iu);
+		if ((jf_finish(&g) < 0 && err->nfields > before) || !printable(profile) ||
+		    (iu != NULL && !printable(iu))) {
+			if (err->nfields <= before)
+				gp_error_field(err, p, "profile and uuid must be printable");
+			json_object_put(clean);
+			return NULL;
+		}
+		o = json_object_new_object();
+		json_add_str(o, "profile", profile);
+		json_add_int(o, "start", start);
+		json_add_int(o, "size", size);
+		json_add_str(o, "uuid", iu);
+		json_object_array_add(clean, o);
+	}
+	return clean;
+}
+
 static struct json_object *
 status_gpu(struct request *req, struct json_object *in, const char *path, struct gp_error *err)
 {
@@ -801,81 +883,23 @@ status_gpu(struct request *req, struct json_object *in, const char *path, struct
 	xlist = json_object_new_array();
 	unknown = json_object_new_array();
 	json_object_object_add(details, "xids", xlist);
-	for (size_t i = 0; xids != NULL && i < json_object_array_length(xids); i++) {
-		struct json_object *e = json_object_array_get_idx(xids, i), *o;
-		const char *p = arena_printf(req->arena, "%s.xid_events[%zu]", path, i);
-		int64_t xid = 0, ts = 0, count = 1;
-		struct jfields g;
-
-		if (!json_object_is_type(e, json_type_object)) {
-			gp_error_field(err, p, "must be an object");
-			json_object_put(unknown);
-			return NULL;
-		}
-		jf_init(&g, req->arena, e, p, err);
-		jf_int(&g, "xid", true, 1, 100000, &xid, NULL);
-		jf_epoch_or_time(&g, "ts", false, &ts, NULL);
-		jf_int(&g, "count", false, 1, AGENT_XID_COUNT_MAX, &count, NULL);
-		if (jf_finish(&g) < 0 && err->nfields > before) {
-			json_object_put(unknown);
-			return NULL;
-		}
-		xv[nx++] = (int)xid;
-		o = json_object_new_object();
-		json_add_int(o, "xid", xid);
-		json_add_int(o, "count", count);
-		if (xid_lookup(xc, (int)xid, NULL) == XID_UNKNOWN)
-			json_object_array_add(unknown, json_object_get(o));
-		json_object_array_add(xlist, o);
+	if (status_xids(req, xc, xids, path, before, xlist, unknown, xv, &nx, err) < 0) {
+		json_object_put(unknown);
+		return NULL;
 	}
 	if (strcmp(state, "lost") == 0 && lost_xid > 0)
 		xv[nx++] = (int)lost_xid;
-	clean = json_object_new_array();
 	if (insts != NULL && json_object_array_length(insts) > AGENT_MAX_INSTANCES) {
 		gp_error_field(err, jf_path(&f, "instances"), "at most %d instances",
 		    AGENT_MAX_INSTANCES);
 		json_object_put(unknown);
-		json_object_put(clean);
 		return NULL;
 	}
 	/* an unknown GPU's instances could not be listed: whatever came is ignored */
-	for (size_t i = 0;
-	     strcmp(state, "ok") == 0 && insts != NULL && i < json_object_array_length(insts);
-	     i++) {
-		struct json_object *e = json_object_array_get_idx(insts, i), *o;
-		const char *p = arena_printf(req->arena, "%s.instances[%zu]", path, i);
-		const char *profile = NULL, *iu = NULL;
-		int64_t start = 0, size = 0;
-		struct jfields g;
-
-		if (!json_object_is_type(e, json_type_object)) {
-			gp_error_field(err, p, "must be an object");
-			json_object_put(unknown);
-			json_object_put(clean);
-			return NULL;
-		}
-		jf_init(&g, req->arena, e, p, err);
-		jf_string(&g, "profile", true, 32, &profile);
-		jf_int(&g, "start", true, 0, 7, &start, NULL);
-		jf_int(&g, "size", true, 1, 8, &size, NULL);
-		jf_string(&g, "uuid", false, 100, &iu);
-		if (jf_finish(&g) < 0 && err->nfields > before) {
-			json_object_put(unknown);
-			json_object_put(clean);
-			return NULL;
-		}
-		if (!printable(profile) || (iu != NULL && !printable(iu))) {
-			gp_error_field(err, p, "profile and uuid must be printable");
-			json_object_put(unknown);
-			json_object_put(clean);
-			return NULL;
-		}
-		o = json_object_new_object();
-		json_add_str(o, "profile", profile);
-		json_add_int(o, "start", start);
-		json_add_int(o, "size", size);
-		json_add_str(o, "uuid", iu);
-		json_object_array_add(clean, o);
+	clean = status_instances(req, strcmp(state, "ok") == 0 ? insts : NULL, path, before, err);
+	if (clean == NULL) {
+		json_object_put(unknown);
+		return NULL;
 	}
 	hr.ecc_uncorrected = ecc;
 	hr.remapped_rows_failure = remap_fail;
