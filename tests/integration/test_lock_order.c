@@ -10,6 +10,13 @@
  * GPUs and waiting for the node (a release, a cordon, an approval's
  * last statement) deadlocked with it. A heartbeat now makes a node ready
  * only when it locked the GPUs first; otherwise the next one does.
+ *
+ * Two agents' reports for nodes that share a pool settle only the
+ * approved requests each locked first (migration 0019): the one that
+ * holds the pool does not wait for a request approved since, which the
+ * other report holds while it waits for the pool. test_deadlock's agents
+ * test finds that under load; this one in a second, deterministically
+ * (it failed with 0016's agent_apply_status).
  */
 #include "fixture.h"
 
@@ -151,11 +158,109 @@ test_heartbeat_after_liveness(void **state)
 	PQfinish(r);
 }
 
+/* A request of pool (a number) in the state given, by the admin's API calls. */
+static int64_t
+request_id(struct fixture *fx, const char *action, const char *items)
+{
+	struct gp_client_response *r;
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects/lr/pool-requests",
+	    "{\"action\":\"%s\",\"pool\":\"p\",\"items\":%s,\"justification\":\"t\"}", action,
+	    items);
+	if (r->status != 201)
+		fail_msg("%s: %ld %s", action, r->status, r->body);
+	return fx_json_int(r->json, "id");
+}
+
+/*
+ * Two agents' reports for nodes sharing a pool (migration 0019): a
+ * report settles only the approved requests it locked first. Report a
+ * (node 1) locks the pool's approved requests (none), the pool, then
+ * waits for a GPU of its node; an expand of the pool is approved
+ * meanwhile; report b (node 2) locks that request and waits for the
+ * pool. Had a's last statement settled the requests approved since, it
+ * would have waited for b's request while holding the pool.
+ */
+/* node %s reports its GPUs, their instances not listed this scan (nothing fails) */
+#define REPORT                                                                                       \
+	"SELECT agent_apply_status(%s, 0, NULL, (SELECT jsonb_agg(jsonb_build_object('uuid', uuid, " \
+	"'state', 'unknown')) FROM gpus WHERE node_id = %s), '[]')"
+
+static void
+test_reports_settle_what_they_locked(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	PGconn *z, *a, *b;
+	const char *n1, *n2, *g1;
+	int64_t create, expand;
+
+	fx_fleet(fx, "lr", "H100-80GB", 2, 1, false);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"lr\",\"display_name\":\"lr\"}");
+	assert_int_equal(r->status, 201);
+	assert_int_equal(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/lr/members/admin",
+			     "{\"role\":\"owner\"}")
+			     ->status,
+	    201);
+	create = request_id(fx, "create", "[\"H100-80GB/full=2\"]");
+	assert_int_equal(fx_request(fx, fx->admin_token, "POST",
+			     fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)create), "{}")
+			     ->status,
+	    200);
+	n1 = fx_sql_text(fx, "SELECT id::text FROM nodes WHERE name = 'lr-n0'");
+	n2 = fx_sql_text(fx, "SELECT id::text FROM nodes WHERE name = 'lr-n1'");
+	g1 = fx_sql_text(fx, "SELECT min(id)::text FROM gpus WHERE node_id = $1::int8", n1);
+	/* the pool spans both nodes; its create is settled (no approved request left) */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(DISTINCT g.node_id) FROM allocations a JOIN gpus g ON "
+			     "g.id = a.gpu_id WHERE a.request_id = $1::int8 AND a.state = 'ready'",
+			     fx_str(fx, "%lld", (long long)create)),
+	    2);
+	fx_sql_exec(fx, "UPDATE pool_requests SET state = 'fulfilled' WHERE id = $1::int8",
+	    fx_str(fx, "%lld", (long long)create));
+	expand = request_id(fx, "expand", "[\"H100-80GB/full=1\"]");
+	z = session(fx);
+	a = session(fx);
+	b = session(fx);
+
+	run(z, "BEGIN");
+	run(z, fx_str(fx, "SELECT 1 FROM gpus WHERE id = %s FOR NO KEY UPDATE", g1));
+	if (!PQsendQuery(a, fx_str(fx, REPORT, n1, n1)))
+		fail_msg("send: %s", PQerrorMessage(a));
+	assert_true(wait_blocked(fx, a, PQbackendPID(a), PQbackendPID(z)));
+	/*
+	 * the expand approved while a holds the pool (an approval would wait
+	 * for the pool; its outcome, the request approved, is what matters)
+	 */
+	fx_sql_exec(fx, "UPDATE pool_requests SET state = 'approved' WHERE id = $1::int8",
+	    fx_str(fx, "%lld", (long long)expand));
+	if (!PQsendQuery(b, fx_str(fx, REPORT, n2, n2)))
+		fail_msg("send: %s", PQerrorMessage(b));
+	assert_true(wait_blocked(fx, b, PQbackendPID(b), PQbackendPID(a)));
+	run(z, "COMMIT");
+	assert_string_equal(finish(fx, a), "");
+	assert_string_equal(finish(fx, b), "");
+	/* b locked the expand first: b settled it (no allocation of it is waiting) */
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1::int8",
+				fx_str(fx, "%lld", (long long)expand)),
+	    "fulfilled");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT actor FROM pool_request_events WHERE request_id = $1::int8 "
+				"AND to_state = 'fulfilled'",
+				fx_str(fx, "%lld", (long long)expand)),
+	    "agent:lr-n1");
+	PQfinish(z);
+	PQfinish(a);
+	PQfinish(b);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_heartbeat_after_liveness),
+		cmocka_unit_test(test_reports_settle_what_they_locked),
 	};
 
 	return fixture_run_tests(tests);
