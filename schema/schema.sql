@@ -335,18 +335,23 @@ CREATE FUNCTION public.agent_heartbeat(p_node bigint, p_observed bigint) RETURNS
 DECLARE
 	v_gen bigint;
 	v_status text;
+	v_locked boolean := false;
 BEGIN
 	SELECT status INTO v_status FROM nodes WHERE id = p_node;
 	IF v_status = 'unknown' THEN
 		PERFORM 1 FROM gpus g WHERE g.node_id = p_node ORDER BY g.id FOR NO KEY UPDATE;
-		PERFORM alert_resolve('node_unknown:' || p_node);
+		v_locked := true;
 	END IF;
 	UPDATE nodes SET agent_heartbeat_at = now(),
 		observed_generation = CASE WHEN p_observed IS NULL THEN observed_generation
 			ELSE greatest(observed_generation, least(p_observed, generation)) END,
-		status = CASE WHEN status = 'unknown' THEN 'ready' ELSE status END,
-		status_reason = CASE WHEN status = 'unknown' THEN NULL ELSE status_reason END
-	WHERE id = p_node RETURNING generation INTO v_gen;
+		status = CASE WHEN status = 'unknown' AND v_locked THEN 'ready' ELSE status END,
+		status_reason = CASE WHEN status = 'unknown' AND v_locked THEN NULL
+		                     ELSE status_reason END
+	WHERE id = p_node RETURNING generation, status INTO v_gen, v_status;
+	IF v_locked AND v_status <> 'unknown' THEN
+		PERFORM alert_resolve('node_unknown:' || p_node);
+	END IF;
 	IF p_observed IS NOT NULL THEN
 		UPDATE outbox SET delivered_at = now(), last_error = NULL
 		WHERE node_id = p_node AND delivered_at IS NULL

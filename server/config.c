@@ -10,8 +10,10 @@
 
 #include "domain/callback.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +77,7 @@ static const struct setting settings[] = {
 	    .kind = SET_HOSTPORT,
 	    .offset = offsetof(struct config, listen_host),
 	    .sdef = "127.0.0.1:8080",
-	    .error = "host:port",
+	    .error = "host:port (host an IPv4 address or localhost, port 0 to 65535)",
 	    .doc_default = "`127.0.0.1:8080`",
 	    .accepted = "`host:port`; host an IPv4 address or `localhost`; port 0–65535",
 	    .summary = "`host:port`; port `0` picks a free port and logs it",
@@ -140,7 +142,7 @@ static const struct setting settings[] = {
 	    .env = "GPUPOOL_PROBE_LISTEN",
 	    .kind = SET_HOSTPORT,
 	    .offset = offsetof(struct config, probe_host),
-	    .error = "host:port",
+	    .error = "host:port (host an IPv4 address or localhost, port 0 to 65535)",
 	    .doc_default = "unset (off)",
 	    .accepted = "`host:port`, like `GPUPOOL_LISTEN`",
 	    .summary = "`host:port` of a small listener serving only `/healthz`, `/readyz` and "
@@ -528,28 +530,41 @@ metrics_token_valid(const char *v)
 	return n >= 16 && n <= 256;
 }
 
-/* "host:port" into host (localhost becomes 127.0.0.1) and *port; -1 on malformed input. */
+/* "host:port" into host (an IPv4 address; localhost becomes 127.0.0.1) and *port; -1
+ * on anything else. */
 static int
 parse_host_port(const char *s, char *host, size_t hostlen, int *port)
 {
 	const char *colon = strrchr(s, ':');
-	char *end;
+	char *end, addr[INET_ADDRSTRLEN + 16];
+	struct in_addr in;
 	long n;
 	size_t hlen;
 
 	if (colon == NULL)
 		return -1;
 	hlen = (size_t)(colon - s);
-	if (hlen == 0 || hlen >= hostlen)
+	if (hlen == 0 || hlen >= hostlen || hlen >= sizeof(addr))
+		return -1;
+	/* digits only: strtol would take a sign or leading blanks */
+	if (!isdigit((unsigned char)colon[1]))
 		return -1;
 	errno = 0;
 	n = strtol(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || colon[1] == '\0' || n < 0 || n > 65535)
+	if (errno != 0 || *end != '\0' || n < 0 || n > 65535)
 		return -1;
-	memcpy(host, s, hlen);
-	host[hlen] = '\0';
-	if (strcmp(host, "localhost") == 0)
-		snprintf(host, hostlen, "127.0.0.1");
+	/*
+	 * An IPv4 address or localhost, as the listener takes it: anything
+	 * else is refused here, before the database and the workers start,
+	 * not by the listener, which starts last
+	 */
+	memcpy(addr, s, hlen);
+	addr[hlen] = '\0';
+	if (strcmp(addr, "localhost") == 0)
+		snprintf(addr, sizeof(addr), "127.0.0.1");
+	if (inet_pton(AF_INET, addr, &in) != 1 || strlen(addr) >= hostlen)
+		return -1;
+	snprintf(host, hostlen, "%s", addr);
 	*port = (int)n;
 	return 0;
 }

@@ -228,9 +228,25 @@ test_other_kinds(void **state)
 	    "GPUPOOL_IDLE_THRESHOLD must be a number from 0 to 1");
 	expect_error("GPUPOOL_IDLE_THRESHOLD", "nan",
 	    "GPUPOOL_IDLE_THRESHOLD must be a number from 0 to 1");
-	expect_error("GPUPOOL_LISTEN", "8080", "GPUPOOL_LISTEN must be host:port");
-	expect_error("GPUPOOL_LISTEN", "h:70000", "GPUPOOL_LISTEN must be host:port");
-	expect_error("GPUPOOL_PROBE_LISTEN", ":1", "GPUPOOL_PROBE_LISTEN must be host:port");
+	{
+		/*
+		 * refused here, not by the listener after the database and the
+		 * workers started: a host that is not an IPv4 address, a port
+		 * with a sign, blanks or nothing
+		 */
+		const char *bad[] = { "8080", "127.0.0.1:70000", ":1", "nohost:80", "1.2.3.4.5:80",
+			"[::1]:80", "example.com:80", "127.0.0.1:+80", "127.0.0.1: 80",
+			"127.0.0.1:-0", "127.0.0.1:", "127.0.0.1:80x", "127.0.0.1 :80" };
+
+		for (int i = 0; i < NELEM(bad); i++) {
+			expect_error("GPUPOOL_LISTEN", bad[i],
+			    "GPUPOOL_LISTEN must be host:port (host an IPv4 address or localhost, "
+			    "port 0 to 65535)");
+			expect_error("GPUPOOL_PROBE_LISTEN", bad[i],
+			    "GPUPOOL_PROBE_LISTEN must be host:port (host an IPv4 address or "
+			    "localhost, port 0 to 65535)");
+		}
+	}
 	expect_error("GPUPOOL_TRUSTED_PROXIES", "10.0.0.0/33",
 	    "GPUPOOL_TRUSTED_PROXIES must be up to 32 IPv4 addresses or networks (a.b.c.d or "
 	    "a.b.c.d/n), separated by commas");

@@ -1,0 +1,267 @@
+/*
+ * test_lock_order.c - single interleavings of the global lock order
+ * (docs/architecture.md "The lock order"), driven step by step on
+ * separate PostgreSQL sessions, each asserted not to deadlock.
+ *
+ * A heartbeat that read its node as ready, then found it unknown once
+ * its UPDATE had the node (the liveness sweep committed in between),
+ * used to make the node ready there: the status trigger then took the
+ * node's GPUs after the node, and a transaction holding one of those
+ * GPUs and waiting for the node (a release, a cordon, an approval's
+ * last statement) deadlocked with it. A heartbeat now makes a node ready
+ * only when it locked the GPUs first; otherwise the next one does.
+ *
+ * Two agents' reports for nodes that share a pool settle only the
+ * approved requests each locked first (migration 0019): the one that
+ * holds the pool does not wait for a request approved since, which the
+ * other report holds while it waits for the pool. test_deadlock's agents
+ * test finds that under load; this one in a second, deterministically
+ * (it failed with 0016's agent_apply_status).
+ */
+#include "fixture.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static PGconn *
+session(struct fixture *fx)
+{
+	PGconn *c = PQconnectdb(fx->db_url);
+
+	if (PQstatus(c) != CONNECTION_OK)
+		fail_msg("connect: %s", PQerrorMessage(c));
+	return c;
+}
+
+/* Run sql on c; fail the test unless it succeeds. */
+static void
+run(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/*
+ * Poll (20 s deadline) until pid waits for a lock held by blocker (0:
+ * by anyone); true when it does, false when its query finished first.
+ */
+static bool
+wait_blocked(struct fixture *fx, PGconn *c, int pid, int blocker)
+{
+	struct timespec d = { 0, 20 * 1000 * 1000 };
+
+	for (int i = 0; i < 1000; i++) {
+		if (fx_sql_int64(fx,
+			"SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int "
+			"AND wait_event_type = 'Lock' AND ($2::int = 0 OR $2::int = ANY "
+			"(pg_blocking_pids($1::int)))",
+			fx_str(fx, "%d", pid), fx_str(fx, "%d", blocker)) == 1)
+			return true;
+		if (!PQconsumeInput(c))
+			fail_msg("session lost: %s", PQerrorMessage(c));
+		if (!PQisBusy(c))
+			return false;
+		nanosleep(&d, NULL);
+	}
+	fail_msg("session %d neither blocked nor done after 20 s", pid);
+	return false;
+}
+
+/* The result of the async query on c: its SQLSTATE, "" when it succeeded. */
+static const char *
+finish(struct fixture *fx, PGconn *c)
+{
+	const char *state = "";
+	PGresult *r;
+
+	while ((r = PQgetResult(c)) != NULL) {
+		if (PQresultStatus(r) == PGRES_FATAL_ERROR) {
+			state = fx_str(fx, "%s", PQresultErrorField(r, PG_DIAG_SQLSTATE));
+			fprintf(stderr, "  %s", PQresultErrorMessage(r));
+		}
+		PQclear(r);
+	}
+	return state;
+}
+
+static void
+test_heartbeat_after_liveness(void **state)
+{
+	struct fixture *fx = *state;
+	PGconn *x, *h, *r;
+	const char *node, *gpu;
+	bool blocked;
+
+	fx_sql_exec(fx, "INSERT INTO clusters (name) VALUES ('lo')");
+	node = fx_sql_text(fx,
+	    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes, "
+	    "managed_by_agent, agent_heartbeat_at) SELECT id, 'lo-1', 'lo-1', 0, 0, true, now() "
+	    "FROM clusters WHERE name = 'lo' RETURNING id::text");
+	gpu = fx_sql_text(fx,
+	    "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, mig_enabled) "
+	    "VALUES ($1::int8, 0, 'GPU-10c0de00-0000-4000-8000-000000000001', 'A100-80GB', 81920, true) RETURNING id::text",
+	    node);
+	x = session(fx);
+	h = session(fx);
+	r = session(fx);
+
+	/* r: a release (or cordon) holding a GPU of the node, about to want the node */
+	run(r, "BEGIN");
+	run(r, fx_str(fx, "SELECT 1 FROM gpus WHERE id = %s FOR NO KEY UPDATE", gpu));
+	/*
+	 * x: the liveness sweep's outcome, the node unknown, committed after
+	 * the heartbeat read it ready (its GPU half is left out, so that r
+	 * can hold the GPU meanwhile: the sweep itself would have taken and
+	 * released it before r)
+	 */
+	run(x, "BEGIN");
+	run(x, "SET LOCAL session_replication_role = replica");
+	run(x,
+	    fx_str(fx,
+		"UPDATE nodes SET status = 'unknown', status_reason = 'silent' WHERE id = %s",
+		node));
+	/* h: the heartbeat reads the node ready, then waits for x's row */
+	if (!PQsendQuery(h, fx_str(fx, "SELECT agent_heartbeat(%s, NULL)", node)))
+		fail_msg("send: %s", PQerrorMessage(h));
+	assert_true(wait_blocked(fx, h, PQbackendPID(h), PQbackendPID(x)));
+	run(x, "COMMIT");
+	/* the heartbeat either finishes or waits for r's GPU */
+	blocked = wait_blocked(fx, h, PQbackendPID(h), PQbackendPID(r));
+	fprintf(stderr, "  heartbeat %s\n", blocked ? "waits for the GPU held by r" : "finished");
+	/* r now wants the node: a cycle if the heartbeat holds it and waits for the GPU */
+	if (!PQsendQuery(r,
+		fx_str(fx, "SELECT 1 FROM nodes WHERE id = %s FOR NO KEY UPDATE", node)))
+		fail_msg("send: %s", PQerrorMessage(r));
+	assert_string_equal(finish(fx, r), "");
+	run(r, "COMMIT");
+	assert_string_equal(finish(fx, h), "");
+	assert_false(blocked);
+	/* left unknown by that heartbeat (it had not locked the GPUs); the next one readies it */
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE id = $1::int8", node),
+	    "unknown");
+	assert_int_equal(fx_sql_int64(fx, "SELECT agent_heartbeat($1::int8, NULL)", node), 1);
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM nodes WHERE id = $1::int8", node),
+	    "ready");
+	assert_string_equal(fx_sql_text(fx, "SELECT node_status FROM gpus WHERE id = $1::int8",
+				gpu),
+	    "ready");
+	PQfinish(x);
+	PQfinish(h);
+	PQfinish(r);
+}
+
+/* A request of pool (a number) in the state given, by the admin's API calls. */
+static int64_t
+request_id(struct fixture *fx, const char *action, const char *items)
+{
+	struct gp_client_response *r;
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects/lr/pool-requests",
+	    "{\"action\":\"%s\",\"pool\":\"p\",\"items\":%s,\"justification\":\"t\"}", action,
+	    items);
+	if (r->status != 201)
+		fail_msg("%s: %ld %s", action, r->status, r->body);
+	return fx_json_int(r->json, "id");
+}
+
+/*
+ * Two agents' reports for nodes sharing a pool (migration 0019): a
+ * report settles only the approved requests it locked first. Report a
+ * (node 1) locks the pool's approved requests (none), the pool, then
+ * waits for a GPU of its node; an expand of the pool is approved
+ * meanwhile; report b (node 2) locks that request and waits for the
+ * pool. Had a's last statement settled the requests approved since, it
+ * would have waited for b's request while holding the pool.
+ */
+/* node %s reports its GPUs, their instances not listed this scan (nothing fails) */
+#define REPORT                                                                                       \
+	"SELECT agent_apply_status(%s, 0, NULL, (SELECT jsonb_agg(jsonb_build_object('uuid', uuid, " \
+	"'state', 'unknown')) FROM gpus WHERE node_id = %s), '[]')"
+
+static void
+test_reports_settle_what_they_locked(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	PGconn *z, *a, *b;
+	const char *n1, *n2, *g1;
+	int64_t create, expand;
+
+	fx_fleet(fx, "lr", "H100-80GB", 2, 1, false);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
+	    "{\"name\":\"lr\",\"display_name\":\"lr\"}");
+	assert_int_equal(r->status, 201);
+	assert_int_equal(fx_request(fx, fx->admin_token, "PUT", "/v1/projects/lr/members/admin",
+			     "{\"role\":\"owner\"}")
+			     ->status,
+	    201);
+	create = request_id(fx, "create", "[\"H100-80GB/full=2\"]");
+	assert_int_equal(fx_request(fx, fx->admin_token, "POST",
+			     fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)create), "{}")
+			     ->status,
+	    200);
+	n1 = fx_sql_text(fx, "SELECT id::text FROM nodes WHERE name = 'lr-n0'");
+	n2 = fx_sql_text(fx, "SELECT id::text FROM nodes WHERE name = 'lr-n1'");
+	g1 = fx_sql_text(fx, "SELECT min(id)::text FROM gpus WHERE node_id = $1::int8", n1);
+	/* the pool spans both nodes; its create is settled (no approved request left) */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(DISTINCT g.node_id) FROM allocations a JOIN gpus g ON "
+			     "g.id = a.gpu_id WHERE a.request_id = $1::int8 AND a.state = 'ready'",
+			     fx_str(fx, "%lld", (long long)create)),
+	    2);
+	fx_sql_exec(fx, "UPDATE pool_requests SET state = 'fulfilled' WHERE id = $1::int8",
+	    fx_str(fx, "%lld", (long long)create));
+	expand = request_id(fx, "expand", "[\"H100-80GB/full=1\"]");
+	z = session(fx);
+	a = session(fx);
+	b = session(fx);
+
+	run(z, "BEGIN");
+	run(z, fx_str(fx, "SELECT 1 FROM gpus WHERE id = %s FOR NO KEY UPDATE", g1));
+	if (!PQsendQuery(a, fx_str(fx, REPORT, n1, n1)))
+		fail_msg("send: %s", PQerrorMessage(a));
+	assert_true(wait_blocked(fx, a, PQbackendPID(a), PQbackendPID(z)));
+	/*
+	 * the expand approved while a holds the pool (an approval would wait
+	 * for the pool; its outcome, the request approved, is what matters)
+	 */
+	fx_sql_exec(fx, "UPDATE pool_requests SET state = 'approved' WHERE id = $1::int8",
+	    fx_str(fx, "%lld", (long long)expand));
+	if (!PQsendQuery(b, fx_str(fx, REPORT, n2, n2)))
+		fail_msg("send: %s", PQerrorMessage(b));
+	assert_true(wait_blocked(fx, b, PQbackendPID(b), PQbackendPID(a)));
+	run(z, "COMMIT");
+	assert_string_equal(finish(fx, a), "");
+	assert_string_equal(finish(fx, b), "");
+	/* b locked the expand first: b settled it (no allocation of it is waiting) */
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1::int8",
+				fx_str(fx, "%lld", (long long)expand)),
+	    "fulfilled");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT actor FROM pool_request_events WHERE request_id = $1::int8 "
+				"AND to_state = 'fulfilled'",
+				fx_str(fx, "%lld", (long long)expand)),
+	    "agent:lr-n1");
+	PQfinish(z);
+	PQfinish(a);
+	PQfinish(b);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_heartbeat_after_liveness),
+		cmocka_unit_test(test_reports_settle_what_they_locked),
+	};
+
+	return fixture_run_tests(tests);
+}
