@@ -12,7 +12,7 @@
  * only when it locked the GPUs first; otherwise the next one does.
  *
  * Two agents' reports for nodes that share a pool settle only the
- * approved requests each locked first (migration 0019): the one that
+ * approved requests each locked first (migration 0024): the one that
  * holds the pool does not wait for a request approved since, which the
  * other report holds while it waits for the pool. test_deadlock's agents
  * test finds that under load; this one in a second, deterministically
@@ -173,7 +173,7 @@ request_id(struct fixture *fx, const char *action, const char *items)
 }
 
 /*
- * Two agents' reports for nodes sharing a pool (migration 0019): a
+ * Two agents' reports for nodes sharing a pool (migration 0024): a
  * report settles only the approved requests it locked first. Report a
  * (node 1) locks the pool's approved requests (none), the pool, then
  * waits for a GPU of its node; an expand of the pool is approved

@@ -1,4 +1,4 @@
--- 0024_heartbeat_lock_order: a heartbeat readies only a node whose GPUs it
+-- 0025_heartbeat_lock_order: a heartbeat readies only a node whose GPUs it
 -- locked first.
 --
 -- agent_heartbeat read the node's status without a lock and locked the
