@@ -482,6 +482,20 @@ submitted_row(const PGresult *r, int row, const struct request_submit *s,
 	out->cluster_id = s->cluster_id;
 }
 
+/*
+ * A create bound to a cluster deleted after the submission looked it up:
+ * the foreign key of pools.cluster_id fails the insert, which is the
+ * caller's field, not a conflict.
+ */
+static void
+submit_cluster_gone(struct db *db, struct gp_error *err)
+{
+	if (err->status == 409 && strcmp(db_last_constraint(db), "pools_cluster_id_fkey") == 0) {
+		gp_error_clear(err);
+		gp_error_field(err, "cluster", "the cluster no longer exists");
+	}
+}
+
 int
 db_request_submit(struct db *db, struct arena *a, const struct request_submit *s,
     struct pool_request_row *out, bool *needs_quota, struct gp_error *err)
@@ -510,6 +524,7 @@ db_request_submit(struct db *db, struct arena *a, const struct request_submit *s
 		    strcmp(db_last_constraint(db), "pools_project_name_key") == 0)
 			gp_problem_set(err, GP_PROBLEM_CONFLICT,
 			    "the project already has a pool named %s", s->pool_name);
+		submit_cluster_gone(db, err);
 		return -1;
 	}
 	if (PQntuples(r) != 1)
@@ -571,8 +586,10 @@ db_requests_submit_many(struct db *db, struct arena *a, const struct request_sub
 		r = db_exec_commit(db, a, &stmt_pools_submit_many, 14, p, err);
 	else
 		r = db_exec(db, a, &stmt_pools_submit_many, 14, p, err);
-	if (r == NULL)
+	if (r == NULL) {
+		submit_cluster_gone(db, err);
 		return -1;
+	}
 	if (PQntuples(r) != n)
 		return gp_problem_set(err, GP_PROBLEM_INTERNAL,
 		    "the submissions were not all answered");

@@ -9,7 +9,10 @@
  */
 #include "fixture.h"
 
+#include <libpq-fe.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *alice;
 
@@ -184,12 +187,81 @@ test_cluster_bad_input_and_delete(void **state)
 	fx_assert_pool_invariants(fx);
 }
 
+struct racer {
+	struct fixture *fx;
+	const char *token;
+	long status;
+	char body[1024];
+};
+
+static void *
+race_submit(void *arg)
+{
+	struct racer *r = arg;
+	struct gp_client *c = gp_client_create(r->fx->server->base_url, NULL);
+	struct gp_client_response res;
+	const char *body = "{\"action\":\"create\",\"pool\":\"gone\",\"cluster\":\"cd\","
+			   "\"items\":[\"H100-80GB/1g.10gb=1\"]}";
+
+	memset(&res, 0, sizeof(res));
+	if (gp_client_set_token(c, r->token) == 0 &&
+	    gp_client_request(c, "POST", "/v1/projects/pc/pool-requests", body, strlen(body), NULL,
+		&res) == 0) {
+		r->status = res.status;
+		snprintf(r->body, sizeof(r->body), "%s", res.body ? res.body : "");
+	}
+	gp_client_response_free(&res);
+	gp_client_destroy(c);
+	return NULL;
+}
+
+/*
+ * A cluster deleted between the submission's look-up and its insert: the
+ * insert's foreign key fails, and the answer is 422 on cluster, not a
+ * generic 409; nothing stored.
+ */
+static void
+test_cluster_deleted_during_submit(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	struct racer rc = { .fx = fx, .token = alice };
+	PGconn *tx = PQconnectdb(fx->db_url);
+	PGresult *res;
+	pthread_t t;
+	int64_t pools = fx_sql_int64(fx, "SELECT count(*) FROM pools");
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"cd\"}");
+	assert_status(r, 201);
+	assert_int_equal(PQstatus(tx), CONNECTION_OK);
+	res = PQexec(tx, "BEGIN; DELETE FROM clusters WHERE name = 'cd'");
+	assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+	PQclear(res);
+	assert_int_equal(pthread_create(&t, NULL, race_submit, &rc), 0);
+	/* the insert waits for the deleted row's lock */
+	for (int i = 0; i < 200 &&
+	     fx_sql_int64(fx,
+		 "SELECT count(*) FROM pg_stat_activity "
+		 "WHERE wait_event_type = 'Lock' AND datname = current_database()") == 0;
+	     i++)
+		usleep(50000);
+	res = PQexec(tx, "COMMIT");
+	assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+	PQclear(res);
+	PQfinish(tx);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (rc.status != 422 || strstr(rc.body, "\"cluster\"") == NULL)
+		fail_msg("expected 422 on cluster, got %ld %s", rc.status, rc.body);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM pools"), pools);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bound_pools_place_in_their_cluster),
 		cmocka_unit_test(test_cluster_bad_input_and_delete),
+		cmocka_unit_test(test_cluster_deleted_during_submit),
 	};
 
 	return fixture_run_tests(tests);
