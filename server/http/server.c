@@ -356,6 +356,10 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	atomic_fetch_sub(&s->in_flight, 1);
 }
 
+/* libmicrohttpd's format, passed through (the attribute tells clang so) */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
 static void
 on_mhd_log(void *cls, const char *fmt, va_list ap)
 {

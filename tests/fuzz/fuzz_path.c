@@ -1,9 +1,10 @@
 /*
  * fuzz_path.c - libFuzzer harness for the HTTP path and query decoding
- * and the route table match: unescape_safe() (what libmicrohttpd's
+ * and the route table match: http_unescape_safe() (what libmicrohttpd's
  * percent-decoding of the path leaves encoded), lookup_query() (the rest
- * of a query value), request_id_valid() (X-Request-Id) from
- * http/server.c, and find_route() from api/dispatch.c over every route.
+ * of a query value), http_request_id_valid() (X-Request-Id) from
+ * http/request_view.c, and find_route() from api/dispatch.c over every
+ * route.
  *
  * The two sources are included whole so that their static functions
  * are reachable; MHD_lookup_connection_value is renamed to a stand-in
@@ -13,7 +14,7 @@
  * no '/'; an unmatched path answers 404 or 405 (with Allow).
  */
 #define MHD_lookup_connection_value fuzz_lookup_value
-#include "../../server/http/server.c"
+#include "../../server/http/request_view.c"
 
 #include "../../server/api/dispatch.c"
 
@@ -58,7 +59,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		in_len = strlen(path);
 		slashes = count_char(path, '/');
 	}
-	out_len = unescape_safe(NULL, NULL, path);
+	out_len = http_unescape_safe(NULL, NULL, path);
 	if (out_len > in_len || strlen(path) != out_len || count_char(path, '/') != slashes)
 		abort();
 
@@ -84,7 +85,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (q != NULL) {
 		size_t qlen;
 
-		(void)unescape_safe(NULL, NULL, q);
+		(void)http_unescape_safe(NULL, NULL, q);
 		qlen = strlen(q);
 		fuzz_query_value = q;
 		req.transport = NULL;
@@ -92,7 +93,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (query != NULL && strlen(query) > qlen)
 			abort();
 		fuzz_query_value = NULL;
-		(void)request_id_valid(q);
+		(void)http_request_id_valid(q);
 	}
 	arena_destroy(a);
 	return 0;
