@@ -3,8 +3,11 @@
  * enrollment, the node token's own routes (under /v1/agent: desired state by
  * long-poll, status, heartbeat, token rotation), revoking a node's token
  * and the mig-parted view of a node's layout. The node of an agent
- * request always comes from its token (req->principal.node_id).
+ * request always comes from its token (req->principal.node_id). The
+ * handlers parse, authorize, call one entry of service/agent_service.h
+ * and reply; the status report is parsed in agent_status.c.
  */
+#include "agent.h"
 #include "api.h"
 
 #include <arpa/inet.h>
@@ -21,36 +24,26 @@
 #include "core/strbuf.h"
 #include "core/timeutil.h"
 #include "db/db_agent.h"
-#include "db/db_capacity.h"
 #include "domain/callback.h"
 #include "domain/catalog.h"
-#include "domain/health.h"
+#include "service/agent_service.h"
 
 #define ENROLL_TTL_DEFAULT_S 3600
 #define ENROLL_TTL_MAX_S (7 * 86400)
-#define AGENT_MAX_GPUS 16
-#define AGENT_MAX_INSTANCES 8
-#define AGENT_MAX_XIDS 64
-#define AGENT_MAX_ERRORS 64
 #define AGENT_WAIT_MAX_S 60
-#define AGENT_MESSAGE_MAX 500 /* agent texts users see: control characters stripped */
-#define AGENT_XID_COUNT_MAX 1000000000
 #define AGENT_CALLBACK_ADDRS 16 /* addresses of a callback host name checked at most */
 
-/* ---- enrollment tokens (operators) ---- */
+/* The caller, for the workflows' audit rows. */
+static struct service_actor
+request_actor(const struct request *req)
+{
+	struct service_actor a = { req->principal.user_id, req->principal.username,
+		req->request_id };
 
-struct enroll_token_tx {
-	struct request *req;
-	const char *cluster;
-	int64_t cluster_id, id;
-	const unsigned char *digest;
-	const char *prefix;
-	int ttl_s;
-	const char *node_name; /* NULL: any node */
-	bool adopt_manual;     /* may adopt a node registered by hand */
-	const char *json;
-	bool found;
-};
+	return a;
+}
+
+/* ---- enrollment tokens (operators) ---- */
 
 /* A node name as nodes.name allows it. */
 static bool
@@ -67,37 +60,13 @@ node_name_valid(const char *s)
 	return true;
 }
 
-static int
-cluster_lookup(struct db *db, struct enroll_token_tx *t, struct gp_error *err)
-{
-	if (strlen(t->cluster) > 63 ||
-	    db_cluster_id(db, t->req->arena, t->cluster, &t->cluster_id, err) < 0)
-		return strlen(t->cluster) > 63
-		    ? gp_error_set(err, 404, "not_found", "no such cluster")
-		    : -1;
-	if (t->cluster_id == 0)
-		return gp_error_set(err, 404, "not_found", "no such cluster: %s", t->cluster);
-	return 0;
-}
-
-static int
-enroll_token_create_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct enroll_token_tx *t = arg;
-
-	if (cluster_lookup(db, t, err) < 0 ||
-	    db_enroll_token_create(db, t->req->arena, t->cluster_id, t->digest, t->prefix, t->ttl_s,
-		t->req->principal.user_id, t->node_name, t->adopt_manual, &t->json, err) < 0)
-		return -1;
-	return api_audit(db, t->req, "enrollment_token.create", "cluster", t->cluster, 0, NULL,
-	    json_own(t->req->arena, json_tokener_parse(t->json)), err);
-}
-
 int
 api_enroll_tokens_create(struct request *req, struct response *res, struct gp_error *err)
 {
 	struct json_object *body = NULL, *o;
-	struct enroll_token_tx t;
+	struct enroll_token_new t;
+	struct service_actor who = request_actor(req);
+	const char *json = NULL;
 	struct jfields f;
 	char token[TOKEN_MAX_LEN];
 	unsigned char digest[TOKEN_DIGEST_LEN];
@@ -106,7 +75,6 @@ api_enroll_tokens_create(struct request *req, struct response *res, struct gp_er
 
 	arena_set_sensitive(req->arena);
 	memset(&t, 0, sizeof(t));
-	t.req = req;
 	t.cluster = req->params[0];
 	if (req->body_len > 0) {
 		if (api_body(req, &body, err) < 0)
@@ -130,9 +98,9 @@ api_enroll_tokens_create(struct request *req, struct response *res, struct gp_er
 	t.digest = digest;
 	t.prefix = arena_strndup(req->arena, token, 8);
 	t.ttl_s = (int)ttl;
-	if (db_tx(db_thread(), enroll_token_create_tx, &t, err) < 0)
+	if (service_enroll_token_create(db_thread(), req->arena, &who, &t, &json, err) < 0)
 		goto out;
-	o = json_tokener_parse(t.json);
+	o = json_tokener_parse(json);
 	json_add_str(o, "token", token);
 	response_json(req, res, 201, o);
 	response_header(res, "Cache-Control", "no-store");
@@ -142,59 +110,29 @@ out:
 	return rc;
 }
 
-static int
-enroll_tokens_list_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct enroll_token_tx *t = arg;
-
-	if (cluster_lookup(db, t, err) < 0)
-		return -1;
-	return db_enroll_tokens_list(db, t->req->arena, t->cluster_id, &t->json, err);
-}
-
 int
 api_enroll_tokens_list(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct enroll_token_tx t;
+	const char *json = NULL;
 	struct json_object *o;
 
-	memset(&t, 0, sizeof(t));
-	t.req = req;
-	t.cluster = req->params[0];
-	if (db_tx(db_thread(), enroll_tokens_list_tx, &t, err) < 0)
+	if (service_enroll_tokens_list(db_thread(), req->arena, req->params[0], &json, err) < 0)
 		return -1;
 	o = json_object_new_object();
-	json_object_object_add(o, "items", json_tokener_parse(t.json));
+	json_object_object_add(o, "items", json_tokener_parse(json));
 	json_object_object_add(o, "next_cursor", NULL);
 	response_json(req, res, 200, o);
 	return 0;
 }
 
-static int
-enroll_token_revoke_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct enroll_token_tx *t = arg;
-
-	if (cluster_lookup(db, t, err) < 0 ||
-	    db_enroll_token_revoke(db, t->req->arena, t->cluster_id, t->id, &t->found, err) < 0)
-		return -1;
-	if (!t->found)
-		return gp_error_set(err, 404, "not_found",
-		    "no usable enrollment token %lld in cluster %s", (long long)t->id, t->cluster);
-	return api_audit(db, t->req, "enrollment_token.revoke", "enrollment_token",
-	    arena_printf(t->req->arena, "%lld", (long long)t->id), 0, NULL, NULL, err);
-}
-
 int
 api_enroll_tokens_delete(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct enroll_token_tx t;
+	struct service_actor who = request_actor(req);
+	int64_t id = 0;
 
-	memset(&t, 0, sizeof(t));
-	t.req = req;
-	t.cluster = req->params[0];
-	if (api_param_id(req, 1, &t.id, err) < 0 ||
-	    db_tx(db_thread(), enroll_token_revoke_tx, &t, err) < 0)
+	if (api_param_id(req, 1, &id, err) < 0 ||
+	    service_enroll_token_revoke(db_thread(), req->arena, &who, req->params[0], id, err) < 0)
 		return -1;
 	response_empty(res, 204);
 	return 0;
@@ -202,42 +140,8 @@ api_enroll_tokens_delete(struct request *req, struct response *res, struct gp_er
 
 /* ---- enrollment (the agent, with an enrollment token) ---- */
 
-struct enroll_tx {
-	struct request *req;
-	const unsigned char *enroll_digest;
-	struct agent_enrollment e;
-	int64_t node_id;
-	const char *node_json;
-	const char *adopted; /* what the adopted node was; NULL: a new node */
-};
-
-static int
-enroll_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct enroll_tx *t = arg;
-	bool found = false;
-
-	if (db_enroll_token_consume(db, t->req->arena, t->enroll_digest, &t->e.token_id,
-		&t->e.cluster_id, &found, err) < 0)
-		return -1;
-	if (!found)
-		return gp_error_set(err, 401, "invalid_enrollment_token",
-		    "the enrollment token is unknown, used, revoked or expired");
-	t->e.grace_s = api_app(t->req)->agent_grace_s;
-	if (db_agent_enroll(db, t->req->arena, &t->e, &t->node_id, &t->node_json, &t->adopted,
-		err) < 0)
-		return -1;
-	if (t->adopted != NULL &&
-	    api_audit(db, t->req, "node.adopt", "node", t->e.node_name, 0,
-		json_own(t->req->arena, json_tokener_parse(t->adopted)),
-		json_own(t->req->arena, json_tokener_parse(t->node_json)), err) < 0)
-		return -1;
-	return api_audit(db, t->req, "node.enroll", "node", t->e.node_name, 0, NULL,
-	    json_own(t->req->arena, json_tokener_parse(t->node_json)), err);
-}
-
-static bool
-gpu_uuid_valid(const char *s)
+bool
+agent_gpu_uuid_valid(const char *s)
 {
 	/* GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, lower-case hex */
 	static const char pat[] = "GPU-........-....-....-....-............";
@@ -255,8 +159,8 @@ gpu_uuid_valid(const char *s)
 	return true;
 }
 
-static bool
-printable(const char *s)
+bool
+agent_printable(const char *s)
 {
 	for (; *s; s++)
 		if ((unsigned char)*s < 0x20 || *s == 0x7f)
@@ -332,7 +236,7 @@ enroll_gpu(struct request *req, struct json_object *in, const char *path,
 	jf_array(&f, "instances", false, &insts);
 	if (jf_finish(&f) < 0 && err->nfields > before)
 		return NULL;
-	if (!gpu_uuid_valid(uuid)) {
+	if (!agent_gpu_uuid_valid(uuid)) {
 		gp_error_field(err, jf_path(&f, "uuid"), "must be GPU-<uuid> in lower-case hex");
 		return NULL;
 	}
@@ -344,8 +248,8 @@ enroll_gpu(struct request *req, struct json_object *in, const char *path,
 		    json_object_new_string(arena_printf(req->arena,
 			"%s: unknown GPU model \"%s\" (PCI id %s): not registered; add it to the "
 			"GPU catalog",
-			path, printable(product) ? product : "?",
-			pci && printable(pci) ? pci : "?")));
+			path, agent_printable(product) ? product : "?",
+			pci && agent_printable(pci) ? pci : "?")));
 		return NULL;
 	}
 	if (mig && !m->mig_capable) {
@@ -459,8 +363,10 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 {
 	struct json_object *body, *gpus = NULL, *clean, *warnings, *o;
 	struct jfields f;
-	struct enroll_tx t;
-	const char *etoken = NULL;
+	struct agent_enrollment e;
+	struct service_actor who = request_actor(req);
+	const char *etoken = NULL, *node_json = NULL;
+	int64_t node_id = 0;
 	char node_token[TOKEN_MAX_LEN];
 	unsigned char edigest[TOKEN_DIGEST_LEN], ndigest[TOKEN_DIGEST_LEN], secret[32];
 	char secret_hex[65];
@@ -469,35 +375,34 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 	int rc = -1;
 
 	arena_set_sensitive(req->arena);
-	memset(&t, 0, sizeof(t));
+	memset(&e, 0, sizeof(e));
 	memset(node_token, 0, sizeof(node_token));
 	memset(secret_hex, 0, sizeof(secret_hex));
-	t.req = req;
 	if (api_body(req, &body, err) < 0)
 		return -1;
 	warnings = json_own(req->arena, json_object_new_array());
 	clean = json_own(req->arena, json_object_new_array());
 	jf_init(&f, req->arena, body, "", err);
 	jf_string(&f, "enrollment_token", true, TOKEN_MAX_LEN, &etoken);
-	jf_string(&f, "node_name", true, 253, &t.e.node_name);
-	jf_string(&f, "hostname", true, 253, &t.e.hostname);
-	jf_string(&f, "callback_url", false, 500, &t.e.callback_url);
-	jf_string(&f, "agent_version", false, 64, &t.e.agent_version);
+	jf_string(&f, "node_name", true, 253, &e.node_name);
+	jf_string(&f, "hostname", true, 253, &e.hostname);
+	jf_string(&f, "callback_url", false, 500, &e.callback_url);
+	jf_string(&f, "agent_version", false, 64, &e.agent_version);
 	jf_int(&f, "cpu_millicores", false, 0, INT64_C(1) << 40, &cpu, NULL);
 	jf_int(&f, "memory_bytes", false, 0, INT64_C(1) << 56, &mem, NULL);
 	jf_array(&f, "gpus", true, &gpus);
 	jf_finish(&f);
-	if (t.e.callback_url != NULL && !callback_url_valid(t.e.callback_url))
+	if (e.callback_url != NULL && !callback_url_valid(e.callback_url))
 		gp_error_field(err, "callback_url", "must be an http:// or https:// URL");
-	else if (t.e.callback_url != NULL) {
-		const char *why = callback_refusal(req, t.e.callback_url);
+	else if (e.callback_url != NULL) {
+		const char *why = callback_refusal(req, e.callback_url);
 
 		if (why != NULL)
 			gp_error_field(err, "callback_url", "%s", why);
 	}
-	if (t.e.hostname != NULL && (t.e.hostname[0] == '\0' || !printable(t.e.hostname)))
+	if (e.hostname != NULL && (e.hostname[0] == '\0' || !agent_printable(e.hostname)))
 		gp_error_field(err, "hostname", "must be 1-253 printable characters");
-	if (t.e.agent_version != NULL && !printable(t.e.agent_version))
+	if (e.agent_version != NULL && !agent_printable(e.agent_version))
 		gp_error_field(err, "agent_version", "must be printable");
 	if (gpus != NULL && json_object_array_length(gpus) > AGENT_MAX_GPUS)
 		gp_error_field(err, "gpus", "at most %d GPUs", AGENT_MAX_GPUS);
@@ -522,11 +427,10 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 			gp_error_set(err, 422, "validation_failed", "the enrollment is not valid");
 		return -1;
 	}
-	t.e.cpu_millicores = cpu;
-	t.e.memory_bytes = mem;
-	t.e.gpus_json = json_to_arena(req->arena, clean, NULL);
+	e.cpu_millicores = cpu;
+	e.memory_bytes = mem;
+	e.gpus_json = json_to_arena(req->arena, clean, NULL);
 	token_digest(etoken, strlen(etoken), edigest);
-	t.enroll_digest = edigest;
 	if (token_generate("gpn", node_token, sizeof(node_token)) < 0 ||
 	    token_random_bytes(secret, sizeof(secret)) < 0) {
 		gp_error_set(err, 500, "internal", "could not generate the node's secrets");
@@ -534,18 +438,20 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 	}
 	token_hex(secret, sizeof(secret), secret_hex);
 	token_digest(node_token, strlen(node_token), ndigest);
-	t.e.node_digest = ndigest;
-	t.e.push_secret = secret_hex;
-	if (db_tx(db_thread(), enroll_tx, &t, err) < 0)
+	e.node_digest = ndigest;
+	e.push_secret = secret_hex;
+	e.grace_s = api_app(req)->agent_grace_s;
+	if (service_agent_enroll(db_thread(), req->arena, &who, edigest, &e, &node_id, &node_json,
+		err) < 0)
 		goto out;
 	o = json_object_new_object();
-	json_object_object_add(o, "node", json_tokener_parse(t.node_json));
+	json_object_object_add(o, "node", json_tokener_parse(node_json));
 	json_add_str(o, "node_token", node_token);
 	json_add_str(o, "push_secret", secret_hex);
 	json_object_object_add(o, "warnings", json_object_get(warnings));
 	response_json(req, res, 201, o);
 	response_header(res, "Cache-Control", "no-store");
-	log_info(req->request_id, "node enrolled", "node", t.e.node_name, "gpus",
+	log_info(req->request_id, "node enrolled", "node", e.node_name, "gpus",
 	    arena_printf(req->arena, "%zu", json_object_array_length(clean)));
 	rc = 0;
 out:
@@ -557,35 +463,10 @@ out:
 
 /* ---- node tokens: rotation (agent) and revocation (operator) ---- */
 
-struct node_token_tx {
-	struct request *req;
-	int64_t node_id;
-	const char *node;
-	const unsigned char *digest; /* NULL: revoke */
-};
-
-static int
-node_token_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct node_token_tx *t = arg;
-
-	if (t->node != NULL) {
-		if (db_node_id_by_name(db, t->req->arena, t->node, &t->node_id, err) < 0)
-			return -1;
-		if (t->node_id == 0)
-			return gp_error_set(err, 404, "not_found", "no such node: %s", t->node);
-	}
-	if (db_node_token_replace(db, t->req->arena, t->node_id, t->digest, err) < 0)
-		return -1;
-	return api_audit(db, t->req, t->digest ? "node.token_rotate" : "node.token_revoke", "node",
-	    t->node ? t->node : arena_printf(t->req->arena, "%lld", (long long)t->node_id), 0, NULL,
-	    NULL, err);
-}
-
 int
 api_agent_token_rotate(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct node_token_tx t = { .req = req, .node_id = req->principal.node_id };
+	struct service_actor who = request_actor(req);
 	char token[TOKEN_MAX_LEN];
 	unsigned char digest[TOKEN_DIGEST_LEN];
 	struct json_object *o;
@@ -595,8 +476,8 @@ api_agent_token_rotate(struct request *req, struct response *res, struct gp_erro
 	if (token_generate("gpn", token, sizeof(token)) < 0)
 		return gp_error_set(err, 500, "internal", "could not generate a token");
 	token_digest(token, strlen(token), digest);
-	t.digest = digest;
-	if (db_tx(db_thread(), node_token_tx, &t, err) < 0)
+	if (service_node_token_replace(db_thread(), req->arena, &who, req->principal.node_id, NULL,
+		digest, err) < 0)
 		goto out;
 	o = json_object_new_object();
 	json_add_str(o, "node_token", token);
@@ -611,11 +492,12 @@ out:
 int
 api_node_agent_token_revoke(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct node_token_tx t = { .req = req, .node = req->params[0] };
+	struct service_actor who = request_actor(req);
 
-	if (strlen(t.node) > 253)
+	if (strlen(req->params[0]) > 253)
 		return gp_error_set(err, 404, "not_found", "no such node");
-	if (db_tx(db_thread(), node_token_tx, &t, err) < 0)
+	if (service_node_token_replace(db_thread(), req->arena, &who, 0, req->params[0], NULL,
+		err) < 0)
 		return -1;
 	response_empty(res, 204);
 	return 0;
@@ -663,12 +545,10 @@ desired_answer(struct request *req, struct response *res, const struct desired_w
 	const char *doc = NULL;
 
 	*sent = false;
-	if (db_agent_generation(db_thread(), req->arena, w->node_id, &gen, err) < 0)
+	if (service_agent_desired(db_thread(), req->arena, w->node_id, w->after, &gen, &doc, err) <
+	    0)
 		return -1;
-	if (gen != w->after) {
-		if (db_agent_desired_state(db_thread(), req->arena, w->node_id, &gen, &doc, err) <
-		    0)
-			return -1;
+	if (doc != NULL) {
 		response_raw(res, 200, "application/json", doc, strlen(doc));
 		*sent = true;
 	} else {
@@ -712,415 +592,12 @@ api_agent_desired_state(struct request *req, struct response *res, struct gp_err
 	    time_mono_us() + wait_s * 1000000, desired_woken, w, err);
 }
 
-/* ---- status and heartbeat ---- */
-
-/*
- * An agent's text as users see it (alerts, allocation errors): control
- * characters become spaces, at most max bytes (cut on a UTF-8 boundary).
- */
-static const char *
-agent_text(struct arena *a, const char *s, size_t max)
-{
-	size_t n = strlen(s);
-	char *out;
-
-	if (n > max) {
-		n = max;
-		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-			n--;
-	}
-	out = arena_strndup(a, s, n);
-	for (char *p = out; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ' ';
-	return out;
-}
-
-/*
- * One GPU of a status report → {"uuid","state","fail_reason","ecc_reason",
- * "degrade_reason","details","unknown_xids","instances"} for SQL.
- * "state": ok (instances are the truth), unknown (they could not be
- * listed: ignored), lost (the GPU cannot be read: failed at once).
- */
-/*
- * A GPU's xid_events (at path): each appended to xlist as {xid, count},
- * those the catalog does not know to unknown as well, their codes to
- * xv[*nx..]. -1 after a field error (from before on).
- */
-static int
-status_xids(struct request *req, const struct xid_catalog *xc, struct json_object *xids,
-    const char *path, int before, struct json_object *xlist, struct json_object *unknown, int *xv,
-    int *nx, struct gp_error *err)
-{
-	for (size_t i = 0; xids != NULL && i < json_object_array_length(xids); i++) {
-		struct json_object *e = json_object_array_get_idx(xids, i), *o;
-		const char *p = arena_printf(req->arena, "%s.xid_events[%zu]", path, i);
-		int64_t xid = 0, ts = 0, count = 1;
-		struct jfields g;
-
-		if (!json_object_is_type(e, json_type_object)) {
-			gp_error_field(err, p, "must be an object");
-			return -1;
-		}
-		jf_init(&g, req->arena, e, p, err);
-		jf_int(&g, "xid", true, 1, 100000, &xid, NULL);
-		jf_epoch_or_time(&g, "ts", false, &ts, NULL);
-		jf_int(&g, "count", false, 1, AGENT_XID_COUNT_MAX, &count, NULL);
-		if (jf_finish(&g) < 0 && err->nfields > before)
-			return -1;
-		xv[(*nx)++] = (int)xid;
-		o = json_object_new_object();
-		json_add_int(o, "xid", xid);
-		json_add_int(o, "count", count);
-		if (xid_lookup(xc, (int)xid, NULL) == XID_UNKNOWN)
-			json_object_array_add(unknown, json_object_get(o));
-		json_object_array_add(xlist, o);
-	}
-	return 0;
-}
-
-/*
- * A GPU's instances (at path; at most AGENT_MAX_INSTANCES, checked by the
- * caller) as a new array of {profile, start, size, uuid}; NULL after a
- * field error (from before on).
- */
-static struct json_object *
-status_instances(struct request *req, struct json_object *insts, const char *path, int before,
-    struct gp_error *err)
-{
-	struct json_object *clean = json_object_new_array();
-
-	for (size_t i = 0; insts != NULL && i < json_object_array_length(insts); i++) {
-		struct json_object *e = json_object_array_get_idx(insts, i), *o;
-		const char *p = arena_printf(req->arena, "%s.instances[%zu]", path, i);
-		const char *profile = NULL, *iu = NULL;
-		int64_t start = 0, size = 0;
-		struct jfields g;
-
-		if (!json_object_is_type(e, json_type_object)) {
-			gp_error_field(err, p, "must be an object");
-			json_object_put(clean);
-			return NULL;
-		}
-		jf_init(&g, req->arena, e, p, err);
-		jf_string(&g, "profile", true, 32, &profile);
-		jf_int(&g, "start", true, 0, 7, &start, NULL);
-		jf_int(&g, "size", true, 1, 8, &size, NULL);
-		jf_string(&g, "uuid", false, 100, &iu);
-		if ((jf_finish(&g) < 0 && err->nfields > before) || !printable(profile) ||
-		    (iu != NULL && !printable(iu))) {
-			if (err->nfields <= before)
-				gp_error_field(err, p, "profile and uuid must be printable");
-			json_object_put(clean);
-			return NULL;
-		}
-		o = json_object_new_object();
-		json_add_str(o, "profile", profile);
-		json_add_int(o, "start", start);
-		json_add_int(o, "size", size);
-		json_add_str(o, "uuid", iu);
-		json_object_array_add(clean, o);
-	}
-	return clean;
-}
-
-static struct json_object *
-status_gpu(struct request *req, struct json_object *in, const char *path, struct gp_error *err)
-{
-	const struct xid_catalog *xc = api_app(req)->xids;
-	struct jfields f;
-	const char *uuid = NULL, *action = NULL, *state = NULL, *lost_error = NULL;
-	int64_t index = 0, ecc = -1, lost_xid = 0;
-	bool mig = false, remap_fail = false, remap_pending = false;
-	struct json_object *insts = NULL, *xids = NULL, *out, *clean, *details, *xlist, *unknown;
-	struct gpu_health_report hr;
-	struct gpu_health_verdict hv;
-	int xv[AGENT_MAX_XIDS + 1];
-	int nx = 0, before = err->nfields;
-
-	if (!json_object_is_type(in, json_type_object)) {
-		gp_error_field(err, path, "must be an object");
-		return NULL;
-	}
-	jf_init(&f, req->arena, in, path, err);
-	jf_string(&f, "uuid", true, 64, &uuid);
-	jf_int(&f, "index", false, 0, 15, &index, NULL);
-	jf_string(&f, "state", false, 16, &state);
-	jf_string(&f, "error", false, 2000, &lost_error);
-	jf_int(&f, "xid", false, 1, 100000, &lost_xid, NULL);
-	jf_bool(&f, "mig_enabled", false, &mig, NULL);
-	jf_int(&f, "ecc_uncorrected", false, 0, INT64_MAX, &ecc, NULL);
-	jf_bool(&f, "remapped_rows_failure", false, &remap_fail, NULL);
-	jf_bool(&f, "remapped_rows_pending", false, &remap_pending, NULL);
-	jf_string(&f, "recovery_action", false, 32, &action);
-	jf_array(&f, "xid_events", false, &xids);
-	jf_array(&f, "instances", false, &insts);
-	jf_finish(&f);
-	if (err->nfields > before)
-		return NULL;
-	if (state == NULL)
-		state = "ok";
-	if (strcmp(state, "ok") != 0 && strcmp(state, "unknown") != 0 &&
-	    strcmp(state, "lost") != 0) {
-		gp_error_field(err, jf_path(&f, "state"), "must be ok, unknown or lost");
-		return NULL;
-	}
-	if (!gpu_uuid_valid(uuid)) {
-		gp_error_field(err, jf_path(&f, "uuid"), "must be GPU-<uuid> in lower-case hex");
-		return NULL;
-	}
-	if (!health_recovery_action_valid(action)) {
-		gp_error_field(err, jf_path(&f, "recovery_action"),
-		    "must be none, gpu_reset, node_reboot, drain_p2p or drain_and_reset");
-		return NULL;
-	}
-	if (xids != NULL && json_object_array_length(xids) > AGENT_MAX_XIDS) {
-		gp_error_field(err, jf_path(&f, "xid_events"),
-		    "at most %d events (coalesce repeats with \"count\")", AGENT_MAX_XIDS);
-		return NULL;
-	}
-	details = json_own(req->arena, json_object_new_object());
-	xlist = json_object_new_array();
-	unknown = json_object_new_array();
-	json_object_object_add(details, "xids", xlist);
-	if (status_xids(req, xc, xids, path, before, xlist, unknown, xv, &nx, err) < 0) {
-		json_object_put(unknown);
-		return NULL;
-	}
-	if (strcmp(state, "lost") == 0 && lost_xid > 0)
-		xv[nx++] = (int)lost_xid;
-	if (insts != NULL && json_object_array_length(insts) > AGENT_MAX_INSTANCES) {
-		gp_error_field(err, jf_path(&f, "instances"), "at most %d instances",
-		    AGENT_MAX_INSTANCES);
-		json_object_put(unknown);
-		return NULL;
-	}
-	/* an unknown GPU's instances could not be listed: whatever came is ignored */
-	clean = status_instances(req, strcmp(state, "ok") == 0 ? insts : NULL, path, before, err);
-	if (clean == NULL) {
-		json_object_put(unknown);
-		return NULL;
-	}
-	hr.ecc_uncorrected = ecc;
-	hr.remapped_rows_failure = remap_fail;
-	hr.remapped_rows_pending = remap_pending;
-	hr.recovery_action = action;
-	hr.xids = xv;
-	hr.nxids = nx;
-	health_assess(xc, &hr, req->arena, &hv);
-	if (strcmp(state, "lost") == 0) {
-		const char *why =
-		    lost_error != NULL ? agent_text(req->arena, lost_error, 200) : "no error given";
-
-		json_add_str(details, "error", why);
-		if (lost_xid > 0)
-			json_add_int(details, "xid", lost_xid);
-		/* a lost GPU is failed whatever else the report says */
-		hv.fail = lost_xid > 0 ? arena_printf(req->arena, "the GPU is lost (Xid %lld): %s",
-					     (long long)lost_xid, why)
-				       : arena_printf(req->arena, "the GPU is lost: %s", why);
-	}
-	if (json_object_array_length(unknown) > 0)
-		json_object_object_add(details, "unknown_xids", json_object_get(unknown));
-	if (ecc >= 0)
-		json_add_int(details, "ecc_uncorrected", ecc);
-	out = json_object_new_object();
-	json_add_str(out, "uuid", uuid);
-	json_add_str(out, "state", state);
-	json_add_str(out, "fail_reason", hv.fail);
-	json_add_str(out, "ecc_reason", hv.ecc);
-	json_add_str(out, "degrade_reason", hv.degrade);
-	json_object_object_add(out, "details", json_object_get(details));
-	json_object_object_add(out, "unknown_xids", unknown);
-	json_object_object_add(out, "instances", clean);
-	return out;
-}
-
-static struct json_object *
-status_errors(struct request *req, struct json_object *in, struct gp_error *err)
-{
-	struct json_object *out = json_object_new_array();
-	int before = err->nfields;
-
-	for (size_t i = 0; in != NULL && i < json_object_array_length(in); i++) {
-		struct json_object *e = json_object_array_get_idx(in, i), *o;
-		const char *p = arena_printf(req->arena, "errors[%zu]", i);
-		const char *gpu = NULL, *profile = NULL, *msg = NULL;
-		int64_t start = -1;
-		struct jfields g;
-
-		if (!json_object_is_type(e, json_type_object)) {
-			gp_error_field(err, p, "must be an object");
-			continue;
-		}
-		jf_init(&g, req->arena, e, p, err);
-		jf_string(&g, "gpu", false, 64, &gpu);
-		jf_string(&g, "profile", false, 32, &profile);
-		jf_int(&g, "start", false, 0, 7, &start, NULL);
-		jf_string(&g, "message", true, 2000, &msg);
-		jf_finish(&g);
-		if (err->nfields > before)
-			continue;
-		msg = agent_text(req->arena, msg, AGENT_MESSAGE_MAX);
-		o = json_object_new_object();
-		json_add_str(o, "gpu", gpu);
-		json_add_str(o, "profile", profile);
-		if (start >= 0)
-			json_add_int(o, "start", start);
-		json_add_str(o, "message", msg);
-		json_object_array_add(out, o);
-	}
-	return out;
-}
-
-struct status_tx {
-	struct request *req;
-	int64_t observed;
-	struct json_object *gpus; /* the checked GPUs of the report */
-	const char *version, *gpus_json, *errors_json, *result;
-	struct json_object *warnings;
-};
-
-/*
- * The report's instances against the GPU catalog, as enrollment checks
- * them: a MIG instance that is not a placement of its GPU's model (profile,
- * start, size) is not recorded (a warning); "full" is a whole GPU.
- */
-static void
-status_catalog_check(struct request *req, struct json_object *gpus, const char *models_json,
-    struct json_object *warnings)
-{
-	const struct catalog *cat = api_app(req)->catalog;
-	struct json_object *models = json_own(req->arena, json_tokener_parse(models_json));
-
-	for (size_t i = 0; i < json_object_array_length(gpus); i++) {
-		struct json_object *g = json_object_array_get_idx(gpus, i), *uuid, *insts, *info,
-				   *model, *keep;
-		const struct gpu_model *m;
-
-		if (!json_object_object_get_ex(g, "uuid", &uuid) ||
-		    !json_object_object_get_ex(g, "instances", &insts) || models == NULL ||
-		    !json_object_object_get_ex(models, json_object_get_string(uuid), &info) ||
-		    !json_object_object_get_ex(info, "model", &model))
-			continue; /* not a GPU of the node: SQL ignores it */
-		m = catalog_model(cat, json_object_get_string(model));
-		keep = json_object_new_array();
-		for (size_t k = 0; k < json_object_array_length(insts); k++) {
-			struct json_object *in = json_object_array_get_idx(insts, k), *v;
-			const char *profile;
-			int start, size;
-			const struct mig_profile *p;
-
-			json_object_object_get_ex(in, "profile", &v);
-			profile = json_object_get_string(v);
-			json_object_object_get_ex(in, "start", &v);
-			start = json_object_get_int(v);
-			json_object_object_get_ex(in, "size", &v);
-			size = json_object_get_int(v);
-			p = (m != NULL && strcmp(profile, "full") != 0)
-			    ? catalog_profile(m, profile)
-			    : NULL;
-			if (strcmp(profile, "full") == 0 ||
-			    (p != NULL && catalog_profile_allows(p, start) &&
-				p->memory_slices == size)) {
-				json_object_array_add(keep, json_object_get(in));
-				continue;
-			}
-			json_object_array_add(warnings,
-			    json_object_new_string(arena_printf(req->arena,
-				"gpus[%zu].instances[%zu]: %s@%d is not a placement of %s: not recorded",
-				i, k, profile, start, m ? m->id : json_object_get_string(model))));
-		}
-		json_object_object_add(g, "instances", keep);
-	}
-}
-
-static int
-status_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct status_tx *t = arg;
-	const char *models = NULL;
-
-	if (db_agent_node_gpus(db, t->req->arena, t->req->principal.node_id, &models, err) < 0)
-		return -1;
-	/* (again on a retried transaction: the same checks, the same warnings) */
-	t->warnings = json_own(t->req->arena, json_object_new_array());
-	status_catalog_check(t->req, t->gpus, models ? models : "{}", t->warnings);
-	t->gpus_json = json_to_arena(t->req->arena, t->gpus, NULL);
-	return db_agent_apply_status(db, t->req->arena, t->req->principal.node_id, t->observed,
-	    t->version, t->gpus_json, t->errors_json, &t->result, err);
-}
-
-int
-api_agent_status(struct request *req, struct response *res, struct gp_error *err)
-{
-	struct json_object *body, *gpus = NULL, *errors = NULL, *clean, *errs;
-	struct jfields f;
-	struct status_tx t = { .req = req };
-
-	if (api_body(req, &body, err) < 0)
-		return -1;
-	clean = json_own(req->arena, json_object_new_array());
-	jf_init(&f, req->arena, body, "", err);
-	jf_int(&f, "observed_generation", true, 0, INT64_MAX, &t.observed, NULL);
-	jf_string(&f, "agent_version", false, 64, &t.version);
-	jf_array(&f, "gpus", true, &gpus);
-	jf_array(&f, "errors", false, &errors);
-	jf_finish(&f);
-	if (t.version != NULL && !printable(t.version))
-		gp_error_field(err, "agent_version", "must be printable");
-	if (gpus != NULL && json_object_array_length(gpus) > AGENT_MAX_GPUS)
-		gp_error_field(err, "gpus", "at most %d GPUs", AGENT_MAX_GPUS);
-	else
-		for (size_t i = 0; gpus != NULL && i < json_object_array_length(gpus); i++) {
-			struct json_object *g = status_gpu(req, json_object_array_get_idx(gpus, i),
-			    arena_printf(req->arena, "gpus[%zu]", i), err);
-
-			if (g != NULL)
-				json_object_array_add(clean, g);
-		}
-	if (errors != NULL && json_object_array_length(errors) > AGENT_MAX_ERRORS)
-		gp_error_field(err, "errors", "at most %d errors", AGENT_MAX_ERRORS);
-	errs = json_own(req->arena, status_errors(req, errors, err));
-	if (gp_error_isset(err) || err->nfields > 0) {
-		if (!gp_error_isset(err))
-			gp_error_set(err, 422, "validation_failed",
-			    "the status report is not valid");
-		return -1;
-	}
-	t.gpus = clean;
-	t.errors_json = json_to_arena(req->arena, errs, NULL);
-	if (db_tx(db_thread(), status_tx, &t, err) < 0)
-		return -1;
-	{
-		struct json_object *o = json_tokener_parse(t.result);
-
-		if (o == NULL)
-			return gp_error_set(err, 500, "internal", "the status result is not JSON");
-		json_object_object_add(o, "warnings", json_object_get(t.warnings));
-		response_json(req, res, 200, o);
-	}
-	return 0;
-}
-
-struct heartbeat_tx {
-	struct request *req;
-	int64_t observed, generation;
-};
-
-static int
-heartbeat_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct heartbeat_tx *t = arg;
-
-	return db_agent_heartbeat(db, t->req->arena, t->req->principal.node_id, t->observed,
-	    &t->generation, err);
-}
+/* ---- heartbeat (the status report: agent_status.c) ---- */
 
 int
 api_agent_heartbeat(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct heartbeat_tx t = { .req = req, .observed = -1 };
+	int64_t observed = -1, generation = 0;
 	struct json_object *body, *o;
 	struct jfields f;
 
@@ -1128,14 +605,15 @@ api_agent_heartbeat(struct request *req, struct response *res, struct gp_error *
 		if (api_body(req, &body, err) < 0)
 			return -1;
 		jf_init(&f, req->arena, body, "", err);
-		jf_int(&f, "observed_generation", false, 0, INT64_MAX, &t.observed, NULL);
+		jf_int(&f, "observed_generation", false, 0, INT64_MAX, &observed, NULL);
 		if (jf_finish(&f) < 0)
 			return -1;
 	}
-	if (db_tx(db_thread(), heartbeat_tx, &t, err) < 0)
+	if (service_agent_heartbeat(db_thread(), req->arena, req->principal.node_id, observed,
+		&generation, err) < 0)
 		return -1;
 	o = json_object_new_object();
-	json_add_int(o, "generation", t.generation);
+	json_add_int(o, "generation", generation);
 	response_json(req, res, 200, o);
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include "core/strbuf.h"
 #include "core/timeutil.h"
 #include "db/db_agent.h"
+#include "service/agent_service.h"
 
 #define METRICS_MAX_SAMPLES 5000
 #define PROFILES_MAX 2000
@@ -247,28 +248,13 @@ api_agent_metrics(struct request *req, struct response *res, struct gp_error *er
 
 /* ---- PUT /v1/agent/profiles ---- */
 
-struct profiles_tx {
-	struct request *req;
-	const char *json;
-	int64_t violations;
-};
-
-static int
-profiles_tx(struct db *db, void *arg, struct gp_error *err)
-{
-	struct profiles_tx *t = arg;
-
-	return db_agent_profiles(db, t->req->arena, t->req->principal.node_id, t->json,
-	    &t->violations, err);
-}
-
 int
 api_agent_profiles(struct request *req, struct response *res, struct gp_error *err)
 {
 	struct json_object *body, *profiles = NULL, *clean, *o;
 	struct jfields f;
-	struct profiles_tx t = { .req = req };
-	const char *source = NULL;
+	const char *source = NULL, *json;
+	int64_t violations = 0;
 	size_t n;
 
 	if (api_body(req, &body, err) < 0)
@@ -319,12 +305,13 @@ api_agent_profiles(struct request *req, struct response *res, struct gp_error *e
 	}
 	if (gp_error_isset(err))
 		return -1;
-	t.json = json_to_arena(req->arena, clean, NULL);
-	if (db_tx(db_thread(), profiles_tx, &t, err) < 0)
+	json = json_to_arena(req->arena, clean, NULL);
+	if (service_agent_profiles(db_thread(), req->arena, req->principal.node_id, json,
+		&violations, err) < 0)
 		return -1;
 	o = json_object_new_object();
 	json_add_int(o, "workloads", (int64_t)json_object_array_length(clean));
-	json_add_int(o, "isolation_violations", t.violations);
+	json_add_int(o, "isolation_violations", violations);
 	response_json(req, res, 200, o);
 	return 0;
 }

@@ -5,6 +5,7 @@
  * take their locks in the global order (docs/architecture.md).
  */
 #include "db_agent.h"
+#include "db_agent_write.h"
 #include "db_internal.h"
 #include "db_sql.h"
 

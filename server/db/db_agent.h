@@ -1,7 +1,10 @@
 /*
- * db_agent.h - node agents: enrollment tokens, node tokens, enrollment,
- * the desired-state document, status reports, heartbeats and liveness
- * (migration 0010; docs/agent.md).
+ * db_agent.h - node agents, the reads and single-table statements api/
+ * and workers/ may call: node-token authentication, the enrollment tokens
+ * list, the desired-state document, the mig-parted layout, the outbox,
+ * liveness, telemetry samples, alerts and profiles lists (migrations
+ * 0010, 0011; docs/agent.md). The workflows' writes (enrollment, tokens,
+ * status, heartbeat, profiles) are in db_agent_write.h, for service/ only.
  */
 #ifndef GP_DB_DB_AGENT_H
 #define GP_DB_DB_AGENT_H
@@ -17,47 +20,9 @@
 int db_node_token_authenticate(struct db *db, struct arena *a, const unsigned char *digest,
     int64_t *node_id, bool *found, struct gp_error *err) __attribute__((warn_unused_result));
 
-/* A new enrollment token of cluster_id; *json = {"id","cluster","expires_at",...}. */
-int db_enroll_token_create(struct db *db, struct arena *a, int64_t cluster_id,
-    const unsigned char *digest, const char *prefix, int expires_in_s, int64_t user_id,
-    const char *node_name, bool adopt_manual, const char **json, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
 /* The cluster's enrollment tokens (no secret) as a JSON array. */
 int db_enroll_tokens_list(struct db *db, struct arena *a, int64_t cluster_id, const char **json,
     struct gp_error *err) __attribute__((warn_unused_result));
-
-/* Revoke token id of cluster_id (*found false: none, or already used/revoked). */
-int db_enroll_token_revoke(struct db *db, struct arena *a, int64_t cluster_id, int64_t id,
-    bool *found, struct gp_error *err) __attribute__((warn_unused_result));
-
-/* Consume a usable enrollment token (in the enrollment's transaction). */
-int db_enroll_token_consume(struct db *db, struct arena *a, const unsigned char *digest,
-    int64_t *token_id, int64_t *cluster_id, bool *found, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-struct agent_enrollment {
-	int64_t token_id, cluster_id;
-	const char *node_name, *hostname, *callback_url, *agent_version;
-	int64_t cpu_millicores, memory_bytes; /* < 0: not given */
-	const char *gpus_json;                /* checked against the catalog */
-	const unsigned char *node_digest;
-	const char *push_secret;
-	int grace_s; /* an agent heard from this recently is live: its node is not adopted */
-};
-
-/*
- * agent_enroll(): the node's id and its JSON (nodes API shape, plus agent
- * fields); *adopted: JSON of what the adopted node was (NULL: a new node).
- * 409 node_adopt_refused when the token may not take the node.
- */
-int db_agent_enroll(struct db *db, struct arena *a, const struct agent_enrollment *e,
-    int64_t *node_id, const char **node_json, const char **adopted, struct gp_error *err)
-    __attribute__((warn_unused_result));
-
-/* Replace the node's token (rotate) or revoke every live one (revoke: token NULL). */
-int db_node_token_replace(struct db *db, struct arena *a, int64_t node_id,
-    const unsigned char *digest, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* The node's desired-state generation (cheap; the long-poll's check). */
 int db_agent_generation(struct db *db, struct arena *a, int64_t node_id, int64_t *generation,
@@ -66,19 +31,6 @@ int db_agent_generation(struct db *db, struct arena *a, int64_t node_id, int64_t
 /* The desired-state document of a node and its generation, read in one snapshot. */
 int db_agent_desired_state(struct db *db, struct arena *a, int64_t node_id, int64_t *generation,
     const char **doc, struct gp_error *err) __attribute__((warn_unused_result));
-
-/* The node's GPUs for a status report's checks: {"<uuid>": {"model","mig_enabled"}}. */
-int db_agent_node_gpus(struct db *db, struct arena *a, int64_t node_id, const char **json,
-    struct gp_error *err) __attribute__((warn_unused_result));
-
-/* agent_apply_status(): *result JSON {"generation","ready","failed",...}. */
-int db_agent_apply_status(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
-    const char *version, const char *gpus_json, const char *errors_json, const char **result,
-    struct gp_error *err) __attribute__((warn_unused_result));
-
-/* agent_heartbeat(): *generation the node's desired generation. */
-int db_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
-    int64_t *generation, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* agent_liveness_sweep(): *n nodes that became unknown. */
 int db_agent_liveness(struct db *db, int grace_s, int64_t *n, struct gp_error *err)
@@ -155,10 +107,6 @@ int db_alerts_idle(struct db *db, int after_s, double threshold, int64_t *idle,
 int db_gpu_metrics(struct db *db, struct arena *a, const char *gpu_uuid, int64_t from_us,
     int64_t to_us, int step_s, int max_points, bool *found, const char **json, struct gp_error *err)
     __attribute__((warn_unused_result));
-
-/* Replace the node's workloads (agent_apply_profiles); *violations. */
-int db_agent_profiles(struct db *db, struct arena *a, int64_t node_id, const char *json,
-    int64_t *violations, struct gp_error *err) __attribute__((warn_unused_result));
 
 struct alert_filter {
 	int64_t user_id;     /* 0: every alert (staff); else only those of the user's projects */

@@ -86,6 +86,8 @@ server/api/pools.c|#include "db/db_approvals.h"|a write-side db/ header in api/
 server/api/users.c|#include "server/db//db_approvals.h"|a write-side db/ header in api/
 server/api/pool_requests.c|#include "db/db_new_workflow.h"|a write-side db/ header in api/
 server/api/billing.c|#include "db/db_billing_write.h"|a write-side db/ header in api/
+server/api/agent.c|#include "db/db_agent_write.h"|a write-side db/ header in api/
+server/api/telemetry.c|#include "server/db/db_agent_write.h"|a write-side db/ header in api/
 CASES
 
 # SQL in server/db/ is where it belongs, and prose is not SQL
