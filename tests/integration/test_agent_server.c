@@ -600,7 +600,48 @@ test_liveness_and_tokens(void **state)
 		    fx_str(fx, "/v1/clusters/c1/enrollment-tokens/%lld", (long long)id), NULL);
 		assert_status(r, 204);
 		r = enroll(fx, et, "n2", 401);
+		/* each workflow's audit row: who, what, which object, the request */
+		assert_int_equal(fx_sql_int64(fx,
+				     fx_str(fx,
+					 "SELECT count(*) FROM audit_log WHERE "
+					 "action = 'enrollment_token.revoke' AND "
+					 "object_type = 'enrollment_token' AND object_id = '%lld' AND "
+					 "actor = 'op' AND actor_id IS NOT NULL AND request_id IS NOT "
+					 "NULL AND before IS NULL AND after IS NULL",
+					 (long long)id)),
+		    1);
 	}
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log a WHERE "
+			     "action = 'enrollment_token.create' AND object_type = 'cluster' AND "
+			     "object_id = 'c1' AND actor = 'op' AND request_id IS NOT NULL AND "
+			     "before IS NULL AND after->>'cluster' = 'c1' AND NOT after ? 'token' "
+			     "AND (after->>'id')::bigint IN (SELECT id FROM enrollment_tokens)"),
+	    fx_sql_int64(fx, "SELECT count(*) FROM enrollment_tokens"));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.token_rotate' "
+			     "AND object_type = 'node' AND object_id = (SELECT id::text FROM nodes "
+			     "WHERE name = 'n1') AND actor = 'node:' || object_id AND request_id "
+			     "IS NOT NULL AND "
+			     "before IS NULL AND after IS NULL"),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.token_revoke' "
+			     "AND object_type = 'node' AND object_id = 'n1' AND actor = 'op' AND "
+			     "request_id IS NOT NULL AND before IS NULL AND after IS NULL"),
+	    1);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.adopt' AND "
+			     "object_id = 'n1' AND before ? 'last_heartbeat' AND "
+			     "(before->>'managed_by_agent')::boolean AND after->>'name' = 'n1' AND "
+			     "(after->>'gpus')::int = 2 AND actor IS NULL AND request_id IS NOT NULL"),
+	    1);
+	/* the first enrollment and the adopting one */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'node.enroll' AND "
+			     "object_id = 'n1' AND before IS NULL AND after->>'cluster' = 'c1' AND "
+			     "(after->>'managed_by_agent')::boolean"),
+	    2);
 }
 
 /* ---- pushes: a receiver standing in for an agent's push listener ---- */
