@@ -250,7 +250,7 @@ int api_project_access(struct db *db, struct request *req, const char *name,
     struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Handlers (one file per resource). */
-/* node agents (agent.c) */
+/* node agents (agent.c; the status report: agent_status.c) */
 int api_enroll_tokens_create(struct request *req, struct response *res, struct gp_error *err);
 int api_enroll_tokens_list(struct request *req, struct response *res, struct gp_error *err);
 int api_enroll_tokens_delete(struct request *req, struct response *res, struct gp_error *err);
