@@ -1,10 +1,10 @@
 /*
  * db_agent_write.h - the write side of the node agents' statements: the
  * enrollment tokens, enrollment, node tokens, status reports, heartbeats
- * and workload profiles (migrations 0010, 0011; docs/agent.md). Only
- * service/ includes it (service/agent_service.h, one entry per workflow);
- * api/ may not (scripts/check-boundaries). The reads, the telemetry
- * samples and what the workers run stay in db_agent.h.
+ * and workload profiles (migrations 0010, 0011; docs/agent.md), for
+ * service/agent_service.h, whose one entry per workflow is their only
+ * caller; api/ may not include it (scripts/check-boundaries). The reads,
+ * the telemetry samples and what the workers run stay in db_agent.h.
  */
 #ifndef GP_DB_DB_AGENT_WRITE_H
 #define GP_DB_DB_AGENT_WRITE_H
