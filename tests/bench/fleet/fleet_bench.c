@@ -40,7 +40,8 @@ struct agent {
 	int phase; /* 0 enroll-token, 1 enroll, 2 polling, 3 metrics */
 	char url[256];
 	char *body;
-	char src[32]; /* "host!127.0.1.N": the source address, "" for the operators */
+	char src[32];   /* "host!127.0.1.N": the source address, "" for the operators */
+	double started; /* when the request went out (now_s) */
 };
 
 static const char *base, *agent_base, *admin;
@@ -52,6 +53,8 @@ static int running;
 static double t_approve; /* when the current approval was sent, 0 when none */
 static double lat[100000];
 static int nlat;
+static double mlat[1000000]; /* metric batches' request latencies */
+static int nmlat;
 
 static double
 now_s(void)
@@ -89,6 +92,7 @@ start(struct agent *a, const char *method, const char *path, const char *token, 
 	a->len = 0;
 	free(a->body);
 	a->body = body ? strdup(body) : NULL;
+	a->started = now_s();
 	if (a->src[0] != '\0' && strncmp(path, "/v1/agent/", 10) == 0) {
 		/*
 		 * libcurl looks for a reusable connection among all those to
@@ -206,6 +210,8 @@ done(struct agent *a, long status)
 				    a->buf ? a->buf : "");
 		} else
 			accepted += 500;
+		if (nmlat < 1000000)
+			mlat[nmlat++] = now_s() - a->started;
 		a->phase = 0; /* idle: the next batch may go */
 	}
 	json_object_put(o);
@@ -545,11 +551,23 @@ main(int argc, char **argv)
 		printf("latency_p50_ms %.1f\nlatency_p99_ms %.1f\nlatency_max_ms %.1f\n",
 		    lat[nlat / 2] * 1000, lat[(int)(nlat * 0.99)] * 1000, lat[nlat - 1] * 1000);
 	fflush(stdout);
+	/*
+	 * FLEET_METRICS_GO=path: say metrics_ready and wait for path to exist
+	 * (scripts/bench-ingest runs its COPY baseline alone in between)
+	 */
+	const char *go = getenv("FLEET_METRICS_GO");
+	if (go != NULL && go[0] != '\0') {
+		printf("metrics_ready 1\n");
+		fflush(stdout);
+		while (access(go, F_OK) != 0)
+			pump(0.05);
+	}
 	/* metrics: 500-sample batches from 32 agents at a time */
 	struct agent *mx = calloc(32, sizeof(*mx));
 	char *batch = malloc(500 * 300 + 64);
 	long long sent = 0;
 	double m0 = now_s();
+	double mcpu_gp0 = proc_cpu(pid), mcpu_pg0 = pg_cpu(pgpid), mcpu_me0 = self_cpu();
 	int rounds = 0;
 	while (now_s() - m0 < msecs) {
 		for (int k = 0; k < 32; k++) {
@@ -579,5 +597,17 @@ main(int argc, char **argv)
 	double el = now_s() - m0;
 	printf("samples_sent %lld\nsamples_accepted %lld\nsamples_per_s %.0f\nfailures %d\n", sent,
 	    accepted, (double)accepted / el, failures);
+	/* CPU per stored sample (µs) of gpupoold, PostgreSQL and this client; batch latency */
+	if (accepted > 0)
+		printf("metrics_cpu_gpupoold_us %.2f\nmetrics_cpu_pg_us %.2f\nmetrics_cpu_bench_us "
+		       "%.2f\n",
+		    (proc_cpu(pid) - mcpu_gp0) * 1e6 / (double)accepted,
+		    (pg_cpu(pgpid) - mcpu_pg0) * 1e6 / (double)accepted,
+		    (self_cpu() - mcpu_me0) * 1e6 / (double)accepted);
+	if (nmlat > 0) {
+		qsort(mlat, (size_t)nmlat, sizeof(double), cmp);
+		printf("metrics_batch_p50_ms %.1f\nmetrics_batch_p99_ms %.1f\n",
+		    mlat[nmlat / 2] * 1000, mlat[(int)(nmlat * 0.99)] * 1000);
+	}
 	return 0;
 }
