@@ -80,22 +80,22 @@ DB_STMT(stmt_outbox_claim,
     "SELECT node_id, attempts, callback_url, push_secret FROM "
     "outbox_claim($1, make_interval(secs => $2::int)) ORDER BY node_id");
 /*
- * The distinct (gpu_uuid, device_uuid) pairs of a batch, numbered from 1:
- * the node's GPU of each (NULL: not the node's) and metric_check()'s
- * verdict on it, with the partitions' window the COPY may write to
- * (p_retention_days back to tomorrow, as metric_ingest() kept).
+ * The distinct (gpu_uuid, device_uuid) pairs of a batch ($2, [{"i",
+ * "gpu_uuid","device_uuid"}], i from 1): the node's GPU of each (NULL: not
+ * the node's) and metric_check()'s verdict on it (inlined: its argument is
+ * a parameter), with the partitions' window the COPY may write to
+ * ($3 retention days back to tomorrow, as metric_ingest() kept).
  */
 DB_STMT(stmt_metric_resolve,
-    "WITH p AS (SELECT p.i::int AS i, p.gpu_uuid, p.device_uuid "
-    "FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS p(gpu_uuid, device_uuid, i)) "
+    "WITH p AS (SELECT p.i, p.gpu_uuid, p.device_uuid "
+    "FROM jsonb_to_recordset($2::jsonb) AS p(i int, gpu_uuid text, device_uuid text)) "
     "SELECT p.i, g.id, g.uuid, c.field, c.verdict, "
-    "(extract(epoch FROM ((now() AT TIME ZONE 'UTC')::date - ($4::int - 1))::timestamp "
+    "(extract(epoch FROM ((now() AT TIME ZONE 'UTC')::date - ($3::int - 1))::timestamp "
     "AT TIME ZONE 'UTC') * 1000000)::int8, "
     "(extract(epoch FROM ((now() AT TIME ZONE 'UTC')::date + 2)::timestamp "
     "AT TIME ZONE 'UTC') * 1000000)::int8 "
     "FROM p LEFT JOIN gpus g ON g.uuid = p.gpu_uuid AND g.node_id = $1 "
-    "LEFT JOIN metric_check($1, (SELECT jsonb_agg(jsonb_build_object('i', q.i, 'gpu_uuid', "
-    "q.gpu_uuid, 'device_uuid', q.device_uuid)) FROM p q)) c ON c.idx = p.i ORDER BY p.i");
+    "LEFT JOIN metric_check($1, $2::jsonb) c ON c.idx = p.i ORDER BY p.i");
 /* the rows of a batch, in COPY's binary format (db_metric_copy) */
 static const char sql_metric_copy[] =
     "COPY gpu_metric_samples (ts, gpu_id, device_uuid, power_w, sm_active, memory_used_mib, "
@@ -499,24 +499,57 @@ one_int(struct db *db, const struct db_stmt *st, int n, const char *const *p, in
 	return 0;
 }
 
+/* s as a JSON string (quoted, escaped) at p, which has room for 6 bytes a byte + 2 */
+static char *
+put_json_string(char *p, const char *s)
+{
+	*p++ = '"';
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			*p++ = '\\';
+			*p++ = (char)c;
+		} else if (c < 0x20) {
+			p += sprintf(p, "\\u%04x", c);
+		} else {
+			*p++ = (char)c;
+		}
+	}
+	*p++ = '"';
+	return p;
+}
+
 int
 db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, struct metric_pair *pairs, int n,
     int retention_days, int64_t *lo_us, int64_t *hi_us, struct gp_error *err)
 {
-	const char **gpu = arena_alloc(a, sizeof(*gpu) * (size_t)(n > 0 ? n : 1));
-	const char **dev = arena_alloc(a, sizeof(*dev) * (size_t)(n > 0 ? n : 1));
-	const char *p[4];
+	size_t cap = 3;
+	char *json, *q;
+	const char *p[3];
 	PGresult *r;
 
+	for (int i = 0; i < n; i++)
+		cap += 64 + 6 * strlen(pairs[i].gpu_uuid) +
+		    (pairs[i].device_uuid ? 6 * strlen(pairs[i].device_uuid) : 0);
+	json = q = arena_alloc(a, cap);
+	*q++ = '[';
 	for (int i = 0; i < n; i++) {
-		gpu[i] = pairs[i].gpu_uuid;
-		dev[i] = pairs[i].device_uuid;
+		q += sprintf(q, "%s{\"i\":%d,\"gpu_uuid\":", i ? "," : "", i + 1);
+		q = put_json_string(q, pairs[i].gpu_uuid);
+		q += sprintf(q, ",\"device_uuid\":");
+		if (pairs[i].device_uuid != NULL)
+			q = put_json_string(q, pairs[i].device_uuid);
+		else
+			q += sprintf(q, "null");
+		*q++ = '}';
 	}
+	*q++ = ']';
+	*q = '\0';
 	p[0] = db_param_int(a, node_id);
-	p[1] = db_param_text_array(a, gpu, n);
-	p[2] = db_param_text_array(a, dev, n);
-	p[3] = db_param_int(a, retention_days);
-	r = db_exec(db, a, &stmt_metric_resolve, 4, p, err);
+	p[1] = json;
+	p[2] = db_param_int(a, retention_days);
+	r = db_exec(db, a, &stmt_metric_resolve, 3, p, err);
 	if (r == NULL)
 		return -1;
 	*lo_us = *hi_us = 0;
