@@ -20,6 +20,7 @@
  */
 #include <curl/curl.h>
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +427,22 @@ cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Agent who's batch of 500 samples of its GPU, the last 500 seconds before ts, into b. */
+static void
+metrics_batch(char *b, int who, long long ts)
+{
+	size_t off = (size_t)sprintf(b, "{\"samples\":[");
+
+	for (int s = 0; s < 500; s++)
+		off += (size_t)sprintf(b + off,
+		    "%s{\"ts\":%lld,\"gpu_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\","
+		    "\"device_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\",\"power_w\":%d,"
+		    "\"sm_active\":0.5,\"memory_used_mib\":100,\"memory_total_mib\":81559,"
+		    "\"temperature_c\":40}",
+		    s ? "," : "", ts - s, who, who, 100 + s % 50);
+	sprintf(b + off, "]}");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -564,6 +581,24 @@ main(int argc, char **argv)
 	}
 	/* metrics: 500-sample batches from 32 agents at a time */
 	struct agent *mx = calloc(32, sizeof(*mx));
+	/*
+	 * FLEET_METRICS_PREBUILT=1 (scripts/bench-ingest): the batches of the
+	 * first 256 agents are built before the phase, as its COPY baseline's
+	 * rows are written to a file before they are timed; unset, each batch
+	 * is built when sent (its timestamps the current second's)
+	 */
+	const char *pre = getenv("FLEET_METRICS_PREBUILT");
+	int nb = enrolled > 0 ? enrolled : 1;
+	bool prebuilt = pre != NULL && strcmp(pre, "1") == 0;
+	char **bodies = NULL;
+	if (prebuilt) {
+		nb = nb < 256 ? nb : 256;
+		bodies = calloc((size_t)nb, sizeof(*bodies));
+		for (int w = 0; w < nb; w++) {
+			bodies[w] = malloc(500 * 300 + 64);
+			metrics_batch(bodies[w], w, (long long)time(NULL));
+		}
+	}
 	char *batch = malloc(500 * 300 + 64);
 	long long sent = 0;
 	double m0 = now_s();
@@ -573,21 +608,17 @@ main(int argc, char **argv)
 		for (int k = 0; k < 32; k++) {
 			if (mx[k].phase == 3)
 				continue;
-			int who = (rounds * 32 + k) % (enrolled > 0 ? enrolled : 1);
-			size_t off = (size_t)sprintf(batch, "{\"samples\":[");
-			long long ts = (long long)time(NULL);
-			for (int s = 0; s < 500; s++)
-				off += (size_t)sprintf(batch + off,
-				    "%s{\"ts\":%lld,\"gpu_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\","
-				    "\"device_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\",\"power_w\":%d,"
-				    "\"sm_active\":0.5,\"memory_used_mib\":100,\"memory_total_mib\":81559,"
-				    "\"temperature_c\":40}",
-				    s ? "," : "", ts - s, who, who, 100 + s % 50);
-			sprintf(batch + off, "]}");
+			int who = (rounds * 32 + k) % nb;
+			const char *body = batch;
+
+			if (prebuilt)
+				body = bodies[who];
+			else
+				metrics_batch(batch, who, (long long)time(NULL));
 			mx[k].phase = 3;
 			mx[k].i = k;
 			snprintf(mx[k].src, sizeof(mx[k].src), "host!127.0.1.%d", k % 64 + 1);
-			start(&mx[k], "POST", "/v1/agent/metrics", ag[who].token, batch);
+			start(&mx[k], "POST", "/v1/agent/metrics", ag[who].token, body);
 			sent += 500;
 		}
 		rounds++;
