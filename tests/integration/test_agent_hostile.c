@@ -425,6 +425,45 @@ test_telemetry_exact(void **state)
 	assert_json_int(r->json, "rejected_count", 1);
 	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
 	    edge_stored ? 4 : 3);
+
+	/*
+	 * A COPY that fails (the sample's day has no partition: detached
+	 * here) stores nothing of the batch and leaves the connection usable:
+	 * the next batch is stored.
+	 */
+	const char *part = fx_sql_text(fx,
+	    "SELECT 'gpu_metric_samples_' || to_char(to_timestamp($1::int8) AT TIME ZONE 'UTC', "
+	    "'YYYYMMDD')",
+	    fx_str(fx, "%lld", (long long)now));
+	const char *attach = fx_sql_text(fx,
+	    "SELECT format('ALTER TABLE gpu_metric_samples ATTACH PARTITION %I FOR VALUES FROM "
+	    "(%L) TO (%L)', $1::text, to_timestamp($2::int8), to_timestamp($2::int8 + 86400))",
+	    part, fx_str(fx, "%lld", (long long)(now - now % 86400)));
+	fx_sql_exec(fx, fx_str(fx, "ALTER TABLE gpu_metric_samples DETACH PARTITION %s", part));
+	int64_t c0 = fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows));
+	for (int i = 0; i < 3; i++) {
+		r = fx_request(fx, tok, "POST", "/v1/agent/metrics",
+		    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":1},"
+		    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":2}]}",
+		    (long long)(now - 86400), a.gpu, (long long)now, a.gpu);
+		assert_problem(r, 422, "validation_failed");
+	}
+	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
+	    c0);
+	r = fx_request(fx, tok, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":1}]}",
+	    (long long)(now - 86400), a.gpu);
+	fx_sql_exec(fx, attach);
+	assert_status(r, 200);
+	assert_json_int(r->json, "stored", 1);
+	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
+	    edge_stored ? 5 : 4);
+	assert_int_equal(fx_sql_int64(fx,
+			     fx_str(fx,
+				 "SELECT count(*) FROM (%s) x WHERE ts_us = $1::int8 * 1000000",
+				 stored_rows),
+			     fx_str(fx, "%lld", (long long)(now - 86400))),
+	    1);
 }
 
 /* Finding 3: telemetry only for the node's own GPUs and instances. */
