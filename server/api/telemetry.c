@@ -47,6 +47,7 @@ struct metrics_tx {
 	int n;
 	struct metric_pair *pairs; /* distinct */
 	int npairs;
+	const char *pairs_json; /* [{"i","gpu_uuid","device_uuid"}] of pairs, i from 1 */
 	int64_t stored;
 	struct json_object *rejected; /* [{"index","reason"}] */
 	int64_t nrejected;
@@ -92,7 +93,7 @@ metrics_tx(struct db *db, void *arg, struct gp_error *err)
 	t->stored = 0;
 	if (t->n == 0)
 		return 0;
-	if (db_metric_resolve(db, a, t->req->principal.node_id, t->pairs, t->npairs,
+	if (db_metric_resolve(db, a, t->req->principal.node_id, t->pairs_json, t->pairs, t->npairs,
 		api_app(t->req)->metrics_retention_days, &lo, &hi, err) < 0)
 		return -1;
 	for (int i = 0; i < t->n; i++) {
@@ -243,7 +244,7 @@ metrics_sample(struct request *req, struct json_object *s, size_t i, int64_t now
 int
 api_agent_metrics(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct json_object *body, *samples = NULL, *o;
+	struct json_object *body, *samples = NULL, *o, *pj;
 	struct jfields f;
 	struct metrics_tx t = { .req = req };
 	int64_t now = time_now_us();
@@ -281,6 +282,16 @@ api_agent_metrics(struct request *req, struct response *res, struct gp_error *er
 		t.pair[t.n] = pair_of(&t, slots, nslots, gpu, dev);
 		t.n++;
 	}
+	pj = json_own(req->arena, json_object_new_array());
+	for (int k = 0; k < t.npairs; k++) {
+		struct json_object *c = json_object_new_object();
+
+		json_add_int(c, "i", k + 1);
+		json_add_str(c, "gpu_uuid", t.pairs[k].gpu_uuid);
+		json_add_str(c, "device_uuid", t.pairs[k].device_uuid);
+		json_object_array_add(pj, c);
+	}
+	t.pairs_json = json_to_arena(req->arena, pj, NULL);
 	t.checked_listed = json_object_array_length(t.rejected);
 	t.checked_count = t.nrejected;
 	if (db_tx(db_thread(), metrics_tx, &t, err) < 0)

@@ -499,55 +499,16 @@ one_int(struct db *db, const struct db_stmt *st, int n, const char *const *p, in
 	return 0;
 }
 
-/* s as a JSON string (quoted, escaped) at p, which has room for 6 bytes a byte + 2 */
-static char *
-put_json_string(char *p, const char *s)
-{
-	*p++ = '"';
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			*p++ = '\\';
-			*p++ = (char)c;
-		} else if (c < 0x20) {
-			p += sprintf(p, "\\u%04x", c);
-		} else {
-			*p++ = (char)c;
-		}
-	}
-	*p++ = '"';
-	return p;
-}
-
 int
-db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, struct metric_pair *pairs, int n,
-    int retention_days, int64_t *lo_us, int64_t *hi_us, struct gp_error *err)
+db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, const char *pairs_json,
+    struct metric_pair *pairs, int n, int retention_days, int64_t *lo_us, int64_t *hi_us,
+    struct gp_error *err)
 {
-	size_t cap = 3;
-	char *json, *q;
 	const char *p[3];
 	PGresult *r;
 
-	for (int i = 0; i < n; i++)
-		cap += 64 + 6 * strlen(pairs[i].gpu_uuid) +
-		    (pairs[i].device_uuid ? 6 * strlen(pairs[i].device_uuid) : 0);
-	json = q = arena_alloc(a, cap);
-	*q++ = '[';
-	for (int i = 0; i < n; i++) {
-		q += sprintf(q, "%s{\"i\":%d,\"gpu_uuid\":", i ? "," : "", i + 1);
-		q = put_json_string(q, pairs[i].gpu_uuid);
-		q += sprintf(q, ",\"device_uuid\":");
-		if (pairs[i].device_uuid != NULL)
-			q = put_json_string(q, pairs[i].device_uuid);
-		else
-			q += sprintf(q, "null");
-		*q++ = '}';
-	}
-	*q++ = ']';
-	*q = '\0';
 	p[0] = db_param_int(a, node_id);
-	p[1] = json;
+	p[1] = pairs_json;
 	p[2] = db_param_int(a, retention_days);
 	r = db_exec(db, a, &stmt_metric_resolve, 3, p, err);
 	if (r == NULL)

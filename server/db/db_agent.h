@@ -134,13 +134,14 @@ struct metric_pair {
 };
 
 /*
- * Resolve n pairs of node_id's batch in one statement (metric_check());
+ * Resolve n pairs of node_id's batch in one statement (metric_check()),
+ * given as pairs_json too ([{"i","gpu_uuid","device_uuid"}], i from 1);
  * *lo_us, *hi_us: the partitions' window a sample must fall in (retention
  * days back, from midnight UTC, to the end of tomorrow); 0 when n is 0.
  */
-int db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, struct metric_pair *pairs,
-    int n, int retention_days, int64_t *lo_us, int64_t *hi_us, struct gp_error *err)
-    __attribute__((warn_unused_result));
+int db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, const char *pairs_json,
+    struct metric_pair *pairs, int n, int retention_days, int64_t *lo_us, int64_t *hi_us,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* A sample's numbers, in the order of the columns after device_uuid. */
 enum metric_num {
