@@ -42,11 +42,18 @@ printable_id(const char *s, size_t max)
 
 struct metrics_tx {
 	struct request *req;
-	const char *json;  /* the samples that passed on their own */
-	const char *check; /* [{"i","gpu_uuid","device_uuid"}] of those */
+	struct metric_row *rows; /* the samples that passed on their own */
+	size_t *index;           /* each one's index in the batch */
+	int *pair;               /* each one's (gpu_uuid, device_uuid) in pairs */
+	int n;
+	struct metric_pair *pairs; /* distinct */
+	int npairs;
+	const char *pairs_json; /* [{"i","gpu_uuid","device_uuid"}] of pairs, i from 1 */
 	int64_t stored;
 	struct json_object *rejected; /* [{"index","reason"}] */
 	int64_t nrejected;
+	size_t checked_listed; /* rejected's length after the checks alone (a retried tx) */
+	int64_t checked_count;
 };
 
 static void
@@ -67,137 +74,183 @@ reject(struct metrics_tx *t, size_t index, const char *reason)
  * The node may send samples only of its own GPUs and of the instances on
  * them: one of another node's makes the whole batch 422, nothing stored
  * (a hostile node); one of a device gpupool does not know on that GPU is
- * dropped alone.
+ * dropped alone, and one outside the partitions kept (retention days back
+ * to tomorrow) is not stored. The batch's distinct (GPU, device) pairs are
+ * checked in one statement; the rows go in with one COPY.
  */
 static int
 metrics_tx(struct db *db, void *arg, struct gp_error *err)
 {
 	struct metrics_tx *t = arg;
-	struct metric_verdict *v = NULL;
-	struct json_object *all, *keep;
-	int n = 0, k = 0;
+	struct arena *a = t->req->arena;
+	int64_t lo = 0, hi = 0;
+	int k = 0;
 
-	if (db_metric_check(db, t->req->arena, t->req->principal.node_id, t->check, &v, &n, err) <
-	    0)
+	/* run again after a conflict: the checks' rejections alone */
+	t->nrejected = t->checked_count;
+	if (json_object_array_length(t->rejected) > t->checked_listed)
+		json_object_array_del_idx(t->rejected, t->checked_listed,
+		    json_object_array_length(t->rejected) - t->checked_listed);
+	t->stored = 0;
+	if (t->n == 0)
+		return 0;
+	if (db_metric_resolve(db, a, t->req->principal.node_id, t->pairs_json, t->pairs, t->npairs,
+		api_app(t->req)->metrics_retention_days, &lo, &hi, err) < 0)
 		return -1;
-	for (int i = 0; i < n; i++)
-		if (v[i].foreign) {
+	for (int i = 0; i < t->n; i++) {
+		const struct metric_pair *p = &t->pairs[t->pair[i]];
+
+		if (p->verdict == METRIC_FOREIGN) {
 			gp_error_field(err,
-			    arena_printf(t->req->arena, "samples[%d].%s", v[i].index, v[i].field),
+			    arena_printf(a, "samples[%zu].%s", t->index[i], p->field),
 			    "is not a device of this node");
 			return gp_error_set(err, 422, "validation_failed",
-			    "samples[%d] is not of this node: nothing stored", v[i].index);
+			    "samples[%zu] is not of this node: nothing stored", t->index[i]);
 		}
-	if (n > 0) {
-		all = json_own(t->req->arena, json_tokener_parse(t->json));
-		keep = json_own(t->req->arena, json_object_new_array());
-		for (size_t i = 0; all != NULL && i < json_object_array_length(all); i++) {
-			struct json_object *s = json_object_array_get_idx(all, i), *ix;
-			int idx;
-
-			json_object_object_get_ex(s, "i", &ix);
-			idx = json_object_get_int(ix);
-			if (k < n && v[k].index == idx) {
-				reject(t, (size_t)idx, "device_uuid is not a device of this GPU");
-				while (k < n && v[k].index == idx)
-					k++;
-				continue;
-			}
-			json_object_array_add(keep, json_object_get(s));
-		}
-		t->json = json_to_arena(t->req->arena, keep, NULL);
 	}
-	return db_metric_ingest(db, t->req->arena, t->req->principal.node_id, t->json,
-	    api_app(t->req)->metrics_retention_days, &t->stored, err);
+	for (int i = 0; i < t->n; i++) {
+		const struct metric_pair *p = &t->pairs[t->pair[i]];
+		struct metric_row *r = &t->rows[i];
+
+		if (p->verdict == METRIC_UNKNOWN_DEVICE) {
+			reject(t, t->index[i], "device_uuid is not a device of this GPU");
+			continue;
+		}
+		if (r->ts_us < lo || r->ts_us >= hi)
+			continue;
+		r->gpu_id = p->gpu_id;
+		r->device_uuid = p->device_uuid != NULL ? p->device_uuid : p->gpu_uuid_stored;
+		if (k != i)
+			t->rows[k] = *r;
+		k++;
+	}
+	return db_metric_copy(db, a, t->rows, k, &t->stored, err);
 }
 
-/* One sample, checked alone: its clean copy, or NULL with *why. */
-static struct json_object *
+/* FNV-1a over a (gpu_uuid, device_uuid) pair; device_uuid NULL hashes apart from "" */
+static uint64_t
+pair_hash(const char *gpu, const char *dev)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (const char *s = gpu; *s; s++)
+		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+	h = (h ^ (dev != NULL ? 0x01 : 0x02)) * UINT64_C(1099511628211);
+	for (const char *s = dev ? dev : ""; *s; s++)
+		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+	return h;
+}
+
+static bool
+str_eq(const char *x, const char *y)
+{
+	return x == y || (x != NULL && y != NULL && strcmp(x, y) == 0);
+}
+
+/*
+ * The index in t->pairs of (gpu, dev), added when new; slots is an open
+ * addressing table of nslots (a power of two, more than the samples) entries
+ * holding a pair's index + 1.
+ */
+static int
+pair_of(struct metrics_tx *t, int *slots, size_t nslots, const char *gpu, const char *dev)
+{
+	size_t s = (size_t)pair_hash(gpu, dev) & (nslots - 1);
+
+	for (;; s = (s + 1) & (nslots - 1)) {
+		int p = slots[s] - 1;
+
+		if (p < 0)
+			break;
+		if (strcmp(t->pairs[p].gpu_uuid, gpu) == 0 && str_eq(t->pairs[p].device_uuid, dev))
+			return p;
+	}
+	memset(&t->pairs[t->npairs], 0, sizeof(t->pairs[0]));
+	t->pairs[t->npairs].gpu_uuid = gpu;
+	t->pairs[t->npairs].device_uuid = dev;
+	slots[s] = ++t->npairs;
+	return t->npairs - 1;
+}
+
+/* One sample, checked alone into *row, *gpu, *dev: true, or false with *why. */
+static bool
 metrics_sample(struct request *req, struct json_object *s, size_t i, int64_t now_us,
-    const char **why)
+    struct metric_row *row, const char **gpu, const char **dev, const char **why)
 {
 	static const struct {
 		const char *key;
 		double min, max;
-		bool integer;
-	} nums[] = {
-		{ "power_w", 0, 100000, false },
-		{ "sm_active", 0, 1, false },
-		{ "memory_used_mib", 0, 1e9, true },
-		{ "memory_total_mib", 0, 1e9, true },
-		{ "temperature_c", -100, 300, false },
-		{ "ecc_corrected", 0, 9e18, true },
-		{ "ecc_uncorrected", 0, 9e18, true },
-		{ "last_xid", -1, 100000, true },
-		{ "remapped_rows", 0, 1e12, true },
+	} nums[METRIC_NUMS] = {
+		[METRIC_POWER_W] = { "power_w", 0, 100000 },
+		[METRIC_SM_ACTIVE] = { "sm_active", 0, 1 },
+		[METRIC_MEMORY_USED_MIB] = { "memory_used_mib", 0, 1e9 },
+		[METRIC_MEMORY_TOTAL_MIB] = { "memory_total_mib", 0, 1e9 },
+		[METRIC_TEMPERATURE_C] = { "temperature_c", -100, 300 },
+		[METRIC_ECC_CORRECTED] = { "ecc_corrected", 0, 9e18 },
+		[METRIC_ECC_UNCORRECTED] = { "ecc_uncorrected", 0, 9e18 },
+		[METRIC_LAST_XID] = { "last_xid", -1, 100000 },
+		[METRIC_REMAPPED_ROWS] = { "remapped_rows", 0, 1e12 },
 	};
 	const char *path = arena_printf(req->arena, "samples[%zu]", i);
-	const char *gpu = NULL, *dev = NULL;
 	int64_t ts = 0;
 	int64_t oldest = now_us - (int64_t)api_app(req)->metrics_retention_days * 86400 * 1000000;
 	struct jfields g;
 	struct gp_error e;
-	struct json_object *c;
 
+	*gpu = *dev = NULL;
 	gp_error_clear(&e);
 	if (!json_object_is_type(s, json_type_object)) {
 		*why = "must be an object";
-		return NULL;
+		return false;
 	}
+	memset(row, 0, sizeof(*row));
 	jf_init(&g, req->arena, s, path, &e);
 	jf_epoch_or_time(&g, "ts", true, &ts, NULL);
-	jf_string(&g, "gpu_uuid", true, 64, &gpu);
-	jf_string(&g, "device_uuid", false, 100, &dev);
-	c = json_object_new_object();
-	json_add_int(c, "i", (int64_t)i);
-	json_add_int(c, "ts_us", ts);
-	json_add_str(c, "gpu_uuid", gpu);
-	json_add_str(c, "device_uuid", dev);
-	for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+	jf_string(&g, "gpu_uuid", true, 64, gpu);
+	jf_string(&g, "device_uuid", false, 100, dev);
+	for (int k = 0; k < METRIC_NUMS; k++) {
 		double v = 0;
 		bool present = false;
 
 		jf_double(&g, nums[k].key, false, nums[k].min, nums[k].max, &v, &present);
-		if (!present || (strcmp(nums[k].key, "last_xid") == 0 && v < 0))
-			json_add_str(c, nums[k].key, NULL);
-		else if (nums[k].integer)
-			json_add_int(c, nums[k].key, (int64_t)v);
-		else
-			json_object_object_add(c, nums[k].key, json_object_new_double(v));
+		if (!present || (k == METRIC_LAST_XID && v < 0))
+			continue;
+		/* integer columns take the whole part, as the JSON batches did */
+		row->num[k] = metric_num_integer(k) ? (double)(int64_t)v : v;
+		row->has[k] = true;
 	}
 	jf_finish(&g);
-	if (gpu != NULL && !printable_id(gpu, 64))
+	if (*gpu != NULL && !printable_id(*gpu, 64))
 		gp_error_field(&e, jf_path(&g, "gpu_uuid"), "must be a GPU UUID");
-	if (dev != NULL && !printable_id(dev, 100))
+	if (*dev != NULL && !printable_id(*dev, 100))
 		gp_error_field(&e, jf_path(&g, "device_uuid"), "must be a device UUID");
 	if (e.nfields > 0 || gp_error_isset(&e)) {
 		*why = e.nfields > 0
 		    ? arena_printf(req->arena, "%s: %s", e.fields[0].field, e.fields[0].message)
 		    : arena_strdup(req->arena, e.message);
-		json_object_put(c);
-		return NULL;
+		return false;
 	}
 	if (ts > now_us + (int64_t)METRICS_MAX_FUTURE_S * 1000000) {
 		*why = "ts is more than 300 s in the future";
-		json_object_put(c);
-		return NULL;
+		return false;
 	}
 	if (ts < oldest) {
 		*why = "ts is older than the retention window";
-		json_object_put(c);
-		return NULL;
+		return false;
 	}
-	return c;
+	row->ts_us = ts;
+	return true;
 }
 
 int
 api_agent_metrics(struct request *req, struct response *res, struct gp_error *err)
 {
-	struct json_object *body, *samples = NULL, *clean, *check, *o;
+	struct json_object *body, *samples = NULL, *o, *pj;
 	struct jfields f;
 	struct metrics_tx t = { .req = req };
 	int64_t now = time_now_us();
-	size_t n;
+	size_t n, nslots = 16;
+	int *slots;
 
 	if (api_body(req, &body, err) < 0)
 		return -1;
@@ -209,30 +262,39 @@ api_agent_metrics(struct request *req, struct response *res, struct gp_error *er
 	if (n > METRICS_MAX_SAMPLES)
 		return gp_error_field(err, "samples", "at most %d samples per batch",
 		    METRICS_MAX_SAMPLES);
-	clean = json_own(req->arena, json_object_new_array());
-	check = json_own(req->arena, json_object_new_array());
+	while (nslots < 2 * n)
+		nslots *= 2;
+	slots = arena_alloc(req->arena, sizeof(*slots) * nslots);
+	memset(slots, 0, sizeof(*slots) * nslots);
+	t.rows = arena_alloc(req->arena, sizeof(*t.rows) * (n > 0 ? n : 1));
+	t.index = arena_alloc(req->arena, sizeof(*t.index) * (n > 0 ? n : 1));
+	t.pair = arena_alloc(req->arena, sizeof(*t.pair) * (n > 0 ? n : 1));
+	t.pairs = arena_alloc(req->arena, sizeof(*t.pairs) * (n > 0 ? n : 1));
 	t.rejected = json_own(req->arena, json_object_new_array());
 	for (size_t i = 0; i < n; i++) {
-		const char *why = NULL;
-		struct json_object *c = metrics_sample(req, json_object_array_get_idx(samples, i),
-				       i, now, &why),
-				   *k;
+		const char *why = NULL, *gpu = NULL, *dev = NULL;
 
-		if (c == NULL) {
+		if (!metrics_sample(req, json_object_array_get_idx(samples, i), i, now,
+			&t.rows[t.n], &gpu, &dev, &why)) {
 			reject(&t, i, why);
 			continue;
 		}
-		json_object_array_add(clean, c);
-		k = json_object_new_object();
-		json_add_int(k, "i", (int64_t)i);
-		json_object_object_add(k, "gpu_uuid",
-		    json_object_get(json_object_object_get(c, "gpu_uuid")));
-		json_object_object_add(k, "device_uuid",
-		    json_object_get(json_object_object_get(c, "device_uuid")));
-		json_object_array_add(check, k);
+		t.index[t.n] = i;
+		t.pair[t.n] = pair_of(&t, slots, nslots, gpu, dev);
+		t.n++;
 	}
-	t.json = json_to_arena(req->arena, clean, NULL);
-	t.check = json_to_arena(req->arena, check, NULL);
+	pj = json_own(req->arena, json_object_new_array());
+	for (int k = 0; k < t.npairs; k++) {
+		struct json_object *c = json_object_new_object();
+
+		json_add_int(c, "i", k + 1);
+		json_add_str(c, "gpu_uuid", t.pairs[k].gpu_uuid);
+		json_add_str(c, "device_uuid", t.pairs[k].device_uuid);
+		json_object_array_add(pj, c);
+	}
+	t.pairs_json = json_to_arena(req->arena, pj, NULL);
+	t.checked_listed = json_object_array_length(t.rejected);
+	t.checked_count = t.nrejected;
 	if (db_tx(db_thread(), metrics_tx, &t, err) < 0)
 		return -1;
 	o = json_object_new_object();

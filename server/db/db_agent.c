@@ -80,11 +80,31 @@ DB_STMT(stmt_agent_node_id, "SELECT id FROM nodes WHERE name = $1");
 DB_STMT(stmt_outbox_claim,
     "SELECT node_id, attempts, callback_url, push_secret FROM "
     "outbox_claim($1, make_interval(secs => $2::int)) ORDER BY node_id");
-DB_STMT(stmt_metric_ingest, "SELECT metric_ingest($1, $2::jsonb, $3)");
+/*
+ * The distinct (gpu_uuid, device_uuid) pairs of a batch ($2, [{"i",
+ * "gpu_uuid","device_uuid"}], i from 1): the node's GPU of each (NULL: not
+ * the node's) and metric_check()'s verdict on it (inlined: its argument is
+ * a parameter), with the partitions' window the COPY may write to
+ * ($3 retention days back to tomorrow, as metric_ingest() kept).
+ */
+DB_STMT(stmt_metric_resolve,
+    "WITH p AS (SELECT p.i, p.gpu_uuid, p.device_uuid "
+    "FROM jsonb_to_recordset($2::jsonb) AS p(i int, gpu_uuid text, device_uuid text)) "
+    "SELECT p.i, g.id, g.uuid, c.field, c.verdict, "
+    "(extract(epoch FROM ((now() AT TIME ZONE 'UTC')::date - ($3::int - 1))::timestamp "
+    "AT TIME ZONE 'UTC') * 1000000)::int8, "
+    "(extract(epoch FROM ((now() AT TIME ZONE 'UTC')::date + 2)::timestamp "
+    "AT TIME ZONE 'UTC') * 1000000)::int8 "
+    "FROM p LEFT JOIN gpus g ON g.uuid = p.gpu_uuid AND g.node_id = $1 "
+    "LEFT JOIN metric_check($1, $2::jsonb) c ON c.idx = p.i ORDER BY p.i");
+/* the rows of a batch, in COPY's binary format (db_metric_copy) */
+static const char sql_metric_copy[] =
+    "COPY gpu_metric_samples (ts, gpu_id, device_uuid, power_w, sm_active, memory_used_mib, "
+    "memory_total_mib, temperature_c, ecc_corrected, ecc_uncorrected, last_xid, remapped_rows) "
+    "FROM STDIN (FORMAT binary)";
 DB_STMT(stmt_metric_partitions, "SELECT metric_partitions_maintain($1, $2)");
 DB_STMT(stmt_metric_rollup,
     "SELECT rows, more FROM metric_rollup_run($1, make_interval(secs => $2::int), $3)");
-DB_STMT(stmt_metric_check, "SELECT idx, field, verdict FROM metric_check($1, $2::jsonb)");
 DB_STMT(stmt_agent_plane_prune,
     "SELECT agent_plane_prune(make_interval(days => nullif($1::int, 0)), "
     "make_interval(days => nullif($2::int, 0)), make_interval(days => nullif($3::int, 0)), $4)");
@@ -481,13 +501,116 @@ one_int(struct db *db, const struct db_stmt *st, int n, const char *const *p, in
 }
 
 int
-db_metric_ingest(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
-    int retention_days, int64_t *stored, struct gp_error *err)
+db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, const char *pairs_json,
+    struct metric_pair *pairs, int n, int retention_days, int64_t *lo_us, int64_t *hi_us,
+    struct gp_error *err)
 {
-	const char *p[3] = { db_param_int(a, node_id), samples_json,
-		db_param_int(a, retention_days) };
+	const char *p[3];
+	PGresult *r;
 
-	return one_int(db, &stmt_metric_ingest, 3, p, stored, a, err);
+	p[0] = db_param_int(a, node_id);
+	p[1] = pairs_json;
+	p[2] = db_param_int(a, retention_days);
+	r = db_exec(db, a, &stmt_metric_resolve, 3, p, err);
+	if (r == NULL)
+		return -1;
+	*lo_us = *hi_us = 0;
+	for (int row = 0; row < PQntuples(r); row++) {
+		int i = (int)db_int64(r, row, 0) - 1;
+		struct metric_pair *m;
+
+		if (i < 0 || i >= n)
+			continue;
+		m = &pairs[i];
+		m->gpu_id = db_null(r, row, 1) ? 0 : db_int64(r, row, 1);
+		m->gpu_uuid_stored = db_null(r, row, 2) ? NULL : db_text(a, r, row, 2);
+		m->field = db_null(r, row, 3) ? NULL : db_text(a, r, row, 3);
+		m->verdict = db_null(r, row, 4)                     ? METRIC_OK
+		    : strcmp(PQgetvalue(r, row, 4), "foreign") == 0 ? METRIC_FOREIGN
+								    : METRIC_UNKNOWN_DEVICE;
+		*lo_us = db_int64(r, row, 5);
+		*hi_us = db_int64(r, row, 6);
+	}
+	return 0;
+}
+
+/* big-endian stores of COPY's binary format */
+static char *
+put_be(char *p, uint64_t v, int bytes)
+{
+	for (int i = bytes - 1; i >= 0; i--)
+		*p++ = (char)(v >> (8 * i) & 0xff);
+	return p;
+}
+
+static char *
+put_int(char *p, int64_t v, int bytes)
+{
+	p = put_be(p, (uint64_t)bytes, 4);
+	return put_be(p, (uint64_t)v, bytes);
+}
+
+static char *
+put_double(char *p, double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	p = put_be(p, 8, 4);
+	return put_be(p, bits, 8);
+}
+
+static char *
+put_null(char *p)
+{
+	return put_be(p, UINT64_C(0xffffffff), 4);
+}
+
+/* PostgreSQL's epoch, 2000-01-01 UTC, in Unix microseconds */
+#define PG_EPOCH_US (INT64_C(946684800) * 1000000)
+
+int
+db_metric_copy(struct db *db, struct arena *a, const struct metric_row *rows, int n,
+    int64_t *stored, struct gp_error *err)
+{
+	/* per row: count, 12 lengths, 11 fixed values of at most 8 bytes, the device */
+	size_t cap = 19 + 2, len;
+	char *buf, *p;
+
+	*stored = 0;
+	if (n == 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		cap += 2 + 12 * 4 + 11 * 8 + strlen(rows[i].device_uuid);
+	buf = p = arena_alloc(a, cap);
+	memcpy(p, "PGCOPY\n\377\r\n\0", 11);
+	p += 11;
+	p = put_be(p, 0, 4); /* flags */
+	p = put_be(p, 0, 4); /* header extension */
+	for (int i = 0; i < n; i++) {
+		const struct metric_row *m = &rows[i];
+		size_t dl = strlen(m->device_uuid);
+
+		p = put_be(p, 12, 2);
+		p = put_int(p, m->ts_us - PG_EPOCH_US, 8);
+		p = put_int(p, m->gpu_id, 8);
+		p = put_be(p, (uint64_t)dl, 4);
+		memcpy(p, m->device_uuid, dl);
+		p += dl;
+		for (int k = 0; k < METRIC_NUMS; k++) {
+			if (!m->has[k])
+				p = put_null(p);
+			else if (k == METRIC_LAST_XID)
+				p = put_int(p, (int64_t)m->num[k], 4);
+			else if (metric_num_integer(k))
+				p = put_int(p, (int64_t)m->num[k], 8);
+			else
+				p = put_double(p, m->num[k]);
+		}
+	}
+	p = put_be(p, UINT64_C(0xffff), 2); /* trailer */
+	len = (size_t)(p - buf);
+	return db_copy_in(db, sql_metric_copy, buf, len, stored, err);
 }
 
 int
@@ -517,25 +640,6 @@ db_metric_rollup(struct db *db, double idle_threshold, int settle_s, int max_hou
 	}
 	arena_destroy(a);
 	return r != NULL ? 0 : -1;
-}
-
-int
-db_metric_check(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
-    struct metric_verdict **out, int *n, struct gp_error *err)
-{
-	const char *p[2] = { db_param_int(a, node_id), samples_json };
-	PGresult *r = db_exec(db, a, &stmt_metric_check, 2, p, err);
-
-	if (r == NULL)
-		return -1;
-	*n = PQntuples(r);
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n > 0 ? *n : 1));
-	for (int i = 0; i < *n; i++) {
-		(*out)[i].index = (int)db_int64(r, i, 0);
-		(*out)[i].field = db_text(a, r, i, 1);
-		(*out)[i].foreign = strcmp(PQgetvalue(r, i, 2), "foreign") == 0;
-	}
-	return 0;
 }
 
 int

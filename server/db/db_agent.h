@@ -67,9 +67,72 @@ int db_outbox_retry(struct db *db, int64_t node_id, int attempts, int max, int d
 
 /* ---- telemetry (migration 0011) ---- */
 
-/* Store a batch of checked samples (metric_ingest); *stored how many. */
-int db_metric_ingest(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
-    int retention_days, int64_t *stored, struct gp_error *err) __attribute__((warn_unused_result));
+/*
+ * A batch's distinct (gpu_uuid, device_uuid) pairs (device_uuid NULL: the
+ * GPU itself), and what db_metric_resolve() found of each.
+ */
+enum metric_verdict_kind {
+	METRIC_OK,             /* the node's GPU, and the GPU or an instance gpupool knows on it */
+	METRIC_FOREIGN,        /* another node's GPU or device: the whole batch is refused */
+	METRIC_UNKNOWN_DEVICE, /* a device gpupool does not know on the node's GPU: dropped alone */
+};
+struct metric_pair {
+	const char *gpu_uuid;
+	const char *device_uuid;
+	int64_t gpu_id;              /* out: the node's GPU, 0 when not the node's */
+	const char *gpu_uuid_stored; /* out: its UUID as stored */
+	enum metric_verdict_kind verdict;
+	const char *field; /* out: gpu_uuid or device_uuid, when not METRIC_OK */
+};
+
+/*
+ * Resolve n pairs of node_id's batch in one statement (metric_check()),
+ * given as pairs_json too ([{"i","gpu_uuid","device_uuid"}], i from 1);
+ * *lo_us, *hi_us: the partitions' window a sample must fall in (retention
+ * days back, from midnight UTC, to the end of tomorrow); 0 when n is 0.
+ */
+int db_metric_resolve(struct db *db, struct arena *a, int64_t node_id, const char *pairs_json,
+    struct metric_pair *pairs, int n, int retention_days, int64_t *lo_us, int64_t *hi_us,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* A sample's numbers, in the order of the columns after device_uuid. */
+enum metric_num {
+	METRIC_POWER_W,
+	METRIC_SM_ACTIVE,
+	METRIC_MEMORY_USED_MIB,
+	METRIC_MEMORY_TOTAL_MIB,
+	METRIC_TEMPERATURE_C,
+	METRIC_ECC_CORRECTED,
+	METRIC_ECC_UNCORRECTED,
+	METRIC_LAST_XID,
+	METRIC_REMAPPED_ROWS,
+	METRIC_NUMS
+};
+
+/* Whether column k is an integer column (bigint, last_xid integer). */
+static inline bool
+metric_num_integer(int k)
+{
+	return k == METRIC_MEMORY_USED_MIB || k == METRIC_MEMORY_TOTAL_MIB ||
+	    k == METRIC_ECC_CORRECTED || k == METRIC_ECC_UNCORRECTED || k == METRIC_LAST_XID ||
+	    k == METRIC_REMAPPED_ROWS;
+}
+
+/* One checked sample, ready to store. */
+struct metric_row {
+	int64_t ts_us;
+	int64_t gpu_id;
+	const char *device_uuid; /* the GPU's UUID for the whole GPU */
+	double num[METRIC_NUMS];
+	bool has[METRIC_NUMS]; /* false: NULL (not reported) */
+};
+
+/*
+ * Store n checked rows with one COPY FROM STDIN (binary) into
+ * gpu_metric_samples, inside the running transaction; *stored how many.
+ */
+int db_metric_copy(struct db *db, struct arena *a, const struct metric_row *rows, int n,
+    int64_t *stored, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Partitions: create ahead, drop past retention; *dropped. */
 int db_metric_partitions(struct db *db, int retention_days, int days_ahead, int64_t *dropped,
@@ -82,17 +145,6 @@ int db_metric_partitions(struct db *db, int retention_days, int days_ahead, int6
  */
 int db_metric_rollup(struct db *db, double idle_threshold, int settle_s, int max_hours,
     int64_t *rows, bool *more, struct gp_error *err) __attribute__((warn_unused_result));
-
-/* A sample of a batch that is not the node's (metric_check()). */
-struct metric_verdict {
-	int index;         /* the sample's index in the batch */
-	const char *field; /* gpu_uuid or device_uuid */
-	bool foreign;      /* of another node: the whole batch is refused; else dropped alone */
-};
-
-/* The samples ([{"i","gpu_uuid","device_uuid"}]) that are not node_id's, by index. */
-int db_metric_check(struct db *db, struct arena *a, int64_t node_id, const char *samples_json,
-    struct metric_verdict **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 /* Retention (days, 0: kept): delivered outbox rows, resolved alerts, ended profiles. */
 int db_agent_plane_prune(struct db *db, int outbox_days, int alerts_days, int profiles_days,

@@ -46,6 +46,15 @@ PGresult *db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *s
 /* Run literal SQL without parameters (BEGIN, migrations). */
 int db_exec_simple(struct db *db, const char *sql, struct gp_error *err);
 
+/*
+ * COPY ... FROM STDIN (sql, a constant of db/) with data, len bytes in
+ * the COPY's format, inside the running transaction (a pending BEGIN goes
+ * out first). *rows: how many the COPY stored. -1 with err as db_exec
+ * when it failed (the transaction is then failed, for db_tx to roll back).
+ */
+int db_copy_in(struct db *db, const char *sql, const char *data, size_t len, int64_t *rows,
+    struct gp_error *err);
+
 /* The raw connection, connecting first if needed; NULL with err on failure. */
 PGconn *db_conn(struct db *db, struct gp_error *err);
 

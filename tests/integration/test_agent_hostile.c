@@ -321,6 +321,151 @@ test_unknown_keeps_release(void **state)
 	assert_string_equal(alloc_state(fx, a.id), "released");
 }
 
+/*
+ * Issue 23: the rows a batch stores are exactly the accepted samples
+ * (values, device, GPU, timestamps to the microsecond, NULLs, the integer
+ * columns' whole parts), the rejections listed as before (the checks' own
+ * in order, then the devices unknown on their GPU), and a sample inside the
+ * retention but before the oldest partition kept (midnight UTC, retention
+ * days back) not stored and not rejected.
+ */
+static void
+test_telemetry_exact(void **state)
+{
+	struct fixture *fx = *state;
+	const char *tok = enroll_node(fx, "exact", "7e57da7a");
+	struct alloc a = ready_pool(fx, "exact", "7e57da7a", tok, "exq", "MIG-exact");
+	const char *other = other_gpu(fx, "7e57da7a", &a);
+	struct gp_client_response *r;
+	int64_t now = time(NULL), hour = now - now % 3600;
+	/* 60 s inside the 7-day retention: before midnight UTC 6 days back unless it is past it */
+	int64_t edge = now - 7 * 86400 + 60;
+	bool edge_stored = edge >= (now - now % 86400) - 6 * 86400;
+	const char *rfc = fx_sql_text(fx,
+	    "SELECT to_char(to_timestamp($1::int8) AT TIME ZONE 'UTC', "
+	    "'YYYY-MM-DD\"T\"HH24:MI:SS\".250001Z\"')",
+	    fx_str(fx, "%lld", (long long)(hour - 899)));
+
+	r = fx_request(fx, tok, "POST", "/v1/agent/metrics",
+	    "{\"samples\":["
+	    /* 0: every column */
+	    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"device_uuid\":\"MIG-exact\",\"power_w\":301.25,"
+	    "\"sm_active\":0.123456789,\"memory_used_mib\":4096,\"memory_total_mib\":40960,"
+	    "\"temperature_c\":61.5,\"ecc_corrected\":9000000000000,\"ecc_uncorrected\":0,"
+	    "\"last_xid\":79,\"remapped_rows\":3},"
+	    /* 1: the other GPU, no device (the GPU's), RFC 3339 with microseconds */
+	    "{\"ts\":\"%s\",\"gpu_uuid\":\"%s\",\"power_w\":0,\"memory_used_mib\":1.9,"
+	    "\"last_xid\":-1},"
+	    /* 2: a device unknown on the GPU: dropped alone */
+	    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"device_uuid\":\"MIG-nobody\",\"power_w\":5},"
+	    /* 3, 4: out of range, older than the retention */
+	    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"sm_active\":1.5},"
+	    "{\"ts\":%lld,\"gpu_uuid\":\"%s\"},"
+	    /* 5: the pair of 0 again */
+	    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"device_uuid\":\"MIG-exact\",\"power_w\":302},"
+	    /* 6: the retention's edge */
+	    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":7}]}",
+	    (long long)(hour - 900), a.gpu, rfc, other, (long long)(hour - 900), a.gpu,
+	    (long long)(hour - 900), a.gpu, (long long)(now - 8 * 86400), a.gpu,
+	    (long long)(hour - 898), a.gpu, (long long)edge, other);
+	assert_status(r, 200);
+	assert_json_int(r->json, "stored", edge_stored ? 4 : 3);
+	assert_json_int(r->json, "rejected_count", 3);
+	assert_int_equal(fx_json_len(r->json, "rejected"), 3);
+	assert_json_int(r->json, "rejected[0].index", 3);
+	assert_non_null(strstr(fx_json_str(r->json, "rejected[0].reason"), "sm_active"));
+	assert_json_int(r->json, "rejected[1].index", 4);
+	assert_non_null(strstr(fx_json_str(r->json, "rejected[1].reason"), "retention"));
+	assert_json_int(r->json, "rejected[2].index", 2);
+	assert_json_str(r->json, "rejected[2].reason", "device_uuid is not a device of this GPU");
+	assert_json_int(r->json, "dropped", edge_stored ? 3 : 4);
+
+	/* the rows stored, both ways against those expected: nothing more, nothing less */
+	const char *stored_rows =
+	    "SELECT (extract(epoch FROM s.ts) * 1000000)::int8 AS ts_us, g.uuid AS gpu, "
+	    "s.device_uuid, s.power_w, s.sm_active, s.memory_used_mib, s.memory_total_mib, "
+	    "s.temperature_c, s.ecc_corrected, s.ecc_uncorrected, s.last_xid, s.remapped_rows "
+	    "FROM gpu_metric_samples s JOIN gpus g ON g.id = s.gpu_id "
+	    "JOIN nodes n ON n.id = g.node_id WHERE n.name = 'exact'";
+	const char *expected_rows =
+	    "SELECT * FROM (VALUES "
+	    "($1::int8 * 1000000, $3, 'MIG-exact', 301.25::float8, 0.123456789::float8, 4096::int8, "
+	    "40960::int8, 61.5::float8, 9000000000000::int8, 0::int8, 79, 3::int8), "
+	    "(($1::int8 + 1) * 1000000 + 250001, $4, $4, 0, NULL, 1, NULL, NULL, NULL, NULL, NULL, "
+	    "NULL), "
+	    "(($1::int8 + 2) * 1000000, $3, 'MIG-exact', 302, NULL, NULL, NULL, NULL, NULL, NULL, "
+	    "NULL, NULL), "
+	    "($2::int8 * 1000000, $4, $4, 7, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)) "
+	    "v(ts_us, gpu, device_uuid, power_w, sm_active, memory_used_mib, memory_total_mib, "
+	    "temperature_c, ecc_corrected, ecc_uncorrected, last_xid, remapped_rows) "
+	    "WHERE v.ts_us <> $2::int8 * 1000000 OR $5::bool";
+	const char *hs = fx_str(fx, "%lld", (long long)(hour - 900));
+	const char *es = fx_str(fx, "%lld", (long long)edge);
+	const char *eb = edge_stored ? "true" : "false";
+
+	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
+	    edge_stored ? 4 : 3);
+	assert_int_equal(fx_sql_int64(fx,
+			     fx_str(fx, "SELECT count(*) FROM (%s EXCEPT ALL %s) x", stored_rows,
+				 expected_rows),
+			     hs, es, a.gpu, other, eb),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     fx_str(fx, "SELECT count(*) FROM (%s EXCEPT ALL %s) x", expected_rows,
+				 stored_rows),
+			     hs, es, a.gpu, other, eb),
+	    0);
+
+	/* a batch with nothing to store stores nothing and says why */
+	r = fx_request(fx, tok, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"device_uuid\":\"MIG-nobody\"}]}",
+	    (long long)now, a.gpu);
+	assert_status(r, 200);
+	assert_json_int(r->json, "stored", 0);
+	assert_json_int(r->json, "rejected_count", 1);
+	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
+	    edge_stored ? 4 : 3);
+
+	/*
+	 * A COPY that fails (the sample's day has no partition: detached
+	 * here) stores nothing of the batch and leaves the connection usable:
+	 * the next batch is stored.
+	 */
+	const char *part = fx_sql_text(fx,
+	    "SELECT 'gpu_metric_samples_' || to_char(to_timestamp($1::int8) AT TIME ZONE 'UTC', "
+	    "'YYYYMMDD')",
+	    fx_str(fx, "%lld", (long long)now));
+	const char *attach = fx_sql_text(fx,
+	    "SELECT format('ALTER TABLE gpu_metric_samples ATTACH PARTITION %I FOR VALUES FROM "
+	    "(%L) TO (%L)', $1::text, to_timestamp($2::int8), to_timestamp($2::int8 + 86400))",
+	    part, fx_str(fx, "%lld", (long long)(now - now % 86400)));
+	fx_sql_exec(fx, fx_str(fx, "ALTER TABLE gpu_metric_samples DETACH PARTITION %s", part));
+	int64_t c0 = fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows));
+	for (int i = 0; i < 3; i++) {
+		r = fx_request(fx, tok, "POST", "/v1/agent/metrics",
+		    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":1},"
+		    "{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":2}]}",
+		    (long long)(now - 86400), a.gpu, (long long)now, a.gpu);
+		assert_problem(r, 422, "validation_failed");
+	}
+	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
+	    c0);
+	r = fx_request(fx, tok, "POST", "/v1/agent/metrics",
+	    "{\"samples\":[{\"ts\":%lld,\"gpu_uuid\":\"%s\",\"power_w\":1}]}",
+	    (long long)(now - 86400), a.gpu);
+	fx_sql_exec(fx, attach);
+	assert_status(r, 200);
+	assert_json_int(r->json, "stored", 1);
+	assert_int_equal(fx_sql_int64(fx, fx_str(fx, "SELECT count(*) FROM (%s) x", stored_rows)),
+	    edge_stored ? 5 : 4);
+	assert_int_equal(fx_sql_int64(fx,
+			     fx_str(fx,
+				 "SELECT count(*) FROM (%s) x WHERE ts_us = $1::int8 * 1000000",
+				 stored_rows),
+			     fx_str(fx, "%lld", (long long)(now - 86400))),
+	    1);
+}
+
 /* Finding 3: telemetry only for the node's own GPUs and instances. */
 static void
 test_telemetry_bound(void **state)
@@ -1066,6 +1211,7 @@ main(void)
 		cmocka_unit_test(test_lost_and_unknown),
 		cmocka_unit_test(test_unknown_keeps_release),
 		cmocka_unit_test(test_telemetry_bound),
+		cmocka_unit_test(test_telemetry_exact),
 		cmocka_unit_test(test_enroll_no_steal),
 		cmocka_unit_test(test_live_agent_kept),
 		cmocka_unit_test(test_callback_allow),

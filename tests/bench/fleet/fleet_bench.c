@@ -20,6 +20,7 @@
  */
 #include <curl/curl.h>
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ struct agent {
 	int phase; /* 0 enroll-token, 1 enroll, 2 polling, 3 metrics */
 	char url[256];
 	char *body;
-	char src[32]; /* "host!127.0.1.N": the source address, "" for the operators */
+	char src[32];   /* "host!127.0.1.N": the source address, "" for the operators */
+	double started; /* when the request went out (now_s) */
 };
 
 static const char *base, *agent_base, *admin;
@@ -52,6 +54,8 @@ static int running;
 static double t_approve; /* when the current approval was sent, 0 when none */
 static double lat[100000];
 static int nlat;
+static double mlat[1000000]; /* metric batches' request latencies */
+static int nmlat;
 
 static double
 now_s(void)
@@ -89,6 +93,7 @@ start(struct agent *a, const char *method, const char *path, const char *token, 
 	a->len = 0;
 	free(a->body);
 	a->body = body ? strdup(body) : NULL;
+	a->started = now_s();
 	if (a->src[0] != '\0' && strncmp(path, "/v1/agent/", 10) == 0) {
 		/*
 		 * libcurl looks for a reusable connection among all those to
@@ -206,6 +211,8 @@ done(struct agent *a, long status)
 				    a->buf ? a->buf : "");
 		} else
 			accepted += 500;
+		if (nmlat < 1000000)
+			mlat[nmlat++] = now_s() - a->started;
 		a->phase = 0; /* idle: the next batch may go */
 	}
 	json_object_put(o);
@@ -420,6 +427,22 @@ cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Agent who's batch of 500 samples of its GPU, the last 500 seconds before ts, into b. */
+static void
+metrics_batch(char *b, int who, long long ts)
+{
+	size_t off = (size_t)sprintf(b, "{\"samples\":[");
+
+	for (int s = 0; s < 500; s++)
+		off += (size_t)sprintf(b + off,
+		    "%s{\"ts\":%lld,\"gpu_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\","
+		    "\"device_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\",\"power_w\":%d,"
+		    "\"sm_active\":0.5,\"memory_used_mib\":100,\"memory_total_mib\":81559,"
+		    "\"temperature_c\":40}",
+		    s ? "," : "", ts - s, who, who, 100 + s % 50);
+	sprintf(b + off, "]}");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -545,31 +568,57 @@ main(int argc, char **argv)
 		printf("latency_p50_ms %.1f\nlatency_p99_ms %.1f\nlatency_max_ms %.1f\n",
 		    lat[nlat / 2] * 1000, lat[(int)(nlat * 0.99)] * 1000, lat[nlat - 1] * 1000);
 	fflush(stdout);
+	/*
+	 * FLEET_METRICS_GO=path: say metrics_ready and wait for path to exist
+	 * (scripts/bench-ingest runs its COPY baseline alone in between)
+	 */
+	const char *go = getenv("FLEET_METRICS_GO");
+	if (go != NULL && go[0] != '\0') {
+		printf("metrics_ready 1\n");
+		fflush(stdout);
+		while (access(go, F_OK) != 0)
+			pump(0.05);
+	}
 	/* metrics: 500-sample batches from 32 agents at a time */
 	struct agent *mx = calloc(32, sizeof(*mx));
+	/*
+	 * FLEET_METRICS_PREBUILT=1 (scripts/bench-ingest): the batches of the
+	 * first 256 agents are built before the phase, as its COPY baseline's
+	 * rows are written to a file before they are timed; unset, each batch
+	 * is built when sent (its timestamps the current second's)
+	 */
+	const char *pre = getenv("FLEET_METRICS_PREBUILT");
+	int nb = enrolled > 0 ? enrolled : 1;
+	bool prebuilt = pre != NULL && strcmp(pre, "1") == 0;
+	char **bodies = NULL;
+	if (prebuilt) {
+		nb = nb < 256 ? nb : 256;
+		bodies = calloc((size_t)nb, sizeof(*bodies));
+		for (int w = 0; w < nb; w++) {
+			bodies[w] = malloc(500 * 300 + 64);
+			metrics_batch(bodies[w], w, (long long)time(NULL));
+		}
+	}
 	char *batch = malloc(500 * 300 + 64);
 	long long sent = 0;
 	double m0 = now_s();
+	double mcpu_gp0 = proc_cpu(pid), mcpu_pg0 = pg_cpu(pgpid), mcpu_me0 = self_cpu();
 	int rounds = 0;
 	while (now_s() - m0 < msecs) {
 		for (int k = 0; k < 32; k++) {
 			if (mx[k].phase == 3)
 				continue;
-			int who = (rounds * 32 + k) % (enrolled > 0 ? enrolled : 1);
-			size_t off = (size_t)sprintf(batch, "{\"samples\":[");
-			long long ts = (long long)time(NULL);
-			for (int s = 0; s < 500; s++)
-				off += (size_t)sprintf(batch + off,
-				    "%s{\"ts\":%lld,\"gpu_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\","
-				    "\"device_uuid\":\"GPU-f1ee7000-0000-4000-8000-%012d\",\"power_w\":%d,"
-				    "\"sm_active\":0.5,\"memory_used_mib\":100,\"memory_total_mib\":81559,"
-				    "\"temperature_c\":40}",
-				    s ? "," : "", ts - s, who, who, 100 + s % 50);
-			sprintf(batch + off, "]}");
+			int who = (rounds * 32 + k) % nb;
+			const char *body = batch;
+
+			if (prebuilt)
+				body = bodies[who];
+			else
+				metrics_batch(batch, who, (long long)time(NULL));
 			mx[k].phase = 3;
 			mx[k].i = k;
 			snprintf(mx[k].src, sizeof(mx[k].src), "host!127.0.1.%d", k % 64 + 1);
-			start(&mx[k], "POST", "/v1/agent/metrics", ag[who].token, batch);
+			start(&mx[k], "POST", "/v1/agent/metrics", ag[who].token, body);
 			sent += 500;
 		}
 		rounds++;
@@ -579,5 +628,17 @@ main(int argc, char **argv)
 	double el = now_s() - m0;
 	printf("samples_sent %lld\nsamples_accepted %lld\nsamples_per_s %.0f\nfailures %d\n", sent,
 	    accepted, (double)accepted / el, failures);
+	/* CPU per stored sample (µs) of gpupoold, PostgreSQL and this client; batch latency */
+	if (accepted > 0)
+		printf("metrics_cpu_gpupoold_us %.2f\nmetrics_cpu_pg_us %.2f\nmetrics_cpu_bench_us "
+		       "%.2f\n",
+		    (proc_cpu(pid) - mcpu_gp0) * 1e6 / (double)accepted,
+		    (pg_cpu(pgpid) - mcpu_pg0) * 1e6 / (double)accepted,
+		    (self_cpu() - mcpu_me0) * 1e6 / (double)accepted);
+	if (nmlat > 0) {
+		qsort(mlat, (size_t)nmlat, sizeof(double), cmp);
+		printf("metrics_batch_p50_ms %.1f\nmetrics_batch_p99_ms %.1f\n",
+		    mlat[nmlat / 2] * 1000, mlat[(int)(nmlat * 0.99)] * 1000);
+	}
 	return 0;
 }
