@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd_defrag.h"
 #include "domain/spec.h"
 #include "output.h"
 
@@ -165,12 +166,8 @@ capacity_show(struct cli *cli, const struct cli_command *cmd, const struct cli_a
 	return CLI_EXIT_OK;
 }
 
-/*
- * The items of a simulation from their text forms; a usage error for
- * the first malformed one. *out is owned by the caller.
- */
-static int
-capacity_items(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
+int
+cmd_capacity_items(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
     struct json_object **out)
 {
 	struct json_object *items = json_object_new_array();
@@ -212,7 +209,7 @@ capacity_simulate(struct cli *cli, const struct cli_command *cmd, const struct c
 	bool ok;
 	int rc;
 
-	rc = capacity_items(cli, cmd, args, &items);
+	rc = cmd_capacity_items(cli, cmd, args, &items);
 	if (rc != CLI_EXIT_OK)
 		return rc;
 	body = json_object_new_object();
@@ -284,6 +281,12 @@ static const struct cli_command capacity_subcommands[] = {
 	    .options = simulate_options,
 	    .run = capacity_simulate,
 	},
+	{
+	    .name = "defrag",
+	    .usage = "COMMAND [ARGS]",
+	    .summary = "defragmentation plans: plan, get",
+	    .subcommands = cmd_defrag_commands,
+	},
 	{ .name = NULL },
 };
 
@@ -291,7 +294,8 @@ const struct cli_command cmd_capacity_commands[] = {
 	{
 	    .name = "capacity",
 	    .usage = "[--model M] [--cluster C]",
-	    .summary = "capacity per GPU model; 'capacity simulate' tries a request",
+	    .summary = "capacity per GPU model; 'capacity simulate' tries a request, "
+		       "'capacity defrag' plans moves",
 	    .help = "Show, per GPU model: physical GPUs (total, healthy, MIG enabled, placeable),\n"
 		    "compute and memory slices (total, used, free) and the stranded compute\n"
 		    "slices (free, but no profile can use them given the occupied memory\n"

@@ -97,7 +97,8 @@ main_help(FILE *out)
 	    "config file: $GPUPOOL_CONFIG, else $XDG_CONFIG_HOME/gpupool/config or\n"
 	    "             ~/.config/gpupool/config\n"
 	    "exit status: 0 success, 1 the server or the network failed, 2 usage error\n"
-	    "             (capacity simulate: 3 when the items do not fit)\n");
+	    "             (capacity simulate: 7 when the items do not fit; capacity\n"
+	    "             defrag get --watch: 8 when the plan ends other than applied)\n");
 }
 
 static int

@@ -898,6 +898,11 @@ walk_cases(struct walk *w)
 	FAIL(2, "capacity", "extra");
 	OK("capacity", "simulate", "H100-80GB/3g.40gb=1");
 	FAIL(2, "capacity", "simulate", "H100-80GB");
+	OK("capacity", "defrag", "plan", "--free-gpus", "--cluster", cl, "--max-moves", "0");
+	FAIL(2, "capacity", "defrag", "plan");
+	id = walk_id(w, "SELECT max(id) FROM defrag_plans WHERE goal = $1", "free_gpus");
+	OKY("capacity", "defrag", "get", id);
+	FAIL(4, "capacity", "defrag", "get", "999999999");
 
 	/* quotas, requests, pools */
 	OKY("quota", "get", proj);
@@ -1086,8 +1091,8 @@ static const struct {
 	{ "updateGpu", "gpus update", NULL },
 	{ "getCapacity", "capacity", NULL },
 	{ "simulateCapacity", "capacity simulate", NULL },
-	{ "createDefragPlan", NULL, "not in the CLI yet (issue 25: with applying plans)" },
-	{ "getDefragPlan", NULL, "not in the CLI yet (issue 25: with applying plans)" },
+	{ "createDefragPlan", "capacity defrag plan", NULL },
+	{ "getDefragPlan", "capacity defrag get", NULL },
 	{ "getQuota", "quota get", NULL },
 	{ "putQuota", "quota set", NULL },
 	{ "deleteQuota", "quota delete", NULL },
