@@ -161,6 +161,36 @@ export function action() {
 	};
 }
 
+// Follow an object that changes on the server (an export job, a plan being
+// applied) until done(answer): GET path every interval (first, growing by
+// half up to max), onState with each answer, onError with each failure;
+// a 4xx stops (gone or forbidden), a 5xx or network error tries again.
+// Answers a function that stops following.
+export function follow(path, done, onState, onError, { first = 1000, max = 5000 } = {}) {
+	let stopped = false;
+	let timer = null;
+	let wait = first;
+	const tick = async () => {
+		try {
+			const x = await get(path);
+			if (stopped) return;
+			onState(x);
+			if (done(x)) return;
+		} catch (err) {
+			if (stopped) return;
+			onError(err);
+			if (err.status && err.status < 500) return;
+		}
+		wait = Math.min(max, Math.round(wait * 1.5));
+		timer = setTimeout(tick, wait);
+	};
+	timer = setTimeout(tick, first);
+	return () => {
+		stopped = true;
+		clearTimeout(timer);
+	};
+}
+
 // Every page of a list, up to max items (the API pages with opaque cursors).
 export async function all(path, params, max = 5000) {
 	const items = [];

@@ -9,27 +9,4 @@ export const exportText = (x) => `Export ${x.id} ${x.state}${x.state === 'failed
 // Follow an export job until it is done or failed: its state every
 // interval (1 s, growing to 5 s for a long one), onState with each answer.
 // Answers a function that stops following.
-export function followExport(id, onState, onError, { first = 1000, max = 5000 } = {}) {
-	let stopped = false;
-	let timer = null;
-	let wait = first;
-	const tick = async () => {
-		try {
-			const x = await api.get(`/v1/billing/exports/${id}`);
-			if (stopped) return;
-			onState(x);
-			if (exportDone(x)) return;
-		} catch (err) {
-			if (stopped) return;
-			onError(err);
-			if (err.status && err.status < 500) return; // gone or forbidden: stop
-		}
-		wait = Math.min(max, Math.round(wait * 1.5));
-		timer = setTimeout(tick, wait);
-	};
-	timer = setTimeout(tick, first);
-	return () => {
-		stopped = true;
-		clearTimeout(timer);
-	};
-}
+export const followExport = (id, onState, onError, opts) => api.follow(`/v1/billing/exports/${id}`, exportDone, onState, onError, opts);

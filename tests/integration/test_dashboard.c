@@ -127,6 +127,105 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 }
 
 /*
+ * node dashboard/tests/defrag.test.mjs: the Defragmentation panel on the
+ * fragmented cluster, where item is refused; apply: the walk applies the
+ * plan it made too.
+ */
+static int
+run_defrag_browser(struct fixture *fx, const char *item, bool apply)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (chdir(DASHBOARD_DIR) != 0)
+			_exit(126);
+		setenv("GP_URL", fx->server->base_url, 1);
+		setenv("GP_PASSWORD", FIXTURE_PASSWORD, 1);
+		setenv("GP_DEFRAG_ITEM", item, 1);
+		setenv("GP_DEFRAG_CLUSTER", "frag", 1);
+		setenv("GP_DEFRAG_APPLY", apply ? "1" : "0", 1);
+		execlp("node", "node", "tests/defrag.test.mjs", (char *)NULL);
+		fprintf(stderr, "test_dashboard: node not found (scripts/test installs nodejs)\n");
+		_exit(127);
+	}
+	int st = 0;
+	for (int i = 0; i < 1800; i++) { /* 180 s */
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(100000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fail_msg("the defragmentation walk ran past 180 s");
+	return -1;
+}
+
+/* alice submits to ml, the operator approves */
+static void
+submit_approve(struct fixture *fx, const char *body)
+{
+	int64_t id = submit(fx, alice, "ml", body);
+	assert_status(fx_request(fx, op, "POST",
+			  fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id), "{}"),
+	    200);
+}
+
+/*
+ * The Defragmentation panel (docs/dashboard.md) on a fragmented cluster
+ * as test_defrag_plans builds it: four H100-80GB on a node without an
+ * agent, a 4g.40gb released from each and a 1g.10gb left on each, so that
+ * a 7g.80gb for every GPU but one holding a 1g.10gb is refused. The walk
+ * plans from the form (one POST, one plan), counts the moves drawn against
+ * the plan's, and checks the roles; here: one plan, by the operator, as
+ * asked, audited, and the fleet unchanged by planning.
+ */
+static void
+test_defrag_panel(void **state)
+{
+	struct fixture *fx = *state;
+	const char *alloc_sql =
+	    "SELECT coalesce(string_agg(id || state || gpu_id || '@' || start, ' ' "
+	    "ORDER BY id), '') FROM allocations";
+
+	fx_fleet(fx, "frag", "H100-80GB", 1, 4, true);
+	submit_approve(fx,
+	    "{\"action\":\"create\",\"pool\":\"fbig\",\"cluster\":\"frag\","
+	    "\"items\":[\"H100-80GB/4g.40gb=4\"]}");
+	submit_approve(fx,
+	    "{\"action\":\"create\",\"pool\":\"fsmall\",\"cluster\":\"frag\","
+	    "\"items\":[\"H100-80GB/1g.10gb=4\"]}");
+	submit_approve(fx, "{\"action\":\"release\",\"pool\":\"fbig\"}");
+	fx_sql_exec(fx, "SELECT pools_confirm_unmanaged_releases()");
+	int64_t empty = fx_sql_int64(fx,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+	    "WHERE n.name LIKE 'frag-%' AND g.layout = ''");
+	assert_true(empty >= 1 && empty <= 2);
+	const char *item = fx_str(fx, "H100-80GB/7g.80gb=%lld", (long long)empty + 1);
+	const char *before = fx_sql_text(fx, alloc_sql);
+	int64_t plans0 = fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans");
+
+	int rc = run_defrag_browser(fx, item, false);
+	if (rc != 0)
+		fixture_server_dump_log(fx->server, 60);
+	assert_int_equal(rc, 0);
+	/* one click, one plan: the operator's, as the form asked */
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans"), plans0 + 1);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT u.username || ' ' || p.state || ' ' || p.goal || ' ' "
+				"|| (p.body->>'max_moves') || ' ' || (p.body->>'idle_minutes') "
+				"FROM defrag_plans p "
+				"JOIN users u ON u.id = p.created_by ORDER BY p.id DESC LIMIT 1"),
+	    "dash-op planned items 10 0");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.create' "
+			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
+	    1);
+	/* planning changed nothing in the fleet */
+	assert_string_equal(fx_sql_text(fx, alloc_sql), before);
+	fx_assert_pool_invariants(fx);
+}
+
+/*
  * The dashboard's request layer in Node (dashboard/tests/unit/, node --test,
  * fetch replaced): at most 6 requests in flight, an Idempotency-Key on every
  * change kept across a user action's retries, a double run acting once, an
@@ -384,6 +483,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dashboard_request_layer),
 		cmocka_unit_test(test_dashboard_in_chromium),
+		cmocka_unit_test(test_defrag_panel),
 	};
 	return fixture_exit_status(
 	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));

@@ -1,9 +1,12 @@
 // Capacity: clusters, then the GPUs (filtered and paged by the server),
 // each drawn as its MIG memory slices with the instances on them, the free
 // placements and the stranded slices; a what-if panel runs simulate and
-// draws where the items would land.
+// draws where the items would land; operators and admins also get the
+// Defragmentation panel (views/defrag.jsx).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import * as api from '../api.js';
+import { canDefrag } from '../defrag.js';
+import { Defrag } from './defrag.jsx';
 import { Badge, Loading, Problem, SliceBar, SliceLegend, Table, VirtualList, analyseGpu, fmtInt, gpuState, useLoad } from '../ui.jsx';
 
 const poolCache = new Map();
@@ -139,7 +142,7 @@ function WhatIf({ catalog, clusters }) {
 	);
 }
 
-export function Capacity() {
+export function Capacity({ me }) {
 	const [, catalog] = useCatalog();
 	const [models] = useLoad(() => api.all('/v1/catalog/models'), []);
 	const [clusters, clErr] = useLoad(() => api.all('/v1/clusters'), []);
@@ -263,6 +266,7 @@ export function Capacity() {
 				render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />}
 			/>
 			<WhatIf catalog={catalog} clusters={clusters} />
+			{canDefrag(me) && <Defrag catalog={catalog} clusters={clusters} />}
 		</section>
 	);
 }
