@@ -14,6 +14,11 @@ export const canDefrag = (me) => !!me && (me.role === 'admin' || me.role === 'op
 // The plan states after which nothing changes any more.
 export const FINAL_STATES = ['applied', 'failed', 'expired', 'cancelled'];
 export const planDone = (p) => FINAL_STATES.includes(p?.state);
+// Ended, and no move still under way (a move in flight when the plan was
+// cancelled finishes): nothing to follow any more.
+export const planSettled = (p) => planDone(p) && !(p.progress?.running > 0);
+// A plan the panel follows: being applied, or ended with a move still running.
+export const planFollowed = (p) => !!p && p.state !== 'planned' && !planSettled(p);
 export const canApply = (p) => p?.state === 'planned';
 export const canCancel = (p) => p?.state === 'planned' || p?.state === 'applying';
 
@@ -160,7 +165,7 @@ export function barText(insts) {
 		.join('; ');
 }
 
-// Follow a plan being applied until it ends: its state every interval
+// Follow a plan being applied until it ends and no move runs any more: its state every interval
 // (1 s, growing to 5 s), onState with each answer. Answers a function that
 // stops following.
-export const followPlan = (id, onState, onError, opts) => api.follow(`${PLANS}/${id}`, planDone, onState, onError, opts);
+export const followPlan = (id, onState, onError, opts) => api.follow(`${PLANS}/${id}`, planSettled, onState, onError, opts);

@@ -266,7 +266,7 @@ export function Capacity({ me }) {
 				render={(g) => <GpuRow g={g} catalog={catalog} pools={pools} />}
 			/>
 			<WhatIf catalog={catalog} clusters={clusters} />
-			{canDefrag(me) && <Defrag catalog={catalog} clusters={clusters} />}
+			{canDefrag(me) && <Defrag catalog={catalog} clusters={clusters} onFleetChanged={() => setFilter((f) => ({ ...f }))} />}
 		</section>
 	);
 }

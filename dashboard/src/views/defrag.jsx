@@ -17,7 +17,8 @@ import {
 	moveStateLabel,
 	placeText,
 	planBody,
-	planDone,
+	planFollowed,
+	planSettled,
 	planStateLabel,
 	touchedGpus,
 } from '../defrag.js';
@@ -130,23 +131,26 @@ function PlanDrawing({ plan, catalog }) {
 	);
 }
 
-function PlanDetail({ plan, setPlan, catalog, onChanged }) {
+function PlanDetail({ plan, setPlan, catalog, onChanged, onFleetChanged }) {
 	const act = useAction();
 	const [confirm, setConfirm] = useState(null); // 'apply' | 'cancel'
 	const [error, setError] = useState(null);
 	// a plan being applied is followed until it ends
 	useEffect(() => {
-		if (plan.state !== 'applying') return undefined;
+		if (!planFollowed(plan)) return undefined;
 		return followPlan(
 			plan.id,
 			(p) => {
 				setError(null);
 				setPlan(p);
-				if (planDone(p)) onChanged();
+				if (planSettled(p)) {
+					onChanged();
+					onFleetChanged();
+				}
 			},
 			setError,
 		);
-	}, [plan.id, plan.state]);
+	}, [plan.id, planFollowed(plan)]);
 	const run = async (what) => {
 		if (act.running) return;
 		setError(null);
@@ -228,7 +232,7 @@ function PlanDetail({ plan, setPlan, catalog, onChanged }) {
 	);
 }
 
-export function Defrag({ catalog, clusters }) {
+export function Defrag({ catalog, clusters, onFleetChanged = () => {} }) {
 	const act = useAction();
 	const [goal, setGoal] = useState('items');
 	const [plan, setPlan] = useState(null);
@@ -320,7 +324,7 @@ export function Defrag({ catalog, clusters }) {
 					empty="No plans yet."
 				/>
 			)}
-			{plan && <PlanDetail key={plan.id} plan={plan} setPlan={setPlan} catalog={catalog} onChanged={reload} />}
+			{plan && <PlanDetail key={plan.id} plan={plan} setPlan={setPlan} catalog={catalog} onChanged={reload} onFleetChanged={onFleetChanged} />}
 		</section>
 	);
 }

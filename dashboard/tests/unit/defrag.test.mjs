@@ -179,6 +179,13 @@ test('state labels and what a plan offers', () => {
 			[false, false, true],
 		],
 	);
+	// a cancelled plan with a move still running is followed until that move ends
+	assert.equal(d.planFollowed({ state: 'planned' }), false);
+	assert.equal(d.planFollowed({ state: 'applying', progress: { running: 0 } }), true);
+	assert.equal(d.planFollowed({ state: 'cancelled', progress: { running: 1 } }), true);
+	assert.equal(d.planFollowed({ state: 'cancelled', progress: { running: 0 } }), false);
+	assert.equal(d.planFollowed({ state: 'applied' }), false);
+	assert.equal(d.planSettled({ state: 'failed', progress: { running: 0 } }), true);
 	assert.equal(d.placeText(place(A, 'n1', 0, 6)), 'n1 · GPU 0 @6');
 	assert.equal(d.moveText(plan().moves[0], 0), 'Move 1: 1g.10gb of ml/web from n1 · GPU 1 @2 to n1 · GPU 0 @6 (make before break)');
 });
