@@ -32,7 +32,8 @@ const PLAN_LABELS = {
 };
 export const planStateLabel = (s) => PLAN_LABELS[s] || String(s ?? 'unknown');
 
-// A move's state in words; a plan not yet applied has none ("planned").
+// A move's state in words; a plan not yet applied has its moves "planned"
+// (a server that applies plans calls them pending until the plan is applied).
 const MOVE_LABELS = {
 	pending: 'waiting',
 	reserving: 'reserving the target',
@@ -42,7 +43,8 @@ const MOVE_LABELS = {
 	skipped: 'skipped',
 	failed: 'failed',
 };
-export const moveStateLabel = (m) => (m.state ? MOVE_LABELS[m.state] || m.state : 'planned') + (m.reason ? ` (${m.reason.replace(/_/g, ' ')})` : '');
+export const moveStateLabel = (m, plan) =>
+	(m.state && plan?.state !== 'planned' ? MOVE_LABELS[m.state] || m.state : 'planned') + (m.reason ? ` (${m.reason.replace(/_/g, ' ')})` : '');
 
 // A move that will not (or did not) take its instance away: it stays where it was.
 export const moveStays = (m) => m.state === 'skipped' || m.state === 'failed';

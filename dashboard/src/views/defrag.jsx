@@ -223,7 +223,13 @@ function PlanDetail({ plan, setPlan, catalog, onChanged, onFleetChanged }) {
 					{ key: 'from', label: 'From', render: (m) => placeText(m.from) },
 					{ key: 'to', label: 'To', render: (m) => placeText(m.to) },
 					{ key: 'mode', label: 'Mode', render: (m) => (m.make_before_break ? 'make before break' : 'break before make') },
-					{ key: 'state', label: 'State', render: (m) => <span class={`move-state ms-${m.state || 'planned'}`}>{moveStateLabel(m)}</span> },
+					{
+						key: 'state',
+						label: 'State',
+						render: (m) => (
+							<span class={`move-state ms-${plan.state === 'planned' ? 'planned' : m.state || 'planned'}`}>{moveStateLabel(m, plan)}</span>
+						),
+					},
 				]}
 				rows={moves}
 				empty="No moves."

@@ -159,6 +159,9 @@ test('drawing model: GPUs not read are drawn with the moves alone; no moves, not
 test('state labels and what a plan offers', () => {
 	assert.equal(d.moveStateLabel({}), 'planned');
 	assert.equal(d.moveStateLabel({ state: 'pending' }), 'waiting');
+	assert.equal(d.moveStateLabel({ state: 'pending' }, { state: 'applying' }), 'waiting');
+	// a plan not applied: its pending moves are planned
+	assert.equal(d.moveStateLabel({ state: 'pending' }, { state: 'planned' }), 'planned');
 	assert.equal(d.moveStateLabel({ state: 'creating' }), 'creating the new instance');
 	assert.equal(d.moveStateLabel({ state: 'skipped', reason: 'source_busy' }), 'skipped (source busy)');
 	assert.equal(d.moveStateLabel({ state: 'failed', reason: 'agent_failed' }), 'failed (agent failed)');
