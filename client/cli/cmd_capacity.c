@@ -284,7 +284,7 @@ static const struct cli_command capacity_subcommands[] = {
 	{
 	    .name = "defrag",
 	    .usage = "COMMAND [ARGS]",
-	    .summary = "defragmentation plans: plan, get",
+	    .summary = "defragmentation plans: plan, get, list, apply, cancel",
 	    .subcommands = cmd_defrag_commands,
 	},
 	{ .name = NULL },

@@ -64,6 +64,22 @@ static const struct output_column move_state_columns[] = {
 	{ NULL, NULL },
 };
 
+static const struct output_column list_columns[] = {
+	{ "ID", "id" },
+	{ "STATE", "state" },
+	{ "GOAL", "goal" },
+	{ "ITEMS", "items" },
+	{ "CLUSTER", "cluster" },
+	{ "MOVES", "moves_total" },
+	{ "DONE", "progress.done" },
+	{ "SKIPPED", "progress.skipped" },
+	{ "FAILED", "progress.failed" },
+	{ "CREATED BY", "created_by" },
+	OUTPUT_WIDE,
+	{ "CREATED", "created_at" },
+	{ NULL, NULL },
+};
+
 static void
 defrag_sleep_ms(long ms)
 {
@@ -89,6 +105,16 @@ defrag_text(struct json_object *o, const char *path, const char *dflt, char *buf
 	}
 	buf[i] = '\0';
 	return buf;
+}
+
+/* The string at key of o, NULL when absent or not a string. */
+static const char *
+defrag_str(struct json_object *o, const char *key)
+{
+	struct json_object *v = gp_client_json_get(o, key);
+
+	return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
+								     : NULL;
 }
 
 /* The integer at path; -1 when absent. */
@@ -298,7 +324,9 @@ defrag_print_plan(struct json_object *plan)
 {
 	char a[DEFRAG_TEXT_MAX], b[DEFRAG_TEXT_MAX], c[DEFRAG_TEXT_MAX], items[1024];
 	struct json_object *moves = gp_client_json_get(plan, "moves");
-	bool states = defrag_has_states(moves);
+	/* a plan not applied has its moves pending: the states say nothing yet */
+	bool states = defrag_has_states(moves) && defrag_str(plan, "state") != NULL &&
+	    strcmp(defrag_str(plan, "state"), "planned") != 0;
 	size_t nmoves = moves != NULL && json_object_is_type(moves, json_type_array)
 	    ? json_object_array_length(moves)
 	    : 0;
@@ -364,6 +392,13 @@ defrag_final(const char *state)
 		strcmp(state, "cancelled") == 0 || strcmp(state, "expired") == 0);
 }
 
+/* Ended, and no move still under way (one in flight when a plan is cancelled finishes). */
+static bool
+defrag_settled(struct json_object *plan)
+{
+	return defrag_final(defrag_str(plan, "state")) && defrag_int(plan, "progress.running") <= 0;
+}
+
 /* The path of plan id (with suffix, "" or "/apply") into buf. */
 static void
 defrag_path(char *buf, size_t len, long long id, const char *suffix)
@@ -384,16 +419,6 @@ defrag_parse_id(struct cli *cli, const struct cli_command *cmd, const char *s, l
 		    "the plan ID must be a positive integer, not \"%s\"", s);
 	*id = v;
 	return CLI_EXIT_OK;
-}
-
-/* The string at key of o, NULL when absent or not a string. */
-static const char *
-defrag_str(struct json_object *o, const char *key)
-{
-	struct json_object *v = gp_client_json_get(o, key);
-
-	return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-								     : NULL;
 }
 
 /* A move's state, "" when it has none. */
@@ -427,7 +452,9 @@ defrag_print_changes(struct json_object *old, struct json_object *now)
 		struct json_object *mv = json_object_array_get_idx(nm, i);
 		const char *st = defrag_move_state(nm, i);
 
-		if (st[0] == '\0' || (i < on && strcmp(defrag_move_state(om, i), st) == 0))
+		/* every move starts pending: a line for each step after that */
+		if (st[0] == '\0' || strcmp(st, "pending") == 0 ||
+		    (i < on && strcmp(defrag_move_state(om, i), st) == 0))
 			continue;
 		printf("move %zu (allocation %lld, %s/%s %s): %s", i + 1,
 		    defrag_int(mv, "allocation"), defrag_text(mv, "project", "-", a, sizeof(a)),
@@ -454,7 +481,7 @@ defrag_print_changes(struct json_object *old, struct json_object *now)
 
 /*
  * Follow plan id from first (the caller's, consumed) until it reaches a
- * final state or timeout seconds pass; prints each change unless -o
+ * final state with no move still running, or timeout seconds pass; prints each change unless -o
  * json, then the plan. Returns 0 when it ended applied,
  * CMD_DEFRAG_EXIT_NOT_APPLIED when it ended otherwise, or the failure.
  */
@@ -469,7 +496,7 @@ defrag_follow(struct cli *cli, long long id, struct json_object *first, long lon
 	defrag_path(path, sizeof(path), id, "");
 	if (cli->output != CLI_OUTPUT_JSON)
 		defrag_print_changes(NULL, last);
-	while (!defrag_final(defrag_str(last, "state"))) {
+	while (!defrag_settled(last)) {
 		struct gp_client_response r;
 		struct json_object *now;
 
@@ -594,7 +621,7 @@ defrag_get(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 		struct json_object *plan = json_object_get(r.json);
 
 		gp_client_response_free(&r);
-		if (cli->output != CLI_OUTPUT_JSON && !defrag_final(defrag_str(plan, "state"))) {
+		if (cli->output != CLI_OUTPUT_JSON && !defrag_settled(plan)) {
 			defrag_print_plan(plan);
 			fputc('\n', stdout);
 		}
@@ -603,6 +630,80 @@ defrag_get(struct cli *cli, const struct cli_command *cmd, const struct cli_args
 	defrag_show(cli, r.json);
 	gp_client_response_free(&r);
 	return CLI_EXIT_OK;
+}
+
+static int
+defrag_list(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	char path[DEFRAG_PATH_MAX] = "/v1/capacity/defrag-plans";
+	struct json_object *doc;
+	int rc;
+
+	(void)cmd;
+	if (cli_query_add(cli, path, sizeof(path), "state", cli_opt(args, "state")) != 0)
+		return CLI_EXIT_FAIL;
+	rc = cli_list(cli, path, args, &doc);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	return cli_print_list(cli, doc, NULL, list_columns);
+}
+
+/* POST the plan's action (apply, cancel) and show the answer; --wait follows it. */
+static int
+defrag_act(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args,
+    const char *action)
+{
+	char path[DEFRAG_PATH_MAX], suffix[32];
+	struct gp_client_response r;
+	struct json_object *body, *plan;
+	long long id, timeout;
+	int rc;
+
+	if (defrag_parse_id(cli, cmd, args->pos[0], &id) != CLI_EXIT_OK ||
+	    defrag_timeout_opt(cli, cmd, args, &timeout) != CLI_EXIT_OK)
+		return CLI_EXIT_USAGE;
+	if (cli_opt(args, "timeout") != NULL && cli_opt(args, "wait") == NULL)
+		return cli_usage_error(cli, cmd, "--timeout goes with --wait");
+	snprintf(suffix, sizeof(suffix), "/%s", action);
+	defrag_path(path, sizeof(path), id, suffix);
+	body = json_object_new_object();
+	if (body == NULL)
+		return cli_fail(cli, "out of memory");
+	/* a POST: cli_call sends a fresh Idempotency-Key, kept across its retries */
+	rc = cli_call(cli, "POST", path, body, &r);
+	json_object_put(body);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	plan = json_object_get(r.json);
+	gp_client_response_free(&r);
+	if (cli_opt(args, "wait") != NULL)
+		return defrag_follow(cli, id, plan, timeout);
+	if (cli->output == CLI_OUTPUT_JSON) {
+		output_json(stdout, plan);
+	} else {
+		struct json_object *moves = gp_client_json_get(plan, "moves");
+		char st[DEFRAG_TEXT_MAX];
+
+		printf("plan %lld: %s (%zu moves)\n", id,
+		    defrag_text(plan, "state", "?", st, sizeof(st)),
+		    moves != NULL && json_object_is_type(moves, json_type_array)
+			? json_object_array_length(moves)
+			: 0);
+	}
+	json_object_put(plan);
+	return CLI_EXIT_OK;
+}
+
+static int
+defrag_apply(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	return defrag_act(cli, cmd, args, "apply");
+}
+
+static int
+defrag_cancel(struct cli *cli, const struct cli_command *cmd, const struct cli_args *args)
+{
+	return defrag_act(cli, cmd, args, "cancel");
 }
 
 static const struct cli_option plan_options[] = {
@@ -619,6 +720,18 @@ static const struct cli_option plan_options[] = {
 static const struct cli_option get_options[] = {
 	{ "watch", NULL, "follow the plan: a line per change until it ends", false },
 	{ "timeout", "S", "with --watch: give up after S seconds (default 3600)", false },
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_option list_options[] = {
+	{ "state", "S", "only plans in this state (planned, applying, applied, ...)", false },
+	CLI_LIST_OPTIONS,
+	{ NULL, NULL, NULL, false },
+};
+
+static const struct cli_option apply_options[] = {
+	{ "wait", NULL, "follow the moves until the plan ends; exit 8 unless applied", false },
+	{ "timeout", "S", "with --wait: give up after S seconds (default 3600)", false },
 	{ NULL, NULL, NULL, false },
 };
 
@@ -666,6 +779,46 @@ const struct cli_command cmd_defrag_commands[] = {
 	    .max_args = 1,
 	    .options = get_options,
 	    .run = defrag_get,
+	},
+	{
+	    .name = "list",
+	    .usage = "[--state S] [--limit N] [--cursor C]",
+	    .summary = "the plans, newest first",
+	    .help = "List the defragmentation plans, newest first: state, goal, items,\n"
+		    "cluster, moves and how many are done, skipped or failed.",
+	    .max_args = 0,
+	    .options = list_options,
+	    .run = defrag_list,
+	},
+	{
+	    .name = "apply",
+	    .usage = "ID [--wait] [--timeout S]",
+	    .summary = "apply a planned plan: the server runs its moves in order",
+	    .help = "Start applying a plan (planned -> applying); the server runs its moves\n"
+		    "one by one: the target slices reserved, the new instance created and\n"
+		    "ready, then the old one destroyed; a move whose instance became busy is\n"
+		    "skipped. Applying a plan that is already applying or applied changes\n"
+		    "nothing. The request carries an Idempotency-Key, so a retry acts once.\n"
+		    "--wait follows the moves until the plan ends.\n"
+		    "\n"
+		    "exit status: 0 started (with --wait: applied), 8 with --wait: the plan\n"
+		    "failed, was cancelled or expired, 5 the plan cannot be applied now\n"
+		    "(expired, failed, cancelled: 409), 4 no such plan.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .options = apply_options,
+	    .run = defrag_apply,
+	},
+	{
+	    .name = "cancel",
+	    .usage = "ID",
+	    .summary = "cancel a plan: moves not yet started are skipped",
+	    .help = "Cancel a planned or applying plan: the moves not yet started are\n"
+		    "skipped (reason cancelled); a move under way finishes. 5 (conflict)\n"
+		    "when the plan has already ended.",
+	    .min_args = 1,
+	    .max_args = 1,
+	    .run = defrag_cancel,
 	},
 	{ .name = NULL },
 };

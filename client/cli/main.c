@@ -98,7 +98,8 @@ main_help(FILE *out)
 	    "             ~/.config/gpupool/config\n"
 	    "exit status: 0 success, 1 the server or the network failed, 2 usage error\n"
 	    "             (capacity simulate: 7 when the items do not fit; capacity\n"
-	    "             defrag get --watch: 8 when the plan ends other than applied)\n");
+	    "             defrag apply --wait, get --watch: 8 when the plan ends other\n"
+	    "             than applied)\n");
 }
 
 static int

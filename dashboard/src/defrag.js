@@ -36,7 +36,7 @@ export const planStateLabel = (s) => PLAN_LABELS[s] || String(s ?? 'unknown');
 // (a server that applies plans calls them pending until the plan is applied).
 const MOVE_LABELS = {
 	pending: 'waiting',
-	reserving: 'reserving the target',
+	reserving: 'destroying the old instance first',
 	creating: 'creating the new instance',
 	destroying: 'destroying the old instance',
 	done: 'done',

@@ -903,6 +903,14 @@ walk_cases(struct walk *w)
 	id = walk_id(w, "SELECT max(id) FROM defrag_plans WHERE goal = $1", "free_gpus");
 	OKY("capacity", "defrag", "get", id);
 	FAIL(4, "capacity", "defrag", "get", "999999999");
+	OKY("capacity", "defrag", "list");
+	FAIL(2, "capacity", "defrag", "list", "--limit", "0");
+	OK("capacity", "defrag", "cancel", id);
+	FAIL(5, "capacity", "defrag", "cancel", id);
+	OK("capacity", "defrag", "plan", "--free-gpus", "--cluster", cl, "--max-moves", "0");
+	id = walk_id(w, "SELECT max(id) FROM defrag_plans WHERE goal = $1", "free_gpus");
+	OK("capacity", "defrag", "apply", id, "--wait", "--timeout", "60");
+	FAIL(4, "capacity", "defrag", "apply", "999999999");
 
 	/* quotas, requests, pools */
 	OKY("quota", "get", proj);
@@ -1092,7 +1100,10 @@ static const struct {
 	{ "getCapacity", "capacity", NULL },
 	{ "simulateCapacity", "capacity simulate", NULL },
 	{ "createDefragPlan", "capacity defrag plan", NULL },
+	{ "listDefragPlans", "capacity defrag list", NULL },
 	{ "getDefragPlan", "capacity defrag get", NULL },
+	{ "applyDefragPlan", "capacity defrag apply", NULL },
+	{ "cancelDefragPlan", "capacity defrag cancel", NULL },
 	{ "getQuota", "quota get", NULL },
 	{ "putQuota", "quota set", NULL },
 	{ "deleteQuota", "quota delete", NULL },

@@ -126,6 +126,9 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 	return -1;
 }
 
+/* the server applies plans (DEFRAG-APPLY): the walk applies the plan it made */
+#define DEFRAG_APPLY false
+
 /*
  * node dashboard/tests/defrag.test.mjs: the Defragmentation panel on the
  * fragmented cluster, where item is refused; apply: the walk applies the
@@ -204,7 +207,7 @@ test_defrag_panel(void **state)
 	const char *before = fx_sql_text(fx, alloc_sql);
 	int64_t plans0 = fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans");
 
-	int rc = run_defrag_browser(fx, item, false);
+	int rc = run_defrag_browser(fx, item, DEFRAG_APPLY);
 	if (rc != 0)
 		fixture_server_dump_log(fx->server, 60);
 	assert_int_equal(rc, 0);
@@ -220,8 +223,26 @@ test_defrag_panel(void **state)
 			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.create' "
 			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
 	    1);
-	/* planning changed nothing in the fleet */
-	assert_string_equal(fx_sql_text(fx, alloc_sql), before);
+	if (!DEFRAG_APPLY) {
+		/* planning changed nothing in the fleet */
+		assert_string_equal(fx_sql_text(fx, alloc_sql), before);
+	} else {
+		/* applied from the dashboard, once: audited, every move done, and the
+		 * request the plan was for fits now */
+		struct gp_client_response *r;
+
+		assert_string_equal(fx_sql_text(fx,
+					"SELECT state FROM defrag_plans ORDER BY id DESC LIMIT 1"),
+		    "applied");
+		assert_int_equal(fx_sql_int64(fx,
+				     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.apply' "
+				     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
+		    1);
+		r = fx_request(fx, op, "POST", "/v1/capacity/simulate",
+		    "{\"items\":[\"%s\"],\"cluster\":\"frag\"}", item);
+		assert_status(r, 200);
+		assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
+	}
 	fx_assert_pool_invariants(fx);
 }
 

@@ -11,12 +11,16 @@
  *     allocation, pool and FROM -> TO as the database places it;
  *   - plan --free-gpus as text: the empty GPUs before and after;
  *   - usage errors (exit 2, nothing sent), a missing plan (4), a project
- *     user refused (3).
+ *     user refused (3);
+ *   - apply --wait with a real agent on a fragmented node: every move done,
+ *     the request fits afterwards; apply again, cancel, list
+ *     (test_apply_with_agents).
  */
 #include "fixture.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/json.h"
 
@@ -71,6 +75,21 @@ submit_approve(struct fixture *fx, const char *action, const char *pool, const c
 	r = fx_request(fx, alice, "POST", "/v1/projects/dp/pool-requests",
 	    "{\"action\":\"%s\",\"pool\":\"%s\"%s%s%s,\"justification\":\"t\"}", action, pool,
 	    items ? ",\"items\":[" : "", items ? items : "", items ? "]" : "");
+	assert_status(r, 201);
+	id = fx_json_int(r->json, "id");
+	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
+	    "{}");
+	assert_status(r, 200);
+}
+
+/* alice submits to dp (body as given), the operator approves */
+static void
+submit_approve_body(struct fixture *fx, const char *body)
+{
+	struct gp_client_response *r;
+	int64_t id;
+
+	r = fx_request(fx, alice, "POST", "/v1/projects/dp/pool-requests", "%s", body);
 	assert_status(r, 201);
 	id = fx_json_int(r->json, "id");
 	r = fx_request(fx, op, "POST", fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)id),
@@ -269,12 +288,184 @@ test_plan_and_get(void **state)
 	fx_assert_pool_invariants(fx);
 }
 
+/* Poll sql until it gives want (up to seconds); its last answer. */
+static int64_t
+wait_for(struct fixture *fx, int seconds, int64_t want, const char *sql)
+{
+	int64_t got = -1;
+
+	for (int i = 0; i < seconds * 10; i++) {
+		got = fx_sql_int64(fx, sql);
+		if (got == want)
+			break;
+		usleep(100000);
+	}
+	if (got != want)
+		print_error("%s: %lld, want %lld\n", sql, (long long)got, (long long)want);
+	return got;
+}
+
+/*
+ * Applying through the CLI with a real agent (fake backend) on the node:
+ * the same fragmentation made by the agent (a 4g.40gb created on each GPU
+ * and destroyed again, four 1g.10gb left), a plan, then "apply --wait":
+ * each move printed as it ends, exit 0 when applied, and the request the
+ * plan was for fits afterwards; applying again changes nothing, a plan
+ * that ended cannot be cancelled (5); list shows the plans newest first
+ * and by state; a second plan cancelled.
+ */
+static void
+test_apply_with_agents(void **state)
+{
+	struct fixture *fx = *state;
+	struct json_object *plan, *moves;
+	const char *item, *id, *id2;
+	struct fx_proc *p;
+	int64_t empty;
+	pid_t agent;
+	size_t n;
+
+	assert_status(fx_request(fx, fx->admin_token, "POST", "/v1/clusters", "{\"name\":\"agt\"}"),
+	    201);
+	agent = fx_agent_spawn(fx, fx->server, "agt", "agt-n0",
+	    "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":4}]}", NULL);
+	assert_int_equal(wait_for(fx, 60, 4,
+			     "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+			     "WHERE n.name = 'agt-n0' AND g.health = 'ok' AND n.status = 'ready'"),
+	    4);
+	submit_approve_body(fx,
+	    "{\"action\":\"create\",\"pool\":\"abig\",\"cluster\":\"agt\","
+	    "\"items\":[\"H100-80GB/4g.40gb=4\"],\"justification\":\"t\"}");
+	submit_approve_body(fx,
+	    "{\"action\":\"create\",\"pool\":\"asmall\",\"cluster\":\"agt\","
+	    "\"items\":[\"H100-80GB/1g.10gb=4\"],\"justification\":\"t\"}");
+	assert_int_equal(wait_for(fx, 60, 8,
+			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+			     "WHERE p.name IN ('abig', 'asmall') AND a.state = 'ready'"),
+	    8);
+	submit_approve_body(fx,
+	    "{\"action\":\"release\",\"pool\":\"abig\",\"justification\":\"t\"}");
+	assert_int_equal(wait_for(fx, 60, 0,
+			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+			     "WHERE p.name = 'abig' AND a.state <> 'released'"),
+	    0);
+	empty = fx_sql_int64(fx,
+	    "SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+	    "WHERE n.name = 'agt-n0' AND g.layout = ''");
+	assert_true(empty >= 1 && empty <= 2);
+	item = fx_str(fx, "H100-80GB/7g.80gb=%lld", (long long)empty + 1);
+	p = CLI(fx, "capacity", "simulate", "--cluster", "agt", item);
+	assert_exit(p, 7);
+
+	p = CLI(fx, "-o", "json", "capacity", "defrag", "plan", item, "--cluster", "agt",
+	    "--idle-minutes", "0", "--max-moves", "10");
+	assert_exit(p, 0);
+	plan = cli_json(fx, p);
+	assert_true(json_object_get_boolean(fx_json(plan, "placeable_after")));
+	n = json_object_array_length(fx_json(plan, "moves"));
+	assert_true(n >= 1);
+	id = fx_str(fx, "%lld", (long long)fx_json_int(plan, "id"));
+
+	/* apply --wait: each move as it ends, then the plan applied; exit 0 */
+	p = CLI(fx, "capacity", "defrag", "apply", id, "--wait", "--timeout", "120");
+	assert_exit(p, 0);
+	assert_contains(p->out,
+	    fx_str(fx, "plan %s: applied (%zu done, 0 skipped, 0 failed of %zu)\n", id, n, n));
+	for (size_t i = 0; i < n; i++)
+		assert_contains(p->out,
+		    fx_str(fx, "move %zu (allocation %lld, dp/asmall 1g.10gb): done\n", i + 1,
+			(long long)fx_json_int(json_object_array_get_idx(fx_json(plan, "moves"), i),
+			    "allocation")));
+	assert_contains(p->out, "STATE");
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM defrag_plans WHERE id = $1", id),
+	    "applied");
+	/* each moved instance is where the plan put it, ready, its old one released */
+	p = CLI(fx, "-o", "json", "capacity", "defrag", "get", id);
+	assert_exit(p, 0);
+	moves = fx_json(cli_json(fx, p), "moves");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *mv = json_object_array_get_idx(moves, i);
+
+		assert_json_str(mv, "state", "done");
+		assert_string_equal(place_of_allocation(fx, fx_json_int(mv, "new_allocation")),
+		    place_of_json(fx, mv, "to"));
+		assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+					fx_str(fx, "%lld",
+					    (long long)fx_json_int(mv, "new_allocation"))),
+		    "ready");
+		assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+					fx_str(fx, "%lld",
+					    (long long)fx_json_int(mv, "allocation"))),
+		    "released");
+	}
+	/* the request the plan was for fits now */
+	p = CLI(fx, "capacity", "simulate", "--cluster", "agt", item);
+	assert_exit(p, 0);
+	fx_assert_pool_invariants(fx);
+	/* applying again changes nothing; a plan that ended cannot be cancelled */
+	p = CLI(fx, "capacity", "defrag", "apply", id);
+	assert_exit(p, 0);
+	assert_contains(p->out, fx_str(fx, "plan %s: applied", id));
+	p = CLI(fx, "capacity", "defrag", "cancel", id);
+	assert_exit(p, 5);
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM defrag_plans WHERE id = $1", id),
+	    "applied");
+
+	/* a second plan, cancelled before it is applied; it cannot be applied then */
+	p = CLI(fx, "-o", "json", "capacity", "defrag", "plan", "--free-gpus", "--cluster", "agt",
+	    "--idle-minutes", "0");
+	assert_exit(p, 0);
+	id2 = fx_str(fx, "%lld", (long long)fx_json_int(cli_json(fx, p), "id"));
+	p = CLI(fx, "capacity", "defrag", "cancel", id2);
+	assert_exit(p, 0);
+	assert_contains(p->out, fx_str(fx, "plan %s: cancelled", id2));
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM defrag_plans WHERE id = $1", id2),
+	    "cancelled");
+	p = CLI(fx, "capacity", "defrag", "apply", id2, "--wait");
+	assert_exit(p, 5);
+	p = CLI(fx, "capacity", "defrag", "cancel", "999999");
+	assert_exit(p, 4);
+	p = CLI(fx, "capacity", "defrag", "apply", id2, "--timeout", "5");
+	assert_exit(p, 2);
+
+	/* list: newest first, every plan; by state */
+	p = CLI(fx, "-o", "json", "capacity", "defrag", "list");
+	assert_exit(p, 0);
+	plan = cli_json(fx, p);
+	assert_int_equal(fx_json_len(plan, "items"),
+	    fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans"));
+	assert_int_equal(fx_json_int(json_object_array_get_idx(fx_json(plan, "items"), 0), "id"),
+	    fx_sql_int64(fx, "SELECT max(id) FROM defrag_plans"));
+	p = CLI(fx, "capacity", "defrag", "list", "--state", "applied");
+	assert_exit(p, 0);
+	assert_contains(p->out, "ID   STATE ");
+	assert_int_equal(lines_starting(p->out, fx_str(fx, "%s ", id)), 1);
+	assert_int_equal(lines_starting(p->out, fx_str(fx, "%s ", id2)), 0);
+	assert_int_equal(fx_agent_stop(fx, agent), 0);
+}
+
+static int
+group_setup(void **state)
+{
+	/* the fake agent reports 0.15 SM activity per instance: idle below 0.95 here */
+	static const char *const env[] = { "GPUPOOL_IDLE_THRESHOLD=0.95", NULL };
+	struct fixture_options opts = { .server_env = env };
+	struct fixture *fx;
+
+	if (fixture_create(&opts, &fx) < 0)
+		return -1;
+	*state = fx;
+	return 0;
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan_and_get),
+		cmocka_unit_test(test_apply_with_agents),
 	};
 
-	return fixture_run_tests(tests);
+	return fixture_exit_status(
+	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
 }
