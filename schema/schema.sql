@@ -1434,8 +1434,8 @@ BEGIN
 		IF v_id IS NULL THEN
 			UPDATE defrag_moves SET state = 'failed', reason = 'target_taken',
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
-			UPDATE defrag_plans SET error = 'move ' || m.ordinal
-				|| ': the slices of the instance were taken while it was recreated',
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the slices of the instance were taken while it was recreated'),
 				updated_at = now() WHERE id = p_plan;
 			RETURN 'step';
 		END IF;
@@ -1483,9 +1483,9 @@ BEGIN
 		UPDATE defrag_moves SET state = 'failed',
 			reason = left('agent_failed: ' || coalesce(n.error, n.state), 2000),
 			updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
-		UPDATE defrag_plans SET error = left('move ' || m.ordinal
+		UPDATE defrag_plans SET error = coalesce(error, left('move ' || m.ordinal
 			|| ': the node agent could not create the new instance: '
-			|| coalesce(n.error, n.state), 2000), updated_at = now() WHERE id = p_plan;
+			|| coalesce(n.error, n.state), 2000)), updated_at = now() WHERE id = p_plan;
 		RETURN 'step';
 	END IF;
 

@@ -349,6 +349,12 @@ test_apply_fragmented_fleet(void **state)
 				"SELECT state FROM defrag_moves WHERE plan_id = $1 AND ordinal = 0",
 				id_s(fx, p2)),
 	    "creating");
+	/* mid-move: the pool counts the new allocation in place of the old, never both */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id "
+			     "WHERE p.name = 'small' AND a.state NOT IN ('releasing', 'released')"),
+	    5);
+	fx_assert_pool_invariants(fx);
 	fixture_server_kill(fx, ra);
 	assert_int_equal(kill(agent, SIGCONT), 0);
 	wait_finished(fx, p2);
@@ -376,6 +382,48 @@ test_apply_fragmented_fleet(void **state)
 			     "SELECT count(*) FROM alerts WHERE type = 'drift' "
 			     "AND resolved_at IS NULL"),
 	    0);
+
+	/*
+	 * the tenant follows the new device: the pool's Kubernetes device
+	 * class lists each new MIG UUID and none of the old, and a workload
+	 * on the new device is profiled against the new allocation
+	 */
+	{
+		const char *k8s, *newu, *oldu, *ff;
+		int64_t newa;
+		FILE *f;
+
+		r = fx_request(fx, op, "GET", "/v1/clusters/fa/kubernetes", NULL);
+		assert_status(r, 200);
+		k8s = r->body;
+		newu = fx_sql_text(fx,
+		    "SELECT new_uuid FROM defrag_moves WHERE plan_id = $1 AND ordinal = 0",
+		    id_s(fx, p2));
+		oldu = fx_sql_text(fx,
+		    "SELECT old_uuid FROM defrag_moves WHERE plan_id = $1 AND ordinal = 0",
+		    id_s(fx, p2));
+		newa = fx_sql_int64(fx,
+		    "SELECT new_allocation_id FROM defrag_moves WHERE plan_id = $1 AND ordinal = 0",
+		    id_s(fx, p2));
+		assert_non_null(newu);
+		assert_non_null(oldu);
+		assert_non_null(strstr(k8s, newu));
+		assert_null(strstr(k8s, oldu));
+		ff = fx_str(fx, "%s/fake-faults.json", fx_agent_dir(fx, "fa-n0"));
+		f = fopen(ff, "w");
+		assert_non_null(f);
+		fprintf(f,
+		    "{\"pods\":[{\"device_uuid\":\"%s\",\"namespace\":\"da\",\"pod\":\"train-0\","
+		    "\"container\":\"c\"}]}",
+		    newu);
+		assert_int_equal(fclose(f), 0);
+		assert_string_equal(wait_text(fx, 20, id_s(fx, newa),
+					"SELECT coalesce(max(allocation_id)::text, '') FROM "
+					"workload_profiles WHERE pod = 'train-0' AND ended_at IS NULL "
+					"AND device_uuid = $1",
+					newu),
+		    id_s(fx, newa));
+	}
 
 	/* the refused request is placed now */
 	r = fx_request(fx, op, "POST", "/v1/capacity/simulate",
