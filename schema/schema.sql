@@ -1200,6 +1200,307 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.defrag_apply(p_plan bigint, p_user bigint, p_ttl_s integer) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_plan record;
+BEGIN
+	SELECT * INTO v_plan FROM defrag_plans WHERE id = p_plan FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF v_plan.state IN ('applying', 'applied') THEN
+		RETURN 'already';
+	END IF;
+	IF v_plan.state <> 'planned' THEN
+		RETURN 'not_applicable';
+	END IF;
+	IF v_plan.created_at < now() - make_interval(secs => p_ttl_s) THEN
+		UPDATE defrag_plans SET state = 'expired', updated_at = now() WHERE id = p_plan;
+		RETURN 'expired';
+	END IF;
+	INSERT INTO defrag_moves (plan_id, ordinal, allocation_id, pool_id, profile, from_gpu_id,
+		from_start, to_gpu_id, to_start, make_before_break)
+	SELECT p_plan, (mv.ord - 1)::integer, (mv.v->>'allocation')::bigint,
+	       coalesce(a.pool_id, 0), mv.v->>'profile', coalesce(gf.id, 0),
+	       (mv.v#>>'{from,start}')::integer, coalesce(gt.id, 0), (mv.v#>>'{to,start}')::integer,
+	       coalesce((mv.v->>'make_before_break')::boolean, false)
+	FROM jsonb_array_elements(v_plan.body->'moves') WITH ORDINALITY AS mv (v, ord)
+	LEFT JOIN allocations a ON a.id = (mv.v->>'allocation')::bigint
+	LEFT JOIN gpus gf ON gf.uuid = mv.v#>>'{from,gpu_uuid}'
+	LEFT JOIN gpus gt ON gt.uuid = mv.v#>>'{to,gpu_uuid}';
+	UPDATE defrag_plans SET state = CASE WHEN moves = 0 THEN 'applied' ELSE 'applying' END,
+		applied_by = nullif(p_user, 0), applied_at = now(),
+		finished_at = CASE WHEN moves = 0 THEN now() END, updated_at = now()
+	WHERE id = p_plan;
+	RETURN 'applying';
+END
+$$;
+
+CREATE FUNCTION public.defrag_cancel(p_plan bigint) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_state text;
+BEGIN
+	SELECT state INTO v_state FROM defrag_plans WHERE id = p_plan FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF v_state NOT IN ('planned', 'applying') THEN
+		RETURN 'not_applicable';
+	END IF;
+	UPDATE defrag_moves SET state = 'skipped', reason = 'cancelled', updated_at = now()
+	WHERE plan_id = p_plan AND state = 'pending';
+	UPDATE defrag_plans SET state = 'cancelled', updated_at = now(),
+		finished_at = CASE WHEN NOT EXISTS (SELECT 1 FROM defrag_moves WHERE plan_id = p_plan
+			AND state NOT IN ('done', 'skipped', 'failed')) THEN now() END
+	WHERE id = p_plan;
+	RETURN 'cancelled';
+END
+$$;
+
+CREATE FUNCTION public.defrag_move_event(p_plan bigint, p_ord integer, p_old bigint, p_new bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+	INSERT INTO audit_log (actor, action, object_type, object_id, project_id, before, after)
+	SELECT 'gpupool', 'pool.move', 'pool', p.id::text, p.project_id,
+	       jsonb_build_object('allocation', o.id, 'gpu_uuid', go.uuid, 'start', o.start,
+	                          'profile', o.profile, 'device_uuid', o.device_uuid),
+	       jsonb_build_object('allocation', n.id, 'gpu_uuid', gn.uuid, 'start', n.start,
+	                          'profile', n.profile, 'device_uuid', n.device_uuid,
+	                          'defrag_plan', p_plan, 'move', p_ord)
+	FROM allocations o JOIN gpus go ON go.id = o.gpu_id JOIN pools p ON p.id = o.pool_id,
+	     allocations n JOIN gpus gn ON gn.id = n.gpu_id
+	WHERE o.id = p_old AND n.id = p_new
+$$;
+
+CREATE FUNCTION public.defrag_notify_node(p_gpu bigint, p_pool bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_node bigint;
+	v_gen  bigint;
+BEGIN
+	UPDATE nodes n SET generation = n.generation + 1, updated_at = now()
+	FROM gpus g WHERE g.id = p_gpu AND n.id = g.node_id
+	RETURNING n.id, n.generation INTO v_node, v_gen;
+	INSERT INTO outbox (node_id, generation, pool_id) VALUES (v_node, v_gen, p_pool);
+END
+$$;
+
+CREATE FUNCTION public.defrag_reserve(p_gpu bigint, p_start integer, p_old bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_id bigint;
+	v_managed boolean;
+BEGIN
+	SELECT n.managed_by_agent INTO v_managed FROM gpus g JOIN nodes n ON n.id = g.node_id
+	WHERE g.id = p_gpu;
+	BEGIN
+		INSERT INTO allocations (gpu_id, profile, start, size, state, pool_id, replaces)
+		SELECT p_gpu, o.profile, p_start, o.size,
+		       CASE WHEN v_managed THEN 'reserved' ELSE 'ready' END, o.pool_id, o.id
+		FROM allocations o WHERE o.id = p_old
+		RETURNING id INTO v_id;
+	EXCEPTION WHEN exclusion_violation OR check_violation THEN
+		RETURN NULL;
+	END;
+	RETURN v_id;
+END
+$$;
+
+CREATE FUNCTION public.defrag_source_idle(p_alloc bigint, p_idle_s integer, p_threshold double precision) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT a.state = 'ready' AND a.updated_at <= now() - make_interval(secs => p_idle_s)
+	   AND NOT EXISTS (SELECT 1 FROM workload_profiles w WHERE w.allocation_id = a.id
+	                   AND w.node_id = g.node_id
+	                   AND (w.ended_at IS NULL
+	                        OR w.ended_at > now() - make_interval(secs => p_idle_s)))
+	   AND coalesce((SELECT avg(s.sm_active) FROM gpu_metric_samples s
+	                 WHERE s.gpu_id = a.gpu_id AND s.device_uuid = coalesce(a.device_uuid, g.uuid)
+	                   AND s.ts > now() - make_interval(secs => p_idle_s)), 0) < p_threshold
+	FROM allocations a JOIN gpus g ON g.id = a.gpu_id WHERE a.id = p_alloc
+$$;
+
+CREATE FUNCTION public.defrag_step(p_plan bigint, p_threshold double precision) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+	v_plan  record;
+	m       record;
+	o       record;
+	n       record;
+	v_idle  integer;
+	v_id    bigint;
+	v_why   text;
+	v_nf    integer;
+BEGIN
+	SELECT * INTO v_plan FROM defrag_plans WHERE id = p_plan FOR UPDATE;
+	-- a cancelled plan still finishes the move in flight
+	IF NOT FOUND OR v_plan.finished_at IS NOT NULL
+	   OR v_plan.state NOT IN ('applying', 'cancelled') THEN
+		RETURN 'idle';
+	END IF;
+	SELECT * INTO m FROM defrag_moves WHERE plan_id = p_plan
+	  AND state NOT IN ('done', 'skipped', 'failed') ORDER BY ordinal LIMIT 1 FOR UPDATE;
+	IF NOT FOUND THEN
+		SELECT count(*) INTO v_nf FROM defrag_moves WHERE plan_id = p_plan AND state = 'failed';
+		UPDATE defrag_plans SET state = CASE WHEN state = 'cancelled' THEN state
+			WHEN v_nf > 0 THEN 'failed' ELSE 'applied' END,
+			error = CASE WHEN v_nf > 0 AND state <> 'cancelled' THEN coalesce(error,
+				v_nf || ' move(s) failed') ELSE error END,
+			finished_at = now(), updated_at = now() WHERE id = p_plan;
+		RETURN 'idle';
+	END IF;
+	v_idle := coalesce((v_plan.body->>'idle_minutes')::integer, 60) * 60;
+	PERFORM 1 FROM pool_requests q WHERE q.pool_id = m.pool_id AND q.state = 'approved'
+		ORDER BY q.id FOR NO KEY UPDATE;
+	PERFORM 1 FROM pools WHERE id = m.pool_id FOR NO KEY UPDATE;
+	PERFORM 1 FROM gpus WHERE id IN (m.from_gpu_id, m.to_gpu_id) ORDER BY id FOR NO KEY UPDATE;
+	PERFORM 1 FROM allocations WHERE id IN (m.allocation_id, m.new_allocation_id)
+		ORDER BY id FOR NO KEY UPDATE;
+	SELECT * INTO o FROM allocations WHERE id = m.allocation_id;
+	IF m.new_allocation_id IS NOT NULL THEN
+		SELECT * INTO n FROM allocations WHERE id = m.new_allocation_id;
+	END IF;
+
+	IF m.state = 'pending' THEN
+		v_why := CASE
+			WHEN o.id IS NULL OR o.state <> 'ready' OR o.gpu_id <> m.from_gpu_id
+			     OR o.start <> m.from_start OR o.pool_id IS DISTINCT FROM m.pool_id
+			     OR o.release_request_id IS NOT NULL THEN 'source_gone'
+			WHEN NOT defrag_source_idle(o.id, v_idle, p_threshold) THEN 'source_busy'
+			WHEN NOT EXISTS (SELECT 1 FROM gpus g WHERE g.id = m.to_gpu_id AND g.health = 'ok'
+			                 AND g.node_status = 'ready') THEN 'target_unavailable'
+			WHEN NOT EXISTS (SELECT 1 FROM gpus g WHERE g.id = m.from_gpu_id
+			                 AND g.node_status = 'ready') THEN 'source_unavailable'
+			END;
+		IF v_why IS NOT NULL THEN
+			UPDATE defrag_moves SET state = 'skipped', reason = v_why, old_uuid = o.device_uuid,
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		IF m.make_before_break THEN
+			v_id := defrag_reserve(m.to_gpu_id, m.to_start, o.id);
+			IF v_id IS NULL THEN
+				UPDATE defrag_moves SET state = 'skipped', reason = 'target_taken',
+					old_uuid = o.device_uuid, updated_at = now()
+				WHERE plan_id = p_plan AND ordinal = m.ordinal;
+				RETURN 'step';
+			END IF;
+			PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			UPDATE defrag_moves SET state = 'creating', new_allocation_id = v_id,
+				old_uuid = o.device_uuid, updated_at = now()
+			WHERE plan_id = p_plan AND ordinal = m.ordinal;
+		ELSE
+			-- break before make (within its GPU): the old instance goes first
+			UPDATE allocations SET state = 'releasing', updated_at = now() WHERE id = o.id;
+			PERFORM defrag_notify_node(m.from_gpu_id, m.pool_id);
+			UPDATE defrag_moves SET state = 'reserving', old_uuid = o.device_uuid,
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+		END IF;
+		RETURN 'step';
+	END IF;
+
+	IF m.state = 'reserving' THEN
+		IF o.state <> 'released' THEN
+			RETURN 'wait';
+		END IF;
+		-- a shrink or release meanwhile left the pool without need of it
+		IF (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+		    WHERE a.pool_id = m.pool_id AND a.profile = m.profile
+		      AND g.model = (SELECT model FROM gpus WHERE id = m.from_gpu_id)
+		      AND a.state NOT IN ('releasing', 'released'))
+		   >= (SELECT coalesce(sum((i->>'count')::integer), 0)
+		       FROM pools p CROSS JOIN jsonb_array_elements(p.items) i
+		       WHERE p.id = m.pool_id AND p.status NOT IN ('releasing', 'released')
+		         AND i->>'profile' = m.profile
+		         AND i->>'model' = (SELECT model FROM gpus WHERE id = m.from_gpu_id)) THEN
+			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		-- the target, else back where it was: the pool keeps its instance
+		v_id := defrag_reserve(m.to_gpu_id, m.to_start, o.id);
+		v_why := NULL;
+		IF v_id IS NULL THEN
+			v_id := defrag_reserve(m.from_gpu_id, m.from_start, o.id);
+			v_why := 'target_taken';
+		END IF;
+		IF v_id IS NULL THEN
+			UPDATE defrag_moves SET state = 'failed', reason = 'target_taken',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the slices of the instance were taken while it was recreated'),
+				updated_at = now() WHERE id = p_plan;
+			RETURN 'step';
+		END IF;
+		PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+		UPDATE defrag_moves SET state = 'creating', new_allocation_id = v_id, reason = v_why,
+			updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+		RETURN 'step';
+	END IF;
+
+	IF m.state = 'creating' THEN
+		IF m.make_before_break AND o.release_request_id IS NOT NULL
+		   AND n.state NOT IN ('releasing', 'released') THEN
+			-- a shrink or release of the pool took the old one meanwhile: the new one goes too
+			UPDATE allocations SET state = 'releasing', release_request_id = o.release_request_id,
+				updated_at = now() WHERE id = n.id;
+			PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		IF n.state IN ('reserved', 'provisioning') THEN
+			RETURN 'wait';
+		END IF;
+		IF n.state = 'ready' THEN
+			PERFORM defrag_move_event(p_plan, m.ordinal, o.id, n.id);
+			IF m.make_before_break AND o.state NOT IN ('releasing', 'released') THEN
+				UPDATE allocations SET state = 'releasing', updated_at = now() WHERE id = o.id;
+				PERFORM defrag_notify_node(m.from_gpu_id, m.pool_id);
+				UPDATE defrag_moves SET state = 'destroying', new_uuid = n.device_uuid,
+					updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			ELSE
+				-- (recreated where it was when its target was taken: skipped)
+				UPDATE defrag_moves SET new_uuid = n.device_uuid,
+					state = CASE WHEN m.reason = 'target_taken' THEN 'skipped' ELSE 'done' END,
+					updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			END IF;
+			RETURN 'step';
+		END IF;
+		-- failed (or taken by a release): the agent could not create it
+		IF m.make_before_break AND n.state = 'failed' THEN
+			-- the old instance keeps serving; the new one goes
+			UPDATE allocations SET state = 'releasing', updated_at = now() WHERE id = n.id;
+			PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+		END IF;
+		UPDATE defrag_moves SET state = 'failed',
+			reason = left('agent_failed: ' || coalesce(n.error, n.state), 2000),
+			updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+		UPDATE defrag_plans SET error = coalesce(error, left('move ' || m.ordinal
+			|| ': the node agent could not create the new instance: '
+			|| coalesce(n.error, n.state), 2000)), updated_at = now() WHERE id = p_plan;
+		RETURN 'step';
+	END IF;
+
+	IF m.state = 'destroying' THEN
+		IF o.state <> 'released' THEN
+			RETURN 'wait';
+		END IF;
+		UPDATE defrag_moves SET state = 'done', updated_at = now()
+		WHERE plan_id = p_plan AND ordinal = m.ordinal;
+		RETURN 'step';
+	END IF;
+	RETURN 'idle';
+END
+$$;
+
 CREATE FUNCTION public.device_allocation(p_node bigint, p_device text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$
@@ -1928,6 +2229,7 @@ CREATE TABLE public.allocations (
     request_id bigint,
     release_request_id bigint,
     error text,
+    replaces bigint,
     CONSTRAINT allocations_error_check CHECK ((length(error) <= 2000)),
     CONSTRAINT allocations_size_check CHECK ((size > 0)),
     CONSTRAINT allocations_start_check CHECK ((start >= 0)),
@@ -2080,6 +2382,28 @@ ALTER TABLE public.clusters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.defrag_moves (
+    plan_id bigint NOT NULL,
+    ordinal integer NOT NULL,
+    allocation_id bigint NOT NULL,
+    new_allocation_id bigint,
+    pool_id bigint NOT NULL,
+    profile text NOT NULL,
+    from_gpu_id bigint NOT NULL,
+    from_start integer NOT NULL,
+    to_gpu_id bigint NOT NULL,
+    to_start integer NOT NULL,
+    make_before_break boolean NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    reason text,
+    old_uuid text,
+    new_uuid text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT defrag_moves_ordinal_check CHECK ((ordinal >= 0)),
+    CONSTRAINT defrag_moves_reason_check CHECK ((length(reason) <= 2000)),
+    CONSTRAINT defrag_moves_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'reserving'::text, 'creating'::text, 'destroying'::text, 'done'::text, 'skipped'::text, 'failed'::text])))
+);
+
 CREATE TABLE public.defrag_plans (
     id bigint NOT NULL,
     created_by bigint,
@@ -2090,9 +2414,14 @@ CREATE TABLE public.defrag_plans (
     body jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    applied_by bigint,
+    applied_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT defrag_plans_error_check CHECK ((length(error) <= 2000)),
     CONSTRAINT defrag_plans_goal_check CHECK ((goal = ANY (ARRAY['items'::text, 'free_gpus'::text]))),
     CONSTRAINT defrag_plans_moves_check CHECK ((moves >= 0)),
-    CONSTRAINT defrag_plans_state_check CHECK ((state = ANY (ARRAY['planned'::text, 'applying'::text, 'applied'::text, 'failed'::text, 'expired'::text])))
+    CONSTRAINT defrag_plans_state_check CHECK ((state = ANY (ARRAY['planned'::text, 'applying'::text, 'applied'::text, 'failed'::text, 'expired'::text, 'cancelled'::text])))
 );
 
 ALTER TABLE public.defrag_plans ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -2670,6 +2999,9 @@ ALTER TABLE ONLY public.clusters
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.defrag_moves
+    ADD CONSTRAINT defrag_moves_pkey PRIMARY KEY (plan_id, ordinal);
+
 ALTER TABLE ONLY public.defrag_plans
     ADD CONSTRAINT defrag_plans_pkey PRIMARY KEY (id);
 
@@ -2803,6 +3135,8 @@ CREATE INDEX allocations_pool_gpu_idx ON public.allocations USING btree (gpu_id)
 
 CREATE INDEX allocations_pool_idx ON public.allocations USING btree (pool_id) WHERE (pool_id IS NOT NULL);
 
+CREATE UNIQUE INDEX allocations_replaces_live_idx ON public.allocations USING btree (replaces) WHERE ((replaces IS NOT NULL) AND (state <> 'released'::text));
+
 CREATE INDEX allocations_request_idx ON public.allocations USING btree (request_id) WHERE (request_id IS NOT NULL);
 
 CREATE INDEX audit_log_action_idx ON public.audit_log USING btree (action, id);
@@ -2824,6 +3158,8 @@ CREATE INDEX billing_usage_period_idx ON public.billing_usage USING btree (perio
 CREATE INDEX billing_usage_pool_hour_idx ON public.billing_usage USING btree (pool_id, hour);
 
 CREATE INDEX billing_usage_project_hour_idx ON public.billing_usage USING btree (project_id, hour);
+
+CREATE INDEX defrag_plans_applying_idx ON public.defrag_plans USING btree (id) WHERE (state = 'applying'::text);
 
 CREATE INDEX defrag_plans_created_idx ON public.defrag_plans USING btree (created_at);
 
@@ -2999,6 +3335,9 @@ ALTER TABLE ONLY public.allocations
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_pool_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id);
 
+ALTER TABLE ONLY public.allocations
+    ADD CONSTRAINT allocations_replaces_fkey FOREIGN KEY (replaces) REFERENCES public.allocations(id);
+
 ALTER TABLE ONLY public.billing_export_chunks
     ADD CONSTRAINT billing_export_chunks_export_id_fkey FOREIGN KEY (export_id) REFERENCES public.billing_exports(id) ON DELETE CASCADE;
 
@@ -3025,6 +3364,12 @@ ALTER TABLE ONLY public.billing_usage
 
 ALTER TABLE ONLY public.billing_usage
     ADD CONSTRAINT billing_usage_rate_id_fkey FOREIGN KEY (rate_id) REFERENCES public.billing_rates(id);
+
+ALTER TABLE ONLY public.defrag_moves
+    ADD CONSTRAINT defrag_moves_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.defrag_plans(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.defrag_plans
+    ADD CONSTRAINT defrag_plans_applied_by_fkey FOREIGN KEY (applied_by) REFERENCES public.users(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.defrag_plans
     ADD CONSTRAINT defrag_plans_cluster_id_fkey FOREIGN KEY (cluster_id) REFERENCES public.clusters(id) ON DELETE SET NULL;

@@ -359,6 +359,21 @@ static const struct setting settings[] = {
 		"`ends_at` has passed (safe with several replicas)",
 	},
 	{
+	    INT_SETTING("GPUPOOL_DEFRAG_APPLY_INTERVAL", defrag_apply_interval_s, 2, 1, 3600),
+	    .unit = " s",
+	    .summary = "seconds between passes of the defragmentation apply worker",
+	    .detail =
+		"how often the apply worker (one replica at a time: leadership lock) advances the "
+		"moves of applying defragmentation plans (`docs/capacity.md`)",
+	},
+	{
+	    INT_SETTING("GPUPOOL_DEFRAG_PLAN_TTL", defrag_plan_ttl_s, 3600, 60, 7 * 86400),
+	    .unit = " s",
+	    .summary = "seconds a defragmentation plan can be applied after it was computed",
+	    .detail = "an older plan turns `expired` when applied (409 `plan_expired`): the fleet "
+		      "has moved on since",
+	},
+	{
 	    INT_SETTING("GPUPOOL_BILLING_ACCRUAL_INTERVAL", billing_accrual_interval_s, 300, 1,
 		86400),
 	    .unit = " s",

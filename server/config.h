@@ -35,6 +35,8 @@ struct config {
 	int maintenance_interval_s;  /* GPUPOOL_MAINTENANCE_INTERVAL */
 	int request_ttl_s;           /* GPUPOOL_REQUEST_TTL: pending pool requests expire */
 	int expiry_interval_s;       /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
+	int defrag_apply_interval_s; /* GPUPOOL_DEFRAG_APPLY_INTERVAL: the apply worker's period */
+	int defrag_plan_ttl_s;       /* GPUPOOL_DEFRAG_PLAN_TTL: a plan applies this long */
 	int approval_workers;        /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
 	int agent_grace_s;           /* GPUPOOL_AGENT_GRACE: silent agent -> node unknown */
 	int push_timeout_ms;         /* GPUPOOL_PUSH_TIMEOUT_MS: one push to an agent */

@@ -25,6 +25,7 @@
 #include "workers/deferred.h"
 #include "workers/billing_accrual.h"
 #include "workers/billing_export.h"
+#include "workers/defrag_apply.h"
 #include "workers/expiry.h"
 #include "workers/liveness.h"
 #include "workers/pusher.h"
@@ -275,7 +276,7 @@ struct serve {
 	struct http_server *server, *probe, *agents;
 	struct notifier *notifier;
 	struct maintenance *maint;
-	struct periodic *expiry, *liveness, *pusher, *telemetry, *accrual, *exporter;
+	struct periodic *expiry, *liveness, *pusher, *telemetry, *accrual, *exporter, *defrag;
 	struct catalog *catalog;
 	struct xid_catalog *xids;
 	int port;       /* the API listener's, once started */
@@ -396,6 +397,14 @@ start_expiry(struct serve *s)
 	return expiry_start(&s->expiry, s->cfg->expiry_interval_s);
 }
 
+/* Defragmentation plans being applied (leader only). */
+static int
+start_defrag(struct serve *s)
+{
+	return defrag_apply_start(&s->defrag, s->cfg->defrag_apply_interval_s,
+	    s->cfg->idle_threshold);
+}
+
 static int
 start_liveness(struct serve *s)
 {
@@ -468,6 +477,7 @@ STOP_PERIODIC(pusher)
 STOP_PERIODIC(telemetry)
 STOP_PERIODIC(accrual)
 STOP_PERIODIC(exporter)
+STOP_PERIODIC(defrag)
 
 /*
  * The probe listener (GPUPOOL_PROBE_LISTEN): /healthz, /readyz and
@@ -596,6 +606,7 @@ static const struct worker workers[] = {
 	{ "telemetry worker", start_telemetry, NULL, stop_telemetry },
 	{ "billing accrual worker", start_accrual, NULL, stop_accrual },
 	{ "billing export worker", start_exporter, NULL, stop_exporter },
+	{ "defrag apply worker", start_defrag, NULL, stop_defrag },
 	{ "probe listener", start_probe, NULL, stop_probe },
 	{ "agent listener", start_agents, NULL, stop_agents },
 	{ "HTTP server", start_http, NULL, stop_http },
@@ -658,6 +669,7 @@ app_init(struct serve *s)
 	app->request_ttl_s = cfg->request_ttl_s;
 	app->idle_after_s = cfg->idle_after_s;
 	app->idle_threshold = cfg->idle_threshold;
+	app->defrag_plan_ttl_s = cfg->defrag_plan_ttl_s;
 	app->approval_workers = cfg->approval_workers;
 	app->billing_settle_s = cfg->billing_settle_s;
 	app->billing_close_grace_s = cfg->billing_close_grace_s;

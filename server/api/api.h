@@ -48,6 +48,7 @@ struct app {
 	int billing_test_hold_ms;        /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (tests) */
 	int idle_after_s;                /* GPUPOOL_IDLE_AFTER: the defrag planner's idle window */
 	double idle_threshold;           /* GPUPOOL_IDLE_THRESHOLD */
+	int defrag_plan_ttl_s;           /* GPUPOOL_DEFRAG_PLAN_TTL */
 };
 
 typedef int (*route_handler_fn)(struct request *req, struct response *res, struct gp_error *err);
@@ -322,6 +323,9 @@ int api_capacity_simulate(struct request *req, struct response *res, struct gp_e
 /* defragmentation plans (defrag.c) */
 int api_defrag_plans_create(struct request *req, struct response *res, struct gp_error *err);
 int api_defrag_plans_get(struct request *req, struct response *res, struct gp_error *err);
+int api_defrag_plans_list(struct request *req, struct response *res, struct gp_error *err);
+int api_defrag_plans_apply(struct request *req, struct response *res, struct gp_error *err);
+int api_defrag_plans_cancel(struct request *req, struct response *res, struct gp_error *err);
 
 /* pools.c, pool_requests.c: quotas, pools, the pool-request workflow */
 int api_quota_get(struct request *req, struct response *res, struct gp_error *err);

@@ -147,18 +147,55 @@ plan_json(struct request *req, const char *goal, const char *cluster, const char
 	return j;
 }
 
-/* The answer: the stored body with id, state, created_by and created_at. */
+static const char *const progress_keys[5] = { "pending", "running", "done", "skipped", "failed" };
+
 static struct json_object *
-plan_doc(struct json_object *body, int64_t id, const char *state, const char *created_by,
-    int64_t created_us)
+progress_json(const int *progress)
 {
 	struct json_object *o = json_object_new_object();
+
+	for (int i = 0; i < 5; i++)
+		json_add_int(o, progress_keys[i], progress[i]);
+	return o;
+}
+
+/*
+ * The answer: the stored body with id, state, created_by, created_at,
+ * progress and error; each move with its state (pending with none
+ * stored: the plan was not applied).
+ */
+static struct json_object *
+plan_doc(struct json_object *body, int64_t id, const char *state, const char *created_by,
+    int64_t created_us, const char *error, const int *progress, const struct defrag_move_row *mr,
+    int nmr)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *moves;
+	bool never = strcmp(state, "cancelled") == 0 || strcmp(state, "expired") == 0;
 
 	json_add_int(o, "id", id);
 	json_add_str(o, "state", state);
 	json_add_str(o, "created_by", created_by);
 	json_add_time(o, "created_at", created_us);
+	json_object_object_add(o, "progress", progress_json(progress));
+	json_add_str(o, "error", error);
 	json_object_object_foreach(body, k, v) json_object_object_add(o, k, json_object_get(v));
+	moves = json_object_object_get(o, "moves");
+	for (size_t i = 0; moves != NULL && i < json_object_array_length(moves); i++) {
+		struct json_object *m = json_object_array_get_idx(moves, i);
+		const struct defrag_move_row *r = (int)i < nmr ? &mr[i] : NULL;
+
+		/* (no moves stored: never applied; cancelled or expired, they were skipped) */
+		json_add_str(m, "state", r != NULL ? r->state : never ? "skipped" : "pending");
+		json_add_str(m, "reason", r != NULL ? r->reason : never ? state : NULL);
+		if (r != NULL && r->new_allocation != 0)
+			json_add_int(m, "new_allocation", r->new_allocation);
+		else
+			json_add_null(m, "new_allocation");
+		json_add_str(m, "old_uuid", r != NULL ? r->old_uuid : NULL);
+		json_add_str(m, "new_uuid", r != NULL ? r->new_uuid : NULL);
+		json_add_time(m, "updated_at", r != NULL ? r->updated_us : created_us);
+	}
 	return o;
 }
 
@@ -296,31 +333,191 @@ api_defrag_plans_create(struct request *req, struct response *res, struct gp_err
 	    arena_printf(req->arena, "%.1f", out.read_ms), "plan_ms",
 	    arena_printf(req->arena, "%.1f", out.plan_ms), "capacity_ms",
 	    arena_printf(req->arena, "%.1f", out.capacity_ms));
-	doc = plan_doc(c.body, c.id, "planned", req->principal.username, c.created_us);
+	{
+		int progress[5] = { out.nmoves, 0, 0, 0, 0 };
+
+		doc = plan_doc(c.body, c.id, "planned", req->principal.username, c.created_us, NULL,
+		    progress, NULL, 0);
+	}
 	response_header(res, "Location",
 	    arena_printf(req->arena, "/v1/capacity/defrag-plans/%lld", (long long)c.id));
 	response_json(req, res, 201, doc);
 	return 0;
 }
 
-int
-api_defrag_plans_get(struct request *req, struct response *res, struct gp_error *err)
+/* The plan as GET answers it; 404 when there is none. */
+static int
+plan_load(struct request *req, int64_t id, struct json_object **out, struct gp_error *err)
 {
 	struct defrag_plan_row row;
+	struct defrag_move_row *mr;
 	struct json_object *body;
 	bool found;
-	int64_t id;
+	int nmr;
 
-	if (api_param_id(req, 0, &id, err) < 0)
-		return -1;
 	if (db_defrag_plan_get(db_thread(), req->arena, id, &row, &found, err) < 0)
 		return -1;
 	if (!found)
 		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such defrag plan: %s",
 		    req->params[0]);
+	if (db_defrag_moves(db_thread(), req->arena, id, &mr, &nmr, err) < 0)
+		return -1;
 	if (json_parse_object(req->arena, row.body, strlen(row.body), &body, err) < 0)
 		return -1;
-	response_json(req, res, 200,
-	    plan_doc(body, row.id, row.state, row.created_by, row.created_us));
+	*out = plan_doc(body, row.id, row.state, row.created_by, row.created_us, row.error,
+	    row.progress, mr, nmr);
 	return 0;
+}
+
+int
+api_defrag_plans_get(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct json_object *doc;
+	int64_t id;
+
+	if (api_param_id(req, 0, &id, err) < 0)
+		return -1;
+	if (plan_load(req, id, &doc, err) < 0)
+		return -1;
+	response_json(req, res, 200, doc);
+	return 0;
+}
+
+static const char *const plan_states[] = { "planned", "applying", "applied", "failed", "expired",
+	"cancelled" };
+
+int
+api_defrag_plans_list(struct request *req, struct response *res, struct gp_error *err)
+{
+	struct defrag_plan_row *rows;
+	struct json_object *items;
+	const char *state = req->query(req, "state");
+	int limit, n;
+	int64_t cursor;
+	bool ok = state == NULL;
+
+	if (api_page(req, &limit, &cursor, err) < 0)
+		return -1;
+	for (size_t i = 0; !ok && i < sizeof(plan_states) / sizeof(plan_states[0]); i++)
+		ok = strcmp(state, plan_states[i]) == 0;
+	if (!ok)
+		return gp_error_field(err, "state",
+		    "must be planned, applying, applied, failed, expired or cancelled");
+	if (db_defrag_plans_list(db_thread(), req->arena, cursor, state, limit + 1, &rows, &n,
+		err) < 0)
+		return -1;
+	items = json_object_new_array();
+	for (int i = 0; i < n && i < limit; i++) {
+		struct json_object *o = json_object_new_object();
+		struct json_object *it;
+
+		json_add_int(o, "id", rows[i].id);
+		json_add_str(o, "state", rows[i].state);
+		json_add_str(o, "created_by", rows[i].created_by);
+		json_add_time(o, "created_at", rows[i].created_us);
+		json_add_str(o, "goal", rows[i].goal);
+		it = json_tokener_parse(rows[i].items != NULL ? rows[i].items : "[]");
+		if (it == NULL)
+			it = json_object_new_array();
+		json_object_object_add(o, "items", it);
+		json_add_str(o, "cluster", rows[i].cluster);
+		json_add_int(o, "moves_total", rows[i].moves);
+		json_object_object_add(o, "progress", progress_json(rows[i].progress));
+		json_add_str(o, "error", rows[i].error);
+		json_object_array_add(items, o);
+	}
+	api_reply_list(req, res, items, n > limit ? rows[limit - 1].id : 0);
+	return 0;
+}
+
+struct defrag_action {
+	struct request *req;
+	int64_t id;
+	bool apply;
+	const char *outcome;
+};
+
+static int
+defrag_action_tx(struct db *db, void *arg, struct gp_error *err)
+{
+	struct defrag_action *c = arg;
+	struct request *req = c->req;
+	const struct app *app = api_app(req);
+	struct json_object *after;
+	int rc;
+
+	rc = c->apply ? db_defrag_apply(db, req->arena, c->id, req->principal.user_id,
+			    app->defrag_plan_ttl_s, &c->outcome, err)
+		      : db_defrag_cancel(db, req->arena, c->id, &c->outcome, err);
+	if (rc < 0)
+		return -1;
+	if (strcmp(c->outcome, c->apply ? "applying" : "cancelled") != 0)
+		return 0; /* (an expired plan's new state commits) */
+	after = json_own(req->arena, json_object_new_object());
+	json_add_int(after, "id", c->id);
+	json_add_str(after, "state", c->apply ? "applying" : "cancelled");
+	return api_audit(db, req, c->apply ? "defrag_plan.apply" : "defrag_plan.cancel",
+	    "defrag_plan", arena_printf(req->arena, "%lld", (long long)c->id), 0, NULL, after, err);
+}
+
+static int
+defrag_action(struct request *req, struct response *res, bool apply, struct gp_error *err)
+{
+	struct defrag_action c;
+	struct json_object *body, *doc;
+	int status = 200;
+
+	memset(&c, 0, sizeof(c));
+	c.req = req;
+	c.apply = apply;
+	if (api_param_id(req, 0, &c.id, err) < 0)
+		return -1;
+	if (req->body_len > 0) {
+		struct jfields f;
+
+		/* an empty object, or nothing */
+		if (api_body(req, &body, err) < 0)
+			return -1;
+		jf_init(&f, req->arena, body, "", err);
+		if (jf_finish(&f) < 0)
+			return -1;
+	}
+	if (db_tx(db_thread(), defrag_action_tx, &c, err) < 0)
+		return -1;
+	if (strcmp(c.outcome, "not_found") == 0)
+		return gp_problem_set(err, GP_PROBLEM_NOT_FOUND, "no such defrag plan: %s",
+		    req->params[0]);
+	if (strcmp(c.outcome, "expired") == 0)
+		return gp_error_set(err, 409, "plan_expired",
+		    "the plan is older than GPUPOOL_DEFRAG_PLAN_TTL: the fleet has moved on; "
+		    "compute a new one");
+	if (strcmp(c.outcome, "not_applicable") == 0) {
+		if (plan_load(req, c.id, &doc, err) < 0)
+			return -1;
+		return gp_error_set(err, 409, "plan_not_applicable",
+		    "the plan is %s: it cannot be %s",
+		    json_object_get_string(json_object_object_get(doc, "state")),
+		    apply ? "applied" : "cancelled");
+	}
+	if (apply && strcmp(c.outcome, "applying") == 0)
+		status = 202;
+	if (plan_load(req, c.id, &doc, err) < 0)
+		return -1;
+	if (apply && status == 202 &&
+	    strcmp(json_object_get_string(json_object_object_get(doc, "state")), "applied") == 0)
+		status = 200; /* a plan without moves is applied at once */
+	response_json(req, res, status, doc);
+	return 0;
+}
+
+int
+api_defrag_plans_apply(struct request *req, struct response *res, struct gp_error *err)
+{
+	return defrag_action(req, res, true, err);
+}
+
+int
+api_defrag_plans_cancel(struct request *req, struct response *res, struct gp_error *err)
+{
+	return defrag_action(req, res, false, err);
 }

@@ -63,7 +63,11 @@ const struct route api_routes[] = {
 	{ "GET", "/v1/capacity", api_capacity_get, CAP_READ, "cluster model" },
 	{ "POST", "/v1/capacity/simulate", api_capacity_simulate, CAP_READ, Q_NONE },
 	{ "POST", "/v1/capacity/defrag-plans", api_defrag_plans_create, CAP_WRITE, Q_NONE },
+	{ "GET", "/v1/capacity/defrag-plans", api_defrag_plans_list, CAP_WRITE, Q_PAGE " state" },
 	{ "GET", "/v1/capacity/defrag-plans/{}", api_defrag_plans_get, CAP_WRITE, Q_NONE },
+	{ "POST", "/v1/capacity/defrag-plans/{}/apply", api_defrag_plans_apply, CAP_WRITE, Q_NONE },
+	{ "POST", "/v1/capacity/defrag-plans/{}/cancel", api_defrag_plans_cancel, CAP_WRITE,
+	    Q_NONE },
 
 	/* pools and the pool-request workflow (docs/pools.md) */
 	{ "GET", "/v1/projects/{}/quota", api_quota_get, ALLOW_USER, Q_NONE },

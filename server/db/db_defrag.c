@@ -47,9 +47,37 @@ DB_STMT(stmt_defrag_insert,
     "VALUES (nullif($1::int8, 0), nullif($2::int8, 0), $3, $4::int, $5::jsonb) "
     "RETURNING id, " EPOCH_US("created_at"));
 
+/* progress: pending, running, done, skipped, failed (a planned plan: all pending) */
+#define DEFRAG_PROGRESS                                                                            \
+	"(SELECT CASE WHEN count(*) = 0 AND d.state IN ('cancelled', 'expired') THEN "             \
+	"ARRAY[0, 0, 0, d.moves, 0] WHEN count(*) = 0 THEN ARRAY[d.moves, 0, 0, 0, 0] ELSE ARRAY[" \
+	"count(*) FILTER (WHERE m.state = 'pending'), count(*) FILTER (WHERE m.state IN "          \
+	"('reserving', 'creating', 'destroying')), count(*) FILTER (WHERE m.state = 'done'), "     \
+	"count(*) FILTER (WHERE m.state = 'skipped'), count(*) FILTER (WHERE m.state = 'failed')]" \
+	" END FROM defrag_moves m WHERE m.plan_id = d.id)::text"
+
 DB_STMT(stmt_defrag_get,
     "SELECT d.id, d.goal, d.state, d.moves, d.body::text, u.username, " EPOCH_US(
-	"d.created_at") " FROM defrag_plans d LEFT JOIN users u ON u.id = d.created_by WHERE d.id = $1");
+	"d.created_at") ", d.error, " DEFRAG_PROGRESS
+			" FROM defrag_plans d LEFT JOIN users u ON u.id = d.created_by WHERE d.id = $1");
+
+DB_STMT(stmt_defrag_list,
+    "SELECT d.id, d.goal, d.state, d.moves, NULL, u.username, " EPOCH_US(
+	"d.created_at") ", d.error, " DEFRAG_PROGRESS ", d.body->>'cluster', "
+			"coalesce(d.body->'items', '[]')::text "
+			"FROM defrag_plans d LEFT JOIN users u ON u.id = d.created_by "
+			"WHERE ($1::int8 = 0 OR d.id < $1) AND ($2::text IS NULL OR d.state = $2) "
+			"ORDER BY d.id DESC LIMIT $3");
+
+DB_STMT(stmt_defrag_moves,
+    "SELECT ordinal, state, reason, coalesce(new_allocation_id, 0), old_uuid, new_uuid, " EPOCH_US(
+	"updated_at") " FROM defrag_moves WHERE plan_id = $1 ORDER BY ordinal");
+DB_STMT(stmt_defrag_apply, "SELECT defrag_apply($1, $2, $3::int)");
+DB_STMT(stmt_defrag_cancel, "SELECT defrag_cancel($1)");
+DB_STMT(stmt_defrag_runnable,
+    "SELECT id FROM defrag_plans WHERE (state = 'applying' OR state = 'cancelled') "
+    "AND applied_at IS NOT NULL AND finished_at IS NULL ORDER BY id");
+DB_STMT(stmt_defrag_step, "SELECT defrag_step($1, $2::float8)");
 
 static int
 gpu_row_cmp(const void *x, const void *y)
@@ -127,6 +155,24 @@ db_defrag_fleet(struct db *db, struct arena *a, int64_t cluster_id, const char *
 	return 0;
 }
 
+/* created_by, created_at, error and progress: columns 5-8 of get and list */
+static void
+plan_row_tail(struct arena *a, PGresult *r, int i, struct defrag_plan_row *o)
+{
+	const char *pg;
+
+	o->created_by = db_text(a, r, i, 5);
+	o->created_us = db_int64(r, i, 6);
+	o->error = db_text(a, r, i, 7);
+	o->cluster = NULL;
+	o->items = NULL;
+	memset(o->progress, 0, sizeof(o->progress));
+	pg = PQgetvalue(r, i, 8); /* "{1,2,3,4,5}" */
+	if (pg[0] == '{')
+		(void)sscanf(pg, "{%d,%d,%d,%d,%d}", &o->progress[0], &o->progress[1],
+		    &o->progress[2], &o->progress[3], &o->progress[4]);
+}
+
 int
 db_defrag_plan_insert(struct db *db, struct arena *a, int64_t user_id, int64_t cluster_id,
     const char *goal, int moves, const char *body_json, int64_t *id, int64_t *created_us,
@@ -161,7 +207,114 @@ db_defrag_plan_get(struct db *db, struct arena *a, int64_t id, struct defrag_pla
 	out->state = db_text(a, r, 0, 2);
 	out->moves = (int)db_int64(r, 0, 3);
 	out->body = db_text(a, r, 0, 4);
-	out->created_by = db_text(a, r, 0, 5);
-	out->created_us = db_int64(r, 0, 6);
+	plan_row_tail(a, r, 0, out);
 	return 0;
+}
+
+int
+db_defrag_moves(struct db *db, struct arena *a, int64_t id, struct defrag_move_row **out, int *n,
+    struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+	PGresult *r = db_exec(db, a, &stmt_defrag_moves, 1, p, err);
+
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct defrag_move_row *m = &(*out)[i];
+
+		m->ordinal = (int)db_int64(r, i, 0);
+		m->state = db_text(a, r, i, 1);
+		m->reason = db_text(a, r, i, 2);
+		m->new_allocation = db_int64(r, i, 3);
+		m->old_uuid = db_text(a, r, i, 4);
+		m->new_uuid = db_text(a, r, i, 5);
+		m->updated_us = db_int64(r, i, 6);
+	}
+	return 0;
+}
+
+int
+db_defrag_plans_list(struct db *db, struct arena *a, int64_t before, const char *state, int limit,
+    struct defrag_plan_row **out, int *n, struct gp_error *err)
+{
+	const char *p[3] = { db_param_int(a, before), state, db_param_int(a, limit) };
+	PGresult *r = db_exec(db, a, &stmt_defrag_list, 3, p, err);
+
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++) {
+		struct defrag_plan_row *o = &(*out)[i];
+
+		o->id = db_int64(r, i, 0);
+		o->goal = db_text(a, r, i, 1);
+		o->state = db_text(a, r, i, 2);
+		o->moves = (int)db_int64(r, i, 3);
+		o->body = NULL;
+		plan_row_tail(a, r, i, o);
+		o->cluster = db_text(a, r, i, 9);
+		o->items = db_text(a, r, i, 10);
+	}
+	return 0;
+}
+
+static int
+one_text(struct db *db, struct arena *a, const struct db_stmt *st, int np, const char **p,
+    const char **out, struct gp_error *err)
+{
+	PGresult *r = db_exec(db, a, st, np, p, err);
+
+	if (r == NULL)
+		return -1;
+	*out = db_text(a, r, 0, 0);
+	return 0;
+}
+
+int
+db_defrag_apply(struct db *db, struct arena *a, int64_t id, int64_t user_id, int ttl_s,
+    const char **outcome, struct gp_error *err)
+{
+	const char *p[3] = { db_param_int(a, id), db_param_int(a, user_id),
+		db_param_int(a, ttl_s) };
+
+	return one_text(db, a, &stmt_defrag_apply, 3, p, outcome, err);
+}
+
+int
+db_defrag_cancel(struct db *db, struct arena *a, int64_t id, const char **outcome,
+    struct gp_error *err)
+{
+	const char *p[1] = { db_param_int(a, id) };
+
+	return one_text(db, a, &stmt_defrag_cancel, 1, p, outcome, err);
+}
+
+int
+db_defrag_runnable(struct db *db, struct arena *a, int64_t **ids, int *n, struct gp_error *err)
+{
+	PGresult *r = db_exec(db, a, &stmt_defrag_runnable, 0, NULL, err);
+
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	*n = PQntuples(r);
+	*ids = arena_alloc(a, sizeof(**ids) * (size_t)(*n + 1));
+	for (int i = 0; i < *n; i++)
+		(*ids)[i] = db_int64(r, i, 0);
+	return 0;
+}
+
+int
+db_defrag_step(struct db *db, struct arena *a, int64_t id, double threshold, const char **outcome,
+    struct gp_error *err)
+{
+	const char *p[2] = { db_param_int(a, id), arena_printf(a, "%.6f", threshold) };
+
+	return one_text(db, a, &stmt_defrag_step, 2, p, outcome, err);
 }

@@ -63,6 +63,21 @@ struct defrag_plan_row {
 	const char *body;       /* the plan's JSON */
 	const char *created_by; /* username; NULL when the user is gone */
 	int64_t created_us;
+	const char *error;   /* why it failed; NULL */
+	const char *cluster; /* the body's cluster (list rows) */
+	const char *items;   /* the body's items as JSON text (list rows) */
+	int progress[5];     /* moves pending, running, done, skipped, failed */
+};
+
+/* A move of an applied plan (defrag_moves, migration 0026). */
+struct defrag_move_row {
+	int ordinal;
+	const char *state;
+	const char *reason;     /* NULL */
+	int64_t new_allocation; /* 0: none */
+	const char *old_uuid;   /* NULL */
+	const char *new_uuid;   /* NULL */
+	int64_t updated_us;
 };
 
 /* Store a plan (state planned); *id and *created_us get the row's. */
@@ -72,5 +87,36 @@ int db_defrag_plan_insert(struct db *db, struct arena *a, int64_t user_id, int64
 
 int db_defrag_plan_get(struct db *db, struct arena *a, int64_t id, struct defrag_plan_row *out,
     bool *found, struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The moves of plan id, by ordinal (none before it is applied). */
+int db_defrag_moves(struct db *db, struct arena *a, int64_t id, struct defrag_move_row **out,
+    int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Plans newest first with id < before (0: from the newest), state (NULL:
+ * any), at most limit; body stays NULL, cluster, items and progress are
+ * set.
+ */
+int db_defrag_plans_list(struct db *db, struct arena *a, int64_t before, const char *state,
+    int limit, struct defrag_plan_row **out, int *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * defrag_apply() / defrag_cancel() (migration 0026) in the caller's
+ * transaction: *outcome is their answer (applying, already, expired,
+ * not_applicable, not_found; cancelled, ...).
+ */
+int db_defrag_apply(struct db *db, struct arena *a, int64_t id, int64_t user_id, int ttl_s,
+    const char **outcome, struct gp_error *err) __attribute__((warn_unused_result));
+int db_defrag_cancel(struct db *db, struct arena *a, int64_t id, const char **outcome,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
+/* The plans the apply worker runs (applying, or cancelled with a move in flight). */
+int db_defrag_runnable(struct db *db, struct arena *a, int64_t **ids, int *n, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
+/* One step of plan id (defrag_step, its own transaction): step, wait or idle. */
+int db_defrag_step(struct db *db, struct arena *a, int64_t id, double threshold,
+    const char **outcome, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif
