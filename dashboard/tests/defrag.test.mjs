@@ -3,8 +3,8 @@
 // the main walk, on a fragmented cluster it builds (GP_DEFRAG_CLUSTER, where
 // GP_DEFRAG_ITEM is refused). The operator asks for a plan from the form and
 // sees every move drawn (one arriving and one leaving instance per move, a
-// table row per move); with GP_DEFRAG_APPLY=1 (the server applies plans) he
-// applies it through the confirmation and sees it followed to "applied". A
+// table row per move); then he applies it through the confirmation and sees
+// it followed to "applied", every move done. A
 // billing user sees the capacity view without the panel; a project user
 // sees no capacity view at all.
 import { check, fail, go, launch, session, signIn, signOut, until, URL_ } from './lib.mjs';
@@ -13,7 +13,6 @@ const env = (k) => process.env[k] || fail(`${k} is not set`);
 const PW = env('GP_PASSWORD');
 const ITEM = env('GP_DEFRAG_ITEM');
 const CLUSTER = env('GP_DEFRAG_CLUSTER');
-const APPLY = process.env.GP_DEFRAG_APPLY === '1';
 
 async function step(name, fn) {
 	const t0 = Date.now();
@@ -86,22 +85,32 @@ try {
 		await check(page, 'capacity-defrag');
 	});
 
-	if (APPLY) {
-		await step('operator: apply the plan, confirmed; followed until applied', async () => {
-			await page.getByRole('button', { name: `Apply plan ${id}` }).click();
-			const confirm = page.getByRole('group', { name: `Confirm: apply plan ${id}` });
-			await confirm.waitFor();
-			const posts = page.posts;
-			await confirm.getByRole('button', { name: 'Yes, apply' }).click();
-			await until('the plan applied', async () => (await page.locator('#h-defrag-plan .badge').textContent()) === 'applied', 90000);
-			if (page.posts !== posts + 1) fail(`apply sent ${page.posts - posts} POSTs, want 1`);
-			const plan = await apiPlan(page, id);
-			const table = page.locator('table', { has: page.locator('caption', { hasText: `Moves of plan ${id}` }) });
-			const states = await table.locator('tbody tr td:nth-child(7)').allTextContents();
-			if (states.length !== plan.moves.length || states.some((s) => s !== 'done' && !s.startsWith('skipped'))) fail(`move states: ${states.join(', ')}`);
-			await check(page, 'capacity-defrag-applied');
+	await step('operator: apply the plan, confirmed; followed until applied', async () => {
+		await page.getByRole('button', { name: `Apply plan ${id}` }).click();
+		const confirm = page.getByRole('group', { name: `Confirm: apply plan ${id}` });
+		await confirm.waitFor();
+		const posts = page.posts;
+		await confirm.getByRole('button', { name: 'Yes, apply' }).click();
+		await until('the plan applied', async () => (await page.locator('#h-defrag-plan .badge').textContent()) === 'applied', 90000);
+		if (page.posts !== posts + 1) fail(`apply sent ${page.posts - posts} POSTs, want 1`);
+		const plan = await apiPlan(page, id);
+		const table = page.locator('table', { has: page.locator('caption', { hasText: `Moves of plan ${id}` }) });
+		const states = await table.locator('tbody tr td:nth-child(7)').allTextContents();
+		if (states.length !== plan.moves.length || states.some((s) => s !== 'done')) fail(`move states: ${states.join(', ')}`);
+		// drawn the same with the GPUs read after the moves: one arrival per move
+		const want = JSON.stringify(plan.moves.map((_, i) => i + 1));
+		let got;
+		await until('the moves drawn after they were made', async () => {
+			got = JSON.stringify(await page.locator('.defrag-gpu svg g.moved-in').evaluateAll((gs) => gs.map((g) => Number(g.dataset.move)).sort()));
+			return got === want;
+		}).catch((e) => fail(`${e.message}: ${got}, want ${want}`));
+		// the list of plans (reloaded when the plan ended) shows it applied
+		const row = page.locator('table', { has: page.locator('caption', { hasText: 'Defragmentation plans' }) }).locator('tbody tr', {
+			has: page.getByRole('button', { name: `Show plan ${id}`, exact: true }),
 		});
-	}
+		await until('the plan applied in the list', async () => (await row.locator('.badge').textContent()) === 'applied');
+		await check(page, 'capacity-defrag-applied');
+	});
 	await step('operator signs out', async () => signOut(page));
 
 	await step('billing: the capacity view without the Defragmentation panel', async () => {

@@ -127,15 +127,14 @@ run_browser(struct fixture *fx, const char *fault_file, int64_t train, int64_t h
 }
 
 /* the server applies plans (DEFRAG-APPLY): the walk applies the plan it made */
-#define DEFRAG_APPLY false
+#define DEFRAG_APPLY true
 
 /*
  * node dashboard/tests/defrag.test.mjs: the Defragmentation panel on the
- * fragmented cluster, where item is refused; apply: the walk applies the
- * plan it made too.
+ * fragmented cluster, where item is refused.
  */
 static int
-run_defrag_browser(struct fixture *fx, const char *item, bool apply)
+run_defrag_browser(struct fixture *fx, const char *item)
 {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -146,7 +145,6 @@ run_defrag_browser(struct fixture *fx, const char *item, bool apply)
 		setenv("GP_PASSWORD", FIXTURE_PASSWORD, 1);
 		setenv("GP_DEFRAG_ITEM", item, 1);
 		setenv("GP_DEFRAG_CLUSTER", "frag", 1);
-		setenv("GP_DEFRAG_APPLY", apply ? "1" : "0", 1);
 		execlp("node", "node", "tests/defrag.test.mjs", (char *)NULL);
 		fprintf(stderr, "test_dashboard: node not found (scripts/test installs nodejs)\n");
 		_exit(127);
@@ -186,9 +184,13 @@ static void
 test_defrag_panel(void **state)
 {
 	struct fixture *fx = *state;
+	/* every allocation as " id:state:gpu@start", but those of $1 */
 	const char *alloc_sql =
-	    "SELECT coalesce(string_agg(id || state || gpu_id || '@' || start, ' ' "
-	    "ORDER BY id), '') FROM allocations";
+	    "SELECT coalesce(string_agg(' ' || id || ':' || state || ':' || gpu_id || '@' || start, "
+	    "'' ORDER BY id), '') FROM allocations WHERE NOT (id = ANY ($1::bigint[]))";
+	struct gp_client_response *r;
+	struct json_object *moves;
+	const char *moved = "";
 
 	fx_fleet(fx, "frag", "H100-80GB", 1, 4, true);
 	submit_approve(fx,
@@ -204,10 +206,10 @@ test_defrag_panel(void **state)
 	    "WHERE n.name LIKE 'frag-%' AND g.layout = ''");
 	assert_true(empty >= 1 && empty <= 2);
 	const char *item = fx_str(fx, "H100-80GB/7g.80gb=%lld", (long long)empty + 1);
-	const char *before = fx_sql_text(fx, alloc_sql);
+	const char *before = fx_sql_text(fx, alloc_sql, "{}");
 	int64_t plans0 = fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans");
 
-	int rc = run_defrag_browser(fx, item, DEFRAG_APPLY);
+	int rc = run_defrag_browser(fx, item);
 	if (rc != 0)
 		fixture_server_dump_log(fx->server, 60);
 	assert_int_equal(rc, 0);
@@ -218,31 +220,58 @@ test_defrag_panel(void **state)
 				"|| (p.body->>'max_moves') || ' ' || (p.body->>'idle_minutes') "
 				"FROM defrag_plans p "
 				"JOIN users u ON u.id = p.created_by ORDER BY p.id DESC LIMIT 1"),
-	    "dash-op planned items 10 0");
+	    "dash-op applied items 10 0");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.create' "
 			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
 	    1);
-	if (!DEFRAG_APPLY) {
-		/* planning changed nothing in the fleet */
-		assert_string_equal(fx_sql_text(fx, alloc_sql), before);
-	} else {
-		/* applied from the dashboard, once: audited, every move done, and the
-		 * request the plan was for fits now */
-		struct gp_client_response *r;
+	/* applied from the dashboard, once (audited): each moved instance is
+	 * where the plan put it, ready, its old one released; nothing else of
+	 * the fleet moved; the request the plan was for fits now */
+	r = fx_request(fx, op, "GET",
+	    fx_str(fx, "/v1/capacity/defrag-plans/%s",
+		fx_sql_text(fx, "SELECT max(id)::text FROM defrag_plans")),
+	    NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "state", "applied");
+	moves = fx_json(r->json, "moves");
+	assert_true(json_object_array_length(moves) >= 1);
+	for (size_t i = 0; i < json_object_array_length(moves); i++) {
+		struct json_object *mv = json_object_array_get_idx(moves, i);
+		const char *old_id = fx_str(fx, "%lld", (long long)fx_json_int(mv, "allocation"));
+		const char *new_id =
+		    fx_str(fx, "%lld", (long long)fx_json_int(mv, "new_allocation"));
 
+		assert_json_str(mv, "state", "done");
 		assert_string_equal(fx_sql_text(fx,
-					"SELECT state FROM defrag_plans ORDER BY id DESC LIMIT 1"),
-		    "applied");
-		assert_int_equal(fx_sql_int64(fx,
-				     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.apply' "
-				     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
-		    1);
-		r = fx_request(fx, op, "POST", "/v1/capacity/simulate",
-		    "{\"items\":[\"%s\"],\"cluster\":\"frag\"}", item);
-		assert_status(r, 200);
-		assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
+					"SELECT a.state || ' ' || g.uuid || ' ' || a.start FROM allocations a "
+					"JOIN gpus g ON g.id = a.gpu_id WHERE a.id = $1",
+					new_id),
+		    fx_str(fx, "ready %s %lld", fx_json_str(mv, "to.gpu_uuid"),
+			(long long)fx_json_int(mv, "to.start")));
+		assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+					old_id),
+		    "released");
+		moved = fx_str(fx, "%s%s%s,%s", moved, moved[0] ? "," : "", old_id, new_id);
+		/* the old one as it was before the walk, left out of what must not change */
+		{
+			const char *tok = strstr(before, fx_str(fx, " %s:", old_id));
+			const char *end = tok != NULL ? strchr(tok + 1, ' ') : NULL;
+
+			assert_non_null(tok);
+			before = fx_str(fx, "%.*s%s", (int)(tok - before), before, end ? end : "");
+		}
 	}
+	/* nothing else in the fleet moved */
+	assert_string_equal(fx_sql_text(fx, alloc_sql, fx_str(fx, "{%s}", moved)), before);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.apply' "
+			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
+	    1);
+	r = fx_request(fx, op, "POST", "/v1/capacity/simulate",
+	    "{\"items\":[\"%s\"],\"cluster\":\"frag\"}", item);
+	assert_status(r, 200);
+	assert_true(json_object_get_boolean(fx_json(r->json, "fits")));
 	fx_assert_pool_invariants(fx);
 }
 
