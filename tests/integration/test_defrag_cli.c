@@ -423,6 +423,14 @@ test_apply_with_agents(void **state)
 	    "cancelled");
 	p = CLI(fx, "capacity", "defrag", "apply", id2, "--wait");
 	assert_exit(p, 5);
+	/* get --watch: 0 for the applied plan, 8 for the cancelled one; -o json the plan alone */
+	p = CLI(fx, "capacity", "defrag", "get", id, "--watch");
+	assert_exit(p, 0);
+	assert_contains(p->out,
+	    fx_str(fx, "plan %s: applied (%zu done, 0 skipped, 0 failed of %zu)\n", id, n, n));
+	p = CLI(fx, "-o", "json", "capacity", "defrag", "get", id2, "--watch");
+	assert_exit(p, 8);
+	assert_json_str(cli_json(fx, p), "state", "cancelled");
 	p = CLI(fx, "capacity", "defrag", "cancel", "999999");
 	assert_exit(p, 4);
 	p = CLI(fx, "capacity", "defrag", "apply", id2, "--timeout", "5");
