@@ -4,7 +4,8 @@
 // GP_DEFRAG_ITEM is refused). The operator asks for a plan from the form and
 // sees every move drawn (one arriving and one leaving instance per move, a
 // table row per move); then he applies it through the confirmation and sees
-// it followed to "applied", every move done. A
+// it followed to "applied", every move done; a second plan (empty GPUs) he
+// cancels through its confirmation. A
 // billing user sees the capacity view without the panel; a project user
 // sees no capacity view at all.
 import { check, fail, go, launch, session, signIn, signOut, until, URL_ } from './lib.mjs';
@@ -110,6 +111,29 @@ try {
 		});
 		await until('the plan applied in the list', async () => (await row.locator('.badge').textContent()) === 'applied');
 		await check(page, 'capacity-defrag-applied');
+	});
+	await step('operator: a plan to empty GPUs, cancelled through its confirmation', async () => {
+		const form = page.getByRole('form', { name: 'Plan a defragmentation' });
+		await form.getByLabel('Goal').selectOption('free_gpus');
+		await form.getByLabel('Cluster').selectOption(CLUSTER);
+		await form.getByLabel('Idle minutes').fill('0');
+		await form.getByRole('button', { name: 'Plan' }).click();
+		const heading = page.locator('#h-defrag-plan');
+		await until('the new plan shown', async () => ((await heading.textContent()).match(/^Plan (\d+)/)?.[1] ?? id) !== id);
+		const id2 = (await heading.textContent()).match(/^Plan (\d+)/)[1];
+		await page.getByRole('button', { name: `Cancel plan ${id2}` }).click();
+		const confirm = page.getByRole('group', { name: `Confirm: cancel plan ${id2}` });
+		const posts = page.posts;
+		await confirm.getByRole('button', { name: 'Yes, cancel the plan' }).click();
+		await until('the plan cancelled', async () => (await page.locator('#h-defrag-plan .badge').textContent()) === 'cancelled');
+		if (page.posts !== posts + 1) fail(`cancel sent ${page.posts - posts} POSTs, want 1`);
+		if ((await page.getByRole('button', { name: `Apply plan ${id2}` }).count()) !== 0) fail('a cancelled plan offers Apply');
+		const plan = await apiPlan(page, id2);
+		const table = page.locator('table', { has: page.locator('caption', { hasText: `Moves of plan ${id2}` }) });
+		const states = await table.locator('tbody tr td:nth-child(7)').allTextContents();
+		if (plan.moves.length > 0 && (states.length !== plan.moves.length || states.some((x) => x !== 'skipped (cancelled)')))
+			fail(`move states: ${states.join(', ')}`);
+		await check(page, 'capacity-defrag-cancelled');
 	});
 	await step('operator signs out', async () => signOut(page));
 

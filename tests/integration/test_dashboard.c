@@ -213,25 +213,34 @@ test_defrag_panel(void **state)
 	if (rc != 0)
 		fixture_server_dump_log(fx->server, 60);
 	assert_int_equal(rc, 0);
-	/* one click, one plan: the operator's, as the form asked */
-	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans"), plans0 + 1);
+	/* one click, one plan: the operator's, as the form asked; then the second, cancelled */
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM defrag_plans"), plans0 + 2);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT u.username || ' ' || p.state || ' ' || p.goal FROM defrag_plans p "
+				"JOIN users u ON u.id = p.created_by ORDER BY p.id DESC LIMIT 1"),
+	    "dash-op cancelled free_gpus");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.cancel' "
+			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
+	    1);
+	/* the first: applied */
+	const char *applied = fx_sql_text(fx, "SELECT (max(id) - 1)::text FROM defrag_plans");
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT u.username || ' ' || p.state || ' ' || p.goal || ' ' "
 				"|| (p.body->>'max_moves') || ' ' || (p.body->>'idle_minutes') "
-				"FROM defrag_plans p "
-				"JOIN users u ON u.id = p.created_by ORDER BY p.id DESC LIMIT 1"),
+				"FROM defrag_plans p JOIN users u ON u.id = p.created_by "
+				"WHERE p.id = $1::bigint",
+				applied),
 	    "dash-op applied items 10 0");
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.create' "
-			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
+			     "AND object_id = $1",
+			     applied),
 	    1);
 	/* applied from the dashboard, once (audited): each moved instance is
 	 * where the plan put it, ready, its old one released; nothing else of
 	 * the fleet moved; the request the plan was for fits now */
-	r = fx_request(fx, op, "GET",
-	    fx_str(fx, "/v1/capacity/defrag-plans/%s",
-		fx_sql_text(fx, "SELECT max(id)::text FROM defrag_plans")),
-	    NULL);
+	r = fx_request(fx, op, "GET", fx_str(fx, "/v1/capacity/defrag-plans/%s", applied), NULL);
 	assert_status(r, 200);
 	assert_json_str(r->json, "state", "applied");
 	moves = fx_json(r->json, "moves");
@@ -266,7 +275,8 @@ test_defrag_panel(void **state)
 	assert_string_equal(fx_sql_text(fx, alloc_sql, fx_str(fx, "{%s}", moved)), before);
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log WHERE action = 'defrag_plan.apply' "
-			     "AND object_id = (SELECT max(id)::text FROM defrag_plans)"),
+			     "AND object_id = $1",
+			     applied),
 	    1);
 	r = fx_request(fx, op, "POST", "/v1/capacity/simulate",
 	    "{\"items\":[\"%s\"],\"cluster\":\"frag\"}", item);
