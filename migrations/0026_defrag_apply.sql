@@ -274,7 +274,13 @@ BEGIN
 			END IF;
 			RETURN 'step';
 		END IF;
-		-- failed (or taken by a release): the agent could not create it
+		IF n.state IN ('releasing', 'released') AND n.release_request_id IS NOT NULL THEN
+			-- a shrink or release of the pool chose the new one: the pool is whole
+			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		-- failed: the agent could not create it
 		IF m.make_before_break AND n.state = 'failed' THEN
 			-- the old instance keeps serving; the new one goes
 			UPDATE allocations SET state = 'releasing', updated_at = now() WHERE id = n.id;
