@@ -6,11 +6,13 @@
 -- then runs defrag_step(), one committed step per call, so that a replica
 -- killed mid-plan leaves every move in a state the next leader resumes
 -- from. A move's new allocation names the one it replaces
--- (allocations.replaces); while both live, the pool counts one of them:
--- an approval's shrink or release chooses only the old one (the worker
--- then releases the new one), the invariants count the new one instead of
--- the old. The usage ledger is per (pool, model, profile) count, which a
--- move keeps: it is not touched.
+-- (allocations.replaces); while both live, the pool counts one of them
+-- (the invariants count the new one instead of the old). A shrink or
+-- release of the pool meanwhile may choose either: the move is then
+-- skipped (source_released) and, when the old one was chosen, the worker
+-- releases the new one too, so the pool loses one instance, never two.
+-- The usage ledger is per (pool, model, profile) count, which a move
+-- keeps: it is not touched.
 
 ALTER TABLE allocations ADD COLUMN replaces bigint REFERENCES allocations (id);
 -- one live successor per allocation: a resumed step finds it again, never inserts a second
