@@ -219,10 +219,12 @@ test_apply_fragmented_fleet(void **state)
 	assert_int_equal(fixture_server_stop(fx, fx->server), 0);
 	ra = fixture_server_start(fx, env);
 	assert_non_null(ra);
+	for (int i = 0; i < 100 && !log_has(ra->log_path, "took leadership", "defrag-apply"); i++)
+		usleep(100000);
+	assert_true(log_has(ra->log_path, "took leadership", "defrag-apply"));
 	rb = fixture_server_start(fx, env);
 	assert_non_null(rb);
 	fx->server = rb;
-	assert_true(log_has(ra->log_path, "took leadership", "defrag-apply"));
 	assert_false(log_has(rb->log_path, "took leadership", "defrag-apply"));
 
 	op = fixture_create_user(fx, "aop", "operator");
