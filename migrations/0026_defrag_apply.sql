@@ -373,3 +373,87 @@ BEGIN
 	RETURN 'cancelled';
 END
 $$;
+
+-- A move's new allocation that the agent could not create while the old
+-- one still serves (make before break) is no fault of the pool: it
+-- neither degrades the pool (pools_settle, as 0019 left it otherwise) nor
+-- opens a fault interval that billing would credit
+-- (allocations_fault_history, as 0016 left it otherwise); the worker
+-- releases it at its next step.
+CREATE FUNCTION defrag_shadowed(p_replaces bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT p_replaces IS NOT NULL AND EXISTS (SELECT 1 FROM allocations o
+		WHERE o.id = p_replaces AND o.state NOT IN ('releasing', 'released'))
+$$;
+
+CREATE OR REPLACE FUNCTION allocations_fault_history() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed'
+	   AND NOT defrag_shadowed(NEW.replaces) THEN
+		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
+	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
+		UPDATE allocation_fault_intervals SET ended_at = now()
+		WHERE allocation_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pools_settle(p_pools bigint[]) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_n integer := 0;
+	r   record;
+BEGIN
+	IF p_pools IS NULL OR cardinality(p_pools) = 0 THEN
+		RETURN 0;
+	END IF;
+	PERFORM 1 FROM pools WHERE id = ANY (p_pools) ORDER BY id FOR NO KEY UPDATE;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'active')
+		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed'
+		              AND NOT defrag_shadowed(a.replaces))
+		RETURNING p.id, p.project_id, p.name, was.status AS before,
+		          (SELECT g.node_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+		           WHERE a.pool_id = p.id AND a.state = 'failed' AND NOT defrag_shadowed(a.replaces)
+		           ORDER BY a.id LIMIT 1) AS node
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'degraded');
+		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, r.node, NULL,
+			r.id, r.project_id, 'pool ' || r.name || ' has a failed allocation', '{}');
+		v_n := v_n + 1;
+	END LOOP;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'degraded')
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state NOT IN ('ready', 'releasing', 'released')
+		                  AND NOT (a.state = 'failed' AND defrag_shadowed(a.replaces)))
+		RETURNING p.id, p.project_id, was.status AS before
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'active');
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+		v_n := v_n + 1;
+	END LOOP;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'released', released_at = now(),
+			generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status = 'releasing'
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state <> 'released')
+		RETURNING p.id, p.project_id, was.status AS before
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'released');
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+		v_n := v_n + 1;
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+
+-- The one audit document of a settled pool.

@@ -529,7 +529,8 @@ CREATE FUNCTION public.allocations_fault_history() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed' THEN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed'
+	   AND NOT defrag_shadowed(NEW.replaces) THEN
 		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
 	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
 		UPDATE allocation_fault_intervals SET ended_at = now()
@@ -1312,6 +1313,13 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.defrag_shadowed(p_replaces bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT p_replaces IS NOT NULL AND EXISTS (SELECT 1 FROM allocations o
+		WHERE o.id = p_replaces AND o.state NOT IN ('releasing', 'released'))
+$$;
+
 CREATE FUNCTION public.defrag_source_idle(p_alloc bigint, p_idle_s integer, p_threshold double precision) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$
@@ -2041,10 +2049,12 @@ BEGIN
 		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
 		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
 		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'active')
-		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed')
+		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed'
+		              AND NOT defrag_shadowed(a.replaces))
 		RETURNING p.id, p.project_id, p.name, was.status AS before,
 		          (SELECT g.node_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
-		           WHERE a.pool_id = p.id AND a.state = 'failed' ORDER BY a.id LIMIT 1) AS node
+		           WHERE a.pool_id = p.id AND a.state = 'failed' AND NOT defrag_shadowed(a.replaces)
+		           ORDER BY a.id LIMIT 1) AS node
 	LOOP
 		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'degraded');
 		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, r.node, NULL,
@@ -2056,7 +2066,8 @@ BEGIN
 		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
 		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'degraded')
 		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
-		                  AND a.state NOT IN ('ready', 'releasing', 'released'))
+		                  AND a.state NOT IN ('ready', 'releasing', 'released')
+		                  AND NOT (a.state = 'failed' AND defrag_shadowed(a.replaces)))
 		RETURNING p.id, p.project_id, was.status AS before
 	LOOP
 		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'active');

@@ -598,8 +598,21 @@ test_move_paths(void **state)
 	assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE replaces = $1",
 				id_s(fx, a1)),
 	    "released");
-	assert_string_equal(wait_text(fx, 20, "active",
-				"SELECT status FROM pools WHERE name = 'small'", NULL),
+	/* the tenant lost nothing: no fault interval (billing credit), the pool never degraded */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocation_fault_intervals f JOIN allocations a "
+			     "ON a.id = f.allocation_id WHERE a.replaces = $1",
+			     id_s(fx, a1)),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'pool.degraded' AND "
+			     "object_id = (SELECT id::text FROM pools WHERE name = 'small')"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = "
+			     "'pool_degraded'"),
+	    0);
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'small'"),
 	    "active");
 	fx_assert_pool_invariants(fx);
 	assert_string_equal(agent_uuids(fx, "fa-n0"), db_uuids(fx));
