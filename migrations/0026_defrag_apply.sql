@@ -123,13 +123,15 @@ END
 $$;
 
 -- One step of a plan that is applying: one state change of its first
--- unfinished move (or the plan's end). Returns 'step' (something changed:
+-- unfinished move (or the plan's end). A new instance not ready
+-- p_timeout_s after its move began creating fails the move (agent_timeout). Returns 'step' (something changed:
 -- call again), 'wait' (the move waits for an agent) or 'idle' (the plan
 -- is finished or not applying). The lock order is the approvals'
 -- (docs/architecture.md): the plan row (wanted by nothing else), the
 -- pool's approved requests, the pool, the source and target GPUs in id
 -- order, the allocations, last the nodes.
-CREATE FUNCTION defrag_step(p_plan bigint, p_threshold float8) RETURNS text
+CREATE FUNCTION defrag_step(p_plan bigint, p_threshold float8, p_timeout_s integer)
+RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_plan  record;
@@ -256,6 +258,22 @@ BEGIN
 			PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
 			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		IF n.state IN ('reserved', 'provisioning')
+		   AND m.updated_at < now() - make_interval(secs => p_timeout_s) THEN
+			-- the agent never created it: make before break gives it up (the old
+			-- one serves on); break before make leaves it reserved for the agent
+			IF m.make_before_break THEN
+				UPDATE allocations SET state = 'releasing', updated_at = now()
+				WHERE id = n.id;
+				PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			END IF;
+			UPDATE defrag_moves SET state = 'failed', reason = 'agent_timeout',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the node agent did not create the new instance within '
+				|| p_timeout_s || ' s'), updated_at = now() WHERE id = p_plan;
 			RETURN 'step';
 		END IF;
 		IF n.state IN ('reserved', 'provisioning') THEN

@@ -1334,7 +1334,7 @@ CREATE FUNCTION public.defrag_source_idle(p_alloc bigint, p_idle_s integer, p_th
 	FROM allocations a JOIN gpus g ON g.id = a.gpu_id WHERE a.id = p_alloc
 $$;
 
-CREATE FUNCTION public.defrag_step(p_plan bigint, p_threshold double precision) RETURNS text
+CREATE FUNCTION public.defrag_step(p_plan bigint, p_threshold double precision, p_timeout_s integer) RETURNS text
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -1462,6 +1462,22 @@ BEGIN
 			PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
 			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		IF n.state IN ('reserved', 'provisioning')
+		   AND m.updated_at < now() - make_interval(secs => p_timeout_s) THEN
+			-- the agent never created it: make before break gives it up (the old
+			-- one serves on); break before make leaves it reserved for the agent
+			IF m.make_before_break THEN
+				UPDATE allocations SET state = 'releasing', updated_at = now()
+				WHERE id = n.id;
+				PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			END IF;
+			UPDATE defrag_moves SET state = 'failed', reason = 'agent_timeout',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the node agent did not create the new instance within '
+				|| p_timeout_s || ' s'), updated_at = now() WHERE id = p_plan;
 			RETURN 'step';
 		END IF;
 		IF n.state IN ('reserved', 'provisioning') THEN

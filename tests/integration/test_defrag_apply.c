@@ -648,6 +648,31 @@ test_move_paths(void **state)
 	assert_moves_clean(fx, p);
 	fx_assert_pool_invariants(fx);
 
+	/* an agent that never creates the new instance: agent_timeout, the old one serves on */
+	a0 = idle_small(fx, 0);
+	f0 = free_start(fx, a0, 0);
+	p = synthetic_plan(fx, fx_str(fx, "[%s]", move_json(fx, a0, f0, true)));
+	assert_int_equal(kill(agent, SIGSTOP), 0);
+	apply_ok(fx, p);
+	wait_move(fx, p, 0, "creating");
+	/* (GPUPOOL_DEFRAG_MOVE_TIMEOUT is 900 s: the move began an hour ago) */
+	fx_sql_exec(fx,
+	    "UPDATE defrag_moves SET updated_at = now() - interval '1 hour' WHERE plan_id = $1",
+	    id_s(fx, p));
+	wait_finished(fx, p);
+	assert_int_equal(kill(agent, SIGCONT), 0);
+	wait_settled(fx);
+	assert_string_equal(plan_state(fx, p), "failed");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state || ':' || reason FROM defrag_moves WHERE plan_id = $1",
+				id_s(fx, p)),
+	    "failed:agent_timeout");
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+				id_s(fx, a0)),
+	    "ready");
+	fx_assert_pool_invariants(fx);
+	assert_string_equal(agent_uuids(fx, "fa-n0"), db_uuids(fx));
+
 	/* the pool is released while a move waits: the new instance goes with it */
 	a0 = idle_small(fx, 0);
 	f0 = free_start(fx, a0, 0);
