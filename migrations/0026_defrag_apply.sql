@@ -6,11 +6,13 @@
 -- then runs defrag_step(), one committed step per call, so that a replica
 -- killed mid-plan leaves every move in a state the next leader resumes
 -- from. A move's new allocation names the one it replaces
--- (allocations.replaces); while both live, the pool counts one of them:
--- an approval's shrink or release chooses only the old one (the worker
--- then releases the new one), the invariants count the new one instead of
--- the old. The usage ledger is per (pool, model, profile) count, which a
--- move keeps: it is not touched.
+-- (allocations.replaces); while both live, the pool counts one of them
+-- (the invariants count the new one instead of the old). A shrink or
+-- release of the pool meanwhile may choose either: the move is then
+-- skipped (source_released) and, when the old one was chosen, the worker
+-- releases the new one too, so the pool loses one instance, never two.
+-- The usage ledger is per (pool, model, profile) count, which a move
+-- keeps: it is not touched.
 
 ALTER TABLE allocations ADD COLUMN replaces bigint REFERENCES allocations (id);
 -- one live successor per allocation: a resumed step finds it again, never inserts a second
@@ -121,13 +123,15 @@ END
 $$;
 
 -- One step of a plan that is applying: one state change of its first
--- unfinished move (or the plan's end). Returns 'step' (something changed:
+-- unfinished move (or the plan's end). A new instance not ready
+-- p_timeout_s after its move began creating fails the move (agent_timeout). Returns 'step' (something changed:
 -- call again), 'wait' (the move waits for an agent) or 'idle' (the plan
 -- is finished or not applying). The lock order is the approvals'
 -- (docs/architecture.md): the plan row (wanted by nothing else), the
 -- pool's approved requests, the pool, the source and target GPUs in id
 -- order, the allocations, last the nodes.
-CREATE FUNCTION defrag_step(p_plan bigint, p_threshold float8) RETURNS text
+CREATE FUNCTION defrag_step(p_plan bigint, p_threshold float8, p_timeout_s integer)
+RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_plan  record;
@@ -256,6 +260,22 @@ BEGIN
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
 			RETURN 'step';
 		END IF;
+		IF n.state IN ('reserved', 'provisioning')
+		   AND m.updated_at < now() - make_interval(secs => p_timeout_s) THEN
+			-- the agent never created it: make before break gives it up (the old
+			-- one serves on); break before make leaves it reserved for the agent
+			IF m.make_before_break THEN
+				UPDATE allocations SET state = 'releasing', updated_at = now()
+				WHERE id = n.id;
+				PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			END IF;
+			UPDATE defrag_moves SET state = 'failed', reason = 'agent_timeout',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the node agent did not create the new instance within '
+				|| p_timeout_s || ' s'), updated_at = now() WHERE id = p_plan;
+			RETURN 'step';
+		END IF;
 		IF n.state IN ('reserved', 'provisioning') THEN
 			RETURN 'wait';
 		END IF;
@@ -274,7 +294,13 @@ BEGIN
 			END IF;
 			RETURN 'step';
 		END IF;
-		-- failed (or taken by a release): the agent could not create it
+		IF n.state IN ('releasing', 'released') AND n.release_request_id IS NOT NULL THEN
+			-- a shrink or release of the pool chose the new one: the pool is whole
+			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		-- failed: the agent could not create it
 		IF m.make_before_break AND n.state = 'failed' THEN
 			-- the old instance keeps serving; the new one goes
 			UPDATE allocations SET state = 'releasing', updated_at = now() WHERE id = n.id;
@@ -365,3 +391,87 @@ BEGIN
 	RETURN 'cancelled';
 END
 $$;
+
+-- A move's new allocation that the agent could not create while the old
+-- one still serves (make before break) is no fault of the pool: it
+-- neither degrades the pool (pools_settle, as 0019 left it otherwise) nor
+-- opens a fault interval that billing would credit
+-- (allocations_fault_history, as 0016 left it otherwise); the worker
+-- releases it at its next step.
+CREATE FUNCTION defrag_shadowed(p_replaces bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT p_replaces IS NOT NULL AND EXISTS (SELECT 1 FROM allocations o
+		WHERE o.id = p_replaces AND o.state NOT IN ('releasing', 'released'))
+$$;
+
+CREATE OR REPLACE FUNCTION allocations_fault_history() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed'
+	   AND NOT defrag_shadowed(NEW.replaces) THEN
+		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
+	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
+		UPDATE allocation_fault_intervals SET ended_at = now()
+		WHERE allocation_id = NEW.id AND ended_at IS NULL;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pools_settle(p_pools bigint[]) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_n integer := 0;
+	r   record;
+BEGIN
+	IF p_pools IS NULL OR cardinality(p_pools) = 0 THEN
+		RETURN 0;
+	END IF;
+	PERFORM 1 FROM pools WHERE id = ANY (p_pools) ORDER BY id FOR NO KEY UPDATE;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'active')
+		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed'
+		              AND NOT defrag_shadowed(a.replaces))
+		RETURNING p.id, p.project_id, p.name, was.status AS before,
+		          (SELECT g.node_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
+		           WHERE a.pool_id = p.id AND a.state = 'failed' AND NOT defrag_shadowed(a.replaces)
+		           ORDER BY a.id LIMIT 1) AS node
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'degraded');
+		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, r.node, NULL,
+			r.id, r.project_id, 'pool ' || r.name || ' has a failed allocation', '{}');
+		v_n := v_n + 1;
+	END LOOP;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'degraded')
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state NOT IN ('ready', 'releasing', 'released')
+		                  AND NOT (a.state = 'failed' AND defrag_shadowed(a.replaces)))
+		RETURNING p.id, p.project_id, was.status AS before
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'active');
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+		v_n := v_n + 1;
+	END LOOP;
+	FOR r IN
+		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
+		UPDATE pools p SET status = 'released', released_at = now(),
+			generation = p.generation + 1, updated_at = now()
+		FROM was WHERE p.id = was.id AND p.status = 'releasing'
+		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
+		                  AND a.state <> 'released')
+		RETURNING p.id, p.project_id, was.status AS before
+	LOOP
+		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'released');
+		PERFORM alert_resolve('pool_degraded:' || r.id);
+		v_n := v_n + 1;
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+
+-- The one audit document of a settled pool.

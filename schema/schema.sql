@@ -529,7 +529,8 @@ CREATE FUNCTION public.allocations_fault_history() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed' THEN
+	IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed'
+	   AND NOT defrag_shadowed(NEW.replaces) THEN
 		INSERT INTO allocation_fault_intervals (allocation_id) VALUES (NEW.id);
 	ELSIF OLD.state = 'failed' AND NEW.state <> 'failed' THEN
 		UPDATE allocation_fault_intervals SET ended_at = now()
@@ -1312,6 +1313,13 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.defrag_shadowed(p_replaces bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT p_replaces IS NOT NULL AND EXISTS (SELECT 1 FROM allocations o
+		WHERE o.id = p_replaces AND o.state NOT IN ('releasing', 'released'))
+$$;
+
 CREATE FUNCTION public.defrag_source_idle(p_alloc bigint, p_idle_s integer, p_threshold double precision) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$
@@ -1326,7 +1334,7 @@ CREATE FUNCTION public.defrag_source_idle(p_alloc bigint, p_idle_s integer, p_th
 	FROM allocations a JOIN gpus g ON g.id = a.gpu_id WHERE a.id = p_alloc
 $$;
 
-CREATE FUNCTION public.defrag_step(p_plan bigint, p_threshold double precision) RETURNS text
+CREATE FUNCTION public.defrag_step(p_plan bigint, p_threshold double precision, p_timeout_s integer) RETURNS text
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -1456,6 +1464,22 @@ BEGIN
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
 			RETURN 'step';
 		END IF;
+		IF n.state IN ('reserved', 'provisioning')
+		   AND m.updated_at < now() - make_interval(secs => p_timeout_s) THEN
+			-- the agent never created it: make before break gives it up (the old
+			-- one serves on); break before make leaves it reserved for the agent
+			IF m.make_before_break THEN
+				UPDATE allocations SET state = 'releasing', updated_at = now()
+				WHERE id = n.id;
+				PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			END IF;
+			UPDATE defrag_moves SET state = 'failed', reason = 'agent_timeout',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the node agent did not create the new instance within '
+				|| p_timeout_s || ' s'), updated_at = now() WHERE id = p_plan;
+			RETURN 'step';
+		END IF;
 		IF n.state IN ('reserved', 'provisioning') THEN
 			RETURN 'wait';
 		END IF;
@@ -1474,7 +1498,13 @@ BEGIN
 			END IF;
 			RETURN 'step';
 		END IF;
-		-- failed (or taken by a release): the agent could not create it
+		IF n.state IN ('releasing', 'released') AND n.release_request_id IS NOT NULL THEN
+			-- a shrink or release of the pool chose the new one: the pool is whole
+			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		-- failed: the agent could not create it
 		IF m.make_before_break AND n.state = 'failed' THEN
 			-- the old instance keeps serving; the new one goes
 			UPDATE allocations SET state = 'releasing', updated_at = now() WHERE id = n.id;
@@ -2035,10 +2065,12 @@ BEGIN
 		WITH was AS (SELECT id, status FROM pools WHERE id = ANY (p_pools))
 		UPDATE pools p SET status = 'degraded', generation = p.generation + 1, updated_at = now()
 		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'active')
-		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed')
+		  AND EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id AND a.state = 'failed'
+		              AND NOT defrag_shadowed(a.replaces))
 		RETURNING p.id, p.project_id, p.name, was.status AS before,
 		          (SELECT g.node_id FROM allocations a JOIN gpus g ON g.id = a.gpu_id
-		           WHERE a.pool_id = p.id AND a.state = 'failed' ORDER BY a.id LIMIT 1) AS node
+		           WHERE a.pool_id = p.id AND a.state = 'failed' AND NOT defrag_shadowed(a.replaces)
+		           ORDER BY a.id LIMIT 1) AS node
 	LOOP
 		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'degraded');
 		PERFORM alert_raise('pool_degraded', 'critical', 'pool_degraded:' || r.id, r.node, NULL,
@@ -2050,7 +2082,8 @@ BEGIN
 		UPDATE pools p SET status = 'active', generation = p.generation + 1, updated_at = now()
 		FROM was WHERE p.id = was.id AND p.status IN ('provisioning', 'degraded')
 		  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = p.id
-		                  AND a.state NOT IN ('ready', 'releasing', 'released'))
+		                  AND a.state NOT IN ('ready', 'releasing', 'released')
+		                  AND NOT (a.state = 'failed' AND defrag_shadowed(a.replaces)))
 		RETURNING p.id, p.project_id, was.status AS before
 	LOOP
 		PERFORM pools_settle_audit(r.id, r.project_id, r.before, 'active');

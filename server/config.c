@@ -367,6 +367,14 @@ static const struct setting settings[] = {
 		"moves of applying defragmentation plans (`docs/capacity.md`)",
 	},
 	{
+	    INT_SETTING("GPUPOOL_DEFRAG_MOVE_TIMEOUT", defrag_move_timeout_s, 900, 5, 86400),
+	    .unit = " s",
+	    .summary = "seconds a defragmentation move waits for its node agent to create the new "
+		       "instance",
+	    .detail = "then the move fails (`agent_timeout`); make before break releases the new "
+		      "allocation and the old instance serves on",
+	},
+	{
 	    INT_SETTING("GPUPOOL_DEFRAG_PLAN_TTL", defrag_plan_ttl_s, 3600, 60, 7 * 86400),
 	    .unit = " s",
 	    .summary = "seconds a defragmentation plan can be applied after it was computed",

@@ -37,6 +37,7 @@ struct config {
 	int expiry_interval_s;       /* GPUPOOL_EXPIRY_INTERVAL: the expiry worker's period */
 	int defrag_apply_interval_s; /* GPUPOOL_DEFRAG_APPLY_INTERVAL: the apply worker's period */
 	int defrag_plan_ttl_s;       /* GPUPOOL_DEFRAG_PLAN_TTL: a plan applies this long */
+	int defrag_move_timeout_s;   /* GPUPOOL_DEFRAG_MOVE_TIMEOUT: a move waits this long */
 	int approval_workers;        /* GPUPOOL_APPROVAL_WORKERS: group-commit threads */
 	int agent_grace_s;           /* GPUPOOL_AGENT_GRACE: silent agent -> node unknown */
 	int push_timeout_ms;         /* GPUPOOL_PUSH_TIMEOUT_MS: one push to an agent */

@@ -402,7 +402,7 @@ static int
 start_defrag(struct serve *s)
 {
 	return defrag_apply_start(&s->defrag, s->cfg->defrag_apply_interval_s,
-	    s->cfg->idle_threshold);
+	    s->cfg->idle_threshold, s->cfg->defrag_move_timeout_s);
 }
 
 static int

@@ -271,19 +271,10 @@ DB_STMT(stmt_pools_approve_many_switch,
 DB_STMT(stmt_pools_approve_many,
     APPROVE_MANY_HEAD "nosw AS (SELECT cardinality($29::int8[]))" APPROVE_MANY_TAIL);
 
-/*
- * A defragmentation move's new allocation (replaces, migration 0026)
- * whose old one still lives is not the pool's to choose (pool 0): a
- * shrink or release takes the old one, and the apply worker then
- * releases the new one (defrag_step), so the pool loses one instance,
- * never two.
- */
-#define LIVE_COLS                                                                       \
-	"SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, "               \
-	"CASE WHEN a.replaces IS NOT NULL AND EXISTS (SELECT 1 FROM allocations o "     \
-	"WHERE o.id = a.replaces AND o.state NOT IN ('releasing', 'released')) THEN 0 " \
-	"ELSE coalesce(a.pool_id, 0) END, g.model, a.profile, a.start, a.size "         \
-	"FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
+#define LIVE_COLS                                                                         \
+	"SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, "                 \
+	"coalesce(a.pool_id, 0), g.model, a.profile, a.start, a.size FROM allocations a " \
+	"JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
 DB_STMT(stmt_pools_live_allocs,
     LIVE_COLS "WHERE a.pool_id = $1 AND a.state NOT IN ('releasing', 'released') "
 	      "ORDER BY a.gpu_id, a.start");

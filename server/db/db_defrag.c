@@ -77,7 +77,7 @@ DB_STMT(stmt_defrag_cancel, "SELECT defrag_cancel($1)");
 DB_STMT(stmt_defrag_runnable,
     "SELECT id FROM defrag_plans WHERE (state = 'applying' OR state = 'cancelled') "
     "AND applied_at IS NOT NULL AND finished_at IS NULL ORDER BY id");
-DB_STMT(stmt_defrag_step, "SELECT defrag_step($1, $2::float8)");
+DB_STMT(stmt_defrag_step, "SELECT defrag_step($1, $2::float8, $3::int)");
 
 static int
 gpu_row_cmp(const void *x, const void *y)
@@ -311,10 +311,11 @@ db_defrag_runnable(struct db *db, struct arena *a, int64_t **ids, int *n, struct
 }
 
 int
-db_defrag_step(struct db *db, struct arena *a, int64_t id, double threshold, const char **outcome,
-    struct gp_error *err)
+db_defrag_step(struct db *db, struct arena *a, int64_t id, double threshold, int timeout_s,
+    const char **outcome, struct gp_error *err)
 {
-	const char *p[2] = { db_param_int(a, id), arena_printf(a, "%.6f", threshold) };
+	const char *p[3] = { db_param_int(a, id), arena_printf(a, "%.6f", threshold),
+		db_param_int(a, timeout_s) };
 
-	return one_text(db, a, &stmt_defrag_step, 2, p, outcome, err);
+	return one_text(db, a, &stmt_defrag_step, 3, p, outcome, err);
 }

@@ -115,8 +115,11 @@ int db_defrag_cancel(struct db *db, struct arena *a, int64_t id, const char **ou
 int db_defrag_runnable(struct db *db, struct arena *a, int64_t **ids, int *n, struct gp_error *err)
     __attribute__((warn_unused_result));
 
-/* One step of plan id (defrag_step, its own transaction): step, wait or idle. */
-int db_defrag_step(struct db *db, struct arena *a, int64_t id, double threshold,
+/*
+ * One step of plan id (defrag_step, its own transaction): step, wait or
+ * idle; a new instance not ready timeout_s after its move began fails it.
+ */
+int db_defrag_step(struct db *db, struct arena *a, int64_t id, double threshold, int timeout_s,
     const char **outcome, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

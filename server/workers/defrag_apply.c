@@ -16,6 +16,7 @@
 
 struct defrag_apply_cfg {
 	double threshold;
+	int timeout_s;
 };
 
 /* Steps of plan id until it waits or is finished; -1 on an error (logged). */
@@ -32,7 +33,8 @@ run_plan(const struct defrag_apply_cfg *cfg, int64_t id)
 		bool more;
 
 		gp_error_clear(&err);
-		if (db_defrag_step(db_thread(), a, id, cfg->threshold, &outcome, &err) < 0) {
+		if (db_defrag_step(db_thread(), a, id, cfg->threshold, cfg->timeout_s, &outcome,
+			&err) < 0) {
 			/* (a deadlock or serialization failure: the next pass runs it again) */
 			log_warn(NULL, "could not advance a defrag plan", "plan", buf, "error",
 			    err.message);
@@ -68,9 +70,9 @@ defrag_apply_run_once(void *arg)
 }
 
 int
-defrag_apply_start(struct periodic **out, int interval_s, double threshold)
+defrag_apply_start(struct periodic **out, int interval_s, double threshold, int timeout_s)
 {
-	struct defrag_apply_cfg cfg = { .threshold = threshold };
+	struct defrag_apply_cfg cfg = { .threshold = threshold, .timeout_s = timeout_s };
 	struct periodic_config pc = {
 		.name = "defrag-apply",
 		.leader = true,

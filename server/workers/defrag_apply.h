@@ -14,9 +14,10 @@ struct periodic;
 /*
  * Start the worker (periodic.h: leader only, a pass every interval_s
  * seconds); threshold is GPUPOOL_IDLE_THRESHOLD, the idle rule a move's
- * source is checked against again. periodic_stop stops it.
+ * source is checked against again; timeout_s (GPUPOOL_DEFRAG_MOVE_TIMEOUT)
+ * how long a move waits for its new instance. periodic_stop stops it.
  */
-int defrag_apply_start(struct periodic **out, int interval_s, double threshold)
+int defrag_apply_start(struct periodic **out, int interval_s, double threshold, int timeout_s)
     __attribute__((warn_unused_result));
 
 #endif

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 static const char *op, *alice;
+static pid_t test_agent; /* the agent of node fa-n0 */
 
 static int64_t
 submit(struct fixture *fx, const char *action, const char *pool, const char *items)
@@ -154,11 +155,13 @@ wait_finished(struct fixture *fx, int64_t id)
 static void
 assert_moves_clean(struct fixture *fx, int64_t id)
 {
-	/* a done move: one new allocation replacing the old, ready, the old released */
+	/* a done move: one live allocation replacing the old (a failed earlier try is
+	 * released), ready where the move said, the old released */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM defrag_moves m WHERE m.plan_id = $1 "
 			     "AND m.state = 'done' AND NOT ((SELECT count(*) FROM allocations a "
-			     "WHERE a.replaces = m.allocation_id) = 1 AND EXISTS (SELECT 1 FROM "
+			     "WHERE a.replaces = m.allocation_id AND a.state <> 'released') = 1 "
+			     "AND EXISTS (SELECT 1 FROM "
 			     "allocations a WHERE a.id = m.new_allocation_id AND a.state = 'ready' "
 			     "AND a.gpu_id = m.to_gpu_id AND a.start = m.to_start AND a.device_uuid = "
 			     "m.new_uuid) AND EXISTS (SELECT 1 FROM allocations o WHERE o.id = "
@@ -216,10 +219,12 @@ test_apply_fragmented_fleet(void **state)
 	assert_int_equal(fixture_server_stop(fx, fx->server), 0);
 	ra = fixture_server_start(fx, env);
 	assert_non_null(ra);
+	for (int i = 0; i < 100 && !log_has(ra->log_path, "took leadership", "defrag-apply"); i++)
+		usleep(100000);
+	assert_true(log_has(ra->log_path, "took leadership", "defrag-apply"));
 	rb = fixture_server_start(fx, env);
 	assert_non_null(rb);
 	fx->server = rb;
-	assert_true(log_has(ra->log_path, "took leadership", "defrag-apply"));
 	assert_false(log_has(rb->log_path, "took leadership", "defrag-apply"));
 
 	op = fixture_create_user(fx, "aop", "operator");
@@ -234,6 +239,7 @@ test_apply_fragmented_fleet(void **state)
 	assert_status(r, 201);
 	agent = fx_agent_spawn(fx, rb, "fa", "fa-n0",
 	    "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":4}]}", NULL);
+	test_agent = agent;
 	assert_string_equal(wait_text(fx, 40, "1:4",
 				"SELECT count(DISTINCT n.id) FILTER (WHERE n.status = 'ready') || ':' "
 				"|| count(g.id) FROM nodes n LEFT JOIN gpus g ON g.node_id = n.id "
@@ -447,6 +453,259 @@ test_apply_fragmented_fleet(void **state)
 	assert_problem(r, 409, "plan_not_applicable");
 }
 
+/* ---- synthetic plans: the paths a planner's plan rarely takes ---- */
+
+static void
+write_faults(struct fixture *fx, const char *json)
+{
+	const char *ff = fx_str(fx, "%s/fake-faults.json", fx_agent_dir(fx, "fa-n0"));
+	FILE *f = fopen(ff, "w");
+
+	assert_non_null(f);
+	fputs(json, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The k-th idle ready allocation of pool small (by id). */
+static int64_t
+idle_small(struct fixture *fx, int k)
+{
+	return fx_sql_int64(fx,
+	    "SELECT a.id FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = 'small' "
+	    "AND a.state = 'ready' AND NOT EXISTS (SELECT 1 FROM workload_profiles w WHERE "
+	    "w.allocation_id = a.id AND w.ended_at IS NULL) ORDER BY a.id OFFSET $1 LIMIT 1",
+	    fx_str(fx, "%d", k));
+}
+
+/* The k-th free 1g.10gb start on the GPU of allocation id. */
+static int
+free_start(struct fixture *fx, int64_t id, int k)
+{
+	return (int)fx_sql_int64(fx,
+	    "SELECT s FROM generate_series(0, 6) s WHERE NOT EXISTS (SELECT 1 FROM allocations a "
+	    "WHERE a.gpu_id = (SELECT gpu_id FROM allocations WHERE id = $1) AND a.state <> "
+	    "'released' AND int4range(a.start, a.start + a.size) && int4range(s, s + 1)) "
+	    "ORDER BY s OFFSET $2 LIMIT 1",
+	    id_s(fx, id), fx_str(fx, "%d", k));
+}
+
+/* A move of allocation id to start on its own GPU, as the plan's JSON writes it. */
+static const char *
+move_json(struct fixture *fx, int64_t id, int start, bool mbb)
+{
+	return fx_sql_text(fx,
+	    "SELECT jsonb_build_object('allocation', a.id, 'project', 'da', 'pool', 'small', "
+	    "'profile', a.profile, 'from', jsonb_build_object('node', n.name, 'gpu_uuid', g.uuid, "
+	    "'gpu_index', g.gpu_index, 'start', a.start), 'to', jsonb_build_object('node', n.name, "
+	    "'gpu_uuid', g.uuid, 'gpu_index', g.gpu_index, 'start', $2::int), "
+	    "'make_before_break', $3::bool)::text FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+	    "JOIN nodes n ON n.id = g.node_id WHERE a.id = $1",
+	    id_s(fx, id), fx_str(fx, "%d", start), mbb ? "true" : "false");
+}
+
+/* A stored plan (the newest's body) with these moves and no idle window. */
+static int64_t
+synthetic_plan(struct fixture *fx, const char *moves)
+{
+	return fx_sql_int64(fx,
+	    "INSERT INTO defrag_plans (created_by, cluster_id, goal, moves, body) "
+	    "SELECT created_by, cluster_id, goal, jsonb_array_length($1::jsonb), "
+	    "jsonb_set(jsonb_set(body, '{moves}', $1::jsonb), '{idle_minutes}', '0') "
+	    "FROM defrag_plans ORDER BY id DESC LIMIT 1 RETURNING id",
+	    moves);
+}
+
+static void
+apply_ok(struct fixture *fx, int64_t id)
+{
+	struct gp_client_response *r =
+	    fx_request(fx, op, "POST", plan_path(fx, id, "/apply"), NULL);
+
+	assert_status(r, 202);
+}
+
+static void
+wait_move(struct fixture *fx, int64_t plan_id, int ordinal, const char *state)
+{
+	assert_string_equal(wait_text(fx, 20, state,
+				fx_str(fx,
+				    "SELECT state FROM defrag_moves WHERE plan_id = $1 AND ordinal = %d",
+				    ordinal),
+				id_s(fx, plan_id)),
+	    state);
+}
+
+static void
+test_move_paths(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	pid_t agent = test_agent;
+	int64_t a0, a1, a2, a3, p, released0;
+	int f0, f1, f2, f3;
+
+	write_faults(fx, "{}");
+	assert_string_equal(wait_text(fx, 20, "0",
+				"SELECT count(*)::text FROM workload_profiles WHERE ended_at IS NULL",
+				NULL),
+	    "0");
+
+	/* break before make, on its own GPU: the old instance goes first */
+	a0 = idle_small(fx, 0);
+	f0 = free_start(fx, a0, 0);
+	p = synthetic_plan(fx, fx_str(fx, "[%s]", move_json(fx, a0, f0, false)));
+	apply_ok(fx, p);
+	wait_finished(fx, p);
+	wait_settled(fx);
+	assert_string_equal(plan_state(fx, p), "applied");
+	r = fx_request(fx, op, "GET", plan_path(fx, p, ""), NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "moves[0].state", "done");
+	assert_int_equal(fx_sql_int64(fx, "SELECT start FROM allocations WHERE id = $1",
+			     id_s(fx, fx_json_int(r->json, "moves[0].new_allocation"))),
+	    f0);
+	assert_moves_clean(fx, p);
+	fx_assert_pool_invariants(fx);
+	assert_string_equal(agent_uuids(fx, "fa-n0"), db_uuids(fx));
+
+	/* the agent cannot create the new instance: failed, the old one keeps serving */
+	a1 = idle_small(fx, 0);
+	f1 = free_start(fx, a1, 0);
+	write_faults(fx,
+	    fx_str(fx,
+		"{\"fail_apply\":[{\"gpu\":%lld,\"profile\":\"1g.10gb\",\"start\":%d,"
+		"\"message\":\"injected: no room\"}]}",
+		(long long)fx_sql_int64(fx,
+		    "SELECT g.gpu_index FROM allocations a JOIN gpus g ON g.id = a.gpu_id "
+		    "WHERE a.id = $1",
+		    id_s(fx, a1)),
+		f1));
+	p = synthetic_plan(fx, fx_str(fx, "[%s]", move_json(fx, a1, f1, true)));
+	apply_ok(fx, p);
+	wait_finished(fx, p);
+	write_faults(fx, "{}");
+	wait_settled(fx);
+	r = fx_request(fx, op, "GET", plan_path(fx, p, ""), NULL);
+	assert_status(r, 200);
+	assert_json_str(r->json, "state", "failed");
+	assert_json_str(r->json, "moves[0].state", "failed");
+	assert_non_null(strstr(fx_json_str(r->json, "moves[0].reason"), "agent_failed"));
+	assert_non_null(strstr(fx_json_str(r->json, "error"), "move 0"));
+	assert_int_equal(fx_json_int(r->json, "progress.failed"), 1);
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+				id_s(fx, a1)),
+	    "ready");
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE replaces = $1",
+				id_s(fx, a1)),
+	    "released");
+	/* the tenant lost nothing: no fault interval (billing credit), the pool never degraded */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocation_fault_intervals f JOIN allocations a "
+			     "ON a.id = f.allocation_id WHERE a.replaces = $1",
+			     id_s(fx, a1)),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM audit_log WHERE action = 'pool.degraded' AND "
+			     "object_id = (SELECT id::text FROM pools WHERE name = 'small')"),
+	    0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM alerts WHERE type = "
+			     "'pool_degraded'"),
+	    0);
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'small'"),
+	    "active");
+	fx_assert_pool_invariants(fx);
+	assert_string_equal(agent_uuids(fx, "fa-n0"), db_uuids(fx));
+
+	/* cancel while a move waits for its agent: it finishes, the next is skipped */
+	a2 = idle_small(fx, 0);
+	a3 = idle_small(fx, 1);
+	f2 = free_start(fx, a2, 0);
+	f3 = free_start(fx, a3,
+	    a3 == a2 ||
+		    fx_sql_int64(fx,
+			"SELECT ((SELECT gpu_id FROM allocations WHERE id = "
+			"$1) = (SELECT gpu_id FROM allocations WHERE id = $2))::int",
+			id_s(fx, a2), id_s(fx, a3)) == 1
+		? 1
+		: 0);
+	p = synthetic_plan(fx,
+	    fx_str(fx, "[%s,%s]", move_json(fx, a2, f2, true), move_json(fx, a3, f3, true)));
+	assert_int_equal(kill(agent, SIGSTOP), 0);
+	apply_ok(fx, p);
+	wait_move(fx, p, 0, "creating");
+	r = fx_request(fx, op, "POST", plan_path(fx, p, "/cancel"), "{}");
+	assert_status(r, 200);
+	assert_json_str(r->json, "state", "cancelled");
+	assert_json_str(r->json, "moves[0].state", "creating");
+	assert_json_str(r->json, "moves[1].state", "skipped");
+	assert_json_str(r->json, "moves[1].reason", "cancelled");
+	assert_int_equal(kill(agent, SIGCONT), 0);
+	wait_finished(fx, p);
+	wait_settled(fx);
+	assert_string_equal(plan_state(fx, p), "cancelled");
+	wait_move(fx, p, 0, "done");
+	assert_moves_clean(fx, p);
+	fx_assert_pool_invariants(fx);
+
+	/* an agent that never creates the new instance: agent_timeout, the old one serves on */
+	a0 = idle_small(fx, 0);
+	f0 = free_start(fx, a0, 0);
+	p = synthetic_plan(fx, fx_str(fx, "[%s]", move_json(fx, a0, f0, true)));
+	assert_int_equal(kill(agent, SIGSTOP), 0);
+	apply_ok(fx, p);
+	wait_move(fx, p, 0, "creating");
+	/* (GPUPOOL_DEFRAG_MOVE_TIMEOUT is 900 s: the move began an hour ago) */
+	fx_sql_exec(fx,
+	    "UPDATE defrag_moves SET updated_at = now() - interval '1 hour' WHERE plan_id = $1",
+	    id_s(fx, p));
+	wait_finished(fx, p);
+	assert_int_equal(kill(agent, SIGCONT), 0);
+	wait_settled(fx);
+	assert_string_equal(plan_state(fx, p), "failed");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state || ':' || reason FROM defrag_moves WHERE plan_id = $1",
+				id_s(fx, p)),
+	    "failed:agent_timeout");
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+				id_s(fx, a0)),
+	    "ready");
+	fx_assert_pool_invariants(fx);
+	assert_string_equal(agent_uuids(fx, "fa-n0"), db_uuids(fx));
+
+	/* the pool is released while a move waits: the new instance goes with it */
+	a0 = idle_small(fx, 0);
+	f0 = free_start(fx, a0, 0);
+	p = synthetic_plan(fx, fx_str(fx, "[%s]", move_json(fx, a0, f0, true)));
+	released0 = fx_sql_int64(fx, "SELECT count(*) FROM allocations WHERE state = 'released'");
+	assert_int_equal(kill(agent, SIGSTOP), 0);
+	apply_ok(fx, p);
+	wait_move(fx, p, 0, "creating");
+	approve(fx, submit(fx, "release", "small", NULL));
+	assert_int_equal(kill(agent, SIGCONT), 0);
+	wait_finished(fx, p);
+	wait_settled(fx);
+	wait_move(fx, p, 0, "skipped");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT reason FROM defrag_moves WHERE plan_id = $1 AND ordinal = 0",
+				id_s(fx, p)),
+	    "source_released");
+	assert_string_equal(wait_text(fx, 20, "released",
+				"SELECT status FROM pools WHERE name = 'small'", NULL),
+	    "released");
+	/* its four instances and the new one, all released; the ledger closed once */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE state = 'released'") -
+		released0,
+	    5);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM usage_ledger l JOIN pools p ON p.id = l.pool_id "
+			     "WHERE p.name = 'small' AND l.ended_at IS NULL"),
+	    0);
+	fx_assert_pool_invariants(fx);
+	assert_string_equal(agent_uuids(fx, "fa-n0"), db_uuids(fx));
+}
+
 static void
 test_cancel_expire_list(void **state)
 {
@@ -540,6 +799,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_apply_fragmented_fleet),
 		cmocka_unit_test(test_cancel_expire_list),
+		cmocka_unit_test(test_move_paths),
 	};
 
 	return fixture_run_tests(tests);
