@@ -371,8 +371,9 @@ static const struct setting settings[] = {
 	    .unit = " s",
 	    .summary = "seconds a defragmentation move waits for its node agent to create the new "
 		       "instance",
-	    .detail = "then the move fails (`agent_timeout`); make before break releases the new "
-		      "allocation and the old instance serves on",
+	    .detail = "a move whose new instance is not ready this long after it began fails "
+		      "(`agent_timeout`); make before break releases the new allocation and the "
+		      "old instance serves on",
 	},
 	{
 	    INT_SETTING("GPUPOOL_DEFRAG_PLAN_TTL", defrag_plan_ttl_s, 3600, 60, 7 * 86400),

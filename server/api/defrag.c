@@ -494,6 +494,7 @@ defrag_action(struct request *req, struct response *res, bool apply, struct gp_e
 	if (strcmp(c.outcome, "not_applicable") == 0) {
 		if (plan_load(req, c.id, &doc, err) < 0)
 			return -1;
+		json_own(req->arena, doc);
 		return gp_error_set(err, 409, "plan_not_applicable",
 		    "the plan is %s: it cannot be %s",
 		    json_object_get_string(json_object_object_get(doc, "state")),

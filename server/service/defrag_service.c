@@ -124,7 +124,8 @@ defrag_service_plan(struct db *db, struct arena *a, const struct catalog *c,
 	/* copy what the answer needs into the arena; the plan is freed */
 	out->nmoves = plan.nmoves;
 	out->moves = arena_alloc(a, sizeof(*out->moves) * (size_t)(plan.nmoves + 1));
-	memcpy(out->moves, plan.moves, sizeof(*out->moves) * (size_t)plan.nmoves);
+	if (plan.nmoves > 0) /* (no moves: plan.moves may be NULL, which memcpy must not get) */
+		memcpy(out->moves, plan.moves, sizeof(*out->moves) * (size_t)plan.nmoves);
 	out->placeable_before = plan.placeable_before;
 	out->placeable_after = plan.placeable_after;
 	memcpy(out->item_before, plan.item_before, sizeof(out->item_before));

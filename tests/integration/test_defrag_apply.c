@@ -415,6 +415,14 @@ test_apply_fragmented_fleet(void **state)
 		assert_non_null(oldu);
 		assert_non_null(strstr(k8s, newu));
 		assert_null(strstr(k8s, oldu));
+		/* the tenant's own view of the pool names the new device, not the old */
+		r = fx_request(fx, alice, "GET",
+		    fx_str(fx, "/v1/pools/%lld",
+			(long long)fx_sql_int64(fx, "SELECT id FROM pools WHERE name = 'small'")),
+		    NULL);
+		assert_status(r, 200);
+		assert_non_null(strstr(r->body, newu));
+		assert_null(strstr(r->body, oldu));
 		ff = fx_str(fx, "%s/fake-faults.json", fx_agent_dir(fx, "fa-n0"));
 		f = fopen(ff, "w");
 		assert_non_null(f);

@@ -17,6 +17,8 @@
  * other report holds while it waits for the pool. test_deadlock's agents
  * test finds that under load; this one in a second, deterministically
  * (it failed with 0016's agent_apply_status).
+ *
+ * A step of the defrag apply worker waits for its pool holding no GPU.
  */
 #include "fixture.h"
 
@@ -255,12 +257,83 @@ test_reports_settle_what_they_locked(void **state)
 	PQfinish(b);
 }
 
+/*
+ * A step of the defrag apply worker (defrag_step, migration 0026) takes
+ * the move's pool before its GPUs, as approvals do: while an approval
+ * holds the pool, the step waits there holding no GPU, so the approval
+ * takes the GPUs and the node at once (a lock timeout here would mean
+ * the step took a GPU first: a deadlock with that approval).
+ */
+static void
+test_defrag_step_takes_the_pool_first(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	PGconn *z, *d;
+	const char *pool, *plan, *node;
+	int64_t create;
+
+	fx_fleet(fx, "ld", "H100-80GB", 1, 2, true);
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects/lr/pool-requests",
+	    "{\"action\":\"create\",\"pool\":\"mv\",\"items\":[\"H100-80GB/1g.10gb=1\"],"
+	    "\"cluster\":\"ld\",\"justification\":\"t\"}");
+	assert_int_equal(r->status, 201);
+	create = fx_json_int(r->json, "id");
+	assert_int_equal(fx_request(fx, fx->admin_token, "POST",
+			     fx_str(fx, "/v1/pool-requests/%lld/approve", (long long)create), "{}")
+			     ->status,
+	    200);
+	pool = fx_sql_text(fx, "SELECT id::text FROM pools WHERE name = 'mv'");
+	node = fx_sql_text(fx, "SELECT id::text FROM nodes WHERE name = 'ld-n0'");
+	/* a plan moving the pool's instance to the other GPU, applied */
+	plan = fx_sql_text(fx,
+	    "INSERT INTO defrag_plans (goal, moves, body) SELECT 'items', 1, jsonb_build_object("
+	    "'idle_minutes', 0, 'moves', jsonb_build_array(jsonb_build_object('allocation', a.id, "
+	    "'profile', a.profile, 'from', jsonb_build_object('gpu_uuid', g.uuid, 'start', a.start), "
+	    "'to', jsonb_build_object('gpu_uuid', h.uuid, 'start', 0), 'make_before_break', true))) "
+	    "FROM allocations a JOIN gpus g ON g.id = a.gpu_id JOIN gpus h ON h.node_id = g.node_id "
+	    "AND h.id <> g.id WHERE a.pool_id = $1::int8 RETURNING id::text",
+	    pool);
+	assert_string_equal(fx_sql_text(fx, "SELECT defrag_apply($1::int8, 0, 3600)", plan),
+	    "applying");
+	z = session(fx);
+	d = session(fx);
+
+	/* z: an approval of the pool, which holds it */
+	run(z, "BEGIN");
+	run(z, "SET LOCAL lock_timeout = '5s'");
+	run(z, fx_str(fx, "SELECT 1 FROM pools WHERE id = %s FOR NO KEY UPDATE", pool));
+	/* d: the step waits for the pool */
+	if (!PQsendQuery(d, fx_str(fx, "SELECT defrag_step(%s, 0.05, 900)", plan)))
+		fail_msg("send: %s", PQerrorMessage(d));
+	assert_true(wait_blocked(fx, d, PQbackendPID(d), PQbackendPID(z)));
+	/* z takes the GPUs and the node without waiting for d */
+	run(z,
+	    fx_str(fx, "SELECT 1 FROM gpus WHERE node_id = %s ORDER BY id FOR NO KEY UPDATE",
+		node));
+	run(z, fx_str(fx, "UPDATE nodes SET updated_at = now() WHERE id = %s", node));
+	run(z, "COMMIT");
+	assert_string_equal(finish(fx, d), "");
+	/* the step ran after it: the new allocation reserved on the other GPU */
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state FROM defrag_moves WHERE plan_id = $1::int8", plan),
+	    "creating");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE pool_id = $1::int8 "
+			     "AND replaces IS NOT NULL AND start = 0",
+			     pool),
+	    1);
+	PQfinish(z);
+	PQfinish(d);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_heartbeat_after_liveness),
 		cmocka_unit_test(test_reports_settle_what_they_locked),
+		cmocka_unit_test(test_defrag_step_takes_the_pool_first),
 	};
 
 	return fixture_run_tests(tests);
