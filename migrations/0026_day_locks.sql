@@ -36,7 +36,27 @@
 --    changing GPUs in the same transaction: an approval batch reads them
 --    before it places and changes layouts in its last statement).
 
+--
+-- 4. Plans made on a small fleet. A connection caches a function's plans
+--    and, after five calls, PL/pgSQL keeps a generic one made for the
+--    size the tables had then (a statement without parameters gets
+--    nothing else). The pusher and the HTTP threads start before the fleet
+--    enrolls: outbox_claim's first UPDATE joined every pending outbox row
+--    to a scan of all nodes (0.3-2.5 s a call at 10,000 nodes), and
+--    pools_settle's statements walked every live pool against a scan of
+--    allocations instead of looking up the pools they were given (300 ms
+--    of CPU in status reports that held the node's GPUs meanwhile, which
+--    shrinks and releases waited for). pools_settle now plans each call
+--    for its pools (plan_cache_mode = force_custom_plan: four short
+--    statements); outbox_claim, as agent_enroll since 0020, plans only
+--    keyed access (nested loops over indexes), whatever size the tables
+--    had when its plan was made.
+
 DROP FUNCTION metric_ingest(bigint, jsonb, integer);
+
+ALTER FUNCTION pools_settle(bigint[]) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION outbox_claim(integer, interval)
+	SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off;
 
 CREATE OR REPLACE FUNCTION agent_heartbeat(p_node bigint, p_observed bigint)
 RETURNS bigint LANGUAGE plpgsql AS $$

@@ -1573,6 +1573,9 @@ $$;
 
 CREATE FUNCTION public.outbox_claim(p_limit integer, p_lease interval) RETURNS TABLE(node_id bigint, attempts integer, callback_url text, push_secret text)
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
 	UPDATE outbox o SET delivered_at = now(), last_error = 'no callback URL: the agent long-polls'
@@ -1702,6 +1705,7 @@ $$;
 
 CREATE FUNCTION public.pools_settle(p_pools bigint[]) RETURNS integer
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
 	v_n integer := 0;

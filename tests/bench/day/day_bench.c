@@ -14,11 +14,14 @@
  *   document lists them, so allocations become ready and releases
  *   complete). Each kind is spread evenly over its period (agent i's
  *   heartbeat at i x 10 s / AGENTS within the period).
- * - CLIENTS operators, each in a loop: submit a create of 2 x 1g.10gb,
- *   approve it, submit and approve a shrink by one, submit and approve the
- *   release. Every approval's latency is measured, and the time from its
- *   answer to the owning agent receiving the new generation (approval ->
- *   agent).
+ * - CLIENTS operators, each in a loop: submit a create of 2 x 1g.10gb and
+ *   approve it, submit and approve a shrink by one of the pool it created
+ *   LAG (BENCH_DAY_POOL_LAG, 4) cycles before, submit and approve the
+ *   release of the pool it created 2 x LAG cycles before (an operator
+ *   shrinks and releases pools that have lived a while, not one whose
+ *   agent is still reporting it ready; LAG 0: the same pool at once).
+ *   Every approval's latency is measured, and the time from its answer to
+ *   the owning agent receiving the new generation (approval -> agent).
  * - one client pages the dashboard's capacity API (GET /v1/gpus?limit=200,
  *   cursor after cursor, from the start again at the end);
  * - one client exports period 2026-10 as FOCUS again and again (POST
@@ -113,6 +116,7 @@ struct client {
 
 static const char *base, *agent_base, *admin;
 static int agent_port, nagents, nclients;
+static int pool_lag = 4; /* BENCH_DAY_POOL_LAG */
 static struct agent *ag;
 static struct client cl[MAX_CLIENTS];
 static struct req slots[SLOTS], pager, exporter;
@@ -473,9 +477,10 @@ done(struct req *r, long status)
 			if (fails_other[r->kind] <= 3 && status < 500 && status != 0)
 				fprintf(stderr, "bench_day: %s: HTTP %ld %.300s\n",
 				    kind_name[r->kind], status, r->buf ? r->buf : "");
-			/* start a fresh pool */
-			cl[i].step = 0;
-			cl[i].cycle++;
+			/* the next step */
+			cl[i].step = (cl[i].step / 2 * 2 + 2) % 6;
+			if (cl[i].step == 0)
+				cl[i].cycle++;
 			cl[i].wait_until = now_s() + 0.1;
 		}
 		break;
@@ -639,20 +644,29 @@ client_next(int c)
 		start(&k->r, K_APPROVE, c, -1, "POST", path, admin, "{\"note\":\"day\"}");
 		return;
 	}
+	/* the shrink and the release are of older pools (none yet: the step is skipped) */
+	int pool = k->step == 0 ? k->cycle : k->cycle - (k->step / 2) * pool_lag;
+
+	if (pool < 0) {
+		k->step = (k->step + 2) % 6;
+		if (k->step == 0)
+			k->cycle++;
+		return;
+	}
 	snprintf(path, sizeof(path), "/v1/projects/day%d/pool-requests", c % 8);
 	if (k->step == 0)
 		snprintf(body, sizeof(body),
 		    "{\"action\":\"create\",\"pool\":\"c%d-%d\",\"items\":[\"H100-80GB/1g.10gb=2\"],"
 		    "\"justification\":\"day\"}",
-		    c, k->cycle);
+		    c, pool);
 	else if (k->step == 2)
 		snprintf(body, sizeof(body),
 		    "{\"action\":\"shrink\",\"pool\":\"c%d-%d\",\"items\":[\"H100-80GB/1g.10gb=1\"],"
 		    "\"justification\":\"day\"}",
-		    c, k->cycle);
+		    c, pool);
 	else
 		snprintf(body, sizeof(body), "{\"action\":\"release\",\"pool\":\"c%d-%d\"}", c,
-		    k->cycle);
+		    pool);
 	start(&k->r, K_SUBMIT, c, -1, "POST", path, admin, body);
 }
 
@@ -828,6 +842,10 @@ main(int argc, char **argv)
 	if (nclients > MAX_CLIENTS)
 		nclients = MAX_CLIENTS;
 	double secs = atof(argv[6]);
+	const char *lag = getenv("BENCH_DAY_POOL_LAG");
+
+	if (lag != NULL && lag[0] != '\0')
+		pool_lag = atoi(lag);
 	int pid = atoi(argv[7]), pgpid = atoi(argv[8]);
 
 	curl_global_init(CURL_GLOBAL_ALL);
