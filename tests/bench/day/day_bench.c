@@ -40,6 +40,7 @@
 #include <json-c/json.h>
 #include <dirent.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,9 +122,23 @@ static struct agent *ag;
 static struct client cl[MAX_CLIENTS];
 static struct req slots[SLOTS], pager, exporter;
 static struct curl_slist *resolve[NGROUPS];
-static CURLM *multi;
+/*
+ * The held polls in NSHARDS multi handles of their own (agent i's in
+ * shard i % NSHARDS), everything else in multi: libcurl 7.88's
+ * curl_multi_remove_handle walks every connection of its multi handle
+ * after each transfer that kept its connection (bench_fleet).
+ */
+#define NSHARDS 64
+static CURLM *multi, *pmulti[NSHARDS];
 static int ep = -1;
-static long timeout_ms = -1;
+static double deadline[1 + NSHARDS]; /* curl's timers (now_s), -1: none */
+
+/* multi handle w: 0 multi, 1 + k shard k */
+static CURLM *
+mh(int w)
+{
+	return w == 0 ? multi : pmulti[w - 1];
+}
 static struct lat lats[K_NKINDS], agent_lat;
 static long counts[K_NKINDS], fails_5xx[K_NKINDS], fails_other[K_NKINDS], fails_conn[K_NKINDS],
     conflicts;
@@ -230,7 +245,7 @@ start(struct req *r, enum kind kind, int who, int agent, const char *method, con
 		 * libcurl looks for a reusable connection among those to the
 		 * same host name: a name per group keeps that walk short
 		 */
-		int g = agent % NGROUPS;
+		int g = kind == K_POLL ? agent % NGROUPS : agent % 64;
 
 		if (resolve[g] == NULL) {
 			char s[96];
@@ -261,7 +276,7 @@ start(struct req *r, enum kind kind, int who, int agent, const char *method, con
 	curl_easy_setopt(r->h, CURLOPT_PRIVATE, r);
 	curl_easy_setopt(r->h, CURLOPT_TIMEOUT, 90L);
 	curl_easy_setopt(r->h, CURLOPT_NOSIGNAL, 1L);
-	curl_multi_add_handle(multi, r->h);
+	curl_multi_add_handle(kind == K_POLL ? pmulti[agent % NSHARDS] : multi, r->h);
 }
 
 /* A free slot for an agent's short request, NULL when all are busy. */
@@ -542,17 +557,17 @@ static int
 on_socket(CURL *h, curl_socket_t fd, int what, void *ud, void *sockp)
 {
 	struct epoll_event ev = { 0 };
+	int which = (int)(intptr_t)ud;
 
 	(void)h;
-	(void)ud;
-	ev.data.fd = fd;
+	ev.data.u64 = (uint64_t)(uint32_t)fd | (uint64_t)which << 32;
 	if (what == CURL_POLL_REMOVE) {
 		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
 		return 0;
 	}
 	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
 	if (sockp == NULL) {
-		curl_multi_assign(multi, fd, (void *)1);
+		curl_multi_assign(mh(which), fd, (void *)1);
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
 			epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
 	} else if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) < 0) {
@@ -565,18 +580,17 @@ static int
 on_timer(CURLM *m, long ms, void *ud)
 {
 	(void)m;
-	(void)ud;
-	timeout_ms = ms;
+	deadline[(intptr_t)ud] = ms < 0 ? -1 : now_s() + (double)ms / 1000;
 	return 0;
 }
 
 static void
-finished(void)
+finished_in(CURLM *mm)
 {
 	CURLMsg *m;
 	int left;
 
-	while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+	while ((m = curl_multi_info_read(mm, &left)) != NULL) {
 		struct req *r;
 		long status = 0;
 		CURL *h = m->easy_handle;
@@ -586,9 +600,16 @@ finished(void)
 			continue;
 		curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-		curl_multi_remove_handle(multi, h);
+		curl_multi_remove_handle(mm, h);
 		done(r, res == CURLE_OK ? status : 0);
 	}
+}
+
+static void
+finished(void)
+{
+	for (int w = 0; w <= NSHARDS; w++)
+		finished_in(mh(w));
 }
 
 /* One turn of the event loop: at most ms milliseconds waiting. */
@@ -598,19 +619,22 @@ turn(int ms)
 	struct epoll_event ev[512];
 	int still, n;
 
-	if (timeout_ms >= 0 && timeout_ms < ms)
-		ms = (int)timeout_ms;
+	for (int k = 0; k <= NSHARDS; k++)
+		if (deadline[k] >= 0 && (deadline[k] - now_s()) * 1000 < ms)
+			ms = deadline[k] <= now_s() ? 0 : (int)((deadline[k] - now_s()) * 1000);
 	n = epoll_wait(ep, ev, 512, ms);
 	for (int i = 0; i < n; i++)
-		curl_multi_socket_action(multi, ev[i].data.fd,
+		curl_multi_socket_action(mh((int)(ev[i].data.u64 >> 32)),
+		    (curl_socket_t)(ev[i].data.u64 & 0xffffffffu),
 		    (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
 			(ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
 			(ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0),
 		    &still);
-	if (n <= 0 || timeout_ms == 0) {
-		timeout_ms = -1;
-		curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &still);
-	}
+	for (int k = 0; k <= NSHARDS; k++)
+		if (deadline[k] >= 0 && now_s() >= deadline[k]) {
+			deadline[k] = -1;
+			curl_multi_socket_action(mh(k), CURL_SOCKET_TIMEOUT, 0, &still);
+		}
 	finished();
 }
 
@@ -849,12 +873,23 @@ main(int argc, char **argv)
 	int pid = atoi(argv[7]), pgpid = atoi(argv[8]);
 
 	curl_global_init(CURL_GLOBAL_ALL);
-	multi = curl_multi_init();
 	ep = epoll_create1(EPOLL_CLOEXEC);
-	curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)nagents + SLOTS + 256);
+	for (int w = 0; w <= NSHARDS; w++) {
+		CURLM *m = curl_multi_init();
+
+		if (w == 0)
+			multi = m;
+		else
+			pmulti[w - 1] = m;
+		deadline[w] = -1;
+		curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, on_socket);
+		curl_multi_setopt(m, CURLMOPT_SOCKETDATA, (void *)(intptr_t)w);
+		curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, on_timer);
+		curl_multi_setopt(m, CURLMOPT_TIMERDATA, (void *)(intptr_t)w);
+		curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+		curl_multi_setopt(m, CURLMOPT_MAXCONNECTS,
+		    w == 0 ? (long)SLOTS + 256 : (long)nagents / NSHARDS + 64);
+	}
 	ag = calloc((size_t)nagents, sizeof(*ag));
 	status_q = calloc((size_t)nagents, sizeof(*status_q));
 	setup("POST", "/v1/clusters", "{\"name\":\"day\",\"region\":\"bench\"}");
