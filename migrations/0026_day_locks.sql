@@ -50,7 +50,12 @@
 --    for its pools (plan_cache_mode = force_custom_plan: four short
 --    statements); outbox_claim, as agent_enroll since 0020, plans only
 --    keyed access (nested loops over indexes), whatever size the tables
---    had when its plan was made.
+--    had when its plan was made. So does agent_apply_status: every
+--    statement in it reads or locks the rows of one node (its GPUs, their
+--    allocations, the pools on them) by key, and plans made while
+--    allocations was empty scanned the whole table in each of them (100
+--    million rows read in a three-minute bench-day, PostgreSQL's largest
+--    CPU use).
 
 DROP FUNCTION metric_ingest(bigint, jsonb, integer);
 
@@ -416,3 +421,6 @@ $$;
 CREATE CONSTRAINT TRIGGER gpu_class_delta_apply AFTER INSERT ON gpu_class_delta
 	DEFERRABLE INITIALLY DEFERRED
 	FOR EACH ROW EXECUTE FUNCTION gpu_class_pending_apply();
+
+ALTER FUNCTION agent_apply_status(bigint, bigint, text, jsonb, jsonb)
+	SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off;

@@ -13,6 +13,9 @@ $$;
 
 CREATE FUNCTION public.agent_apply_status(p_node bigint, p_observed bigint, p_version text, p_gpus jsonb, p_errors jsonb) RETURNS jsonb
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
 	v_gen      bigint;
