@@ -13,6 +13,9 @@ $$;
 
 CREATE FUNCTION public.agent_apply_status(p_node bigint, p_observed bigint, p_version text, p_gpus jsonb, p_errors jsonb) RETURNS jsonb
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
 	v_gen      bigint;
@@ -223,7 +226,8 @@ BEGIN
 	PERFORM alert_resolve('node_unknown:' || p_node);
 	-- what the agent applied needs no push any more
 	UPDATE outbox SET delivered_at = now(), last_error = NULL
-	WHERE node_id = p_node AND delivered_at IS NULL AND generation <= v_obs;
+	WHERE id IN (SELECT id FROM outbox WHERE node_id = p_node AND delivered_at IS NULL
+	             AND generation <= v_obs ORDER BY id FOR NO KEY UPDATE);
 
 	RETURN jsonb_build_object('generation', v_gen, 'ready', v_ready, 'failed', v_failed,
 		'released', v_released, 'gpus_failed', v_gpus_bad,
@@ -354,8 +358,8 @@ BEGIN
 	END IF;
 	IF p_observed IS NOT NULL THEN
 		UPDATE outbox SET delivered_at = now(), last_error = NULL
-		WHERE node_id = p_node AND delivered_at IS NULL
-		  AND generation <= least(p_observed, v_gen);
+		WHERE id IN (SELECT id FROM outbox WHERE node_id = p_node AND delivered_at IS NULL
+		             AND generation <= least(p_observed, v_gen) ORDER BY id FOR NO KEY UPDATE);
 	END IF;
 	RETURN v_gen;
 END
@@ -1576,11 +1580,15 @@ CREATE FUNCTION public.gpu_class_pending_apply() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-	WITH d AS (DELETE FROM gpu_class_pending RETURNING *)
+	WITH p AS (DELETE FROM gpu_class_pending
+	           RETURNING cluster_id, model, mig_enabled, healthy, node_ready, layout, 1 AS n),
+	     d AS (DELETE FROM gpu_class_delta
+	           RETURNING cluster_id, model, mig_enabled, healthy, node_ready, layout, n)
 	INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready, layout,
 	                              gpus)
-	SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, count(*)
-	FROM d GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+	SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
+	FROM (SELECT * FROM p UNION ALL SELECT * FROM d) x
+	GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
 	ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
 	DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
 	RETURN NULL;
@@ -1597,18 +1605,17 @@ BEGIN
 		SELECT id, cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout
 		FROM new_rows;
 	ELSIF TG_OP = 'DELETE' THEN
-		UPDATE gpu_classes c SET gpus = c.gpus - d.n
-		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
-		             node_status = 'ready' AS node_ready, layout, count(*) AS n
-		      FROM old_rows o
-		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = o.id)
-		      GROUP BY 1, 2, 3, 4, 5, 6) d
-		WHERE (c.cluster_id, c.model, c.mig_enabled, c.healthy, c.node_ready, c.layout) =
-		      (d.cluster_id, d.model, d.mig_enabled, d.healthy, d.node_ready, d.layout);
+		INSERT INTO gpu_class_delta (cluster_id, model, mig_enabled, healthy, node_ready,
+		                             layout, n)
+		SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready', layout,
+		       -count(*)
+		FROM old_rows o
+		WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = o.id)
+		GROUP BY 1, 2, 3, 4, 5, 6;
 		DELETE FROM gpu_class_pending p USING old_rows o WHERE p.gpu_id = o.id;
 	ELSE
-		INSERT INTO gpu_classes AS c (cluster_id, model, mig_enabled, healthy, node_ready,
-		                              layout, gpus)
+		INSERT INTO gpu_class_delta (cluster_id, model, mig_enabled, healthy, node_ready,
+		                             layout, n)
 		SELECT cluster_id, model, mig_enabled, healthy, node_ready, layout, sum(n)
 		FROM (SELECT cluster_id, model, mig_enabled, health = 'ok' AS healthy,
 		             node_status = 'ready' AS node_ready, layout, -1 AS n FROM old_rows o
@@ -1617,9 +1624,7 @@ BEGIN
 		      SELECT cluster_id, model, mig_enabled, health = 'ok', node_status = 'ready',
 		             layout, 1 FROM new_rows n
 		      WHERE NOT EXISTS (SELECT 1 FROM gpu_class_pending p WHERE p.gpu_id = n.id)) d
-		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4, 5, 6
-		ON CONFLICT (cluster_id, model, mig_enabled, healthy, node_ready, layout)
-		DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0;
 		UPDATE gpu_class_pending p
 		SET cluster_id = n.cluster_id, model = n.model, mig_enabled = n.mig_enabled,
 		    healthy = n.health = 'ok', node_ready = n.node_status = 'ready', layout = n.layout
@@ -1799,30 +1804,6 @@ CREATE FUNCTION public.metric_check(p_node bigint, p_samples jsonb) RETURNS TABL
 	ORDER BY 1
 $$;
 
-CREATE FUNCTION public.metric_ingest(p_node bigint, p_samples jsonb, p_retention_days integer) RETURNS integer
-    LANGUAGE sql
-    AS $$
-	WITH ins AS (
-		INSERT INTO gpu_metric_samples (ts, gpu_id, device_uuid, power_w, sm_active,
-			memory_used_mib, memory_total_mib, temperature_c, ecc_corrected, ecc_uncorrected,
-			last_xid, remapped_rows)
-		SELECT to_timestamp(x.ts_us / 1000000.0), g.id, coalesce(x.device_uuid, g.uuid),
-		       x.power_w, x.sm_active, x.memory_used_mib, x.memory_total_mib, x.temperature_c,
-		       x.ecc_corrected, x.ecc_uncorrected, x.last_xid, x.remapped_rows
-		FROM jsonb_to_recordset(p_samples) AS x(ts_us bigint, gpu_uuid text, device_uuid text,
-			power_w double precision, sm_active double precision, memory_used_mib bigint,
-			memory_total_mib bigint, temperature_c double precision, ecc_corrected bigint,
-			ecc_uncorrected bigint, last_xid integer, remapped_rows bigint)
-		JOIN gpus g ON g.uuid = x.gpu_uuid AND g.node_id = p_node
-		WHERE to_timestamp(x.ts_us / 1000000.0)
-		      >= ((now() AT TIME ZONE 'UTC')::date - (p_retention_days - 1))::timestamp AT TIME ZONE 'UTC'
-		  AND to_timestamp(x.ts_us / 1000000.0)
-		      < ((now() AT TIME ZONE 'UTC')::date + 2)::timestamp AT TIME ZONE 'UTC'
-		RETURNING 1
-	)
-	SELECT count(*)::integer FROM ins
-$$;
-
 CREATE FUNCTION public.metric_partitions_maintain(p_retention_days integer, p_days_ahead integer) RETURNS integer
     LANGUAGE plpgsql
     AS $_$
@@ -1926,6 +1907,9 @@ $$;
 
 CREATE FUNCTION public.outbox_claim(p_limit integer, p_lease interval) RETURNS TABLE(node_id bigint, attempts integer, callback_url text, push_secret text)
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
 	UPDATE outbox o SET delivered_at = now(), last_error = 'no callback URL: the agent long-polls'
@@ -1953,7 +1937,8 @@ CREATE FUNCTION public.outbox_done(p_node bigint, p_generation bigint) RETURNS v
     AS $$
 BEGIN
 	UPDATE outbox SET delivered_at = now(), last_error = NULL
-	WHERE node_id = p_node AND delivered_at IS NULL AND generation <= p_generation;
+	WHERE id IN (SELECT id FROM outbox WHERE node_id = p_node AND delivered_at IS NULL
+	             AND generation <= p_generation ORDER BY id FOR NO KEY UPDATE);
 	PERFORM alert_resolve('push_failed:' || p_node);
 END
 $$;
@@ -1967,12 +1952,14 @@ BEGIN
 	IF p_attempts < p_max THEN
 		UPDATE outbox SET next_attempt_at = now() + make_interval(secs => p_delay_ms / 1000.0),
 			last_error = left(p_error, 2000)
-		WHERE node_id = p_node AND delivered_at IS NULL;
+		WHERE id IN (SELECT id FROM outbox WHERE node_id = p_node AND delivered_at IS NULL
+		             ORDER BY id FOR NO KEY UPDATE);
 		RETURN false;
 	END IF;
 	UPDATE outbox SET delivered_at = now(), gave_up_at = now(),
 		last_error = left('gave up after ' || p_attempts || ' attempts: ' || p_error, 2000)
-	WHERE node_id = p_node AND delivered_at IS NULL;
+	WHERE id IN (SELECT id FROM outbox WHERE node_id = p_node AND delivered_at IS NULL
+	             ORDER BY id FOR NO KEY UPDATE);
 	SELECT name INTO v_name FROM nodes WHERE id = p_node;
 	PERFORM alert_raise('push_failed', 'warning', 'push_failed:' || p_node, p_node, NULL, NULL,
 		NULL, left('pushes to node ' || v_name || ' fail (' || p_error
@@ -2052,6 +2039,7 @@ $$;
 
 CREATE FUNCTION public.pools_settle(p_pools bigint[]) RETURNS integer
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
 	v_n integer := 0;
@@ -2490,6 +2478,16 @@ ALTER TABLE public.enrollment_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+CREATE UNLOGGED TABLE public.gpu_class_delta (
+    cluster_id bigint NOT NULL,
+    model text NOT NULL,
+    mig_enabled boolean NOT NULL,
+    healthy boolean NOT NULL,
+    node_ready boolean NOT NULL,
+    layout text NOT NULL,
+    n integer NOT NULL
 );
 
 CREATE UNLOGGED TABLE public.gpu_class_pending (
@@ -3313,6 +3311,8 @@ CREATE TRIGGER billing_usage_guard BEFORE DELETE OR UPDATE ON public.billing_usa
 CREATE TRIGGER billing_usage_guard_insert AFTER INSERT ON public.billing_usage REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_insert();
 
 CREATE TRIGGER billing_usage_guard_truncate BEFORE TRUNCATE ON public.billing_usage FOR EACH STATEMENT EXECUTE FUNCTION public.billing_usage_guard_truncate();
+
+CREATE CONSTRAINT TRIGGER gpu_class_delta_apply AFTER INSERT ON public.gpu_class_delta DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.gpu_class_pending_apply();
 
 CREATE CONSTRAINT TRIGGER gpu_class_pending_apply AFTER INSERT ON public.gpu_class_pending DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.gpu_class_pending_apply();
 

@@ -270,6 +270,73 @@ test_classes_counted_at_commit(void **state)
 	PQfinish(b);
 }
 
+/*
+ * A change of a GPU's class is counted at commit too (migration 0027): a
+ * transaction that moved a GPU to another class (an instance readied or
+ * released by a status report, a health or MIG change) holds no lock on
+ * the shared class rows until it commits, so another transaction moves a
+ * GPU of the same classes beside it (it waited for the first one's end
+ * before: a status report held the row while it settled its pools, and
+ * approvals queued behind it). After both commits gpu_classes equals the
+ * grouping of gpus.
+ */
+static void
+test_class_changes_counted_at_commit(void **state)
+{
+	struct fixture *fx = *state;
+	PGconn *a = PQconnectdb(fx->db_url), *b = PQconnectdb(fx->db_url);
+	static const char mig_sql[] =
+	    "SELECT coalesce(sum(k.gpus), 0) FROM gpu_classes k JOIN clusters c ON c.id = k.cluster_id "
+	    "WHERE c.name = 'cdel' AND k.mig_enabled";
+
+	assert_int_equal(PQstatus(a), CONNECTION_OK);
+	assert_int_equal(PQstatus(b), CONNECTION_OK);
+	fx_sql_exec(fx, "INSERT INTO clusters (name) VALUES ('cdel')");
+	fx_sql_exec(fx,
+	    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes) "
+	    "SELECT c.id, 'cdel' || i, 'cdel' || i, 1000, 1000 "
+	    "FROM clusters c, generate_series(0, 1) i WHERE c.name = 'cdel'");
+	fx_sql_exec(fx,
+	    "INSERT INTO gpus (node_id, gpu_index, uuid, model, memory_mib, mig_enabled) "
+	    "SELECT n.id, i, 'GPU-cde10000-0000-4000-8000-0000000000' || right(n.name, 1) || i, 'H100-80GB', "
+	    "81559, false FROM nodes n, generate_series(0, 1) i WHERE n.name LIKE 'cdel_'");
+	assert_int_equal(fx_sql_int64(fx, mig_sql), 0);
+	/* a: one GPU of node cdel0 into MIG mode, and one deleted, not committed */
+	assert_int_equal(pq_run(a, "BEGIN", NULL, 0), PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "UPDATE gpus SET mig_enabled = true "
+			     "WHERE uuid = 'GPU-cde10000-0000-4000-8000-000000000000'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "DELETE FROM gpu_health_intervals WHERE gpu_id = (SELECT id FROM gpus "
+			     "WHERE uuid = 'GPU-cde10000-0000-4000-8000-000000000001')",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(a,
+			     "DELETE FROM gpus WHERE uuid = 'GPU-cde10000-0000-4000-8000-000000000001'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	/* b: the same classes, at once (with the rows held by a it would time out) */
+	assert_int_equal(pq_run(b, "SET lock_timeout = '2s'", NULL, 0), PGRES_COMMAND_OK);
+	assert_int_equal(pq_run(b,
+			     "UPDATE gpus SET mig_enabled = true "
+			     "WHERE uuid = 'GPU-cde10000-0000-4000-8000-000000000010'",
+			     NULL, 0),
+	    PGRES_COMMAND_OK);
+	assert_int_equal(fx_sql_int64(fx, mig_sql), 1);
+	assert_int_equal(pq_run(a, "COMMIT", NULL, 0), PGRES_COMMAND_OK);
+	assert_int_equal(fx_sql_int64(fx, mig_sql), 2);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT k.gpus FROM gpu_classes k JOIN clusters c ON c.id = k.cluster_id "
+			     "WHERE c.name = 'cdel' AND NOT k.mig_enabled"),
+	    1);
+	assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM gpu_class_delta"), 0);
+	assert_classes_consistent(fx);
+	PQfinish(a);
+	PQfinish(b);
+}
+
 /* A request with an optional body. */
 static struct gp_client_response *
 req_any(struct fixture *fx, const char *token, const char *method, const char *path,
@@ -1651,6 +1718,7 @@ main(void)
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_layout_cache),
 		cmocka_unit_test(test_classes_counted_at_commit),
+		cmocka_unit_test(test_class_changes_counted_at_commit),
 	};
 
 	return fixture_run_tests(tests);

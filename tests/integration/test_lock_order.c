@@ -19,6 +19,8 @@
  * (it failed with 0016's agent_apply_status).
  *
  * A step of the defrag apply worker waits for its pool holding no GPU.
+ * The outbox rows of a node are locked in id order by every statement
+ * that updates several of them (migration 0027), whatever its plan.
  */
 #include "fixture.h"
 
@@ -327,6 +329,68 @@ test_defrag_step_takes_the_pool_first(void **state)
 	PQfinish(d);
 }
 
+/*
+ * The outbox rows of one node are locked in id order (migration 0027),
+ * whatever plan each statement runs. Two rows, the first stored after the
+ * second (it was updated); z holds the first; a heartbeat whose plan
+ * visits the rows in id order waits for it; the pusher's outbox_done,
+ * planned as a scan of the table (where the second row comes first),
+ * comes next. With each UPDATE locking as it visited, outbox_done held the
+ * second row and waited for the first, which the heartbeat got when z
+ * committed, then waited for the second: a deadlock. Locking in id order
+ * first, outbox_done waits for the first row holding nothing.
+ */
+static void
+test_outbox_rows_in_id_order(void **state)
+{
+	struct fixture *fx = *state;
+	PGconn *z, *h, *d;
+	const char *node, *first, *second;
+
+	fx_sql_exec(fx, "INSERT INTO clusters (name) VALUES ('lob')");
+	node = fx_sql_text(fx,
+	    "INSERT INTO nodes (cluster_id, name, hostname, cpu_millicores, memory_bytes, "
+	    "managed_by_agent, agent_heartbeat_at, generation) SELECT id, 'lob-1', 'lob-1', 0, 0, "
+	    "true, now(), 2 FROM clusters WHERE name = 'lob' RETURNING id::text");
+	first = fx_sql_text(fx,
+	    "INSERT INTO outbox (node_id, generation) VALUES ($1::int8, 1) RETURNING id::text",
+	    node);
+	second = fx_sql_text(fx,
+	    "INSERT INTO outbox (node_id, generation, next_attempt_at) SELECT $1::int8, 2, "
+	    "next_attempt_at FROM outbox WHERE id = $2::int8 RETURNING id::text",
+	    node, first);
+	/* the first row's new version lies after the second in the table */
+	fx_sql_exec(fx, "UPDATE outbox SET last_error = 'moved' WHERE id = $1::int8", first);
+	z = session(fx);
+	h = session(fx);
+	d = session(fx);
+	run(h, "SET enable_seqscan = off");
+	run(h, "SET enable_bitmapscan = off");
+	run(d, "SET enable_indexscan = off");
+	run(d, "SET enable_indexonlyscan = off");
+	run(d, "SET enable_bitmapscan = off");
+
+	run(z, "BEGIN");
+	run(z, fx_str(fx, "SELECT 1 FROM outbox WHERE id = %s FOR NO KEY UPDATE", first));
+	if (!PQsendQuery(h, fx_str(fx, "SELECT agent_heartbeat(%s, 2)", node)))
+		fail_msg("send: %s", PQerrorMessage(h));
+	assert_true(wait_blocked(fx, h, PQbackendPID(h), PQbackendPID(z)));
+	if (!PQsendQuery(d, fx_str(fx, "SELECT outbox_done(%s, 2)", node)))
+		fail_msg("send: %s", PQerrorMessage(d));
+	assert_true(wait_blocked(fx, d, PQbackendPID(d), 0));
+	run(z, "COMMIT");
+	assert_string_equal(finish(fx, h), "");
+	assert_string_equal(finish(fx, d), "");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM outbox WHERE id IN ($1::int8, $2::int8) "
+			     "AND delivered_at IS NOT NULL AND last_error IS NULL",
+			     first, second),
+	    2);
+	PQfinish(z);
+	PQfinish(h);
+	PQfinish(d);
+}
+
 int
 main(void)
 {
@@ -334,6 +398,7 @@ main(void)
 		cmocka_unit_test(test_heartbeat_after_liveness),
 		cmocka_unit_test(test_reports_settle_what_they_locked),
 		cmocka_unit_test(test_defrag_step_takes_the_pool_first),
+		cmocka_unit_test(test_outbox_rows_in_id_order),
 	};
 
 	return fixture_run_tests(tests);

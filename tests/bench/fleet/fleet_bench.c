@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@ struct agent {
 	int i;
 	char token[128];
 	long long gen;
-	CURL *h;
+	CURL *h;  /* enrollment and metrics, in multi */
+	CURL *ph; /* the long-polls, in pmulti */
 	struct curl_slist *hdr;
 	char *buf;
 	size_t len;
@@ -49,7 +51,18 @@ static const char *base, *agent_base, *admin;
 static int agent_port;
 #define NGROUPS 1024
 static struct curl_slist *resolve[NGROUPS];
-static CURLM *multi;
+/*
+ * Many multi handles: the enrollments and metrics in multi, the held
+ * polls spread over NSHARDS more (agent i's in shard i % NSHARDS).
+ * libcurl 7.88's curl_multi_remove_handle walks every connection of its
+ * multi handle after a transfer that left its connection in the cache (to
+ * close connect-only ones): with every poll in one handle, each
+ * enrollment and each answered poll walked 20,000 connections, half of
+ * the simulator's CPU (perf). A shard holds a few hundred; the polls
+ * keep their connections as an agent does.
+ */
+#define NSHARDS 64
+static CURLM *multi, *pmulti[NSHARDS];
 static int running;
 static double t_approve; /* when the current approval was sent, 0 when none */
 static double lat[100000];
@@ -82,10 +95,15 @@ on_data(char *p, size_t s, size_t n, void *ud)
 static void
 start(struct agent *a, const char *method, const char *path, const char *token, const char *body)
 {
-	if (a->h == NULL)
-		a->h = curl_easy_init();
+	bool poll = strncmp(path, "/v1/agent/desired-state", 23) == 0 && pmulti[0] != NULL &&
+	    a->src[0] != '\0';
+	CURL **hp = poll ? &a->ph : &a->h;
+
+	if (*hp == NULL)
+		*hp = curl_easy_init();
 	else
-		curl_easy_reset(a->h);
+		curl_easy_reset(*hp);
+	CURL *h = *hp;
 	curl_slist_free_all(a->hdr);
 	a->hdr = NULL;
 	free(a->buf);
@@ -100,7 +118,7 @@ start(struct agent *a, const char *method, const char *path, const char *token, 
 		 * the same host name, a walk over every held poll: a name per
 		 * group of agents (resolved to the listener) keeps it short.
 		 */
-		int g = a->i % NGROUPS;
+		int g = poll ? a->i % NGROUPS : a->i % 64;
 
 		if (resolve[g] == NULL) {
 			char r[96];
@@ -119,21 +137,21 @@ start(struct agent *a, const char *method, const char *path, const char *token, 
 		a->hdr = curl_slist_append(a->hdr, auth);
 	}
 	a->hdr = curl_slist_append(a->hdr, "Content-Type: application/json");
-	curl_easy_setopt(a->h, CURLOPT_URL, a->url);
-	curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, a->hdr);
-	curl_easy_setopt(a->h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_URL, a->url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->hdr);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	if (a->body != NULL)
-		curl_easy_setopt(a->h, CURLOPT_POSTFIELDS, a->body);
-	curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(a->h, CURLOPT_WRITEDATA, a);
-	curl_easy_setopt(a->h, CURLOPT_PRIVATE, a);
-	curl_easy_setopt(a->h, CURLOPT_TIMEOUT, 90L);
-	curl_easy_setopt(a->h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, a->body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, a);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 90L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	if (a->src[0] != '\0')
-		curl_easy_setopt(a->h, CURLOPT_INTERFACE, a->src);
+		curl_easy_setopt(h, CURLOPT_INTERFACE, a->src);
 	if (a->src[0] != '\0' && strncmp(path, "/v1/agent/", 10) == 0)
-		curl_easy_setopt(a->h, CURLOPT_RESOLVE, resolve[a->i % NGROUPS]);
-	curl_multi_add_handle(multi, a->h);
+		curl_easy_setopt(h, CURLOPT_RESOLVE, resolve[poll ? a->i % NGROUPS : a->i % 64]);
+	curl_multi_add_handle(poll ? pmulti[a->i % NSHARDS] : multi, h);
 	running++;
 }
 
@@ -225,23 +243,31 @@ done(struct agent *a, long status)
  * each turn and the benchmark, not the server, would set the pace.
  */
 static int ep = -1;
-static long timeout_ms = -1; /* curl's timer; -1: none */
+static double deadline[1 + NSHARDS]; /* curl's timers (now_s), -1: none; [1 + k] shard k's */
+static CURLM *main_multi;            /* multi, while simple() swaps it */
+
+/* multi handle w: 0 multi, 1 + k shard k */
+static CURLM *
+mh(int w)
+{
+	return w == 0 ? main_multi : pmulti[w - 1];
+}
 
 static int
 on_socket(CURL *h, curl_socket_t fd, int what, void *ud, void *sockp)
 {
 	struct epoll_event ev = { 0 };
+	int which = (int)(intptr_t)ud;
 
 	(void)h;
-	(void)ud;
-	ev.data.fd = fd;
+	ev.data.u64 = (uint64_t)(uint32_t)fd | (uint64_t)which << 32;
 	if (what == CURL_POLL_REMOVE) {
 		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
 		return 0;
 	}
 	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
 	if (sockp == NULL) {
-		curl_multi_assign(multi, fd, (void *)1);
+		curl_multi_assign(mh(which), fd, (void *)1);
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
 			epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
 	} else if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) < 0) {
@@ -254,18 +280,17 @@ static int
 on_timer(CURLM *m, long ms, void *ud)
 {
 	(void)m;
-	(void)ud;
-	timeout_ms = ms;
+	deadline[(intptr_t)ud] = ms < 0 ? -1 : now_s() + (double)ms / 1000;
 	return 0;
 }
 
 static void
-finished(void)
+finished_in(CURLM *mh)
 {
 	CURLMsg *m;
 	int left;
 
-	while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+	while ((m = curl_multi_info_read(mh, &left)) != NULL) {
 		struct agent *a;
 		long status = 0;
 
@@ -273,10 +298,17 @@ finished(void)
 			continue;
 		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&a);
 		curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
-		curl_multi_remove_handle(multi, m->easy_handle);
+		curl_multi_remove_handle(mh, m->easy_handle);
 		running--;
 		done(a, m->data.result == CURLE_OK ? status : 0);
 	}
+}
+
+static void
+finished(void)
+{
+	for (int w = 0; w <= NSHARDS; w++)
+		finished_in(mh(w));
 }
 
 static void
@@ -290,19 +322,24 @@ pump(double seconds)
 
 		if (wait < 0)
 			wait = 0;
-		if (timeout_ms >= 0 && timeout_ms < wait)
-			wait = (int)timeout_ms;
+		for (int k = 0; k <= NSHARDS; k++)
+			if (deadline[k] >= 0 && (deadline[k] - now_s()) * 1000 < wait)
+				wait = deadline[k] <= now_s()
+				    ? 0
+				    : (int)((deadline[k] - now_s()) * 1000);
 		n = epoll_wait(ep, ev, 512, wait);
 		for (int i = 0; i < n; i++)
-			curl_multi_socket_action(multi, ev[i].data.fd,
+			curl_multi_socket_action(mh((int)(ev[i].data.u64 >> 32)),
+			    (curl_socket_t)(ev[i].data.u64 & 0xffffffffu),
 			    (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
 				(ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
 				(ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0),
 			    &still);
-		if (n <= 0 || timeout_ms == 0) {
-			timeout_ms = -1;
-			curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &still);
-		}
+		for (int k = 0; k <= NSHARDS; k++)
+			if (deadline[k] >= 0 && now_s() >= deadline[k]) {
+				deadline[k] = -1;
+				curl_multi_socket_action(mh(k), CURL_SOCKET_TIMEOUT, 0, &still);
+			}
 		finished();
 	} while (now_s() < end);
 }
@@ -460,12 +497,23 @@ main(int argc, char **argv)
 	int pid = atoi(argv[8]), pgpid = atoi(argv[9]);
 	held_max = atoi(argv[5]) < n ? atoi(argv[5]) : n;
 	curl_global_init(CURL_GLOBAL_ALL);
-	multi = curl_multi_init();
 	ep = epoll_create1(EPOLL_CLOEXEC);
-	curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)held_max + 64);
+	for (int w = 0; w <= NSHARDS; w++) {
+		CURLM *m = curl_multi_init();
+
+		if (w == 0)
+			multi = main_multi = m;
+		else
+			pmulti[w - 1] = m;
+		deadline[w] = -1;
+		curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, on_socket);
+		curl_multi_setopt(m, CURLMOPT_SOCKETDATA, (void *)(intptr_t)w);
+		curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, on_timer);
+		curl_multi_setopt(m, CURLMOPT_TIMERDATA, (void *)(intptr_t)w);
+		curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+		curl_multi_setopt(m, CURLMOPT_MAXCONNECTS,
+		    w == 0 ? 256L : (long)held_max / NSHARDS + 64);
+	}
 	simple("POST", "/v1/clusters", "{\"name\":\"fleet\",\"region\":\"bench\"}", NULL);
 	simple("POST", "/v1/projects", "{\"name\":\"fleet\",\"display_name\":\"fleet\"}", NULL);
 	/* the admin submits the pool requests too: it must be a member of the project */
