@@ -6,7 +6,8 @@
  * then removes exactly what it asks for (it never chooses both the old and
  * the new instance of a move, which left the pool one instance over its
  * items); a second plan moving the same instance skips it (source_moving)
- * instead of failing its step over and over.
+ * instead of failing its step over and over. Bad ids, bodies, content types
+ * and an Idempotency-Key of another plan's cancel change nothing.
  */
 #include "fixture.h"
 
@@ -178,6 +179,48 @@ test_move_meets_shrink_and_plan(void **state)
 	    "ORDER BY start DESC LIMIT 1");
 	empty_gpu = fx_sql_int64(fx, "SELECT id FROM gpus WHERE layout = '' ORDER BY id LIMIT 1");
 	p = move_plan(fx, x, empty_gpu, 0);
+
+	/* bad input on apply and cancel: a 4xx problem, the plan untouched */
+	{
+		static const char *const text[] = { "Content-Type: text/plain", NULL };
+		static const char *const other_key[] = { "Idempotency-Key: attack-1", NULL };
+		const char *bad_ids[] = { "abc", "-1", "0", "1e3", "99999999999999999999", "%20" };
+		const char *bad_bodies[] = { "[]", "null", "{\"id\":1}", "{", "\"x\"" };
+		const char *ap = fx_str(fx, "/v1/capacity/defrag-plans/%lld/apply", (long long)p);
+
+		for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++)
+			for (int c = 0; c < 2; c++) {
+				r = fx_request(fx, op, "POST",
+				    fx_str(fx, "/v1/capacity/defrag-plans/%s/%s", bad_ids[i],
+					c ? "cancel" : "apply"),
+				    NULL);
+				assert_true(
+				    r->status == 404 || r->status == 422 || r->status == 400);
+				assert_non_null(r->json);
+			}
+		for (size_t i = 0; i < sizeof(bad_bodies) / sizeof(bad_bodies[0]); i++) {
+			r = fx_request(fx, op, "POST", ap, "%s", bad_bodies[i]);
+			assert_true(r->status == 400 || r->status == 422);
+			assert_non_null(r->json);
+		}
+		r = fx_request_h(fx, op, "POST", ap, text, "{}");
+		assert_true(r->status == 415 || r->status == 400);
+		assert_string_equal(fx_sql_text(fx, "SELECT state FROM defrag_plans WHERE id = $1",
+					id_s(fx, p)),
+		    "planned");
+		assert_int_equal(fx_sql_int64(fx, "SELECT count(*) FROM defrag_moves"), 0);
+		/* an Idempotency-Key used for another plan's apply is not replayed for this one */
+		r = fx_request_h(fx, op, "POST",
+		    fx_str(fx, "/v1/capacity/defrag-plans/%lld/cancel", (long long)p - 1),
+		    other_key, NULL);
+		assert_status(r, 200);
+		assert_json_str(r->json, "state", "cancelled");
+		r = fx_request_h(fx, op, "POST", ap, other_key, NULL);
+		assert_true(r->status == 422 || r->status == 409);
+		assert_string_equal(fx_sql_text(fx, "SELECT state FROM defrag_plans WHERE id = $1",
+					id_s(fx, p)),
+		    "planned");
+	}
 	assert_int_equal(kill(agent, SIGSTOP), 0);
 	apply_ok(fx, p);
 	wait_move(fx, p, "creating");
