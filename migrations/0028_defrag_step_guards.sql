@@ -2,7 +2,13 @@
 -- already (a live allocation replaces it) is skipped, source_moving: its
 -- step inserted a second successor, which the one-live-successor index
 -- refused, so the step failed on every pass (and its plan never went on)
--- until the other move finished. (docs/capacity.md "Applying a plan")
+-- until the other move finished. A break-before-make move whose old
+-- instance is gone counts the pool's instances to see whether a shrink
+-- took it meanwhile: another plan's move in flight on the same pool
+-- (two allocations, one instance) was counted twice, the move skipped
+-- (source_released) and the pool lost the instance for good; the new
+-- allocation of a move whose old one lives (defrag_shadowed) no longer
+-- counts. (docs/capacity.md "Applying a plan")
 
 CREATE OR REPLACE FUNCTION defrag_step(p_plan bigint, p_threshold float8, p_timeout_s integer)
 RETURNS text
@@ -95,7 +101,9 @@ BEGIN
 		IF (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id
 		    WHERE a.pool_id = m.pool_id AND a.profile = m.profile
 		      AND g.model = (SELECT model FROM gpus WHERE id = m.from_gpu_id)
-		      AND a.state NOT IN ('releasing', 'released'))
+		      AND a.state NOT IN ('releasing', 'released')
+		      -- another move's new instance: its old one counts
+		      AND NOT defrag_shadowed(a.replaces))
 		   >= (SELECT coalesce(sum((i->>'count')::integer), 0)
 		       FROM pools p CROSS JOIN jsonb_array_elements(p.items) i
 		       WHERE p.id = m.pool_id AND p.status NOT IN ('releasing', 'released')

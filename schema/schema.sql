@@ -1425,7 +1425,9 @@ BEGIN
 		IF (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id
 		    WHERE a.pool_id = m.pool_id AND a.profile = m.profile
 		      AND g.model = (SELECT model FROM gpus WHERE id = m.from_gpu_id)
-		      AND a.state NOT IN ('releasing', 'released'))
+		      AND a.state NOT IN ('releasing', 'released')
+		      -- another move's new instance: its old one counts
+		      AND NOT defrag_shadowed(a.replaces))
 		   >= (SELECT coalesce(sum((i->>'count')::integer), 0)
 		       FROM pools p CROSS JOIN jsonb_array_elements(p.items) i
 		       WHERE p.id = m.pool_id AND p.status NOT IN ('releasing', 'released')

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 static const char *op, *alice;
+static struct fx_server *srv;
 
 static int64_t
 submit(struct fixture *fx, const char *action, const char *pool, const char *items)
@@ -93,17 +94,18 @@ wait_finished(struct fixture *fx, int64_t id)
 
 /* A stored plan (the newest's body) moving allocation id to start on gpu_id, no idle window. */
 static int64_t
-move_plan(struct fixture *fx, int64_t id, int64_t gpu_id, int start)
+move_plan(struct fixture *fx, int64_t id, int64_t gpu_id, int start, bool mbb)
 {
 	const char *mv = fx_sql_text(fx,
 	    "SELECT jsonb_build_array(jsonb_build_object('allocation', a.id, 'project', 'ka', "
-	    "'pool', 'mv', 'profile', a.profile, 'from', jsonb_build_object('node', n.name, "
+	    "'pool', p.name, 'profile', a.profile, 'from', jsonb_build_object('node', n.name, "
 	    "'gpu_uuid', g.uuid, 'gpu_index', g.gpu_index, 'start', a.start), 'to', "
 	    "jsonb_build_object('node', n.name, 'gpu_uuid', t.uuid, 'gpu_index', t.gpu_index, "
-	    "'start', $3::int), 'make_before_break', true))::text FROM allocations a "
+	    "'start', $3::int), 'make_before_break', $4::bool))::text FROM allocations a "
+	    "JOIN pools p ON p.id = a.pool_id "
 	    "JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id, gpus t "
 	    "WHERE a.id = $1 AND t.id = $2",
-	    id_s(fx, id), id_s(fx, gpu_id), fx_str(fx, "%d", start));
+	    id_s(fx, id), id_s(fx, gpu_id), fx_str(fx, "%d", start), mbb ? "true" : "false");
 
 	return fx_sql_int64(fx,
 	    "INSERT INTO defrag_plans (created_by, cluster_id, goal, moves, body) "
@@ -122,13 +124,20 @@ apply_ok(struct fixture *fx, int64_t id)
 	assert_status(r, 202);
 }
 
-/* The live (not released) allocations of pool mv. */
+/* The live (not released) allocations of a pool. */
 static int64_t
-live_mv(struct fixture *fx)
+live_of(struct fixture *fx, const char *pool)
 {
 	return fx_sql_int64(fx,
 	    "SELECT count(*) FROM allocations a JOIN pools p ON p.id = "
-	    "a.pool_id WHERE p.name = 'mv' AND a.state <> 'released'");
+	    "a.pool_id WHERE p.name = $1 AND a.state <> 'released'",
+	    pool);
+}
+
+static int64_t
+live_mv(struct fixture *fx)
+{
+	return live_of(fx, "mv");
 }
 
 static void
@@ -137,7 +146,6 @@ test_move_meets_shrink_and_plan(void **state)
 	struct fixture *fx = *state;
 	static const char *const env[] = { "GPUPOOL_DEFRAG_APPLY_INTERVAL=1", NULL };
 	struct gp_client_response *r;
-	struct fx_server *srv;
 	pid_t agent;
 	int64_t x, empty_gpu, p, q;
 
@@ -178,7 +186,7 @@ test_move_meets_shrink_and_plan(void **state)
 	    "SELECT id FROM allocations WHERE state = 'ready' "
 	    "ORDER BY start DESC LIMIT 1");
 	empty_gpu = fx_sql_int64(fx, "SELECT id FROM gpus WHERE layout = '' ORDER BY id LIMIT 1");
-	p = move_plan(fx, x, empty_gpu, 0);
+	p = move_plan(fx, x, empty_gpu, 0, true);
 
 	/* bad input on apply and cancel: a 4xx problem, the plan untouched */
 	{
@@ -227,7 +235,7 @@ test_move_meets_shrink_and_plan(void **state)
 	assert_int_equal(live_mv(fx), 4);
 
 	/* a second plan moving the same instance while the first's move waits: skipped */
-	q = move_plan(fx, x, empty_gpu, 3);
+	q = move_plan(fx, x, empty_gpu, 3, true);
 	apply_ok(fx, q);
 	wait_finished(fx, q);
 	assert_string_equal(fx_sql_text(fx,
@@ -253,11 +261,79 @@ test_move_meets_shrink_and_plan(void **state)
 	fx_assert_pool_invariants(fx);
 }
 
+/*
+ * A break-before-make move whose old instance is gone checks that its pool
+ * still needs it (a shrink may have taken it meanwhile). Another plan's
+ * make-before-break move of the same pool, waiting for the agent of
+ * another node, holds two allocations for one instance: counted as two,
+ * the pool seemed whole, the move was skipped (source_released) and the
+ * pool lost the instance for good.
+ */
+static void
+test_break_before_make_beside_other_move(void **state)
+{
+	struct fixture *fx = *state;
+	pid_t agent1;
+	int64_t x, w, gpu1, a, b;
+	int fx0;
+
+	approve(fx, submit(fx, "create", "bb", "\"H100-80GB/1g.10gb=3\""));
+	wait_settled(fx);
+	agent1 = fx_agent_spawn(fx, srv, "ka", "ka-n1",
+	    "{\"gpus\":[{\"model\":\"H100-80GB\",\"count\":1}]}", NULL);
+	assert_string_equal(wait_text(fx, 40, "1",
+				"SELECT count(g.id)::text FROM nodes n JOIN gpus g ON g.node_id = n.id "
+				"WHERE n.name = 'ka-n1' AND n.status = 'ready'",
+				NULL),
+	    "1");
+	gpu1 = fx_sql_int64(fx,
+	    "SELECT g.id FROM gpus g JOIN nodes n ON n.id = g.node_id "
+	    "WHERE n.name = 'ka-n1'");
+	x = fx_sql_int64(fx,
+	    "SELECT a.id FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = 'bb' AND a.state = 'ready' ORDER BY a.id LIMIT 1");
+	w = fx_sql_int64(fx,
+	    "SELECT a.id FROM allocations a JOIN pools p ON p.id = a.pool_id "
+	    "WHERE p.name = 'bb' AND a.state = 'ready' ORDER BY a.id OFFSET 1 LIMIT 1");
+	fx0 = (int)fx_sql_int64(fx,
+	    "SELECT s FROM generate_series(0, 6) s WHERE NOT EXISTS (SELECT 1 FROM allocations a "
+	    "WHERE a.gpu_id = (SELECT gpu_id FROM allocations WHERE id = $1) AND a.state <> "
+	    "'released' AND int4range(a.start, a.start + a.size) && int4range(s, s + 1)) "
+	    "ORDER BY s LIMIT 1",
+	    id_s(fx, x));
+	/* plan a (its steps run first): x on its own GPU, break before make; plan b: w to ka-n1 */
+	a = move_plan(fx, x,
+	    fx_sql_int64(fx, "SELECT gpu_id FROM allocations WHERE id = $1", id_s(fx, x)), fx0,
+	    false);
+	b = move_plan(fx, w, gpu1, 0, true);
+	assert_int_equal(kill(agent1, SIGSTOP), 0);
+	apply_ok(fx, b);
+	wait_move(fx, b, "creating");
+	apply_ok(fx, a);
+	/* x is destroyed by ka-n0's agent and recreated: the pool still needs it */
+	assert_string_equal(wait_text(fx, 30, "done",
+				"SELECT state FROM defrag_moves WHERE plan_id = $1 AND ordinal = 0",
+				id_s(fx, a)),
+	    "done");
+	assert_int_equal(kill(agent1, SIGCONT), 0);
+	wait_finished(fx, a);
+	wait_finished(fx, b);
+	wait_settled(fx);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT string_agg(state, ',' ORDER BY plan_id) FROM defrag_moves "
+				"WHERE plan_id IN ($1, $2)",
+				id_s(fx, a), id_s(fx, b)),
+	    "done,done");
+	assert_int_equal(live_of(fx, "bb"), 3);
+	fx_assert_pool_invariants(fx);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_move_meets_shrink_and_plan),
+		cmocka_unit_test(test_break_before_make_beside_other_move),
 	};
 
 	return fixture_run_tests(tests);
