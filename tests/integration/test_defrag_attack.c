@@ -7,7 +7,10 @@
  * the new instance of a move, which left the pool one instance over its
  * items); a second plan moving the same instance skips it (source_moving)
  * instead of failing its step over and over. Bad ids, bodies, content types
- * and an Idempotency-Key of another plan's cancel change nothing.
+ * and an Idempotency-Key of another plan's cancel change nothing. A
+ * break-before-make move beside another plan's move of the same pool
+ * recreates its instance (the pool's count is not fooled by the other
+ * move's two allocations).
  */
 #include "fixture.h"
 
@@ -301,7 +304,7 @@ test_break_before_make_beside_other_move(void **state)
 	    "'released' AND int4range(a.start, a.start + a.size) && int4range(s, s + 1)) "
 	    "ORDER BY s LIMIT 1",
 	    id_s(fx, x));
-	/* plan a (its steps run first): x on its own GPU, break before make; plan b: w to ka-n1 */
+	/* plan a: x on its own GPU, break before make; plan b: w to ka-n1, whose agent stops */
 	a = move_plan(fx, x,
 	    fx_sql_int64(fx, "SELECT gpu_id FROM allocations WHERE id = $1", id_s(fx, x)), fx0,
 	    false);
