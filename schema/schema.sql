@@ -1385,6 +1385,9 @@ BEGIN
 			WHEN o.id IS NULL OR o.state <> 'ready' OR o.gpu_id <> m.from_gpu_id
 			     OR o.start <> m.from_start OR o.pool_id IS DISTINCT FROM m.pool_id
 			     OR o.release_request_id IS NOT NULL THEN 'source_gone'
+			-- another plan's move of it waits for its agent
+			WHEN EXISTS (SELECT 1 FROM allocations s WHERE s.replaces = o.id
+			             AND s.state <> 'released') THEN 'source_moving'
 			WHEN NOT defrag_source_idle(o.id, v_idle, p_threshold) THEN 'source_busy'
 			WHEN NOT EXISTS (SELECT 1 FROM gpus g WHERE g.id = m.to_gpu_id AND g.health = 'ok'
 			                 AND g.node_status = 'ready') THEN 'target_unavailable'
@@ -1426,7 +1429,9 @@ BEGIN
 		IF (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id
 		    WHERE a.pool_id = m.pool_id AND a.profile = m.profile
 		      AND g.model = (SELECT model FROM gpus WHERE id = m.from_gpu_id)
-		      AND a.state NOT IN ('releasing', 'released'))
+		      AND a.state NOT IN ('releasing', 'released')
+		      -- another move's new instance: its old one counts
+		      AND NOT defrag_shadowed(a.replaces))
 		   >= (SELECT coalesce(sum((i->>'count')::integer), 0)
 		       FROM pools p CROSS JOIN jsonb_array_elements(p.items) i
 		       WHERE p.id = m.pool_id AND p.status NOT IN ('releasing', 'released')

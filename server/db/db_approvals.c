@@ -278,10 +278,21 @@ DB_STMT(stmt_pools_approve_many,
 DB_STMT(stmt_pools_live_allocs,
     LIVE_COLS "WHERE a.pool_id = $1 AND a.state NOT IN ('releasing', 'released') "
 	      "ORDER BY a.gpu_id, a.start");
+/*
+ * A shrink's candidates and their neighbours. The new instance of a
+ * defragmentation move in flight (it replaces a live one, migration 0026)
+ * is a neighbour, not the pool's: the pool counts the old one, so a shrink
+ * that chose both would leave the pool one instance over its items (the
+ * apply worker releases the new one when the shrink takes the old).
+ */
 DB_STMT(stmt_pools_live_allocs_gpus,
-    LIVE_COLS "WHERE a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
-	      "AND b.state NOT IN ('releasing', 'released')) "
-	      "AND a.state NOT IN ('releasing', 'released') ORDER BY a.gpu_id, a.start");
+    "SELECT a.id, a.gpu_id, g.node_id, n.name, g.uuid, g.gpu_index, "
+    "CASE WHEN defrag_shadowed(a.replaces) THEN 0 ELSE coalesce(a.pool_id, 0) END, g.model, "
+    "a.profile, a.start, a.size FROM allocations a "
+    "JOIN gpus g ON g.id = a.gpu_id JOIN nodes n ON n.id = g.node_id "
+    "WHERE a.gpu_id IN (SELECT b.gpu_id FROM allocations b WHERE b.pool_id = $1 "
+    "AND b.state NOT IN ('releasing', 'released')) "
+    "AND a.state NOT IN ('releasing', 'released') ORDER BY a.gpu_id, a.start");
 
 /* ---- candidates ---- */
 
