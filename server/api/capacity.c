@@ -11,7 +11,6 @@
  * simulation places through service/fleet.c, the fleet reading approvals
  * use too.
  */
-#include "api.h"
 #include "core/problem.h"
 #include "capacity.h"
 

@@ -66,6 +66,7 @@ client/cli/main.c|#include <microhttpd.h>|client/cli/ may not use microhttpd
 server/api/users.c|#include "../db/db.h"|no relative paths
 server/api/users.c|#include "db/db_internal.h"|a header private to db/
 server/main.c|#include "api/capacity.h"|a header private to api/
+server/main.c|#include "api/routes.h"|a header private to api/
 server/api/users.c|#include <postgresql/libpq-fe.h>|server/api/ may not use libpq; it belongs to server/db/
 server/api/users.c|#include <x86_64-linux-gnu/curl/curl.h>|server/api/ may not use curl
 server/domain/pool.c|#include "server/db/db.h"|server/domain/ may not use db/
