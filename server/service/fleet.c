@@ -215,8 +215,15 @@ fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, i
 	struct approval_want *w;
 	struct candidate_want *cw;
 	int nw = 0, wcap = nitems * (APPROVAL_FAST_PARTIAL_CLASSES + 2) + 8;
-	/* a simulation's fast path reads the classes now and leaves them cached */
+	/*
+	 * A simulation's fast path reads the classes now and leaves them
+	 * cached; its slow path takes them from there (an approval re-reads
+	 * them because a GPU whose lock it waited for may have changed
+	 * class; a simulation locks nothing, so a read 50 ms old is as good
+	 * as a new one on a quiet fleet, where both read the same).
+	 */
 	int64_t fast_age = lock ? CLASS_CACHE_MAX_AGE_US : 0;
+	int64_t slow_first_age = lock ? 0 : CLASS_SLOW_MAX_AGE_US;
 	enum candidate_lock how = !lock ? CANDIDATES_READ
 	    : fast                      ? CANDIDATES_SKIP
 					: CANDIDATES_WAIT;
@@ -234,7 +241,7 @@ fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, i
 		for (int j = 0; j < i; j++)
 			seen = seen || strcmp(items[j].model, items[i].model) == 0;
 		if (classes_get(db, a, c, catalog_model(c, items[i].model),
-			seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
+			seen ? CLASS_SLOW_MAX_AGE_US : slow_first_age, &cls, &ncls, err) < 0)
 			return -1;
 		wcap += ncls + 2;
 	}

@@ -66,7 +66,8 @@ void fleet_items_sum(struct spec_count *sum, int *nsum, const struct spec_count 
  * come from fleet_classes_read over every cluster: an approval's fast path
  * takes them from a per-process cache up to a second old (a hint only:
  * every candidate is locked and its layout re-read), a simulation's reads
- * them now and leaves them in that cache, the slow paths re-read them.
+ * them now and leaves them in that cache; an approval's slow path re-reads
+ * them, a simulation's takes them from the cache when 50 ms old at most.
  * cluster_id: only that cluster's GPUs (0: every cluster).
  */
 int fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c,

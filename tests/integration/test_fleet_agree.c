@@ -175,34 +175,14 @@ static void
 mixed_cluster(struct fixture *fx, const char *name, const char *model, int nodes, int gpus,
     unsigned *seed)
 {
-	static int uuid_seq = 0x70000;
-	struct gp_client_response *r;
-
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
-	    "{\"name\":\"%s\",\"region\":\"t\"}", name);
-	assert_status(r, 201);
+	fx_fleet_register(fx, name, model, nodes, gpus);
 	for (int n = 0; n < nodes; n++) {
-		const char *node = fx_str(fx, "%s-n%d", name, n);
 		bool mig = strcmp(model, "L4-24GB") != 0 && rand_r(seed) % 3 != 0;
 
-		r = fx_request(fx, fx->admin_token, "POST", "/v1/nodes",
-		    "{\"name\":\"%s\",\"cluster\":\"%s\",\"hostname\":\"%s.local\","
-		    "\"cpu_millicores\":64000,\"memory_bytes\":1000000000}",
-		    node, name, node);
-		assert_status(r, 201);
-		for (int g = 0; g < gpus; g++) {
-			r = fx_request(fx, fx->admin_token, "POST",
-			    fx_str(fx, "/v1/nodes/%s/gpus", node),
-			    "{\"index\":%d,\"uuid\":\"GPU-%08x-0000-4000-8000-%012x\","
-			    "\"model\":\"%s\"}",
-			    g, uuid_seq, uuid_seq, model);
-			assert_status(r, 201);
-			uuid_seq++;
-		}
 		fx_sql_exec(fx,
 		    "UPDATE gpus SET mig_enabled = $1 WHERE node_id = "
 		    "(SELECT id FROM nodes WHERE name = $2)",
-		    mig ? "true" : "false", node);
+		    mig ? "true" : "false", fx_str(fx, "%s-n%d", name, n));
 	}
 }
 
