@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include "api/api.h"
+#include "api/dispatch.h"
+#include "api/lifecycle.h"
 #include "auth/password.h"
 #include "auth/roles.h"
 #include "auth/token.h"

@@ -8,7 +8,7 @@
  * and reply; the status report is parsed in agent_status.c.
  */
 #include "agent.h"
-#include "api.h"
+#include "dispatch.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

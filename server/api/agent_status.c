@@ -5,7 +5,7 @@
  * service_agent_status. The node comes from the agent's token.
  */
 #include "agent.h"
-#include "api.h"
+#include "agent_status.h"
 
 #include <json-c/json.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * documents: a page the byte budget ended early still has a
  * next_cursor, so a client reads on as usual.
  */
-#include "api.h"
+#include "audit.h"
 
 #include "db/db_audit.h"
 #include "db/db_projects.h"

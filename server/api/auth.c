@@ -1,7 +1,7 @@
 /*
  * auth.c - login, /v1/me and API tokens.
  */
-#include "api.h"
+#include "auth.h"
 
 #include "auth/password.h"
 #include "auth/token.h"

@@ -3,7 +3,8 @@
  * and operators read; a project user reads the rates of what their
  * projects hold), the accrual run, usage, periods and adjustments.
  */
-#include "api.h"
+#include "billing.h"
+#include "projects.h"
 
 #include "core/problem.h"
 #include "core/timeutil.h"

@@ -4,7 +4,7 @@
  * streamed chunk by chunk from the database by whichever replica serves
  * the request (memory flat in the file's size).
  */
-#include "api.h"
+#include "billing_export.h"
 
 #include "core/problem.h"
 #include "core/timeutil.h"

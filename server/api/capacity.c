@@ -11,7 +11,6 @@
  * simulation places through service/fleet.c, the fleet reading approvals
  * use too.
  */
-#include "api.h"
 #include "core/problem.h"
 #include "capacity.h"
 
@@ -259,10 +258,9 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	struct jfields f;
 	const char *cluster = NULL;
 	struct spec_count *items = NULL;
-	struct fleet_gpus fleet;
-	struct placement_result pr;
-	struct gp_error perr;
-	int nitems = 0, total = 0;
+	struct fleet_answer ans;
+	int missing[PLACEMENT_MAX_ITEMS];
+	int nitems = 0;
 	int64_t cluster_id;
 	bool fits;
 
@@ -276,28 +274,22 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 		return -1;
 	if (capacity_cluster_id(db_thread(), req->arena, cluster, "cluster", &cluster_id, err) < 0)
 		return -1;
-	for (int i = 0; i < nitems; i++)
-		total += items[i].count;
-	memset(&pr, 0, sizeof(pr));
-	pr.cap = total;
-	pr.placements = arena_alloc(req->arena, sizeof(*pr.placements) * (size_t)(total + 1));
-	gp_error_clear(&perr);
-	if (fleet_place(db_thread(), req->arena, c, cluster_id, items, nitems, &fleet, &pr,
-		&perr) == 0) {
-		fits = true;
-	} else if (gp_error_is(&perr, GP_PROBLEM_INSUFFICIENT_CAPACITY)) {
-		fits = false;
-	} else {
-		*err = perr;
+	memset(missing, 0, sizeof(missing));
+	ans.missing = missing;
+	if (fleet_simulate(db_thread(), req->arena, c, cluster_id, items, nitems, &ans, err) < 0)
+		return -1;
+	if (ans.outcome == FLEET_FAILED) {
+		*err = ans.err;
 		return -1;
 	}
+	fits = ans.outcome == FLEET_PLACED;
 	o = json_object_new_object();
 	pl = json_object_new_array();
 	sh = json_object_new_array();
 	json_add_bool(o, "fits", fits);
-	for (int i = 0; fits && i < pr.nplacements; i++) {
-		const struct placement *p = &pr.placements[i];
-		const struct candidate_row *row = &fleet.rows[p->gpu];
+	for (int i = 0; fits && i < ans.nplaced; i++) {
+		const struct service_placed *p = &ans.placed[i];
+		const struct locked_gpu *row = p->gpu;
 		struct json_object *x = json_object_new_object();
 
 		json_add_str(x, "model", items[p->item].model);
@@ -314,18 +306,18 @@ api_capacity_simulate(struct request *req, struct response *res, struct gp_error
 	for (int i = 0; !fits && i < nitems; i++) {
 		struct json_object *x;
 
-		if (pr.missing[i] == 0)
+		if (missing[i] == 0)
 			continue;
 		x = json_object_new_object();
 		json_add_str(x, "model", items[i].model);
 		json_add_str(x, "profile", items[i].profile);
-		json_add_int(x, "missing", pr.missing[i]);
+		json_add_int(x, "missing", missing[i]);
 		json_add_int(x, "item", i);
 		json_object_array_add(sh, x);
 	}
 	json_object_object_add(o, "placements", pl);
 	json_object_object_add(o, "short", sh);
-	json_add_bool(o, "search_exhausted", pr.search_exhausted);
+	json_add_bool(o, "search_exhausted", ans.search_exhausted);
 	response_json(req, res, 200, o);
 	return 0;
 }

@@ -6,6 +6,7 @@
 #ifndef GP_API_CAPACITY_H
 #define GP_API_CAPACITY_H
 
+#include "api.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -74,5 +75,9 @@ int capacity_read_items(struct request *req, struct json_object *arr, const stru
 
 int capacity_model_param(const struct catalog *c, const char *model, const char *field,
     struct gp_error *err) __attribute__((warn_unused_result));
+
+/* handlers (routes.c routes to them) */
+int api_capacity_get(struct request *req, struct response *res, struct gp_error *err);
+int api_capacity_simulate(struct request *req, struct response *res, struct gp_error *err);
 
 #endif

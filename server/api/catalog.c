@@ -5,7 +5,7 @@
  * authenticated user; served from the catalog embedded in the binary
  * (the same data the migration put in gpu_models and mig_profiles).
  */
-#include "api.h"
+#include "catalog.h"
 
 #include "domain/catalog.h"
 #include "domain/spec.h"

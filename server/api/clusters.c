@@ -2,7 +2,7 @@
  * clusters.c - the Kubernetes clusters nodes belong to (operators and
  * admins write; billing reads too).
  */
-#include "api.h"
+#include "clusters.h"
 
 #include "db/db_capacity.h"
 

@@ -16,6 +16,24 @@
 #include <strings.h>
 #include <time.h>
 
+struct app *
+api_app(const struct request *req)
+{
+	return req->ctx;
+}
+
+enum role
+api_role(const struct request *req)
+{
+	return (enum role)req->principal.role;
+}
+
+bool
+api_sees_all_projects(const struct request *req)
+{
+	return role_sees_all_projects(api_role(req));
+}
+
 #define PAGE_DEFAULT 50
 #define PAGE_MAX 500
 

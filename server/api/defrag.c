@@ -4,7 +4,7 @@
  * stored and audited) and GET /v1/capacity/defrag-plans/{id}.
  * Operators and admins. docs/capacity.md.
  */
-#include "api.h"
+#include "defrag.h"
 #include "capacity.h"
 #include "core/log.h"
 #include "core/problem.h"

@@ -4,7 +4,9 @@
  * content type (415), Idempotency-Key claim and replay; then the handler,
  * the problem+json conversion of its error, and the metrics.
  */
-#include "api.h"
+#include "dispatch.h"
+#include "routes.h"
+#include "ui.h"
 #include "metrics.h"
 
 #include "auth/token.h"
@@ -24,24 +26,6 @@
 #define IDEMPOTENCY_WAIT_US (500 * 1000)
 #define IDEMPOTENCY_POLL_US (10 * 1000)
 #define TOKEN_TOUCH_INTERVAL_US (60 * 1000000LL)
-
-struct app *
-api_app(const struct request *req)
-{
-	return req->ctx;
-}
-
-enum role
-api_role(const struct request *req)
-{
-	return (enum role)req->principal.role;
-}
-
-bool
-api_sees_all_projects(const struct request *req)
-{
-	return role_sees_all_projects(api_role(req));
-}
 
 /* Match path against "/a/{}/b"; fills params. */
 static bool

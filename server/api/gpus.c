@@ -8,7 +8,8 @@
  * hardware rules with the placement engine and stored as allocations
  * without a pool (not managed by gpupool, but holding their slices).
  */
-#include "api.h"
+#include "gpus.h"
+#include "projects.h"
 #include "capacity.h"
 
 #include "db/db_capacity.h"

@@ -1,7 +1,7 @@
 /*
  * health.c - /healthz, /readyz, /metrics and the served contract.
  */
-#include "api.h"
+#include "health.h"
 
 #ifndef GP_VERSION
 #define GP_VERSION "0.0.0"

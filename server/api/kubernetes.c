@@ -7,6 +7,8 @@
  * each object; domain/kubernetes.c names them and writes the selectors.
  */
 #include "kubernetes.h"
+#include "dispatch.h"
+#include "projects.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "core/timeutil.h"

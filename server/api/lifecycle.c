@@ -4,7 +4,8 @@
  * the database, process and registry collectors live with what they
  * count (db/db.c, core/metrics_process.c, workers/deferred.c).
  */
-#include "api.h"
+#include "lifecycle.h"
+#include "telemetry.h"
 
 #include "capacity.h"
 #include "service/layout_cache.h"

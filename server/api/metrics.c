@@ -4,7 +4,7 @@
  * registered collectors write (core/metrics_registry.h).
  */
 #include "metrics.h"
-#include "api.h"
+#include "routes.h"
 
 #include "core/metrics_registry.h"
 #include "core/strbuf.h"

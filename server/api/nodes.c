@@ -8,7 +8,7 @@
  * and marks its work for moving off, uncordon makes it ready again. Only
  * a ready node takes new placements; existing allocations stay.
  */
-#include "api.h"
+#include "nodes.h"
 #include "capacity.h"
 
 #include "db/db_capacity.h"

@@ -6,6 +6,9 @@
  * (batch.c), whose workers run service_submits_run and
  * service_approvals_run, and the handler answers once woken.
  */
+#include "pool_requests.h"
+#include "dispatch.h"
+#include "projects.h"
 #include "pools.h"
 #include "workers/pool_queues.h"
 #include "capacity.h"

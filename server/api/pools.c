@@ -4,6 +4,7 @@
  * the JSON shapes the pool handlers share.
  */
 #include "pools.h"
+#include "projects.h"
 #include "core/problem.h"
 
 #include "db/db_projects.h"

@@ -32,4 +32,11 @@ int pools_items_read(struct request *req, struct json_object *arr, struct spec_c
  */
 const char *pools_metrics_text(struct arena *a);
 
+/* handlers (routes.c routes to them) */
+int api_quota_get(struct request *req, struct response *res, struct gp_error *err);
+int api_quota_put(struct request *req, struct response *res, struct gp_error *err);
+int api_quota_delete(struct request *req, struct response *res, struct gp_error *err);
+int api_pools_list(struct request *req, struct response *res, struct gp_error *err);
+int api_pools_get(struct request *req, struct response *res, struct gp_error *err);
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * projects.c - projects, their namespaces and members.
  */
-#include "api.h"
+#include "projects.h"
 
 #include "db/db_projects.h"
 #include "db/db_users.h"

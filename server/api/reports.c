@@ -4,7 +4,8 @@
  * hours and the idle share of the billed amount, by project or pool.
  * Project users see only the projects they are members of.
  */
-#include "api.h"
+#include "reports.h"
+#include "projects.h"
 
 #include "core/problem.h"
 #include "db/db_billing_export.h"

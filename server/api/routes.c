@@ -2,8 +2,28 @@
  * routes.c - the route table: every endpoint of gpupoold, in one place.
  * api/openapi.yaml must describe exactly these (tests/contract/test_contract.c).
  */
-#include "api.h"
+#include "routes.h"
+
+#include "agent.h"
+#include "agent_status.h"
+#include "audit.h"
+#include "auth.h"
+#include "billing.h"
+#include "billing_export.h"
+#include "capacity.h"
+#include "catalog.h"
+#include "clusters.h"
+#include "defrag.h"
+#include "gpus.h"
+#include "health.h"
 #include "kubernetes.h"
+#include "nodes.h"
+#include "pool_requests.h"
+#include "pools.h"
+#include "projects.h"
+#include "reports.h"
+#include "telemetry.h"
+#include "users.h"
 
 #define CAP_WRITE (ALLOW_ADMIN | ALLOW_OPERATOR)
 #define CAP_READ (ALLOW_ADMIN | ALLOW_OPERATOR | ALLOW_BILLING)

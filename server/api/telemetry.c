@@ -4,7 +4,7 @@
  * alerts (with acknowledgement) and workload profiles (docs/agent.md,
  * "Telemetry").
  */
-#include "api.h"
+#include "telemetry.h"
 
 #include <ctype.h>
 #include <json-c/json.h>

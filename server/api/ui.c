@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api.h"
+#include "ui.h"
 #include "ui_assets.h"
 
 #define UI_CSP                                                                            \

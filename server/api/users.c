@@ -1,7 +1,7 @@
 /*
  * users.c - user administration (admin only).
  */
-#include "api.h"
+#include "users.h"
 
 #include "auth/password.h"
 #include "auth/token.h"

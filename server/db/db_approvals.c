@@ -42,6 +42,10 @@ DB_STMT(stmt_pools_cand_wait,
     CAND_SELECT
     "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim FOR NO KEY UPDATE OF x NOWAIT) g "
     "JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
+/* A simulation's: the same rows, locking nothing. */
+DB_STMT(stmt_pools_cand_read,
+    CAND_SELECT "ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) g "
+		"JOIN nodes n ON n.id = g.node_id ORDER BY w.ord, g.node_id, g.gpu_index, g.id");
 
 /* The GPUs under the live allocations of some pools, locked in id order. */
 DB_STMT(stmt_pools_lock_gpus,
@@ -298,8 +302,14 @@ DB_STMT(stmt_pools_live_allocs_gpus,
 
 int
 db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
-    int64_t cluster_id, bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
+    int64_t cluster_id, enum candidate_lock how, struct locked_gpu **out, int *n,
+    struct gp_error *err)
 {
+	static const struct db_stmt *const stmts[] = {
+		[CANDIDATES_SKIP] = &stmt_pools_cand_skip,
+		[CANDIDATES_WAIT] = &stmt_pools_cand_wait,
+		[CANDIDATES_READ] = &stmt_pools_cand_read,
+	};
 	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
 	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
 	bool *migs = arena_alloc(a, sizeof(*migs) * (size_t)(nw + 1));
@@ -322,7 +332,7 @@ db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *
 	p[2] = db_param_text_array(a, layouts, nw);
 	p[3] = db_param_int_array(a, lims, nw);
 	p[4] = db_param_int(a, cluster_id);
-	r = db_exec(db, a, skip ? &stmt_pools_cand_skip : &stmt_pools_cand_wait, 5, p, err);
+	r = db_exec(db, a, stmts[how], 5, p, err);
 	if (r == NULL)
 		return -1;
 	*n = PQntuples(r);

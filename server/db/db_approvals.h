@@ -40,20 +40,29 @@ struct locked_gpu {
 	int64_t cluster_id;
 };
 
+/* How db_candidates_lock reads the candidates. */
+enum candidate_lock {
+	CANDIDATES_SKIP, /* lock; skip what others hold (an approval's fast path) */
+	CANDIDATES_WAIT, /* lock; fail 55P03 on what others hold (its slow path) */
+	CANDIDATES_READ, /* lock nothing (a simulation): the rows a quiet fleet would lock */
+};
+
 /*
  * Lock placement candidates: for each want, at most limit placeable GPUs
  * of that class in (node, index, id) order, each locked FOR NO KEY
  * UPDATE, and returned with its current layout (a GPU whose layout
- * changed before the lock is left out). With skip, GPUs locked by
- * others are skipped and so is every GPU of a node another approval is
- * placing on (a transaction-scoped advisory lock per node, taken here):
- * concurrent approvals spread over nodes instead of queueing. Without
- * skip, locks are waited for. Duplicates are possible across wants.
+ * changed before the lock is left out). With CANDIDATES_SKIP, GPUs
+ * locked by others are skipped and so is every GPU of a node another
+ * approval is placing on (a transaction-scoped advisory lock per node,
+ * taken here): concurrent approvals spread over nodes instead of
+ * queueing. CANDIDATES_WAIT takes them NOWAIT. CANDIDATES_READ locks
+ * nothing and reads the same rows in the same order, as both would when
+ * nobody else holds any. Duplicates are possible across wants.
  * cluster_id: only that cluster's GPUs (0: every cluster).
  */
 int db_candidates_lock(struct db *db, struct arena *a, const struct candidate_want *w, int nw,
-    int64_t cluster_id, bool skip, struct locked_gpu **out, int *n, struct gp_error *err)
-    __attribute__((warn_unused_result));
+    int64_t cluster_id, enum candidate_lock how, struct locked_gpu **out, int *n,
+    struct gp_error *err) __attribute__((warn_unused_result));
 
 /* ---- applying an approval ---- */
 

@@ -141,33 +141,6 @@ DB_STMT(stmt_cap_placeable_classes_cluster,
     "SELECT model, mig_enabled, layout, gpus FROM gpu_classes "
     "WHERE cluster_id = $2 AND model = ANY ($1::text[]) AND healthy AND node_ready "
     "AND gpus > 0");
-/*
- * The first lim placeable GPUs of each wanted class in (node, index, id)
- * order: one short range of gpus_placeable_idx (of
- * gpus_placeable_cluster_idx in one cluster) per class, which holds every
- * column needed (an index-only scan when the pages are all-visible); of
- * each group of picks, the first GPUs of its classes together; then the
- * rows of those few GPUs. Without picks ($5 empty) every GPU read.
- */
-#define CLASS_GPUS_HEAD                                                                      \
-	"WITH c AS (SELECT w.k, x.id, x.node_id, x.gpu_index "                               \
-	"FROM unnest($1::text[], $2::bool[], $3::text[], $4::int4[]) WITH ORDINALITY "       \
-	"AS w (model, mig_enabled, layout, lim, k) "                                         \
-	"CROSS JOIN LATERAL (SELECT x.id, x.node_id, x.gpu_index FROM gpus x "               \
-	"WHERE x.model = w.model AND x.mig_enabled = w.mig_enabled AND x.layout = w.layout " \
-	"AND x.health = 'ok' AND x.node_status = 'ready' "
-#define CLASS_GPUS_TAIL                                                                          \
-	"ORDER BY x.node_id, x.gpu_index, x.id LIMIT w.lim) x), "                                \
-	"r AS (SELECT c.id FROM c WHERE cardinality($5::int8[]) = 0 "                            \
-	"UNION SELECT z.id FROM (SELECT c.id, p.lim, row_number() OVER (PARTITION BY p.grp "     \
-	"ORDER BY c.node_id, c.gpu_index, c.id) AS rn "                                          \
-	"FROM unnest($5::int8[], $6::int4[], $7::int4[]) AS p (k, grp, lim) "                    \
-	"JOIN c ON c.k = p.k) z WHERE z.rn <= z.lim) "                                           \
-	"SELECT g.id, g.node_id, g.gpu_index, g.model, g.mig_enabled, g.layout, g.uuid, n.name " \
-	"FROM r JOIN gpus g ON g.id = r.id JOIN nodes n ON n.id = g.node_id "                    \
-	"ORDER BY g.node_id, g.gpu_index, g.id"
-DB_STMT(stmt_cap_class_gpus, CLASS_GPUS_HEAD CLASS_GPUS_TAIL);
-DB_STMT(stmt_cap_class_gpus_cluster, CLASS_GPUS_HEAD "AND x.cluster_id = $8 " CLASS_GPUS_TAIL);
 
 /* NULL for 0: "no filter" parameters. */
 static const char *
@@ -679,67 +652,5 @@ db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id
 		c->layout = db_text(a, r, i, 2);
 		c->count = db_int64(r, i, 3);
 	}
-	return 0;
-}
-
-static void
-candidate_from_row(struct arena *a, const PGresult *r, int row, struct candidate_row *c)
-{
-	c->id = db_int64(r, row, 0);
-	c->node_id = db_int64(r, row, 1);
-	c->index = (int)db_int64(r, row, 2);
-	c->model = db_text(a, r, row, 3);
-	c->mig_enabled = db_bool(r, row, 4);
-	c->layout = db_text(a, r, row, 5);
-	c->uuid = db_text(a, r, row, 6);
-	c->node = db_text(a, r, row, 7);
-}
-
-int
-db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
-    const struct class_want *w, int nw, const struct class_pick *pk, int np,
-    struct candidate_row **out, int *n, struct gp_error *err)
-{
-	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nw + 1));
-	const char **layouts = arena_alloc(a, sizeof(*layouts) * (size_t)(nw + 1));
-	bool *migs = arena_alloc(a, sizeof(*migs) * (size_t)(nw + 1));
-	int64_t *lims = arena_alloc(a, sizeof(*lims) * (size_t)(nw + 1));
-	int64_t *pw = arena_alloc(a, sizeof(*pw) * (size_t)(np + 1));
-	int64_t *pg = arena_alloc(a, sizeof(*pg) * (size_t)(np + 1));
-	int64_t *pl = arena_alloc(a, sizeof(*pl) * (size_t)(np + 1));
-	const char *p[8];
-	PGresult *r;
-
-	*n = 0;
-	*out = NULL;
-	if (nw == 0)
-		return 0;
-	for (int i = 0; i < nw; i++) {
-		models[i] = w[i].model;
-		migs[i] = w[i].mig_enabled;
-		layouts[i] = w[i].layout;
-		lims[i] = w[i].limit;
-	}
-	for (int i = 0; i < np; i++) {
-		pw[i] = pk[i].want + 1; /* WITH ORDINALITY counts from 1 */
-		pg[i] = pk[i].group;
-		pl[i] = pk[i].limit;
-	}
-	p[0] = db_param_text_array(a, models, nw);
-	p[1] = db_param_bool_array(a, migs, nw);
-	p[2] = db_param_text_array(a, layouts, nw);
-	p[3] = db_param_int64_array(a, lims, nw);
-	p[4] = db_param_int64_array(a, pw, np);
-	p[5] = db_param_int64_array(a, pg, np);
-	p[6] = db_param_int64_array(a, pl, np);
-	p[7] = param_id_or_null(a, cluster_id);
-	r = cluster_id != 0 ? db_exec(db, a, &stmt_cap_class_gpus_cluster, 8, p, err)
-			    : db_exec(db, a, &stmt_cap_class_gpus, 7, p, err);
-	if (r == NULL)
-		return -1;
-	*n = PQntuples(r);
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(*n + 1));
-	for (int i = 0; i < *n; i++)
-		candidate_from_row(a, r, i, &(*out)[i]);
 	return 0;
 }

@@ -113,36 +113,6 @@ struct layout_class {
 	int64_t count;
 };
 
-/* A GPU the placement engine may use (ready node, health ok). */
-struct candidate_row {
-	int64_t id;
-	int64_t node_id;
-	int index;
-	const char *model;
-	bool mig_enabled;
-	const char *layout;
-	const char *uuid;
-	const char *node;
-};
-
-/* A layout class to read GPUs from: its first limit placeable GPUs. */
-struct class_want {
-	const char *model;
-	bool mig_enabled;
-	const char *layout;
-	int limit;
-};
-
-/*
- * Wants read as one: of the GPUs of wants w[want] of one group (the
- * picks of a group share group and limit), the first limit together.
- */
-struct class_pick {
-	int want;
-	int group;
-	int limit;
-};
-
 /* ---- clusters ---- */
 
 /* 409 when the name is taken. */
@@ -254,24 +224,11 @@ int db_capacity_classes(struct db *db, struct arena *a, int64_t cluster_id, cons
  * The placeable layout classes (ready node, health ok) of models[0..
  * nmodels): in cluster_id, or summed over every cluster when it is 0.
  * healthy and node_ready are true, count > 0; in no particular order
- * (simulation ranks them, approval_wants sorts them). The one fleet reading of simulation and approvals
- * (service/fleet.c).
+ * (approval_wants sorts them). The one fleet reading of simulation and
+ * approvals (service/fleet.c).
  */
 int db_capacity_placeable_classes(struct db *db, struct arena *a, int64_t cluster_id,
     const char *const *models, int nmodels, struct layout_class **out, int *n, struct gp_error *err)
     __attribute__((warn_unused_result));
-
-/*
- * For each of w[0..nw) the first w[i].limit placeable GPUs (ready node,
- * health ok, in cluster_id unless 0) of that class (model, MIG mode,
- * layout) in (node_id, index, id) order: the GPUs the placement engine
- * would take first of the class (placement_select says how many are
- * needed). With picks (np > 0) only those the picks name: of each group,
- * the first GPUs of its wants together. Ordered by (node_id, index, id),
- * each GPU once.
- */
-int db_capacity_class_gpus(struct db *db, struct arena *a, int64_t cluster_id,
-    const struct class_want *w, int nw, const struct class_pick *p, int np,
-    struct candidate_row **out, int *n, struct gp_error *err) __attribute__((warn_unused_result));
 
 #endif

@@ -52,143 +52,7 @@ fleet_classes_read(struct db *db, struct arena *a, const struct catalog *c, int6
 	return 0;
 }
 
-/* ---- simulation ---- */
-
-/* The distinct models of items[0..nitems), in arena memory. */
-static const char **
-item_models(struct arena *a, const struct spec_count *items, int nitems, int *n)
-{
-	const char **models = arena_alloc(a, sizeof(*models) * (size_t)(nitems + 1));
-
-	*n = 0;
-	for (int i = 0; i < nitems; i++) {
-		int j;
-
-		for (j = 0; j < *n; j++)
-			if (strcmp(models[j], items[i].model) == 0)
-				break;
-		if (j == *n)
-			models[(*n)++] = items[i].model;
-	}
-	return models;
-}
-
-/* The placeable classes of the items' models that the engine may place on, ranked. */
-static int
-sim_classes(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct fleet_classes *out, struct gp_error *err)
-{
-	const char **models;
-	int nmodels, k = 0;
-
-	models = item_models(a, items, nitems, &nmodels);
-	if (fleet_classes_read(db, a, c, cluster_id, models, nmodels, out, err) < 0)
-		return -1;
-	for (int i = 0; i < out->n; i++) {
-		if (!out->valid[i]) {
-			log_warn(NULL, "gpu layout breaks a hardware rule; not placing on it",
-			    "model", out->rows[i].model, "layout", out->rows[i].layout);
-			continue;
-		}
-		out->rows[k] = out->rows[i];
-		out->cls[k] = out->cls[i];
-		out->valid[k] = true;
-		k++;
-	}
-	out->n = k;
-	return 0;
-}
-
-/*
- * The fleet placement_select chose in fc (the classes' take; the groups'
- * picks[0..npicks) when npicks > 0), read into *fleet in (node_id,
- * index, id) order.
- */
-static int
-fleet_read(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct fleet_classes *fc, const struct placement_pick *picks, int npicks,
-    struct fleet_gpus *fleet, struct gp_error *err)
-{
-	struct class_want *w = arena_alloc(a, sizeof(*w) * (size_t)(fc->n + 1));
-	int *want_of = arena_alloc(a, sizeof(*want_of) * (size_t)(fc->n + 1));
-	struct class_pick *pk = arena_alloc(a, sizeof(*pk) * (size_t)(npicks > 0 ? npicks : 1));
-	struct candidate_row *rows;
-	int nw = 0, n, k = 0;
-
-	for (int i = 0; i < fc->n; i++) {
-		want_of[i] = -1;
-		if (fc->cls[i].take <= 0)
-			continue;
-		want_of[i] = nw;
-		w[nw].model = fc->rows[i].model;
-		w[nw].mig_enabled = fc->rows[i].mig_enabled;
-		w[nw].layout = fc->rows[i].layout;
-		w[nw].limit = fc->cls[i].take;
-		nw++;
-	}
-	for (int i = 0; i < npicks; i++) {
-		pk[i].want = want_of[picks[i].cls];
-		pk[i].group = picks[i].group;
-		pk[i].limit = picks[i].take;
-	}
-	if (db_capacity_class_gpus(db, a, cluster_id, w, nw, pk, npicks > 0 ? npicks : 0, &rows, &n,
-		err) < 0)
-		return -1;
-	memset(fleet, 0, sizeof(*fleet));
-	fleet->gpus = arena_alloc(a, sizeof(*fleet->gpus) * (size_t)(n + 1));
-	for (int i = 0; i < n; i++) {
-		const struct gpu_model *m = catalog_model(c, rows[i].model);
-		struct placement_gpu *g = &fleet->gpus[k];
-
-		if (m == NULL ||
-		    layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
-			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
-			continue;
-		rows[k++] = rows[i];
-	}
-	fleet->rows = rows;
-	fleet->ngpus = k;
-	return 0;
-}
-
-int
-fleet_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct fleet_gpus *fleet,
-    struct placement_result *res, struct gp_error *err)
-{
-	struct fleet_classes fc;
-	struct placement_pick *picks;
-	struct gp_error perr;
-	int maxpicks, npicks;
-
-	memset(fleet, 0, sizeof(*fleet));
-	if (sim_classes(db, a, c, cluster_id, items, nitems, &fc, err) < 0)
-		return -1;
-	/* narrow: the best classes; exact when the greedy pass places everything */
-	maxpicks = 4 * fc.n + 64;
-	picks = arena_alloc(a, sizeof(*picks) * (size_t)maxpicks);
-	if (placement_select(c, items, nitems, fc.cls, fc.n, false, picks, maxpicks, &npicks, err) <
-		0 ||
-	    fleet_read(db, a, c, cluster_id, &fc, picks, npicks, fleet, err) < 0)
-		return -1;
-	gp_error_clear(&perr);
-	if (placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, PLACEMENT_NO_SEARCH, res,
-		&perr) == 0)
-		return 0;
-	if (perr.status != 409) {
-		*err = perr;
-		return -1;
-	}
-	/* wide: every class that could take an item, then the exact search */
-	if (placement_select(c, items, nitems, fc.cls, fc.n, true, NULL, 0, &npicks, err) < 0 ||
-	    fleet_read(db, a, c, cluster_id, &fc, NULL, 0, fleet, err) < 0)
-		return -1;
-	return placement_find(c, fleet->gpus, fleet->ngpus, items, nitems, 0, res, err);
-}
-
-/* ---- approvals ---- */
-
-/* ---- layout classes ---- */
+/* ---- the class cache ---- */
 
 /*
  * Process-wide cache of the layout classes per model. Shared by the
@@ -311,27 +175,58 @@ classes_get(struct db *db, struct arena *a, const struct catalog *c, const struc
 static int
 wants_for_model(struct db *db, struct arena *a, const struct catalog *c, const struct gpu_model *m,
     const struct spec_count *items, const int *idx, int nidx, bool fast, int held,
-    struct approval_want *w, int *nw, int cap, struct gp_error *err)
+    int64_t max_age_us, struct approval_want *w, int *nw, int cap, struct gp_error *err)
 {
 	struct approval_class *cls;
 	int ncls;
 
-	if (classes_get(db, a, c, m, fast ? CLASS_CACHE_MAX_AGE_US : CLASS_SLOW_MAX_AGE_US, &cls,
-		&ncls, err) < 0)
+	if (classes_get(db, a, c, m, max_age_us, &cls, &ncls, err) < 0)
 		return -1;
 	approval_wants(a, m, items, idx, nidx, cls, ncls, fast, held, w, nw, cap);
 	return 0;
 }
 
+/* ---- candidates ---- */
+
+/* See fleet.h. */
+void
+fleet_items_sum(struct spec_count *sum, int *nsum, const struct spec_count *items, int nitems)
+{
+	for (int j = 0; j < nitems; j++) {
+		int k;
+
+		for (k = 0; k < *nsum; k++)
+			if (strcmp(sum[k].model, items[j].model) == 0 &&
+			    strcmp(sum[k].profile, items[j].profile) == 0)
+				break;
+		if (k < *nsum)
+			sum[k].count += items[j].count;
+		else if (*nsum < POOL_MAX_ITEMS)
+			sum[(*nsum)++] = items[j];
+	}
+}
+
 /* See fleet.h. */
 int
 fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, bool fast, int held, struct locked_gpu **rows,
-    int *n, struct gp_error *err)
+    const struct spec_count *items, int nitems, bool fast, int held, bool lock,
+    struct locked_gpu **rows, int *n, struct gp_error *err)
 {
 	struct approval_want *w;
 	struct candidate_want *cw;
 	int nw = 0, wcap = nitems * (APPROVAL_FAST_PARTIAL_CLASSES + 2) + 8;
+	/*
+	 * A simulation's fast path reads the classes now and leaves them
+	 * cached; its slow path takes them from there (an approval re-reads
+	 * them because a GPU whose lock it waited for may have changed
+	 * class; a simulation locks nothing, so a read 50 ms old is as good
+	 * as a new one on a quiet fleet, where both read the same).
+	 */
+	int64_t fast_age = lock ? CLASS_CACHE_MAX_AGE_US : 0;
+	int64_t slow_first_age = lock ? 0 : CLASS_SLOW_MAX_AGE_US;
+	enum candidate_lock how = !lock ? CANDIDATES_READ
+	    : fast                      ? CANDIDATES_SKIP
+					: CANDIDATES_WAIT;
 	bool done[POOL_MAX_ITEMS];
 
 	memset(done, 0, sizeof(done));
@@ -346,7 +241,7 @@ fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, i
 		for (int j = 0; j < i; j++)
 			seen = seen || strcmp(items[j].model, items[i].model) == 0;
 		if (classes_get(db, a, c, catalog_model(c, items[i].model),
-			seen ? CLASS_SLOW_MAX_AGE_US : 0, &cls, &ncls, err) < 0)
+			seen ? CLASS_SLOW_MAX_AGE_US : slow_first_age, &cls, &ncls, err) < 0)
 			return -1;
 		wcap += ncls + 2;
 	}
@@ -363,8 +258,8 @@ fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, i
 				done[j] = true;
 			}
 		}
-		if (wants_for_model(db, a, c, m, items, idx, nidx, fast, held, w, &nw, wcap, err) <
-		    0)
+		if (wants_for_model(db, a, c, m, items, idx, nidx, fast, held,
+			fast ? fast_age : CLASS_SLOW_MAX_AGE_US, w, &nw, wcap, err) < 0)
 			return -1;
 	}
 	cw = arena_alloc(a, sizeof(*cw) * (size_t)(nw + 1));
@@ -374,5 +269,179 @@ fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c, i
 		cw[i].layout = w[i].layout;
 		cw[i].limit = w[i].limit;
 	}
-	return db_candidates_lock(db, a, cw, nw, cluster_id, fast, rows, n, err);
+	return db_candidates_lock(db, a, cw, nw, cluster_id, how, rows, n, err);
+}
+
+/* ---- placing ---- */
+
+/* See fleet.h. */
+int
+fleet_set_add(struct arena *a, const struct catalog *c, struct fleet_set *set,
+    const struct locked_gpu *rows, int n)
+{
+	int added = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct gpu_model *m = catalog_model(c, rows[i].model);
+		struct placement_gpu *g;
+		int j;
+
+		if (m == NULL)
+			continue;
+		for (j = 0; j < set->n; j++)
+			if (set->gpus[j].id == rows[i].id)
+				break;
+		if (j < set->n)
+			continue; /* ours already, with this batch's placements */
+		if (set->n == set->cap) {
+			int ncap = set->cap * 2 + 64;
+			struct placement_gpu *ng = arena_alloc(a, sizeof(*ng) * (size_t)ncap);
+			const struct locked_gpu **nr = arena_alloc(a, sizeof(*nr) * (size_t)ncap);
+
+			if (set->n > 0) {
+				memcpy(ng, set->gpus, sizeof(*ng) * (size_t)set->n);
+				memcpy(nr, set->rows, sizeof(*nr) * (size_t)set->n);
+			}
+			set->gpus = ng;
+			set->rows = nr;
+			set->cap = ncap;
+		}
+		g = &set->gpus[set->n];
+		if (layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
+			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
+			continue;
+		set->rows[set->n++] = &rows[i];
+		added++;
+	}
+	return added;
+}
+
+/*
+ * Place items on set (only its GPUs of cluster_id, unless 0) and apply
+ * them there; ans->outcome says how it went.
+ */
+static void
+set_take(struct arena *a, const struct catalog *c, struct fleet_set *set, int64_t cluster_id,
+    const struct spec_count *items, int nitems, struct fleet_answer *ans)
+{
+	struct placement_result res;
+	struct placement_gpu *gpus = set->gpus;
+	int *idx = NULL; /* gpus[k] is set->gpus[idx[k]] when bound to a cluster */
+	int total = 0, ngpus = set->n;
+
+	if (cluster_id != 0) {
+		gpus = arena_alloc(a, sizeof(*gpus) * (size_t)(set->n + 1));
+		idx = arena_alloc(a, sizeof(*idx) * (size_t)(set->n + 1));
+		ngpus = 0;
+		for (int i = 0; i < set->n; i++) {
+			if (set->rows[i]->cluster_id != cluster_id)
+				continue;
+			idx[ngpus] = i;
+			gpus[ngpus++] = set->gpus[i];
+		}
+	}
+	for (int i = 0; i < nitems; i++)
+		total += items[i].count;
+	memset(&res, 0, sizeof(res));
+	res.cap = total;
+	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
+	gp_error_clear(&ans->err);
+	ans->outcome = FLEET_PLACED;
+	if (placement_find(c, gpus, ngpus, items, nitems, PLACEMENT_APPLY, &res, &ans->err) < 0) {
+		ans->outcome = ans->err.status == 409 ? FLEET_SHORT : FLEET_FAILED;
+		for (int i = 0; ans->outcome == FLEET_SHORT && i < nitems; i++)
+			ans->missing[i] = res.missing[i];
+	}
+	ans->search_exhausted = res.search_exhausted;
+	/* the cluster's GPUs back into the set, as placed */
+	for (int k = 0; idx != NULL && k < ngpus; k++)
+		set->gpus[idx[k]] = gpus[k];
+	if (ans->outcome != FLEET_PLACED)
+		return;
+	ans->placed = arena_alloc(a, sizeof(*ans->placed) * (size_t)(res.nplacements + 1));
+	for (int i = 0; i < res.nplacements; i++) {
+		const struct placement *p = &res.placements[i];
+		struct service_placed *o = &ans->placed[i];
+
+		o->gpu = set->rows[idx != NULL ? idx[p->gpu] : p->gpu];
+		o->item = p->item;
+		o->profile = p->profile != NULL ? arena_strdup(a, p->profile->name) : SPEC_FULL;
+		o->start = p->start;
+		o->size = p->size;
+		o->mode_switch = p->mode_switch;
+	}
+	ans->nplaced = res.nplacements;
+}
+
+/* See fleet.h. */
+int
+fleet_set_place(struct db *db, struct arena *a, const struct catalog *c, struct fleet_set *set,
+    int64_t cluster_id, const struct spec_count *items, int nitems, bool lock,
+    struct fleet_answer *ans, struct gp_error *err)
+{
+	struct locked_gpu *rows;
+	int nrows;
+
+	ans->slow = false;
+	ans->placed = NULL;
+	ans->nplaced = 0;
+	set_take(a, c, set, cluster_id, items, nitems, ans);
+	/*
+	 * The slow path: every useful class, waiting for locks, past the
+	 * GPUs the set holds (earlier approvals of this batch may have
+	 * filled them). A GPU whose lock it waited for may have changed
+	 * class meanwhile (another transaction placed on it and committed)
+	 * and drop out of the answer; the classes read again then show where
+	 * it went. So it goes on while it finds GPUs the set lacks: only then
+	 * is the answer insufficient capacity.
+	 */
+	for (int pass = 0; ans->outcome == FLEET_SHORT && pass < FLEET_SLOW_PASSES; pass++) {
+		ans->slow = true;
+		if (fleet_candidates_lock(db, a, c, cluster_id, items, nitems, false, set->n, lock,
+			&rows, &nrows, err) < 0)
+			return -1;
+		if (fleet_set_add(a, c, set, rows, nrows) == 0 && pass > 0)
+			break;
+		set_take(a, c, set, cluster_id, items, nitems, ans);
+	}
+	return 0;
+}
+
+/* Order of a simulation's placements: item, then (node, index, id), then start. */
+static int
+placed_cmp(const void *pa, const void *pb)
+{
+	const struct service_placed *x = pa, *y = pb;
+
+	if (x->item != y->item)
+		return x->item < y->item ? -1 : 1;
+	if (x->gpu->node_id != y->gpu->node_id)
+		return x->gpu->node_id < y->gpu->node_id ? -1 : 1;
+	if (x->gpu->index != y->gpu->index)
+		return x->gpu->index < y->gpu->index ? -1 : 1;
+	if (x->gpu->id != y->gpu->id)
+		return x->gpu->id < y->gpu->id ? -1 : 1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* See fleet.h. */
+int
+fleet_simulate(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+    const struct spec_count *items, int nitems, struct fleet_answer *ans, struct gp_error *err)
+{
+	struct spec_count sum[POOL_MAX_ITEMS];
+	struct fleet_set set;
+	struct locked_gpu *rows;
+	int nsum = 0, nrows;
+
+	memset(&set, 0, sizeof(set));
+	fleet_items_sum(sum, &nsum, items, nitems);
+	if (fleet_candidates_lock(db, a, c, 0, sum, nsum, true, 0, false, &rows, &nrows, err) < 0)
+		return -1;
+	fleet_set_add(a, c, &set, rows, nrows);
+	if (fleet_set_place(db, a, c, &set, cluster_id, items, nitems, false, ans, err) < 0)
+		return -1;
+	if (ans->outcome == FLEET_PLACED)
+		qsort(ans->placed, (size_t)ans->nplaced, sizeof(*ans->placed), placed_cmp);
+	return 0;
 }

@@ -1,19 +1,18 @@
 /*
  * fleet.h - the one reading of the fleet that placements use: simulation
  * (POST /v1/capacity/simulate, api/capacity.c) and approvals
- * (pool_service.c) both see the fleet as its placeable layout classes
+ * (pool_approve.c) both see the fleet as its placeable layout classes
  * (GPUs alike in model, MIG mode and layout, on a ready node with health
- * ok: one gpu_classes row each, db_capacity_placeable_classes) ranked
- * from the layout cache, and read only the first GPUs of the classes
- * they choose, in the (node, index, id) order the engine breaks ties by.
- *
- * Simulation reads those GPUs (fleet_place); an approval locks them
- * (fleet_candidates_lock: FOR NO KEY UPDATE, skipping what others hold
- * on its fast path) and re-reads their layouts before the engine sees
- * them. Which classes each takes differs: simulation the ones
- * placement_select names (so it answers as on the whole fleet), an
- * approval the ones approval_wants names (the busiest plus empty GPUs,
- * so that concurrent approvals spread out); the classes are the same.
+ * ok: one gpu_classes row each, db_capacity_placeable_classes), choose
+ * the classes to read GPUs from with approval_wants (fast: the busiest
+ * classes and empty GPUs; slow: every useful class), read those GPUs in
+ * the (node, index, id) order the engine breaks ties by, and place on
+ * them with the same passes (fleet_set_place). The one difference:
+ * an approval locks the GPUs it reads (its fast path skipping what
+ * others hold), a simulation locks nothing. So on a quiet fleet (no
+ * approval running, nothing held) a simulation's placements are the ones
+ * an approval of the same items makes right after: the same GPU, start
+ * and profile per instance (tests/integration/test_fleet_agree.c).
  */
 #ifndef GP_SERVICE_FLEET_H
 #define GP_SERVICE_FLEET_H
@@ -38,7 +37,7 @@
  * the engine sees one of its GPUs, gpus its size), valid[i] whether its
  * layout obeys the hardware rules (it cannot break them through gpupool;
  * such a class is never placed on). Arrays in arena a, in no particular
- * order (placement_select ranks them, approval_wants sorts them).
+ * order (approval_wants sorts them).
  */
 struct fleet_classes {
 	struct layout_class *rows;
@@ -52,46 +51,94 @@ int fleet_classes_read(struct db *db, struct arena *a, const struct catalog *c, 
     __attribute__((warn_unused_result));
 
 /*
- * GPUs read for a simulation: gpus[i] is the engine's view of the GPU
- * rows[i] describes (id, node, uuid, index), in (node_id, index, id)
- * order. See placement_select for why such a subset places exactly as
- * the whole fleet would.
+ * Add to sum[0..*nsum) (at most POOL_MAX_ITEMS) the counts of
+ * items[0..nitems), one entry per model and profile: what a batch's fast
+ * path reads candidates for.
  */
-struct fleet_gpus {
-	struct placement_gpu *gpus;
-	const struct candidate_row *rows;
-	int ngpus;
+void fleet_items_sum(struct spec_count *sum, int *nsum, const struct spec_count *items, int nitems);
+
+/*
+ * The candidates of one pass for items[0..nitems) into rows[0..*n) (fast:
+ * the busiest classes and the empty GPUs; slow: every useful class, each
+ * class held GPUs further). lock: an approval's, locked FOR NO KEY
+ * UPDATE (fast: skipping GPUs and nodes others hold; slow: NOWAIT);
+ * otherwise a simulation's, the same rows, locking nothing. The classes
+ * come from fleet_classes_read over every cluster: an approval's fast path
+ * takes them from a per-process cache up to a second old (a hint only:
+ * every candidate is locked and its layout re-read), a simulation's reads
+ * them now and leaves them in that cache; an approval's slow path re-reads
+ * them, a simulation's takes them from the cache when 50 ms old at most.
+ * cluster_id: only that cluster's GPUs (0: every cluster).
+ */
+int fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c,
+    int64_t cluster_id, const struct spec_count *items, int nitems, bool fast, int held, bool lock,
+    struct locked_gpu **rows, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+
+#define FLEET_SLOW_PASSES 4 /* slow-path reads while they find more GPUs */
+
+/* One instance placed: on gpu (a row of the set), item's, at start. */
+struct service_placed {
+	const struct locked_gpu *gpu;
+	int item;
+	const char *profile; /* "full" or a MIG profile name */
+	int start;
+	int size;
+	bool mode_switch;
 };
 
 /*
- * placement_find for items[0..nitems) (validated, res set up as
- * placement_find wants it, flags 0) over the ready nodes of cluster_id
- * (0: every cluster), reading as few GPUs as it can: first the best
- * classes only (placement_select, narrow), which settles every request
- * the greedy pass places; when that falls short, every class that could
- * help, for the exact search. The answer is placement_find's over the
- * whole fleet: 0 with res filled and *fleet the GPUs res->placements[i].gpu
- * indexes; -1 with err 409 insufficient_capacity and res->missing, or
- * another error (database, 500). Reads are separate statements: GPUs that
- * change between them are placed as the second read found them. A GPU
- * whose stored layout the engine rejects is left out and logged.
+ * The GPUs one batch (or simulation) places on: the engine's view of
+ * every candidate read so far, with the placements applied as they are
+ * made. Zeroed to start.
  */
-int fleet_place(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct fleet_gpus *fleet,
-    struct placement_result *res, struct gp_error *err) __attribute__((warn_unused_result));
+struct fleet_set {
+	struct placement_gpu *gpus;
+	const struct locked_gpu **rows; /* rows[i]: what gpus[i] was read as */
+	int n;
+	int cap;
+};
+
+/* Add the rows[0..n) that set does not hold yet; returns how many. */
+int fleet_set_add(struct arena *a, const struct catalog *c, struct fleet_set *set,
+    const struct locked_gpu *rows, int n);
+
+enum fleet_outcome {
+	FLEET_PLACED, /* placed[0..nplaced) */
+	FLEET_SHORT,  /* insufficient capacity: missing[] per item */
+	FLEET_FAILED, /* the engine's err (not 409) */
+};
+
+struct fleet_answer {
+	enum fleet_outcome outcome;
+	struct service_placed *placed; /* in arena memory */
+	int nplaced;
+	int *missing;          /* the caller's, one per item */
+	bool slow;             /* the slow path ran */
+	bool search_exhausted; /* the engine's search hit its budget */
+	struct gp_error err;   /* FLEET_FAILED */
+};
 
 /*
- * Lock the candidates of one approval pass for items[0..nitems) (fast:
- * the busiest classes and the empty GPUs, skipping GPUs and nodes others
- * hold; slow: every useful class, waiting for locks, each class held
- * GPUs further) into rows[0..*n). The classes come from
- * fleet_classes_read over every cluster, cached per process for a second
- * on the fast path (a hint only: every candidate is locked and its layout
- * re-read), re-read on the slow path. cluster_id: only that cluster's GPUs
- * (0: every cluster).
+ * Place items[0..nitems) on set (its GPUs of cluster_id, 0: all) and
+ * apply them there; when that falls short, the slow path: read every
+ * useful class's candidates past the set's (fleet_candidates_lock, lock
+ * as given) and place again, while that finds GPUs the set lacks (at
+ * most FLEET_SLOW_PASSES reads). 0 with *ans filled (ans->missing set by
+ * the caller); -1: reading failed (err).
  */
-int fleet_candidates_lock(struct db *db, struct arena *a, const struct catalog *c,
-    int64_t cluster_id, const struct spec_count *items, int nitems, bool fast, int held,
-    struct locked_gpu **rows, int *n, struct gp_error *err) __attribute__((warn_unused_result));
+int fleet_set_place(struct db *db, struct arena *a, const struct catalog *c, struct fleet_set *set,
+    int64_t cluster_id, const struct spec_count *items, int nitems, bool lock,
+    struct fleet_answer *ans, struct gp_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Simulate an approval of items[0..nitems) (validated) in cluster_id (0:
+ * any): the approval's fast read of a batch holding only these items,
+ * then fleet_set_place, locking nothing. 0 with *ans filled (the
+ * placements by item, then GPU in (node, index, id) order, then start);
+ * -1: err.
+ */
+int fleet_simulate(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
+    const struct spec_count *items, int nitems, struct fleet_answer *ans, struct gp_error *err)
+    __attribute__((warn_unused_result));
 
 #endif

@@ -22,137 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- candidates and placement ---- */
-
-#define SLOW_PASSES 4 /* slow-path reads while they find more GPUs */
-
-/* ---- candidates and placement ---- */
-
-struct service_placed {
-	const struct locked_gpu *gpu;
-	int item;
-	const char *profile; /* "full" or a MIG profile name */
-	int start;
-	int size;
-	bool mode_switch;
-};
-
-/*
- * The GPUs one batch places on: the engine's view of every candidate
- * locked so far, with this batch's placements applied as they are made.
- */
-struct place_set {
-	struct placement_gpu *gpus;
-	const struct locked_gpu **rows; /* rows[i]: what gpus[i] was read as */
-	int n;
-	int cap;
-};
-
-/* Add the locked rows[0..n) that set does not hold yet; returns how many. */
-static int
-place_set_add(struct arena *a, const struct catalog *c, struct place_set *set,
-    const struct locked_gpu *rows, int n)
-{
-	int added = 0;
-
-	for (int i = 0; i < n; i++) {
-		const struct gpu_model *m = catalog_model(c, rows[i].model);
-		struct placement_gpu *g;
-		int j;
-
-		if (m == NULL)
-			continue;
-		for (j = 0; j < set->n; j++)
-			if (set->gpus[j].id == rows[i].id)
-				break;
-		if (j < set->n)
-			continue; /* ours already, with this batch's placements */
-		if (set->n == set->cap) {
-			int ncap = set->cap * 2 + 64;
-			struct placement_gpu *ng = arena_alloc(a, sizeof(*ng) * (size_t)ncap);
-			const struct locked_gpu **nr = arena_alloc(a, sizeof(*nr) * (size_t)ncap);
-
-			if (set->n > 0) {
-				memcpy(ng, set->gpus, sizeof(*ng) * (size_t)set->n);
-				memcpy(nr, set->rows, sizeof(*nr) * (size_t)set->n);
-			}
-			set->gpus = ng;
-			set->rows = nr;
-			set->cap = ncap;
-		}
-		g = &set->gpus[set->n];
-		if (layout_cache_gpu(m, rows[i].mig_enabled, rows[i].layout, rows[i].id,
-			rows[i].node_id, rows[i].index, rows[i].uuid, g) < 0)
-			continue;
-		set->rows[set->n++] = &rows[i];
-		added++;
-	}
-	return added;
-}
-
-/*
- * Place items on set (only its GPUs of cluster_id, unless 0) and apply
- * them there. 1: placed (*out[0..*nout) in arena a), 0: insufficient
- * (missing[] per item), -1: error.
- */
-static int
-place_set_take(struct arena *a, const struct catalog *c, struct place_set *set, int64_t cluster_id,
-    const struct spec_count *items, int nitems, struct service_placed **out, int *nout,
-    int *missing, struct gp_error *err)
-{
-	struct placement_result res;
-	struct gp_error perr;
-	struct placement_gpu *gpus = set->gpus;
-	int *idx = NULL; /* gpus[k] is set->gpus[idx[k]] when bound to a cluster */
-	int total = 0, ngpus = set->n, rc = 1;
-
-	if (cluster_id != 0) {
-		gpus = arena_alloc(a, sizeof(*gpus) * (size_t)(set->n + 1));
-		idx = arena_alloc(a, sizeof(*idx) * (size_t)(set->n + 1));
-		ngpus = 0;
-		for (int i = 0; i < set->n; i++) {
-			if (set->rows[i]->cluster_id != cluster_id)
-				continue;
-			idx[ngpus] = i;
-			gpus[ngpus++] = set->gpus[i];
-		}
-	}
-	for (int i = 0; i < nitems; i++)
-		total += items[i].count;
-	memset(&res, 0, sizeof(res));
-	res.cap = total;
-	res.placements = arena_alloc(a, sizeof(*res.placements) * (size_t)(total + 1));
-	gp_error_clear(&perr);
-	if (placement_find(c, gpus, ngpus, items, nitems, PLACEMENT_APPLY, &res, &perr) < 0) {
-		if (perr.status != 409) {
-			*err = perr;
-			return -1;
-		}
-		for (int i = 0; i < nitems; i++)
-			missing[i] = res.missing[i];
-		rc = 0;
-	}
-	/* the cluster's GPUs back into the set, as placed */
-	for (int k = 0; idx != NULL && k < ngpus; k++)
-		set->gpus[idx[k]] = gpus[k];
-	if (rc == 0)
-		return 0;
-	*out = arena_alloc(a, sizeof(**out) * (size_t)(res.nplacements + 1));
-	for (int i = 0; i < res.nplacements; i++) {
-		const struct placement *p = &res.placements[i];
-		struct service_placed *o = &(*out)[i];
-
-		o->gpu = set->rows[idx != NULL ? idx[p->gpu] : p->gpu];
-		o->item = p->item;
-		o->profile = p->profile != NULL ? arena_strdup(a, p->profile->name) : SPEC_FULL;
-		o->start = p->start;
-		o->size = p->size;
-		o->mode_switch = p->mode_switch;
-	}
-	*nout = res.nplacements;
-	return 1;
-}
-
 /* ---- approve: group commit ---- */
 
 /* for /metrics */
@@ -415,7 +284,7 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 {
 	const struct catalog *cat = b->catalog;
 	struct spec_count *sum = arena_alloc(b->a, sizeof(*sum) * POOL_MAX_ITEMS);
-	struct place_set set;
+	struct fleet_set set;
 	struct locked_gpu *rows;
 	int nsum = 0, nrows;
 
@@ -424,66 +293,40 @@ approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 	for (int i = 0; i < b->n; i++) {
 		const struct service_approval *c = b->v[i];
 
-		if (c->outcome != SERVICE_APPROVAL_OPEN || !approve_is_grow(c))
-			continue;
-		for (int j = 0; j < c->nitems; j++) {
-			int k;
-
-			for (k = 0; k < nsum; k++)
-				if (strcmp(sum[k].model, c->items[j].model) == 0 &&
-				    strcmp(sum[k].profile, c->items[j].profile) == 0)
-					break;
-			if (k < nsum)
-				sum[k].count += c->items[j].count;
-			else if (nsum < POOL_MAX_ITEMS)
-				sum[nsum++] = c->items[j];
-		}
+		if (c->outcome == SERVICE_APPROVAL_OPEN && approve_is_grow(c))
+			fleet_items_sum(sum, &nsum, c->items, c->nitems);
 	}
 	if (nsum == 0)
 		return 0;
-	if (fleet_candidates_lock(db, b->a, cat, 0, sum, nsum, true, 0, &rows, &nrows, err) < 0)
+	if (fleet_candidates_lock(db, b->a, cat, 0, sum, nsum, true, 0, true, &rows, &nrows, err) <
+	    0)
 		return -1;
-	place_set_add(b->a, cat, &set, rows, nrows);
+	fleet_set_add(b->a, cat, &set, rows, nrows);
 	for (int i = 0; i < b->n; i++) {
 		struct service_approval *c = b->v[i];
-		struct gp_error e;
-		int rc;
+		struct fleet_answer ans;
 
 		if (c->outcome != SERVICE_APPROVAL_OPEN || !approve_is_grow(c))
 			continue;
-		gp_error_clear(&e);
-		rc = place_set_take(b->a, cat, &set, c->ax.req.cluster_id, c->items, c->nitems,
-		    &c->placed, &c->nplaced, c->missing, &e);
-		/*
-		 * The slow path: every useful class, waiting for locks, past the
-		 * GPUs the set holds (earlier approvals of this batch may have
-		 * filled them). A GPU whose lock it waited for may have changed
-		 * class meanwhile (another transaction placed on it and
-		 * committed) and drop out of the answer; the classes read again
-		 * then show where it went. So it goes on while it finds GPUs the
-		 * set lacks: only then is the answer insufficient capacity.
-		 */
-		for (int pass = 0; rc == 0 && pass < SLOW_PASSES; pass++) {
-			if (pass == 0)
-				atomic_fetch_add(&stat_slow_paths, 1);
-			if (fleet_candidates_lock(db, b->a, cat, c->ax.req.cluster_id, c->items,
-				c->nitems, false, set.n, &rows, &nrows, err) < 0)
-				return -1;
-			if (place_set_add(b->a, cat, &set, rows, nrows) == 0 && pass > 0)
-				break;
-			rc = place_set_take(b->a, cat, &set, c->ax.req.cluster_id, c->items,
-			    c->nitems, &c->placed, &c->nplaced, c->missing, &e);
-		}
-		if (rc < 0) {
-			if (approve_step_failed(db, c, &e, err) < 0)
+		ans.missing = c->missing;
+		if (fleet_set_place(db, b->a, cat, &set, c->ax.req.cluster_id, c->items, c->nitems,
+			true, &ans, err) < 0)
+			return -1;
+		if (ans.slow)
+			atomic_fetch_add(&stat_slow_paths, 1);
+		if (ans.outcome == FLEET_FAILED) {
+			if (approve_step_failed(db, c, &ans.err, err) < 0)
 				return -1;
 			continue;
 		}
-		if (rc == 0) {
-			gp_problem_set(&e, GP_PROBLEM_INSUFFICIENT_CAPACITY,
+		if (ans.outcome == FLEET_SHORT) {
+			gp_problem_set(&ans.err, GP_PROBLEM_INSUFFICIENT_CAPACITY,
 			    "the free capacity cannot hold every item of the request");
-			approve_refuse(c, &e);
+			approve_refuse(c, &ans.err);
+			continue;
 		}
+		c->placed = ans.placed;
+		c->nplaced = ans.nplaced;
 	}
 	return 0;
 }

@@ -12,7 +12,7 @@ trap 'rm -rf "$TMP"' EXIT
 fresh() {
 	rm -rf "$TMP/t"
 	mkdir -p "$TMP/t/scripts"
-	cp -r "$SRC/server" "$SRC/client" "$TMP/t/"
+	cp -r "$SRC/server" "$SRC/lib" "$SRC/client" "$TMP/t/"
 	cp "$SRC/scripts/check-boundaries" "$TMP/t/scripts/"
 }
 
@@ -46,8 +46,8 @@ while IFS='|' read -r file line want; do
 	expect_fail "$file" "$line" "$want"
 done <<'CASES'
 server/api/health.c|#include <microhttpd.h>|may not use microhttpd; it belongs to client/agent/ server/http/
-server/domain/pool.c|#include "db/db.h"|server/domain/ may not use db/
-server/domain/spec.h|#include "service/pool_service.h"|server/domain/ may not use service/
+lib/domain/pool.c|#include "db/db.h"|lib/domain/ may not use db/
+lib/domain/spec.h|#include "service/pool_service.h"|lib/domain/ may not use service/
 server/db/db.c|#include "domain/spec.h"|server/db/ may not use domain/
 server/http/server.c|#include "db/db.h"|server/http/ may not use db/
 server/auth/token.c|#include "domain/catalog.h"|server/auth/ may not use domain/
@@ -56,7 +56,7 @@ server/workers/expiry.c|#include "http/server.h"|server/workers/ may not use htt
 server/api/users.c|#include "http/server.h"|server/api/ may not use http/
 server/api/users.c|#include <libpq-fe.h>|may not use libpq; it belongs to server/db/
 server/db/db.c|#include <argon2.h>|may not use argon2; it belongs to server/auth/
-server/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to client/agent/ client/cli/ server/auth/
+lib/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to client/agent/ client/cli/ server/auth/
 server/api/users.c|#include <curl/curl.h>|server/api/ may not use curl; it belongs to client/k8s/ client/lib/ server/workers/
 client/cli/main.c|#include <curl/curl.h>|client/cli/ may not use curl
 client/cli/main.c|#include "db/db.h"|client/cli/ may not use db/
@@ -66,12 +66,13 @@ client/cli/main.c|#include <microhttpd.h>|client/cli/ may not use microhttpd
 server/api/users.c|#include "../db/db.h"|no relative paths
 server/api/users.c|#include "db/db_internal.h"|a header private to db/
 server/main.c|#include "api/capacity.h"|a header private to api/
+server/main.c|#include "api/routes.h"|a header private to api/
 server/api/users.c|#include <postgresql/libpq-fe.h>|server/api/ may not use libpq; it belongs to server/db/
 server/api/users.c|#include <x86_64-linux-gnu/curl/curl.h>|server/api/ may not use curl
-server/domain/pool.c|#include "server/db/db.h"|server/domain/ may not use db/
-server/domain/pool.c|#include "./db//db.h"|server/domain/ may not use db/
+lib/domain/pool.c|#include "server/db/db.h"|lib/domain/ may not use db/
+lib/domain/pool.c|#include "./db//db.h"|lib/domain/ may not use db/
 client/agent/agent.c|#include "../../server/db/db.h"|no relative paths
-server/core/log.c|#include "http/server.h"|server/core/ may not use http/
+lib/core/log.c|#include "http/server.h"|lib/core/ may not use http/
 server/http/server.c|#include "auth/token.h"|server/http/ may not use auth/
 server/auth/token.c|#include "http/server.h"|server/auth/ may not use http/
 server/db/db.c|#include "service/pool_service.h"|server/db/ may not use service/

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/routes.h"
 
 #ifndef OPENAPI_PATH
 #error "OPENAPI_PATH must name api/openapi.yaml"

@@ -1636,7 +1636,7 @@ fx_agents_manage(struct fixture *fx, const char *prefix)
 }
 
 void
-fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus, bool mig)
+fx_fleet_register(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus)
 {
 	static int uuid_seq = 1;
 	struct gp_client_response *r;
@@ -1662,6 +1662,12 @@ fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, i
 			uuid_seq++;
 		}
 	}
+}
+
+void
+fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nodes, int gpus, bool mig)
+{
+	fx_fleet_register(fx, prefix, model, nodes, gpus);
 	fx_sql_exec(fx, "UPDATE gpus SET mig_enabled = $1 WHERE model = $2", mig ? "true" : "false",
 	    model);
 }

@@ -299,6 +299,13 @@ void fx_fleet(struct fixture *fx, const char *prefix, const char *model, int nod
     bool mig);
 
 /*
+ * fx_fleet's cluster, nodes and GPUs, MIG off (every GPU as registered),
+ * for a test that sets MIG modes itself.
+ */
+void fx_fleet_register(struct fixture *fx, const char *prefix, const char *model, int nodes,
+    int gpus);
+
+/*
  * The nodes named prefix-* as an agent manages them (docs/pools.md): their
  * allocations wait for the agent (reserved, the pool provisioning), which
  * a test then plays with SQL. The heartbeat lies a day ahead so that the
