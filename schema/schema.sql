@@ -1422,7 +1422,8 @@ BEGIN
 	END IF;
 
 	IF m.state = 'reserving' THEN
-		IF o.state <> 'released' THEN
+		IF o.state <> 'released'
+		   AND m.updated_at >= now() - make_interval(secs => p_timeout_s) THEN
 			RETURN 'wait';
 		END IF;
 		-- a shrink or release meanwhile left the pool without need of it
@@ -1439,6 +1440,26 @@ BEGIN
 		         AND i->>'model' = (SELECT model FROM gpus WHERE id = m.from_gpu_id)) THEN
 			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		IF o.state <> 'released' THEN
+			-- the agent never released the old instance: the target anyway
+			-- where the old one's slices leave it free (the pool stays whole,
+			-- the agent creates it when back); else the pool is one short
+			-- once the old one is released
+			v_id := defrag_reserve(m.to_gpu_id, m.to_start, o.id);
+			IF v_id IS NOT NULL THEN
+				PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			END IF;
+			UPDATE defrag_moves SET state = 'failed', reason = 'agent_timeout',
+				new_allocation_id = v_id, updated_at = now()
+			WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the node agent did not release the old instance within '
+				|| p_timeout_s || ' s; ' || CASE WHEN v_id IS NULL
+				THEN 'the pool is one instance short once it is released'
+				ELSE 'the new one is reserved for the agent' END),
+				updated_at = now() WHERE id = p_plan;
 			RETURN 'step';
 		END IF;
 		-- the target, else back where it was: the pool keeps its instance
@@ -1529,8 +1550,15 @@ BEGIN
 	END IF;
 
 	IF m.state = 'destroying' THEN
-		IF o.state <> 'released' THEN
+		IF o.state <> 'released'
+		   AND m.updated_at >= now() - make_interval(secs => p_timeout_s) THEN
 			RETURN 'wait';
+		END IF;
+		IF o.state <> 'released' THEN
+			-- the new instance serves; the old one stays releasing for its agent
+			UPDATE defrag_moves SET state = 'done', reason = 'release_pending',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
 		END IF;
 		UPDATE defrag_moves SET state = 'done', updated_at = now()
 		WHERE plan_id = p_plan AND ordinal = m.ordinal;
