@@ -370,10 +370,12 @@ static const struct setting settings[] = {
 	    INT_SETTING("GPUPOOL_DEFRAG_MOVE_TIMEOUT", defrag_move_timeout_s, 900, 5, 86400),
 	    .unit = " s",
 	    .summary = "seconds a defragmentation move waits for its node agent to create the new "
-		       "instance",
+		       "instance or release the old one",
 	    .detail = "a move whose new instance is not ready this long after it began fails "
-		      "(`agent_timeout`); make before break releases the new allocation and the "
-		      "old instance serves on",
+		      "(`agent_timeout`; make before break releases the new allocation and the "
+		      "old instance serves on); one whose old instance is not released this long "
+		      "after it was marked releasing is `done` (`release_pending`, the new one "
+		      "ready) or, break before make, `failed` (`agent_timeout`)",
 	},
 	{
 	    INT_SETTING("GPUPOOL_DEFRAG_PLAN_TTL", defrag_plan_ttl_s, 3600, 60, 7 * 86400),
