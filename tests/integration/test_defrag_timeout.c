@@ -9,7 +9,10 @@
  * destroyed the old instance: the move fails (agent_timeout), the plan
  * fails with its error, the target (free of the old one's slices) is
  * reserved anyway, and the agent, back, destroys the old instance and
- * creates the new one: the pool stays whole, nothing doubled.
+ * creates the new one: the pool stays whole, nothing doubled. Break before
+ * make onto the old instance's own slices: nothing can be reserved, the
+ * plan's error says the pool is one instance short, and so it is once the
+ * agent has released the old one.
  */
 #include "fixture.h"
 
@@ -245,6 +248,37 @@ test_release_timeouts(void **state)
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'tp'"),
 	    "active");
 	fx_assert_pool_invariants(fx);
+
+	/* break before make onto the old instance's own slices: nothing to reserve, one short */
+	y = fx_sql_int64(fx,
+	    "SELECT id FROM allocations WHERE state = 'ready' AND gpu_id = $1 ORDER BY id LIMIT 1",
+	    id_s(fx, gpu0));
+	q = move_plan(fx, y, gpu0,
+	    (int)fx_sql_int64(fx, "SELECT start FROM allocations WHERE id = $1", id_s(fx, y)),
+	    false);
+	assert_int_equal(kill(agent0, SIGSTOP), 0);
+	apply_ok(fx, q);
+	assert_string_equal(plan_end(fx, q), "failed");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state || ':' || reason || ':' || "
+				"coalesce(new_allocation_id::text, 'none') FROM defrag_moves "
+				"WHERE plan_id = $1",
+				id_s(fx, q)),
+	    "failed:agent_timeout:none");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT (error LIKE '%the pool is one instance short once it is "
+				"released')::text FROM defrag_plans WHERE id = $1",
+				id_s(fx, q)),
+	    "true");
+	assert_int_equal(kill(agent0, SIGCONT), 0);
+	wait_settled(fx);
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM allocations WHERE id = $1",
+				id_s(fx, y)),
+	    "released");
+	/* (as docs/capacity.md says: two instances for three items, the pool active) */
+	assert_int_equal(live_of(fx, "tp"), 2);
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'tp'"),
+	    "active");
 	assert_int_equal(fx_agent_stop(fx, agent1), 0);
 	assert_int_equal(fx_agent_stop(fx, agent0), 0);
 }
