@@ -1,7 +1,7 @@
 /*
  * test_defrag_timeout.c - a node agent that stops while a defragmentation
  * move waits for it to release the old instance (docs/capacity.md
- * "Applying a plan"; GPUPOOL_DEFRAG_MOVE_TIMEOUT 8 s): the move no longer
+ * "Applying a plan"; GPUPOOL_DEFRAG_MOVE_TIMEOUT 10 s): the move no longer
  * waits for ever. Make before break, the new instance ready and the old
  * one's agent stopped: the move is done (release_pending) and the plan
  * applied; the old allocation stays releasing until the agent is back,
@@ -133,7 +133,7 @@ test_release_timeouts(void **state)
 {
 	struct fixture *fx = *state;
 	static const char *const env[] = { "GPUPOOL_DEFRAG_APPLY_INTERVAL=1",
-		"GPUPOOL_DEFRAG_MOVE_TIMEOUT=8", NULL };
+		"GPUPOOL_DEFRAG_MOVE_TIMEOUT=10", NULL };
 	struct gp_client_response *r;
 	struct fx_server *srv;
 	pid_t agent0, agent1;
@@ -222,7 +222,7 @@ test_release_timeouts(void **state)
 	    "failed:agent_timeout");
 	assert_string_equal(fx_sql_text(fx,
 				"SELECT (error LIKE 'move 0: the node agent did not release the old "
-				"instance within 8 s; the new one is reserved%')::text FROM "
+				"instance within 10 s; the new one is reserved%')::text FROM "
 				"defrag_plans WHERE id = $1",
 				id_s(fx, q)),
 	    "true");
