@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "crypto/digest.h"
 #include "dcgm.h"
 #include "gp_client.h"
 #include "hook.h"
@@ -492,7 +493,7 @@ enroll(struct agent *a, struct gp_client *c)
 		    "GPUPOOL_ENROLL_TOKEN or write it to <state-dir>/enroll-token");
 		return AGENT_EXIT_AUTH;
 	}
-	ag_sha256_hex(tok, hash);
+	digest_sha256_hex(tok, strlen(tok), hash);
 	if (strcmp(hash, a->enrolled_with) == 0) {
 		memset(tok, 0, sizeof(tok));
 		log_error(NULL,
@@ -704,7 +705,8 @@ status_doc(struct agent *a, struct ag_xid (*sent_xids)[MAX_PENDING_XIDS], int *n
 	json_object_object_add(f, "g", json_object_new_int64(a->applied_gen));
 	json_object_object_add(f, "gpus", noxid);
 	json_object_object_add(f, "errors", json_object_get(json_object_object_get(doc, "errors")));
-	ag_sha256_hex(json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN), fp);
+	const char *fs = json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN);
+	digest_sha256_hex(fs, strlen(fs), fp);
 	json_object_put(f);
 	return doc;
 }
@@ -1022,8 +1024,9 @@ profiles_tick(struct agent *a, struct gp_client *c)
 	struct json_object *body = json_object_new_object();
 	json_object_object_add(body, "source", json_object_new_string(source));
 	json_object_object_add(body, "profiles", list);
-	char fp[65];
-	ag_sha256_hex(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), fp);
+	char fp[DIGEST_SHA256_HEX_LEN];
+	const char *bs = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
+	digest_sha256_hex(bs, strlen(bs), fp);
 	if (strcmp(fp, a->last_profiles_fp) == 0 &&
 	    ag_mono_ms() - a->last_profiles_ms < a->cfg->status_interval * 1000LL) {
 		json_object_put(body);

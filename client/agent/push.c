@@ -1,12 +1,8 @@
 /*
  * push.c - the push listener (libmicrohttpd) and its HMAC-SHA256 check
- * (libcrypto).
+ * (crypto/digest.h).
  */
 #include <microhttpd.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/sha.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,31 +10,13 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "crypto/digest.h"
 #include "push.h"
 #include "util.h"
 
-static void
-hex(const unsigned char *in, size_t n, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[in[i] >> 4];
-		out[2 * i + 1] = d[in[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-void
-ag_sha256_hex(const char *s, char *out)
-{
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)s, strlen(s), md);
-	hex(md, sizeof(md), out);
-}
-
+/* HMAC-SHA256 of "<timestamp>.<body>" under secret into md[DIGEST_SHA256_LEN]. */
 static int
-mac(const char *secret, const char *timestamp, const char *body, size_t body_len, unsigned char *md,
-    unsigned *mdlen)
+mac(const char *secret, const char *timestamp, const char *body, size_t body_len, unsigned char *md)
 {
 	size_t tl = strlen(timestamp);
 	unsigned char *msg = malloc(tl + 1 + body_len + 1);
@@ -48,23 +26,23 @@ mac(const char *secret, const char *timestamp, const char *body, size_t body_len
 	msg[tl] = '.';
 	if (body_len > 0)
 		memcpy(msg + tl + 1, body, body_len);
-	unsigned char *r =
-	    HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, tl + 1 + body_len, md, mdlen);
-	OPENSSL_cleanse(msg, tl + 1 + body_len);
+	int r = digest_hmac_sha256(secret, strlen(secret), msg, tl + 1 + body_len, md);
+	digest_cleanse(msg, tl + 1 + body_len);
 	free(msg);
-	return r == NULL ? -1 : 0;
+	return r;
 }
 
 int
 push_sign(const char *secret, const char *timestamp, const char *body, size_t body_len, char *out,
     size_t outlen)
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned mdlen = 0;
-	if (outlen < 3 + 2 * 32 + 1 || mac(secret, timestamp, body, body_len, md, &mdlen) != 0)
+	unsigned char md[DIGEST_SHA256_LEN];
+	if (outlen < 3 + 2 * DIGEST_SHA256_LEN + 1 ||
+	    mac(secret, timestamp, body, body_len, md) != 0)
 		return -1;
 	memcpy(out, "v1=", 3);
-	hex(md, mdlen, out + 3);
+	digest_hex(md, sizeof(md), out + 3);
+	digest_cleanse(md, sizeof(md));
 	return 0;
 }
 
@@ -108,9 +86,8 @@ push_verify(const char *secret, const char *timestamp, const char *signature, co
 		return -1;
 	}
 	/* one or more comma-separated "v1=<hex>" values; any may match */
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned mdlen = 0;
-	if (mac(secret, timestamp, body, body_len, md, &mdlen) != 0 || mdlen != 32) {
+	unsigned char md[DIGEST_SHA256_LEN];
+	if (mac(secret, timestamp, body, body_len, md) != 0) {
 		*why = "cannot compute the HMAC";
 		return -1;
 	}
@@ -124,14 +101,14 @@ push_verify(const char *secret, const char *timestamp, const char *signature, co
 			q++;
 		if (q - p == 3 + 64 && strncmp(p, "v1=", 3) == 0) {
 			unsigned char got[32];
-			if (unhex(p + 3, got, 32) == 0 && CRYPTO_memcmp(got, md, 32) == 0) {
-				OPENSSL_cleanse(md, sizeof(md));
+			if (unhex(p + 3, got, 32) == 0 && digest_equal(got, md, 32)) {
+				digest_cleanse(md, sizeof(md));
 				return 0;
 			}
 		}
 		p = q;
 	}
-	OPENSSL_cleanse(md, sizeof(md));
+	digest_cleanse(md, sizeof(md));
 	return -1;
 }
 
@@ -220,7 +197,7 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	const char *sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Gpupool-Signature");
 	const char *why;
 	int ok = push_verify(secret, ts, sig, cb->buf ? cb->buf : "", cb->len, ag_now(), &why);
-	OPENSSL_cleanse(secret, sizeof(secret));
+	digest_cleanse(secret, sizeof(secret));
 	if (ok != 0) {
 		log_warn(NULL, "push rejected", "reason", why);
 		return problem(c, MHD_HTTP_UNAUTHORIZED, "bad_signature", why);

@@ -48,7 +48,4 @@ int push_port(const struct push_server *p);
 
 void push_stop(struct push_server *p);
 
-/* SHA-256 of s as 64 hex digits into out (>= 65 bytes). */
-void ag_sha256_hex(const char *s, char *out);
-
 #endif

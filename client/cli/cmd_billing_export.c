@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crypto/digest.h"
 #include "output.h"
-#include "sha256.h"
 
 #define EXPORT_PATH_MAX 2048
 
@@ -40,7 +40,7 @@ sleep_ms(long ms)
 
 struct sink {
 	FILE *f;
-	struct sha256 sha;
+	struct digest_sha256 *sha;
 	uint64_t bytes;
 };
 
@@ -49,7 +49,7 @@ sink_write(const char *data, size_t len, void *arg)
 {
 	struct sink *s = arg;
 
-	sha256_update(&s->sha, data, len);
+	digest_sha256_update(s->sha, data, len);
 	s->bytes += len;
 	return fwrite(data, 1, len, s->f) == len ? 0 : -1;
 }
@@ -70,7 +70,7 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 	const char *to = cli_opt(args, "to"), *format = cli_opt(args, "format");
 	const char *file = cli_opt(args, "output-file"), *idopt = cli_opt(args, "id");
 	const char *sha, *state;
-	char path[EXPORT_PATH_MAX], part[4096], hex[65];
+	char path[EXPORT_PATH_MAX], part[4096], hex[DIGEST_SHA256_HEX_LEN];
 	struct gp_client_response r;
 	struct gp_client *c;
 	struct json_object *job = NULL;
@@ -156,7 +156,8 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 
 	/* download into FILE.part, hashing as it goes; renamed once verified */
 	memset(&s, 0, sizeof(s));
-	if (sha256_init(&s.sha) < 0) {
+	s.sha = digest_sha256_new();
+	if (s.sha == NULL) {
 		json_object_put(job);
 		return cli_fail(cli, "could not start a SHA-256 digest");
 	}
@@ -167,6 +168,7 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 		s.f = fopen(part, "wb");
 		if (s.f == NULL) {
 			rc = cli_fail(cli, "could not create %s: %s", part, strerror(errno));
+			digest_sha256_free(s.sha);
 			json_object_put(job);
 			return rc;
 		}
@@ -185,7 +187,7 @@ cmd_billing_export(struct cli *cli, const struct cli_command *cmd, const struct 
 	}
 	if (!to_stdout && fclose(s.f) != 0 && rc == CLI_EXIT_OK)
 		rc = cli_fail(cli, "could not write %s: %s", part, strerror(errno));
-	sha256_final_hex(&s.sha, hex);
+	digest_sha256_final(s.sha, hex);
 	if (rc == CLI_EXIT_OK &&
 	    (sha == NULL || strcmp(hex, sha) != 0 || (int64_t)s.bytes != bytes))
 		rc = cli_fail(cli,

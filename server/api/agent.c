@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "core/timeutil.h"
+#include "crypto/digest.h"
 #include "db/db_agent.h"
 #include "domain/callback.h"
 #include "domain/catalog.h"
@@ -436,7 +437,7 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 		gp_error_set(err, 500, "internal", "could not generate the node's secrets");
 		goto out;
 	}
-	token_hex(secret, sizeof(secret), secret_hex);
+	digest_hex(secret, sizeof(secret), secret_hex);
 	token_digest(node_token, strlen(node_token), ndigest);
 	e.node_digest = ndigest;
 	e.push_secret = secret_hex;

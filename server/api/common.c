@@ -4,9 +4,8 @@
  */
 #include "api.h"
 
-#include "auth/digest.h"
-#include "auth/token.h"
 #include "core/timeutil.h"
+#include "crypto/digest.h"
 #include "db/db_audit.h"
 
 #include <errno.h>

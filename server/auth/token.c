@@ -1,10 +1,10 @@
 /*
- * token.c - random secrets and SHA-256 through libcrypto.
+ * token.c - random secrets (getrandom) and their SHA-256 (crypto/digest.h).
  */
 #include "token.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
+#include "crypto/digest.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,25 +79,13 @@ token_generate(const char *prefix, char *out, size_t outlen)
 void
 token_digest(const char *s, size_t len, unsigned char *digest)
 {
-	SHA256((const unsigned char *)s, len, digest);
+	digest_sha256(s, len, digest);
 }
 
 bool
 token_digest_equal(const unsigned char *a, const unsigned char *b)
 {
-	return CRYPTO_memcmp(a, b, TOKEN_DIGEST_LEN) == 0;
-}
-
-void
-token_hex(const unsigned char *bytes, size_t len, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < len; i++) {
-		out[2 * i] = hex[bytes[i] >> 4];
-		out[2 * i + 1] = hex[bytes[i] & 15];
-	}
-	out[2 * len] = '\0';
+	return digest_equal(a, b, TOKEN_DIGEST_LEN);
 }
 
 int

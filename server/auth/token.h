@@ -1,6 +1,6 @@
 /*
  * token.h - bearer tokens: random secrets, SHA-256 digests, comparisons
- * (SHA-256 and HMAC of other data: digest.h).
+ * (SHA-256, HMAC and hex of other data: crypto/digest.h).
  *
  * A token is "<prefix>_" followed by 43 base64url characters (32 random
  * bytes). Only its SHA-256 digest is stored.
@@ -27,9 +27,6 @@ void token_digest(const char *s, size_t len, unsigned char *digest);
 
 /* Constant-time equality of two digests. */
 bool token_digest_equal(const unsigned char *a, const unsigned char *b);
-
-/* Lower-case hex of len bytes into out (2*len+1 bytes). */
-void token_hex(const unsigned char *bytes, size_t len, char *out);
 
 /* Random url-safe identifier (request ids): n characters plus NUL. */
 int token_random_id(char *out, size_t n) __attribute__((warn_unused_result));

@@ -3,11 +3,10 @@
  */
 #include "billing_export.h"
 
-#include "auth/digest.h"
-#include "auth/token.h"
 #include "core/arena.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "crypto/digest.h"
 #include "db/db.h"
 #include "db/db_billing_export.h"
 

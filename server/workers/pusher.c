@@ -14,10 +14,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "auth/digest.h"
-#include "auth/token.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "crypto/digest.h"
 #include "db/db.h"
 #include "domain/callback.h"
 #include "db/db_agent.h"
@@ -135,7 +134,7 @@ push_prepare(struct push *p, const struct pusher_config *cfg, struct arena *a)
 	p->headers = curl_slist_append(p->headers, arena_printf(a, "X-Gpupool-Timestamp: %s", ts));
 	p->headers =
 	    curl_slist_append(p->headers, arena_printf(a, "X-Gpupool-Signature: v1=%s", sig));
-	token_wipe(sig, sizeof(sig));
+	digest_cleanse(sig, sizeof(sig));
 	p->easy = curl_easy_init();
 	if (p->easy == NULL || p->headers == NULL)
 		return -1;

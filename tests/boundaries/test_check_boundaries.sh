@@ -56,7 +56,15 @@ server/workers/expiry.c|#include "http/server.h"|server/workers/ may not use htt
 server/api/users.c|#include "http/server.h"|server/api/ may not use http/
 server/api/users.c|#include <libpq-fe.h>|may not use libpq; it belongs to server/db/
 server/db/db.c|#include <argon2.h>|may not use argon2; it belongs to server/auth/
-lib/core/log.c|#include <openssl/sha.h>|may not use openssl; it belongs to client/agent/ client/cli/ server/auth/
+lib/core/log.c|#include <openssl/sha.h>|lib/core/ may not use openssl; it belongs to lib/crypto/
+server/auth/token.c|#include <openssl/sha.h>|server/auth/ may not use openssl; it belongs to lib/crypto/
+client/cli/main.c|#include <openssl/evp.h>|client/cli/ may not use openssl; it belongs to lib/crypto/
+client/agent/push.c|#include <openssl/hmac.h>|client/agent/ may not use openssl; it belongs to lib/crypto/
+server/workers/pusher.c|#include <openssl/hmac.h>|server/workers/ may not use openssl; it belongs to lib/crypto/
+lib/crypto/digest.c|#include "core/log.h"|lib/crypto/ may not use core/
+server/db/db.c|#include "crypto/digest.h"|server/db/ may not use crypto/
+client/k8s/main.c|#include "crypto/digest.h"|client/k8s/ may not use crypto/
+server/workers/pusher.c|#include "auth/token.h"|server/workers/ may not use auth/
 server/api/users.c|#include <curl/curl.h>|server/api/ may not use curl; it belongs to client/k8s/ client/lib/ server/workers/
 client/cli/main.c|#include <curl/curl.h>|client/cli/ may not use curl
 client/cli/main.c|#include "db/db.h"|client/cli/ may not use db/

@@ -23,8 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "auth/digest.h"
-#include "auth/token.h"
+#include "crypto/digest.h"
 #include "core/timeutil.h"
 
 #define GPU0 "GPU-aaaaaaaa-0000-0000-0000-000000000000"
