@@ -316,6 +316,51 @@ fleet_set_add(struct arena *a, const struct catalog *c, struct fleet_set *set,
 	return added;
 }
 
+static int
+cluster_cmp(const void *pa, const void *pb)
+{
+	int64_t x = *(const int64_t *)pa, y = *(const int64_t *)pb;
+
+	return (x > y) - (x < y);
+}
+
+/* See fleet.h. */
+int
+fleet_batch_read(struct db *db, struct arena *a, const struct catalog *c,
+    const struct fleet_request *requests, int nrequests, bool lock, struct fleet_set *set,
+    struct gp_error *err)
+{
+	int64_t *clusters = arena_alloc(a, sizeof(*clusters) * (size_t)(nrequests + 1));
+	struct spec_count *sum = arena_alloc(a, sizeof(*sum) * POOL_MAX_ITEMS);
+	int ncl = 0;
+
+	for (int i = 0; i < nrequests; i++) {
+		int k;
+
+		for (k = 0; k < ncl; k++)
+			if (clusters[k] == requests[i].cluster_id)
+				break;
+		if (k == ncl)
+			clusters[ncl++] = requests[i].cluster_id;
+	}
+	qsort(clusters, (size_t)ncl, sizeof(*clusters), cluster_cmp);
+	for (int k = 0; k < ncl; k++) {
+		struct locked_gpu *rows;
+		int nsum = 0, nrows;
+
+		for (int i = 0; i < nrequests; i++)
+			if (requests[i].cluster_id == clusters[k])
+				fleet_items_sum(sum, &nsum, requests[i].items, requests[i].nitems);
+		if (nsum == 0)
+			continue;
+		if (fleet_candidates_lock(db, a, c, clusters[k], sum, nsum, true, 0, lock, &rows,
+			&nrows, err) < 0)
+			return -1;
+		fleet_set_add(a, c, set, rows, nrows);
+	}
+	return 0;
+}
+
 /*
  * Place items on set (only its GPUs of cluster_id, unless 0) and apply
  * them there; ans->outcome says how it went.
@@ -429,16 +474,12 @@ int
 fleet_simulate(struct db *db, struct arena *a, const struct catalog *c, int64_t cluster_id,
     const struct spec_count *items, int nitems, struct fleet_answer *ans, struct gp_error *err)
 {
-	struct spec_count sum[POOL_MAX_ITEMS];
+	struct fleet_request req = { .cluster_id = cluster_id, .items = items, .nitems = nitems };
 	struct fleet_set set;
-	struct locked_gpu *rows;
-	int nsum = 0, nrows;
 
 	memset(&set, 0, sizeof(set));
-	fleet_items_sum(sum, &nsum, items, nitems);
-	if (fleet_candidates_lock(db, a, c, 0, sum, nsum, true, 0, false, &rows, &nrows, err) < 0)
+	if (fleet_batch_read(db, a, c, &req, 1, false, &set, err) < 0)
 		return -1;
-	fleet_set_add(a, c, &set, rows, nrows);
 	if (fleet_set_place(db, a, c, &set, cluster_id, items, nitems, false, ans, err) < 0)
 		return -1;
 	if (ans->outcome == FLEET_PLACED)

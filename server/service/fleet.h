@@ -102,6 +102,27 @@ struct fleet_set {
 int fleet_set_add(struct arena *a, const struct catalog *c, struct fleet_set *set,
     const struct locked_gpu *rows, int n);
 
+/* One request of a batch: its items, and the cluster it is bound to (0: none). */
+struct fleet_request {
+	int64_t cluster_id;
+	const struct spec_count *items;
+	int nitems;
+};
+
+/*
+ * The fast read of a batch of requests[0..nrequests) into set: one
+ * fleet_candidates_lock (fast) per distinct cluster the requests are
+ * bound to, in cluster id order (0, the requests bound to none, first),
+ * for the summed items of that cluster's requests, only that cluster's
+ * GPUs. So a request bound to a cluster finds that cluster's first GPUs
+ * of the busiest classes, not the fleet's (mostly in other clusters).
+ * lock: as fleet_candidates_lock's (each read skips what others hold,
+ * so the extra reads wait for no lock). 0, or -1: err.
+ */
+int fleet_batch_read(struct db *db, struct arena *a, const struct catalog *c,
+    const struct fleet_request *requests, int nrequests, bool lock, struct fleet_set *set,
+    struct gp_error *err) __attribute__((warn_unused_result));
+
 enum fleet_outcome {
 	FLEET_PLACED, /* placed[0..nplaced) */
 	FLEET_SHORT,  /* insufficient capacity: missing[] per item */
@@ -132,7 +153,8 @@ int fleet_set_place(struct db *db, struct arena *a, const struct catalog *c, str
 
 /*
  * Simulate an approval of items[0..nitems) (validated) in cluster_id (0:
- * any): the approval's fast read of a batch holding only these items,
+ * any): the approval's fast read (fleet_batch_read) of a batch holding
+ * only this request,
  * then fleet_set_place, locking nothing. 0 with *ans filled (the
  * placements by item, then GPU in (node, index, id) order, then start);
  * -1: err.

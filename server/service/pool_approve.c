@@ -283,25 +283,24 @@ static int
 approve_place_all(struct db *db, struct approve_batch *b, struct gp_error *err)
 {
 	const struct catalog *cat = b->catalog;
-	struct spec_count *sum = arena_alloc(b->a, sizeof(*sum) * POOL_MAX_ITEMS);
+	struct fleet_request *req = arena_alloc(b->a, sizeof(*req) * (size_t)(b->n + 1));
 	struct fleet_set set;
-	struct locked_gpu *rows;
-	int nsum = 0, nrows;
+	int nreq = 0;
 
 	memset(&set, 0, sizeof(set));
-	/* one candidate read for what the whole batch asks for */
+	/* one candidate read per cluster for what the batch asks for there */
 	for (int i = 0; i < b->n; i++) {
 		const struct service_approval *c = b->v[i];
 
 		if (c->outcome == SERVICE_APPROVAL_OPEN && approve_is_grow(c))
-			fleet_items_sum(sum, &nsum, c->items, c->nitems);
+			req[nreq++] = (struct fleet_request){ .cluster_id = c->ax.req.cluster_id,
+				.items = c->items,
+				.nitems = c->nitems };
 	}
-	if (nsum == 0)
+	if (nreq == 0)
 		return 0;
-	if (fleet_candidates_lock(db, b->a, cat, 0, sum, nsum, true, 0, true, &rows, &nrows, err) <
-	    0)
+	if (fleet_batch_read(db, b->a, cat, req, nreq, true, &set, err) < 0)
 		return -1;
-	fleet_set_add(b->a, cat, &set, rows, nrows);
 	for (int i = 0; i < b->n; i++) {
 		struct service_approval *c = b->v[i];
 		struct fleet_answer ans;

@@ -11,6 +11,7 @@
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,12 +62,28 @@ outside(struct fixture *fx, const char *pool, const char *cluster)
 	    pool, cluster);
 }
 
+/* The value of counter name in GET /metrics. */
+static int64_t
+metric(struct fixture *fx, const char *name)
+{
+	struct gp_client_response *r = fx_request(fx, NULL, "GET", "/metrics", NULL);
+	const char *p;
+	size_t len = strlen(name);
+
+	assert_status(r, 200);
+	for (p = r->body; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, name, len) == 0 && p[len] == ' ')
+			return strtoll(p + len + 1, NULL, 10);
+	fail_msg("no metric %s", name);
+	return -1;
+}
+
 static void
 test_bound_pools_place_in_their_cluster(void **state)
 {
 	struct fixture *fx = *state;
 	struct gp_client_response *r;
-	int64_t id;
+	int64_t id, slow0;
 
 	alice = fixture_create_user(fx, "alice", "none");
 	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects",
@@ -79,13 +96,19 @@ test_bound_pools_place_in_their_cluster(void **state)
 	fx_fleet(fx, "ca", "H100-80GB", 2, 2, true);
 	fx_fleet(fx, "cb", "H100-80GB", 1, 2, true);
 
-	/* bound to cb: both GPUs there, none in ca */
+	/*
+	 * bound to cb: both GPUs there, none in ca; and found by the fast
+	 * read, though the fleet's first empty GPUs are ca's (the fast read
+	 * reads cb's own)
+	 */
+	slow0 = metric(fx, "gpupool_approval_slow_paths_total");
 	id = submit(fx,
 	    "{\"action\":\"create\",\"pool\":\"inb\",\"cluster\":\"cb\","
 	    "\"items\":[\"H100-80GB/3g.40gb=3\"]}");
 	r = approve(fx, id);
 	assert_status(r, 200);
 	assert_int_equal(outside(fx, "inb", "cb"), 0);
+	assert_int_equal(metric(fx, "gpupool_approval_slow_paths_total"), slow0);
 	r = fx_request(fx, alice, "GET",
 	    fx_str(fx, "/v1/pools/%lld",
 		(long long)fx_sql_int64(fx, "SELECT id FROM pools WHERE name = 'inb'")),
