@@ -43,6 +43,9 @@ PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, i
 PGresult *db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
     const char *const *values, struct gp_error *err);
 
+/* Send a pending BEGIN (and SET) on its own; 0 when none was pending. */
+int db_begin_flush(struct db *db, struct gp_error *err);
+
 /* Run literal SQL without parameters (BEGIN, migrations). */
 int db_exec_simple(struct db *db, const char *sql, struct gp_error *err);
 
