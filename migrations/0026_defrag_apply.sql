@@ -130,6 +130,15 @@ $$;
 -- (docs/architecture.md): the plan row (wanted by nothing else), the
 -- pool's approved requests, the pool, the source and target GPUs in id
 -- order, the allocations, last the nodes.
+-- Guards (found by attacking it): a move whose source another plan is
+-- moving already is skipped (source_moving), not retried against the
+-- one-live-successor index; counting a pool's instances, a move's new
+-- allocation whose old one lives (defrag_shadowed) does not count. After
+-- GPUPOOL_DEFRAG_MOVE_TIMEOUT a move waiting in reserving or destroying
+-- ends too: destroying -> done, release_pending (the new instance serves,
+-- the old allocation is released by the ordinary path when its agent is
+-- back); reserving -> failed, agent_timeout, the target reserved anyway
+-- where the old instance's slices leave it free.
 CREATE FUNCTION defrag_step(p_plan bigint, p_threshold float8, p_timeout_s integer)
 RETURNS text
 LANGUAGE plpgsql AS $$
@@ -177,6 +186,9 @@ BEGIN
 			WHEN o.id IS NULL OR o.state <> 'ready' OR o.gpu_id <> m.from_gpu_id
 			     OR o.start <> m.from_start OR o.pool_id IS DISTINCT FROM m.pool_id
 			     OR o.release_request_id IS NOT NULL THEN 'source_gone'
+			-- another plan's move of it waits for its agent
+			WHEN EXISTS (SELECT 1 FROM allocations s WHERE s.replaces = o.id
+			             AND s.state <> 'released') THEN 'source_moving'
 			WHEN NOT defrag_source_idle(o.id, v_idle, p_threshold) THEN 'source_busy'
 			WHEN NOT EXISTS (SELECT 1 FROM gpus g WHERE g.id = m.to_gpu_id AND g.health = 'ok'
 			                 AND g.node_status = 'ready') THEN 'target_unavailable'
@@ -211,14 +223,17 @@ BEGIN
 	END IF;
 
 	IF m.state = 'reserving' THEN
-		IF o.state <> 'released' THEN
+		IF o.state <> 'released'
+		   AND m.updated_at >= now() - make_interval(secs => p_timeout_s) THEN
 			RETURN 'wait';
 		END IF;
 		-- a shrink or release meanwhile left the pool without need of it
 		IF (SELECT count(*) FROM allocations a JOIN gpus g ON g.id = a.gpu_id
 		    WHERE a.pool_id = m.pool_id AND a.profile = m.profile
 		      AND g.model = (SELECT model FROM gpus WHERE id = m.from_gpu_id)
-		      AND a.state NOT IN ('releasing', 'released'))
+		      AND a.state NOT IN ('releasing', 'released')
+		      -- another move's new instance: its old one counts
+		      AND NOT defrag_shadowed(a.replaces))
 		   >= (SELECT coalesce(sum((i->>'count')::integer), 0)
 		       FROM pools p CROSS JOIN jsonb_array_elements(p.items) i
 		       WHERE p.id = m.pool_id AND p.status NOT IN ('releasing', 'released')
@@ -226,6 +241,26 @@ BEGIN
 		         AND i->>'model' = (SELECT model FROM gpus WHERE id = m.from_gpu_id)) THEN
 			UPDATE defrag_moves SET state = 'skipped', reason = 'source_released',
 				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
+		END IF;
+		IF o.state <> 'released' THEN
+			-- the agent never released the old instance: the target anyway
+			-- where the old one's slices leave it free (the pool stays whole,
+			-- the agent creates it when back); else the pool is one short
+			-- once the old one is released
+			v_id := defrag_reserve(m.to_gpu_id, m.to_start, o.id);
+			IF v_id IS NOT NULL THEN
+				PERFORM defrag_notify_node(m.to_gpu_id, m.pool_id);
+			END IF;
+			UPDATE defrag_moves SET state = 'failed', reason = 'agent_timeout',
+				new_allocation_id = v_id, updated_at = now()
+			WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			UPDATE defrag_plans SET error = coalesce(error, 'move ' || m.ordinal
+				|| ': the node agent did not release the old instance within '
+				|| p_timeout_s || ' s; ' || CASE WHEN v_id IS NULL
+				THEN 'the pool is one instance short once it is released'
+				ELSE 'the new one is reserved for the agent' END),
+				updated_at = now() WHERE id = p_plan;
 			RETURN 'step';
 		END IF;
 		-- the target, else back where it was: the pool keeps its instance
@@ -316,8 +351,15 @@ BEGIN
 	END IF;
 
 	IF m.state = 'destroying' THEN
-		IF o.state <> 'released' THEN
+		IF o.state <> 'released'
+		   AND m.updated_at >= now() - make_interval(secs => p_timeout_s) THEN
 			RETURN 'wait';
+		END IF;
+		IF o.state <> 'released' THEN
+			-- the new instance serves; the old one stays releasing for its agent
+			UPDATE defrag_moves SET state = 'done', reason = 'release_pending',
+				updated_at = now() WHERE plan_id = p_plan AND ordinal = m.ordinal;
+			RETURN 'step';
 		END IF;
 		UPDATE defrag_moves SET state = 'done', updated_at = now()
 		WHERE plan_id = p_plan AND ordinal = m.ordinal;
