@@ -118,6 +118,7 @@ struct client {
 static const char *base, *agent_base, *admin;
 static int agent_port, nagents, nclients;
 static int pool_lag = 4; /* BENCH_DAY_POOL_LAG */
+static double think_s;   /* BENCH_DAY_THINK_MS: a client's pause after each answer */
 static struct agent *ag;
 static struct client cl[MAX_CLIENTS];
 static struct req slots[SLOTS], pager, exporter;
@@ -474,6 +475,7 @@ done(struct req *r, long status)
 					ag[node].pending = t;
 			}
 		}
+		cl[i].wait_until = now_s() + think_s;
 		if (r->kind == K_SUBMIT && status == 201 &&
 		    json_object_object_get_ex(o, "id", &v)) {
 			cl[i].id = json_object_get_int64(v);
@@ -870,6 +872,10 @@ main(int argc, char **argv)
 
 	if (lag != NULL && lag[0] != '\0')
 		pool_lag = atoi(lag);
+	const char *think = getenv("BENCH_DAY_THINK_MS");
+
+	if (think != NULL && think[0] != '\0')
+		think_s = atof(think) / 1000.0;
 	int pid = atoi(argv[7]), pgpid = atoi(argv[8]);
 
 	curl_global_init(CURL_GLOBAL_ALL);
