@@ -172,6 +172,16 @@ static const struct setting settings[] = {
 		      "answered 503 `overloaded` with `Retry-After: 1`, the rest closed",
 	},
 	{
+	    INT_SETTING("GPUPOOL_AGENT_THREADS", agent_threads, 4, 1, 256),
+	    .def_fn = default_threads,
+	    .doc_default = "2 × online CPUs",
+	    .summary = "HTTP worker threads of the agent listener, each with its own database "
+		       "connection",
+	    .detail = "HTTP worker threads of the agent listener, apart from `GPUPOOL_THREADS`: "
+		      "a status report waiting on a lock holds one of them, never one of the "
+		      "API's; each holds one database connection",
+	},
+	{
 	    INT_SETTING("GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP", agent_max_connections_per_ip, 256,
 		1, 1000000),
 	    .summary = "agent connections per peer address on the agent listener (429 beyond)",
@@ -498,6 +508,10 @@ static const struct setting settings[] = {
 	{
 	    INT_SETTING("GPUPOOL_TEST_ACCRUAL_HOLD_MS", billing_test_hold_ms, 0, 0, 600000),
 	    .debug_only = true, /* the accrual holds its transaction (tests) */
+	},
+	{
+	    INT_SETTING("GPUPOOL_TEST_POLL_GAP_MS", agent_test_poll_gap_ms, 0, 0, 600000),
+	    .debug_only = true, /* a long-poll waits between its read and its registration */
 	},
 	{
 	    INT_SETTING("GPUPOOL_TEST_EXPORT_PAGE_DELAY_MS", billing_export_test_delay_ms, 0, 0,

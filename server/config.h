@@ -27,6 +27,7 @@ struct config {
 	int agent_port;                   /* GPUPOOL_AGENT_LISTEN port; 0 picks one */
 	int agent_max_connections;        /* GPUPOOL_AGENT_MAX_CONNECTIONS */
 	int agent_max_connections_per_ip; /* GPUPOOL_AGENT_MAX_CONNECTIONS_PER_IP */
+	int agent_threads;                /* GPUPOOL_AGENT_THREADS: the agent listener's */
 	int agent_connection_memory; /* GPUPOOL_AGENT_CONNECTION_MEMORY: bytes per connection */
 	int statement_timeout_ms;    /* GPUPOOL_STATEMENT_TIMEOUT_MS */
 	int session_ttl_s;           /* GPUPOOL_SESSION_TTL */
@@ -59,8 +60,9 @@ struct config {
 	int billing_export_interval_ms; /* GPUPOOL_BILLING_EXPORT_INTERVAL_MS: export worker polls */
 	int billing_export_lease_s; /* GPUPOOL_BILLING_EXPORT_LEASE: a dead worker's job is retaken */
 	int billing_export_test_delay_ms; /* GPUPOOL_TEST_EXPORT_PAGE_DELAY_MS (debug builds) */
-	const char *cors_origins;  /* GPUPOOL_CORS_ORIGINS: browser origins allowed, or NULL */
-	const char *metrics_token; /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
+	int agent_test_poll_gap_ms; /* GPUPOOL_TEST_POLL_GAP_MS (debug builds): read-to-wait gap */
+	const char *cors_origins;   /* GPUPOOL_CORS_ORIGINS: browser origins allowed, or NULL */
+	const char *metrics_token;  /* GPUPOOL_METRICS_TOKEN: bearer for /metrics, or NULL */
 	struct http_cidr trusted[HTTP_MAX_TRUSTED]; /* GPUPOOL_TRUSTED_PROXIES */
 	int ntrusted;
 	bool access_log;       /* GPUPOOL_ACCESS_LOG */

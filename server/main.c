@@ -541,6 +541,7 @@ start_agents(struct serve *s)
 		return 0;
 	ac.host = cfg->agent_host;
 	ac.port = cfg->agent_port;
+	ac.threads = cfg->agent_threads;
 	ac.connection_limit = cfg->agent_max_connections;
 	ac.per_ip_limit = cfg->agent_max_connections_per_ip;
 	ac.conn_memory = (size_t)cfg->agent_connection_memory;
@@ -676,6 +677,7 @@ app_init(struct serve *s)
 	app->billing_settle_s = cfg->billing_settle_s;
 	app->billing_close_grace_s = cfg->billing_close_grace_s;
 	app->billing_test_hold_ms = cfg->billing_test_hold_ms;
+	app->poll_test_gap_ms = cfg->agent_test_poll_gap_ms;
 	if (cfg->metrics_token != NULL) {
 		app->metrics_protected = true;
 		token_digest(cfg->metrics_token, strlen(cfg->metrics_token), app->metrics_digest);

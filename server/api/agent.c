@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "auth/token.h"
 #include "core/log.h"
@@ -575,22 +576,30 @@ api_agent_desired_state(struct request *req, struct response *res, struct gp_err
 	struct desired_wait *w = arena_alloc(req->arena, sizeof(*w));
 	int64_t wait_s = 0;
 	bool sent = false;
+	const char *key;
+	uint64_t mark;
 
 	w->node_id = req->principal.node_id;
 	if (query_int(req, "after", 0, INT64_MAX, 0, &w->after, err) < 0 ||
 	    query_int(req, "wait", 0, AGENT_WAIT_MAX_S, 0, &wait_s, err) < 0)
 		return -1;
+	key = arena_printf(req->arena, "node:%lld", (long long)w->node_id);
+	/* before the read: a commit it misses has woken key by the time we wait */
+	mark = api_wait_mark(req, key);
 	if (desired_answer(req, res, w, &sent, err) < 0)
 		return -1;
 	if (sent || wait_s == 0)
 		return 0;
+	if (api_app(req)->poll_test_gap_ms > 0) /* tests: widen the read-to-wait gap */
+		nanosleep(&(struct timespec){ api_app(req)->poll_test_gap_ms / 1000,
+			      (long)(api_app(req)->poll_test_gap_ms % 1000) * 1000000L },
+		    NULL);
 	/*
 	 * nothing new: wait for a wake of node:<id> (any replica) or the
 	 * deadline; a node holds one poll here, a new one answers the old
 	 */
-	return api_defer_until_exclusive(req, res,
-	    arena_printf(req->arena, "node:%lld", (long long)w->node_id),
-	    time_mono_us() + wait_s * 1000000, desired_woken, w, err);
+	return api_defer_until_exclusive(req, res, key, mark, time_mono_us() + wait_s * 1000000,
+	    desired_woken, w, err);
 }
 
 /* ---- heartbeat (the status report: agent_status.c) ---- */

@@ -50,6 +50,7 @@ struct app {
 	int billing_settle_s;            /* GPUPOOL_BILLING_SETTLE */
 	int billing_close_grace_s;       /* GPUPOOL_BILLING_CLOSE_GRACE */
 	int billing_test_hold_ms;        /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (tests) */
+	int poll_test_gap_ms;            /* GPUPOOL_TEST_POLL_GAP_MS (tests) */
 	int idle_after_s;                /* GPUPOOL_IDLE_AFTER: the defrag planner's idle window */
 	double idle_threshold;           /* GPUPOOL_IDLE_THRESHOLD */
 	int defrag_plan_ttl_s;           /* GPUPOOL_DEFRAG_PLAN_TTL */

@@ -649,34 +649,49 @@ wait_fire(void *arg, enum deferred_outcome outcome)
 	api_wake(req);
 }
 
+uint64_t
+api_wait_mark(struct request *req, const char *key)
+{
+	struct deferred_registry *waits = api_app(req)->waits;
+
+	return waits != NULL ? deferred_mark(waits, key) : 0;
+}
+
 static int
-defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
-    bool exclusive, api_wait_fn cont, void *arg, struct gp_error *err)
+defer_until(struct request *req, struct response *res, const char *key, uint64_t mark,
+    int64_t deadline_us, bool exclusive, api_wait_fn cont, void *arg, struct gp_error *err)
 {
 	struct deferred *d = req->deferred;
 	struct deferred_registry *waits = api_app(req)->waits;
+	int rc;
 
 	d->wait = cont;
 	d->arg = arg;
-	if (waits == NULL ||
-	    (exclusive ? deferred_add_exclusive(waits, key, deadline_us, wait_fire, req)
-		       : deferred_add(waits, key, deadline_us, wait_fire, req)) < 0)
+	if (waits == NULL)
 		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
+	rc = deferred_add_since(waits, key, mark, exclusive, deadline_us, wait_fire, req);
+	if (rc < 0)
+		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
+	if (rc > 0) {
+		/* what the handler read is already stale: read again now */
+		memset(res, 0, sizeof(*res));
+		return cont(req, res, arg, DEFERRED_WOKEN, err);
+	}
 	return API_DEFERRED;
 }
 
 int
-api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
-    api_wait_fn cont, void *arg, struct gp_error *err)
+api_defer_until(struct request *req, struct response *res, const char *key, uint64_t mark,
+    int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err)
 {
-	return defer_until(req, res, key, deadline_us, false, cont, arg, err);
+	return defer_until(req, res, key, mark, deadline_us, false, cont, arg, err);
 }
 
 int
-api_defer_until_exclusive(struct request *req, struct response *res, const char *key,
+api_defer_until_exclusive(struct request *req, struct response *res, const char *key, uint64_t mark,
     int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err)
 {
-	return defer_until(req, res, key, deadline_us, true, cont, arg, err);
+	return defer_until(req, res, key, mark, deadline_us, true, cont, arg, err);
 }
 
 /* The handler's (or continuation's) outcome rc becomes the answer. */

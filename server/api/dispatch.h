@@ -36,17 +36,21 @@ void api_wake(struct request *req);
  * A long-poll: wait until key is woken (deferred_wake on app->waits, the
  * notifier for a NOTIFY from any replica), deadline_us (time_mono_us
  * clock) passes or the server stops; then cont runs on an HTTP thread as
- * api_defer's would, told which of the three happened. Returns
- * API_DEFERRED, or, when the registry refuses (stopping), cont's own
- * result at once with DEFERRED_SHUTDOWN.
+ * api_defer's would, told which of the three happened. mark is
+ * api_wait_mark(req, key), taken before the handler read what it waits
+ * for: a wake since then (a commit the read did not see) runs cont at
+ * once with DEFERRED_WOKEN instead of waiting (deferred_add_since).
+ * Returns API_DEFERRED, or cont's own result when it ran at once (woken
+ * since the mark, or the registry refused: stopping, DEFERRED_SHUTDOWN).
  */
 typedef int (*api_wait_fn)(struct request *req, struct response *res, void *arg,
     enum deferred_outcome outcome, struct gp_error *err);
-int api_defer_until(struct request *req, struct response *res, const char *key, int64_t deadline_us,
-    api_wait_fn cont, void *arg, struct gp_error *err);
+uint64_t api_wait_mark(struct request *req, const char *key);
+int api_defer_until(struct request *req, struct response *res, const char *key, uint64_t mark,
+    int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err);
 /* api_defer_until, the only waiter under key: a request already waiting under it answers now. */
 int api_defer_until_exclusive(struct request *req, struct response *res, const char *key,
-    int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err);
+    uint64_t mark, int64_t deadline_us, api_wait_fn cont, void *arg, struct gp_error *err);
 
 /*
  * Idempotency-Key hooks for work that a deferred request hands to a

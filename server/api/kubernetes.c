@@ -490,6 +490,8 @@ api_cluster_kubernetes(struct request *req, struct response *res, struct gp_erro
 {
 	struct cluster_wait *w = arena_alloc(req->arena, sizeof(*w));
 	const char *wait = req->query(req, "wait"), *taints = req->query(req, "device_taints");
+	const char *key;
+	uint64_t mark;
 	long long wait_s = 0;
 
 	if (wait != NULL) {
@@ -516,6 +518,8 @@ api_cluster_kubernetes(struct request *req, struct response *res, struct gp_erro
 		return -1;
 	if (w->cluster_id == 0)
 		return gp_error_set(err, 404, "not_found", "no such cluster: %s", req->params[0]);
+	key = arena_printf(req->arena, "k8s:%lld", (long long)w->cluster_id);
+	mark = api_wait_mark(req, key); /* before the read (api_defer_until) */
 	if (cluster_answer(req, res, w, err) < 0)
 		return -1;
 	if (wait_s == 0 || !etag_unchanged(req, res))
@@ -526,9 +530,8 @@ api_cluster_kubernetes(struct request *req, struct response *res, struct gp_erro
 	 * or the deadline, then answer again (304 when still the same).
 	 */
 	memset(res, 0, sizeof(*res));
-	return api_defer_until(req, res,
-	    arena_printf(req->arena, "k8s:%lld", (long long)w->cluster_id),
-	    time_mono_us() + wait_s * 1000000, cluster_woken, w, err);
+	return api_defer_until(req, res, key, mark, time_mono_us() + wait_s * 1000000,
+	    cluster_woken, w, err);
 }
 
 int

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #define DEFERRED_BUCKETS 1024
+#define DEFERRED_MARKS 16384      /* wake counters, by key hash (deferred_mark) */
 #define DEFERRED_IDLE_US 60000000 /* the timer's wait with nothing to expire */
 
 struct deferred_entry {
@@ -44,6 +45,14 @@ struct deferred_registry {
 	struct deferred_entry **heap; /* min-heap by deadline_us, count entries */
 	size_t cap;
 	struct deferred_entry *buckets[DEFERRED_BUCKETS];
+	/*
+	 * Wakes so far, per key hash slot and of everything: a key's mark is
+	 * their sum, which only grows. Keys sharing a slot share its count
+	 * (a wake of one looks like a wake of the others: an early answer,
+	 * never a lost one).
+	 */
+	uint64_t wakes[DEFERRED_MARKS];
+	uint64_t wakes_all;
 };
 
 /* ---- the deadline heap (the lock is held) ---- */
@@ -256,8 +265,8 @@ take_key(struct deferred_registry *r, const char *key, unsigned h, struct deferr
 }
 
 static int
-add(struct deferred_registry *r, const char *key, int64_t deadline_us, deferred_fire_fn fire,
-    void *arg, bool exclusive)
+add(struct deferred_registry *r, const char *key, const uint64_t *since, int64_t deadline_us,
+    deferred_fire_fn fire, void *arg, bool exclusive)
 {
 	size_t len = strlen(key);
 	struct deferred_entry *e = malloc(sizeof(*e) + len + 1), *replaced = NULL;
@@ -278,6 +287,13 @@ add(struct deferred_registry *r, const char *key, int64_t deadline_us, deferred_
 	}
 	if (exclusive)
 		take_key(r, key, e->hash, &replaced);
+	if (since != NULL && r->wakes[e->hash % DEFERRED_MARKS] + r->wakes_all != *since) {
+		/* woken between the mark and now: not registered, the caller answers */
+		pthread_mutex_unlock(&r->lock);
+		free(e);
+		fire_list(replaced, DEFERRED_WOKEN);
+		return 1;
+	}
 	bucket = &r->buckets[e->hash % DEFERRED_BUCKETS];
 	e->prev = NULL;
 	e->next = *bucket;
@@ -298,23 +314,43 @@ int
 deferred_add(struct deferred_registry *r, const char *key, int64_t deadline_us,
     deferred_fire_fn fire, void *arg)
 {
-	return add(r, key, deadline_us, fire, arg, false);
+	return add(r, key, NULL, deadline_us, fire, arg, false);
 }
 
 int
 deferred_add_exclusive(struct deferred_registry *r, const char *key, int64_t deadline_us,
     deferred_fire_fn fire, void *arg)
 {
-	return add(r, key, deadline_us, fire, arg, true);
+	return add(r, key, NULL, deadline_us, fire, arg, true);
+}
+
+uint64_t
+deferred_mark(struct deferred_registry *r, const char *key)
+{
+	uint64_t m;
+
+	pthread_mutex_lock(&r->lock);
+	m = r->wakes[key_hash(key) % DEFERRED_MARKS] + r->wakes_all;
+	pthread_mutex_unlock(&r->lock);
+	return m;
+}
+
+int
+deferred_add_since(struct deferred_registry *r, const char *key, uint64_t since, bool exclusive,
+    int64_t deadline_us, deferred_fire_fn fire, void *arg)
+{
+	return add(r, key, &since, deadline_us, fire, arg, exclusive);
 }
 
 int
 deferred_wake(struct deferred_registry *r, const char *key)
 {
 	struct deferred_entry *list = NULL;
+	unsigned h = key_hash(key);
 
 	pthread_mutex_lock(&r->lock);
-	take_key(r, key, key_hash(key), &list);
+	r->wakes[h % DEFERRED_MARKS]++;
+	take_key(r, key, h, &list);
 	pthread_mutex_unlock(&r->lock);
 	return fire_list(list, DEFERRED_WOKEN);
 }
@@ -337,6 +373,7 @@ deferred_wake_all(struct deferred_registry *r)
 	struct deferred_entry *list;
 
 	pthread_mutex_lock(&r->lock);
+	r->wakes_all++;
 	list = take_all(r);
 	pthread_mutex_unlock(&r->lock);
 	return fire_list(list, DEFERRED_WOKEN);

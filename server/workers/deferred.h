@@ -50,6 +50,21 @@ int deferred_add(struct deferred_registry *r, const char *key, int64_t deadline_
 int deferred_add_exclusive(struct deferred_registry *r, const char *key, int64_t deadline_us,
     deferred_fire_fn fire, void *arg) __attribute__((warn_unused_result));
 
+/*
+ * Without a lost wake: a waiter reads what it waits for (the database),
+ * finds nothing new and registers; a wake between its read and its
+ * registration would find nobody and be lost (the waiter then sleeps to
+ * its deadline). So: take deferred_mark(key) BEFORE the read, and
+ * register with deferred_add_since(..., mark, ...): when key was woken
+ * since the mark (or everything was), nothing is registered, fire is not
+ * called, and it returns 1: the caller reads again and answers at once.
+ * 0 once registered, -1 as deferred_add. exclusive as
+ * deferred_add_exclusive (the entries under key fire either way).
+ */
+uint64_t deferred_mark(struct deferred_registry *r, const char *key);
+int deferred_add_since(struct deferred_registry *r, const char *key, uint64_t since, bool exclusive,
+    int64_t deadline_us, deferred_fire_fn fire, void *arg) __attribute__((warn_unused_result));
+
 /* Fire every entry waiting under key (DEFERRED_WOKEN); returns how many. */
 int deferred_wake(struct deferred_registry *r, const char *key);
 

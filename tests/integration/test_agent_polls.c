@@ -282,12 +282,64 @@ test_agent_listener(void **state)
 	}
 }
 
+/*
+ * No lost wake (issue 23, bench-day's approval -> agent p99 of 10-13 s):
+ * a poll reads the node's document, finds nothing new and registers its
+ * wait; a generation committed between the read and the registration
+ * used to wake nobody, and the agent slept to its deadline (20 s here).
+ * GPUPOOL_TEST_POLL_GAP_MS (debug builds) widens that gap to 1.5 s; the
+ * generation is bumped inside it. The poll must answer the new document
+ * at once, not at its deadline.
+ */
+static void
+test_no_lost_wake(void **state)
+{
+	struct fixture *fx = *state;
+	const char *env[] = { "GPUPOOL_TEST_POLL_GAP_MS=1500", NULL };
+	struct fx_server *srv;
+	struct poll p;
+	pthread_t t;
+	int64_t t_bump;
+
+	if (fx->server != NULL)
+		assert_int_equal(fixture_server_stop(fx, fx->server), 0);
+	srv = fixture_server_start(fx, env);
+	assert_non_null(srv);
+	fx->server = srv;
+	fx->admin_token = fixture_login(fx, FIXTURE_ADMIN_USER, FIXTURE_ADMIN_PASSWORD);
+	op = op == NULL ? fixture_create_user(fx, "op", "operator")
+			: fixture_login(fx, "op", FIXTURE_PASSWORD);
+	(void)fx_request(fx, op, "POST", "/v1/clusters", "{\"name\":\"c1\",\"region\":\"r\"}");
+	memset(&p, 0, sizeof(p));
+	p.token = enroll(fx, "w1", "GPU-44444444-0000-4000-8000-000000000001");
+	p.base_url = srv->base_url;
+	p.after = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'w1'");
+	assert_int_equal(pthread_create(&t, NULL, poll_thread, &p), 0);
+	/* the poll has read (304: nothing new) and sits in the 1.5 s gap */
+	sleep_ms(500);
+	assert_int_equal(waiting(fx), 0);
+	/* a new generation, committed and notified as every layout change is */
+	fx_sql_exec(fx, "UPDATE nodes SET generation = generation + 1 WHERE name = 'w1'");
+	fx_sql_exec(fx,
+	    "SELECT pg_notify('gpupool_wake', 'node:' || id) FROM nodes "
+	    "WHERE name = 'w1'");
+	t_bump = time_mono_us();
+	for (int i = 0; i < 1000 && __atomic_load_n(&p.done_us, __ATOMIC_SEQ_CST) == 0; i++)
+		sleep_ms(10);
+	pthread_join(t, NULL);
+	assert_int_equal(p.status, 200);
+	/* at the gap's end (about 1 s after the bump), not at the 20 s deadline */
+	assert_true(p.done_us - t_bump < 5000000);
+	assert_int_equal(waiting(fx), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_one_poll_per_node),
 		cmocka_unit_test(test_agent_listener),
+		cmocka_unit_test(test_no_lost_wake),
 	};
 
 	return fixture_run_tests(tests);

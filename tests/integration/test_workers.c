@@ -96,6 +96,46 @@ test_registry_wake_by_key(void **state)
 	assert_int_equal(atomic_load(&b.outcome), DEFERRED_SHUTDOWN);
 }
 
+/* deferred_mark / deferred_add_since: a wake between the mark and the add is not lost. */
+static void
+test_registry_mark(void **state)
+{
+	struct deferred_registry *r;
+	struct waiter a = { 0 }, b = { 0 }, c = { 0 }, old = { 0 };
+	uint64_t m;
+
+	(void)state;
+	assert_int_equal(deferred_start(&r), 0);
+	/* nothing woken since the mark: registered, fired by the next wake */
+	m = deferred_mark(r, "node:1");
+	assert_int_equal(deferred_add_since(r, "node:1", m, false, far(), waiter_fire, &a), 0);
+	assert_int_equal(deferred_wake(r, "node:1"), 1);
+	assert_int_equal(atomic_load(&a.fired), 1);
+	/* woken in between (nobody waited then): not registered, fire not called */
+	m = deferred_mark(r, "node:1");
+	assert_int_equal(deferred_wake(r, "node:1"), 0);
+	assert_int_equal(deferred_add_since(r, "node:1", m, false, far(), waiter_fire, &b), 1);
+	assert_int_equal(atomic_load(&b.fired), 0);
+	assert_int_equal(deferred_count(r), 0);
+	/* another key's wake leaves the mark as it was */
+	m = deferred_mark(r, "node:1");
+	assert_int_equal(deferred_wake(r, "node:2"), 0);
+	assert_int_equal(deferred_add_since(r, "node:1", m, true, far(), waiter_fire, &b), 0);
+	assert_int_equal(deferred_count(r), 1);
+	/* a wake of everything (the notifier reconnected) counts for every key; the
+	 * exclusive add still answers the entry it would have replaced */
+	m = deferred_mark(r, "node:1");
+	assert_int_equal(deferred_wake_all(r), 1);
+	assert_int_equal(atomic_load(&b.fired), 1);
+	assert_int_equal(deferred_add(r, "node:1", far(), waiter_fire, &old), 0);
+	assert_int_equal(deferred_add_since(r, "node:1", m, true, far(), waiter_fire, &c), 1);
+	assert_int_equal(atomic_load(&old.fired), 1);
+	assert_int_equal(atomic_load(&old.outcome), DEFERRED_WOKEN);
+	assert_int_equal(atomic_load(&c.fired), 0);
+	assert_int_equal(deferred_count(r), 0);
+	deferred_free(r);
+}
+
 static void
 test_registry_deadlines(void **state)
 {
@@ -614,6 +654,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_registry_wake_by_key),
+		cmocka_unit_test(test_registry_mark),
 		cmocka_unit_test(test_registry_deadlines),
 		cmocka_unit_test(test_registry_shutdown),
 		cmocka_unit_test(test_registry_heap),
