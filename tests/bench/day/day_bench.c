@@ -104,7 +104,19 @@ struct agent {
 	struct req poll;
 	char *status; /* the last status body (from the last document) */
 	bool status_due;
-	double pending; /* the earliest approval not yet seen by this agent, 0 none */
+	unsigned starts; /* the instances of its last document: bit n, one starting at slice n */
+	/*
+	 * Approved changes this agent has not seen yet: an instance at start
+	 * to appear (present) or go, since t (the approval's answer). A
+	 * document that shows it ends the wait; a change the agent's document
+	 * showed before the approval's answer arrived counts 0 ms.
+	 */
+	struct pend {
+		double t;
+		int start;
+		bool present;
+	} pend[8];
+	int npend;
 };
 
 struct client {
@@ -363,6 +375,44 @@ build_status(int i, struct json_object *doc)
 	json_object_put(st);
 }
 
+/* The instance starts a desired-state document lists (bit n: one at slice n). */
+static unsigned
+doc_starts(struct json_object *doc)
+{
+	struct json_object *gpus, *ins, *s;
+	unsigned m = 0;
+
+	if (!json_object_object_get_ex(doc, "gpus", &gpus))
+		return 0;
+	for (size_t g = 0; g < json_object_array_length(gpus); g++)
+		if (json_object_object_get_ex(json_object_array_get_idx(gpus, g), "instances",
+			&ins))
+			for (size_t k = 0; k < json_object_array_length(ins); k++)
+				if (json_object_object_get_ex(json_object_array_get_idx(ins, k),
+					"start", &s) &&
+				    json_object_get_int(s) >= 0 && json_object_get_int(s) < 8)
+					m |= 1u << json_object_get_int(s);
+	return m;
+}
+
+/* Agent i has a new document: the approved changes it shows end their wait. */
+static void
+pend_check(int i)
+{
+	int k = 0;
+
+	while (k < ag[i].npend) {
+		struct pend *p = &ag[i].pend[k];
+
+		if (((ag[i].starts >> p->start) & 1u) == p->present) {
+			lat_add(&agent_lat, now_s() - p->t);
+			ag[i].pend[k] = ag[i].pend[--ag[i].npend];
+		} else {
+			k++;
+		}
+	}
+}
+
 static void client_next(int c);
 static void export_next(void);
 static void pager_next(void);
@@ -428,10 +478,8 @@ done(struct req *r, long status)
 
 			if (g != ag[i].gen) {
 				ag[i].gen = g;
-				if (ag[i].pending > 0) {
-					lat_add(&agent_lat, now_s() - ag[i].pending);
-					ag[i].pending = 0;
-				}
+				ag[i].starts = doc_starts(o);
+				pend_check(i);
 				build_status(i, o);
 				if (!ag[i].status_due)
 					status_push(i);
@@ -466,13 +514,29 @@ done(struct req *r, long status)
 			double t = now_s();
 
 			for (size_t k = 0; k < json_object_array_length(v); k++) {
-				struct json_object *a = json_object_array_get_idx(v, k), *n;
+				struct json_object *a = json_object_array_get_idx(v, k), *n, *st,
+						   *sv;
 				int node;
 
-				if (json_object_object_get_ex(a, "node", &n) &&
-				    sscanf(json_object_get_string(n), "day-%d", &node) == 1 &&
-				    node >= 0 && node < nagents && ag[node].pending == 0)
-					ag[node].pending = t;
+				if (!json_object_object_get_ex(a, "node", &n) ||
+				    sscanf(json_object_get_string(n), "day-%d", &node) != 1 ||
+				    node < 0 || node >= nagents ||
+				    !json_object_object_get_ex(a, "start", &st) ||
+				    !json_object_object_get_ex(a, "state", &sv))
+					continue;
+				const char *state = json_object_get_string(sv);
+				int start = json_object_get_int(st);
+				bool present = strcmp(state, "releasing") != 0 &&
+				    strcmp(state, "released") != 0;
+
+				if (start < 0 || start > 7)
+					continue;
+				if (((ag[node].starts >> start) & 1u) == present)
+					lat_add(&agent_lat,
+					    0); /* the agent had it before our answer */
+				else if (ag[node].npend < 8)
+					ag[node].pend[ag[node].npend++] =
+					    (struct pend){ t, start, present };
 			}
 		}
 		cl[i].wait_until = now_s() + think_s;
@@ -719,7 +783,7 @@ export_next(void)
 {
 	char path[128];
 
-	if (exporter.busy || now_s() < export_poll_at)
+	if (exporter.busy || now_s() < export_poll_at || getenv("BENCH_DAY_NO_EXPORT") != NULL)
 		return;
 	if (export_id == -1 || export_id == 0) {
 		export_t0 = now_s();
@@ -1042,14 +1106,14 @@ main(int argc, char **argv)
 		bool any = false;
 
 		for (int i = 0; i < nagents && !any; i++)
-			any = ag[i].pending > 0;
+			any = ag[i].npend > 0;
 		if (!any || now_s() > until)
 			break;
 		turn(5);
 	}
 	long missed = 0;
 	for (int i = 0; i < nagents; i++)
-		missed += ag[i].pending > 0;
+		missed += ag[i].npend;
 
 	printf("duration_s %.1f\n", el);
 	printf("approvals %zu\napproval_p50_ms %.1f\napproval_p99_ms %.1f\napproval_max_ms %.1f\n",
