@@ -1914,6 +1914,15 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.node_tokens_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+	PERFORM pg_notify('gpupool_tokens', '');
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.nodes_status_to_gpus() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -3370,6 +3379,8 @@ CREATE TRIGGER k8s_wake_gpu_health AFTER UPDATE ON public.gpus FOR EACH ROW WHEN
 CREATE TRIGGER k8s_wake_namespaces AFTER INSERT OR DELETE ON public.project_namespaces FOR EACH ROW EXECUTE FUNCTION public.k8s_wake_namespaces();
 
 CREATE TRIGGER k8s_wake_pool_status AFTER UPDATE ON public.pools FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.k8s_wake_pool_status();
+
+CREATE TRIGGER node_tokens_notify AFTER DELETE OR UPDATE OR TRUNCATE ON public.node_tokens FOR EACH STATEMENT EXECUTE FUNCTION public.node_tokens_notify();
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 

@@ -8,6 +8,7 @@
 #include "api/api.h"
 #include "api/dispatch.h"
 #include "api/lifecycle.h"
+#include "auth/node_cache.h"
 #include "auth/password.h"
 #include "auth/roles.h"
 #include "auth/token.h"
@@ -48,6 +49,9 @@
 
 /* The NOTIFY channel whose payloads are keys of the deferred-request registry. */
 #define GPUPOOLD_WAKE_CHANNEL "gpupool_wake"
+#define GPUPOOLD_TOKENS_CHANNEL "gpupool_tokens" /* migration 0028 */
+#define NODE_CACHE_ENTRIES 65536
+#define NODE_CACHE_TTL_S 60
 
 extern const char gp_openapi_yaml[];
 extern const size_t gp_openapi_yaml_len;
@@ -305,31 +309,56 @@ stop_registry(struct serve *s)
 	deferred_free(s->app.waits);
 }
 
+/* NOTIFY gpupool_tokens (any change of node_tokens), or notifications lost: forget them all. */
+static void
+tokens_changed(const char *payload, void *arg)
+{
+	(void)payload;
+	node_cache_flush(arg);
+}
+
 /*
  * The notifier: NOTIFY gpupool_wake, 'node:42' (from any replica, or
  * inside the transaction that made the change) wakes what waits for
- * node:42 in the registry of every replica.
+ * node:42 in the registry of every replica; NOTIFY gpupool_tokens
+ * flushes the node-token cache, which answers only while the notifier is
+ * connected (auth/node_cache.h).
  */
 static int
 start_notifier(struct serve *s)
 {
+	if (node_cache_create(&s->app.node_cache, NODE_CACHE_ENTRIES, NODE_CACHE_TTL_S) < 0)
+		return -1;
 	const struct notifier_channel ch[] = {
 		{ GPUPOOLD_WAKE_CHANNEL, notifier_wake_registry, s->app.waits },
+		{ GPUPOOLD_TOKENS_CHANNEL, tokens_changed, s->app.node_cache },
 	};
 	struct notifier_config nc = {
 		.url = s->cfg->database_url,
 		.application_name = "gpupoold notifier",
 		.channels = ch,
-		.nchannels = 1,
+		.nchannels = 2,
 	};
 
-	return notifier_start(&s->notifier, &nc);
+	if (notifier_start(&s->notifier, &nc) < 0)
+		return -1;
+	s->app.notifier = s->notifier;
+	return 0;
 }
 
 static void
 drain_notifier(struct serve *s)
 {
+	s->app.notifier = NULL;
 	notifier_stop(s->notifier);
+}
+
+/* After the listeners stopped: nothing authenticates any more. */
+static void
+stop_notifier(struct serve *s)
+{
+	node_cache_free(s->app.node_cache);
+	s->app.node_cache = NULL;
 }
 
 /* Group commit of approvals and submissions; drained first, while their connections live. */
@@ -357,13 +386,30 @@ stop_pool_queues(struct serve *s)
 	s->app.pool_queues = NULL;
 }
 
+/* gpupool_node_token_cache_*_total: node-token lookups answered from memory, or read. */
+static void
+node_cache_collect(struct strbuf *b, struct arena *a, void *arg)
+{
+	uint64_t hits, misses;
+
+	(void)a;
+	node_cache_stats(arg, &hits, &misses);
+	metrics_single(b, "gpupool_node_token_cache_hits_total", "counter",
+	    "Node-token authentications answered from memory (auth/node_cache.h).", "%llu",
+	    (unsigned long long)hits);
+	metrics_single(b, "gpupool_node_token_cache_misses_total", "counter",
+	    "Node-token authentications that read node_tokens.", "%llu",
+	    (unsigned long long)misses);
+}
+
 /* The /metrics collectors of the database, the process, the registry and the handlers. */
 static int
 start_collectors(struct serve *s)
 {
 	if (metrics_register("db", db_metrics_collect, NULL) < 0 ||
 	    metrics_register("process", metrics_process_collect, NULL) < 0 ||
-	    metrics_register("deferred", deferred_metrics_collect, s->app.waits) < 0)
+	    metrics_register("deferred", deferred_metrics_collect, s->app.waits) < 0 ||
+	    metrics_register("node_cache", node_cache_collect, s->app.node_cache) < 0)
 		return -1;
 	return api_start(&s->app);
 }
@@ -599,7 +645,7 @@ struct worker {
 
 static const struct worker workers[] = {
 	{ "deferred-request registry", start_registry, drain_registry, stop_registry },
-	{ "notifier", start_notifier, drain_notifier, NULL },
+	{ "notifier", start_notifier, drain_notifier, stop_notifier },
 	{ "group-commit workers", start_pool_queues, drain_pool_queues, stop_pool_queues },
 	{ "metrics collectors", start_collectors, NULL, stop_collectors },
 	{ "maintenance worker", start_maintenance, NULL, stop_maintenance },

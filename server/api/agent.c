@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "auth/node_cache.h"
 #include "auth/token.h"
 #include "core/log.h"
 #include "core/strbuf.h"
@@ -446,6 +447,8 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 	if (service_agent_enroll(db_thread(), req->arena, &who, edigest, &e, &node_id, &node_json,
 		err) < 0)
 		goto out;
+	/* a node taken over: its old token answers nowhere from now (others: NOTIFY) */
+	node_cache_flush(api_app(req)->node_cache);
 	o = json_object_new_object();
 	json_object_object_add(o, "node", json_tokener_parse(node_json));
 	json_add_str(o, "node_token", node_token);
@@ -481,6 +484,7 @@ api_agent_token_rotate(struct request *req, struct response *res, struct gp_erro
 	if (service_node_token_replace(db_thread(), req->arena, &who, req->principal.node_id, NULL,
 		digest, err) < 0)
 		goto out;
+	node_cache_flush(api_app(req)->node_cache); /* the old token, here at once */
 	o = json_object_new_object();
 	json_add_str(o, "node_token", token);
 	response_json(req, res, 200, o);
@@ -501,6 +505,7 @@ api_node_agent_token_revoke(struct request *req, struct response *res, struct gp
 	if (service_node_token_replace(db_thread(), req->arena, &who, 0, req->params[0], NULL,
 		err) < 0)
 		return -1;
+	node_cache_flush(api_app(req)->node_cache); /* here at once; other replicas: NOTIFY */
 	response_empty(res, 204);
 	return 0;
 }

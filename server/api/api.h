@@ -20,6 +20,8 @@
 #include "workers/deferred.h"
 
 struct pool_queues;
+struct node_cache;
+struct notifier;
 struct catalog;
 struct xid_catalog;
 
@@ -47,6 +49,8 @@ struct app {
 	unsigned char metrics_digest[TOKEN_DIGEST_LEN];
 	struct pool_queues *pool_queues; /* group commit of approvals and submissions */
 	struct deferred_registry *waits; /* requests waiting for a key (api_defer_until) */
+	struct node_cache *node_cache;   /* node tokens authenticated (auth/node_cache.h) */
+	struct notifier *notifier;       /* its validity: the LISTEN connection's state */
 	int billing_settle_s;            /* GPUPOOL_BILLING_SETTLE */
 	int billing_close_grace_s;       /* GPUPOOL_BILLING_CLOSE_GRACE */
 	int billing_test_hold_ms;        /* GPUPOOL_TEST_ACCRUAL_HOLD_MS (tests) */

@@ -9,12 +9,14 @@
 #include "ui.h"
 #include "metrics.h"
 
+#include "auth/node_cache.h"
 #include "auth/token.h"
 #include "core/log.h"
 #include "core/timeutil.h"
 #include "db/db_agent.h"
 #include "db/db_idempotency.h"
 #include "db/db_users.h"
+#include "workers/notifier.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -190,14 +192,24 @@ authenticate(struct request *req, bool with_projects, struct gp_error *err)
 	token_digest(h, len, digest);
 	if (strncmp(h, "gpn_", 4) == 0) {
 		/* a node token: the node comes from the token, never the request */
+		struct app *app = api_app(req);
+		uint64_t source = app->notifier != NULL
+		    ? node_cache_source(notifier_connected(app->notifier),
+			  notifier_reconnects(app->notifier))
+		    : 0;
 		int64_t node_id = 0;
 
-		if (db_node_token_authenticate(db_thread(), req->arena, digest, &node_id, &found,
-			err) < 0)
-			return -1;
-		if (!found)
-			return gp_error_set(err, 401, "unauthorized",
-			    "invalid or revoked node token");
+		if (!node_cache_get(app->node_cache, digest, source, &node_id)) {
+			uint64_t mark = node_cache_mark(app->node_cache);
+
+			if (db_node_token_authenticate(db_thread(), req->arena, digest, &node_id,
+				&found, err) < 0)
+				return -1;
+			if (!found)
+				return gp_error_set(err, 401, "unauthorized",
+				    "invalid or revoked node token");
+			node_cache_put(app->node_cache, digest, node_id, source, mark);
+		}
 		req->principal.node_id = node_id;
 		req->principal.username = arena_printf(req->arena, "node:%lld", (long long)node_id);
 		req->principal.role = ROLE_NONE;

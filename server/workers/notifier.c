@@ -80,10 +80,12 @@ notifier_main(void *arg)
 				continue;
 			}
 			atomic_store(&n->backend_pid, db_listen_backend_pid(l));
+			/* counted before it shows as up (node_cache_source relies on it) */
+			if (!first)
+				atomic_fetch_add(&n->reconnects, 1);
 			atomic_store(&n->connected, true);
 			wait_ms = NOTIFIER_BACKOFF_MIN_MS;
 			if (!first) {
-				atomic_fetch_add(&n->reconnects, 1);
 				log_info(NULL, "LISTEN connection restored");
 				/* what was sent while away is lost: tell every channel */
 				for (int i = 0; i < n->cfg.nchannels; i++)

@@ -799,6 +799,99 @@ test_callback_allow(void **state)
 	}
 }
 
+/* A request with a node token on server srv's API: its status. */
+static long
+node_call(struct fixture *fx, struct fx_server *srv, const char *tok)
+{
+	struct fx_server *was = fx->server;
+	long st;
+
+	fx->server = srv;
+	st = fx_request(fx, tok, "POST", "/v1/agent/heartbeat", "{}")->status;
+	fx->server = was;
+	return st;
+}
+
+/* gpupool_node_token_cache_hits_total of srv. */
+static long long
+cache_hits(struct fixture *fx, struct fx_server *srv)
+{
+	struct fx_server *was = fx->server;
+	struct gp_client_response *r;
+	const char *m;
+
+	fx->server = srv;
+	r = fx_request(fx, fx->admin_token, "GET", "/metrics", NULL);
+	fx->server = was;
+	m = r->body != NULL ? strstr(r->body, "\ngpupool_node_token_cache_hits_total ") : NULL;
+	return m != NULL ? atoll(m + strlen("\ngpupool_node_token_cache_hits_total ")) : -1;
+}
+
+/* Poll until tok answers 401 on srv; the milliseconds it took (fails past 3 s). */
+static long long
+until_refused(struct fixture *fx, struct fx_server *srv, const char *tok)
+{
+	int64_t t0 = time_mono_us();
+
+	while (node_call(fx, srv, tok) != 401) {
+		assert_true(time_mono_us() - t0 < 3 * 1000000);
+		usleep(20 * 1000);
+	}
+	return (time_mono_us() - t0) / 1000;
+}
+
+/*
+ * Node tokens are cached in memory (auth/node_cache.h), so a revocation
+ * must reach every replica's cache: on the replica that revoked at once,
+ * on another through NOTIFY gpupool_tokens (migration 0028), also when
+ * the token is revoked by SQL alone (or a node deleted). Without the
+ * notification the second replica answered the revoked token from its
+ * cache for a minute.
+ */
+static void
+test_revoked_token_cached(void **state)
+{
+	struct fixture *fx = *state;
+	struct fx_server *a = fx->server, *b;
+	const char *t1 = enroll_node(fx, "tc1", "61616161"),
+		   *t2 = enroll_node(fx, "tc2", "62626262");
+	long long h0;
+
+	b = fixture_server_start(fx, NULL);
+	assert_non_null(b);
+	/*
+	 * both replicas answer from memory after the first read, once their
+	 * notifier is connected (b's connects in the background after start)
+	 */
+	for (int64_t t0 = time_mono_us();;) {
+		h0 = cache_hits(fx, b);
+		assert_int_equal(node_call(fx, a, t1), 200);
+		assert_int_equal(node_call(fx, b, t1), 200);
+		assert_int_equal(node_call(fx, b, t2), 200);
+		if (cache_hits(fx, b) >= h0 + 2)
+			break;
+		assert_true(time_mono_us() - t0 < 5 * 1000000);
+		usleep(50 * 1000);
+	}
+	h0 = cache_hits(fx, a);
+	assert_int_equal(node_call(fx, a, t1), 200);
+	assert_int_equal(cache_hits(fx, a), h0 + 1);
+	/* revoked on a: refused on a at once, on b as soon as the notification lands */
+	assert_true(
+	    fx_request(fx, op, "POST", "/v1/nodes/tc1/agent-token/revoke", "{}")->status == 204);
+	assert_int_equal(node_call(fx, a, t1), 401);
+	assert_true(until_refused(fx, b, t1) < 3000);
+	/* the other node's token still answers */
+	assert_int_equal(node_call(fx, b, t2), 200);
+	/* revoked behind gpupoold's back (SQL): every replica refuses it */
+	fx_sql_exec(fx,
+	    "UPDATE node_tokens SET revoked_at = now() WHERE node_id = "
+	    "(SELECT id FROM nodes WHERE name = 'tc2') AND revoked_at IS NULL");
+	assert_true(until_refused(fx, a, t2) < 3000);
+	assert_true(until_refused(fx, b, t2) < 3000);
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+}
+
 /* Findings 6, 7: Xid catalog, contained faults, storms, unknown Xids. */
 static void
 test_xid_health(void **state)
@@ -1215,6 +1308,7 @@ main(void)
 		cmocka_unit_test(test_enroll_no_steal),
 		cmocka_unit_test(test_live_agent_kept),
 		cmocka_unit_test(test_callback_allow),
+		cmocka_unit_test(test_revoked_token_cached),
 		cmocka_unit_test(test_xid_health),
 		cmocka_unit_test(test_generations),
 		cmocka_unit_test(test_agent_texts),
