@@ -35,6 +35,7 @@
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
+#include "workers/heartbeat_queue.h"
 #include "workers/pool_queues.h"
 
 #include <signal.h>
@@ -357,6 +358,26 @@ stop_pool_queues(struct serve *s)
 	s->app.pool_queues = NULL;
 }
 
+/* Group commit of node-agent heartbeats; drained like the pool queues. */
+static int
+start_heartbeats(struct serve *s)
+{
+	return heartbeat_queue_start(&s->app.heartbeats);
+}
+
+static void
+drain_heartbeats(struct serve *s)
+{
+	heartbeat_queue_drain(s->app.heartbeats);
+}
+
+static void
+stop_heartbeats(struct serve *s)
+{
+	heartbeat_queue_free(s->app.heartbeats);
+	s->app.heartbeats = NULL;
+}
+
 /* The /metrics collectors of the database, the process, the registry and the handlers. */
 static int
 start_collectors(struct serve *s)
@@ -600,6 +621,7 @@ static const struct worker workers[] = {
 	{ "deferred-request registry", start_registry, drain_registry, stop_registry },
 	{ "notifier", start_notifier, drain_notifier, NULL },
 	{ "group-commit workers", start_pool_queues, drain_pool_queues, stop_pool_queues },
+	{ "heartbeat workers", start_heartbeats, drain_heartbeats, stop_heartbeats },
 	{ "metrics collectors", start_collectors, NULL, stop_collectors },
 	{ "maintenance worker", start_maintenance, NULL, stop_maintenance },
 	{ "expiry worker", start_expiry, NULL, stop_expiry },
