@@ -55,8 +55,14 @@
 --
 -- p_observed[i] < 0 (or NULL) is a heartbeat without observed_generation.
 -- p_nodes holds each node once (a repeated node is updated once).
+-- PL/pgSQL, not SQL: a connection keeps its plan (a LANGUAGE sql
+-- function plans its UPDATE again at every call, which cost twice
+-- agent_heartbeat's whole call at one heartbeat a batch in bench-day).
 CREATE FUNCTION agent_heartbeats(p_nodes bigint[], p_observed bigint[])
-RETURNS TABLE (node_id bigint, generation bigint) LANGUAGE sql AS $$
+RETURNS TABLE (node_id bigint, generation bigint) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
 	UPDATE nodes n SET agent_heartbeat_at = now()
 	FROM (SELECT x.id FROM nodes x
 	      JOIN unnest(p_nodes, p_observed) AS h (node, observed) ON h.node = x.id
@@ -65,5 +71,6 @@ RETURNS TABLE (node_id bigint, generation bigint) LANGUAGE sql AS $$
 	             OR least(h.observed, x.generation) <= x.observed_generation)
 	      ORDER BY x.id FOR NO KEY UPDATE OF x SKIP LOCKED) s
 	WHERE n.id = s.id
-	RETURNING n.id, n.generation
+	RETURNING n.id, n.generation;
+END
 $$;
