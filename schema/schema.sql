@@ -365,6 +365,24 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.agent_heartbeats(p_nodes bigint[], p_observed bigint[]) RETURNS TABLE(node_id bigint, generation bigint)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+	UPDATE nodes n SET agent_heartbeat_at = now()
+	FROM (SELECT x.id FROM nodes x
+	      JOIN unnest(p_nodes, p_observed) AS h (node, observed) ON h.node = x.id
+	      WHERE x.status <> 'unknown'
+	        AND (h.observed IS NULL OR h.observed < 0
+	             OR least(h.observed, x.generation) <= x.observed_generation)
+	      ORDER BY x.id FOR NO KEY UPDATE OF x SKIP LOCKED) s
+	WHERE n.id = s.id
+	RETURNING n.id, n.generation;
+END
+$$;
+
 CREATE FUNCTION public.agent_liveness_sweep(p_grace interval) RETURNS integer
     LANGUAGE plpgsql
     AS $$

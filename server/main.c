@@ -36,6 +36,7 @@
 #include "workers/maintenance.h"
 #include "workers/notifier.h"
 #include "workers/periodic.h"
+#include "workers/heartbeat_queue.h"
 #include "workers/pool_queues.h"
 
 #include <signal.h>
@@ -402,6 +403,26 @@ node_cache_collect(struct strbuf *b, struct arena *a, void *arg)
 	    (unsigned long long)misses);
 }
 
+/* Group commit of node-agent heartbeats; drained like the pool queues. */
+static int
+start_heartbeats(struct serve *s)
+{
+	return heartbeat_queue_start(&s->app.heartbeats);
+}
+
+static void
+drain_heartbeats(struct serve *s)
+{
+	heartbeat_queue_drain(s->app.heartbeats);
+}
+
+static void
+stop_heartbeats(struct serve *s)
+{
+	heartbeat_queue_free(s->app.heartbeats);
+	s->app.heartbeats = NULL;
+}
+
 /* The /metrics collectors of the database, the process, the registry and the handlers. */
 static int
 start_collectors(struct serve *s)
@@ -647,6 +668,7 @@ static const struct worker workers[] = {
 	{ "deferred-request registry", start_registry, drain_registry, stop_registry },
 	{ "notifier", start_notifier, drain_notifier, stop_notifier },
 	{ "group-commit workers", start_pool_queues, drain_pool_queues, stop_pool_queues },
+	{ "heartbeat workers", start_heartbeats, drain_heartbeats, stop_heartbeats },
 	{ "metrics collectors", start_collectors, NULL, stop_collectors },
 	{ "maintenance worker", start_maintenance, NULL, stop_maintenance },
 	{ "expiry worker", start_expiry, NULL, stop_expiry },

@@ -30,6 +30,7 @@
 #include "domain/callback.h"
 #include "domain/catalog.h"
 #include "service/agent_service.h"
+#include "workers/heartbeat_queue.h"
 
 #define ENROLL_TTL_DEFAULT_S 3600
 #define ENROLL_TTL_MAX_S (7 * 86400)
@@ -609,28 +610,74 @@ api_agent_desired_state(struct request *req, struct response *res, struct gp_err
 
 /* ---- heartbeat (the status report: agent_status.c) ---- */
 
+/*
+ * Heartbeats are group-committed (workers/heartbeat_queue.c): the
+ * handler validates and queues; a heartbeats worker commits the common
+ * ones of everything queued in one statement, an alone worker each of
+ * the others in its own transaction (node unknown or held by another
+ * transaction, observed generation advancing, node gone), and the
+ * request is woken with the answer. Only while the server stops does a
+ * heartbeat run here, as every heartbeat did before.
+ */
+static void
+heartbeat_wake(void *req)
+{
+	api_wake(req);
+}
+
+static int
+heartbeat_answer(struct request *req, struct response *res, struct heartbeat_job *j,
+    struct gp_error *err)
+{
+	struct json_object *o;
+
+	if (j->failed) {
+		*err = j->err;
+		return -1;
+	}
+	if (!j->done) {
+		if (service_agent_heartbeat(db_thread(), req->arena, j->node_id, j->observed,
+			&j->generation, err) < 0)
+			return -1;
+	}
+	o = json_object_new_object();
+	json_add_int(o, "generation", j->generation);
+	response_json(req, res, 200, o);
+	return 0;
+}
+
+/* After the batch, on an HTTP thread. */
+static int
+heartbeat_reply(struct request *req, struct response *res, void *arg, struct gp_error *err)
+{
+	return heartbeat_answer(req, res, arg, err);
+}
+
 int
 api_agent_heartbeat(struct request *req, struct response *res, struct gp_error *err)
 {
-	int64_t observed = -1, generation = 0;
-	struct json_object *body, *o;
+	struct heartbeat_job *j = arena_alloc(req->arena, sizeof(*j));
+	struct json_object *body;
 	struct jfields f;
 
+	memset(j, 0, sizeof(*j));
+	j->node_id = req->principal.node_id;
+	j->observed = -1;
 	if (req->body_len > 0) {
 		if (api_body(req, &body, err) < 0)
 			return -1;
 		jf_init(&f, req->arena, body, "", err);
-		jf_int(&f, "observed_generation", false, 0, INT64_MAX, &observed, NULL);
+		jf_int(&f, "observed_generation", false, 0, INT64_MAX, &j->observed, NULL);
 		if (jf_finish(&f) < 0)
 			return -1;
 	}
-	if (service_agent_heartbeat(db_thread(), req->arena, req->principal.node_id, observed,
-		&generation, err) < 0)
-		return -1;
-	o = json_object_new_object();
-	json_add_int(o, "generation", generation);
-	response_json(req, res, 200, o);
-	return 0;
+	j->arena = req->arena;
+	j->wake = heartbeat_wake;
+	j->waiter = req;
+	if (heartbeat_queue_push(api_app(req)->heartbeats, j))
+		return api_defer(req, heartbeat_reply, j);
+	/* no queue (stopping): alone, on this thread */
+	return heartbeat_answer(req, res, j, err);
 }
 
 /* ---- the node's layout as a mig-parted config ---- */

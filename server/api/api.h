@@ -22,6 +22,7 @@
 struct pool_queues;
 struct node_cache;
 struct notifier;
+struct heartbeat_queue;
 struct catalog;
 struct xid_catalog;
 
@@ -58,6 +59,7 @@ struct app {
 	int idle_after_s;                /* GPUPOOL_IDLE_AFTER: the defrag planner's idle window */
 	double idle_threshold;           /* GPUPOOL_IDLE_THRESHOLD */
 	int defrag_plan_ttl_s;           /* GPUPOOL_DEFRAG_PLAN_TTL */
+	struct heartbeat_queue *heartbeats; /* group commit of agents' heartbeats */
 };
 
 /* The server context of a request. */

@@ -68,6 +68,7 @@ DB_STMT(stmt_agent_node_gpus,
     "'mig_enabled', g.mig_enabled)), '{}')::text FROM gpus g WHERE g.node_id = $1");
 DB_STMT(stmt_agent_status, "SELECT agent_apply_status($1, $2, $3, $4::jsonb, $5::jsonb)::text");
 DB_STMT(stmt_agent_heartbeat, "SELECT agent_heartbeat($1, $2)");
+DB_STMT(stmt_agent_heartbeats, "SELECT node_id, generation FROM agent_heartbeats($1, $2)");
 DB_STMT(stmt_agent_liveness, "SELECT agent_liveness_sweep(make_interval(secs => $1::int))");
 DB_STMT(stmt_agent_mig_layout,
     "SELECT coalesce(json_agg(json_build_object('index', g.gpu_index, 'mig_enabled', "
@@ -392,6 +393,32 @@ db_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t obse
 	if (PQntuples(r) != 1 || db_null(r, 0, 0))
 		return gp_error_set(err, 401, "unauthorized", "the node of this token is gone");
 	*generation = db_int64(r, 0, 0);
+	return 0;
+}
+
+int
+db_agent_heartbeats(struct db *db, struct arena *a, const int64_t *nodes, const int64_t *observed,
+    int n, int64_t *generation, bool *done, struct gp_error *err)
+{
+	const char *p[2] = { db_param_int64_array(a, nodes, n),
+		db_param_int64_array(a, observed, n) };
+	PGresult *r;
+
+	for (int i = 0; i < n; i++)
+		done[i] = false;
+	r = db_exec(db, a, &stmt_agent_heartbeats, 2, p, err);
+	if (r == NULL)
+		return -1;
+	for (int row = 0; row < PQntuples(r); row++) {
+		int64_t id = db_int64(r, row, 0);
+
+		for (int i = 0; i < n; i++)
+			if (nodes[i] == id && !done[i]) {
+				generation[i] = db_int64(r, row, 1);
+				done[i] = true;
+				break;
+			}
+	}
 	return 0;
 }
 

@@ -67,6 +67,19 @@ int db_agent_apply_status(struct db *db, struct arena *a, int64_t node_id, int64
 int db_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
     int64_t *generation, struct gp_error *err) __attribute__((warn_unused_result));
 
+/*
+ * agent_heartbeats() (migration 0029), one statement and its own
+ * transaction, outside any db_tx: the heartbeats of nodes[0..n) (each
+ * node once; observed[i] -1: not given) that the batch could take (a
+ * node not unknown, not locked by another transaction, its observed
+ * generation not advancing) are committed on return, done[i] set and
+ * generation[i] the node's; the others are untouched (done[i] false) and
+ * go through db_agent_heartbeat, each in a transaction of its own.
+ */
+int db_agent_heartbeats(struct db *db, struct arena *a, const int64_t *nodes,
+    const int64_t *observed, int n, int64_t *generation, bool *done, struct gp_error *err)
+    __attribute__((warn_unused_result));
+
 /* Replace the node's workloads (agent_apply_profiles); *violations. */
 int db_agent_profiles(struct db *db, struct arena *a, int64_t node_id, const char *json,
     int64_t *violations, struct gp_error *err) __attribute__((warn_unused_result));

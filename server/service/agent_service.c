@@ -356,6 +356,41 @@ service_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t
 	return 0;
 }
 
+int
+service_agent_heartbeats(struct db *db, const int64_t *nodes, const int64_t *observed, int n,
+    int64_t *generation, bool *done, struct gp_error *err)
+{
+	struct arena *a = arena_create();
+	int64_t *un = arena_alloc(a, sizeof(*un) * (size_t)(n > 0 ? n : 1));
+	int64_t *uo = arena_alloc(a, sizeof(*uo) * (size_t)(n > 0 ? n : 1));
+	int64_t *ug = arena_alloc(a, sizeof(*ug) * (size_t)(n > 0 ? n : 1));
+	bool *ud = arena_alloc(a, sizeof(*ud) * (size_t)(n > 0 ? n : 1));
+	int *at = arena_alloc(a, sizeof(*at) * (size_t)(n > 0 ? n : 1));
+	int m = 0, rc;
+
+	/* each node once: a second heartbeat of a node in the batch runs alone */
+	for (int i = 0; i < n; i++) {
+		bool seen = false;
+
+		done[i] = false;
+		for (int k = 0; k < m && !seen; k++)
+			seen = un[k] == nodes[i];
+		at[i] = seen ? -1 : m;
+		if (!seen) {
+			un[m] = nodes[i];
+			uo[m++] = observed[i];
+		}
+	}
+	rc = m > 0 ? db_agent_heartbeats(db, a, un, uo, m, ug, ud, err) : 0;
+	for (int i = 0; rc == 0 && i < n; i++)
+		if (at[i] >= 0 && ud[at[i]]) {
+			generation[i] = ug[at[i]];
+			done[i] = true;
+		}
+	arena_destroy(a);
+	return rc;
+}
+
 struct profiles_tx {
 	struct arena *a;
 	int64_t node_id;

@@ -107,6 +107,20 @@ int service_agent_status(struct db *db, struct arena *a, const struct catalog *c
 int service_agent_heartbeat(struct db *db, struct arena *a, int64_t node_id, int64_t observed,
     int64_t *generation, struct gp_error *err) __attribute__((warn_unused_result));
 
+/*
+ * Heartbeats by group commit (workers/heartbeat_queue.c): the heartbeats
+ * of nodes[0..n) (observed[i] -1: not given) that need nothing but
+ * agent_heartbeat_at (a node not unknown, its row free, its observed
+ * generation not advancing; each node's first in the array) are
+ * committed in one statement, its own transaction (db_agent_heartbeats);
+ * done[i] true and generation[i] the node's desired generation for
+ * those. Every other one (done[i] false) must go through
+ * service_agent_heartbeat, alone. -1 with err (nothing done) on a
+ * database failure.
+ */
+int service_agent_heartbeats(struct db *db, const int64_t *nodes, const int64_t *observed, int n,
+    int64_t *generation, bool *done, struct gp_error *err) __attribute__((warn_unused_result));
+
 /* Replace the node's workloads (agent_apply_profiles); *violations. */
 int service_agent_profiles(struct db *db, struct arena *a, int64_t node_id, const char *json,
     int64_t *violations, struct gp_error *err) __attribute__((warn_unused_result));
