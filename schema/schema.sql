@@ -16,6 +16,7 @@ CREATE FUNCTION public.agent_apply_status(p_node bigint, p_observed bigint, p_ve
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
 	v_gen      bigint;
