@@ -75,12 +75,14 @@ BEGIN
 		FROM g JOIN allocations a ON a.gpu_id = g.id AND a.state <> 'released'
 	), moved AS (
 		-- the allocation statements' predicates, each widened to a superset
+		-- (failing: the GPU is failed once the health statement ran, so no
+		-- instance on it turns ready)
 		SELECT l.pool_id FROM live l
 		WHERE (l.failing AND l.state IN ('reserved', 'provisioning', 'ready'))
-		   OR EXISTS (SELECT 1 FROM rep WHERE rep.gpu_id = l.gpu_id AND rep.start = l.start
-		              AND rep.profile = l.profile
+		   OR (NOT l.failing AND EXISTS (SELECT 1 FROM rep WHERE rep.gpu_id = l.gpu_id
+		              AND rep.start = l.start AND rep.profile = l.profile
 		              AND (l.state IN ('reserved', 'provisioning', 'failed')
-		                   OR (l.state = 'ready' AND l.device_uuid IS DISTINCT FROM rep.uuid)))
+		                   OR (l.state = 'ready' AND l.device_uuid IS DISTINCT FROM rep.uuid))))
 		   OR (l.state IN ('reserved', 'provisioning') AND EXISTS (
 		           SELECT 1 FROM jsonb_to_recordset(coalesce(p_errors, '[]'))
 		               AS e(gpu text, profile text, start integer)
