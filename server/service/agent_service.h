@@ -9,10 +9,11 @@
  *
  * Enrollment, status and heartbeat stay PL/pgSQL functions (agent_enroll,
  * agent_apply_status, agent_heartbeat, agent_apply_profiles; their last
- * definitions in migrations/ 0016, 0021, 0024, 0025): each locks the node, its GPUs and its allocations in
+ * definitions in migrations/ 0020, 0021, 0027, 0030): each locks the node, its GPUs and its allocations in
  * the lock order of the approvals and writes several tables in one
  * statement, so that a report racing an approval or the liveness sweep
- * sees one state. db/db_agent.c runs them; the entries below are their only
+ * sees one state (a status report only what it changes: the node row
+ * alone when it changes nothing, docs/agent.md). db/db_agent.c runs them; the entries below are their only
  * callers (db/db_agent_write.h is for service/ only).
  */
 #ifndef GP_SERVICE_AGENT_SERVICE_H

@@ -21,6 +21,10 @@
  * A step of the defrag apply worker waits for its pool holding no GPU.
  * The outbox rows of a node are locked in id order by every statement
  * that updates several of them (migration 0027), whatever its plan.
+ *
+ * A status report locks only the pools whose allocations it changes
+ * (migration 0030), chosen by a read without locks, and leaves the
+ * allocations of a pool that became relevant since to the next report.
  */
 #include "fixture.h"
 
@@ -179,16 +183,24 @@ request_id(struct fixture *fx, const char *action, const char *items)
 /*
  * Two agents' reports for nodes sharing a pool (migration 0024): a
  * report settles only the approved requests it locked first. Report a
- * (node 1) locks the pool's approved requests (none), the pool, then
- * waits for a GPU of its node; an expand of the pool is approved
- * meanwhile; report b (node 2) locks that request and waits for the
- * pool. Had a's last statement settled the requests approved since, it
- * would have waited for b's request while holding the pool.
+ * (node 1, whose instance of the pool becomes ready) locks the pool's
+ * approved requests (none), the pool, then waits for a GPU of its node;
+ * an expand of the pool is approved meanwhile; report b (node 2, for
+ * which that request could be settled now) locks that request and waits
+ * for the pool. Had a's last statement settled the requests approved
+ * since, it would have waited for b's request while holding the pool.
  */
 /* node %s reports its GPUs, their instances not listed this scan (nothing fails) */
 #define REPORT                                                                                       \
 	"SELECT agent_apply_status(%s, 0, NULL, (SELECT jsonb_agg(jsonb_build_object('uuid', uuid, " \
 	"'state', 'unknown')) FROM gpus WHERE node_id = %s), '[]')"
+/* node %s reports its GPUs with every live allocation's instance ("MIG-<id>") */
+#define REPORT_ALL                                                                                     \
+	"SELECT agent_apply_status(%s, 0, NULL, (SELECT jsonb_agg(jsonb_build_object('uuid', g.uuid, " \
+	"'state', 'ok', 'instances', (SELECT coalesce(jsonb_agg(jsonb_build_object('profile', "        \
+	"a.profile, 'start', a.start, 'size', a.size, 'uuid', 'MIG-' || a.id)), '[]') FROM "           \
+	"allocations a WHERE a.gpu_id = g.id AND a.state <> 'released'))) FROM gpus g "                \
+	"WHERE g.node_id = %s), '[]')"
 
 static void
 test_reports_settle_what_they_locked(void **state)
@@ -224,13 +236,18 @@ test_reports_settle_what_they_locked(void **state)
 	fx_sql_exec(fx, "UPDATE pool_requests SET state = 'fulfilled' WHERE id = $1::int8",
 	    fx_str(fx, "%lld", (long long)create));
 	expand = request_id(fx, "expand", "[\"H100-80GB/full=1\"]");
+	/* node 1's allocation waits for its instance, which a's report lists */
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET state = 'provisioning' WHERE request_id = $1::int8 "
+	    "AND gpu_id = $2::int8",
+	    fx_str(fx, "%lld", (long long)create), g1);
 	z = session(fx);
 	a = session(fx);
 	b = session(fx);
 
 	run(z, "BEGIN");
 	run(z, fx_str(fx, "SELECT 1 FROM gpus WHERE id = %s FOR NO KEY UPDATE", g1));
-	if (!PQsendQuery(a, fx_str(fx, REPORT, n1, n1)))
+	if (!PQsendQuery(a, fx_str(fx, REPORT_ALL, n1, n1)))
 		fail_msg("send: %s", PQerrorMessage(a));
 	assert_true(wait_blocked(fx, a, PQbackendPID(a), PQbackendPID(z)));
 	/*
@@ -254,6 +271,11 @@ test_reports_settle_what_they_locked(void **state)
 				"AND to_state = 'fulfilled'",
 				fx_str(fx, "%lld", (long long)expand)),
 	    "agent:lr-n1");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state FROM allocations WHERE request_id = $1::int8 "
+				"AND gpu_id = $2::int8",
+				fx_str(fx, "%lld", (long long)create), g1),
+	    "ready");
 	PQfinish(z);
 	PQfinish(a);
 	PQfinish(b);
@@ -391,6 +413,100 @@ test_outbox_rows_in_id_order(void **state)
 	PQfinish(d);
 }
 
+/* Create pool name (one 1g.10gb in cluster ln) and approve it; its id. */
+static const char *
+small_pool(struct fixture *fx, const char *name)
+{
+	struct gp_client_response *r;
+
+	r = fx_request(fx, fx->admin_token, "POST", "/v1/projects/lr/pool-requests",
+	    "{\"action\":\"create\",\"pool\":\"%s\",\"items\":[\"H100-80GB/1g.10gb=1\"],"
+	    "\"cluster\":\"ln\",\"justification\":\"t\"}",
+	    name);
+	assert_int_equal(r->status, 201);
+	assert_int_equal(fx_request(fx, fx->admin_token, "POST",
+			     fx_str(fx, "/v1/pool-requests/%lld/approve",
+				 (long long)fx_json_int(r->json, "id")),
+			     "{}")
+			     ->status,
+	    200);
+	return fx_sql_text(fx, "SELECT id::text FROM pools WHERE name = $1", name);
+}
+
+/*
+ * A status report locks only the pools whose allocations it changes
+ * (migration 0030), decided by a read without locks, and changes no
+ * allocation of another pool. Two pools on one GPU, both instances
+ * listed; q2's allocation waits for its instance. z holds q2: the report
+ * r read that it changes q2 only and waits for q2 (its first lock). Then
+ * y, an approval of q1, takes q1, and q1's allocation turns provisioning
+ * (a change r's read did not see). r then takes the GPU and the node and
+ * finishes without q1: it readies q2's allocation and leaves q1's for the
+ * next report (readying it would change a pool it does not hold; waiting
+ * for q1 after the GPU would deadlock with y, which wants the GPU next).
+ * With 0027's function r locked q1 before q2, and y timed out.
+ */
+static void
+test_report_leaves_pools_it_did_not_lock(void **state)
+{
+	struct fixture *fx = *state;
+	PGconn *z, *y, *r;
+	const char *q1, *q2, *node;
+
+	fx_fleet(fx, "ln", "H100-80GB", 1, 1, true);
+	q1 = small_pool(fx, "q1");
+	q2 = small_pool(fx, "q2");
+	node = fx_sql_text(fx, "SELECT id::text FROM nodes WHERE name = 'ln-n0'");
+	/* both ready with their instances' UUIDs, their requests settled; q2's waits */
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET device_uuid = 'MIG-' || id WHERE pool_id IN ($1::int8, $2::int8)",
+	    q1, q2);
+	fx_sql_exec(fx,
+	    "UPDATE pool_requests SET state = 'fulfilled' WHERE pool_id IN ($1::int8, $2::int8)",
+	    q1, q2);
+	fx_sql_exec(fx, "UPDATE allocations SET state = 'provisioning' WHERE pool_id = $1::int8",
+	    q2);
+	z = session(fx);
+	y = session(fx);
+	r = session(fx);
+	run(y, "SET lock_timeout = '5s'");
+	run(r, "SET lock_timeout = '5s'");
+
+	run(z, "BEGIN");
+	run(z, fx_str(fx, "SELECT 1 FROM pools WHERE id = %s FOR NO KEY UPDATE", q2));
+	if (!PQsendQuery(r, fx_str(fx, REPORT_ALL, node, node)))
+		fail_msg("send: %s", PQerrorMessage(r));
+	assert_true(wait_blocked(fx, r, PQbackendPID(r), PQbackendPID(z)));
+	run(y, "BEGIN");
+	run(y, fx_str(fx, "SELECT 1 FROM pools WHERE id = %s FOR NO KEY UPDATE", q1));
+	fx_sql_exec(fx, "UPDATE allocations SET state = 'provisioning' WHERE pool_id = $1::int8",
+	    q1);
+	run(z, "COMMIT");
+	assert_string_equal(finish(fx, r), "");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state FROM allocations WHERE pool_id = $1::int8", q2),
+	    "ready");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state FROM allocations WHERE pool_id = $1::int8", q1),
+	    "provisioning");
+	/* y goes on: the GPU and the node are free */
+	run(y,
+	    fx_str(fx, "SELECT 1 FROM gpus WHERE node_id = %s ORDER BY id FOR NO KEY UPDATE",
+		node));
+	run(y, fx_str(fx, "UPDATE nodes SET updated_at = now() WHERE id = %s", node));
+	run(y, "COMMIT");
+	/* the next report readies q1's */
+	assert_string_equal(fx_sql_text(fx,
+				fx_str(fx, "SELECT (" REPORT_ALL ")->>'ready'", node, node)),
+	    "1");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT state FROM allocations WHERE pool_id = $1::int8", q1),
+	    "ready");
+	PQfinish(z);
+	PQfinish(y);
+	PQfinish(r);
+}
+
 int
 main(void)
 {
@@ -399,6 +515,7 @@ main(void)
 		cmocka_unit_test(test_reports_settle_what_they_locked),
 		cmocka_unit_test(test_defrag_step_takes_the_pool_first),
 		cmocka_unit_test(test_outbox_rows_in_id_order),
+		cmocka_unit_test(test_report_leaves_pools_it_did_not_lock),
 	};
 
 	return fixture_run_tests(tests);
