@@ -346,17 +346,25 @@ start_notifier(struct serve *s)
 	return 0;
 }
 
+/*
+ * The listeners still answer while the workers drain: authenticate() may
+ * be reading the notifier's state right now, so it only halts here (not
+ * connected from now on: the cache answers nothing) and is freed, with the
+ * cache, once the listeners have stopped.
+ */
 static void
 drain_notifier(struct serve *s)
 {
-	s->app.notifier = NULL;
-	notifier_stop(s->notifier);
+	notifier_halt(s->notifier);
 }
 
 /* After the listeners stopped: nothing authenticates any more. */
 static void
 stop_notifier(struct serve *s)
 {
+	s->app.notifier = NULL;
+	notifier_stop(s->notifier);
+	s->notifier = NULL;
 	node_cache_free(s->app.node_cache);
 	s->app.node_cache = NULL;
 }
