@@ -2077,7 +2077,14 @@ CREATE FUNCTION public.node_tokens_notify() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-	PERFORM pg_notify('gpupool_tokens', '');
+	IF TG_OP = 'TRUNCATE' THEN
+		PERFORM pg_notify('gpupool_tokens', '');
+		RETURN NULL;
+	END IF;
+	PERFORM pg_notify('gpupool_tokens', OLD.node_id::text);
+	IF TG_OP = 'UPDATE' AND NEW.node_id IS DISTINCT FROM OLD.node_id THEN
+		PERFORM pg_notify('gpupool_tokens', NEW.node_id::text);
+	END IF;
 	RETURN NULL;
 END
 $$;
@@ -3539,7 +3546,9 @@ CREATE TRIGGER k8s_wake_namespaces AFTER INSERT OR DELETE ON public.project_name
 
 CREATE TRIGGER k8s_wake_pool_status AFTER UPDATE ON public.pools FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.k8s_wake_pool_status();
 
-CREATE TRIGGER node_tokens_notify AFTER DELETE OR UPDATE OR TRUNCATE ON public.node_tokens FOR EACH STATEMENT EXECUTE FUNCTION public.node_tokens_notify();
+CREATE TRIGGER node_tokens_notify AFTER DELETE OR UPDATE ON public.node_tokens FOR EACH ROW EXECUTE FUNCTION public.node_tokens_notify();
+
+CREATE TRIGGER node_tokens_notify_truncate AFTER TRUNCATE ON public.node_tokens FOR EACH STATEMENT EXECUTE FUNCTION public.node_tokens_notify();
 
 CREATE TRIGGER nodes_status_to_gpus AFTER UPDATE OF status, cluster_id ON public.nodes FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.cluster_id IS DISTINCT FROM new.cluster_id))) EXECUTE FUNCTION public.nodes_status_to_gpus();
 

@@ -310,12 +310,25 @@ stop_registry(struct serve *s)
 	deferred_free(s->app.waits);
 }
 
-/* NOTIFY gpupool_tokens (any change of node_tokens), or notifications lost: forget them all. */
+/*
+ * NOTIFY gpupool_tokens, '<node id>' (a row of node_tokens changed,
+ * migration 0031): forget that node's tokens; '' (a TRUNCATE), a payload
+ * that is not a node id, or NULL (notifications lost): forget them all.
+ */
 static void
 tokens_changed(const char *payload, void *arg)
 {
-	(void)payload;
-	node_cache_flush(arg);
+	char *end = NULL;
+	long long id = 0;
+
+	if (payload != NULL && payload[0] >= '1' && payload[0] <= '9') {
+		errno = 0;
+		id = strtoll(payload, &end, 10);
+	}
+	if (id > 0 && errno == 0 && end != NULL && *end == '\0')
+		node_cache_forget_node(arg, (int64_t)id);
+	else
+		node_cache_flush(arg);
 }
 
 /*
@@ -347,17 +360,25 @@ start_notifier(struct serve *s)
 	return 0;
 }
 
+/*
+ * The listeners still answer while the workers drain: authenticate() may
+ * be reading the notifier's state right now, so it only halts here (not
+ * connected from now on: the cache answers nothing) and is freed, with the
+ * cache, once the listeners have stopped.
+ */
 static void
 drain_notifier(struct serve *s)
 {
-	s->app.notifier = NULL;
-	notifier_stop(s->notifier);
+	notifier_halt(s->notifier);
 }
 
 /* After the listeners stopped: nothing authenticates any more. */
 static void
 stop_notifier(struct serve *s)
 {
+	s->app.notifier = NULL;
+	notifier_stop(s->notifier);
+	s->notifier = NULL;
 	node_cache_free(s->app.node_cache);
 	s->app.node_cache = NULL;
 }

@@ -449,7 +449,7 @@ api_agent_enroll(struct request *req, struct response *res, struct gp_error *err
 		err) < 0)
 		goto out;
 	/* a node taken over: its old token answers nowhere from now (others: NOTIFY) */
-	node_cache_flush(api_app(req)->node_cache);
+	node_cache_forget_node(api_app(req)->node_cache, node_id);
 	o = json_object_new_object();
 	json_object_object_add(o, "node", json_tokener_parse(node_json));
 	json_add_str(o, "node_token", node_token);
@@ -485,7 +485,8 @@ api_agent_token_rotate(struct request *req, struct response *res, struct gp_erro
 	if (service_node_token_replace(db_thread(), req->arena, &who, req->principal.node_id, NULL,
 		digest, err) < 0)
 		goto out;
-	node_cache_flush(api_app(req)->node_cache); /* the old token, here at once */
+	/* the old token, here at once (others: NOTIFY); no other node's */
+	node_cache_forget_node(api_app(req)->node_cache, req->principal.node_id);
 	o = json_object_new_object();
 	json_add_str(o, "node_token", token);
 	response_json(req, res, 200, o);

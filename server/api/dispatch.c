@@ -679,16 +679,18 @@ defer_until(struct request *req, struct response *res, const char *key, uint64_t
 
 	d->wait = cont;
 	d->arg = arg;
+	/*
+	 * cont writes the whole answer, whenever it runs: what the handler
+	 * left in res (a 304 with the ETag it read) must not stay under it
+	 */
+	memset(res, 0, sizeof(*res));
 	if (waits == NULL)
 		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
 	rc = deferred_add_since(waits, key, mark, exclusive, deadline_us, wait_fire, req);
 	if (rc < 0)
 		return cont(req, res, arg, DEFERRED_SHUTDOWN, err);
-	if (rc > 0) {
-		/* what the handler read is already stale: read again now */
-		memset(res, 0, sizeof(*res));
+	if (rc > 0) /* what the handler read is already stale: read again now */
 		return cont(req, res, arg, DEFERRED_WOKEN, err);
-	}
 	return API_DEFERRED;
 }
 

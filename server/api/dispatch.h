@@ -42,6 +42,7 @@ void api_wake(struct request *req);
  * once with DEFERRED_WOKEN instead of waiting (deferred_add_since).
  * Returns API_DEFERRED, or cont's own result when it ran at once (woken
  * since the mark, or the registry refused: stopping, DEFERRED_SHUTDOWN).
+ * res is emptied first: cont writes the whole answer.
  */
 typedef int (*api_wait_fn)(struct request *req, struct response *res, void *arg,
     enum deferred_outcome outcome, struct gp_error *err);

@@ -3,7 +3,9 @@
  * open-addressing table of digests under one mutex, probed at most
  * NODE_CACHE_PROBE slots from the digest's own; a full run replaces its
  * oldest entry. A flush only bumps the epoch: older entries stop
- * answering and are overwritten as new ones come.
+ * answering and are overwritten as new ones come; forgetting a node sets
+ * its entries' epoch to 0 (one pass over the table). Either bumps
+ * `changes`, which a lookup's mark must still equal for its put.
  */
 #include "node_cache.h"
 #include "token.h"
@@ -30,7 +32,8 @@ struct node_cache {
 	struct entry *slots;
 	size_t n;
 	int64_t ttl_us;
-	uint64_t epoch; /* flushes so far */
+	uint64_t epoch;   /* flushes so far: older entries do not answer */
+	uint64_t changes; /* flushes and forgotten nodes so far (node_cache_mark) */
 	atomic_uint_fast64_t hits, misses;
 };
 
@@ -48,6 +51,7 @@ node_cache_create(struct node_cache **out, int capacity, int ttl_s)
 	c->n = (size_t)capacity;
 	c->ttl_us = (int64_t)ttl_s * 1000000;
 	c->epoch = 1;
+	c->changes = 1;
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->hits, 0);
 	atomic_init(&c->misses, 0);
@@ -119,7 +123,7 @@ node_cache_mark(struct node_cache *c)
 	if (c == NULL)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	m = c->epoch;
+	m = c->changes;
 	pthread_mutex_unlock(&c->lock);
 	return m;
 }
@@ -135,7 +139,7 @@ node_cache_put(struct node_cache *c, const unsigned char *digest, int64_t node_i
 		return;
 	i = at = home(c, digest);
 	pthread_mutex_lock(&c->lock);
-	if (mark != c->epoch) {
+	if (mark != c->changes) {
 		/* a token changed while it was read: the answer may be stale */
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -168,6 +172,20 @@ node_cache_flush(struct node_cache *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->epoch++;
+	c->changes++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void
+node_cache_forget_node(struct node_cache *c, int64_t node_id)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n; i++)
+		if (c->slots[i].stored_us != 0 && c->slots[i].node_id == node_id)
+			c->slots[i].epoch = 0; /* never answers again, reused first */
+	c->changes++;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -5,11 +5,14 @@
  *
  * Only what cannot be stale is kept. An entry answers while all of these
  * hold, else the token is read again:
- *   - nothing was flushed since it was stored. Every change of node_tokens
- *     (a revocation, a rotation, an enrollment taking a node over, a node
- *     deleted) sends NOTIFY gpupool_tokens (migration 0028), and each
- *     replica's notifier flushes its cache on it; a revocation on this
- *     replica also flushes at once, after its commit;
+ *   - nothing was flushed since it was stored, nor its node forgotten.
+ *     Every change of node_tokens (a revocation, a rotation, an enrollment
+ *     taking a node over, a node deleted) sends NOTIFY gpupool_tokens with
+ *     the row's node id (migrations 0028, 0031; '' for a TRUNCATE), and
+ *     each replica's notifier forgets that node (everything for '' or a
+ *     payload it cannot read); a revocation on this replica also forgets
+ *     at once, after its commit. A node rotating its token in a loop so
+ *     empties no other node's entries;
  *   - the caller's `source` is the one the entry was stored with: the
  *     caller passes the notifier's state (node_cache_source), which changes
  *     when its LISTEN connection is lost or restored, and is 0 (nothing
@@ -48,6 +51,13 @@ void node_cache_put(struct node_cache *c, const unsigned char *digest, int64_t n
 
 /* Forget everything (a token changed somewhere, or notifications were lost). */
 void node_cache_flush(struct node_cache *c);
+
+/*
+ * Forget node_id's tokens only (one of its node_tokens rows changed: the
+ * payload of NOTIFY gpupool_tokens, migration 0031); a lookup of any
+ * token under way is not stored either (its mark is stale).
+ */
+void node_cache_forget_node(struct node_cache *c, int64_t node_id);
 
 /*
  * The source value of a notifier: 0 while it is down, else changing with

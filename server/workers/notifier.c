@@ -29,6 +29,7 @@ struct notifier {
 	pthread_t thread;
 	int pipe[2]; /* [1] written by notifier_stop */
 	atomic_bool stop;
+	bool halted; /* notifier_halt joined the thread (the stopping thread's only) */
 	atomic_bool connected;
 	atomic_int backend_pid;
 	atomic_uint_fast64_t reconnects;
@@ -104,6 +105,7 @@ notifier_main(void *arg)
 		}
 	}
 	atomic_store(&n->connected, false);
+	atomic_store(&n->backend_pid, 0);
 	db_listen_close(l);
 	return NULL;
 }
@@ -150,14 +152,23 @@ notifier_start(struct notifier **out, const struct notifier_config *cfg)
 }
 
 void
-notifier_stop(struct notifier *n)
+notifier_halt(struct notifier *n)
 {
-	if (n == NULL)
+	if (n == NULL || n->halted)
 		return;
 	atomic_store(&n->stop, true);
 	while (write(n->pipe[1], "x", 1) < 0 && errno == EINTR)
 		;
 	pthread_join(n->thread, NULL);
+	n->halted = true;
+}
+
+void
+notifier_stop(struct notifier *n)
+{
+	if (n == NULL)
+		return;
+	notifier_halt(n);
 	close(n->pipe[0]);
 	close(n->pipe[1]);
 	free(n);

@@ -44,7 +44,14 @@ struct notifier_config {
 int notifier_start(struct notifier **out, const struct notifier_config *cfg)
     __attribute__((warn_unused_result));
 
-/* Stop the thread (within one poll, promptly), close the connection, free n. NULL is a no-op. */
+/*
+ * Stop the thread (within one poll, promptly) and close the connection:
+ * no callback runs afterwards and notifier_connected is false, but n stays
+ * readable by other threads until notifier_stop. NULL is a no-op.
+ */
+void notifier_halt(struct notifier *n);
+
+/* notifier_halt, then free n (no other thread may still use it). NULL is a no-op. */
 void notifier_stop(struct notifier *n);
 
 /* Whether the LISTEN connection is up, and its server process id (0 when down). */

@@ -892,6 +892,102 @@ test_revoked_token_cached(void **state)
 	assert_int_equal(fixture_server_stop(fx, b), 0);
 }
 
+/* Node call twice on srv: the second answered from srv's cache (its notifier connected). */
+static void
+until_cached(struct fixture *fx, struct fx_server *srv, const char *tok)
+{
+	for (int64_t t0 = time_mono_us();;) {
+		long long h0 = cache_hits(fx, srv);
+
+		assert_int_equal(node_call(fx, srv, tok), 200);
+		assert_int_equal(node_call(fx, srv, tok), 200);
+		if (cache_hits(fx, srv) >= h0 + 1)
+			return;
+		assert_true(time_mono_us() - t0 < 5 * 1000000);
+		usleep(50 * 1000);
+	}
+}
+
+/*
+ * The node-token cache in a bad week (helper C's attacks): a rotation and
+ * a takeover by re-enrollment on one replica end the old token on the
+ * other too (the new one answers there) and leave other nodes' entries
+ * answering (migration 0031), and a token revoked by SQL in the
+ * same transaction that cuts every notifier's LISTEN connection (its
+ * NOTIFY is lost) is refused everywhere once the notifiers reconnect.
+ */
+static void
+test_token_cache_fleet(void **state)
+{
+	struct fixture *fx = *state;
+	struct fx_server *a = fx->server, *b;
+	const char *t1 = enroll_node(fx, "tf1", "71717171"), *t2, *t3,
+		   *other = enroll_node(fx, "tf2", "72727272");
+	struct gp_client_response *r;
+	long long h0;
+
+	b = fixture_server_start(fx, NULL);
+	assert_non_null(b);
+	until_cached(fx, b, t1);
+	until_cached(fx, a, t1);
+	until_cached(fx, b, other);
+	until_cached(fx, a, other);
+	/* rotated on a: the old token dies on b, the new one answers there */
+	r = fx_request(fx, t1, "POST", "/v1/agent/token/rotate", NULL);
+	assert_status(r, 200);
+	t2 = fx_json_str(r->json, "node_token");
+	assert_int_equal(node_call(fx, a, t1), 401);
+	assert_true(until_refused(fx, b, t1) < 3000);
+	until_cached(fx, b, t2);
+	/*
+	 * another node's token still answers from both caches: a node rotating
+	 * its token (in a loop, if hostile) forgets its own entries only
+	 * (0028 flushed every replica's whole cache on each rotation)
+	 */
+	for (int i = 0; i < 2; i++) {
+		struct fx_server *srv = i == 0 ? a : b;
+
+		h0 = cache_hits(fx, srv);
+		assert_int_equal(node_call(fx, srv, other), 200);
+		assert_int_equal(cache_hits(fx, srv), h0 + 1);
+	}
+	/* taken over on a by re-enrollment (the node silent past the grace) */
+	fx_sql_exec(fx,
+	    "UPDATE nodes SET agent_heartbeat_at = now() - interval '1 day' WHERE name = 'tf1'");
+	r = enroll_cb(fx, enroll_token(fx), "tf1", "71717171", "http://127.0.0.1:9/");
+	assert_status(r, 201);
+	t3 = fx_json_str(r->json, "node_token");
+	assert_int_equal(node_call(fx, a, t2), 401);
+	assert_true(until_refused(fx, b, t2) < 3000);
+	until_cached(fx, b, t3);
+	until_cached(fx, a, t3);
+	h0 = cache_hits(fx, b);
+	assert_int_equal(node_call(fx, b, other), 200);
+	assert_int_equal(cache_hits(fx, b), h0 + 1);
+	/* revoked by SQL while every notifier is cut: the NOTIFY is lost, the caches still yield */
+	fx_sql_exec(fx,
+	    "WITH k AS (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+	    "WHERE application_name = 'gpupoold notifier') "
+	    "UPDATE node_tokens SET revoked_at = now() WHERE revoked_at IS NULL "
+	    "AND node_id = (SELECT id FROM nodes WHERE name = 'tf1') "
+	    "AND (SELECT count(*) FROM k) > 0");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM node_tokens t JOIN nodes n ON n.id = t.node_id "
+			     "WHERE n.name = 'tf1' AND t.revoked_at IS NULL"),
+	    0);
+	assert_true(until_refused(fx, a, t3) < 3000);
+	assert_true(until_refused(fx, b, t3) < 3000);
+	/* a token deleted (not revoked) by SQL: refused by both */
+	until_cached(fx, a, other);
+	until_cached(fx, b, other);
+	fx_sql_exec(fx,
+	    "DELETE FROM node_tokens WHERE node_id = "
+	    "(SELECT id FROM nodes WHERE name = 'tf2')");
+	assert_true(until_refused(fx, a, other) < 3000);
+	assert_true(until_refused(fx, b, other) < 3000);
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+}
+
 /* Findings 6, 7: Xid catalog, contained faults, storms, unknown Xids. */
 static void
 test_xid_health(void **state)
@@ -1309,6 +1405,7 @@ main(void)
 		cmocka_unit_test(test_live_agent_kept),
 		cmocka_unit_test(test_callback_allow),
 		cmocka_unit_test(test_revoked_token_cached),
+		cmocka_unit_test(test_token_cache_fleet),
 		cmocka_unit_test(test_xid_health),
 		cmocka_unit_test(test_generations),
 		cmocka_unit_test(test_agent_texts),

@@ -13,12 +13,14 @@
  * metrics batch many times its per-connection memory.
  */
 #include "fixture.h"
+#include "rawhttp.h"
 
 #include "core/timeutil.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static const char *op;
@@ -333,6 +335,81 @@ test_no_lost_wake(void **state)
 	assert_int_equal(waiting(fx), 0);
 }
 
+/* A long-poll over a raw socket: the answer's every header is kept. */
+struct raw_poll {
+	int port;
+	const char *token;
+	int64_t after;
+	struct arena *a;
+	struct raw_response r;
+	int rc;
+};
+
+static void *
+raw_poll_thread(void *arg)
+{
+	struct raw_poll *p = arg;
+	const char *hdr[] = { arena_printf(p->a, "Authorization: Bearer %s", p->token), NULL };
+	size_t len;
+	char *req = raw_build(p->a, "GET",
+	    arena_printf(p->a, "/v1/agent/desired-state?after=%lld&wait=20", (long long)p->after),
+	    hdr, NULL, 0, &len);
+
+	p->rc = raw_exchange(p->a, p->port, req, len, 25000, &p->r);
+	return NULL;
+}
+
+/* How many header lines called name (case-insensitive) head holds. */
+static int
+header_count(const char *head, const char *name)
+{
+	int n = 0;
+	size_t len = strlen(name);
+
+	for (const char *l = strstr(head, "\r\n"); l != NULL; l = strstr(l + 2, "\r\n"))
+		if (strncasecmp(l + 2, name, len) == 0 && l[2 + len] == ':')
+			n++;
+	return n;
+}
+
+/*
+ * A poll that waited and was woken answers the new document with its
+ * ETag only: the first read's 304 and ETag (the old generation) were left
+ * in the response and the woken answer added a second ETag, so the answer
+ * carried ETag "<old>" then ETag "<new>" (a client keeping the first
+ * header saw the old generation).
+ */
+static void
+test_woken_one_etag(void **state)
+{
+	struct fixture *fx = *state;
+	struct raw_poll p;
+	pthread_t t;
+	int64_t gen;
+
+	memset(&p, 0, sizeof(p));
+	p.a = arena_create();
+	p.port = fx->server->port;
+	p.token = enroll(fx, "e1", "GPU-55555555-0000-4000-8000-000000000001");
+	p.after = gen = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'e1'");
+	assert_int_equal(pthread_create(&t, NULL, raw_poll_thread, &p), 0);
+	for (int64_t t0 = time_mono_us(); waiting(fx) != 1;) {
+		assert_true(time_mono_us() - t0 < 5 * 1000000);
+		sleep_ms(20);
+	}
+	fx_sql_exec(fx, "UPDATE nodes SET generation = generation + 1 WHERE name = 'e1'");
+	fx_sql_exec(fx,
+	    "SELECT pg_notify('gpupool_wake', 'node:' || id) FROM nodes WHERE name = 'e1'");
+	pthread_join(t, NULL);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(p.r.status, 200);
+	assert_int_equal(header_count(p.r.head, "ETag"), 1);
+	assert_string_equal(raw_header(p.a, &p.r, "ETag"),
+	    arena_printf(p.a, "\"%lld\"", (long long)(gen + 1)));
+	assert_int_equal(fx_json_int(p.r.json, "generation"), gen + 1);
+	arena_destroy(p.a);
+}
+
 int
 main(void)
 {
@@ -340,6 +417,7 @@ main(void)
 		cmocka_unit_test(test_one_poll_per_node),
 		cmocka_unit_test(test_agent_listener),
 		cmocka_unit_test(test_no_lost_wake),
+		cmocka_unit_test(test_woken_one_etag),
 	};
 
 	return fixture_run_tests(tests);

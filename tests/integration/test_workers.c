@@ -389,6 +389,20 @@ test_notifier_reconnects(void **state)
 	fx_sql_exec(fx, "SELECT pg_notify('gpupool_wake', 'pool:2')");
 	assert_int_equal(wait_int(&after.fired, 1, 3000), 1);
 	assert_int_equal(atomic_load(&after.outcome), DEFERRED_WOKEN);
+	/*
+	 * halted (gpupoold's drain pass): down and its connection closed, yet
+	 * still readable (authentications read it until the listeners stop)
+	 */
+	notifier_halt(n);
+	assert_false(notifier_connected(n));
+	assert_int_equal(notifier_backend_pid(n), 0);
+	for (int64_t t0 = time_mono_us(); fx_sql_int64(fx,
+					      "SELECT count(*) FROM pg_stat_activity "
+					      "WHERE application_name = 'test notifier'") != 0;) {
+		assert_true(time_mono_us() - t0 < 3 * 1000000);
+		usleep(20 * 1000);
+	}
+	notifier_halt(n); /* twice: nothing */
 	notifier_stop(n);
 	deferred_free(r);
 }

@@ -126,6 +126,40 @@ test_full(void **state)
 	node_cache_free(c);
 }
 
+/* Forgetting a node: its tokens stop answering, the others stay; a read under way is not stored. */
+static void
+test_forget_node(void **state)
+{
+	struct node_cache *c;
+	unsigned char d1[TOKEN_DIGEST_LEN], d2[TOKEN_DIGEST_LEN], d3[TOKEN_DIGEST_LEN];
+	int64_t node = 0;
+	uint64_t up = node_cache_source(true, 0), mark;
+
+	(void)state;
+	assert_int_equal(node_cache_create(&c, 64, 60), 0);
+	digest_of("gpn_a1", d1);
+	digest_of("gpn_a2", d2);
+	digest_of("gpn_b", d3);
+	node_cache_put(c, d1, 7, up, node_cache_mark(c));
+	node_cache_put(c, d2, 7, up, node_cache_mark(c));
+	node_cache_put(c, d3, 8, up, node_cache_mark(c));
+	mark = node_cache_mark(c);
+	node_cache_forget_node(c, 7);
+	assert_false(node_cache_get(c, d1, up, &node));
+	assert_false(node_cache_get(c, d2, up, &node));
+	assert_true(node_cache_get(c, d3, up, &node));
+	assert_int_equal(node, 8);
+	/* read before the forget, stored after it: dropped (the read may be stale) */
+	node_cache_put(c, d1, 7, up, mark);
+	assert_false(node_cache_get(c, d1, up, &node));
+	/* read again afterwards: answers */
+	node_cache_put(c, d1, 7, up, node_cache_mark(c));
+	assert_true(node_cache_get(c, d1, up, &node));
+	assert_int_equal(node, 7);
+	node_cache_forget_node(NULL, 7);
+	node_cache_free(c);
+}
+
 int
 main(void)
 {
@@ -133,6 +167,7 @@ main(void)
 		cmocka_unit_test(test_answers_what_was_stored),
 		cmocka_unit_test(test_what_stops_it),
 		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_forget_node),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
