@@ -39,6 +39,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,6 +132,7 @@ static const char *base, *agent_base, *admin;
 static int agent_port, nagents, nclients;
 static int pool_lag = 4; /* BENCH_DAY_POOL_LAG */
 static double think_s;   /* BENCH_DAY_THINK_MS: a client's pause after each answer */
+static double day_t0;    /* the day's start (now_s), 0 before */
 static struct agent *ag;
 static struct client cl[MAX_CLIENTS];
 static struct req slots[SLOTS], pager, exporter;
@@ -413,6 +415,20 @@ pend_check(int i)
 	}
 }
 
+/*
+ * A client's pause: exponentially distributed around think_s (at most 4
+ * times it), as operators' pauses are. A fixed pause kept the clients in
+ * step: all 32 approved within the same few milliseconds, and the last
+ * of each burst waited for the 31 before it.
+ */
+static double
+think_pause(void)
+{
+	double u = ((double)(random() % 1000000) + 1) / 1000001.0, x = -log(u);
+
+	return think_s * (x < 4 ? x : 4);
+}
+
 static void client_next(int c);
 static void export_next(void);
 static void pager_next(void);
@@ -436,8 +452,14 @@ done(struct req *r, long status)
 			    status, r->buf ? r->buf : "");
 	}
 	/* latencies: every answer but the polls', the export's progress and refused approvals */
-	if (r->kind != K_POLL && r->kind != K_EXPORT_GET && (r->kind != K_APPROVE || status == 200))
+	if (r->kind != K_POLL && r->kind != K_EXPORT_GET &&
+	    (r->kind != K_APPROVE || status == 200)) {
 		lat_add(&lats[r->kind], el);
+		/* the slow approvals, when they happened (day.err): periodic or not */
+		if (r->kind == K_APPROVE && el > 0.05 && day_t0 > 0)
+			fprintf(stderr, "slow approval at %.3f s: %.1f ms\n", r->t0 - day_t0,
+			    el * 1000);
+	}
 	if (r->keep && r->buf != NULL && r->len > 0 && r->kind != K_METRICS &&
 	    r->kind != K_HEARTBEAT)
 		o = json_tokener_parse(r->buf);
@@ -539,7 +561,7 @@ done(struct req *r, long status)
 					    (struct pend){ t, start, present };
 			}
 		}
-		cl[i].wait_until = now_s() + think_s;
+		cl[i].wait_until = now_s() + think_pause();
 		if (r->kind == K_SUBMIT && status == 201 &&
 		    json_object_object_get_ex(o, "id", &v)) {
 			cl[i].id = json_object_get_int64(v);
@@ -1036,6 +1058,19 @@ main(int argc, char **argv)
 		counts[k] = 0;
 	}
 	double d0 = now_s(), gp0, pg0 = pg_cpu(pgpid), me0 = self_cpu(), next_sample = d0 + 1;
+
+	day_t0 = d0;
+	/* the operators start one by one, not all in the same millisecond */
+	srandom(23);
+	for (int c = 0; c < nclients; c++)
+		cl[c].wait_until = d0 + think_pause();
+	{
+		struct timespec wall;
+
+		clock_gettime(CLOCK_REALTIME, &wall);
+		fprintf(stderr, "the day starts at %lld.%03ld (Unix time)\n",
+		    (long long)wall.tv_sec, wall.tv_nsec / 1000000);
+	}
 	long rss, rss_max = 0;
 	long long hb_done = 0, m_done = 0, s_done = 0, behind_max = 0;
 
