@@ -14,7 +14,10 @@
  *  - the heartbeats the batch leaves to agent_heartbeat (an unknown node
  *    turns ready, an advancing observed generation marks the outbox row
  *    delivered, two heartbeats of one node at once) in a burst with
- *    common ones.
+ *    common ones;
+ *  - a batch that times out (the nodes table held past a 1 s
+ *    statement_timeout): every heartbeat in it answered 503 at once,
+ *    not sent alone to wait a timeout each, four at a time.
  */
 #include "fixture.h"
 
@@ -191,6 +194,8 @@ wait_finished(int want)
 	fail_msg("only %d of %d heartbeats answered in 30 s", atomic_load(&finished), want);
 }
 
+static int group_setup_nodes(struct fixture *fx);
+
 static int
 group_setup(void **state)
 {
@@ -202,6 +207,13 @@ group_setup(void **state)
 	if (fixture_create(&opts, &fx) < 0)
 		return -1;
 	*state = fx;
+	return group_setup_nodes(fx);
+}
+
+/* NODES nodes with node tokens, generations distinct, each seen the one before. */
+static int
+group_setup_nodes(struct fixture *fx)
+{
 	fx_fleet_register(fx, "hb", "H100-80GB", NODES, 0);
 	for (int i = 0; i < NODES; i++)
 		node_ids[i] = fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1",
@@ -388,6 +400,71 @@ test_alone_paths(void **state)
 	free(h);
 }
 
+/* A server whose statements time out after 1 s, the same 200 nodes. */
+static int
+timeout_setup(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_STATEMENT_TIMEOUT_MS=1000", NULL };
+	struct fixture_options opts = { .server_env = env };
+
+	if (fixture_create(&opts, (struct fixture **)state) < 0)
+		return -1;
+	return group_setup_nodes(*state);
+}
+
+/*
+ * A batch that fails on a statement timeout (here: the nodes table held
+ * in SHARE mode by another session, as a migration's or an operator's
+ * lock would) fails its heartbeats with it, 503 with Retry-After, as
+ * each heartbeat's own transaction did before group commit: sent alone
+ * one after another on the four alone workers, each would wait its own
+ * timeout (200 heartbeats: 50 s, past every agent's patience, while
+ * more queue behind them).
+ */
+static void
+test_batch_timeout(void **state)
+{
+	struct fixture *fx = *state;
+	struct hb *h = calloc(NODES, sizeof(*h));
+	PGconn *s = session(fx);
+	struct timespec d = { 0, 20 * 1000 * 1000 };
+	int answered = 0;
+
+	age_heartbeats(fx);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < NODES; i++)
+		hb_prepare(fx, &h[i], i, "");
+	run(s, "BEGIN");
+	run(s, "LOCK TABLE nodes IN SHARE MODE");
+	for (int i = 0; i < NODES; i++)
+		hb_launch(&h[i]);
+	/* all answered while the table is still held (20 s for one second's timeout) */
+	for (int i = 0; i < 1000 && (answered = atomic_load(&finished)) < NODES; i++)
+		nanosleep(&d, NULL);
+	run(s, "COMMIT");
+	for (int i = 0; i < NODES; i++)
+		pthread_join(h[i].t, NULL);
+	if (answered < NODES)
+		fail_msg("only %d of %d heartbeats answered 20 s into a 1 s statement timeout",
+		    answered, NODES);
+	for (int i = 0; i < NODES; i++)
+		assert_int_equal(h[i].status, 503);
+	/* nothing committed; the next heartbeats go through */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM nodes WHERE name LIKE 'hb-n%' "
+			     "AND agent_heartbeat_at > now() - interval '1 hour'"),
+	    0);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < 10; i++) {
+		hb_prepare(fx, &h[i], i, "");
+		hb_launch(&h[i]);
+	}
+	for (int i = 0; i < 10; i++)
+		hb_assert(fx, &h[i], i);
+	PQfinish(s);
+	free(h);
+}
+
 int
 main(void)
 {
@@ -396,7 +473,12 @@ main(void)
 		cmocka_unit_test(test_locked_node),
 		cmocka_unit_test(test_alone_paths),
 	};
+	const struct CMUnitTest timeouts[] = {
+		cmocka_unit_test(test_batch_timeout),
+	};
+	int rc = cmocka_run_group_tests(tests, group_setup, fixture_group_teardown);
 
-	return fixture_exit_status(
-	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+	if (rc == 0)
+		rc = cmocka_run_group_tests(timeouts, timeout_setup, fixture_group_teardown);
+	return fixture_exit_status(rc);
 }
