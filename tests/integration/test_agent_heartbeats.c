@@ -17,7 +17,11 @@
  *    common ones;
  *  - a batch that times out (the nodes table held past a 1 s
  *    statement_timeout): every heartbeat in it answered 503 at once,
- *    not sent alone to wait a timeout each, four at a time.
+ *    not sent alone to wait a timeout each, four at a time;
+ *  - the batch's backend terminated mid-statement: each heartbeat
+ *    answered once, 200 only when committed;
+ *  - a server stopped (SIGTERM) with heartbeats queued: each answered
+ *    before it exits 0.
  */
 #include "fixture.h"
 
@@ -465,6 +469,110 @@ test_batch_timeout(void **state)
 	free(h);
 }
 
+#define FEW 40
+
+/* Poll (30 s) until n backends run agent_heartbeats() waiting for a lock. */
+static void
+wait_batch_waits(struct fixture *fx)
+{
+	struct timespec d = { 0, 20 * 1000 * 1000 };
+
+	for (int i = 0; i < 1500; i++) {
+		if (fx_sql_int64(fx,
+			"SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%agent_heartbeats(%' "
+			"AND wait_event_type = 'Lock'") >= 1)
+			return;
+		nanosleep(&d, NULL);
+	}
+	fail_msg("no heartbeat batch waits for the nodes table");
+}
+
+/*
+ * The batch's backend dies mid-statement (pg_terminate_backend, as a
+ * PostgreSQL restart or an OOM kill would): every heartbeat is answered
+ * once, by its alone run on a fresh connection; each one answered 200 was
+ * committed (its node's agent_heartbeat_at moved), each other one 503.
+ */
+static void
+test_batch_backend_killed(void **state)
+{
+	struct fixture *fx = *state;
+	struct hb *h = calloc(FEW, sizeof(*h));
+	PGconn *s = session(fx);
+	int ok = 0;
+
+	age_heartbeats(fx);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < FEW; i++)
+		hb_prepare(fx, &h[i], i, "");
+	run(s, "BEGIN");
+	run(s, "LOCK TABLE nodes IN SHARE MODE");
+	for (int i = 0; i < FEW; i++)
+		hb_launch(&h[i]);
+	wait_batch_waits(fx);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+			     "WHERE query LIKE '%agent_heartbeats(%' AND wait_event_type = 'Lock'"),
+	    1);
+	run(s, "COMMIT");
+	wait_finished(FEW);
+	for (int i = 0; i < FEW; i++) {
+		pthread_join(h[i].t, NULL);
+		if (h[i].status == 200) {
+			ok++;
+			assert_int_equal(fx_sql_int64(fx,
+					     "SELECT count(*) FROM nodes WHERE id = $1 "
+					     "AND agent_heartbeat_at > now() - interval '1 hour'",
+					     fx_str(fx, "%lld", (long long)node_ids[i])),
+			    1);
+		} else {
+			assert_int_equal(h[i].status, 503);
+		}
+	}
+	/* the alone runs start at once, the table free a moment later: most go through */
+	assert_true(ok > 0);
+	PQfinish(s);
+	free(h);
+}
+
+/*
+ * A second server stops (SIGTERM) while heartbeats wait in its queue
+ * (the batch held by the nodes table): each is answered before the
+ * server exits 0, none dropped with its connection.
+ */
+static void
+test_stop_with_queued(void **state)
+{
+	struct fixture *fx = *state;
+	struct hb *h = calloc(FEW, sizeof(*h));
+	PGconn *s = session(fx);
+	struct fx_server *b = fixture_server_start(fx, NULL);
+
+	assert_non_null(b);
+	age_heartbeats(fx);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < FEW; i++) {
+		hb_prepare(fx, &h[i], i, "");
+		h[i].base_url = b->base_url;
+	}
+	run(s, "BEGIN");
+	run(s, "LOCK TABLE nodes IN SHARE MODE");
+	for (int i = 0; i < FEW; i++)
+		hb_launch(&h[i]);
+	wait_batch_waits(fx);
+	assert_int_equal(atomic_load(&finished), 0);
+	/* SIGTERM while they wait; the lock goes with the statement timeout (1 s) */
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+	run(s, "COMMIT");
+	wait_finished(FEW);
+	for (int i = 0; i < FEW; i++) {
+		pthread_join(h[i].t, NULL);
+		assert_int_equal(h[i].status, 503);
+	}
+	PQfinish(s);
+	free(h);
+}
+
 int
 main(void)
 {
@@ -475,6 +583,8 @@ main(void)
 	};
 	const struct CMUnitTest timeouts[] = {
 		cmocka_unit_test(test_batch_timeout),
+		cmocka_unit_test(test_batch_backend_killed),
+		cmocka_unit_test(test_stop_with_queued),
 	};
 	int rc = cmocka_run_group_tests(tests, group_setup, fixture_group_teardown);
 
