@@ -15,6 +15,7 @@
  *    turns ready, an advancing observed generation marks the outbox row
  *    delivered, two heartbeats of one node at once) in a burst with
  *    common ones;
+ *  - hostile bodies: 400/422 problems, nothing queued or written;
  *  - a batch that times out (the nodes table held past a 1 s
  *    statement_timeout): every heartbeat in it answered 503 at once,
  *    not sent alone to wait a timeout each, four at a time;
@@ -573,6 +574,47 @@ test_stop_with_queued(void **state)
 	free(h);
 }
 
+/*
+ * Hostile bodies are refused by the handler, before anything is queued:
+ * a precise 4xx problem, no heartbeat queued, the node row untouched.
+ */
+static void
+test_hostile_bodies(void **state)
+{
+	static const struct {
+		const char *body;
+		long status;
+		const char *code;
+	} cases[] = {
+		{ "[]", 422, "validation_failed" },
+		{ "\"x\"", 422, "validation_failed" },
+		{ "{", 400, "malformed_json" },
+		{ "{\"observed_generation\":-1}", 422, "validation_failed" },
+		{ "{\"observed_generation\":\"5\"}", 422, "validation_failed" },
+		{ "{\"observed_generation\":1.5}", 422, "validation_failed" },
+		{ "{\"observed_generation\":1e30}", 422, "validation_failed" },
+		{ "{\"observed_generation\":true}", 422, "validation_failed" },
+		{ "{\"observed_generation\":99999999999999999999}", 422, "validation_failed" },
+		{ "{\"bogus\":1}", 422, "validation_failed" },
+	};
+	struct fixture *fx = *state;
+	int64_t items0 = metric(fx, "gpupool_heartbeats_total");
+	const char *node = fx_str(fx, "%lld", (long long)node_ids[7]);
+
+	age_heartbeats(fx);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_problem(fx_request(fx, token_of(fx, 7), "POST", "/v1/agent/heartbeat", "%s",
+				   cases[i].body),
+		    cases[i].status, cases[i].code);
+	/* nothing queued, nothing written */
+	assert_int_equal(metric(fx, "gpupool_heartbeats_total"), items0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM nodes WHERE id = $1 "
+			     "AND agent_heartbeat_at < now() - interval '1 hour'",
+			     node),
+	    1);
+}
+
 int
 main(void)
 {
@@ -580,6 +622,7 @@ main(void)
 		cmocka_unit_test(test_batched),
 		cmocka_unit_test(test_locked_node),
 		cmocka_unit_test(test_alone_paths),
+		cmocka_unit_test(test_hostile_bodies),
 	};
 	const struct CMUnitTest timeouts[] = {
 		cmocka_unit_test(test_batch_timeout),
