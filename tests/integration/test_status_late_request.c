@@ -13,6 +13,10 @@
  * release is being approved (the approval waits for the node row that a
  * second session holds, holding the request and the pool); the report
  * arrives then and waits for the pool; the session lets go.
+ *
+ * Also (held): the GPU fails while an approval places another pool on it
+ * between the report's read and its locks; the report leaves that
+ * allocation, the agent's next report fails it and its request.
  */
 #define _GNU_SOURCE
 #include "fixture.h"
@@ -226,11 +230,114 @@ test_request_approved_while_report_waits(void **state)
 	    1);
 }
 
+/* Pool name (one 1g.10gb), approved: its allocation reserved on s1; the request's id. */
+static const char *
+create_pool(struct fixture *fx, const char *name)
+{
+	struct gp_client_response *r =
+	    fx_request(fx, fx->admin_token, "POST", "/v1/projects/lr/pool-requests",
+		"{\"action\":\"create\",\"pool\":\"%s\",\"items\":[{\"model\":\"H100-80GB\","
+		"\"profile\":\"1g.10gb\",\"count\":1}],\"justification\":\"t\"}",
+		name);
+	const char *id;
+
+	assert_status(r, 201);
+	id = fx_str(fx, "%lld", (long long)fx_json_int(r->json, "id"));
+	r = fx_request(fx, fx->admin_token, "POST", fx_str(fx, "/v1/pool-requests/%s/approve", id),
+	    "{}");
+	assert_status(r, 200);
+	return id;
+}
+
+/*
+ * The GPU fails (the report no longer lists it) while an approval places another
+ * pool on it, between the report's read and its locks: the report fails
+ * GPU and the allocations of the pools it locked; the new allocation,
+ * of a pool it did not lock, is the next report's (migration 0030's
+ * argument (c)), which the agent sends after the approval's generation:
+ * that one fails it, and its request.
+ */
+static void
+test_gpu_fails_while_placed(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	struct call rep;
+	const char *req2;
+	int64_t gen;
+	PGconn *z;
+	/* the GPU is gone from the node (fallen off the bus): failed */
+	const char *failed = "[]";
+
+	fx_sql_exec(fx, "UPDATE gpus SET health = 'ok', health_reason = NULL WHERE uuid = $1",
+	    GPU0);
+	create_pool(fx, "g1");
+	gen = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 's1'");
+	r = fx_request(fx, node_token, "PUT", "/v1/agent/status", "%s",
+	    report_body(fx, gen,
+		fx_sql_text(fx,
+		    "SELECT json_agg(json_build_object('profile', a.profile, 'start', a.start, "
+		    "'size', a.size, 'uuid', 'MIG-' || a.id))::text FROM allocations a "
+		    "JOIN pools p ON p.id = a.pool_id WHERE p.name = 'g1'")));
+	assert_status(r, 200);
+	assert_json_int(r->json, "ready", 1);
+
+	/* z holds g1: the report (GPU failed) reads, then waits for g1 */
+	z = PQconnectdb(fx->db_url);
+	if (PQstatus(z) != CONNECTION_OK)
+		fail_msg("connect: %s", PQerrorMessage(z));
+	run(z, "BEGIN");
+	run(z, "SELECT 1 FROM pools WHERE name = 'g1' FOR NO KEY UPDATE");
+	call_start(fx, &rep, node_token, "PUT", "/v1/agent/status",
+	    fx_str(fx, "{\"observed_generation\":%lld,\"agent_version\":\"test\",\"gpus\":%s}",
+		(long long)gen, failed));
+	wait_lock_waiters(fx, "the report", "%agent_apply_status%", 1);
+	/* meanwhile pool g2 is placed on the GPU, still healthy */
+	req2 = create_pool(fx, "g2");
+	run(z, "COMMIT");
+	PQfinish(z);
+	pthread_join(rep.t, NULL);
+	assert_int_equal(rep.status, 200);
+	assert_string_equal(fx_sql_text(fx, "SELECT health FROM gpus WHERE uuid = $1", GPU0),
+	    "failed");
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT a.state FROM allocations a JOIN pools p ON p.id = a.pool_id "
+				"WHERE p.name = 'g1'"),
+	    "failed");
+	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE name = 'g1'"),
+	    "degraded");
+	/* g2's: left for the next report */
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT a.state FROM allocations a JOIN pools p ON p.id = a.pool_id "
+				"WHERE p.name = 'g2'"),
+	    "reserved");
+
+	/* the agent's report after the approval's generation: the GPU still failed */
+	gen = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 's1'");
+	r = fx_request(fx, node_token, "PUT", "/v1/agent/status",
+	    "{\"observed_generation\":%lld,\"agent_version\":\"test\",\"gpus\":%s}", (long long)gen,
+	    failed);
+	assert_status(r, 200);
+	assert_string_equal(fx_sql_text(fx,
+				"SELECT a.state FROM allocations a JOIN pools p ON p.id = a.pool_id "
+				"WHERE p.name = 'g2'"),
+	    "failed");
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1::int8",
+				req2),
+	    "failed");
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocation_fault_intervals f "
+			     "JOIN allocations a ON a.id = f.allocation_id JOIN pools p ON p.id = a.pool_id "
+			     "WHERE p.name IN ('g1', 'g2') AND f.ended_at IS NULL"),
+	    2);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_approved_while_report_waits),
+		cmocka_unit_test(test_gpu_fails_while_placed),
 	};
 
 	return fixture_exit_status(
