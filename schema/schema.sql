@@ -158,9 +158,8 @@ BEGIN
 
 	-- 3. The slow path, in the global lock order (docs/architecture.md):
 	-- the pools' approved requests, then the pools, each in id order, as
-	-- approvals take them (the requests settled below are exactly the ones
-	-- locked here: one approved after this statement is left for the next
-	-- report, since locking it later would take a request after a pool)
+	-- approvals take them (one approved after this statement is taken
+	-- before the settle, without waiting: see there)
 	SELECT coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT q.id FROM pool_requests q
 		WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
 		ORDER BY q.id FOR NO KEY UPDATE) s;
@@ -335,6 +334,16 @@ BEGIN
 
 	-- pools: their statuses, alerts and audit, by the one settle path
 	PERFORM pools_settle(v_pools);
+
+	-- requests of these pools approved after the first lock of requests
+	-- (their approval held a pool this report then waited for): taken now
+	-- without waiting (SKIP LOCKED), so out of every wait-for cycle, and
+	-- settled with the others; left, one released here would be read by
+	-- no later report (its pool has no live allocation on the node)
+	SELECT v_reqs || coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT q.id
+		FROM pool_requests q WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		  AND q.id <> ALL (v_reqs)
+		ORDER BY q.id FOR NO KEY UPDATE SKIP LOCKED) s;
 
 	-- approved requests: fulfilled once their allocations are there (or
 	-- gone, for shrink and release), failed when one of theirs failed

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct heartbeat_queue {
 	struct batch_queue *batch;
@@ -41,8 +42,28 @@ heartbeats_run(struct db *db, void **items, int n, void *arg)
 		observed[i] = j->observed;
 	}
 	if (service_agent_heartbeats(db, nodes, observed, n, generation, done, &err) < 0) {
-		/* each one goes alone then, and meets the failure itself if it lasts */
 		log_warn(NULL, "a heartbeat batch failed", "error", err.message);
+		/*
+		 * A statement timeout: the statement never waits for a row
+		 * (SKIP LOCKED), so the nodes table itself was held, or the
+		 * database too slow: alone, each would wait its own timeout,
+		 * four at a time (a batch of 256: minutes). Each fails with
+		 * it, as its own transaction did before group commit.
+		 */
+		if (err.status == 503 && strcmp(err.code, "timeout") == 0) {
+			for (int i = 0; i < n; i++) {
+				struct heartbeat_job *j = items[i];
+
+				j->err = err;
+				j->failed = true;
+				j->done = true;
+				atomic_fetch_sub(&waiting, 1);
+				j->wake(j->waiter);
+			}
+			atomic_fetch_add(&stat_items, (uint_fast64_t)n);
+			return;
+		}
+		/* otherwise (a connection lost) each goes alone, and meets the failure if it lasts */
 		for (int i = 0; i < n; i++)
 			done[i] = false;
 	} else {

@@ -6,9 +6,12 @@
  * agent reports nothing new), then wakes every job's waiter. A job left
  * undone (its node unknown, its observed generation advancing, its node
  * row held by another transaction, a second heartbeat of its node in the
- * batch, its node gone, or the batch failed) is answered by its handler
+ * batch, its node gone, or the batch's connection lost) is answered
  * with service_agent_heartbeat, alone in its own transaction, as before
- * (migration 0029 says why never inside the batch's).
+ * (migration 0029 says why never inside the batch's). A batch that timed
+ * out (statement_timeout: the nodes table held, the statement never
+ * waits for a row) fails every heartbeat in it with its 503: alone, each
+ * would wait a timeout of its own, four at a time.
  *
  * Started before the HTTP server. At shutdown heartbeat_queue_drain
  * answers everything queued; from then on heartbeat_queue_push refuses

@@ -14,7 +14,15 @@
  *  - the heartbeats the batch leaves to agent_heartbeat (an unknown node
  *    turns ready, an advancing observed generation marks the outbox row
  *    delivered, two heartbeats of one node at once) in a burst with
- *    common ones.
+ *    common ones;
+ *  - hostile bodies: 400/422 problems, nothing queued or written;
+ *  - a batch that times out (the nodes table held past a 1 s
+ *    statement_timeout): every heartbeat in it answered 503 at once,
+ *    not sent alone to wait a timeout each, four at a time;
+ *  - the batch's backend terminated mid-statement: each heartbeat
+ *    answered once, 200 only when committed;
+ *  - a server stopped (SIGTERM) with heartbeats queued: each answered
+ *    before it exits 0.
  */
 #include "fixture.h"
 
@@ -191,6 +199,8 @@ wait_finished(int want)
 	fail_msg("only %d of %d heartbeats answered in 30 s", atomic_load(&finished), want);
 }
 
+static int group_setup_nodes(struct fixture *fx);
+
 static int
 group_setup(void **state)
 {
@@ -202,6 +212,13 @@ group_setup(void **state)
 	if (fixture_create(&opts, &fx) < 0)
 		return -1;
 	*state = fx;
+	return group_setup_nodes(fx);
+}
+
+/* NODES nodes with node tokens, generations distinct, each seen the one before. */
+static int
+group_setup_nodes(struct fixture *fx)
+{
 	fx_fleet_register(fx, "hb", "H100-80GB", NODES, 0);
 	for (int i = 0; i < NODES; i++)
 		node_ids[i] = fx_sql_int64(fx, "SELECT id FROM nodes WHERE name = $1",
@@ -388,6 +405,216 @@ test_alone_paths(void **state)
 	free(h);
 }
 
+/* A server whose statements time out after 1 s, the same 200 nodes. */
+static int
+timeout_setup(void **state)
+{
+	static const char *const env[] = { "GPUPOOL_STATEMENT_TIMEOUT_MS=1000", NULL };
+	struct fixture_options opts = { .server_env = env };
+
+	if (fixture_create(&opts, (struct fixture **)state) < 0)
+		return -1;
+	return group_setup_nodes(*state);
+}
+
+/*
+ * A batch that fails on a statement timeout (here: the nodes table held
+ * in SHARE mode by another session, as a migration's or an operator's
+ * lock would) fails its heartbeats with it, 503 with Retry-After, as
+ * each heartbeat's own transaction did before group commit: sent alone
+ * one after another on the four alone workers, each would wait its own
+ * timeout (200 heartbeats: 50 s, past every agent's patience, while
+ * more queue behind them).
+ */
+static void
+test_batch_timeout(void **state)
+{
+	struct fixture *fx = *state;
+	struct hb *h = calloc(NODES, sizeof(*h));
+	PGconn *s = session(fx);
+	struct timespec d = { 0, 20 * 1000 * 1000 };
+	int answered = 0;
+
+	age_heartbeats(fx);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < NODES; i++)
+		hb_prepare(fx, &h[i], i, "");
+	run(s, "BEGIN");
+	run(s, "LOCK TABLE nodes IN SHARE MODE");
+	for (int i = 0; i < NODES; i++)
+		hb_launch(&h[i]);
+	/* all answered while the table is still held (20 s for one second's timeout) */
+	for (int i = 0; i < 1000 && (answered = atomic_load(&finished)) < NODES; i++)
+		nanosleep(&d, NULL);
+	run(s, "COMMIT");
+	for (int i = 0; i < NODES; i++)
+		pthread_join(h[i].t, NULL);
+	if (answered < NODES)
+		fail_msg("only %d of %d heartbeats answered 20 s into a 1 s statement timeout",
+		    answered, NODES);
+	for (int i = 0; i < NODES; i++)
+		assert_int_equal(h[i].status, 503);
+	/* nothing committed; the next heartbeats go through */
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM nodes WHERE name LIKE 'hb-n%' "
+			     "AND agent_heartbeat_at > now() - interval '1 hour'"),
+	    0);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < 10; i++) {
+		hb_prepare(fx, &h[i], i, "");
+		hb_launch(&h[i]);
+	}
+	for (int i = 0; i < 10; i++)
+		hb_assert(fx, &h[i], i);
+	PQfinish(s);
+	free(h);
+}
+
+#define FEW 40
+
+/* Poll (30 s) until n backends run agent_heartbeats() waiting for a lock. */
+static void
+wait_batch_waits(struct fixture *fx)
+{
+	struct timespec d = { 0, 20 * 1000 * 1000 };
+
+	for (int i = 0; i < 1500; i++) {
+		if (fx_sql_int64(fx,
+			"SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%agent_heartbeats(%' "
+			"AND wait_event_type = 'Lock'") >= 1)
+			return;
+		nanosleep(&d, NULL);
+	}
+	fail_msg("no heartbeat batch waits for the nodes table");
+}
+
+/*
+ * The batch's backend dies mid-statement (pg_terminate_backend, as a
+ * PostgreSQL restart or an OOM kill would): every heartbeat is answered
+ * once, by its alone run on a fresh connection; each one answered 200 was
+ * committed (its node's agent_heartbeat_at moved), each other one 503.
+ */
+static void
+test_batch_backend_killed(void **state)
+{
+	struct fixture *fx = *state;
+	struct hb *h = calloc(FEW, sizeof(*h));
+	PGconn *s = session(fx);
+	int ok = 0;
+
+	age_heartbeats(fx);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < FEW; i++)
+		hb_prepare(fx, &h[i], i, "");
+	run(s, "BEGIN");
+	run(s, "LOCK TABLE nodes IN SHARE MODE");
+	for (int i = 0; i < FEW; i++)
+		hb_launch(&h[i]);
+	wait_batch_waits(fx);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+			     "WHERE query LIKE '%agent_heartbeats(%' AND wait_event_type = 'Lock'"),
+	    1);
+	run(s, "COMMIT");
+	wait_finished(FEW);
+	for (int i = 0; i < FEW; i++) {
+		pthread_join(h[i].t, NULL);
+		if (h[i].status == 200) {
+			ok++;
+			assert_int_equal(fx_sql_int64(fx,
+					     "SELECT count(*) FROM nodes WHERE id = $1 "
+					     "AND agent_heartbeat_at > now() - interval '1 hour'",
+					     fx_str(fx, "%lld", (long long)node_ids[i])),
+			    1);
+		} else {
+			assert_int_equal(h[i].status, 503);
+		}
+	}
+	/* the alone runs start at once, the table free a moment later: most go through */
+	assert_true(ok > 0);
+	PQfinish(s);
+	free(h);
+}
+
+/*
+ * A second server stops (SIGTERM) while heartbeats wait in its queue
+ * (the batch held by the nodes table): each is answered before the
+ * server exits 0, none dropped with its connection.
+ */
+static void
+test_stop_with_queued(void **state)
+{
+	struct fixture *fx = *state;
+	struct hb *h = calloc(FEW, sizeof(*h));
+	PGconn *s = session(fx);
+	struct fx_server *b = fixture_server_start(fx, NULL);
+
+	assert_non_null(b);
+	age_heartbeats(fx);
+	atomic_store(&finished, 0);
+	for (int i = 0; i < FEW; i++) {
+		hb_prepare(fx, &h[i], i, "");
+		h[i].base_url = b->base_url;
+	}
+	run(s, "BEGIN");
+	run(s, "LOCK TABLE nodes IN SHARE MODE");
+	for (int i = 0; i < FEW; i++)
+		hb_launch(&h[i]);
+	wait_batch_waits(fx);
+	assert_int_equal(atomic_load(&finished), 0);
+	/* SIGTERM while they wait; the lock goes with the statement timeout (1 s) */
+	assert_int_equal(fixture_server_stop(fx, b), 0);
+	run(s, "COMMIT");
+	wait_finished(FEW);
+	for (int i = 0; i < FEW; i++) {
+		pthread_join(h[i].t, NULL);
+		assert_int_equal(h[i].status, 503);
+	}
+	PQfinish(s);
+	free(h);
+}
+
+/*
+ * Hostile bodies are refused by the handler, before anything is queued:
+ * a precise 4xx problem, no heartbeat queued, the node row untouched.
+ */
+static void
+test_hostile_bodies(void **state)
+{
+	static const struct {
+		const char *body;
+		long status;
+		const char *code;
+	} cases[] = {
+		{ "[]", 422, "validation_failed" },
+		{ "\"x\"", 422, "validation_failed" },
+		{ "{", 400, "malformed_json" },
+		{ "{\"observed_generation\":-1}", 422, "validation_failed" },
+		{ "{\"observed_generation\":\"5\"}", 422, "validation_failed" },
+		{ "{\"observed_generation\":1.5}", 422, "validation_failed" },
+		{ "{\"observed_generation\":1e30}", 422, "validation_failed" },
+		{ "{\"observed_generation\":true}", 422, "validation_failed" },
+		{ "{\"observed_generation\":99999999999999999999}", 422, "validation_failed" },
+		{ "{\"bogus\":1}", 422, "validation_failed" },
+	};
+	struct fixture *fx = *state;
+	int64_t items0 = metric(fx, "gpupool_heartbeats_total");
+	const char *node = fx_str(fx, "%lld", (long long)node_ids[7]);
+
+	age_heartbeats(fx);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_problem(fx_request(fx, token_of(fx, 7), "POST", "/v1/agent/heartbeat", "%s",
+				   cases[i].body),
+		    cases[i].status, cases[i].code);
+	/* nothing queued, nothing written */
+	assert_int_equal(metric(fx, "gpupool_heartbeats_total"), items0);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM nodes WHERE id = $1 "
+			     "AND agent_heartbeat_at < now() - interval '1 hour'",
+			     node),
+	    1);
+}
+
 int
 main(void)
 {
@@ -395,8 +622,16 @@ main(void)
 		cmocka_unit_test(test_batched),
 		cmocka_unit_test(test_locked_node),
 		cmocka_unit_test(test_alone_paths),
+		cmocka_unit_test(test_hostile_bodies),
 	};
+	const struct CMUnitTest timeouts[] = {
+		cmocka_unit_test(test_batch_timeout),
+		cmocka_unit_test(test_batch_backend_killed),
+		cmocka_unit_test(test_stop_with_queued),
+	};
+	int rc = cmocka_run_group_tests(tests, group_setup, fixture_group_teardown);
 
-	return fixture_exit_status(
-	    cmocka_run_group_tests(tests, group_setup, fixture_group_teardown));
+	if (rc == 0)
+		rc = cmocka_run_group_tests(timeouts, timeout_setup, fixture_group_teardown);
+	return fixture_exit_status(rc);
 }
