@@ -37,7 +37,7 @@ group_setup(void **state)
 {
 	/* the report and the approval wait seconds on a loaded machine: no 503 */
 	static const char *const env[] = { "GPUPOOL_STATEMENT_TIMEOUT_MS=60000",
-		"GPUPOOL_AGENT_GRACE=3600", NULL };
+		"GPUPOOL_AGENT_GRACE=3600", "GPUPOOL_AGENT_LISTEN=127.0.0.1:0", NULL };
 	struct fixture_options opts = { .server_env = env };
 	struct fixture *fx;
 	struct gp_client_response *r;
@@ -102,6 +102,8 @@ call_thread(void *arg)
 	struct gp_client_response r;
 
 	gp_client_set_retries(cl, 0);
+	/* it waits for locks held on purpose while the test goes on: no client timeout */
+	gp_client_set_timeouts(cl, 120000, 5000);
 	memset(&r, 0, sizeof(r));
 	if (gp_client_set_token(cl, c->token) == 0 &&
 	    gp_client_request(cl, c->method, c->path, c->body, strlen(c->body), NULL, &r) == 0)
@@ -115,7 +117,14 @@ static void
 call_start(struct fixture *fx, struct call *c, const char *token, const char *method,
     const char *path, const char *body)
 {
-	c->base_url = fx->server->base_url;
+	/*
+	 * A report that waits for a lock holds its HTTP thread; an approval
+	 * the test sends meanwhile could be read by that same thread and
+	 * wait for it (the test holds the lock until the approval answers).
+	 * Reports go to the agent listener, whose threads are its own.
+	 */
+	c->base_url =
+	    strncmp(path, "/v1/agent/", 10) == 0 ? fx->server->agent_url : fx->server->base_url;
 	c->token = token;
 	c->method = method;
 	c->path = path;
