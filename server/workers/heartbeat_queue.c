@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct heartbeat_queue {
 	struct batch_queue *batch;
@@ -94,6 +95,15 @@ heartbeats_run(struct db *db, void **items, int n, void *arg)
 		atomic_fetch_sub(&waiting, 1);
 		j->wake(j->waiter);
 	}
+	/*
+	 * A small batch: let the next one gather. Heartbeats come every 10 s
+	 * from each agent; HEARTBEAT_LINGER_MS more on one is nothing, and a
+	 * fleet's thousand a second then share a statement (and a worker
+	 * wake-up) twenty at a time instead of two (bench-day: 1.9 a
+	 * statement without it).
+	 */
+	if (n < HEARTBEAT_LINGER_BELOW)
+		nanosleep(&(struct timespec){ 0, HEARTBEAT_LINGER_MS * 1000000L }, NULL);
 }
 
 /* An alone worker: agent_heartbeat() in a transaction of its own, then the answer. */

@@ -31,6 +31,8 @@
 #define HEARTBEAT_BATCH_MAX 256   /* heartbeats per statement */
 #define HEARTBEAT_WORKERS 2       /* the second runs only when half a batch waits */
 #define HEARTBEAT_ALONE_WORKERS 4 /* heartbeats the batch left, one each */
+#define HEARTBEAT_LINGER_MS 20    /* after a batch smaller than this, a pause: */
+#define HEARTBEAT_LINGER_BELOW 16 /* the next one gathers (heartbeat_queue.c) */
 
 struct heartbeat_queue;
 
