@@ -59,6 +59,25 @@
 -- rows up to that; it leaves a node T made unknown (the liveness sweep)
 -- unknown, since readying it would take the GPUs after the node: the
 -- next heartbeat readies it having locked the GPUs first (0025).
+--
+-- (e) A request approved while the report waited for its pool is settled
+-- by that report (test_status_late_request).
+-- agent_apply_status (0024 to 0027) locked the approved requests of its
+-- pools, then the pools, and settled only the requests locked first: one
+-- approved in between (its approval held the pool, and the report waited
+-- for it) was left "for the next report". But when the report released
+-- the request's last allocation on the node (a release or shrink whose
+-- instance was already gone: it vanished, or its GPU failed), the pool has
+-- no live allocation on the node any more, so no later report reads it:
+-- the request stayed approved for ever, its pool released
+-- (test_status_late_request). Now, once everything else is done and just
+-- before the settle, the report also takes the approved requests of its
+-- pools that it did not lock first, FOR NO KEY UPDATE SKIP LOCKED: a lock
+-- taken out of order but never waited for puts the report in no wait-for
+-- cycle through it (a transaction waiting for such a request holds only
+-- requests, the first in the order, none of which the report wants). One
+-- another transaction holds at that moment is skipped: that holder is a
+-- report or pass of the same pool, which settles it itself.
 
 CREATE OR REPLACE FUNCTION agent_apply_status(p_node bigint, p_observed bigint, p_version text,
 	p_gpus jsonb, p_errors jsonb)
@@ -203,9 +222,8 @@ BEGIN
 
 	-- 3. The slow path, in the global lock order (docs/architecture.md):
 	-- the pools' approved requests, then the pools, each in id order, as
-	-- approvals take them (the requests settled below are exactly the ones
-	-- locked here: one approved after this statement is left for the next
-	-- report, since locking it later would take a request after a pool)
+	-- approvals take them (one approved after this statement is taken
+	-- before the settle, without waiting: see there)
 	SELECT coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT q.id FROM pool_requests q
 		WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
 		ORDER BY q.id FOR NO KEY UPDATE) s;
@@ -380,6 +398,16 @@ BEGIN
 
 	-- pools: their statuses, alerts and audit, by the one settle path
 	PERFORM pools_settle(v_pools);
+
+	-- requests of these pools approved after the first lock of requests
+	-- (their approval held a pool this report then waited for): taken now
+	-- without waiting (SKIP LOCKED), so out of every wait-for cycle, and
+	-- settled with the others; left, one released here would be read by
+	-- no later report (its pool has no live allocation on the node)
+	SELECT v_reqs || coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT q.id
+		FROM pool_requests q WHERE q.pool_id = ANY (v_pools) AND q.state = 'approved'
+		  AND q.id <> ALL (v_reqs)
+		ORDER BY q.id FOR NO KEY UPDATE SKIP LOCKED) s;
 
 	-- approved requests: fulfilled once their allocations are there (or
 	-- gone, for shrink and release), failed when one of theirs failed

@@ -9,7 +9,7 @@
  * request's last allocation (the instance is gone), the pool has no live
  * allocation on the node any more, so no later report reads it again:
  * the release request stayed approved for ever, its pool released (0024
- * to 0030). Here: pool lr's instance vanishes from the node while its
+ * to 0027; 0030 settles it). Here: pool lr's instance vanishes from the node while its
  * release is being approved (the approval waits for the node row that a
  * second session holds, holding the request and the pool); the report
  * arrives then and waits for the pool; the session lets go.
