@@ -51,9 +51,17 @@ DB_STMT(stmt_exp_claim,
     "error = NULL FROM c WHERE x.id = c.id RETURNING x.*) "
     "SELECT " EXPORT_COLS " FROM e LEFT JOIN users us ON us.id = e.created_by");
 
+/*
+ * Waits for the row (no SKIP LOCKED): another replica's claim, whose
+ * snapshot still saw the job queued, locks the row for an instant before
+ * its recheck drops it; skipping it then made the job "taken over", failed
+ * and retried (attempts 2 in test_billing_export's test_replicas under CI
+ * load). A real takeover (the lease expired, another worker claimed it)
+ * fails the recheck of attempts once the lock is free.
+ */
 DB_STMT(stmt_exp_lock,
     "SELECT id FROM billing_exports WHERE id = $1::int8 AND state = 'running' "
-    "AND attempts = $2::int4 FOR UPDATE SKIP LOCKED");
+    "AND attempts = $2::int4 FOR UPDATE");
 DB_STMT(stmt_exp_clear, "DELETE FROM billing_export_chunks WHERE export_id = $1::int8");
 
 /*
