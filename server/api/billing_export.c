@@ -178,11 +178,12 @@ api_billing_exports_get(struct request *req, struct response *res, struct gp_err
 	return 0;
 }
 
-/* a download in progress: one chunk in memory at a time */
+/* a download in progress: one chunk in memory at a time, in its own arena */
 struct download {
 	int64_t id;
 	int seq, chunks;
-	char *buf;
+	struct arena *a; /* the current chunk's (its query result) */
+	const char *buf;
 	size_t len, off;
 };
 
@@ -207,16 +208,13 @@ download_read(void *arg, char *out, size_t max)
 		    &found, &err);
 		if (rc < 0 || !found || d->len == 0) {
 			arena_destroy(a);
+			d->len = d->off = 0;
 			return -1;
 		}
-		free(d->buf);
-		d->buf = malloc(d->len);
-		if (d->buf == NULL) {
-			arena_destroy(a);
-			return -1;
-		}
-		memcpy(d->buf, data, d->len);
-		arena_destroy(a);
+		if (d->a != NULL)
+			arena_destroy(d->a);
+		d->a = a;
+		d->buf = data;
 		d->off = 0;
 		d->seq++;
 	}
@@ -233,7 +231,8 @@ download_done(void *arg)
 {
 	struct download *d = arg;
 
-	free(d->buf);
+	if (d->a != NULL)
+		arena_destroy(d->a);
 	free(d);
 }
 

@@ -417,8 +417,8 @@ db_prepare(struct db *db, PGconn *conn, const struct db_stmt *st, struct gp_erro
  */
 static PGresult *
 db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
-    const char *const *values, const int *lengths, const int *formats, bool commit,
-    struct gp_error *err)
+    const char *const *values, const int *lengths, const int *formats, int result_format,
+    bool commit, struct gp_error *err)
 {
 	PGconn *conn = db_conn(db, err);
 	PGresult *r, *res = NULL, *failed = NULL;
@@ -447,7 +447,8 @@ db_pipeline(struct db *db, struct arena *a, const struct db_stmt *st, int nparam
 		}
 	}
 	qst = nq++;
-	if (PQsendQueryPrepared(conn, st->name, nparams, values, lengths, formats, 0) != 1)
+	if (PQsendQueryPrepared(conn, st->name, nparams, values, lengths, formats, result_format) !=
+	    1)
 		goto send_failed;
 	if (commit) {
 		db->commit_sent = true;
@@ -526,16 +527,19 @@ db_retry_fresh(struct db *db, int attempt, bool safe, struct gp_error *err)
 	return true;
 }
 
-PGresult *
-db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
-    const char *const *values, const int *lengths, const int *formats, struct gp_error *err)
+/* db_exec_ex with the results in result_format (0 text, 1 binary). */
+static PGresult *
+db_exec_fmt(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, const int *lengths, const int *formats, int result_format,
+    struct gp_error *err)
 {
 	PGconn *conn;
 	PGresult *r;
 	ExecStatusType status;
 
 	if (db->begin_sql != NULL)
-		return db_pipeline(db, a, st, nparams, values, lengths, formats, false, err);
+		return db_pipeline(db, a, st, nparams, values, lengths, formats, result_format,
+		    false, err);
 	for (int attempt = 0;; attempt++) {
 		db->conn_lost = false;
 		db->terminated = false;
@@ -548,7 +552,8 @@ db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams
 				continue;
 			return NULL;
 		}
-		r = PQexecPrepared(conn, st->name, nparams, values, lengths, formats, 0);
+		r = PQexecPrepared(conn, st->name, nparams, values, lengths, formats,
+		    result_format);
 		status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
 		if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
 			break;
@@ -562,6 +567,20 @@ db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams
 	}
 	arena_defer(a, db_result_clear, r);
 	return r;
+}
+
+PGresult *
+db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, const int *lengths, const int *formats, struct gp_error *err)
+{
+	return db_exec_fmt(db, a, st, nparams, values, lengths, formats, 0, err);
+}
+
+PGresult *
+db_exec_binary(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, struct gp_error *err)
+{
+	return db_exec_fmt(db, a, st, nparams, values, NULL, NULL, 1, err);
 }
 
 PGresult *
@@ -586,7 +605,7 @@ db_exec_commit(struct db *db, struct arena *a, const struct db_stmt *st, int npa
 		gp_error_set(err, 500, "internal", "db_exec_commit outside a transaction");
 		return NULL;
 	}
-	return db_pipeline(db, a, st, nparams, values, NULL, NULL, true, err);
+	return db_pipeline(db, a, st, nparams, values, NULL, NULL, 0, true, err);
 }
 
 /* See db_internal.h. */

@@ -33,6 +33,13 @@ PGresult *db_exec_ex(struct db *db, struct arena *a, const struct db_stmt *st, i
     const char *const *values, const int *lengths, const int *formats, struct gp_error *err);
 
 /*
+ * db_exec with every column in binary: a bytea arrives as its bytes
+ * (PQgetvalue, PQgetlength), not hex-encoded at twice the size.
+ */
+PGresult *db_exec_binary(struct db *db, struct arena *a, const struct db_stmt *st, int nparams,
+    const char *const *values, struct gp_error *err);
+
+/*
  * db_exec, then COMMIT in the same round trip (a libpq pipeline): the
  * last statement of a db_tx function, which must return right after it
  * (db_tx sees the transaction committed). Holding row locks one round

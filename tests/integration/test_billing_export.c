@@ -6,7 +6,8 @@
  * JSON Lines; a range export with a hostile adjustment note (CSV
  * quoting); bad input answers 422 and creates nothing; who may do what;
  * and gpupoold killed (SIGKILL) in the middle of an export, the job then
- * completed by another replica with the same bytes.
+ * completed by another replica with the same bytes; a file of several
+ * chunks downloaded byte for byte.
  */
 #include "billing_export_util.h"
 #include "rawhttp.h"
@@ -626,6 +627,50 @@ test_kill_during_export(void **state)
 	    first_sha);
 }
 
+/*
+ * A file of several chunks (BILLING_EXPORT_CHUNK_BYTES, 256 KiB, each):
+ * downloaded byte for byte as built here from the rows, multi-byte UTF-8
+ * across the chunks' boundaries included (each chunk is read in binary
+ * and sent as read, not hex-decoded). Last: its rows stay.
+ */
+static void
+test_large_download(void **state)
+{
+	struct fixture *fx = *state;
+	const char *from = "2026-07-01T00:00:00Z", *to = "2026-07-04T00:00:00Z";
+	struct gp_client_response *r;
+	struct json_object *e;
+	long long nrows;
+	char *want;
+	int64_t id;
+
+	fx_sql_exec(fx,
+	    "INSERT INTO pools (project_id, name, status) SELECT p.id, 'big-' || i, 'released' "
+	    "FROM projects p, generate_series(1, 100) AS i WHERE p.name = 'acme'");
+	fx_sql_exec(fx,
+	    "INSERT INTO billing_usage (kind, project_id, pool_id, model, profile, hour, period, "
+	    "price_per_hour_micro, currency, seconds, count, amount_micro, note) "
+	    "SELECT 'usage', po.project_id, po.id, 'H100-80GB', 'full', "
+	    "'2026-07-01 00:00:00+00'::timestamptz + h * interval '1 hour', '2026-07', 2500000, "
+	    "'EUR', 3600, 1 + po.id % 4, 2500000 * (1 + po.id % 4), "
+	    "'Größe ✓ 日本語 ' || po.name || ' ' || h "
+	    "FROM pools po, generate_series(0, 71) AS h WHERE po.name LIKE 'big-%'");
+	id = exp_create(fx, fx->admin_token,
+	    fx_str(fx, "{\"format\":\"csv\",\"from\":\"%s\",\"to\":\"%s\"}", from, to));
+	e = exp_wait(fx, id, 60000);
+	assert_json_str(e, "state", "done");
+	assert_true(fx_sql_int64(fx,
+			"SELECT count(*) FROM billing_export_chunks WHERE export_id = $1::int8",
+			fx_str(fx, "%lld", (long long)id)) >= 4);
+	want = expected_csv(fx, from, to, &nrows);
+	assert_int_equal(nrows, 7200);
+	r = exp_download(fx, id);
+	assert_int_equal((int64_t)r->body_len, fx_json_int(e, "bytes"));
+	assert_string_equal(exp_sha256(fx, r->body, r->body_len), fx_json_str(e, "sha256"));
+	assert_text_equal(r->body, want);
+	free(want);
+}
+
 int
 main(void)
 {
@@ -637,6 +682,7 @@ main(void)
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_replicas),
 		cmocka_unit_test(test_kill_during_export),
+		cmocka_unit_test(test_large_download),
 	};
 
 	return fixture_exit_status(
