@@ -2194,6 +2194,16 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.pool_request_layout_done(p_id bigint, p_action text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+	SELECT CASE WHEN p_action IN ('create', 'expand') THEN
+	            NOT EXISTS (SELECT 1 FROM allocations a WHERE a.request_id = p_id
+	                        AND a.state IN ('reserved', 'provisioning'))
+	       ELSE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.release_request_id = p_id
+	                        AND a.state <> 'released') END
+$$;
+
 CREATE FUNCTION public.pools_check(ok boolean, what text) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
@@ -2321,10 +2331,39 @@ CREATE FUNCTION public.pools_settle_audit(p_pool bigint, p_project bigint, p_bef
 $$;
 
 CREATE FUNCTION public.pools_settle_due() RETURNS integer
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
-	SELECT pools_settle(ARRAY(SELECT id FROM pools
-		WHERE status IN ('releasing', 'provisioning') ORDER BY id))
+DECLARE
+	v_reqs bigint[];
+	v_n    integer;
+	v_m    integer := 0;
+BEGIN
+	SELECT coalesce(array_agg(s.id), '{}') INTO v_reqs FROM (SELECT q.id
+		FROM pool_requests q WHERE q.state = 'approved'
+		  AND pool_request_layout_done(q.id, q.action)
+		ORDER BY q.id FOR NO KEY UPDATE SKIP LOCKED) s;
+	IF cardinality(v_reqs) > 0 THEN
+		WITH done AS (
+			UPDATE pool_requests q SET
+				state = CASE WHEN q.action IN ('create', 'expand') AND EXISTS (
+				             SELECT 1 FROM allocations a WHERE a.request_id = q.id
+				             AND a.state = 'failed') THEN 'failed' ELSE 'fulfilled' END,
+				generation = q.generation + 1
+			WHERE q.id = ANY (v_reqs) AND q.state = 'approved'
+			  AND pool_request_layout_done(q.id, q.action)
+			RETURNING q.id, q.state
+		)
+		INSERT INTO pool_request_events (request_id, from_state, to_state, actor, note)
+		SELECT id, 'approved', state, 'gpupool',
+		       CASE WHEN state = 'failed' THEN 'an allocation of the request failed'
+		            ELSE 'its layout is done (settled by the expiry pass)' END
+		FROM done;
+		GET DIAGNOSTICS v_m = ROW_COUNT;
+	END IF;
+	v_n := pools_settle(ARRAY(SELECT id FROM pools
+		WHERE status IN ('releasing', 'provisioning') ORDER BY id));
+	RETURN v_n + v_m;
+END
 $$;
 
 CREATE FUNCTION public.profiles_in(p jsonb) RETURNS TABLE(device_uuid text, namespace text, pod text, container text)
@@ -3458,6 +3497,8 @@ CREATE INDEX outbox_node_idx ON public.outbox USING btree (node_id, id);
 CREATE INDEX outbox_pending_idx ON public.outbox USING btree (next_attempt_at, id) WHERE (delivered_at IS NULL);
 
 CREATE INDEX pool_request_events_request_idx ON public.pool_request_events USING btree (request_id, id);
+
+CREATE INDEX pool_requests_approved_idx ON public.pool_requests USING btree (id) WHERE (state = 'approved'::text);
 
 CREATE INDEX pool_requests_expiry_idx ON public.pool_requests USING btree (expires_at) WHERE (state = 'pending'::text);
 

@@ -1153,7 +1153,7 @@ test_unmanaged_node(void **state)
 {
 	struct fixture *fx = *state;
 	struct gp_client_response *r;
-	int64_t id, pool_id;
+	int64_t id, pool_id, create_id, expand_id;
 	const char *pid;
 
 	fx_fleet(fx, "hand", "T4-16GB", 1, 2, false);
@@ -1161,6 +1161,7 @@ test_unmanaged_node(void **state)
 	id = fx_json_int(r->json, "id");
 	pool_id = fx_json_int(r->json, "pool_id");
 	pid = fx_str(fx, "%lld", (long long)pool_id);
+	create_id = id;
 	r = approve(fx, id, 200);
 	assert_int_equal(fx_json_len(r->json, "allocations"), 1);
 	assert_json_str(r->json, "allocations[0].node", "hand-n0");
@@ -1199,6 +1200,7 @@ test_unmanaged_node(void **state)
 	    1);
 	/* growing an active pool on the same node keeps it active */
 	id = submit_id(fx, bob, "pa", "expand", "byhand", "[\"T4-16GB/full=1\"]");
+	expand_id = id;
 	r = approve(fx, id, 200);
 	assert_json_str(r->json, "allocations[0].state", "ready");
 	assert_string_equal(fx_sql_text(fx, "SELECT status FROM pools WHERE id = $1", pid),
@@ -1240,6 +1242,66 @@ test_unmanaged_node(void **state)
 			     "AND to_state = 'fulfilled' AND note LIKE '%without an agent%'",
 			     fx_str(fx, "%lld", (long long)id)),
 	    1);
+	/* the create and the expand, their allocations ready at once, were
+	 * fulfilled by the expiry worker's pass (they stayed approved for ever
+	 * before migration 0032: no agent reports on the node) */
+	for (int k = 0; k < 2; k++) {
+		const char *rid = fx_str(fx, "%lld", (long long)(k == 0 ? create_id : expand_id));
+
+		wait_until(fx,
+		    fx_str(fx, "SELECT (state = 'fulfilled')::int FROM pool_requests WHERE id = %s",
+			rid));
+		assert_int_equal(fx_sql_int64(fx,
+				     "SELECT count(*) FROM pool_request_events WHERE request_id = $1 "
+				     "AND from_state = 'approved' AND to_state = 'fulfilled' "
+				     "AND actor = 'gpupool'",
+				     rid),
+		    1);
+	}
+	check_invariants(fx);
+}
+
+/*
+ * An approved request whose layout is done but that no report settles
+ * (the report skipped it, SKIP LOCKED, while another transaction held it,
+ * and its pool has no live allocation on the node any more): the expiry
+ * worker's pass settles it (migration 0032); before, it stayed approved
+ * for ever. The report's part is played here by SQL: the allocation
+ * turned ready, the request left approved.
+ */
+static void
+test_request_settled_without_report(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *others, *rid, *pid;
+	int64_t id;
+
+	fx_fleet(fx, "lostrep", "T4-16GB", 1, 1, false);
+	fx_agents_manage(fx, "lostrep");
+	others = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(id::text, ','), '0') FROM nodes WHERE status = 'ready' "
+	    "AND name NOT LIKE 'lostrep-%'");
+	fx_sql_exec(fx,
+	    fx_str(fx, "UPDATE nodes SET status = 'cordoned' WHERE id IN (%s)", others));
+	id = submit_id(fx, bob, "pa", "create", "lostrep", "[\"T4-16GB/full=1\"]");
+	rid = fx_str(fx, "%lld", (long long)id);
+	r = approve(fx, id, 200);
+	assert_json_str(r->json, "allocations[0].node", "lostrep-n0");
+	assert_json_str(r->json, "allocations[0].state", "reserved");
+	pid = fx_str(fx, "%lld", (long long)fx_json_int(r->json, "pool_id"));
+	fx_sql_exec(fx, "UPDATE allocations SET state = 'ready' WHERE request_id = $1::int8", rid);
+	wait_until(fx,
+	    fx_str(fx, "SELECT (state = 'fulfilled')::int FROM pool_requests WHERE id = %s", rid));
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM pool_request_events WHERE request_id = $1 "
+			     "AND from_state = 'approved' AND to_state = 'fulfilled' "
+			     "AND actor = 'gpupool' AND note LIKE '%expiry pass%'",
+			     rid),
+	    1);
+	wait_until(fx, fx_str(fx, "SELECT (status = 'active')::int FROM pools WHERE id = %s", pid));
+	fx_sql_exec(fx, fx_str(fx, "UPDATE nodes SET status = 'ready' WHERE id IN (%s)", others));
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name LIKE 'lostrep-%'");
 	check_invariants(fx);
 }
 
@@ -1374,6 +1436,7 @@ main(void)
 		cmocka_unit_test(test_validation),
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_unmanaged_node),
+		cmocka_unit_test(test_request_settled_without_report),
 		cmocka_unit_test(test_exclusion_constraint),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_pool_filter),

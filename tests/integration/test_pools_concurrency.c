@@ -409,10 +409,12 @@ test_concurrent_workflow(void **state)
 	assert_true(atomic_load(&sh->approved) >= 200);
 	assert_true(atomic_load(&sh->insufficient) > 0);
 	assert_true(atomic_load(&sh->double_approve_conflicts) > 0);
-	/* every 200 to an approval is one approved request, and one audit row */
+	/* every 200 to an approval is one approved request (since fulfilled,
+	 * or not yet, by the expiry worker's pass: the nodes have no agent),
+	 * and one audit row */
 	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM pool_requests WHERE state = "
-			     "'approved' AND requested_by IS NOT NULL"),
+			     "SELECT count(*) FROM pool_requests WHERE state IN "
+			     "('approved', 'fulfilled', 'failed') AND requested_by IS NOT NULL"),
 	    atomic_load(&sh->approved));
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM audit_log WHERE action = "
@@ -428,13 +430,13 @@ test_concurrent_workflow(void **state)
 	    0);
 	/* every approved create/expand fully allocated, every approved shrink fully freed */
 	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
+			     "SELECT count(*) FROM pool_requests r WHERE r.state IN ('approved', 'fulfilled') "
 			     "AND r.action IN ('create', 'expand') AND (SELECT sum((i->>'count')::int) "
 			     "FROM jsonb_array_elements(r.items) i) <> (SELECT count(*) FROM allocations a "
 			     "WHERE a.request_id = r.id)"),
 	    0);
 	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
+			     "SELECT count(*) FROM pool_requests r WHERE r.state IN ('approved', 'fulfilled') "
 			     "AND r.action = 'shrink' AND (SELECT sum((i->>'count')::int) "
 			     "FROM jsonb_array_elements(r.items) i) <> (SELECT count(*) FROM allocations a "
 			     "WHERE a.release_request_id = r.id)"),
@@ -442,7 +444,7 @@ test_concurrent_workflow(void **state)
 	/* requests that were not approved made nothing */
 	assert_int_equal(fx_sql_int64(fx,
 			     "SELECT count(*) FROM allocations a JOIN pool_requests r ON r.id = a.request_id "
-			     "WHERE r.state <> 'approved'"),
+			     "WHERE r.state NOT IN ('approved', 'fulfilled')"),
 	    0);
 	/* every pool's live allocations equal its SpecAndCount */
 	assert_int_equal(fx_sql_int64(fx,
@@ -493,7 +495,7 @@ test_concurrent_workflow(void **state)
 	    0);
 	/* one outbox row per affected node per approval that changed allocations */
 	assert_int_equal(fx_sql_int64(fx,
-			     "SELECT count(*) FROM pool_requests r WHERE r.state = 'approved' "
+			     "SELECT count(*) FROM pool_requests r WHERE r.state IN ('approved', 'fulfilled') "
 			     "AND r.action IN ('create', 'expand') AND (SELECT count(*) FROM outbox o "
 			     "WHERE o.request_id = r.id) <> (SELECT count(DISTINCT g.node_id) FROM allocations a "
 			     "JOIN gpus g ON g.id = a.gpu_id WHERE a.request_id = r.id)"),
