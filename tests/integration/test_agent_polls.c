@@ -299,9 +299,12 @@ test_no_lost_wake(void **state)
 	struct fixture *fx = *state;
 	const char *env[] = { "GPUPOOL_TEST_POLL_GAP_MS=1500", NULL };
 	struct fx_server *srv;
-	struct poll p;
-	pthread_t t;
-	int64_t t_bump;
+	struct poll p[4];
+	pthread_t t[4];
+	const char *token;
+	int64_t after, t_bump;
+	int n = 0;
+	bool in_gap = false;
 
 	if (fx->server != NULL)
 		assert_int_equal(fixture_server_stop(fx, fx->server), 0);
@@ -312,26 +315,43 @@ test_no_lost_wake(void **state)
 	op = op == NULL ? fixture_create_user(fx, "op", "operator")
 			: fixture_login(fx, "op", FIXTURE_PASSWORD);
 	(void)fx_request(fx, op, "POST", "/v1/clusters", "{\"name\":\"c1\",\"region\":\"r\"}");
-	memset(&p, 0, sizeof(p));
-	p.token = enroll(fx, "w1", "GPU-44444444-0000-4000-8000-000000000001");
-	p.base_url = srv->base_url;
-	p.after = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'w1'");
-	assert_int_equal(pthread_create(&t, NULL, poll_thread, &p), 0);
-	/* the poll has read (304: nothing new) and sits in the 1.5 s gap */
-	sleep_ms(500);
-	assert_int_equal(waiting(fx), 0);
+	token = enroll(fx, "w1", "GPU-44444444-0000-4000-8000-000000000001");
+	after = fx_sql_int64(fx, "SELECT generation FROM nodes WHERE name = 'w1'");
+	/*
+	 * the poll has read (nothing new) and sits in the 1.5 s gap; on a
+	 * machine so loaded that it is already waiting by the time /metrics
+	 * answers, the next poll of the node replaces it (answered at once)
+	 * and the test tries again
+	 */
+	while (n < 4 && !in_gap) {
+		memset(&p[n], 0, sizeof(p[n]));
+		p[n].token = token;
+		p[n].base_url = srv->base_url;
+		p[n].after = after;
+		assert_int_equal(pthread_create(&t[n], NULL, poll_thread, &p[n]), 0);
+		n++;
+		sleep_ms(500);
+		/* in the gap: not registered, nor has it replaced the one before */
+		if (n == 1)
+			in_gap = waiting(fx) == 0;
+		else
+			in_gap = waiting(fx) == 1 &&
+			    __atomic_load_n(&p[n - 2].done_us, __ATOMIC_SEQ_CST) == 0;
+	}
+	assert_true(in_gap);
 	/* a new generation, committed and notified as every layout change is */
 	fx_sql_exec(fx, "UPDATE nodes SET generation = generation + 1 WHERE name = 'w1'");
 	fx_sql_exec(fx,
 	    "SELECT pg_notify('gpupool_wake', 'node:' || id) FROM nodes "
 	    "WHERE name = 'w1'");
 	t_bump = time_mono_us();
-	for (int i = 0; i < 1000 && __atomic_load_n(&p.done_us, __ATOMIC_SEQ_CST) == 0; i++)
+	for (int i = 0; i < 1000 && __atomic_load_n(&p[n - 1].done_us, __ATOMIC_SEQ_CST) == 0; i++)
 		sleep_ms(10);
-	pthread_join(t, NULL);
-	assert_int_equal(p.status, 200);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(p[n - 1].status, 200);
 	/* at the gap's end (about 1 s after the bump), not at the 20 s deadline */
-	assert_true(p.done_us - t_bump < 5000000);
+	assert_true(p[n - 1].done_us - t_bump < 5000000);
 	assert_int_equal(waiting(fx), 0);
 }
 
