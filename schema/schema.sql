@@ -3422,6 +3422,8 @@ CREATE INDEX allocations_pool_gpu_idx ON public.allocations USING btree (gpu_id)
 
 CREATE INDEX allocations_pool_idx ON public.allocations USING btree (pool_id) WHERE (pool_id IS NOT NULL);
 
+CREATE INDEX allocations_release_request_idx ON public.allocations USING btree (release_request_id) WHERE (release_request_id IS NOT NULL);
+
 CREATE UNIQUE INDEX allocations_replaces_live_idx ON public.allocations USING btree (replaces) WHERE ((replaces IS NOT NULL) AND (state <> 'released'::text));
 
 CREATE INDEX allocations_request_idx ON public.allocations USING btree (request_id) WHERE (request_id IS NOT NULL);

@@ -1305,6 +1305,95 @@ test_request_settled_without_report(void **state)
 	check_invariants(fx);
 }
 
+/*
+ * The expiry worker's pass (every GPUPOOL_EXPIRY_INTERVAL, on every
+ * replica) reads the allocations of every approved request through an
+ * index. A release whose node's agent is gone for good (a dead node in a
+ * bad week) stays approved, and the pass asks each time whether all it
+ * freed are released (pool_request_layout_done, migration 0032): with no
+ * index on release_request_id that read every live allocation of the
+ * fleet (or the whole table, released history and all), per such request
+ * per pass (migration 0033 adds the index). Here: 224 more live
+ * allocations elsewhere; one pass, sequential scans disabled so that the
+ * plan does not depend on the table's size, must read fewer than those.
+ */
+/* What this transaction read of allocations: rows from the table, entries from its indexes. */
+#define READ_ALLOCATIONS                                                                 \
+	"SELECT pg_stat_get_xact_tuples_returned('allocations'::regclass) + "            \
+	"(SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid))::int8 FROM pg_index " \
+	"WHERE indrelid = 'allocations'::regclass)"
+
+static void
+test_settle_pass_indexed(void **state)
+{
+	struct fixture *fx = *state;
+	struct gp_client_response *r;
+	const char *others, *rid, *pid;
+	int64_t id, before, after;
+
+	fx_fleet(fx, "deadnode", "T4-16GB", 1, 1, false);
+	fx_agents_manage(fx, "deadnode");
+	others = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(id::text, ','), '0') FROM nodes WHERE status = 'ready' "
+	    "AND name NOT LIKE 'deadnode-%'");
+	fx_sql_exec(fx,
+	    fx_str(fx, "UPDATE nodes SET status = 'cordoned' WHERE id IN (%s)", others));
+	id = submit_id(fx, bob, "pa", "create", "deadnode", "[\"T4-16GB/full=1\"]");
+	r = approve(fx, id, 200);
+	assert_json_str(r->json, "allocations[0].node", "deadnode-n0");
+	pid = fx_str(fx, "%lld", (long long)fx_json_int(r->json, "pool_id"));
+	/* the agent made it, then its node went quiet for good */
+	fx_sql_exec(fx, "UPDATE allocations SET state = 'ready' WHERE pool_id = $1::int8", pid);
+	wait_until(fx, fx_str(fx, "SELECT (status = 'active')::int FROM pools WHERE id = %s", pid));
+	id = submit_id(fx, bob, "pa", "release", "deadnode", NULL);
+	rid = fx_str(fx, "%lld", (long long)id);
+	approve(fx, id, 200);
+	assert_int_equal(fx_sql_int64(fx,
+			     "SELECT count(*) FROM allocations WHERE release_request_id = $1::int8 "
+			     "AND state = 'releasing'",
+			     rid),
+	    1);
+	/* the rest of the fleet: two nodes of sixteen GPUs, seven instances each */
+	fx_fleet_register(fx, "busy", "H100-80GB", 2, 16);
+	fx_sql_exec(fx,
+	    "UPDATE gpus SET mig_enabled = true WHERE node_id IN "
+	    "(SELECT id FROM nodes WHERE name LIKE 'busy-%')");
+	assert_int_equal(fx_sql_exec(fx,
+			     "INSERT INTO allocations (gpu_id, profile, start, size, state) "
+			     "SELECT g.id, '1g.10gb', s, 1, 'ready' FROM gpus g "
+			     "JOIN nodes n ON n.id = g.node_id, generate_series(0, 6) s "
+			     "WHERE n.name LIKE 'busy-%' ORDER BY g.id, s"),
+	    224);
+	/* one pass, on this session, what it read of allocations counted (then rolled back) */
+	fx_sql_exec(fx, "BEGIN");
+	fx_sql_exec(fx, "SET LOCAL enable_seqscan = off");
+	before = fx_sql_int64(fx, READ_ALLOCATIONS);
+	fx_sql_exec(fx, "SELECT pools_settle_due()");
+	after = fx_sql_int64(fx, READ_ALLOCATIONS);
+	fx_sql_exec(fx, "ROLLBACK");
+	/* the allocations of the approved requests and settling pools, a few */
+	assert_in_range(after - before, 0, 100);
+	fx_sql_exec(fx,
+	    "DELETE FROM allocations WHERE pool_id IS NULL AND gpu_id IN (SELECT g.id FROM gpus g "
+	    "JOIN nodes n ON n.id = g.node_id WHERE n.name LIKE 'busy-%')");
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name LIKE 'busy-%'");
+	/* the release still waits for its agent; once it is gone, it is fulfilled */
+	assert_string_equal(fx_sql_text(fx, "SELECT state FROM pool_requests WHERE id = $1::int8",
+				rid),
+	    "approved");
+	fx_sql_exec(fx,
+	    "UPDATE allocations SET state = 'released', released_at = now() "
+	    "WHERE release_request_id = $1::int8",
+	    rid);
+	wait_until(fx,
+	    fx_str(fx, "SELECT (state = 'fulfilled')::int FROM pool_requests WHERE id = %s", rid));
+	wait_until(fx,
+	    fx_str(fx, "SELECT (status = 'released')::int FROM pools WHERE id = %s", pid));
+	fx_sql_exec(fx, fx_str(fx, "UPDATE nodes SET status = 'ready' WHERE id IN (%s)", others));
+	fx_sql_exec(fx, "UPDATE nodes SET status = 'cordoned' WHERE name LIKE 'deadnode-%'");
+	check_invariants(fx);
+}
+
 /* Invariant 1 is the database's: an overlapping insert is refused. */
 static void
 test_exclusion_constraint(void **state)
@@ -1437,6 +1526,7 @@ main(void)
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_unmanaged_node),
 		cmocka_unit_test(test_request_settled_without_report),
+		cmocka_unit_test(test_settle_pass_indexed),
 		cmocka_unit_test(test_exclusion_constraint),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_pool_filter),
