@@ -28,6 +28,21 @@
 
 CREATE INDEX pool_requests_approved_idx ON pool_requests (id) WHERE state = 'approved';
 
+-- A shrink's or a release's allocations are found through an index too:
+-- whether an approved shrink or release is done (all the allocations it
+-- freed are released) is asked by release_request_id, by this pass for
+-- every approved request, every GPUPOOL_EXPIRY_INTERVAL on every replica,
+-- by an agent's report settling its pools' requests (agent_apply_status,
+-- 0030) and by the confirmation of releases on nodes without an agent
+-- (0024). No index had that column, so each ask read every live
+-- allocation of the fleet, or the whole table with its released history;
+-- a release whose node's agent is gone stays approved until the node is
+-- back or removed, and would cost every pass one such read
+-- (test_pools: test_settle_pass_indexed). The index holds only the
+-- allocations a shrink or release freed.
+CREATE INDEX allocations_release_request_idx ON allocations (release_request_id)
+	WHERE release_request_id IS NOT NULL;
+
 -- The settle rule of an approved request, as agent_apply_status applies
 -- it inline (0030): a create or expand once none of its allocations is
 -- still reserved or provisioning, a shrink or release once all it freed

@@ -1313,7 +1313,7 @@ test_request_settled_without_report(void **state)
  * freed are released (pool_request_layout_done, migration 0032): with no
  * index on release_request_id that read every live allocation of the
  * fleet (or the whole table, released history and all), per such request
- * per pass (migration 0033 adds the index). Here: 224 more live
+ * per pass (migration 0032 adds the index). Here: 224 more live
  * allocations elsewhere; one pass, sequential scans disabled so that the
  * plan does not depend on the table's size, must read fewer than those.
  */
