@@ -1262,6 +1262,26 @@ test_unmanaged_node(void **state)
 }
 
 /*
+ * One T4 node called <prefix>-n0, managed by an agent, the only one ready:
+ * every other ready node is cordoned; their ids (to make them ready again).
+ */
+static const char *
+agent_node_alone(struct fixture *fx, const char *prefix)
+{
+	const char *others;
+
+	fx_fleet(fx, prefix, "T4-16GB", 1, 1, false);
+	fx_agents_manage(fx, prefix);
+	others = fx_sql_text(fx,
+	    "SELECT coalesce(string_agg(id::text, ','), '0') FROM nodes WHERE status = 'ready' "
+	    "AND name NOT LIKE $1 || '-%'",
+	    prefix);
+	fx_sql_exec(fx,
+	    fx_str(fx, "UPDATE nodes SET status = 'cordoned' WHERE id IN (%s)", others));
+	return others;
+}
+
+/*
  * An approved request whose layout is done but that no report settles
  * (the report skipped it, SKIP LOCKED, while another transaction held it,
  * and its pool has no live allocation on the node any more): the expiry
@@ -1277,13 +1297,7 @@ test_request_settled_without_report(void **state)
 	const char *others, *rid, *pid;
 	int64_t id;
 
-	fx_fleet(fx, "lostrep", "T4-16GB", 1, 1, false);
-	fx_agents_manage(fx, "lostrep");
-	others = fx_sql_text(fx,
-	    "SELECT coalesce(string_agg(id::text, ','), '0') FROM nodes WHERE status = 'ready' "
-	    "AND name NOT LIKE 'lostrep-%'");
-	fx_sql_exec(fx,
-	    fx_str(fx, "UPDATE nodes SET status = 'cordoned' WHERE id IN (%s)", others));
+	others = agent_node_alone(fx, "lostrep");
 	id = submit_id(fx, bob, "pa", "create", "lostrep", "[\"T4-16GB/full=1\"]");
 	rid = fx_str(fx, "%lld", (long long)id);
 	r = approve(fx, id, 200);
@@ -1331,13 +1345,7 @@ test_settle_pass_indexed(void **state)
 	const char *others, *rid, *pid;
 	int64_t id, before, after;
 
-	fx_fleet(fx, "deadnode", "T4-16GB", 1, 1, false);
-	fx_agents_manage(fx, "deadnode");
-	others = fx_sql_text(fx,
-	    "SELECT coalesce(string_agg(id::text, ','), '0') FROM nodes WHERE status = 'ready' "
-	    "AND name NOT LIKE 'deadnode-%'");
-	fx_sql_exec(fx,
-	    fx_str(fx, "UPDATE nodes SET status = 'cordoned' WHERE id IN (%s)", others));
+	others = agent_node_alone(fx, "deadnode");
 	id = submit_id(fx, bob, "pa", "create", "deadnode", "[\"T4-16GB/full=1\"]");
 	r = approve(fx, id, 200);
 	assert_json_str(r->json, "allocations[0].node", "deadnode-n0");
