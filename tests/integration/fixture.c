@@ -1751,6 +1751,25 @@ fx_enroll_token(struct fixture *fx, const char *cluster)
 }
 
 const char *
+fx_enroll_mig_node(struct fixture *fx, const char *cluster, const char *name, const char *gpu_uuid)
+{
+	struct gp_client_response *r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
+	    "{\"name\":\"%s\",\"region\":\"eu-1\"}", cluster);
+
+	if (r->status != 201 && r->status != 409)
+		return NULL;
+	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
+	    "{\"enrollment_token\":\"%s\",\"node_name\":\"%s\",\"hostname\":\"%s.example\","
+	    "\"callback_url\":\"http://127.0.0.1:9/\",\"agent_version\":\"test\","
+	    "\"gpus\":[{\"uuid\":\"%s\",\"index\":0,\"product_name\":\"NVIDIA H100 80GB HBM3\","
+	    "\"memory_mib\":81559,\"mig_enabled\":true,\"instances\":[]}]}",
+	    fx_enroll_token(fx, cluster), name, name, gpu_uuid);
+	if (r->status != 201)
+		return NULL;
+	return fx_json_str(r->json, "node_token");
+}
+
+const char *
 fx_agent_dir(struct fixture *fx, const char *name)
 {
 	return fx_str(fx, "%s/agent-%s", fx->tmpdir, name);

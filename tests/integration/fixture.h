@@ -327,6 +327,14 @@ void fx_assert_pool_invariants(struct fixture *fx);
 /* A fresh enrollment token of cluster (made by the admin; ten minutes). */
 const char *fx_enroll_token(struct fixture *fx, const char *cluster);
 
+/*
+ * Enroll node name with one H100 80GB in MIG mode (GPU gpu_uuid, no
+ * instances) through the agent API, no agent process, into cluster
+ * (created in region eu-1 when absent); its node token, NULL on failure.
+ */
+const char *fx_enroll_mig_node(struct fixture *fx, const char *cluster, const char *name,
+    const char *gpu_uuid);
+
 /* The state directory of the agent of node name (its fake-faults.json lives there). */
 const char *fx_agent_dir(struct fixture *fx, const char *name);
 

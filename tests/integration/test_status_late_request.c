@@ -53,25 +53,8 @@ group_setup(void **state)
 	    "{\"role\":\"owner\"}");
 	if (r->status != 201)
 		return -1;
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters",
-	    "{\"name\":\"c1\",\"region\":\"eu-1\"}");
-	if (r->status != 201)
-		return -1;
-	r = fx_request(fx, fx->admin_token, "POST", "/v1/clusters/c1/enrollment-tokens",
-	    "{\"expires_in_seconds\":600}");
-	if (r->status != 201)
-		return -1;
-	r = fx_request(fx, NULL, "POST", "/v1/agent/enroll",
-	    "{\"enrollment_token\":\"%s\",\"node_name\":\"s1\",\"hostname\":\"s1.example\","
-	    "\"callback_url\":\"http://127.0.0.1:9/\",\"agent_version\":\"test\","
-	    "\"gpus\":[{\"uuid\":\"" GPU0
-	    "\",\"index\":0,\"product_name\":\"NVIDIA H100 80GB HBM3\","
-	    "\"memory_mib\":81559,\"mig_enabled\":true,\"instances\":[]}]}",
-	    fx_json_str(r->json, "token"));
-	if (r->status != 201)
-		return -1;
-	node_token = fx_json_str(r->json, "node_token");
-	return 0;
+	node_token = fx_enroll_mig_node(fx, "c1", "s1", GPU0);
+	return node_token != NULL ? 0 : -1;
 }
 
 /* A status report of s1 at generation gen listing instances (a JSON array). */
